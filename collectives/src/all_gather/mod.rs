@@ -1,0 +1,42 @@
+//! all_gather: every rank ends with all ranks' blocks in rank order
+//! (`recv.len() == P · send.len()`).
+//!
+//! One algorithm, the ring's all-gather phase ([`crate::ring`]): the own
+//! block is copied into place, then `P − 1` steps pass blocks to the right,
+//! pipelined in segments; each rank sends and receives `(P−1)·block` bytes,
+//! the lower bound.
+
+use crate::all_reduce::seg_elems;
+use crate::element::Element;
+use crate::op::ReduceOp;
+use crate::ring::{ring, Phases};
+use crate::select::{Algorithm, RING_SEGMENT_BYTES};
+use crate::Comm;
+
+/// Ring all_gather.
+pub fn all_gather_ring<T: Element, C: Comm>(
+    comm: &mut C,
+    send: &[T],
+    recv: &mut [T],
+) -> Result<(), C::Error> {
+    let r = comm.rank();
+    let block = send.len();
+    recv[r * block..(r + 1) * block].copy_from_slice(send);
+    ring(
+        comm,
+        recv,
+        ReduceOp::Sum,
+        Phases::AllGather,
+        seg_elems::<T>(RING_SEGMENT_BYTES),
+    )
+}
+
+/// Run `algo` (only the ring exists).
+pub fn all_gather<T: Element, C: Comm>(
+    comm: &mut C,
+    send: &[T],
+    recv: &mut [T],
+    _algo: Algorithm,
+) -> Result<(), C::Error> {
+    all_gather_ring(comm, send, recv)
+}

@@ -1,0 +1,25 @@
+//! broadcast: the root's buffer is copied to every rank.
+
+mod binomial;
+mod chain;
+
+pub use binomial::broadcast_binomial;
+pub use chain::broadcast_chain;
+
+use crate::all_reduce::seg_elems;
+use crate::comm::Comm;
+use crate::element::Element;
+use crate::select::{Algorithm, CHAIN_SEGMENT_BYTES};
+
+/// Run `algo` (binomial or chain; any other runs the binomial tree).
+pub fn broadcast<T: Element, C: Comm>(
+    comm: &mut C,
+    buf: &mut [T],
+    root: usize,
+    algo: Algorithm,
+) -> Result<(), C::Error> {
+    match algo {
+        Algorithm::Chain => broadcast_chain(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
+        _ => broadcast_binomial(comm, buf, root),
+    }
+}

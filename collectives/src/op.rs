@@ -1,0 +1,133 @@
+//! Reduction operators and element type tags.
+
+/// How a reduction combines contributions.
+///
+/// `Avg` is defined for floating-point elements only (the facade rejects it
+/// for integers with `InvalidArgument`); it reduces as `Sum` and divides by
+/// the number of contributions once, at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Element-wise sum; integers wrap.
+    Sum,
+    /// Element-wise product; integers wrap.
+    Prod,
+    /// Element-wise minimum.
+    Min,
+    /// Element-wise maximum.
+    Max,
+    /// Element-wise mean (sum, then one division); floats only.
+    Avg,
+}
+
+impl ReduceOp {
+    /// Every operator, in wire-id order.
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+    ];
+
+    /// Stable identifier used on the wire.
+    pub fn id(self) -> u8 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::Avg => 4,
+        }
+    }
+
+    /// The inverse of [`ReduceOp::id`].
+    pub fn from_id(id: u8) -> Option<ReduceOp> {
+        ReduceOp::ALL.get(usize::from(id)).copied()
+    }
+
+    /// Lower-case name, as in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+        }
+    }
+}
+
+/// The element types meshwork reduces; each [`crate::Element`] has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    F16,
+    BF16,
+    I8,
+    I32,
+    I64,
+    U8,
+    U32,
+    U64,
+}
+
+impl DType {
+    /// Every type, in wire-id order.
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U32,
+        DType::U64,
+    ];
+
+    /// Stable identifier used on the wire.
+    pub fn id(self) -> u8 {
+        DType::ALL
+            .iter()
+            .position(|d| *d == self)
+            .map_or(u8::MAX, |i| i as u8)
+    }
+
+    /// The inverse of [`DType::id`].
+    pub fn from_id(id: u8) -> Option<DType> {
+        DType::ALL.get(usize::from(id)).copied()
+    }
+
+    /// Rust spelling of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Whether `ReduceOp::Avg` applies.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+}

@@ -1,0 +1,70 @@
+//! Index arithmetic shared by the algorithms: chunking and tree shapes.
+
+use std::ops::Range;
+
+/// The `i`-th of `parts` nearly equal pieces of `0..count`: the first
+/// `count % parts` pieces hold one element more. Never overflows.
+pub fn chunk(count: usize, parts: usize, i: usize) -> Range<usize> {
+    debug_assert!(parts > 0 && i < parts);
+    let base = count / parts;
+    let extra = count % parts;
+    let start = i * base + i.min(extra);
+    let len = base + usize::from(i < extra);
+    start..start + len
+}
+
+/// `(r + d) mod p` without overflow for any `d < p`.
+pub fn add_mod(r: usize, d: usize, p: usize) -> usize {
+    (r + d) % p
+}
+
+/// `(r − d) mod p` for any `d`.
+pub fn sub_mod(r: usize, d: usize, p: usize) -> usize {
+    (r + p - d % p) % p
+}
+
+/// Rank relative to `root` (the root becomes 0).
+pub fn relative(rank: usize, root: usize, p: usize) -> usize {
+    sub_mod(rank, root, p)
+}
+
+/// Real rank of relative rank `vr`.
+pub fn absolute(vr: usize, root: usize, p: usize) -> usize {
+    add_mod(vr, root, p)
+}
+
+/// Largest power of two `≤ p` (p ≥ 1).
+pub fn pow2_floor(p: usize) -> usize {
+    1 << (usize::BITS - 1 - p.leading_zeros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_tile_the_range() {
+        for count in [0, 1, 5, 7, 100, 1001] {
+            for parts in 1..=9 {
+                let mut next = 0;
+                for i in 0..parts {
+                    let c = chunk(count, parts, i);
+                    assert_eq!(c.start, next);
+                    assert!(c.len() == count / parts || c.len() == count / parts + 1);
+                    next = c.end;
+                }
+                assert_eq!(next, count);
+            }
+        }
+    }
+
+    #[test]
+    fn modular_helpers() {
+        assert_eq!(sub_mod(0, 1, 5), 4);
+        assert_eq!(sub_mod(2, 12, 5), 0);
+        assert_eq!(absolute(relative(3, 4, 7), 4, 7), 3);
+        assert_eq!(pow2_floor(1), 1);
+        assert_eq!(pow2_floor(7), 4);
+        assert_eq!(pow2_floor(8), 8);
+    }
+}
