@@ -1,1 +1,118 @@
-//! placeholder
+//! meshwork: tagged messages, collectives and RPC between processes and
+//! machines, with no `mpirun` and no MPI library. Every call is
+//! **synchronous**: it blocks the calling thread and returns a
+//! [`Result`]; plain Rust programs and non-async model runners call it
+//! directly.
+//!
+//! # Quick start
+//!
+//! A group of ranks is a [`ProcessGroup`] per rank. [`local`] makes a whole
+//! world inside one process (each rank on its own thread), which is how the
+//! examples below run; networked groups come from the `Node` builder.
+//!
+//! ```
+//! use meshwork::{local, ReduceOp};
+//! use std::thread;
+//!
+//! let world = local(4)?;
+//! let results: Vec<Vec<f32>> = thread::scope(|s| {
+//!     let handles: Vec<_> = world
+//!         .iter()
+//!         .map(|g| s.spawn(move || {
+//!             let mut grads = vec![g.rank() as f32; 1 << 10];
+//!             g.all_reduce(&mut grads, ReduceOp::Sum)?;
+//!             g.barrier()?;
+//!             Ok::<_, meshwork::Error>(grads)
+//!         }))
+//!         .collect();
+//!     handles.into_iter().map(|h| h.join().unwrap()).collect::<Result<_, _>>()
+//! })?;
+//! assert!(results.iter().all(|g| g.iter().all(|&x| x == 6.0)));
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
+//! # Collectives
+//!
+//! Eleven, on every [`Element`] type (`f32, f64, f16, bf16, i8, i32, i64,
+//! u8, u32, u64`): `all_reduce, broadcast, all_gather, reduce_scatter,
+//! reduce, all_to_all, gather, scatter, scan, exclusive_scan, barrier`, each
+//! also non-blocking (`*_nb`), taking owned buffers and returning a
+//! [`Work`]:
+//!
+//! ```
+//! # use meshwork::{local, ReduceOp};
+//! # let world = local(3)?;
+//! std::thread::scope(|s| {
+//!     for g in &world {
+//!         s.spawn(move || {
+//!             // Two operations in flight at once; wait in any order.
+//!             let a = g.all_reduce_nb(vec![1i64; 5], ReduceOp::Sum);
+//!             let b = g.all_gather_nb(vec![g.rank()]);
+//!             assert_eq!(b.wait().unwrap(), [0, 1, 2]);
+//!             assert_eq!(a.wait().unwrap(), [3; 5]);
+//!         });
+//!     }
+//! });
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
+//! Every rank must issue a group's collectives in the same order with
+//! matching arguments. Each call carries a descriptor (collective, type,
+//! count, operator, root, algorithm); a rank that disagrees gets
+//! [`Error::CollectiveMismatch`], never garbage. Arguments are checked once,
+//! before any message moves: a wrong length or a root out of range is
+//! [`Error::InvalidArgument`] on the calling rank, and the group stays
+//! usable. [`ReduceOp::Avg`] is for float types only.
+//!
+//! Float all_reduce results are bitwise identical on every rank: every
+//! algorithm reduces each element in one fixed order. Algorithms are chosen
+//! by (collective, world size, bytes) — see `meshwork_collectives` for the
+//! index and cost of each — and can be forced by name with
+//! [`ProcessGroup::set_algorithm`].
+//!
+//! # Deadlines and failures
+//!
+//! Nothing waits forever. Every blocking call fails with
+//! [`Error::Timeout`] naming the operation and the ranks it waited on when
+//! they make no progress for the group's deadline (60 s by default,
+//! [`ProcessGroup::set_timeout`]); a rank that is gone is
+//! [`Error::PeerDisconnected`] at once.
+//!
+//! ```
+//! # use meshwork::{local, Error};
+//! # use std::time::Duration;
+//! let mut world = local(2)?;
+//! let g0 = world.remove(0);
+//! g0.set_timeout(Duration::from_millis(50));
+//! // Rank 1 is alive but never joins the barrier.
+//! match g0.barrier() {
+//!     Err(Error::Timeout { op, waiting_on }) => {
+//!         assert_eq!((op.as_str(), waiting_on), ("barrier", vec![1]));
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! drop(world); // rank 1 leaves: now it is a disconnect, reported at once
+//! assert!(matches!(g0.barrier(), Err(Error::PeerDisconnected { rank: 1 })));
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
+//! # What meshwork does not do (yet)
+//!
+//! Networked groups (the `Node` builder over TCP and QUIC, discovery, seed
+//! bootstrap), point-to-point messages, RPC and `split` arrive with their
+//! own issues. Not planned: variable-count (`_v`) collectives, wildcard
+//! receives, one-sided operations.
+
+mod error;
+mod group;
+mod local;
+
+pub use error::{Error, Result};
+pub use group::{ProcessGroup, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
+pub use local::local;
+pub use meshwork_collectives::{Element, ReduceOp};
+
+/// The older name of [`ReduceOp`].
+pub type ReduceKind = ReduceOp;
+
+pub use half;

@@ -33,7 +33,11 @@ pub enum SimError {
     /// The run exceeded [`SimConfig::step_budget`] operations.
     StepBudget,
     /// A message of the wrong length arrived.
-    Length { from: usize, expected: usize, got: usize },
+    Length {
+        from: usize,
+        expected: usize,
+        got: usize,
+    },
 }
 
 /// A fault to inject.
@@ -268,7 +272,11 @@ impl Comm for SimComm<'_> {
             if q.front().is_some_and(|(t, _)| *t <= now) {
                 let (_, bytes) = q.pop_front().unwrap_or_default();
                 if bytes.len() != len {
-                    return Err(SimError::Length { from, expected: len, got: bytes.len() });
+                    return Err(SimError::Length {
+                        from,
+                        expected: len,
+                        got: bytes.len(),
+                    });
                 }
                 return Ok(bytes);
             }
@@ -326,7 +334,11 @@ pub fn run<R: Send>(
                     // A panicking rank must still pass the turn on, or the
                     // others would wait for it forever.
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        f(&mut SimComm { rank, size: p, shared })
+                        f(&mut SimComm {
+                            rank,
+                            size: p,
+                            shared,
+                        })
                     }));
                     let mut st = shared.lock();
                     st.status[rank] = Status::Done;

@@ -1,1 +1,124 @@
+//! meshwork's wire: per-peer ordered lanes.
+//!
+//! A [`Transport`] moves messages between the ranks of one job. Every message
+//! travels on a lane, keyed by [`LaneKey`] `(communicator, kind, tag)`; each
+//! lane is FIFO per sender, and lanes never block each other, so a
+//! collective's traffic, user point-to-point messages, RPC and control never
+//! match one another's receives.
+//!
+//! Implementations: [`mem::MemHub`] (in-process worlds and tests). TCP and
+//! QUIC links come with their own modules.
 
+pub mod mem;
+
+use std::fmt;
+use std::time::Duration;
+
+/// What a lane carries; each kind has its own tag space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LaneKind {
+    /// One collective call: the tag is the call's sequence number.
+    Collective = 0,
+    /// User point-to-point messages: the tag is the user's.
+    PointToPoint = 1,
+    /// RPC requests and responses.
+    Rpc = 2,
+    /// Group control (shutdown, heartbeats).
+    Control = 3,
+}
+
+/// A lane: messages with equal keys from one sender arrive in order.
+///
+/// | field | bits | meaning |
+/// |---|---|---|
+/// | `comm` | 64 | communicator id: 0 for the world group, derived for splits |
+/// | `kind` | 8 | [`LaneKind`] |
+/// | `tag` | 64 | collective sequence number, user tag, or control code |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaneKey {
+    pub comm: u64,
+    pub kind: LaneKind,
+    pub tag: u64,
+}
+
+/// A received message's bytes, with a movable start so a protocol header can
+/// be stripped without copying the payload.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Payload {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl Payload {
+    /// Concatenate `parts` into one owned message.
+    pub fn from_parts(parts: &[&[u8]]) -> Payload {
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for part in parts {
+            bytes.extend_from_slice(part);
+        }
+        Payload { bytes, start: 0 }
+    }
+
+    /// Drop the first `n` bytes (clamped to the length).
+    pub fn advance(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.bytes.len());
+    }
+
+    /// Bytes left.
+    pub fn len(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// Whether no bytes are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Payload({} bytes)", self.len())
+    }
+}
+
+/// Why a transport operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// Nothing arrived from `waiting_on` within the deadline.
+    #[error("no message from rank {waiting_on} within the deadline")]
+    Timeout { waiting_on: u32 },
+    /// `rank` is gone (its endpoint closed, reset or exited) and nothing more
+    /// from it is queued.
+    #[error("rank {rank} disconnected")]
+    PeerDisconnected { rank: u32 },
+    /// This endpoint was closed.
+    #[error("transport closed")]
+    Closed,
+    /// `rank` is not in `0..world`.
+    #[error("rank {rank} is not in this world of {world}")]
+    NoSuchRank { rank: u32, world: u32 },
+}
+
+/// Per-peer ordered lanes between the ranks of one job.
+pub trait Transport: Send + Sync + fmt::Debug {
+    /// This endpoint's rank.
+    fn rank(&self) -> u32;
+    /// Number of ranks.
+    fn world(&self) -> u32;
+    /// Queue the concatenation of `parts` for `dst` on `key`; returns once
+    /// the bytes are buffered (the caller may reuse its buffers).
+    fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError>;
+    /// The next message from `src` on `key`, waiting at most `timeout`.
+    /// A timeout consumes nothing.
+    fn recv(&self, src: u32, key: LaneKey, timeout: Duration) -> Result<Payload, TransportError>;
+    /// Close this endpoint: peers waiting on it see `PeerDisconnected` once
+    /// they have drained what it sent; its own calls return `Closed`.
+    fn close(&self);
+}

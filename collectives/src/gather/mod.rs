@@ -63,7 +63,11 @@ pub fn gather_binomial<T: Element, C: Comm>(
             let child = vr | mask;
             if child < p {
                 let n = subtree(child, p);
-                recv_into(comm, absolute(child, root, p), &mut tmp[mask * block..(mask + n) * block])?;
+                recv_into(
+                    comm,
+                    absolute(child, root, p),
+                    &mut tmp[mask * block..(mask + n) * block],
+                )?;
             }
         } else {
             return send_elems(comm, absolute(vr & !mask, root, p), &tmp);

@@ -70,7 +70,11 @@ pub fn scan<T: Element, C: Comm>(
     _algo: Algorithm,
 ) -> Result<(), C::Error> {
     scan_hillis_steele(comm, buf, op, exclusive)?;
-    let covered = if exclusive { comm.rank() } else { comm.rank() + 1 };
+    let covered = if exclusive {
+        comm.rank()
+    } else {
+        comm.rank() + 1
+    };
     if op == ReduceOp::Avg && covered > 0 {
         T::divide(buf, covered);
     }

@@ -61,7 +61,11 @@ pub fn scatter_binomial<T: Element, C: Comm>(
         let child = vr + mask;
         if child < p {
             let n = subtree(child, p);
-            send_elems(comm, absolute(child, root, p), &tmp[mask * block..(mask + n) * block])?;
+            send_elems(
+                comm,
+                absolute(child, root, p),
+                &tmp[mask * block..(mask + n) * block],
+            )?;
         }
         mask >>= 1;
     }

@@ -1,0 +1,109 @@
+//! The one error type of meshwork.
+
+/// `Result` with meshwork's [`enum@Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong. Each variant says its cause and the remedy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two processes asked for the same rank. Remedy: give each process a
+    /// distinct `RANK`, or let the seed assign ranks (`Node::join`).
+    #[error("rank {rank} is already taken by another process; give every process a distinct RANK or use Node::join")]
+    RankConflict { rank: u32 },
+
+    /// A peer proved a different cluster token. Remedy: set the same
+    /// `CLUSTER_TOKEN` on every process of the job.
+    #[error("a peer holds a different cluster token; set the same CLUSTER_TOKEN on every process")]
+    ClusterTokenMismatch,
+
+    /// An address of the job is not loopback and no token was given.
+    /// Remedy: set `CLUSTER_TOKEN` (or `Node::cluster_token`) on every process.
+    #[error("a cluster token is required off loopback; set CLUSTER_TOKEN on every process")]
+    TokenRequired,
+
+    /// A peer speaks another wire protocol version. Remedy: run the same
+    /// meshwork version everywhere.
+    #[error("peer speaks protocol version {theirs}, we speak {ours}; run the same meshwork version on every process")]
+    ProtocolMismatch { ours: u32, theirs: u32 },
+
+    /// A peer was started with another world size. Remedy: give every
+    /// process the same `WORLD`.
+    #[error(
+        "peer expects a world of {theirs}, we expect {ours}; give every process the same WORLD"
+    )]
+    WorldMismatch { ours: u32, theirs: u32 },
+
+    /// Not every rank turned up before the formation deadline. Remedy: start
+    /// the missing ranks, check their addresses, or raise `Node::timeout`.
+    #[error("group formation timed out; missing ranks {missing:?}")]
+    FormationTimeout { missing: Vec<u32> },
+
+    /// A link to `rank` could not be set up. Remedy: check the address,
+    /// firewall and that the peer runs.
+    #[error("cannot connect to rank {rank}: {reason}")]
+    ConnectionFailed { rank: u32, reason: String },
+
+    /// `rank` went away (exited, crashed, reset the link). The group cannot
+    /// continue; re-form it.
+    #[error("rank {rank} disconnected; the group cannot continue, re-form it")]
+    PeerDisconnected { rank: u32 },
+
+    /// `op` waited on `waiting_on` and they made no progress for the
+    /// deadline. Remedy: find out why those ranks stall (a frozen process, a
+    /// cut link, a rank that skipped the call), or raise the deadline
+    /// (`Node::timeout`, `TIMEOUT_S`, `ProcessGroup::set_timeout`).
+    #[error("{op} timed out waiting on ranks {waiting_on:?}; see Node::timeout / TIMEOUT_S")]
+    Timeout { op: String, waiting_on: Vec<u32> },
+
+    /// Ranks issued different collectives (or the same one with different
+    /// types, counts, roots, operators or forced algorithms) at the same
+    /// point of the group's sequence. Every rank must issue a group's
+    /// collectives in the same order with matching arguments; the group
+    /// cannot continue.
+    #[error("{op}: collective mismatch with rank {rank}: we called {ours}, it called {theirs}")]
+    CollectiveMismatch {
+        op: String,
+        ours: String,
+        theirs: String,
+        rank: u32,
+    },
+
+    /// A message longer than the size cap; refused before any allocation.
+    /// Remedy: split the message or raise `MAX_MESSAGE_BYTES` everywhere.
+    #[error("message of {len} bytes exceeds the cap of {max} bytes")]
+    MessageTooLarge { len: u64, max: u64 },
+
+    /// The call's arguments are wrong (buffer lengths, root out of range, an
+    /// operator the element type lacks); the message says what was expected.
+    /// Nothing was sent; the group remains usable.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// `rank` has no RPC handler registered under `fn_id`. Remedy: register
+    /// it there before calling.
+    #[error("rank {rank} has no RPC handler {fn_id}")]
+    RpcUnknown { fn_id: u32, rank: u32 },
+
+    /// The RPC handler `fn_id` on `rank` failed (panicked); `reason` is its
+    /// message. Both ranks remain usable.
+    #[error("RPC {fn_id} on rank {rank} failed: {reason}")]
+    RpcFailed {
+        fn_id: u32,
+        rank: u32,
+        reason: String,
+    },
+
+    /// `shutdown` could not confirm with these ranks before its deadline;
+    /// data they had not yet received may be lost.
+    #[error("shutdown could not be confirmed with ranks {ranks:?}")]
+    ShutdownIncomplete { ranks: Vec<u32> },
+
+    /// The group was shut down; create a new one.
+    #[error("the group was shut down")]
+    ShutDown,
+
+    /// An operating-system I/O error.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,241 @@
+//! The one place where `meshwork-collectives` meets `meshwork-transport`:
+//! [`CollComm`] implements the algorithms' `Comm` trait over a transport's
+//! lanes for one collective call.
+//!
+//! # Message format
+//!
+//! A call's messages travel on lane `(comm, Collective, seq)`; every message
+//! starts with a 24-byte descriptor of the call, so a rank that issued
+//! something else at that sequence number is caught before its bytes are
+//! used:
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 1 | marker: 1 = data, 2 = abort (the sender found a mismatch) |
+//! | 1 | 1 | collective id (`Collective::id`) |
+//! | 2 | 1 | element type id (`DType::id`) |
+//! | 3 | 1 | reduce operator id, 255 if none |
+//! | 4 | 1 | algorithm id (`Algorithm::id`) |
+//! | 5 | 3 | zero |
+//! | 8 | 4 | root, little-endian, `u32::MAX` if none |
+//! | 12 | 4 | zero |
+//! | 16 | 8 | element count each rank passed, little-endian |
+//!
+//! The payload follows at offset 24, which keeps it 8-byte aligned for the
+//! reduction kernels. A rank that receives a mismatching descriptor sends
+//! an abort carrying its own descriptor to every peer on the same lane, so
+//! ranks waiting on it fail with `CollectiveMismatch` at once instead of at
+//! their deadline.
+
+use crate::error::Error;
+use crate::group::GroupInner;
+use meshwork_collectives::{Algorithm, Collective, Comm, DType, ReduceOp};
+use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
+
+const HEADER_LEN: usize = 24;
+const MARK_DATA: u8 = 1;
+const MARK_ABORT: u8 = 2;
+
+/// What one rank called: everything that must match across ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    pub coll: Collective,
+    pub dtype: DType,
+    pub count: u64,
+    pub op: Option<ReduceOp>,
+    pub root: Option<u32>,
+    pub algo: Algorithm,
+}
+
+impl Descriptor {
+    fn encode(&self, marker: u8) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = marker;
+        h[1] = self.coll.id();
+        h[2] = self.dtype.id();
+        h[3] = self.op.map_or(u8::MAX, ReduceOp::id);
+        h[4] = self.algo.id();
+        h[8..12].copy_from_slice(&self.root.unwrap_or(u32::MAX).to_le_bytes());
+        h[16..24].copy_from_slice(&self.count.to_le_bytes());
+        h
+    }
+
+    /// Decode a header; `None` if it is not one (garbage on the lane).
+    fn decode(h: &[u8]) -> Option<(u8, Descriptor)> {
+        let h: &[u8; HEADER_LEN] = h.get(..HEADER_LEN)?.try_into().ok()?;
+        let root = u32::from_le_bytes(h[8..12].try_into().ok()?);
+        let op = match h[3] {
+            u8::MAX => None,
+            id => Some(ReduceOp::from_id(id)?),
+        };
+        Some((
+            h[0],
+            Descriptor {
+                coll: Collective::from_id(h[1])?,
+                dtype: DType::from_id(h[2])?,
+                op,
+                algo: Algorithm::from_id(h[4])?,
+                root: (root != u32::MAX).then_some(root),
+                count: u64::from_le_bytes(h[16..24].try_into().ok()?),
+            },
+        ))
+    }
+
+    /// Human form for errors: `all_reduce(f32 × 3, sum, recursive_doubling)`.
+    pub(crate) fn describe(&self) -> String {
+        let mut s = format!(
+            "{}({} × {}",
+            self.coll.name(),
+            self.dtype.name(),
+            self.count
+        );
+        if let Some(op) = self.op {
+            s += &format!(", {}", op.name());
+        }
+        if let Some(root) = self.root {
+            s += &format!(", root {root}");
+        }
+        s + &format!(", {})", self.algo.name())
+    }
+}
+
+/// One collective call's view of the transport.
+pub(crate) struct CollComm<'a> {
+    inner: &'a GroupInner,
+    key: LaneKey,
+    desc: Descriptor,
+    header: [u8; HEADER_LEN],
+}
+
+impl<'a> CollComm<'a> {
+    pub(crate) fn new(inner: &'a GroupInner, seq: u64, desc: Descriptor) -> Self {
+        CollComm {
+            inner,
+            key: LaneKey {
+                comm: inner.comm_id,
+                kind: LaneKind::Collective,
+                tag: seq,
+            },
+            desc,
+            header: desc.encode(MARK_DATA),
+        }
+    }
+
+    fn transport(&self) -> &dyn Transport {
+        &*self.inner.transport
+    }
+
+    fn map_err(&self, e: TransportError) -> Error {
+        match e {
+            TransportError::Timeout { waiting_on } => Error::Timeout {
+                op: self.desc.coll.name().to_string(),
+                waiting_on: vec![waiting_on],
+            },
+            TransportError::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
+            TransportError::Closed => Error::ShutDown,
+            TransportError::NoSuchRank { rank, world } => Error::InvalidArgument(format!(
+                "{}: rank {rank} is not in this group of {world}",
+                self.desc.coll.name()
+            )),
+        }
+    }
+
+    fn mismatch(&self, from: u32, theirs: String) -> Error {
+        Error::CollectiveMismatch {
+            op: self.desc.coll.name().to_string(),
+            ours: self.desc.describe(),
+            theirs,
+            rank: from,
+        }
+    }
+
+    /// Tell every peer this call is void, so none waits for its deadline.
+    fn abort_all(&self) {
+        let abort = self.desc.encode(MARK_ABORT);
+        let me = self.transport().rank();
+        for peer in (0..self.transport().world()).filter(|&p| p != me) {
+            // Best effort: a peer that is gone needs no notice.
+            let _ = self.transport().send(peer, self.key, &[&abort]);
+        }
+    }
+}
+
+impl Comm for CollComm<'_> {
+    type Error = Error;
+    type Buf = Payload;
+
+    fn rank(&self) -> usize {
+        self.inner.rank as usize
+    }
+
+    fn size(&self) -> usize {
+        self.inner.world as usize
+    }
+
+    fn send(&mut self, to: usize, data: &[u8]) -> Result<(), Error> {
+        self.transport()
+            .send(to as u32, self.key, &[&self.header, data])
+            .map_err(|e| self.map_err(e))
+    }
+
+    fn recv(&mut self, from: usize, len: usize) -> Result<Payload, Error> {
+        let from = from as u32;
+        let mut msg = self
+            .transport()
+            .recv(from, self.key, self.inner.timeout())
+            .map_err(|e| self.map_err(e))?;
+        match Descriptor::decode(msg.as_ref()) {
+            Some((MARK_DATA, theirs)) if theirs == self.desc => {}
+            Some((MARK_ABORT, theirs)) => return Err(self.mismatch(from, theirs.describe())),
+            Some((_, theirs)) => {
+                self.abort_all();
+                return Err(self.mismatch(from, theirs.describe()));
+            }
+            None => {
+                self.abort_all();
+                return Err(self.mismatch(from, "an undecodable message".into()));
+            }
+        }
+        msg.advance(HEADER_LEN);
+        if msg.len() != len {
+            self.abort_all();
+            return Err(self.mismatch(
+                from,
+                format!("a {}-byte message where {len} bytes were due", msg.len()),
+            ));
+        }
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_round_trips() {
+        let d = Descriptor {
+            coll: Collective::Broadcast,
+            dtype: DType::BF16,
+            count: 1 << 40,
+            op: None,
+            root: Some(3),
+            algo: Algorithm::Chain,
+        };
+        assert_eq!(
+            Descriptor::decode(&d.encode(MARK_DATA)),
+            Some((MARK_DATA, d))
+        );
+        assert_eq!(
+            d.describe(),
+            "broadcast(bf16 × 1099511627776, root 3, chain)"
+        );
+        assert_eq!(Descriptor::decode(&[1, 2, 3]), None);
+        assert_eq!(
+            Descriptor::decode(&[
+                1, 99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            ]),
+            None
+        );
+    }
+}

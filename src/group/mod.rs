@@ -1,0 +1,333 @@
+//! `ProcessGroup`: the handle through which a rank talks to its group.
+
+mod collectives;
+mod comm_adapter;
+mod work;
+
+pub use work::Work;
+
+use crate::error::{Error, Result};
+use comm_adapter::{CollComm, Descriptor};
+use crossbeam_channel::{Receiver, Sender};
+use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp};
+use meshwork_transport::{LaneKey, LaneKind, Transport};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use work::Slot;
+
+/// Default deadline of every blocking call: 60 s without progress.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Non-blocking operations queued per group before `*_nb` blocks. Sequence
+/// numbers are 64-bit, so this is about memory, not wrap-around.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One rank's membership of a group: collectives, and (with later issues)
+/// point-to-point messages and RPC. `Send + Sync`; share it as
+/// `Arc<ProcessGroup>`.
+///
+/// Every rank must issue a group's collectives in the same order with
+/// matching arguments; a rank that does not gets `CollectiveMismatch` (or,
+/// if it never sends anything another rank reads, a `Timeout` naming it).
+pub struct ProcessGroup {
+    inner: Arc<GroupInner>,
+    /// Runs `*_nb` operations in issue order, on one thread per group,
+    /// spawned on first use.
+    executor: Mutex<Option<Sender<Job>>>,
+}
+
+pub(crate) struct GroupInner {
+    pub(crate) rank: u32,
+    pub(crate) world: u32,
+    pub(crate) comm_id: u64,
+    pub(crate) transport: Arc<dyn Transport>,
+    timeout_ns: AtomicU64,
+    next_seq: AtomicU64,
+    overrides: Mutex<HashMap<Collective, Algorithm>>,
+    shut_down: AtomicBool,
+}
+
+/// A validated collective call, holding its sequence number.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    seq: u64,
+    desc: Descriptor,
+}
+
+impl GroupInner {
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
+    }
+
+    /// Check what is common to every call (state, root, operator), take the
+    /// next sequence number and choose the algorithm.
+    fn begin<T: Element>(
+        &self,
+        coll: Collective,
+        count: usize,
+        op: Option<ReduceOp>,
+        root: Option<u32>,
+    ) -> Result<Call> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if let Some(root) = root {
+            if root >= self.world {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: root {root} is out of range; this group has ranks 0..{}",
+                    coll.name(),
+                    self.world
+                )));
+            }
+        }
+        if op == Some(ReduceOp::Avg) && !T::DTYPE.is_float() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: ReduceOp::Avg needs a float element type, not {}",
+                coll.name(),
+                T::DTYPE.name()
+            )));
+        }
+        let bytes = count.saturating_mul(T::DTYPE.size());
+        let algo = self
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&coll)
+            .copied()
+            .unwrap_or_else(|| select(coll, self.world as usize, bytes));
+        Ok(Call {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            desc: Descriptor {
+                coll,
+                dtype: T::DTYPE,
+                count: count as u64,
+                op,
+                root,
+                algo,
+            },
+        })
+    }
+
+    /// Run an algorithm for `call` over the transport.
+    fn run<R>(
+        &self,
+        call: &Call,
+        f: impl FnOnce(&mut CollComm<'_>, Algorithm) -> Result<R>,
+    ) -> Result<R> {
+        let mut comm = CollComm::new(self, call.seq, call.desc);
+        tracing::trace!(seq = call.seq, op = %call.desc.describe(), "collective");
+        f(&mut comm, call.desc.algo)
+    }
+}
+
+impl ProcessGroup {
+    pub(crate) fn new(transport: Arc<dyn Transport>, comm_id: u64, timeout: Duration) -> Self {
+        ProcessGroup {
+            inner: Arc::new(GroupInner {
+                rank: transport.rank(),
+                world: transport.world(),
+                comm_id,
+                transport,
+                timeout_ns: AtomicU64::new(duration_ns(timeout)),
+                next_seq: AtomicU64::new(0),
+                overrides: Mutex::new(HashMap::new()),
+                shut_down: AtomicBool::new(false),
+            }),
+            executor: Mutex::new(None),
+        }
+    }
+
+    /// This process's rank in the group, `0..world_size()`.
+    pub fn rank(&self) -> u32 {
+        self.inner.rank
+    }
+
+    /// Number of ranks in the group.
+    pub fn world_size(&self) -> u32 {
+        self.inner.world
+    }
+
+    /// The deadline of every blocking call: a call fails with `Timeout` when
+    /// the ranks it waits on make no progress for this long.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout()
+    }
+
+    /// Change this rank's deadline (see [`ProcessGroup::timeout`]); applies
+    /// to calls issued afterwards.
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.inner
+            .timeout_ns
+            .store(duration_ns(timeout), Ordering::Relaxed);
+    }
+
+    /// Force `collective` (`"all_reduce"`, …) to use `algorithm` by name
+    /// (`"ring"`, `"recursive_doubling"`, …; see
+    /// `meshwork_collectives::Collective::algorithms`), or restore automatic
+    /// selection with `None`. For debugging and benchmarking, like
+    /// `ALGO_<COLLECTIVE>`; every rank must force the same algorithm, which
+    /// is checked: ranks that differ get `CollectiveMismatch`.
+    pub fn set_algorithm(&self, collective: &str, algorithm: Option<&str>) -> Result<()> {
+        let coll = Collective::from_name(collective).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "unknown collective {collective:?}; one of {}",
+                Collective::ALL.map(Collective::name).join(", ")
+            ))
+        })?;
+        let mut overrides = self
+            .inner
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match algorithm {
+            None => {
+                overrides.remove(&coll);
+            }
+            Some(name) => {
+                let algo = Algorithm::from_name(name)
+                    .filter(|a| coll.algorithms().contains(a))
+                    .ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "{} has no algorithm {name:?}; one of {}",
+                            coll.name(),
+                            coll.algorithms()
+                                .iter()
+                                .map(|a| a.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })?;
+                overrides.insert(coll, algo);
+            }
+        }
+        Ok(())
+    }
+
+    /// Queue `job` on the group's executor, starting it on first use.
+    fn submit<R: Send + 'static>(
+        &self,
+        call: Result<Call>,
+        job: impl FnOnce(&GroupInner, &Call) -> Result<R> + Send + 'static,
+    ) -> Work<R> {
+        let call = match call {
+            Ok(call) => call,
+            Err(e) => return Work::ready(Err(e)),
+        };
+        let slot = Slot::new();
+        let done = Arc::clone(&slot);
+        let inner = Arc::clone(&self.inner);
+        let task: Job = Box::new(move || {
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&inner, &call)));
+            done.complete(
+                outcome.unwrap_or_else(|p| Err(work::panicked(call.desc.coll.name(), &*p))),
+            );
+        });
+        let mut executor = self.executor.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = executor.get_or_insert_with(|| spawn_executor(self.inner.rank));
+        if let Err(crossbeam_channel::SendError(task)) = sender.send(task) {
+            // The executor thread is gone (it cannot normally exit while we
+            // hold its sender); run the job here rather than lose it.
+            task();
+        }
+        Work::pending(slot)
+    }
+
+    /// Flush, confirm with every peer, and close. Every rank calls it; it
+    /// waits (up to the deadline) for each peer's confirmation, so messages
+    /// of the last collective are never lost. Idempotent: a second call
+    /// returns `Ok`; any other call afterwards returns `Error::ShutDown`.
+    /// Ranks that did not confirm in time are reported in
+    /// `ShutdownIncomplete`.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Let queued non-blocking operations finish first: the executor is
+        // FIFO, so waiting for a marker job waits for all of them.
+        if let Some(sender) = self
+            .executor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+            if sender
+                .send(Box::new(move || {
+                    let _ = tx.send(());
+                }))
+                .is_ok()
+            {
+                let _ = rx.recv();
+            }
+        }
+        let t = &self.inner.transport;
+        let key = LaneKey {
+            comm: self.inner.comm_id,
+            kind: LaneKind::Control,
+            tag: CONTROL_SHUTDOWN,
+        };
+        let peers: Vec<u32> = (0..self.inner.world)
+            .filter(|&p| p != self.inner.rank)
+            .collect();
+        let mut unconfirmed = Vec::new();
+        for &peer in &peers {
+            if t.send(peer, key, &[b"bye"]).is_err() {
+                unconfirmed.push(peer);
+            }
+        }
+        let deadline = Instant::now() + self.inner.timeout();
+        for &peer in &peers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if t.recv(peer, key, left).is_err() && !unconfirmed.contains(&peer) {
+                unconfirmed.push(peer);
+            }
+        }
+        t.close();
+        if unconfirmed.is_empty() {
+            Ok(())
+        } else {
+            unconfirmed.sort_unstable();
+            Err(Error::ShutdownIncomplete { ranks: unconfirmed })
+        }
+    }
+}
+
+/// Control-lane tag of the shutdown confirmation.
+const CONTROL_SHUTDOWN: u64 = 1;
+
+fn spawn_executor(rank: u32) -> Sender<Job> {
+    let (tx, rx): (Sender<Job>, Receiver<Job>) = crossbeam_channel::bounded(MAX_IN_FLIGHT);
+    let spawned = std::thread::Builder::new()
+        .name(format!("meshwork-nb-{rank}"))
+        .spawn(move || {
+            for job in rx {
+                job();
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a thread the channel's receiver is dropped and `submit`
+        // runs jobs inline: slower, never lost.
+        tracing::warn!("cannot spawn the non-blocking executor: {e}; running operations inline");
+    }
+    tx
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl fmt::Debug for ProcessGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessGroup")
+            .field("rank", &self.inner.rank)
+            .field("world", &self.inner.world)
+            .field("comm_id", &self.inner.comm_id)
+            .finish()
+    }
+}
