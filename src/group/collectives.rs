@@ -39,7 +39,7 @@ impl GroupInner {
     /// `n` must be a multiple of the world size; returns `n / world`.
     fn per_rank(&self, coll: Collective, what: &str, n: usize) -> Result<usize> {
         let w = self.world as usize;
-        if n % w != 0 {
+        if !n.is_multiple_of(w) {
             return Err(Error::InvalidArgument(format!(
                 "{}: {what} has {n} elements, not a multiple of the world size {w}",
                 coll.name()

@@ -41,7 +41,7 @@ pub fn all_reduce_recursive_doubling<T: Element, C: Comm>(
 
     // Fold the surplus ranks into their odd neighbours.
     let new_rank = if r < 2 * rem {
-        if r % 2 == 0 {
+        if r.is_multiple_of(2) {
             send_elems(comm, r + 1, buf)?;
             None
         } else {
@@ -66,7 +66,7 @@ pub fn all_reduce_recursive_doubling<T: Element, C: Comm>(
 
     // Hand the result back to the ranks that sat out.
     if r < 2 * rem {
-        if r % 2 == 0 {
+        if r.is_multiple_of(2) {
             recv_into(comm, r + 1, buf)?;
         } else {
             send_elems(comm, r - 1, buf)?;

@@ -1,0 +1,181 @@
+//! In-process failures: a silent rank is a `Timeout` naming it and the
+//! operation, a departed rank is `PeerDisconnected` at once, ranks that
+//! disagree on the collective get `CollectiveMismatch`, and shutdown
+//! confirms or reports.
+
+use crate::support::run_world;
+use meshwork::{local, Error, ReduceOp};
+use std::time::{Duration, Instant};
+
+const SHORT: Duration = Duration::from_millis(300);
+
+#[test]
+fn a_silent_rank_times_out_naming_it_and_the_op() {
+    let world = local(3).unwrap();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for g in &world[..2] {
+            s.spawn(move || {
+                g.set_timeout(SHORT);
+                let mut x = [1.0f32; 10];
+                let e = g.all_reduce(&mut x, ReduceOp::Sum).unwrap_err();
+                match e {
+                    Error::Timeout { op, waiting_on } => {
+                        assert_eq!(op, "all_reduce");
+                        assert_eq!(waiting_on.len(), 1);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            });
+        }
+    });
+    // Rank 2 never called; the others gave up within the deadline + 2 s.
+    assert!(started.elapsed() < SHORT + Duration::from_secs(2));
+}
+
+#[test]
+fn a_departed_rank_is_a_disconnect_at_once() {
+    let mut world = local(3).unwrap();
+    let gone = world.pop().unwrap();
+    drop(gone);
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for g in &world {
+            s.spawn(move || {
+                // A long deadline: the error must come from the disconnect.
+                g.set_timeout(Duration::from_secs(30));
+                let e = g.barrier().unwrap_err();
+                assert!(matches!(e, Error::PeerDisconnected { rank: 2 }), "{e:?}");
+            });
+        }
+    });
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn different_collectives_at_one_point_are_a_mismatch_on_both_sides() {
+    let out = run_world(2, |g| {
+        g.set_timeout(Duration::from_secs(10));
+        let mut x = [1.0f32; 3];
+        if g.rank() == 0 {
+            g.all_reduce(&mut x, ReduceOp::Sum)
+        } else {
+            g.broadcast(&mut x, 0)
+        }
+    });
+    for (r, o) in out.iter().enumerate() {
+        match o {
+            Err(Error::CollectiveMismatch {
+                op,
+                ours,
+                theirs,
+                rank,
+            }) => {
+                assert_eq!(*rank as usize, 1 - r);
+                let (mine, other) = if r == 0 {
+                    ("all_reduce", "broadcast")
+                } else {
+                    ("broadcast", "all_reduce")
+                };
+                assert_eq!(op, mine);
+                assert!(
+                    ours.starts_with(mine) && theirs.starts_with(other),
+                    "{ours} / {theirs}"
+                );
+            }
+            other => panic!("rank {r}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn different_counts_types_and_algorithms_are_mismatches() {
+    // Each case: rank 1 deviates in one argument; nobody waits for the deadline.
+    let started = Instant::now();
+    let out = run_world(3, |g| {
+        g.set_timeout(Duration::from_secs(10));
+        let odd = g.rank() == 1;
+        let mut errs = Vec::new();
+        let mut a = vec![1.0f32; if odd { 4 } else { 3 }];
+        errs.push(g.all_reduce(&mut a, ReduceOp::Sum).err());
+        errs.push(
+            if odd {
+                g.broadcast(&mut [1u32; 3], 0)
+            } else {
+                g.broadcast(&mut [1i32; 3], 0)
+            }
+            .err(),
+        );
+        if odd {
+            g.set_algorithm("all_reduce", Some("ring")).unwrap();
+        }
+        errs.push(g.all_reduce(&mut [1.0f64; 8], ReduceOp::Sum).err());
+        g.set_algorithm("all_reduce", None).unwrap();
+        errs.push(
+            g.all_reduce(
+                &mut [1.0f64; 8],
+                if odd { ReduceOp::Max } else { ReduceOp::Sum },
+            )
+            .err(),
+        );
+        errs
+    });
+    for (r, errs) in out.iter().enumerate() {
+        for (case, e) in errs.iter().enumerate() {
+            // Every rank that receives from a disagreeing rank sees the
+            // mismatch. In the broadcast (case 1, binomial, root 0) ranks 0
+            // and 2 only talk to each other and agree: their results are
+            // right, and only rank 1 learns of the mismatch.
+            if case == 1 && r != 1 {
+                assert!(e.is_none(), "{e:?}");
+            } else {
+                assert!(
+                    matches!(e, Some(Error::CollectiveMismatch { .. })),
+                    "rank {r} case {case}: {e:?}"
+                );
+            }
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn shutdown_confirms_then_refuses_further_calls() {
+    for _ in 0..50 {
+        run_world(3, |g| {
+            let mut x = [g.rank() as u64 + 1; 64];
+            g.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+            // Shut down right after the last collective: nothing is lost.
+            g.shutdown().unwrap();
+            assert_eq!(x, [6; 64]);
+            g.shutdown().unwrap();
+            assert!(matches!(g.barrier(), Err(Error::ShutDown)));
+            assert!(matches!(
+                g.all_reduce_nb(vec![1u8], ReduceOp::Sum).wait(),
+                Err(Error::ShutDown)
+            ));
+        });
+    }
+}
+
+#[test]
+fn shutdown_flushes_pending_non_blocking_work() {
+    run_world(2, |g| {
+        let w = g.all_reduce_nb(vec![1u32; 1 << 16], ReduceOp::Sum);
+        g.shutdown().unwrap();
+        assert!(w.is_complete());
+        assert_eq!(w.wait().unwrap(), vec![2; 1 << 16]);
+    });
+}
+
+#[test]
+fn shutdown_reports_a_rank_that_never_confirms() {
+    let world = local(2).unwrap();
+    world[0].set_timeout(SHORT);
+    let started = Instant::now();
+    match world[0].shutdown() {
+        Err(Error::ShutdownIncomplete { ranks }) => assert_eq!(ranks, [1]),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < SHORT + Duration::from_secs(2));
+}

@@ -1,0 +1,9 @@
+//! meshwork's integration tests, one binary to save link time on 2 cores.
+
+mod bad_input;
+mod bitwise;
+mod faults;
+mod large;
+mod nonblocking;
+mod support;
+mod sweep;
