@@ -174,14 +174,51 @@ impl Algorithm {
     }
 }
 
-/// all_reduce payloads below this many bytes use recursive doubling
-/// (⌈log₂ P⌉ latencies, whole buffer each step); at or above it the
-/// pipelined ring (2(P−1) latencies, 2(P−1)/P of the buffer).
-pub const ALL_REDUCE_RING_MIN_BYTES: usize = 64 << 10;
+/// Per-message latency over per-byte time (α/β), in bytes: the message size
+/// whose transfer costs as much as one message's overhead. Measured with
+/// `cargo bench --bench collectives -- --algorithms` on `local(4)`:
+/// recursive doubling is faster up to 512 KiB, the ring from 1 MiB, and the
+/// cost model below puts that crossover at 8·α/β for P = 4, so α/β ≈ 96 KiB.
+pub const ALPHA_OVER_BETA_BYTES: f64 = 96.0 * 1024.0;
+/// At and above this size all_reduce always uses the pipelined ring, even
+/// where the model favours recursive doubling (P = 2): only the ring overlaps
+/// reduction with transfer.
+pub const ALL_REDUCE_RING_ALWAYS_BYTES: usize = 4 << 20;
+
+/// The smallest all_reduce payload for which the ring beats recursive
+/// doubling with `world` ranks, from the cost model
+///
+/// ```text
+/// recursive doubling: s_rd·(α + nβ),   s_rd = log₂P' + 2·[P ≠ P']   (P' = 2^⌊log₂P⌋)
+/// ring:               2(P−1)·α + 2(P−1)/P·nβ
+/// ```
+///
+/// so `n* = α/β · (2(P−1) − s_rd) / (s_rd − 2(P−1)/P)`, capped at
+/// [`ALL_REDUCE_RING_ALWAYS_BYTES`].
+pub fn all_reduce_ring_min_bytes(world: usize) -> usize {
+    if world <= 1 {
+        return usize::MAX;
+    }
+    let p = world as f64;
+    let p2 = crate::topo::pow2_floor(world);
+    let s_rd = f64::from(p2.trailing_zeros()) + if p2 == world { 0.0 } else { 2.0 };
+    let ring_steps = 2.0 * (p - 1.0);
+    let ring_bytes = 2.0 * (p - 1.0) / p;
+    let model = if s_rd <= ring_bytes {
+        f64::INFINITY
+    } else {
+        (ALPHA_OVER_BETA_BYTES * (ring_steps - s_rd) / (s_rd - ring_bytes)).max(0.0)
+    };
+    (model as usize).min(ALL_REDUCE_RING_ALWAYS_BYTES)
+}
 /// The ring's segment size: below ~256 KiB the per-message cost dominates,
 /// above ~1 MiB segments fall out of L2 while they are reduced.
 pub const RING_SEGMENT_BYTES: usize = 512 << 10;
 /// broadcast payloads below this use the binomial tree; above, the chain.
+/// On `local(4)` the two are within noise of each other from 128 KiB up
+/// (the chain also wins small sizes there, where a hop costs a thread
+/// wake-up, not a network latency); the model `⌈log₂P⌉(α+nβ)` against
+/// `(S+P−2)(α+nβ/S)` puts the crossover near 2–3·α/β.
 pub const BROADCAST_CHAIN_MIN_BYTES: usize = 256 << 10;
 /// The chain's segment size.
 pub const CHAIN_SEGMENT_BYTES: usize = 256 << 10;
@@ -197,7 +234,7 @@ pub const GATHER_LINEAR_MIN_BLOCK_BYTES: usize = 32 << 10;
 pub fn select(coll: Collective, world: usize, bytes: usize) -> Algorithm {
     match coll {
         Collective::AllReduce => {
-            if bytes < ALL_REDUCE_RING_MIN_BYTES || world <= 1 {
+            if bytes < all_reduce_ring_min_bytes(world) {
                 Algorithm::RecursiveDoubling
             } else {
                 Algorithm::RingPipelined
@@ -245,6 +282,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn ring_threshold_follows_the_model() {
+        // Measured crossover on local(4): between 512 KiB and 1 MiB.
+        let p4 = all_reduce_ring_min_bytes(4);
+        assert!((512 << 10..=1 << 20).contains(&p4), "{p4}");
+        // Two ranks: recursive doubling until the overlap cap.
+        assert_eq!(all_reduce_ring_min_bytes(2), ALL_REDUCE_RING_ALWAYS_BYTES);
+        assert_eq!(all_reduce_ring_min_bytes(1), usize::MAX);
+        for p in 3..64 {
+            assert!(all_reduce_ring_min_bytes(p) <= ALL_REDUCE_RING_ALWAYS_BYTES);
+        }
+        assert_eq!(
+            select(Collective::AllReduce, 4, 4 << 10),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            select(Collective::AllReduce, 4, 8 << 20),
+            Algorithm::RingPipelined
+        );
     }
 
     #[test]

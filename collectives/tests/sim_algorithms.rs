@@ -179,6 +179,26 @@ fn ring_pipelines_many_segments() {
                 );
             }
         }
+        let out = sim::run(
+            p,
+            SimConfig {
+                seed: 3,
+                ..SimConfig::default()
+            },
+            |c| {
+                let mut out = vec![0; 101];
+                let send = inputs(meshwork_collectives::Comm::rank(c), 101 * p);
+                reduce_scatter::reduce_scatter_ring(c, &send, &mut out, ReduceOp::Sum, 16)?;
+                Ok(out)
+            },
+        );
+        for (r, got) in out.into_iter().enumerate() {
+            assert_eq!(
+                got.unwrap(),
+                expected(Collective::ReduceScatter, p, r, 101),
+                "P={p} rank {r}"
+            );
+        }
         let out = sim::run(p, SimConfig::default(), |c| {
             let mut b = inputs(meshwork_collectives::Comm::rank(c), 1000);
             broadcast::broadcast_chain(c, &mut b, 1, 64)?;

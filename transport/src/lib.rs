@@ -10,8 +10,12 @@
 //! QUIC links come with their own modules.
 
 pub mod mem;
+mod pool;
+
+pub use pool::BufferPool;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a lane carries; each kind has its own tag space.
@@ -43,21 +47,37 @@ pub struct LaneKey {
 }
 
 /// A received message's bytes, with a movable start so a protocol header can
-/// be stripped without copying the payload.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// be stripped without copying the payload. A payload taken from a
+/// [`BufferPool`] returns its buffer there when dropped.
+#[derive(Default)]
 pub struct Payload {
     bytes: Vec<u8>,
     start: usize,
+    pool: Option<Arc<BufferPool>>,
 }
 
 impl Payload {
     /// Concatenate `parts` into one owned message.
     pub fn from_parts(parts: &[&[u8]]) -> Payload {
-        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        Payload::from_parts_in(parts, None)
+    }
+
+    /// Concatenate `parts` into a buffer from `pool` (if given), which gets
+    /// the buffer back when the payload is dropped.
+    pub fn from_parts_in(parts: &[&[u8]], pool: Option<&Arc<BufferPool>>) -> Payload {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut bytes = match pool {
+            Some(pool) => pool.take(len),
+            None => Vec::with_capacity(len),
+        };
         for part in parts {
             bytes.extend_from_slice(part);
         }
-        Payload { bytes, start: 0 }
+        Payload {
+            bytes,
+            start: 0,
+            pool: pool.cloned(),
+        }
     }
 
     /// Drop the first `n` bytes (clamped to the length).
@@ -81,6 +101,22 @@ impl AsRef<[u8]> for Payload {
         &self.bytes[self.start..]
     }
 }
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.give(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        self.as_ref() == other.as_ref()
+    }
+}
+
+impl Eq for Payload {}
 
 impl fmt::Debug for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

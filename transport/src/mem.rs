@@ -5,7 +5,7 @@
 //! deadline passes. Queues are unbounded here: byte budgets arrive with the
 //! network transports, whose peers can be hostile.
 
-use crate::{LaneKey, Payload, Transport, TransportError};
+use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -27,6 +27,8 @@ pub struct MemHub {
     mailboxes: Vec<Mailbox>,
     /// `gone[r]`: rank r's endpoint is closed.
     gone: Mutex<Vec<bool>>,
+    /// Message buffers, shared by the world's senders.
+    pool: Arc<BufferPool>,
 }
 
 impl MemHub {
@@ -35,6 +37,7 @@ impl MemHub {
         let hub = Arc::new(MemHub {
             mailboxes: (0..world).map(|_| Mailbox::default()).collect(),
             gone: Mutex::new(vec![false; world as usize]),
+            pool: Arc::new(BufferPool::new()),
         });
         (0..world)
             .map(|rank| MemTransport {
@@ -88,7 +91,7 @@ impl Transport for MemTransport {
         if self.hub.is_gone(dst) {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
-        let msg = Payload::from_parts(parts);
+        let msg = Payload::from_parts_in(parts, Some(&self.hub.pool));
         let mailbox = &self.hub.mailboxes[dst as usize];
         lock(&mailbox.state)
             .lanes

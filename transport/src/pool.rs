@@ -1,0 +1,97 @@
+//! Reusable message buffers.
+//!
+//! A large message in a fresh allocation costs a page fault per 4 KiB the
+//! first time it is written — measured on `local(4)` with 64 MiB
+//! all_reduces, ~300 000 faults for six calls, about 40 % of the time. The
+//! pool hands such buffers back out instead. Small buffers are left to the
+//! allocator, which is fast for them; the pool's size is bounded, so it
+//! never pins more than [`BufferPool::MAX_RETAINED_BYTES`].
+
+use std::sync::Mutex;
+
+/// A bounded free list of large byte buffers.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl BufferPool {
+    /// Buffers smaller than this go to the allocator.
+    pub const MIN_POOLED_BYTES: usize = 64 << 10;
+    /// At most this many buffers are kept.
+    pub const MAX_BUFFERS: usize = 64;
+    /// At most this many bytes of capacity are kept.
+    pub const MAX_RETAINED_BYTES: usize = 512 << 20;
+
+    /// An empty pool.
+    pub fn new() -> BufferPool {
+        BufferPool::default()
+    }
+
+    /// An empty buffer with capacity for at least `len` bytes: the smallest
+    /// pooled one that fits, or a new one.
+    pub fn take(&self, len: usize) -> Vec<u8> {
+        if len >= Self::MIN_POOLED_BYTES {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= len)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                let mut buf = free.swap_remove(i);
+                buf.clear();
+                return buf;
+            }
+        }
+        Vec::with_capacity(len)
+    }
+
+    /// Return a buffer; kept if it is large and the pool has room.
+    pub fn give(&self, buf: Vec<u8>) {
+        if buf.capacity() < Self::MIN_POOLED_BYTES {
+            return;
+        }
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let retained: usize = free.iter().map(Vec::capacity).sum();
+        if free.len() < Self::MAX_BUFFERS && retained + buf.capacity() <= Self::MAX_RETAINED_BYTES {
+            free.push(buf);
+        }
+    }
+
+    /// Bytes of capacity held now.
+    pub fn retained_bytes(&self) -> usize {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(Vec::capacity)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_large_buffers_and_stays_bounded() {
+        let pool = BufferPool::new();
+        let big = pool.take(1 << 20);
+        let ptr = big.as_ptr();
+        pool.give(big);
+        assert_eq!(pool.retained_bytes(), 1 << 20);
+        let again = pool.take(100 << 10);
+        assert_eq!(again.as_ptr(), ptr, "the pooled buffer is reused");
+        assert!(again.is_empty());
+        pool.give(vec![0u8; 10]); // small: not kept
+        assert_eq!(pool.retained_bytes(), 0);
+        for _ in 0..BufferPool::MAX_BUFFERS + 10 {
+            pool.give(Vec::with_capacity(BufferPool::MIN_POOLED_BYTES));
+        }
+        assert!(pool.retained_bytes() <= BufferPool::MAX_BUFFERS * BufferPool::MIN_POOLED_BYTES);
+        pool.give(Vec::with_capacity(BufferPool::MAX_RETAINED_BYTES));
+        assert!(pool.retained_bytes() <= BufferPool::MAX_RETAINED_BYTES);
+    }
+}
