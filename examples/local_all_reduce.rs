@@ -51,7 +51,7 @@ fn main() -> meshwork::Result<()> {
     let busbw = algbw * 2.0 * f64::from(WORLD - 1) / f64::from(WORLD);
     println!(
         "all_reduce OK: {WORLD} ranks × {} MiB f32, every element = 10; {:.1} ms per call, algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s",
-        COUNT * 4 >> 20,
+        (COUNT * 4) >> 20,
         slowest * 1e3
     );
     Ok(())
