@@ -107,3 +107,25 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
+
+impl Error {
+    /// The facade's form of a transport failure during `op`.
+    pub(crate) fn from_transport(e: meshwork_transport::TransportError, op: &str) -> Error {
+        use meshwork_transport::TransportError as T;
+        match e {
+            T::Timeout { waiting_on } => Error::Timeout {
+                op: op.to_string(),
+                waiting_on: vec![waiting_on],
+            },
+            T::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
+            T::Closed => Error::ShutDown,
+            T::NoSuchRank { rank, world } => {
+                Error::InvalidArgument(format!("{op}: rank {rank} is not in this group of {world}"))
+            }
+            T::LengthMismatch { from, got, want } => Error::InvalidArgument(format!(
+                "{op}: the next message from rank {from} has {got} bytes, the buffer {want}; it stays queued"
+            )),
+            T::MessageTooLarge { len, max } => Error::MessageTooLarge { len, max },
+        }
+    }
+}

@@ -126,18 +126,7 @@ impl<'a> CollComm<'a> {
     }
 
     fn map_err(&self, e: TransportError) -> Error {
-        match e {
-            TransportError::Timeout { waiting_on } => Error::Timeout {
-                op: self.desc.coll.name().to_string(),
-                waiting_on: vec![waiting_on],
-            },
-            TransportError::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
-            TransportError::Closed => Error::ShutDown,
-            TransportError::NoSuchRank { rank, world } => Error::InvalidArgument(format!(
-                "{}: rank {rank} is not in this group of {world}",
-                self.desc.coll.name()
-            )),
-        }
+        Error::from_transport(e, self.desc.coll.name())
     }
 
     fn mismatch(&self, from: u32, theirs: String) -> Error {
@@ -182,7 +171,7 @@ impl Comm for CollComm<'_> {
         let from = from as u32;
         let mut msg = self
             .transport()
-            .recv(from, self.key, self.inner.timeout())
+            .recv(from, self.key, self.inner.timeout(), None)
             .map_err(|e| self.map_err(e))?;
         match Descriptor::decode(msg.as_ref()) {
             Some((MARK_DATA, theirs)) if theirs == self.desc => {}

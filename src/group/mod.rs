@@ -284,7 +284,7 @@ impl ProcessGroup {
         let deadline = Instant::now() + self.inner.timeout();
         for &peer in &peers {
             let left = deadline.saturating_duration_since(Instant::now());
-            if t.recv(peer, key, left).is_err() && !unconfirmed.contains(&peer) {
+            if t.recv(peer, key, left, None).is_err() && !unconfirmed.contains(&peer) {
                 unconfirmed.push(peer);
             }
         }

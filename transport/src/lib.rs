@@ -9,8 +9,10 @@
 //! Implementations: [`mem::MemHub`] (in-process worlds and tests). TCP and
 //! QUIC links come with their own modules.
 
+mod inbox;
 pub mod mem;
 mod pool;
+pub mod tcp;
 
 pub use pool::BufferPool;
 
@@ -30,6 +32,19 @@ pub enum LaneKind {
     Rpc = 2,
     /// Group control (shutdown, heartbeats).
     Control = 3,
+}
+
+impl LaneKind {
+    /// The inverse of `kind as u8`.
+    pub fn from_u8(v: u8) -> Option<LaneKind> {
+        match v {
+            0 => Some(LaneKind::Collective),
+            1 => Some(LaneKind::PointToPoint),
+            2 => Some(LaneKind::Rpc),
+            3 => Some(LaneKind::Control),
+            _ => None,
+        }
+    }
 }
 
 /// A lane: messages with equal keys from one sender arrive in order.
@@ -73,6 +88,16 @@ impl Payload {
         for part in parts {
             bytes.extend_from_slice(part);
         }
+        Payload {
+            bytes,
+            start: 0,
+            pool: pool.cloned(),
+        }
+    }
+
+    /// Wrap a filled buffer (from [`BufferPool::take_filled`]) that returns
+    /// to `pool` when dropped.
+    pub fn from_vec_in(bytes: Vec<u8>, pool: Option<&Arc<BufferPool>>) -> Payload {
         Payload {
             bytes,
             start: 0,
@@ -140,6 +165,14 @@ pub enum TransportError {
     /// `rank` is not in `0..world`.
     #[error("rank {rank} is not in this world of {world}")]
     NoSuchRank { rank: u32, world: u32 },
+    /// The next message from `from` has `got` bytes, not `want`; it stays
+    /// queued.
+    #[error("the next message from rank {from} has {got} bytes, not {want}")]
+    LengthMismatch { from: u32, got: usize, want: usize },
+    /// A message of `len` bytes is over the cap of `max`; refused before
+    /// anything was allocated or sent.
+    #[error("message of {len} bytes exceeds the cap of {max} bytes")]
+    MessageTooLarge { len: u64, max: u64 },
 }
 
 /// Per-peer ordered lanes between the ranks of one job.
@@ -151,9 +184,17 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Queue the concatenation of `parts` for `dst` on `key`; returns once
     /// the bytes are buffered (the caller may reuse its buffers).
     fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError>;
-    /// The next message from `src` on `key`, waiting at most `timeout`.
-    /// A timeout consumes nothing.
-    fn recv(&self, src: u32, key: LaneKey, timeout: Duration) -> Result<Payload, TransportError>;
+    /// The next message from `src` on `key`; fails when `src` makes no
+    /// progress for `timeout`. With `want_len`, a message of another length
+    /// stays queued and the call fails with `LengthMismatch`. A failed
+    /// receive consumes nothing.
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError>;
     /// Close this endpoint: peers waiting on it see `PeerDisconnected` once
     /// they have drained what it sent; its own calls return `Closed`.
     fn close(&self);

@@ -1,32 +1,17 @@
-//! The in-memory transport: every rank of a world in one process, one
-//! mailbox per rank (a map of lanes guarded by a mutex, and a condvar).
-//! A send copies the message into the receiver's mailbox; a receive waits
-//! on the condvar until its lane has a message, the sender is gone, or the
-//! deadline passes. Queues are unbounded here: byte budgets arrive with the
-//! network transports, whose peers can be hostile.
+//! The in-memory transport: every rank of a world in one process. A send
+//! copies the message into the receiver's [`Inbox`]; queues are unbounded
+//! here (byte budgets belong to the network transports, whose peers can be
+//! hostile).
 
+use crate::inbox::Inbox;
 use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-#[derive(Debug, Default)]
-struct MailboxState {
-    lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
-}
-
-#[derive(Debug, Default)]
-struct Mailbox {
-    state: Mutex<MailboxState>,
-    arrived: Condvar,
-}
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The shared state of one in-process world.
 #[derive(Debug)]
 pub struct MemHub {
-    mailboxes: Vec<Mailbox>,
-    /// `gone[r]`: rank r's endpoint is closed.
-    gone: Mutex<Vec<bool>>,
+    inboxes: Vec<Inbox>,
     /// Message buffers, shared by the world's senders.
     pool: Arc<BufferPool>,
 }
@@ -35,8 +20,7 @@ impl MemHub {
     /// A world of `world` endpoints, in rank order.
     pub fn world(world: u32) -> Vec<MemTransport> {
         let hub = Arc::new(MemHub {
-            mailboxes: (0..world).map(|_| Mailbox::default()).collect(),
-            gone: Mutex::new(vec![false; world as usize]),
+            inboxes: (0..world).map(|_| Inbox::new(world)).collect(),
             pool: Arc::new(BufferPool::new()),
         });
         (0..world)
@@ -46,15 +30,6 @@ impl MemHub {
             })
             .collect()
     }
-
-    fn is_gone(&self, rank: u32) -> bool {
-        lock(&self.gone)[rank as usize]
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not take the world down with poisoned locks.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One rank's endpoint of a [`MemHub`] world. Dropping it closes it.
@@ -65,15 +40,8 @@ pub struct MemTransport {
 }
 
 impl MemTransport {
-    fn check_peer(&self, peer: u32) -> Result<(), TransportError> {
-        let world = self.world();
-        if peer >= world {
-            return Err(TransportError::NoSuchRank { rank: peer, world });
-        }
-        if self.hub.is_gone(self.rank) {
-            return Err(TransportError::Closed);
-        }
-        Ok(())
+    fn own(&self) -> &Inbox {
+        &self.hub.inboxes[self.rank as usize]
     }
 }
 
@@ -83,69 +51,49 @@ impl Transport for MemTransport {
     }
 
     fn world(&self) -> u32 {
-        self.hub.mailboxes.len() as u32
+        self.hub.inboxes.len() as u32
     }
 
     fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError> {
-        self.check_peer(dst)?;
-        if self.hub.is_gone(dst) {
+        let Some(inbox) = self.hub.inboxes.get(dst as usize) else {
+            return Err(TransportError::NoSuchRank {
+                rank: dst,
+                world: self.world(),
+            });
+        };
+        if self.own().is_closed() {
+            return Err(TransportError::Closed);
+        }
+        if self.own().is_gone(dst) {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
-        let msg = Payload::from_parts_in(parts, Some(&self.hub.pool));
-        let mailbox = &self.hub.mailboxes[dst as usize];
-        lock(&mailbox.state)
-            .lanes
-            .entry((self.rank, key))
-            .or_default()
-            .push_back(msg);
-        mailbox.arrived.notify_all();
+        inbox.deliver(
+            self.rank,
+            key,
+            Payload::from_parts_in(parts, Some(&self.hub.pool)),
+        );
         Ok(())
     }
 
-    fn recv(&self, src: u32, key: LaneKey, timeout: Duration) -> Result<Payload, TransportError> {
-        self.check_peer(src)?;
-        let deadline = Instant::now() + timeout;
-        let mailbox = &self.hub.mailboxes[self.rank as usize];
-        let mut state = lock(&mailbox.state);
-        loop {
-            if let Some(queue) = state.lanes.get_mut(&(src, key)) {
-                if let Some(msg) = queue.pop_front() {
-                    if queue.is_empty() {
-                        // Lanes are per call; keep the map from growing.
-                        state.lanes.remove(&(src, key));
-                    }
-                    return Ok(msg);
-                }
-            }
-            if self.hub.is_gone(src) {
-                return Err(TransportError::PeerDisconnected { rank: src });
-            }
-            if self.hub.is_gone(self.rank) {
-                return Err(TransportError::Closed);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(TransportError::Timeout { waiting_on: src });
-            }
-            state = mailbox
-                .arrived
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        self.own().recv(src, key, timeout, want_len)
     }
 
     fn close(&self) {
-        let mut gone = lock(&self.hub.gone);
-        if std::mem::replace(&mut gone[self.rank as usize], true) {
+        if self.own().is_closed() {
             return;
         }
-        drop(gone);
-        for mailbox in &self.hub.mailboxes {
-            // Take the lock so no receiver misses the wake-up between its
-            // check and its wait.
-            let _state = lock(&mailbox.state);
-            mailbox.arrived.notify_all();
+        self.own().close();
+        for (r, inbox) in self.hub.inboxes.iter().enumerate() {
+            if r != self.rank as usize {
+                inbox.set_gone(self.rank);
+            }
         }
     }
 }
@@ -171,6 +119,7 @@ mod tests {
         kind: LaneKind::PointToPoint,
         tag: 8,
     };
+    const T: Duration = Duration::from_secs(1);
 
     #[test]
     fn lanes_are_fifo_and_independent() {
@@ -178,10 +127,17 @@ mod tests {
         w[0].send(1, KEY, &[b"a"]).unwrap();
         w[0].send(1, OTHER, &[b"x"]).unwrap();
         w[0].send(1, KEY, &[b"b", b"c"]).unwrap();
-        let t = Duration::from_secs(1);
-        assert_eq!(w[1].recv(0, OTHER, t).unwrap().as_ref(), b"x");
-        assert_eq!(w[1].recv(0, KEY, t).unwrap().as_ref(), b"a");
-        assert_eq!(w[1].recv(0, KEY, t).unwrap().as_ref(), b"bc");
+        assert_eq!(w[1].recv(0, OTHER, T, None).unwrap().as_ref(), b"x");
+        assert_eq!(w[1].recv(0, KEY, T, None).unwrap().as_ref(), b"a");
+        assert_eq!(
+            w[1].recv(0, KEY, T, Some(5)),
+            Err(TransportError::LengthMismatch {
+                from: 0,
+                got: 2,
+                want: 5
+            })
+        );
+        assert_eq!(w[1].recv(0, KEY, T, Some(2)).unwrap().as_ref(), b"bc");
     }
 
     #[test]
@@ -189,14 +145,14 @@ mod tests {
         let mut w = MemHub::world(2);
         let t = Duration::from_millis(20);
         assert_eq!(
-            w[1].recv(0, KEY, t),
+            w[1].recv(0, KEY, t, None),
             Err(TransportError::Timeout { waiting_on: 0 })
         );
         w[0].send(1, KEY, &[b"last"]).unwrap();
         drop(w.remove(0));
-        assert_eq!(w[0].recv(0, KEY, t).unwrap().as_ref(), b"last");
+        assert_eq!(w[0].recv(0, KEY, t, None).unwrap().as_ref(), b"last");
         assert_eq!(
-            w[0].recv(0, KEY, t),
+            w[0].recv(0, KEY, t, None),
             Err(TransportError::PeerDisconnected { rank: 0 })
         );
         assert_eq!(
@@ -204,7 +160,7 @@ mod tests {
             Err(TransportError::PeerDisconnected { rank: 0 })
         );
         assert_eq!(
-            w[0].recv(5, KEY, t),
+            w[0].recv(5, KEY, t, None),
             Err(TransportError::NoSuchRank { rank: 5, world: 2 })
         );
     }

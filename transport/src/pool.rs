@@ -48,6 +48,30 @@ impl BufferPool {
         Vec::with_capacity(len)
     }
 
+    /// A buffer of exactly `len` bytes with unspecified contents, to be
+    /// overwritten by a read. A pooled buffer keeps its old bytes, so
+    /// repeated sizes cost no zeroing; only growth is zero-filled.
+    pub fn take_filled(&self, len: usize) -> Vec<u8> {
+        let mut buf = if len >= Self::MIN_POOLED_BYTES {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= len)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            best.map(|i| free.swap_remove(i)).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
     /// Return a buffer; kept if it is large and the pool has room.
     pub fn give(&self, buf: Vec<u8>) {
         if buf.capacity() < Self::MIN_POOLED_BYTES {

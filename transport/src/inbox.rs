@@ -1,0 +1,172 @@
+//! A rank's receive side: lanes of queued messages plus what is known about
+//! each peer (gone, silent, last progress), behind one mutex and condvar.
+//! Every transport delivers into one; every receive waits on one.
+//!
+//! A receive fails with `Timeout` when its peer has made no progress — no
+//! byte of data from it — for the deadline, counted from the later of the
+//! call's start and the peer's last progress, so a large message that keeps
+//! arriving never times out; it fails with `PeerDisconnected` once the peer
+//! is gone and nothing more from it is queued; it fails at once with
+//! `Timeout` if the link has been silent (not even heartbeats) for a whole
+//! deadline.
+
+use crate::{LaneKey, Payload, TransportError};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    gone: bool,
+    silent: bool,
+    last_progress: Instant,
+}
+
+#[derive(Debug)]
+struct State {
+    lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
+    peers: Vec<Peer>,
+    closed: bool,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Inbox {
+    pub(crate) fn new(world: u32) -> Inbox {
+        let now = Instant::now();
+        Inbox {
+            state: Mutex::new(State {
+                lanes: HashMap::new(),
+                peers: vec![
+                    Peer {
+                        gone: false,
+                        silent: false,
+                        last_progress: now,
+                    };
+                    world as usize
+                ],
+                closed: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere must not take the rank down with a poisoned lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A whole message from `src` on `key`.
+    pub(crate) fn deliver(&self, src: u32, key: LaneKey, msg: Payload) {
+        let mut st = self.lock();
+        if let Some(p) = st.peers.get_mut(src as usize) {
+            p.last_progress = Instant::now();
+            p.silent = false;
+        }
+        st.lanes.entry((src, key)).or_default().push_back(msg);
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// Part of a message from `src` arrived: it is making progress.
+    pub(crate) fn progress(&self, src: u32) {
+        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+            p.last_progress = Instant::now();
+            p.silent = false;
+        }
+    }
+
+    /// `src` is gone for good (EOF, reset, exited, closed).
+    pub(crate) fn set_gone(&self, src: u32) {
+        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+            p.gone = true;
+        }
+        self.changed.notify_all();
+    }
+
+    /// Whether `src` is known gone.
+    pub(crate) fn is_gone(&self, src: u32) -> bool {
+        self.lock().peers.get(src as usize).is_none_or(|p| p.gone)
+    }
+
+    /// The link to `src` carried nothing, not even heartbeats, for a whole
+    /// deadline (or it did again: `silent = false`).
+    pub(crate) fn set_silent(&self, src: u32, silent: bool) {
+        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+            p.silent = silent;
+        }
+        self.changed.notify_all();
+    }
+
+    /// This rank closed: every wait ends with `Closed`.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// The next message from `src` on `key`. With `want_len`, a message of
+    /// another length is left queued and reported as `LengthMismatch`.
+    pub(crate) fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        let start = Instant::now();
+        let mut st = self.lock();
+        loop {
+            if let Some(queue) = st.lanes.get_mut(&(src, key)) {
+                if let Some(front) = queue.front() {
+                    if let Some(want) = want_len {
+                        if front.len() != want {
+                            return Err(TransportError::LengthMismatch {
+                                from: src,
+                                got: front.len(),
+                                want,
+                            });
+                        }
+                    }
+                    let msg = queue.pop_front().unwrap_or_default();
+                    if queue.is_empty() {
+                        // Collective lanes live for one call: keep the map small.
+                        st.lanes.remove(&(src, key));
+                    }
+                    return Ok(msg);
+                }
+            }
+            if st.closed {
+                return Err(TransportError::Closed);
+            }
+            let Some(peer) = st.peers.get(src as usize).copied() else {
+                return Err(TransportError::NoSuchRank {
+                    rank: src,
+                    world: st.peers.len() as u32,
+                });
+            };
+            if peer.gone {
+                return Err(TransportError::PeerDisconnected { rank: src });
+            }
+            let since = start.max(peer.last_progress);
+            let now = Instant::now();
+            if peer.silent || now.duration_since(since) >= timeout {
+                return Err(TransportError::Timeout { waiting_on: src });
+            }
+            let wait = timeout - now.duration_since(since);
+            st = self
+                .changed
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}

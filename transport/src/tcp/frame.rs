@@ -1,0 +1,159 @@
+//! The frame codec of network links.
+//!
+//! Every frame is a fixed 40-byte header, then `len` payload bytes:
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone |
+//! | 1 | 1 | lane kind ([`LaneKind`]) |
+//! | 2 | 2 | zero |
+//! | 4 | 4 | source rank (the original sender, kept through relays) |
+//! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
+//! | 12 | 4 | zero |
+//! | 16 | 8 | communicator id |
+//! | 24 | 8 | tag |
+//! | 32 | 8 | payload length |
+//!
+//! All integers are little-endian. A header is checked before its payload is
+//! read or allocated: unknown type or lane kind, a rank outside the world,
+//! or a length over the cap is a protocol error that closes the link.
+
+use crate::LaneKind;
+
+/// Bytes of a frame header.
+pub(crate) const HEADER_LEN: usize = 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum FrameType {
+    Data = 1,
+    Heartbeat = 2,
+    Bye = 3,
+    /// Sent by a star coordinator: rank `src` is gone.
+    PeerGone = 4,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub ftype: FrameType,
+    pub kind: LaneKind,
+    pub src: u32,
+    pub dst: u32,
+    pub comm: u64,
+    pub tag: u64,
+    pub len: u64,
+}
+
+/// Why a header was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FrameError {
+    #[error("unknown frame type {0}")]
+    Type(u8),
+    #[error("unknown lane kind {0}")]
+    Kind(u8),
+    #[error("rank {0} is outside the world of {1}")]
+    Rank(u32, u32),
+    #[error("frame of {0} bytes exceeds the cap of {1}")]
+    TooLong(u64, u64),
+}
+
+impl Header {
+    /// A control frame (heartbeat, bye, peer gone) with no payload.
+    pub(crate) fn control(ftype: FrameType, src: u32, dst: u32) -> Header {
+        Header {
+            ftype,
+            kind: LaneKind::Control,
+            src,
+            dst,
+            comm: 0,
+            tag: 0,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = self.ftype as u8;
+        h[1] = self.kind as u8;
+        h[4..8].copy_from_slice(&self.src.to_le_bytes());
+        h[8..12].copy_from_slice(&self.dst.to_le_bytes());
+        h[16..24].copy_from_slice(&self.comm.to_le_bytes());
+        h[24..32].copy_from_slice(&self.tag.to_le_bytes());
+        h[32..40].copy_from_slice(&self.len.to_le_bytes());
+        h
+    }
+
+    pub(crate) fn decode(
+        h: &[u8; HEADER_LEN],
+        world: u32,
+        max_len: u64,
+    ) -> Result<Header, FrameError> {
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let ftype = match h[0] {
+            1 => FrameType::Data,
+            2 => FrameType::Heartbeat,
+            3 => FrameType::Bye,
+            4 => FrameType::PeerGone,
+            t => return Err(FrameError::Type(t)),
+        };
+        let kind = LaneKind::from_u8(h[1]).ok_or(FrameError::Kind(h[1]))?;
+        let (src, dst) = (u32_at(4), u32_at(8));
+        for r in [src, dst] {
+            if r >= world {
+                return Err(FrameError::Rank(r, world));
+            }
+        }
+        let len = u64_at(32);
+        if len > max_len {
+            return Err(FrameError::TooLong(len, max_len));
+        }
+        Ok(Header {
+            ftype,
+            kind,
+            src,
+            dst,
+            comm: u64_at(16),
+            tag: u64_at(24),
+            len,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let h = Header {
+            ftype: FrameType::Data,
+            kind: LaneKind::Rpc,
+            src: 3,
+            dst: 1,
+            comm: u64::MAX,
+            tag: 42,
+            len: 1 << 33,
+        };
+        let bytes = h.encode();
+        assert_eq!(Header::decode(&bytes, 4, 1 << 34), Ok(h));
+        assert_eq!(
+            Header::decode(&bytes, 3, 1 << 34),
+            Err(FrameError::Rank(3, 3))
+        );
+        assert_eq!(
+            Header::decode(&bytes, 4, 1 << 20),
+            Err(FrameError::TooLong(1 << 33, 1 << 20))
+        );
+        let mut bad = bytes;
+        bad[0] = 9;
+        assert_eq!(Header::decode(&bad, 4, u64::MAX), Err(FrameError::Type(9)));
+        bad = bytes;
+        bad[1] = 77;
+        assert_eq!(Header::decode(&bad, 4, u64::MAX), Err(FrameError::Kind(77)));
+    }
+}

@@ -1,0 +1,573 @@
+//! The TCP transport: one connection per linked pair of ranks.
+//!
+//! * **Mesh**: every pair is linked; rank `r` dials every higher rank and
+//!   accepts every lower one. Dials retry until the formation deadline, so
+//!   ranks may start in any order.
+//! * **Star**: rank 0 (the coordinator) listens and every worker dials it;
+//!   workers need no inbound port (NAT, containers). The coordinator relays
+//!   worker-to-worker frames, so every lane works between any two ranks.
+//!
+//! Each link is authenticated by the handshake (`handshake.rs`) and then
+//! driven by a writer and a reader thread (`link.rs`).
+
+mod frame;
+mod handshake;
+mod link;
+
+pub use handshake::PROTOCOL_VERSION;
+
+use crate::inbox::Inbox;
+use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
+use handshake::{HandshakeError, Identity};
+use link::{Budget, LinkTx, Out, Shared};
+use std::collections::BTreeSet;
+use std::io::ErrorKind;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to form a TCP group.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    pub rank: u32,
+    pub world: u32,
+    /// Addresses in rank order. Mesh: every rank's. Star: at least the
+    /// coordinator's (index 0); workers' entries are not used.
+    pub peers: Vec<SocketAddr>,
+    pub star: bool,
+    /// The cluster token; `None` only on loopback (unauthenticated).
+    pub token: Option<String>,
+    /// Formation deadline, and how long a link may be silent.
+    pub timeout: Duration,
+    /// Largest message accepted or sent.
+    pub max_message_bytes: u64,
+    /// Bytes queued per link before a sender waits.
+    pub send_budget_bytes: usize,
+    /// Protocol version to announce (for tests of version negotiation).
+    pub protocol_version: u32,
+}
+
+impl TcpConfig {
+    /// Defaults for everything but the addresses.
+    pub fn new(rank: u32, world: u32, peers: Vec<SocketAddr>) -> TcpConfig {
+        TcpConfig {
+            rank,
+            world,
+            peers,
+            star: false,
+            token: None,
+            timeout: Duration::from_secs(60),
+            max_message_bytes: 16 << 30,
+            send_budget_bytes: 64 << 20,
+            protocol_version: PROTOCOL_VERSION,
+        }
+    }
+}
+
+/// Why a group could not form.
+#[derive(Debug, thiserror::Error)]
+pub enum FormationError {
+    #[error("rank {rank} is already taken")]
+    RankConflict { rank: u32 },
+    #[error("rank {rank} holds another cluster token")]
+    TokenMismatch { rank: u32 },
+    #[error("rank {rank} speaks protocol {theirs}, we speak {ours}")]
+    ProtocolMismatch { rank: u32, ours: u32, theirs: u32 },
+    #[error("rank {rank} expects a world of {theirs}, we expect {ours}")]
+    WorldMismatch { rank: u32, ours: u32, theirs: u32 },
+    #[error("rank {rank} uses the other topology (star vs mesh)")]
+    TopologyMismatch { rank: u32 },
+    #[error("ranks {missing:?} did not connect before the deadline")]
+    Timeout { missing: Vec<u32> },
+    #[error("cannot connect to rank {rank}: {reason}")]
+    ConnectionFailed { rank: u32, reason: String },
+}
+
+impl FormationError {
+    fn from_handshake(e: HandshakeError, rank: u32) -> FormationError {
+        match e {
+            HandshakeError::Protocol { ours, theirs } => {
+                FormationError::ProtocolMismatch { rank, ours, theirs }
+            }
+            HandshakeError::World { ours, theirs } => {
+                FormationError::WorldMismatch { rank, ours, theirs }
+            }
+            HandshakeError::RankConflict { rank } => FormationError::RankConflict { rank },
+            HandshakeError::Topology => FormationError::TopologyMismatch { rank },
+            HandshakeError::Token => FormationError::TokenMismatch { rank },
+            HandshakeError::Stranger => FormationError::ConnectionFailed {
+                rank,
+                reason: "the peer is not a meshwork node".into(),
+            },
+            HandshakeError::Io(e) => FormationError::ConnectionFailed {
+                rank,
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+struct LinkThreads {
+    stream: TcpStream,
+    writer: JoinHandle<()>,
+    reader: JoinHandle<()>,
+}
+
+/// One rank's endpoint of a TCP group. Dropping it closes it.
+#[derive(Debug)]
+pub struct TcpTransport {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<LinkThreads>>,
+}
+
+impl std::fmt::Debug for LinkThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkThreads")
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// Handshake I/O deadline per attempt: a peer that says nothing is dropped.
+fn handshake_timeout(timeout: Duration) -> Duration {
+    timeout.clamp(Duration::from_millis(100), Duration::from_secs(5))
+}
+
+fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
+    FormationError::ConnectionFailed {
+        rank,
+        reason: e.to_string(),
+    }
+}
+
+const WAKE: mio::Token = mio::Token(0);
+const LISTEN: mio::Token = mio::Token(1);
+
+impl TcpTransport {
+    /// Form the group: listen, dial, authenticate, start the link threads.
+    pub fn connect(cfg: TcpConfig) -> Result<TcpTransport, FormationError> {
+        let (rank, world) = (cfg.rank, cfg.world);
+        let id = Identity {
+            rank,
+            world,
+            star: cfg.star,
+            key: handshake::derive_key(cfg.token.as_deref()),
+            version: cfg.protocol_version,
+        };
+        let (accept_from, dial_to): (BTreeSet<u32>, Vec<u32>) = match (cfg.star, rank) {
+            (true, 0) => ((1..world).collect(), Vec::new()),
+            (true, _) => (BTreeSet::new(), vec![0]),
+            (false, _) => ((0..rank).collect(), (rank + 1..world).collect()),
+        };
+        let addr_of = |r: u32| -> Result<SocketAddr, FormationError> {
+            cfg.peers
+                .get(r as usize)
+                .copied()
+                .ok_or_else(|| FormationError::ConnectionFailed {
+                    rank: r,
+                    reason: format!("no address for rank {r} ({} given)", cfg.peers.len()),
+                })
+        };
+        let deadline = Instant::now() + cfg.timeout;
+        let listener = match accept_from.is_empty() {
+            true => None,
+            false => Some(listen(addr_of(rank)?, &id, cfg.timeout)?),
+        };
+
+        let mut poll = mio::Poll::new().map_err(|e| io_fail(rank, e))?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE).map_err(|e| io_fail(rank, e))?);
+        if let Some(l) = &listener {
+            poll.registry()
+                .register(
+                    &mut mio::unix::SourceFd(&l.as_raw_fd()),
+                    LISTEN,
+                    mio::Interest::READABLE,
+                )
+                .map_err(|e| io_fail(rank, e))?;
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (results_tx, results_rx) = crossbeam_channel::unbounded();
+        for &peer in &dial_to {
+            let addr = addr_of(peer)?;
+            let (id, tx, waker, cancel) = (
+                id.clone(),
+                results_tx.clone(),
+                Arc::clone(&waker),
+                Arc::clone(&cancel),
+            );
+            let timeout = cfg.timeout;
+            std::thread::Builder::new()
+                .name(format!("meshwork-dial-{peer}"))
+                .spawn(move || {
+                    let res = dial_until(addr, peer, &id, deadline, timeout, &cancel);
+                    let _ = tx.send((peer, res));
+                    let _ = waker.wake();
+                })
+                .map_err(|e| io_fail(rank, e))?;
+        }
+
+        let mut formed: Vec<(u32, TcpStream)> = Vec::new();
+        let mut dials_left = dial_to.len();
+        let mut accepted: BTreeSet<u32> = BTreeSet::new();
+        let mut events = mio::Events::with_capacity(16);
+        let outcome: Result<(), FormationError> = loop {
+            let mut failed = None;
+            while let Ok((peer, res)) = results_rx.try_recv() {
+                dials_left -= 1;
+                match res {
+                    Ok(s) => formed.push((peer, s)),
+                    Err(FormationError::Timeout { .. }) => {}
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            if let Some(e) = failed {
+                break Err(e);
+            }
+            let now = Instant::now();
+            if accepted.len() == accept_from.len() && dials_left == 0 || now >= deadline {
+                let mut missing: Vec<u32> = accept_from.difference(&accepted).copied().collect();
+                missing.extend(
+                    dial_to
+                        .iter()
+                        .filter(|&&p| !formed.iter().any(|(r, _)| *r == p)),
+                );
+                missing.sort_unstable();
+                break if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(FormationError::Timeout { missing })
+                };
+            }
+            if let Err(e) = poll.poll(&mut events, Some(deadline - now)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    break Err(io_fail(rank, e));
+                }
+            }
+            if let Some(l) = &listener {
+                if let Err(e) = accept_ready(
+                    l,
+                    &id,
+                    &accept_from,
+                    &mut accepted,
+                    &mut formed,
+                    cfg.timeout,
+                ) {
+                    break Err(e);
+                }
+            }
+        };
+        cancel.store(true, Ordering::Release);
+        outcome?;
+        tracing::info!(
+            rank,
+            world,
+            star = cfg.star,
+            links = formed.len(),
+            "TCP group formed"
+        );
+        Ok(TcpTransport::start(cfg, formed))
+    }
+
+    fn start(cfg: TcpConfig, formed: Vec<(u32, TcpStream)>) -> TcpTransport {
+        let shared = Arc::new(Shared {
+            rank: cfg.rank,
+            world: cfg.world,
+            star: cfg.star,
+            inbox: Inbox::new(cfg.world),
+            pool: Arc::new(BufferPool::new()),
+            timeout: cfg.timeout,
+            max_message_bytes: cfg.max_message_bytes,
+            links: OnceLock::new(),
+            closing: AtomicBool::new(false),
+        });
+        let mut links: Vec<Option<LinkTx>> = vec![None; cfg.world as usize];
+        let mut threads = Vec::new();
+        for (peer, stream) in formed {
+            let _ = stream.set_nodelay(true);
+            let (tx, rx) = crossbeam_channel::unbounded::<Out>();
+            let budget = Arc::new(Budget::new(cfg.send_budget_bytes));
+            links[peer as usize] = Some(LinkTx {
+                tx,
+                budget: Arc::clone(&budget),
+            });
+            let (ws, rs, keep) = match (stream.try_clone(), stream.try_clone()) {
+                (Ok(w), Ok(r)) => (w, r, stream),
+                _ => {
+                    tracing::error!(peer, "cannot clone the socket; the link is unusable");
+                    shared.inbox.set_gone(peer);
+                    continue;
+                }
+            };
+            let (s1, s2) = (Arc::clone(&shared), Arc::clone(&shared));
+            let writer = std::thread::Builder::new()
+                .name(format!("meshwork-w{}-{peer}", cfg.rank))
+                .spawn(move || link::writer(s1, peer, ws, rx, budget));
+            let reader = std::thread::Builder::new()
+                .name(format!("meshwork-r{}-{peer}", cfg.rank))
+                .spawn(move || link::reader(s2, peer, rs));
+            match (writer, reader) {
+                (Ok(writer), Ok(reader)) => threads.push(LinkThreads {
+                    stream: keep,
+                    writer,
+                    reader,
+                }),
+                _ => {
+                    tracing::error!(peer, "cannot spawn link threads; the link is unusable");
+                    shared.inbox.set_gone(peer);
+                }
+            }
+        }
+        let _ = shared.links.set(links);
+        TcpTransport {
+            shared,
+            threads: Mutex::new(threads),
+        }
+    }
+}
+
+/// Bind `addr`. If it is taken, ask whoever holds it whether it is this
+/// rank: a meshwork node answering so means a duplicate rank.
+fn listen(
+    addr: SocketAddr,
+    id: &Identity,
+    timeout: Duration,
+) -> Result<TcpListener, FormationError> {
+    match TcpListener::bind(addr) {
+        Ok(l) => {
+            l.set_nonblocking(true).map_err(|e| io_fail(id.rank, e))?;
+            Ok(l)
+        }
+        Err(e) if e.kind() == ErrorKind::AddrInUse => {
+            let probe =
+                TcpStream::connect_timeout(&addr, handshake_timeout(timeout)).and_then(|mut s| {
+                    s.set_read_timeout(Some(handshake_timeout(timeout)))?;
+                    Ok(handshake::dial(&mut s, id))
+                });
+            match probe {
+                Ok(Err(HandshakeError::RankConflict { rank })) => {
+                    Err(FormationError::RankConflict { rank })
+                }
+                _ => Err(FormationError::ConnectionFailed {
+                    rank: id.rank,
+                    reason: format!("cannot listen on {addr}: address in use by another program"),
+                }),
+            }
+        }
+        Err(e) => Err(FormationError::ConnectionFailed {
+            rank: id.rank,
+            reason: format!("cannot listen on {addr}: {e}"),
+        }),
+    }
+}
+
+/// Accept and authenticate every pending connection.
+fn accept_ready(
+    listener: &TcpListener,
+    id: &Identity,
+    accept_from: &BTreeSet<u32>,
+    accepted: &mut BTreeSet<u32>,
+    formed: &mut Vec<(u32, TcpStream)>,
+    timeout: Duration,
+) -> Result<(), FormationError> {
+    loop {
+        let (mut stream, from) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                return Ok(());
+            }
+        };
+        let hs = handshake_timeout(timeout);
+        let configured = stream
+            .set_nonblocking(false)
+            .and_then(|()| stream.set_read_timeout(Some(hs)))
+            .and_then(|()| stream.set_write_timeout(Some(hs)));
+        if let Err(e) = configured {
+            tracing::warn!(%from, "cannot configure an accepted socket: {e}");
+            continue;
+        }
+        let wanted = |r: u32| accept_from.contains(&r) && !accepted.contains(&r);
+        match handshake::accept(&mut stream, id, wanted) {
+            Ok(peer) => {
+                let _ = stream.set_read_timeout(None);
+                let _ = stream.set_write_timeout(None);
+                accepted.insert(peer);
+                formed.push((peer, stream));
+            }
+            Err((_, HandshakeError::Stranger | HandshakeError::Io(_))) => {
+                tracing::warn!(%from, "dropped a connection that did not complete the handshake");
+            }
+            Err((_, HandshakeError::RankConflict { rank })) => {
+                tracing::warn!(%from, "refused a process claiming rank {rank}, which is taken or not expected here");
+            }
+            Err((claimed, e)) => {
+                return Err(FormationError::from_handshake(
+                    e,
+                    claimed.unwrap_or(u32::MAX),
+                ))
+            }
+        }
+    }
+}
+
+/// Dial `peer` until admitted, refused for good, or past the deadline.
+fn dial_until(
+    addr: SocketAddr,
+    peer: u32,
+    id: &Identity,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &AtomicBool,
+) -> Result<TcpStream, FormationError> {
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let now = Instant::now();
+        if now >= deadline || cancel.load(Ordering::Acquire) {
+            return Err(FormationError::Timeout {
+                missing: vec![peer],
+            });
+        }
+        let attempt = (deadline - now).min(Duration::from_secs(2));
+        match TcpStream::connect_timeout(&addr, attempt) {
+            Ok(mut s) => {
+                let hs = handshake_timeout(timeout);
+                let _ = s.set_read_timeout(Some(hs));
+                let _ = s.set_write_timeout(Some(hs));
+                match handshake::dial(&mut s, id) {
+                    Ok(r) if r == peer => {
+                        let _ = s.set_read_timeout(None);
+                        let _ = s.set_write_timeout(None);
+                        return Ok(s);
+                    }
+                    Ok(r) => {
+                        return Err(FormationError::ConnectionFailed {
+                            rank: peer,
+                            reason: format!("{addr} answered as rank {r}"),
+                        })
+                    }
+                    Err(HandshakeError::Io(e)) => {
+                        tracing::debug!(peer, "handshake interrupted: {e}; retrying")
+                    }
+                    Err(e) => return Err(FormationError::from_handshake(e, peer)),
+                }
+            }
+            Err(e) => tracing::trace!(peer, "dial {addr}: {e}"),
+        }
+        let pause = backoff.min(deadline.saturating_duration_since(Instant::now()));
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "back-off between dial attempts, not synchronisation"
+        )]
+        std::thread::sleep(pause);
+        backoff = (backoff * 2).min(Duration::from_millis(200));
+    }
+}
+
+impl Transport for TcpTransport {
+    fn rank(&self) -> u32 {
+        self.shared.rank
+    }
+
+    fn world(&self) -> u32 {
+        self.shared.world
+    }
+
+    fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError> {
+        let sh = &self.shared;
+        if dst >= sh.world {
+            return Err(TransportError::NoSuchRank {
+                rank: dst,
+                world: sh.world,
+            });
+        }
+        if sh.inbox.is_closed() {
+            return Err(TransportError::Closed);
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len as u64 > sh.max_message_bytes {
+            return Err(TransportError::MessageTooLarge {
+                len: len as u64,
+                max: sh.max_message_bytes,
+            });
+        }
+        if dst == sh.rank {
+            sh.inbox
+                .deliver(dst, key, Payload::from_parts_in(parts, Some(&sh.pool)));
+            return Ok(());
+        }
+        if sh.inbox.is_gone(dst) {
+            return Err(TransportError::PeerDisconnected { rank: dst });
+        }
+        let hop = if sh.star && sh.rank != 0 { 0 } else { dst };
+        let link = sh
+            .links
+            .get()
+            .and_then(|l| l.get(hop as usize))
+            .and_then(Option::as_ref)
+            .ok_or(TransportError::PeerDisconnected { rank: dst })?;
+        link.budget
+            .acquire(len + frame::HEADER_LEN, sh.timeout, dst)?;
+        let header = frame::Header {
+            ftype: frame::FrameType::Data,
+            kind: key.kind,
+            src: sh.rank,
+            dst,
+            comm: key.comm,
+            tag: key.tag,
+            len: len as u64,
+        };
+        link.tx
+            .send(Out::Frame(
+                header.encode(),
+                Payload::from_parts_in(parts, Some(&sh.pool)),
+            ))
+            .map_err(|_| TransportError::PeerDisconnected { rank: dst })
+    }
+
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        self.shared.inbox.recv(src, key, timeout, want_len)
+    }
+
+    fn close(&self) {
+        let sh = &self.shared;
+        if sh.inbox.is_closed() {
+            return;
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(links) = sh.links.get() {
+            for link in links.iter().flatten() {
+                let _ = link.tx.send(Out::Close);
+            }
+        }
+        sh.closing.store(true, Ordering::Release);
+        // Writers flush what was queued, say bye and end (a peer that stops
+        // reading is given up on after one deadline).
+        let mut readers = Vec::new();
+        for t in threads {
+            let _ = t.writer.join();
+            readers.push((t.stream, t.reader));
+        }
+        sh.inbox.close();
+        for (stream, reader) in readers {
+            let _ = stream.shutdown(Shutdown::Both);
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
