@@ -103,14 +103,17 @@
 //! own issues. Not planned: variable-count (`_v`) collectives, wildcard
 //! receives, one-sided operations.
 
+pub mod env;
 mod error;
 mod group;
 mod local;
+mod node;
 
 pub use error::{Error, Result};
 pub use group::{ProcessGroup, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
 pub use local::local;
-pub use meshwork_collectives::{Element, ReduceOp};
+pub use meshwork_collectives::{Element, ReduceOp, Topology};
+pub use node::{Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES, WIRE_PROTOCOL_VERSION};
 
 /// The older name of [`ReduceOp`].
 pub type ReduceKind = ReduceOp;

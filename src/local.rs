@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::group::{ProcessGroup, DEFAULT_TIMEOUT};
+use meshwork_collectives::Topology;
 use meshwork_transport::mem::MemHub;
 use std::sync::Arc;
 
@@ -31,6 +32,13 @@ pub fn local(world: u32) -> Result<Vec<Arc<ProcessGroup>>> {
     }
     Ok(MemHub::world(world)
         .into_iter()
-        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEFAULT_TIMEOUT)))
+        .map(|t| {
+            Arc::new(ProcessGroup::new(
+                Arc::new(t),
+                0,
+                DEFAULT_TIMEOUT,
+                Topology::Mesh,
+            ))
+        })
         .collect())
 }

@@ -32,6 +32,7 @@
 //! | gather / scatter | `binomial` | ⌈log₂P⌉ | ≤ block·P/2 | `gather/mod.rs`, `scatter/mod.rs` |
 //! | scan, exclusive_scan | `hillis_steele` | ⌈log₂P⌉ | n·log₂P | `scan/mod.rs` |
 //! | barrier | `dissemination` | ⌈log₂P⌉ | 0 | `barrier/mod.rs` |
+//! | star topology: all_reduce, broadcast, reduce, all_gather, reduce_scatter, scan, barrier | `star` (through rank 0, segmented) | S (+1) | worker: n up, n down | `*/star.rs` |
 //!
 //! [`select`](mod@select) picks one from (collective, P, bytes) with switch
 //! points measured by `benches/collectives.rs`.
@@ -61,6 +62,6 @@ pub mod topo;
 pub use comm::Comm;
 pub use element::Element;
 pub use op::{DType, ReduceOp};
-pub use select::{select, Algorithm, Collective};
+pub use select::{select, Algorithm, Collective, Topology};
 
 pub use half;

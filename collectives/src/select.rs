@@ -79,16 +79,22 @@ impl Collective {
     pub fn algorithms(self) -> &'static [Algorithm] {
         use Algorithm::*;
         match self {
-            Collective::AllReduce => &[Ring, RingPipelined, RecursiveDoubling, ReduceBroadcast],
-            Collective::Broadcast => &[Binomial, Chain],
-            Collective::AllGather => &[Ring],
-            Collective::ReduceScatter => &[Ring],
-            Collective::Reduce => &[Binomial, ReduceScatterGather],
+            Collective::AllReduce => &[
+                Ring,
+                RingPipelined,
+                RecursiveDoubling,
+                ReduceBroadcast,
+                Star,
+            ],
+            Collective::Broadcast => &[Binomial, Chain, Star],
+            Collective::AllGather => &[Ring, Star],
+            Collective::ReduceScatter => &[Ring, Star],
+            Collective::Reduce => &[Binomial, ReduceScatterGather, Star],
             Collective::AllToAll => &[Pairwise],
             Collective::Gather => &[Linear, Binomial],
             Collective::Scatter => &[Linear, Binomial],
-            Collective::Scan | Collective::ExclusiveScan => &[HillisSteele],
-            Collective::Barrier => &[Dissemination],
+            Collective::Scan | Collective::ExclusiveScan => &[HillisSteele, Star],
+            Collective::Barrier => &[Dissemination, Star],
         }
     }
 }
@@ -118,11 +124,13 @@ pub enum Algorithm {
     HillisSteele,
     /// Dissemination: ⌈log₂ P⌉ rounds at distances 1, 2, 4, ….
     Dissemination,
+    /// Through the coordinator (rank 0) of a star, segmented and pipelined.
+    Star,
 }
 
 impl Algorithm {
     /// Every algorithm, in wire-id order.
-    pub const ALL: [Algorithm; 11] = [
+    pub const ALL: [Algorithm; 12] = [
         Algorithm::Ring,
         Algorithm::RingPipelined,
         Algorithm::RecursiveDoubling,
@@ -134,6 +142,7 @@ impl Algorithm {
         Algorithm::Linear,
         Algorithm::HillisSteele,
         Algorithm::Dissemination,
+        Algorithm::Star,
     ];
 
     /// The name used by overrides (`ALGO_ALL_REDUCE=ring_pipelined`).
@@ -150,6 +159,7 @@ impl Algorithm {
             Algorithm::Linear => "linear",
             Algorithm::HillisSteele => "hillis_steele",
             Algorithm::Dissemination => "dissemination",
+            Algorithm::Star => "star",
         }
     }
 
@@ -228,10 +238,25 @@ pub const REDUCE_SCATTER_GATHER_MIN_BYTES: usize = 256 << 10;
 /// gather/scatter blocks (per rank) below this use the binomial tree.
 pub const GATHER_LINEAR_MIN_BLOCK_BYTES: usize = 32 << 10;
 
+/// How the ranks are linked; selection picks algorithms that suit it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Topology {
+    /// Every pair of ranks is linked.
+    #[default]
+    Mesh,
+    /// Workers link only to the coordinator, rank 0, which relays.
+    Star,
+}
+
 /// The default algorithm for `coll` with `world` ranks moving `bytes` (the
 /// buffer each rank passes; for gather/scatter/all_gather/all_to_all, one
-/// rank's block).
-pub fn select(coll: Collective, world: usize, bytes: usize) -> Algorithm {
+/// rank's block) over `topology`. In a star, every collective that has a
+/// star algorithm uses it: any other would send worker-to-worker traffic
+/// through the coordinator twice.
+pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) -> Algorithm {
+    if topology == Topology::Star && world > 1 && coll.algorithms().contains(&Algorithm::Star) {
+        return Algorithm::Star;
+    }
     match coll {
         Collective::AllReduce => {
             if bytes < all_reduce_ring_min_bytes(world) {
@@ -277,8 +302,10 @@ mod tests {
         for coll in Collective::ALL {
             for world in 1..=16 {
                 for bytes in [0, 1 << 10, 64 << 10, 1 << 20, 64 << 20] {
-                    let a = select(coll, world, bytes);
-                    assert!(coll.algorithms().contains(&a), "{coll:?} {a:?}");
+                    for topo in [Topology::Mesh, Topology::Star] {
+                        let a = select(coll, world, bytes, topo);
+                        assert!(coll.algorithms().contains(&a), "{coll:?} {a:?}");
+                    }
                 }
             }
         }
@@ -296,12 +323,16 @@ mod tests {
             assert!(all_reduce_ring_min_bytes(p) <= ALL_REDUCE_RING_ALWAYS_BYTES);
         }
         assert_eq!(
-            select(Collective::AllReduce, 4, 4 << 10),
+            select(Collective::AllReduce, 4, 4 << 10, Topology::Mesh),
             Algorithm::RecursiveDoubling
         );
         assert_eq!(
-            select(Collective::AllReduce, 4, 8 << 20),
+            select(Collective::AllReduce, 4, 8 << 20, Topology::Mesh),
             Algorithm::RingPipelined
+        );
+        assert_eq!(
+            select(Collective::AllReduce, 4, 8 << 20, Topology::Star),
+            Algorithm::Star
         );
     }
 

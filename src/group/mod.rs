@@ -2,6 +2,7 @@
 
 mod collectives;
 mod comm_adapter;
+mod p2p;
 mod work;
 
 pub use work::Work;
@@ -9,7 +10,7 @@ pub use work::Work;
 use crate::error::{Error, Result};
 use comm_adapter::{CollComm, Descriptor};
 use crossbeam_channel::{Receiver, Sender};
-use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp};
+use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Topology};
 use meshwork_transport::{LaneKey, LaneKind, Transport};
 use std::collections::HashMap;
 use std::fmt;
@@ -46,6 +47,7 @@ pub(crate) struct GroupInner {
     pub(crate) world: u32,
     pub(crate) comm_id: u64,
     pub(crate) transport: Arc<dyn Transport>,
+    topology: Topology,
     timeout_ns: AtomicU64,
     next_seq: AtomicU64,
     overrides: Mutex<HashMap<Collective, Algorithm>>,
@@ -99,7 +101,7 @@ impl GroupInner {
             .unwrap_or_else(|e| e.into_inner())
             .get(&coll)
             .copied()
-            .unwrap_or_else(|| select(coll, self.world as usize, bytes));
+            .unwrap_or_else(|| select(coll, self.world as usize, bytes, self.topology));
         Ok(Call {
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
             desc: Descriptor {
@@ -126,13 +128,19 @@ impl GroupInner {
 }
 
 impl ProcessGroup {
-    pub(crate) fn new(transport: Arc<dyn Transport>, comm_id: u64, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        transport: Arc<dyn Transport>,
+        comm_id: u64,
+        timeout: Duration,
+        topology: Topology,
+    ) -> Self {
         ProcessGroup {
             inner: Arc::new(GroupInner {
                 rank: transport.rank(),
                 world: transport.world(),
                 comm_id,
                 transport,
+                topology,
                 timeout_ns: AtomicU64::new(duration_ns(timeout)),
                 next_seq: AtomicU64::new(0),
                 overrides: Mutex::new(HashMap::new()),
@@ -150,6 +158,11 @@ impl ProcessGroup {
     /// Number of ranks in the group.
     pub fn world_size(&self) -> u32 {
         self.inner.world
+    }
+
+    /// How the ranks are linked.
+    pub fn topology(&self) -> Topology {
+        self.inner.topology
     }
 
     /// The deadline of every blocking call: a call fails with `Timeout` when
@@ -272,21 +285,35 @@ impl ProcessGroup {
             kind: LaneKind::Control,
             tag: CONTROL_SHUTDOWN,
         };
-        let peers: Vec<u32> = (0..self.inner.world)
-            .filter(|&p| p != self.inner.rank)
-            .collect();
-        let mut unconfirmed = Vec::new();
-        for &peer in &peers {
-            if t.send(peer, key, &[b"bye"]).is_err() {
-                unconfirmed.push(peer);
-            }
-        }
+        let (rank, world) = (self.inner.rank, self.inner.world);
+        // Mesh: every pair confirms directly. Star: workers confirm to the
+        // coordinator, which answers only when all have, so it stays up to
+        // relay everything workers sent each other before their goodbye.
+        let others: Vec<u32> = (0..world).filter(|&p| p != rank).collect();
+        let (first_recv, send_to, then_recv): (Vec<u32>, Vec<u32>, Vec<u32>) =
+            match (self.inner.topology, rank) {
+                (Topology::Mesh, _) => (Vec::new(), others.clone(), others),
+                (Topology::Star, 0) => (others.clone(), others, Vec::new()),
+                (Topology::Star, _) => (Vec::new(), vec![0], vec![0]),
+            };
         let deadline = Instant::now() + self.inner.timeout();
-        for &peer in &peers {
+        let mut unconfirmed = Vec::new();
+        let confirm = |peer: u32, unconfirmed: &mut Vec<u32>| {
             let left = deadline.saturating_duration_since(Instant::now());
             if t.recv(peer, key, left, None).is_err() && !unconfirmed.contains(&peer) {
                 unconfirmed.push(peer);
             }
+        };
+        for &peer in &first_recv {
+            confirm(peer, &mut unconfirmed);
+        }
+        for &peer in &send_to {
+            if t.send(peer, key, &[b"bye"]).is_err() && !unconfirmed.contains(&peer) {
+                unconfirmed.push(peer);
+            }
+        }
+        for &peer in &then_recv {
+            confirm(peer, &mut unconfirmed);
         }
         t.close();
         if unconfirmed.is_empty() {

@@ -4,6 +4,7 @@ mod bad_input;
 mod bitwise;
 mod faults;
 mod large;
+mod network;
 mod nonblocking;
 mod support;
 mod sweep;

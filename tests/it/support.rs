@@ -313,3 +313,40 @@ pub fn compare<T: TestElem>(
     }
     Ok(())
 }
+
+/// `n` loopback addresses with ports free right now.
+pub fn free_ports(n: usize) -> Vec<std::net::SocketAddr> {
+    let ls: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    ls.iter().map(|l| l.local_addr().expect("addr")).collect()
+}
+
+/// Form a `world`-rank TCP group on loopback, one thread per rank, and run
+/// `f` on each; results in rank order.
+pub fn run_nodes<R: Send>(
+    world: u32,
+    topology: meshwork::Topology,
+    f: impl Fn(&ProcessGroup) -> meshwork::Result<R> + Sync,
+) -> Vec<meshwork::Result<R>> {
+    let addrs = free_ports(world as usize);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..world)
+            .map(|r| {
+                let (addrs, f) = (addrs.clone(), &f);
+                s.spawn(move || {
+                    let g = meshwork::Node::new(r, world)
+                        .peers(addrs)?
+                        .topology(topology)
+                        .timeout(Duration::from_secs(20))
+                        .connect()?;
+                    f(&g)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}

@@ -6,6 +6,10 @@
 //! pipelined in segments; each rank sends and receives `(P−1)·block` bytes,
 //! the lower bound.
 
+mod star;
+
+pub use star::all_gather_star;
+
 use crate::all_reduce::seg_elems;
 use crate::element::Element;
 use crate::op::ReduceOp;
@@ -31,12 +35,15 @@ pub fn all_gather_ring<T: Element, C: Comm>(
     )
 }
 
-/// Run `algo` (only the ring exists).
+/// Run `algo` (ring or star; any other runs the ring).
 pub fn all_gather<T: Element, C: Comm>(
     comm: &mut C,
     send: &[T],
     recv: &mut [T],
-    _algo: Algorithm,
+    algo: Algorithm,
 ) -> Result<(), C::Error> {
-    all_gather_ring(comm, send, recv)
+    match algo {
+        Algorithm::Star => all_gather_star(comm, send, recv),
+        _ => all_gather_ring(comm, send, recv),
+    }
 }

@@ -3,9 +3,11 @@
 
 mod recursive_doubling;
 mod reduce_broadcast;
+mod star;
 
 pub use recursive_doubling::all_reduce_recursive_doubling;
 pub use reduce_broadcast::all_reduce_reduce_broadcast;
+pub use star::all_reduce_star;
 
 use crate::comm::Comm;
 use crate::element::Element;
@@ -36,6 +38,7 @@ pub fn all_reduce<T: Element, C: Comm>(
         Algorithm::Ring => all_reduce_ring(comm, buf, op, usize::MAX)?,
         Algorithm::RecursiveDoubling => all_reduce_recursive_doubling(comm, buf, op)?,
         Algorithm::ReduceBroadcast => all_reduce_reduce_broadcast(comm, buf, op)?,
+        Algorithm::Star => all_reduce_star(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
         _ => all_reduce_ring(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
     }
     if op == ReduceOp::Avg {

@@ -15,6 +15,10 @@
 //! d=2: 0→2, 1→3, 2→0, 3→1
 //! ```
 
+mod star;
+
+pub use star::barrier_star;
+
 use crate::comm::Comm;
 use crate::select::Algorithm;
 use crate::topo::{add_mod, sub_mod};
@@ -31,7 +35,10 @@ pub fn barrier_dissemination<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
     Ok(())
 }
 
-/// Run `algo` (only dissemination exists).
-pub fn barrier<C: Comm>(comm: &mut C, _algo: Algorithm) -> Result<(), C::Error> {
-    barrier_dissemination(comm)
+/// Run `algo` (dissemination or star).
+pub fn barrier<C: Comm>(comm: &mut C, algo: Algorithm) -> Result<(), C::Error> {
+    match algo {
+        Algorithm::Star => barrier_star(comm),
+        _ => barrier_dissemination(comm),
+    }
 }

@@ -2,9 +2,11 @@
 
 mod binomial;
 mod chain;
+mod star;
 
 pub use binomial::broadcast_binomial;
 pub use chain::broadcast_chain;
+pub use star::broadcast_star;
 
 use crate::all_reduce::seg_elems;
 use crate::comm::Comm;
@@ -20,6 +22,7 @@ pub fn broadcast<T: Element, C: Comm>(
 ) -> Result<(), C::Error> {
     match algo {
         Algorithm::Chain => broadcast_chain(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
+        Algorithm::Star => broadcast_star(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
         _ => broadcast_binomial(comm, buf, root),
     }
 }

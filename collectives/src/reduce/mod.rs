@@ -3,14 +3,17 @@
 
 mod binomial;
 mod reduce_scatter_gather;
+mod star;
 
 pub use binomial::reduce_binomial;
 pub use reduce_scatter_gather::reduce_reduce_scatter_gather;
+pub use star::reduce_star;
 
+use crate::all_reduce::seg_elems;
 use crate::comm::Comm;
 use crate::element::Element;
 use crate::op::ReduceOp;
-use crate::select::Algorithm;
+use crate::select::{Algorithm, RING_SEGMENT_BYTES};
 
 /// Run `algo` (binomial or reduce_scatter_gather; any other runs the
 /// binomial tree), then finish `Avg` at the root.
@@ -23,6 +26,7 @@ pub fn reduce<T: Element, C: Comm>(
 ) -> Result<(), C::Error> {
     match algo {
         Algorithm::ReduceScatterGather => reduce_reduce_scatter_gather(comm, buf, op, root)?,
+        Algorithm::Star => reduce_star(comm, buf, op, root, seg_elems::<T>(RING_SEGMENT_BYTES))?,
         _ => reduce_binomial(comm, buf, op, root)?,
     }
     if op == ReduceOp::Avg && comm.rank() == root {

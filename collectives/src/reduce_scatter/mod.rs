@@ -19,6 +19,10 @@
 //! t=1: send scratch (b1) → 1; recv b0 partial from 2; recv = (x1⊕x2)[b0] ⊕ x0[b0]
 //! ```
 
+mod star;
+
+pub use star::reduce_scatter_star;
+
 use crate::all_reduce::seg_elems;
 use crate::comm::{send_elems, with_elems, Comm};
 use crate::element::Element;
@@ -83,15 +87,18 @@ pub fn reduce_scatter_ring<T: Element, C: Comm>(
     Ok(())
 }
 
-/// Run `algo` (only the ring exists), then finish `Avg`.
+/// Run `algo` (ring or star; any other runs the ring), then finish `Avg`.
 pub fn reduce_scatter<T: Element, C: Comm>(
     comm: &mut C,
     send: &[T],
     recv: &mut [T],
     op: ReduceOp,
-    _algo: Algorithm,
+    algo: Algorithm,
 ) -> Result<(), C::Error> {
-    reduce_scatter_ring(comm, send, recv, op, seg_elems::<T>(RING_SEGMENT_BYTES))?;
+    match algo {
+        Algorithm::Star => reduce_scatter_star(comm, send, recv, op)?,
+        _ => reduce_scatter_ring(comm, send, recv, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
+    }
     if op == ReduceOp::Avg {
         T::divide(recv, comm.size());
     }

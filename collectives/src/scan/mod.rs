@@ -17,6 +17,10 @@
 //! d=2: 0→2, 1→3        r holds x0⊕…⊕x(r)
 //! ```
 
+mod star;
+
+pub use star::scan_star;
+
 use crate::comm::{send_elems, with_elems, Comm};
 use crate::element::Element;
 use crate::op::ReduceOp;
@@ -60,16 +64,19 @@ pub fn scan_hillis_steele<T: Element, C: Comm>(
     Ok(())
 }
 
-/// Run `algo` (only Hillis–Steele exists), then finish `Avg`: rank `r`'s
+/// Run `algo` (Hillis–Steele or star), then finish `Avg`: rank `r`'s
 /// inclusive prefix covers `r + 1` ranks, its exclusive one `r`.
 pub fn scan<T: Element, C: Comm>(
     comm: &mut C,
     buf: &mut [T],
     op: ReduceOp,
     exclusive: bool,
-    _algo: Algorithm,
+    algo: Algorithm,
 ) -> Result<(), C::Error> {
-    scan_hillis_steele(comm, buf, op, exclusive)?;
+    match algo {
+        Algorithm::Star => scan_star(comm, buf, op, exclusive)?,
+        _ => scan_hillis_steele(comm, buf, op, exclusive)?,
+    }
     let covered = if exclusive {
         comm.rank()
     } else {

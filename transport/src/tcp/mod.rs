@@ -121,6 +121,9 @@ struct LinkThreads {
 pub struct TcpTransport {
     shared: Arc<Shared>,
     threads: Mutex<Vec<LinkThreads>>,
+    /// Answers processes that arrive after formation (a duplicate rank, a
+    /// restarted one, a stranger) with a typed refusal; stopped on close.
+    late: Mutex<Option<(Arc<mio::Waker>, JoinHandle<()>)>>,
 }
 
 impl std::fmt::Debug for LinkThreads {
@@ -268,10 +271,23 @@ impl TcpTransport {
             links = formed.len(),
             "TCP group formed"
         );
-        Ok(TcpTransport::start(cfg, formed))
+        let transport = TcpTransport::start(&cfg, formed);
+        if let Some(l) = listener {
+            let timeout = cfg.timeout;
+            let late = std::thread::Builder::new()
+                .name(format!("meshwork-late-{rank}"))
+                .spawn(move || refuse_latecomers(l, poll, &id, timeout));
+            match late {
+                Ok(h) => {
+                    *transport.late.lock().unwrap_or_else(|e| e.into_inner()) = Some((waker, h))
+                }
+                Err(e) => tracing::warn!("cannot keep the listener open after formation: {e}"),
+            }
+        }
+        Ok(transport)
     }
 
-    fn start(cfg: TcpConfig, formed: Vec<(u32, TcpStream)>) -> TcpTransport {
+    fn start(cfg: &TcpConfig, formed: Vec<(u32, TcpStream)>) -> TcpTransport {
         let shared = Arc::new(Shared {
             rank: cfg.rank,
             world: cfg.world,
@@ -324,6 +340,36 @@ impl TcpTransport {
         TcpTransport {
             shared,
             threads: Mutex::new(threads),
+            late: Mutex::new(None),
+        }
+    }
+}
+
+/// After formation every rank is taken: anyone who dials gets a typed
+/// refusal (`RankConflict`, or the protocol/world mismatch it has), until
+/// the waker says the transport is closing.
+fn refuse_latecomers(listener: TcpListener, mut poll: mio::Poll, id: &Identity, timeout: Duration) {
+    let mut events = mio::Events::with_capacity(8);
+    loop {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if events.iter().any(|e| e.token() == WAKE) {
+            return;
+        }
+        let (mut none, mut refused) = (BTreeSet::new(), Vec::new());
+        if let Err(e) = accept_ready(
+            &listener,
+            id,
+            &BTreeSet::new(),
+            &mut none,
+            &mut refused,
+            timeout,
+        ) {
+            tracing::warn!("a latecomer was refused: {e}");
         }
     }
 }
@@ -543,6 +589,10 @@ impl Transport for TcpTransport {
         let sh = &self.shared;
         if sh.inbox.is_closed() {
             return;
+        }
+        if let Some((waker, h)) = self.late.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = waker.wake();
+            let _ = h.join();
         }
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(links) = sh.links.get() {

@@ -1,0 +1,40 @@
+//! The one table of environment variables `Node::from_env` reads.
+
+/// One variable: its name, aliases, meaning and default.
+#[derive(Debug, Clone, Copy)]
+pub struct Var {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub meaning: &'static str,
+    pub default: &'static str,
+}
+
+/// Every variable meshwork reads, in one place.
+pub const VARS: &[Var] = &[
+    Var { name: "RANK", aliases: &["OMPI_COMM_WORLD_RANK", "SLURM_PROCID"], meaning: "this process's rank", default: "0" },
+    Var { name: "WORLD", aliases: &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"], meaning: "number of ranks", default: "1" },
+    Var { name: "PEERS", aliases: &[], meaning: "host:port,… in rank order, self included (mesh); star workers may give only the coordinator", default: "127.0.0.1:DATA_PORT+r for every rank r" },
+    Var { name: "TOPOLOGY", aliases: &[], meaning: "mesh or star", default: "mesh" },
+    Var { name: "DIAL_OUT", aliases: &[], meaning: "1 means star (workers dial out, need no inbound port)", default: "0" },
+    Var { name: "DATA_PORT", aliases: &[], meaning: "data port base; rank r listens on base + r when PEERS is absent", default: "29500" },
+    Var { name: "CLUSTER_TOKEN", aliases: &[], meaning: "shared secret; required when any address is not loopback", default: "" },
+    Var { name: "TRANSPORT", aliases: &[], meaning: "tcp (quic arrives with its own issue)", default: "tcp" },
+    Var { name: "TIMEOUT_S", aliases: &[], meaning: "deadline of every blocking call, seconds without progress", default: "60" },
+    Var { name: "MAX_MESSAGE_BYTES", aliases: &[], meaning: "largest message sent or accepted; longer ones are refused before any allocation", default: "17179869184" },
+    Var { name: "ALGO_<COLLECTIVE>", aliases: &[], meaning: "force an algorithm by name, e.g. ALGO_ALL_REDUCE=ring (must be equal on all ranks; checked)", default: "automatic" },
+    Var { name: "DISCOVER", aliases: &["DISC_PORT", "DISCOVER_HOST"], meaning: "discovery (not available yet: give PEERS)", default: "off" },
+    Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap (not available yet: give PEERS)", default: "" },
+];
+
+/// The value of `name` or its first set alias, with the name that was set.
+pub(crate) fn lookup(name: &str) -> Option<(&'static str, String)> {
+    let var = VARS.iter().find(|v| v.name == name)?;
+    std::iter::once(var.name)
+        .chain(var.aliases.iter().copied())
+        .find_map(|n| {
+            std::env::var(n)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (n, v.trim().to_string()))
+        })
+}

@@ -1,0 +1,87 @@
+//! Tagged point-to-point messages: lane `(comm, PointToPoint, tag)`, FIFO
+//! per sender and tag; different tags never block each other.
+
+use super::ProcessGroup;
+use crate::error::{Error, Result};
+use meshwork_collectives::Element;
+use meshwork_transport::{LaneKey, LaneKind};
+use std::time::Duration;
+
+impl ProcessGroup {
+    fn p2p_key(&self, tag: u64) -> LaneKey {
+        LaneKey {
+            comm: self.inner.comm_id,
+            kind: LaneKind::PointToPoint,
+            tag,
+        }
+    }
+
+    fn check_rank(&self, op: &str, what: &str, rank: u32) -> Result<()> {
+        if rank >= self.inner.world {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: {what} {rank} is out of range; this group has ranks 0..{}",
+                self.inner.world
+            )));
+        }
+        if self
+            .inner
+            .shut_down
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return Err(Error::ShutDown);
+        }
+        Ok(())
+    }
+
+    /// Send `data` to `dst` under `tag`. Returns once the message is
+    /// buffered (the caller may reuse `data`).
+    pub fn send<T: Element>(&self, data: &[T], dst: u32, tag: u64) -> Result<()> {
+        self.send_bytes(bytemuck::cast_slice(data), dst, tag)
+    }
+
+    /// Receive the next message from `src` under `tag` into `buf`. A
+    /// message of another length is `InvalidArgument` naming both lengths,
+    /// and stays queued for a receive with the right buffer.
+    pub fn recv<T: Element>(&self, buf: &mut [T], src: u32, tag: u64) -> Result<()> {
+        self.check_rank("recv", "source", src)?;
+        let bytes = bytemuck::cast_slice_mut::<T, u8>(buf);
+        let msg = self
+            .inner
+            .transport
+            .recv(
+                src,
+                self.p2p_key(tag),
+                self.inner.timeout(),
+                Some(bytes.len()),
+            )
+            .map_err(|e| Error::from_transport(e, "recv"))?;
+        bytes.copy_from_slice(msg.as_ref());
+        Ok(())
+    }
+
+    /// Send raw bytes to `dst` under `tag`.
+    pub fn send_bytes(&self, data: &[u8], dst: u32, tag: u64) -> Result<()> {
+        self.check_rank("send", "destination", dst)?;
+        self.inner
+            .transport
+            .send(dst, self.p2p_key(tag), &[data])
+            .map_err(|e| Error::from_transport(e, "send"))
+    }
+
+    /// Receive the next message from `src` under `tag`, whatever its length.
+    pub fn recv_bytes(&self, src: u32, tag: u64) -> Result<Vec<u8>> {
+        self.recv_bytes_timeout(src, tag, self.inner.timeout())
+    }
+
+    /// [`ProcessGroup::recv_bytes`] with its own deadline; a timeout
+    /// consumes nothing.
+    pub fn recv_bytes_timeout(&self, src: u32, tag: u64, timeout: Duration) -> Result<Vec<u8>> {
+        self.check_rank("recv_bytes", "source", src)?;
+        let msg = self
+            .inner
+            .transport
+            .recv(src, self.p2p_key(tag), timeout, None)
+            .map_err(|e| Error::from_transport(e, "recv_bytes"))?;
+        Ok(msg.as_ref().to_vec())
+    }
+}

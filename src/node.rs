@@ -1,0 +1,309 @@
+//! `Node`: the builder that forms a networked group.
+
+use crate::env::lookup;
+use crate::error::{Error, Result};
+use crate::group::{ProcessGroup, DEFAULT_TIMEOUT};
+use meshwork_collectives::{Algorithm, Collective, Topology};
+use meshwork_transport::mem::MemHub;
+use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport, PROTOCOL_VERSION};
+use meshwork_transport::Transport;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which wire carries the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// One TCP connection per linked pair (`TRANSPORT=tcp`).
+    #[default]
+    Tcp,
+}
+
+/// How a process joins a group: who it is, where its peers are, and how to
+/// reach them.
+///
+/// ```no_run
+/// use meshwork::{Node, ReduceOp};
+/// let group = Node::new(0, 2)
+///     .peers(["127.0.0.1:29500", "127.0.0.1:29501"])?
+///     .connect()?;
+/// let mut x = [1.0f32; 3];
+/// group.all_reduce(&mut x, ReduceOp::Sum)?;
+/// # Ok::<(), meshwork::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Node {
+    rank: u32,
+    world: u32,
+    peers: Vec<SocketAddr>,
+    topology: Topology,
+    transport: TransportKind,
+    timeout: Duration,
+    token: Option<String>,
+    max_message_bytes: u64,
+    algorithms: Vec<(Collective, Algorithm)>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("rank", &self.rank)
+            .field("world", &self.world)
+            .field("peers", &self.peers)
+            .field("topology", &self.topology)
+            .field("transport", &self.transport)
+            .field("timeout", &self.timeout)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Default `MAX_MESSAGE_BYTES`: 16 GiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 << 30;
+
+impl Node {
+    /// Rank `rank` of a group of `world`.
+    pub fn new(rank: u32, world: u32) -> Node {
+        Node {
+            rank,
+            world,
+            peers: Vec::new(),
+            topology: Topology::Mesh,
+            transport: TransportKind::Tcp,
+            timeout: DEFAULT_TIMEOUT,
+            token: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            algorithms: Vec::new(),
+        }
+    }
+
+    /// Read the environment (the table in `meshwork::env::VARS`). A
+    /// malformed variable is an error that names it.
+    pub fn from_env() -> Result<Node> {
+        for unsupported in ["SEED", "DISCOVER"] {
+            if let Some((name, value)) = lookup(unsupported) {
+                if !(unsupported == "DISCOVER" && value == "0") {
+                    return Err(bad(
+                        name,
+                        &value,
+                        "this bring-up is not available yet; give PEERS instead",
+                    ));
+                }
+            }
+        }
+        let rank = parse::<u32>("RANK")?.unwrap_or(0);
+        let world = parse::<u32>("WORLD")?.unwrap_or(1);
+        if world == 0 {
+            return Err(bad("WORLD", "0", "a group needs at least one rank"));
+        }
+        let mut node = Node::new(rank, world);
+        let star_flag = parse::<u8>("DIAL_OUT")?.is_some_and(|v| v == 1);
+        node.topology = match lookup("TOPOLOGY") {
+            None if star_flag => Topology::Star,
+            None => Topology::Mesh,
+            Some((_, v)) if v.eq_ignore_ascii_case("mesh") => Topology::Mesh,
+            Some((_, v)) if v.eq_ignore_ascii_case("star") => Topology::Star,
+            Some((n, v)) => return Err(bad(n, &v, "expected mesh or star")),
+        };
+        node.transport = match lookup("TRANSPORT") {
+            None => TransportKind::Tcp,
+            Some((_, v)) if v.eq_ignore_ascii_case("tcp") => TransportKind::Tcp,
+            Some((n, v)) => return Err(bad(n, &v, "expected tcp (quic is not available yet)")),
+        };
+        if let Some((n, v)) = lookup("TIMEOUT_S") {
+            let secs: f64 = v
+                .parse()
+                .map_err(|_| bad(n, &v, "expected seconds, e.g. 60 or 2.5"))?;
+            if !(secs.is_finite() && secs > 0.0) {
+                return Err(bad(n, &v, "expected a positive number of seconds"));
+            }
+            node.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
+            node.max_message_bytes = max;
+        }
+        node.token = lookup("CLUSTER_TOKEN").map(|(_, v)| v);
+        let base = parse::<u16>("DATA_PORT")?.unwrap_or(29500);
+        node.peers = match lookup("PEERS") {
+            Some((n, v)) => v
+                .split(',')
+                .map(|p| resolve(p.trim()).map_err(|e| bad(n, &v, &e)))
+                .collect::<Result<_>>()?,
+            None => (0..world)
+                .map(|r| {
+                    let port = u16::try_from(u32::from(base) + r).map_err(|_| {
+                        bad("DATA_PORT", &base.to_string(), "base + rank exceeds 65535")
+                    })?;
+                    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+                })
+                .collect::<Result<_>>()?,
+        };
+        for coll in Collective::ALL {
+            let name = format!("ALGO_{}", coll.name().to_ascii_uppercase());
+            if let Ok(v) = std::env::var(&name) {
+                let algo = Algorithm::from_name(v.trim())
+                    .filter(|a| coll.algorithms().contains(a))
+                    .ok_or_else(|| {
+                        let names: Vec<_> = coll.algorithms().iter().map(|a| a.name()).collect();
+                        bad(&name, &v, &format!("expected one of {}", names.join(", ")))
+                    })?;
+                node.algorithms.push((coll, algo));
+            }
+        }
+        Ok(node)
+    }
+
+    /// Peer addresses in rank order, self included (mesh); a star worker may
+    /// give only the coordinator's.
+    pub fn peers(mut self, addrs: impl IntoIterator<Item = impl ToSocketAddrs>) -> Result<Node> {
+        self.peers = addrs
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.to_socket_addrs()
+                    .map_err(|e| Error::InvalidArgument(format!("peer address {i}: {e}")))?
+                    .next()
+                    .ok_or_else(|| {
+                        Error::InvalidArgument(format!("peer address {i} resolves to nothing"))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(self)
+    }
+
+    /// Mesh (every pair linked; the default) or star (workers dial rank 0).
+    pub fn topology(mut self, topology: Topology) -> Node {
+        self.topology = topology;
+        self
+    }
+
+    /// The wire to use.
+    pub fn transport(mut self, kind: TransportKind) -> Node {
+        self.transport = kind;
+        self
+    }
+
+    /// Deadline of formation and of every blocking call of the group
+    /// (`TIMEOUT_S`): a call fails when its peers make no progress this long.
+    pub fn timeout(mut self, timeout: Duration) -> Node {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The shared secret every rank must hold (`CLUSTER_TOKEN`); required
+    /// when any address is not loopback. It never crosses the wire.
+    pub fn cluster_token(mut self, secret: impl Into<String>) -> Node {
+        self.token = Some(secret.into());
+        self
+    }
+
+    /// Largest message sent or accepted (`MAX_MESSAGE_BYTES`, default
+    /// 16 GiB); longer ones fail with `MessageTooLarge` before anything is
+    /// allocated.
+    pub fn max_message_bytes(mut self, max: u64) -> Node {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// Form the group: every rank calls `connect` and it returns once all
+    /// links are up (or fails with a typed error naming what went wrong).
+    pub fn connect(self) -> Result<Arc<ProcessGroup>> {
+        let (rank, world) = (self.rank, self.world);
+        if world == 0 || rank >= world {
+            return Err(Error::InvalidArgument(format!(
+                "rank {rank} is not in a world of {world}"
+            )));
+        }
+        let transport: Arc<dyn Transport> = if world == 1 {
+            Arc::new(MemHub::world(1).remove(0))
+        } else {
+            let used: &[SocketAddr] = match self.topology {
+                Topology::Mesh => {
+                    if self.peers.len() != world as usize {
+                        return Err(Error::InvalidArgument(format!(
+                            "PEERS has {} addresses; a mesh of {world} needs one per rank",
+                            self.peers.len()
+                        )));
+                    }
+                    &self.peers
+                }
+                Topology::Star => self.peers.get(..1).ok_or_else(|| {
+                    Error::InvalidArgument(
+                        "PEERS is empty; a star needs at least the coordinator's address".into(),
+                    )
+                })?,
+            };
+            if self.token.is_none() {
+                if used.iter().any(|a| !a.ip().is_loopback()) {
+                    return Err(Error::TokenRequired);
+                }
+                tracing::warn!(
+                    "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
+                );
+            }
+            match self.transport {
+                TransportKind::Tcp => {
+                    let mut cfg = TcpConfig::new(rank, world, self.peers.clone());
+                    cfg.star = self.topology == Topology::Star;
+                    cfg.token = self.token.clone();
+                    cfg.timeout = self.timeout;
+                    cfg.max_message_bytes = self.max_message_bytes;
+                    Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?)
+                }
+            }
+        };
+        tracing::info!(rank, world, topology = ?self.topology, transport = ?self.transport, "group formed");
+        let group = ProcessGroup::new(transport, 0, self.timeout, self.topology);
+        for (coll, algo) in &self.algorithms {
+            group.set_algorithm(coll.name(), Some(algo.name()))?;
+        }
+        Ok(Arc::new(group))
+    }
+}
+
+fn from_formation(e: FormationError) -> Error {
+    match e {
+        FormationError::RankConflict { rank } => Error::RankConflict { rank },
+        FormationError::TokenMismatch { .. } => Error::ClusterTokenMismatch,
+        FormationError::ProtocolMismatch { ours, theirs, .. } => {
+            Error::ProtocolMismatch { ours, theirs }
+        }
+        FormationError::WorldMismatch { ours, theirs, .. } => Error::WorldMismatch { ours, theirs },
+        FormationError::Timeout { missing } => Error::FormationTimeout { missing },
+        FormationError::TopologyMismatch { rank } => Error::ConnectionFailed {
+            rank,
+            reason: "it uses the other topology (star vs mesh); set the same TOPOLOGY everywhere"
+                .into(),
+        },
+        FormationError::ConnectionFailed { rank, reason } => {
+            Error::ConnectionFailed { rank, reason }
+        }
+    }
+}
+
+/// The wire protocol version this build speaks.
+pub const WIRE_PROTOCOL_VERSION: u32 = PROTOCOL_VERSION;
+
+fn bad(name: &str, value: &str, why: &str) -> Error {
+    Error::InvalidArgument(format!("{name}={value:?}: {why}"))
+}
+
+fn parse<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
+    match lookup(name) {
+        None => Ok(None),
+        Some((n, v)) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(n, &v, &format!("expected {}", std::any::type_name::<T>()))),
+    }
+}
+
+fn resolve(hostport: &str) -> std::result::Result<SocketAddr, String> {
+    hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("{hostport}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{hostport} resolves to nothing"))
+}

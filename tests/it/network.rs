@@ -1,0 +1,273 @@
+//! Networked groups formed with `Node` inside this process (one thread per
+//! rank): the seed design's bring-up, both topologies, and every typed
+//! formation failure.
+
+use crate::support::{free_ports, run_nodes};
+use meshwork::{Error, Node, ReduceKind, ReduceOp, Topology};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+#[test]
+fn seed_design_bring_up() {
+    let addrs = free_ports(2);
+    let (a0, a1) = (addrs[0], addrs[1]);
+    let rank1 = std::thread::spawn(move || -> meshwork::Result<[f32; 3]> {
+        let g = Node::new(1, 2).peers([a0, a1])?.connect()?;
+        let mut x = [2.0f32; 3];
+        g.all_reduce(&mut x, ReduceKind::Sum)?;
+        g.barrier()?;
+        Ok(x)
+    });
+    let g = Node::new(0, 2).peers([a0, a1]).unwrap().connect().unwrap();
+    let mut x = [1.0f32; 3];
+    g.all_reduce(&mut x, ReduceKind::Sum).unwrap();
+    g.barrier().unwrap();
+    assert_eq!(x, [3.0; 3]);
+    assert_eq!(rank1.join().unwrap().unwrap(), [3.0; 3]);
+}
+
+#[test]
+fn star_runs_every_collective_and_worker_to_worker_messages() {
+    let out = run_nodes(4, Topology::Star, |g| {
+        let r = g.rank();
+        let mut x = vec![r as i64 + 1; 100_003];
+        g.all_reduce(&mut x, ReduceOp::Sum)?;
+        assert!(x.iter().all(|&v| v == 10));
+        let mut b = vec![if r == 2 { 7u8 } else { 0 }; 5000];
+        g.broadcast(&mut b, 2)?;
+        assert!(b.iter().all(|&v| v == 7));
+        let mut all = vec![0u32; 8];
+        g.all_gather(&[r, r * 10], &mut all)?;
+        assert_eq!(all, [0, 0, 1, 10, 2, 20, 3, 30]);
+        let mut mine = [0f64; 2];
+        g.reduce_scatter(&[1.0; 8], &mut mine, ReduceOp::Sum)?;
+        assert_eq!(mine, [4.0; 2]);
+        let mut s = [r as i32 + 1];
+        g.scan(&mut s, ReduceOp::Sum)?;
+        assert_eq!(s[0], (1..=r as i32 + 1).sum::<i32>());
+        g.barrier()?;
+        // Workers 1 and 3 talk through the coordinator.
+        if r == 1 {
+            g.send(&[1.5f32, 2.5], 3, 9)?;
+        }
+        if r == 3 {
+            let mut m = [0f32; 2];
+            g.recv(&mut m, 1, 9)?;
+            assert_eq!(m, [1.5, 2.5]);
+        }
+        g.shutdown()
+    });
+    for o in out {
+        o.unwrap();
+    }
+}
+
+#[test]
+fn p2p_length_mismatch_keeps_the_message() {
+    let out = run_nodes(2, Topology::Mesh, |g| {
+        if g.rank() == 0 {
+            g.send(&[1u32, 2, 3], 1, 5)?;
+        } else {
+            let mut wrong = [0u32; 2];
+            match g.recv(&mut wrong, 0, 5) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.contains("12 bytes") && m.contains("8"), "{m}")
+                }
+                other => panic!("{other:?}"),
+            }
+            let mut right = [0u32; 3];
+            g.recv(&mut right, 0, 5)?;
+            assert_eq!(right, [1, 2, 3]);
+            assert!(matches!(
+                g.recv_bytes_timeout(0, 6, Duration::from_millis(50)),
+                Err(Error::Timeout { .. })
+            ));
+        }
+        g.shutdown()
+    });
+    for o in out {
+        o.unwrap();
+    }
+}
+
+fn two_nodes(n0: Node, n1: Node) -> (meshwork::Result<()>, meshwork::Result<()>) {
+    let t = std::thread::spawn(move || n1.connect().map(drop));
+    let a = n0.connect().map(drop);
+    (a, t.join().unwrap())
+}
+
+#[test]
+fn wrong_token_fails_at_once_on_both_sides() {
+    let addrs = free_ports(2);
+    let started = Instant::now();
+    let (a, b) = two_nodes(
+        Node::new(0, 2)
+            .peers(addrs.clone())
+            .unwrap()
+            .cluster_token("alpha")
+            .timeout(Duration::from_secs(20)),
+        Node::new(1, 2)
+            .peers(addrs)
+            .unwrap()
+            .cluster_token("beta")
+            .timeout(Duration::from_secs(20)),
+    );
+    assert!(matches!(a, Err(Error::ClusterTokenMismatch)), "{a:?}");
+    assert!(matches!(b, Err(Error::ClusterTokenMismatch)), "{b:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn world_mismatch_fails_at_once() {
+    let addrs = free_ports(3);
+    let started = Instant::now();
+    let (a, b) = two_nodes(
+        Node::new(0, 3)
+            .peers(addrs.clone())
+            .unwrap()
+            .timeout(Duration::from_secs(20)),
+        Node::new(1, 2)
+            .peers(&addrs[..2])
+            .unwrap()
+            .timeout(Duration::from_secs(20)),
+    );
+    assert!(
+        matches!(a, Err(Error::WorldMismatch { ours: 3, theirs: 2 })),
+        "{a:?}"
+    );
+    assert!(
+        matches!(b, Err(Error::WorldMismatch { ours: 2, theirs: 3 })),
+        "{b:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn another_protocol_version_is_refused_with_both_versions() {
+    // Play rank 0 of a world of 2 by hand, announcing version 999.
+    let addrs = free_ports(2);
+    let a1 = addrs[1];
+    let node = std::thread::spawn(move || {
+        Node::new(1, 2)
+            .peers(addrs)?
+            .timeout(Duration::from_secs(20))
+            .connect()
+    });
+    let mut s = dial_retry(a1);
+    let mut hello = [0u8; 56];
+    hello[..8].copy_from_slice(b"MESHWORK");
+    hello[8..12].copy_from_slice(&999u32.to_le_bytes());
+    hello[12..16].copy_from_slice(&2u32.to_le_bytes());
+    s.write_all(&hello).unwrap();
+    let mut reply = [0u8; 92];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[..8], b"MESHWORK");
+    assert_eq!(
+        u32::from_le_bytes(reply[8..12].try_into().unwrap()),
+        meshwork::WIRE_PROTOCOL_VERSION
+    );
+    assert_eq!(
+        u32::from_le_bytes(reply[56..60].try_into().unwrap()),
+        1,
+        "status: protocol mismatch"
+    );
+    match node.join().unwrap() {
+        Err(Error::ProtocolMismatch { ours, theirs }) => {
+            assert_eq!((ours, theirs), (meshwork::WIRE_PROTOCOL_VERSION, 999))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_stranger_is_ignored_and_formation_proceeds() {
+    let addrs = free_ports(2);
+    let a1 = addrs[1];
+    let peers = addrs.clone();
+    let rank1 = std::thread::spawn(move || {
+        Node::new(1, 2)
+            .peers(peers)?
+            .timeout(Duration::from_secs(20))
+            .connect()
+    });
+    // Garbage first: an HTTP client wandering in.
+    let mut s = dial_retry(a1);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+        .unwrap();
+    drop(s);
+    let g0 = Node::new(0, 2).peers(addrs).unwrap().connect().unwrap();
+    let g1 = rank1.join().unwrap().unwrap();
+    let t = std::thread::spawn(move || g1.barrier());
+    g0.barrier().unwrap();
+    t.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_duplicate_rank_gets_rank_conflict() {
+    let addrs = free_ports(3);
+    let (p0, p1, p2) = (addrs.clone(), addrs.clone(), addrs.clone());
+    let t2 = std::thread::spawn(move || {
+        Node::new(2, 3)
+            .peers(p2)?
+            .timeout(Duration::from_secs(20))
+            .connect()
+    });
+    let t1 = std::thread::spawn(move || {
+        Node::new(1, 3)
+            .peers(p1)?
+            .timeout(Duration::from_secs(20))
+            .connect()
+    });
+    let g0 = Node::new(0, 3)
+        .peers(p0)
+        .unwrap()
+        .timeout(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    let (g1, g2) = (t1.join().unwrap().unwrap(), t2.join().unwrap().unwrap());
+    // A second "rank 1" with the same addresses: its port is taken, and the
+    // process holding it answers as rank 1.
+    let started = Instant::now();
+    let dup = Node::new(1, 3)
+        .peers(addrs)
+        .unwrap()
+        .timeout(Duration::from_secs(20))
+        .connect();
+    assert!(
+        matches!(dup, Err(Error::RankConflict { rank: 1 })),
+        "{dup:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop((g0, g1, g2));
+}
+
+#[test]
+fn off_loopback_without_a_token_is_refused() {
+    let e = Node::new(0, 2)
+        .peers(["10.77.0.1:1", "127.0.0.1:2"])
+        .unwrap()
+        .connect();
+    assert!(matches!(e, Err(Error::TokenRequired)), "{e:?}");
+}
+
+fn dial_retry(addr: SocketAddr) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return s;
+            }
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                // The node binds its port as it starts; wait on the listener
+                // appearing, bounded by the deadline.
+                let probe = TcpListener::bind(addr);
+                drop(probe);
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("cannot reach {addr}: {e}"),
+        }
+    }
+}
