@@ -1,0 +1,189 @@
+//! `meshrun`: start N local processes of one program as a meshwork group —
+//! the no-MPI answer to `mpirun -np N` and `torchrun`.
+//!
+//! ```text
+//! meshrun -n 4 [--topology mesh|star] [--transport tcp] [--timeout SECONDS] -- PROGRAM ARGS…
+//! ```
+//!
+//! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
+//! `TOPOLOGY` and `TRANSPORT` (and `TIMEOUT_S` if given); every line it
+//! prints is prefixed with `[rank]`. When a rank fails, the others are
+//! stopped and `meshrun` exits with that rank's status; it exits 0 when all
+//! ranks do.
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a launcher relays its ranks' output")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]";
+
+struct Options {
+    n: u32,
+    topology: String,
+    transport: String,
+    timeout: Option<String>,
+    program: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options { n: 0, topology: "mesh".into(), transport: "tcp".into(), timeout: None, program: Vec::new() };
+    let mut i = 0;
+    while i < args.len() {
+        let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", args[i]));
+        match args[i].as_str() {
+            "-n" | "--np" => {
+                o.n = value(i)?.parse().map_err(|_| format!("-n expects a number, got {:?}", args[i + 1]))?;
+                i += 2;
+            }
+            "--topology" => {
+                o.topology = value(i)?;
+                if o.topology != "mesh" && o.topology != "star" {
+                    return Err(format!("--topology expects mesh or star, got {:?}", o.topology));
+                }
+                i += 2;
+            }
+            "--transport" => {
+                o.transport = value(i)?;
+                i += 2;
+            }
+            "--timeout" => {
+                o.timeout = Some(value(i)?);
+                i += 2;
+            }
+            "--" => {
+                o.program = args[i + 1..].to_vec();
+                break;
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    if o.n == 0 {
+        return Err("-n N (N ≥ 1) is required".into());
+    }
+    if o.program.is_empty() {
+        return Err("no program given after --".into());
+    }
+    Ok(o)
+}
+
+/// Relay `reader`'s lines to `out`, prefixed with the rank.
+fn relay(rank: u32, reader: impl std::io::Read + Send + 'static, err: bool, lock: Arc<Mutex<()>>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if err {
+                let _ = writeln!(std::io::stderr(), "[{rank}] {line}");
+            } else {
+                let _ = writeln!(std::io::stdout(), "[{rank}] {line}");
+            }
+        }
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("meshrun: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Free ports, held until every address is chosen so none repeats.
+    let listeners: Vec<TcpListener> = match (0..o.n).map(|_| TcpListener::bind("127.0.0.1:0")).collect() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("meshrun: cannot find free ports: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let peers: Vec<String> = listeners.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.to_string()).collect();
+    drop(listeners);
+    let lock = Arc::new(Mutex::new(()));
+    let mut children: Vec<(u32, Child)> = Vec::new();
+    let mut relays = Vec::new();
+    for rank in 0..o.n {
+        let mut cmd = Command::new(&o.program[0]);
+        cmd.args(&o.program[1..])
+            .env("RANK", rank.to_string())
+            .env("WORLD", o.n.to_string())
+            .env("PEERS", peers.join(","))
+            .env("TOPOLOGY", &o.topology)
+            .env("TRANSPORT", &o.transport)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(t) = &o.timeout {
+            cmd.env("TIMEOUT_S", t);
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                if let Some(out) = child.stdout.take() {
+                    relays.push(relay(rank, out, false, Arc::clone(&lock)));
+                }
+                if let Some(err) = child.stderr.take() {
+                    relays.push(relay(rank, err, true, Arc::clone(&lock)));
+                }
+                children.push((rank, child));
+            }
+            Err(e) => {
+                eprintln!("meshrun: cannot start {:?}: {e}", o.program[0]);
+                for (_, c) in &mut children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return ExitCode::from(1);
+            }
+        }
+    }
+    // Wait for all; the first failure stops the rest.
+    let mut failed: Option<(u32, i32)> = None;
+    let mut running: Vec<(u32, Child)> = children;
+    while !running.is_empty() {
+        let mut still = Vec::new();
+        for (rank, mut child) in running {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => {}
+                Ok(Some(status)) => {
+                    if failed.is_none() {
+                        let code = status.code().unwrap_or(1);
+                        eprintln!("meshrun: rank {rank} failed ({status}); stopping the others");
+                        failed = Some((rank, code));
+                    }
+                }
+                Ok(None) => still.push((rank, child)),
+                Err(e) => {
+                    eprintln!("meshrun: cannot wait for rank {rank}: {e}");
+                    failed.get_or_insert((rank, 1));
+                }
+            }
+        }
+        if failed.is_some() {
+            for (_, c) in &mut still {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            break;
+        }
+        running = still;
+        if !running.is_empty() {
+            #[allow(clippy::disallowed_methods, reason = "polling child processes; no event to wait on across several children without a signal handler")]
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    for r in relays {
+        let _ = r.join();
+    }
+    match failed {
+        None => ExitCode::SUCCESS,
+        Some((_, code)) => ExitCode::from(u8::try_from(code.clamp(1, 255)).unwrap_or(1)),
+    }
+}
