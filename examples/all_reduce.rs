@@ -8,7 +8,10 @@ use meshwork::{Node, ReduceOp};
 use std::time::Instant;
 
 fn main() -> meshwork::Result<()> {
-    let mib: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(64);
+    let mib: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(64);
     let group = Node::from_env()?.connect()?;
     let (rank, world) = (group.rank(), group.world_size());
     let count = (mib << 20) / 4;
@@ -23,7 +26,10 @@ fn main() -> meshwork::Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64() / f64::from(ITERS);
     let expected = (world * (world + 1) / 2) as f32;
-    assert!(grads.iter().all(|&x| x == expected), "rank {rank}: wrong sum");
+    assert!(
+        grads.iter().all(|&x| x == expected),
+        "rank {rank}: wrong sum"
+    );
     if rank == 0 {
         let algbw = (count * 4) as f64 / seconds / 1e9;
         let busbw = algbw * 2.0 * f64::from(world - 1) / f64::from(world);

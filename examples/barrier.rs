@@ -8,7 +8,9 @@ use meshwork::{Node, ReduceOp};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 fn main() -> meshwork::Result<()> {
@@ -24,7 +26,13 @@ fn main() -> meshwork::Result<()> {
     let left = now_us();
     // Everyone leaves after the last arrival.
     group.all_reduce(&mut arrived, ReduceOp::Max)?;
-    assert!(left >= arrived[0], "rank {rank} left before the last rank arrived");
-    println!("barrier OK: rank {rank} left {} µs after the last arrival", left - arrived[0]);
+    assert!(
+        left >= arrived[0],
+        "rank {rank} left before the last rank arrived"
+    );
+    println!(
+        "barrier OK: rank {rank} left {} µs after the last arrival",
+        left - arrived[0]
+    );
     group.shutdown()
 }

@@ -18,6 +18,9 @@ fn main() -> meshwork::Result<()> {
     group.recv(&mut nums, prev, 1)?;
     assert_eq!(text, format!("hello from {prev}").as_bytes());
     assert_eq!(nums, [prev as f64; 4]);
-    println!("send_recv OK: rank {rank} got {:?} and {nums:?} from rank {prev}", String::from_utf8_lossy(&text));
+    println!(
+        "send_recv OK: rank {rank} got {:?} and {nums:?} from rank {prev}",
+        String::from_utf8_lossy(&text)
+    );
     group.shutdown()
 }

@@ -10,7 +10,11 @@
 //! prints is prefixed with `[rank]`. When a rank fails, the others are
 //! stopped and `meshrun` exits with that rank's status; it exits 0 when all
 //! ranks do.
-#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a launcher relays its ranks' output")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a launcher relays its ranks' output"
+)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -29,19 +33,34 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { n: 0, topology: "mesh".into(), transport: "tcp".into(), timeout: None, program: Vec::new() };
+    let mut o = Options {
+        n: 0,
+        topology: "mesh".into(),
+        transport: "tcp".into(),
+        timeout: None,
+        program: Vec::new(),
+    };
     let mut i = 0;
     while i < args.len() {
-        let value = |i: usize| args.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", args[i]));
+        let value = |i: usize| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("{} needs a value", args[i]))
+        };
         match args[i].as_str() {
             "-n" | "--np" => {
-                o.n = value(i)?.parse().map_err(|_| format!("-n expects a number, got {:?}", args[i + 1]))?;
+                o.n = value(i)?
+                    .parse()
+                    .map_err(|_| format!("-n expects a number, got {:?}", args[i + 1]))?;
                 i += 2;
             }
             "--topology" => {
                 o.topology = value(i)?;
                 if o.topology != "mesh" && o.topology != "star" {
-                    return Err(format!("--topology expects mesh or star, got {:?}", o.topology));
+                    return Err(format!(
+                        "--topology expects mesh or star, got {:?}",
+                        o.topology
+                    ));
                 }
                 i += 2;
             }
@@ -71,7 +90,12 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// Relay `reader`'s lines to `out`, prefixed with the rank.
-fn relay(rank: u32, reader: impl std::io::Read + Send + 'static, err: bool, lock: Arc<Mutex<()>>) -> std::thread::JoinHandle<()> {
+fn relay(
+    rank: u32,
+    reader: impl std::io::Read + Send + 'static,
+    err: bool,
+    lock: Arc<Mutex<()>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(reader).lines() {
             let Ok(line) = line else { break };
@@ -98,14 +122,19 @@ fn main() -> ExitCode {
         }
     };
     // Free ports, held until every address is chosen so none repeats.
-    let listeners: Vec<TcpListener> = match (0..o.n).map(|_| TcpListener::bind("127.0.0.1:0")).collect() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("meshrun: cannot find free ports: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let peers: Vec<String> = listeners.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.to_string()).collect();
+    let listeners: Vec<TcpListener> =
+        match (0..o.n).map(|_| TcpListener::bind("127.0.0.1:0")).collect() {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("meshrun: cannot find free ports: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    let peers: Vec<String> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .map(|a| a.to_string())
+        .collect();
     drop(listeners);
     let lock = Arc::new(Mutex::new(()));
     let mut children: Vec<(u32, Child)> = Vec::new();
@@ -175,7 +204,10 @@ fn main() -> ExitCode {
         }
         running = still;
         if !running.is_empty() {
-            #[allow(clippy::disallowed_methods, reason = "polling child processes; no event to wait on across several children without a signal handler")]
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "polling child processes; no event to wait on across several children without a signal handler"
+            )]
             std::thread::sleep(Duration::from_millis(10));
         }
     }

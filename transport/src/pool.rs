@@ -6,6 +6,11 @@
 //! pool hands such buffers back out instead. Small buffers are left to the
 //! allocator, which is fast for them; the pool's size is bounded, so it
 //! never pins more than [`BufferPool::MAX_RETAINED_BYTES`].
+//!
+//! Pooled buffers are allocated in size classes (eight per power of two, so
+//! at most 12.5 % slack): messages of nearly the same size — the segments of
+//! a ring over a buffer whose length changes by a few elements — reuse the
+//! same buffers instead of each new size adding one.
 
 use std::sync::Mutex;
 
@@ -28,6 +33,16 @@ impl BufferPool {
         BufferPool::default()
     }
 
+    /// The capacity a pooled buffer for `len` bytes gets: `len` rounded up
+    /// to the next of eight classes per power of two.
+    pub fn class(len: usize) -> usize {
+        if len <= 8 {
+            return len;
+        }
+        let step = len.next_power_of_two() / 8;
+        len.div_ceil(step) * step
+    }
+
     /// An empty buffer with capacity for at least `len` bytes: the smallest
     /// pooled one that fits, or a new one.
     pub fn take(&self, len: usize) -> Vec<u8> {
@@ -44,6 +59,7 @@ impl BufferPool {
                 buf.clear();
                 return buf;
             }
+            return Vec::with_capacity(Self::class(len));
         }
         Vec::with_capacity(len)
     }
@@ -60,7 +76,8 @@ impl BufferPool {
                 .filter(|(_, b)| b.capacity() >= len)
                 .min_by_key(|(_, b)| b.capacity())
                 .map(|(i, _)| i);
-            best.map(|i| free.swap_remove(i)).unwrap_or_default()
+            best.map(|i| free.swap_remove(i))
+                .unwrap_or_else(|| Vec::with_capacity(Self::class(len)))
         } else {
             Vec::new()
         };
@@ -98,6 +115,21 @@ impl BufferPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn near_sizes_share_a_class() {
+        let a = BufferPool::class(1_000_003);
+        assert!(a >= 1_000_003 && a <= 1_000_003 * 9 / 8, "{a}");
+        assert_eq!(BufferPool::class(1_000_010), a);
+        let pool = BufferPool::new();
+        pool.give(pool.take(1_000_003));
+        pool.give(pool.take_filled(1_000_017));
+        assert_eq!(
+            pool.retained_bytes(),
+            a,
+            "the second size reused the first buffer"
+        );
+    }
 
     #[test]
     fn reuses_large_buffers_and_stays_bounded() {

@@ -1,0 +1,244 @@
+//! What a rank process runs (see `procs.rs`). Each scenario reads the
+//! group from the environment (`Node::from_env`) and reports `RESULT ok …`
+//! or `RESULT err <Variant> <detail>`.
+#![allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
+
+use crate::support::{compare, ops_for, reduces, run_case, TestElem};
+use meshwork::half::{bf16, f16};
+use meshwork::{Error, Node, ProcessGroup, ReduceOp};
+use meshwork_collectives::Collective;
+use std::io::Write;
+
+/// The entry point of a rank process; an ordinary test run ignores it.
+#[test]
+#[ignore = "entry point of rank processes spawned by the multi-process tests"]
+fn rank_process_entry() {
+    let Ok(scenario) = std::env::var("MESHWORK_TEST_SCENARIO") else {
+        panic!("run only by the multi-process tests, with MESHWORK_TEST_SCENARIO set");
+    };
+    // libtest has printed "test … " without a newline: start our lines fresh.
+    println!();
+    let outcome = Node::from_env().and_then(|n| n.connect()).and_then(|g| {
+        let r = match scenario.as_str() {
+            "all" => all_collectives(&g),
+            "loop" => loop_until_error(&g),
+            "soak" => soak(&g),
+            "connect" => Ok(String::from("connected")),
+            other => panic!("unknown scenario {other}"),
+        };
+        r.and_then(|msg| g.shutdown().map(|()| msg))
+    });
+    let code = match outcome {
+        Ok(msg) => {
+            println!("RESULT ok {msg}");
+            0
+        }
+        Err(e) => {
+            println!("RESULT err {} {e}", variant(&e));
+            3
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}
+
+fn variant(e: &Error) -> String {
+    let d = format!("{e:?}");
+    d.split([' ', '(', '{']).next().unwrap_or("?").to_string()
+}
+
+fn sweep<T: TestElem>(g: &ProcessGroup, failures: &mut Vec<String>) -> meshwork::Result<()> {
+    for n in [0usize, 1, 5, 1000, 100_003] {
+        for coll in Collective::ALL {
+            let ops: Vec<_> = if reduces(coll) {
+                ops_for::<T>().into_iter().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for op in ops {
+                let (got, want) = run_case::<T>(g, coll, op, n)?;
+                let ctx = format!(
+                    "{} {:?} {op:?} n={n} rank {}",
+                    coll.name(),
+                    T::DTYPE,
+                    g.rank()
+                );
+                failures.extend(compare(&got, &want, op, &ctx).err());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every collective × element type × operator, default algorithms.
+fn all_collectives(g: &ProcessGroup) -> meshwork::Result<String> {
+    let mut f = Vec::new();
+    sweep::<f32>(g, &mut f)?;
+    sweep::<f64>(g, &mut f)?;
+    sweep::<f16>(g, &mut f)?;
+    sweep::<bf16>(g, &mut f)?;
+    sweep::<i8>(g, &mut f)?;
+    sweep::<i32>(g, &mut f)?;
+    sweep::<i64>(g, &mut f)?;
+    sweep::<u8>(g, &mut f)?;
+    sweep::<u32>(g, &mut f)?;
+    sweep::<u64>(g, &mut f)?;
+    if f.is_empty() {
+        Ok("all collectives exact".into())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{} wrong results, first: {}",
+            f.len(),
+            f[0]
+        )))
+    }
+}
+
+/// All-reduce 4 MiB over and over; says READY after the first one. Ends
+/// only with an error (a peer killed or frozen).
+fn loop_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
+    let mut x = vec![1.0f32; 1 << 20];
+    let mut first = true;
+    loop {
+        g.all_reduce(&mut x, ReduceOp::Max)?;
+        if first {
+            println!("READY");
+            let _ = std::io::stdout().flush();
+            first = false;
+        }
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn small_op(g: &ProcessGroup, i: u64) -> meshwork::Result<()> {
+    let (r, p) = (g.rank() as u64, u64::from(g.world_size()));
+    let bad = |what: String| Err(Error::InvalidArgument(format!("op {i}: {what}")));
+    match i % 4 {
+        0 => {
+            let mut x = [r + i, 1];
+            g.all_reduce(&mut x, ReduceOp::Sum)?;
+            if x != [p * (p - 1) / 2 + p * i, p] {
+                return bad(format!("all_reduce gave {x:?}"));
+            }
+        }
+        1 => {
+            let mut x = [if r == i % p { i } else { 0 }; 3];
+            g.broadcast(&mut x, (i % p) as u32)?;
+            if x != [i; 3] {
+                return bad(format!("broadcast gave {x:?}"));
+            }
+        }
+        2 => g.barrier()?,
+        _ => {
+            let mut x = [(r as i32) - 1];
+            g.all_reduce(&mut x, ReduceOp::Min)?;
+            if x != [-1] {
+                return bad(format!("min gave {x:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The test's own large buffers, allocated once so that resident memory
+/// measures the library, not the allocator's handling of the test's churn.
+struct LargeBufs {
+    x: Vec<f32>,
+    mine: Vec<bf16>,
+    all: Vec<bf16>,
+}
+
+const LARGE_ROUNDS: u64 = 6;
+
+impl LargeBufs {
+    fn new(p: u64) -> LargeBufs {
+        let max = (1_000_003 + LARGE_ROUNDS * 7) as usize;
+        LargeBufs {
+            x: Vec::with_capacity(max),
+            mine: Vec::with_capacity(max),
+            all: Vec::with_capacity(max * p as usize),
+        }
+    }
+}
+
+fn large_round(g: &ProcessGroup, round: u64, b: &mut LargeBufs) -> meshwork::Result<()> {
+    let (r, p) = (g.rank() as u64, u64::from(g.world_size()));
+    let n = 1_000_003 + round * 7;
+    b.x.clear();
+    b.x.extend((0..n).map(|j| ((j + r) % 5) as f32));
+    g.all_reduce(&mut b.x, ReduceOp::Sum)?;
+    for (j, v) in b.x.iter().enumerate() {
+        let want: u64 = (0..p).map(|q| (j as u64 + q) % 5).sum();
+        if *v != want as f32 {
+            return Err(Error::InvalidArgument(format!(
+                "large round {round}: index {j} is {v}, want {want}"
+            )));
+        }
+    }
+    b.mine.clear();
+    b.mine
+        .extend((0..n).map(|j| bf16::from_f32(((j + r) % 7) as f32)));
+    b.all.clear();
+    b.all.resize((n * p) as usize, bf16::ZERO);
+    g.all_gather(&b.mine, &mut b.all)?;
+    for (j, v) in b.all.iter().enumerate() {
+        let (q, k) = (j as u64 / n, j as u64 % n);
+        if v.to_f32() != ((k + q) % 7) as f32 {
+            return Err(Error::InvalidArgument(format!(
+                "large round {round}: all_gather index {j}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// 70 000 consecutive small collectives, then large ones of odd length, all
+/// exact. Warm-up is the first 5 000 small ones and one large round (which
+/// fills the buffer pool); after it resident memory may grow at most 10 MiB.
+fn soak(g: &ProcessGroup) -> meshwork::Result<String> {
+    let mut trace = Vec::new();
+    let mut bufs = LargeBufs::new(u64::from(g.world_size()));
+    for i in 0..5_000 {
+        small_op(g, i)?;
+    }
+    trace.push(rss_kib());
+    for round in 0..2 {
+        large_round(g, round, &mut bufs)?;
+        trace.push(rss_kib());
+    }
+    let warm = rss_kib();
+    for i in 5_000..70_000 {
+        small_op(g, i)?;
+        if i % 13_000 == 0 {
+            trace.push(rss_kib());
+        }
+    }
+    for round in 2..LARGE_ROUNDS {
+        large_round(g, round, &mut bufs)?;
+        trace.push(rss_kib());
+    }
+    let end = rss_kib();
+    println!("RSS trace {trace:?}");
+    let grown = end.saturating_sub(warm);
+    if grown > 10 * 1024 {
+        return Err(Error::InvalidArgument(format!(
+            "resident memory grew {grown} KiB after warm-up ({warm} → {end}); trace {trace:?}"
+        )));
+    }
+    Ok(format!(
+        "soak exact; rss warm {warm} KiB end {end} KiB grown {grown} KiB; trace {trace:?}"
+    ))
+}
