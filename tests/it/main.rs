@@ -5,6 +5,8 @@ mod bitwise;
 mod faults;
 mod large;
 mod multiprocess;
+mod netlab;
+mod netlab_tests;
 mod network;
 mod nonblocking;
 mod procs;

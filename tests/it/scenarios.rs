@@ -26,6 +26,7 @@ fn rank_process_entry() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
             "soak" => soak(&g),
+            "slow" => slow(&g),
             "connect" => Ok(String::from("connected")),
             other => panic!("unknown scenario {other}"),
         };
@@ -241,4 +242,16 @@ fn soak(g: &ProcessGroup) -> meshwork::Result<String> {
     Ok(format!(
         "soak exact; rss warm {warm} KiB end {end} KiB grown {grown} KiB; trace {trace:?}"
     ))
+}
+
+/// One 16 MiB all-reduce, for a rate-limited link: slow, but moving.
+fn slow(g: &ProcessGroup) -> meshwork::Result<String> {
+    let mut x = vec![1.0f32; 4 << 20];
+    let started = std::time::Instant::now();
+    g.all_reduce(&mut x, ReduceOp::Sum)?;
+    let p = g.world_size() as f32;
+    if x.iter().any(|&v| v != p) {
+        return Err(Error::InvalidArgument("slow all_reduce: wrong sum".into()));
+    }
+    Ok(format!("16 MiB all_reduce in {:?}", started.elapsed()))
 }

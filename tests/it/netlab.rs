@@ -1,0 +1,239 @@
+//! Hosts in network namespaces (see `../shared/NETLAB.md`): a LAN bridge,
+//! hosts on it, a NAT router with hosts behind it, per-host rate limits and
+//! cutting a host's link. Every lab has its own name prefix and subnets so
+//! tests may run in parallel; stale namespaces of the same prefix are
+//! removed at start, and everything is deleted when the `Lab` drops.
+//! Needs root and iproute2/nftables; otherwise a test prints
+//! `SKIPPED: <reason>`, and under `CI=true` it fails instead.
+
+use std::process::Command;
+
+pub struct Lab {
+    prefix: String,
+    /// Third octet of this lab's subnets: LAN 10.77.N.0/24, NAT 10.78.N.0/24.
+    pub net: u8,
+    namespaces: Vec<String>,
+    veths: usize,
+}
+
+fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Skip (or, under `CI=true`, fail) a test that cannot run here.
+pub fn skip(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("cannot run under CI: {reason}");
+    }
+    println!("SKIPPED: {reason}");
+}
+
+impl Lab {
+    /// A lab named after `test` (short, unique per test), with its bridge.
+    pub fn new(test: &str) -> Result<Lab, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("network namespaces need root".into());
+        }
+        run(&["ip", "-V"]).map_err(|e| format!("iproute2 is missing ({e})"))?;
+        let hash = test
+            .bytes()
+            .fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let net = (hash % 200 + 20) as u8;
+        let prefix = format!("mw{net}");
+        // Remove what a crashed earlier run of this test left.
+        if let Ok(list) = run(&["ip", "netns", "list"]) {
+            for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
+                if ns.starts_with(&format!("{prefix}-")) {
+                    let _ = run(&["ip", "netns", "del", ns]);
+                }
+            }
+        }
+        let mut lab = Lab {
+            prefix,
+            net,
+            namespaces: Vec::new(),
+            veths: 0,
+        };
+        let br = lab.ns("br")?;
+        run(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"])?;
+        run(&["ip", "-n", &br, "link", "set", "br0", "up"])?;
+        Ok(lab)
+    }
+
+    fn ns(&mut self, name: &str) -> Result<String, String> {
+        let ns = format!("{}-{name}", self.prefix);
+        run(&["ip", "netns", "add", &ns])?;
+        run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+        self.namespaces.push(ns.clone());
+        Ok(ns)
+    }
+
+    /// A veth pair with one end in each namespace; returns the two names.
+    fn veth(&mut self, a_ns: &str, b_ns: &str) -> Result<(String, String), String> {
+        self.veths += 1;
+        let (a, b) = (
+            format!("{}a{}", self.prefix, self.veths),
+            format!("{}b{}", self.prefix, self.veths),
+        );
+        run(&["ip", "link", "add", &a, "type", "veth", "peer", "name", &b])?;
+        run(&["ip", "link", "set", &a, "netns", a_ns])?;
+        run(&["ip", "link", "set", &b, "netns", b_ns])?;
+        run(&["ip", "-n", a_ns, "link", "set", &a, "up"])?;
+        run(&["ip", "-n", b_ns, "link", "set", &b, "up"])?;
+        Ok((a, b))
+    }
+
+    /// A host on the LAN at 10.77.N.`octet`; returns its namespace and
+    /// interface.
+    pub fn lan_host(&mut self, name: &str, octet: u8) -> Result<(String, String), String> {
+        let ns = self.ns(name)?;
+        let br = format!("{}-br", self.prefix);
+        let (dev, port) = self.veth(&ns, &br)?;
+        run(&["ip", "-n", &br, "link", "set", &port, "master", "br0"])?;
+        run(&[
+            "ip",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("10.77.{}.{octet}/24", self.net),
+            "dev",
+            &dev,
+        ])?;
+        run(&["ip", "-n", &ns, "route", "add", "default", "dev", &dev])?;
+        Ok((ns, dev))
+    }
+
+    /// A NAT router on the LAN at 10.77.N.`octet` masquerading
+    /// 10.78.N.0/24, and one host behind it at 10.78.N.2.
+    pub fn host_behind_nat(&mut self, name: &str, octet: u8) -> Result<String, String> {
+        let (rtr, public) = self.lan_host(&format!("{name}r"), octet)?;
+        let _ = run(&["ip", "-n", &rtr, "route", "del", "default"]);
+        let ns = self.ns(name)?;
+        let (inner, outer) = self.veth(&ns, &rtr)?;
+        let net = self.net;
+        run(&[
+            "ip",
+            "-n",
+            &rtr,
+            "addr",
+            "add",
+            &format!("10.78.{net}.1/24"),
+            "dev",
+            &outer,
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("10.78.{net}.2/24"),
+            "dev",
+            &inner,
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("10.78.{net}.1"),
+        ])?;
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &rtr,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ])?;
+        run(&[
+            "ip", "netns", "exec", &rtr, "nft", "add", "table", "ip", "nat",
+        ])?;
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &rtr,
+            "nft",
+            "add chain ip nat post { type nat hook postrouting priority 100 ; }",
+        ])?;
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &rtr,
+            "nft",
+            "add",
+            "rule",
+            "ip",
+            "nat",
+            "post",
+            "oifname",
+            &public,
+            "masquerade",
+        ])?;
+        Ok(ns)
+    }
+
+    /// Limit `dev` in `ns` to `rate` (tc syntax, e.g. "50mbit").
+    pub fn rate_limit(&self, ns: &str, dev: &str, rate: &str) -> Result<(), String> {
+        run(&[
+            "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+            rate, "burst", "256kb", "latency", "50ms",
+        ])
+        .map(drop)
+    }
+
+    /// Cut (`up = false`) or heal a host's link.
+    pub fn set_link(&self, ns: &str, dev: &str, up: bool) -> Result<(), String> {
+        run(&[
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "set",
+            dev,
+            if up { "up" } else { "down" },
+        ])
+        .map(drop)
+    }
+
+    /// Whether `ns` can reach `ip` (one ping, one second).
+    pub fn can_ping(&self, ns: &str, ip: &str) -> bool {
+        run(&["ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", ip]).is_ok()
+    }
+
+    /// The command prefix that runs a program inside `ns`.
+    pub fn exec_in(ns: &str) -> Vec<String> {
+        ["ip", "netns", "exec", ns]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in self.namespaces.iter().rev() {
+            let _ = run(&["ip", "netns", "del", ns]);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! meshwork across network-namespace hosts: a star whose worker sits behind
+//! NAT, a host whose cable is cut mid-collective, a rate-limited link.
+
+use crate::netlab::{skip, Lab};
+use crate::procs::{spawn, Launch};
+use std::time::{Duration, Instant};
+
+macro_rules! lab_or_skip {
+    ($name:expr) => {
+        match Lab::new($name) {
+            Ok(lab) => lab,
+            Err(reason) => {
+                skip(&reason);
+                return;
+            }
+        }
+    };
+}
+
+fn launch(
+    world: u32,
+    peers: &str,
+    topology: &str,
+    timeout_s: f64,
+    wrap: Vec<Vec<String>>,
+) -> Launch {
+    Launch {
+        world,
+        env: vec![
+            ("PEERS".into(), peers.into()),
+            ("TOPOLOGY".into(), topology.into()),
+            ("TIMEOUT_S".into(), timeout_s.to_string()),
+            ("CLUSTER_TOKEN".into(), "netlab-secret".into()),
+        ],
+        wrap,
+    }
+}
+
+#[test]
+fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
+    let mut lab = lab_or_skip!("nat-star");
+    let n = lab.net;
+    let (coord, _) = lab.lan_host("c", 10).unwrap();
+    let natted = lab.host_behind_nat("w1", 20).unwrap();
+    let (w2, _) = lab.lan_host("w2", 12).unwrap();
+    let (w3, _) = lab.lan_host("w3", 13).unwrap();
+    // It is a real NAT: the worker reaches the coordinator, not the reverse.
+    assert!(lab.can_ping(&natted, &format!("10.77.{n}.10")));
+    assert!(!lab.can_ping(&coord, &format!("10.78.{n}.2")));
+    let wrap = [&coord, &natted, &w2, &w3]
+        .iter()
+        .map(|ns| Lab::exec_in(ns))
+        .collect();
+    // Workers are given only the coordinator's address.
+    let l = launch(4, &format!("10.77.{n}.10:29500"), "star", 20.0, wrap);
+    let mut ranks = spawn(&l, "all");
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
+
+#[test]
+fn netlab_faults_a_cut_cable_is_a_timeout_within_the_deadline() {
+    const DEADLINE_S: f64 = 2.0;
+    let mut lab = lab_or_skip!("cut-cable");
+    let n = lab.net;
+    let hosts: Vec<(String, String)> = (1..=3)
+        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap())
+        .collect();
+    let peers: Vec<String> = (1..=3)
+        .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
+        .collect();
+    let wrap = hosts.iter().map(|(ns, _)| Lab::exec_in(ns)).collect();
+    let mut ranks = spawn(
+        &launch(3, &peers.join(","), "mesh", DEADLINE_S, wrap),
+        "loop",
+    );
+    ranks.wait_for(&[0, 1, 2], "READY", Duration::from_secs(60));
+    let cut = Instant::now();
+    lab.set_link(&hosts[2].0, &hosts[2].1, false).unwrap();
+    let results = ranks.wait_for(
+        &[0, 1],
+        "RESULT ",
+        Duration::from_secs_f64(DEADLINE_S + 2.0),
+    );
+    assert!(cut.elapsed() < Duration::from_secs_f64(DEADLINE_S + 2.0));
+    for (r, line) in &results {
+        assert!(
+            line.starts_with("RESULT err Timeout")
+                || line.starts_with("RESULT err PeerDisconnected"),
+            "rank {r}: {line}"
+        );
+    }
+    assert!(
+        results
+            .iter()
+            .any(|(_, l)| l.contains("Timeout") && l.contains("[2]")),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn netlab_a_slow_link_that_keeps_moving_does_not_time_out() {
+    // 16 MiB all-reduces through a 40 Mbit/s link take seconds, far past a
+    // 1 s deadline, but bytes keep arriving, so nothing times out.
+    let mut lab = lab_or_skip!("slow-link");
+    let n = lab.net;
+    let hosts: Vec<(String, String)> = (1..=2)
+        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap())
+        .collect();
+    lab.rate_limit(&hosts[1].0, &hosts[1].1, "40mbit").unwrap();
+    let peers: Vec<String> = (1..=2)
+        .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
+        .collect();
+    let wrap = hosts.iter().map(|(ns, _)| Lab::exec_in(ns)).collect();
+    let started = Instant::now();
+    let mut ranks = spawn(&launch(2, &peers.join(","), "mesh", 1.0, wrap), "slow");
+    let results = ranks.results(Duration::from_secs(120));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "the link was not slow"
+    );
+}
