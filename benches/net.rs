@@ -1,0 +1,313 @@
+//! Collectives across 4 processes on loopback — meshwork's TCP transport in
+//! mesh and in star — beside Open MPI over TCP on the same sizes, iteration
+//! counts, timing and verification, in the same run.
+//!
+//! ```text
+//! cargo bench --bench net              # 4 KiB … 64 MiB
+//! cargo bench --bench net -- --quick   # 4 KiB, 1 MiB, 16 MiB
+//! ```
+//!
+//! Timing, for both: a barrier, N calls, the mean per call, the maximum
+//! over ranks. Sizes follow nccl-tests (all_gather: the gathered buffer;
+//! reduce_scatter and all_to_all: the send buffer); busbw factors from
+//! nccl-tests' PERFORMANCE.md. Open MPI runs as
+//! `mpirun --allow-run-as-root --oversubscribe -np 4 --mca pml ob1 --mca btl
+//! tcp,self --mca btl_tcp_if_include lo`, built from
+//! `benches/baselines/mpi_bench.c` with `mpicc` (apt `openmpi-bin
+//! libopenmpi-dev`); without them its columns read "-".
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its table"
+)]
+
+use meshwork::{Node, ProcessGroup, ReduceOp};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const WORLD: u32 = 4;
+const COLLS: [&str; 6] = [
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "barrier",
+];
+
+fn val(rank: usize, i: usize) -> f32 {
+    ((rank * 31 + i) % 97) as f32
+}
+
+fn call(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork::Result<()> {
+    match coll {
+        "all_reduce" => g.all_reduce(a, ReduceOp::Sum),
+        "broadcast" => g.broadcast(a, 0),
+        "all_gather" => {
+            let block = a.len() / WORLD as usize;
+            g.all_gather(&a[..block], &mut b[..block * WORLD as usize])
+        }
+        "reduce_scatter" => {
+            let block = a.len() / WORLD as usize;
+            g.reduce_scatter(&a[..block * WORLD as usize], &mut b[..block], ReduceOp::Sum)
+        }
+        "all_to_all" => {
+            let n = a.len() / WORLD as usize * WORLD as usize;
+            g.all_to_all(&a[..n], &mut b[..n])
+        }
+        _ => g.barrier(),
+    }
+}
+
+fn wrong(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork::Result<u64> {
+    let (r, p) = (g.rank() as usize, WORLD as usize);
+    for (i, x) in a.iter_mut().enumerate() {
+        *x = val(r, i);
+    }
+    call(g, coll, a, b)?;
+    let block = a.len() / p;
+    let sum = |i: usize| (0..p).map(|q| val(q, i)).sum::<f32>();
+    Ok(match coll {
+        "all_reduce" => (0..a.len()).filter(|&i| a[i] != sum(i)).count(),
+        "broadcast" => (0..a.len()).filter(|&i| a[i] != val(0, i)).count(),
+        "all_gather" => (0..block * p)
+            .filter(|&i| b[i] != val(i / block, i % block))
+            .count(),
+        "reduce_scatter" => (0..block).filter(|&i| b[i] != sum(r * block + i)).count(),
+        "all_to_all" => (0..block * p)
+            .filter(|&i| b[i] != val(i / block, r * block + i % block))
+            .count(),
+        _ => 0,
+    } as u64)
+}
+
+/// A rank process: measure every collective at every size, print ROW lines.
+fn rank_main(sizes: &[usize], iters: &[usize]) -> meshwork::Result<()> {
+    let g = Node::from_env()?.connect()?;
+    for coll in COLLS {
+        for (k, (&bytes, &it)) in sizes.iter().zip(iters).enumerate() {
+            if coll == "barrier" && k > 0 {
+                break;
+            }
+            let total = bytes / 4;
+            let (mut a, mut b) = (vec![0f32; total], vec![0f32; total]);
+            for (i, x) in a.iter_mut().enumerate() {
+                *x = val(g.rank() as usize, i);
+            }
+            for _ in 0..2 {
+                call(&g, coll, &mut a, &mut b)?;
+            }
+            g.barrier()?;
+            let t = Instant::now();
+            for _ in 0..it {
+                call(&g, coll, &mut a, &mut b)?;
+            }
+            let mut slowest = [t.elapsed().as_secs_f64() / it as f64];
+            g.all_reduce(&mut slowest, ReduceOp::Max)?;
+            let mut w = [wrong(&g, coll, &mut a, &mut b)?];
+            g.all_reduce(&mut w, ReduceOp::Sum)?;
+            if g.rank() == 0 {
+                println!(
+                    "ROW {coll} {} {:.3} {}",
+                    if coll == "barrier" { 0 } else { bytes },
+                    slowest[0] * 1e6,
+                    w[0]
+                );
+            }
+        }
+    }
+    g.shutdown()
+}
+
+type Rows = BTreeMap<(String, usize), (f64, u64)>;
+
+fn collect(cmd: &mut Command) -> Option<Rows> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let mut rows = Rows::new();
+    for line in BufReader::new(child.stdout.take()?)
+        .lines()
+        .map_while(Result::ok)
+    {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 5 && f[0] == "ROW" {
+            if let (Ok(b), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
+                rows.insert((f[1].to_string(), b), (t, w));
+            }
+        }
+    }
+    child.wait().ok()?.success().then_some(rows)
+}
+
+fn meshwork_rows(topology: &str, sizes: &str, iters: &str) -> Option<Rows> {
+    let exe = std::env::current_exe().ok()?;
+    let meshrun = exe.parent()?.parent()?.join("meshrun");
+    let mut cmd = if meshrun.exists() {
+        let mut c = Command::new(meshrun);
+        c.args(["-n", &WORLD.to_string(), "--topology", topology, "--"])
+            .arg(&exe);
+        c
+    } else {
+        eprintln!("meshrun not built (cargo build --release --bin meshrun); cannot run the {topology} table");
+        return None;
+    };
+    cmd.env("BENCH_ROLE", "rank")
+        .env("BENCH_SIZES", sizes)
+        .env("BENCH_ITERS", iters);
+    // meshrun prefixes lines with "[r] "; strip it.
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let mut rows = Rows::new();
+    for line in BufReader::new(child.stdout.take()?)
+        .lines()
+        .map_while(Result::ok)
+    {
+        let line = line
+            .split_once("] ")
+            .map_or(line.as_str(), |(_, l)| l)
+            .to_string();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 5 && f[0] == "ROW" {
+            if let (Ok(b), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
+                rows.insert((f[1].to_string(), b), (t, w));
+            }
+        }
+    }
+    child.wait().ok()?.success().then_some(rows)
+}
+
+fn mpi_rows(sizes: &str, iters: &str) -> Option<Rows> {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/baselines/mpi_bench.c");
+    let bin = std::env::temp_dir().join("meshwork_mpi_bench");
+    let built = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(src)
+        .status()
+        .ok()?
+        .success();
+    if !built {
+        return None;
+    }
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &WORLD.to_string(),
+    ])
+    .args([
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+    ])
+    .arg(&bin)
+    .args([sizes, iters]);
+    collect(&mut cmd)
+}
+
+fn bus_factor(coll: &str) -> f64 {
+    let n = f64::from(WORLD);
+    match coll {
+        "all_reduce" => 2.0 * (n - 1.0) / n,
+        "broadcast" => 1.0,
+        _ => (n - 1.0) / n,
+    }
+}
+
+fn main() {
+    let sizes_env = std::env::var("BENCH_SIZES").unwrap_or_default();
+    let iters_env = std::env::var("BENCH_ITERS").unwrap_or_default();
+    let parse = |s: &str| {
+        s.split(',')
+            .filter_map(|x| x.parse().ok())
+            .collect::<Vec<usize>>()
+    };
+    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+        if let Err(e) = rank_main(&parse(&sizes_env), &parse(&iters_env)) {
+            eprintln!("rank failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes: Vec<usize> = if quick {
+        vec![4 << 10, 1 << 20, 16 << 20]
+    } else {
+        (0..=7).map(|k| (4usize << 10) << (2 * k)).collect()
+    };
+    // ~256 MiB of traffic per size, at least 3 and at most 300 calls.
+    let iters: Vec<usize> = sizes
+        .iter()
+        .map(|&b| ((256usize << 20) / b).clamp(3, 300))
+        .collect();
+    let join = |v: &[usize]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (s, i) = (join(&sizes), join(&iters));
+    let mesh = meshwork_rows("mesh", &s, &i);
+    let star = meshwork_rows("star", &s, &i);
+    let mpi = mpi_rows(&s, &i);
+    if mpi.is_none() {
+        println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
+    }
+    println!("# {WORLD} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements");
+    for coll in COLLS {
+        println!();
+        println!("# {coll}");
+        println!(
+            "{:>10} {:>9} | {:>10} {:>7} {:>3} | {:>10} {:>7} {:>3} | {:>10} {:>7} {:>3} | {:>10} {:>10}",
+            "size(B)", "count", "mesh(us)", "busbw", "#w", "star(us)", "busbw", "#w", "ompi(us)", "busbw", "#w", "mesh/ompi", "star/mesh"
+        );
+        for &bytes in &sizes {
+            let key = (coll.to_string(), if coll == "barrier" { 0 } else { bytes });
+            let cell = |rows: &Option<Rows>| rows.as_ref().and_then(|r| r.get(&key)).copied();
+            let (m, st, o) = (cell(&mesh), cell(&star), cell(&mpi));
+            if m.is_none() && st.is_none() && o.is_none() {
+                continue;
+            }
+            let bw = |t: f64| bytes as f64 / (t * 1e-6) / 1e9 * bus_factor(coll);
+            let fmt = |c: Option<(f64, u64)>| match c {
+                Some((t, w)) if coll == "barrier" => format!("{t:>10.1} {:>7} {w:>3}", "-"),
+                Some((t, w)) => format!("{t:>10.1} {:>7.2} {w:>3}", bw(t)),
+                None => format!("{:>10} {:>7} {:>3}", "-", "-", "-"),
+            };
+            // Ratios: busbw mesh ÷ Open MPI (> 1: meshwork faster); time star ÷ mesh.
+            let ratio = match (m, o) {
+                (Some((tm, _)), Some((to, _))) => format!("{:>10.2}", to / tm),
+                _ => format!("{:>10}", "-"),
+            };
+            let star_mesh = match (st, m) {
+                (Some((ts, _)), Some((tm, _))) => format!("{:>10.2}", ts / tm),
+                _ => format!("{:>10}", "-"),
+            };
+            println!(
+                "{bytes:>10} {:>9} | {} | {} | {} | {ratio} {star_mesh}",
+                bytes / 4,
+                fmt(m),
+                fmt(st),
+                fmt(o)
+            );
+            if coll == "barrier" {
+                break;
+            }
+        }
+    }
+}
