@@ -19,7 +19,7 @@ pub use handshake::PROTOCOL_VERSION;
 use crate::inbox::Inbox;
 use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
 use handshake::{HandshakeError, Identity};
-use link::{Budget, LinkTx, Out, Shared};
+use link::{Budget, LinkTx, Out, Shared, Wire};
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -305,22 +305,24 @@ impl TcpTransport {
             let _ = stream.set_nodelay(true);
             let (tx, rx) = crossbeam_channel::unbounded::<Out>();
             let budget = Arc::new(Budget::new(cfg.send_budget_bytes));
-            links[peer as usize] = Some(LinkTx {
-                tx,
-                budget: Arc::clone(&budget),
-            });
             let (ws, rs, keep) = match (stream.try_clone(), stream.try_clone()) {
-                (Ok(w), Ok(r)) => (w, r, stream),
+                (Ok(w), Ok(r)) => (Arc::new(Wire::new(w)), r, stream),
                 _ => {
                     tracing::error!(peer, "cannot clone the socket; the link is unusable");
                     shared.inbox.set_gone(peer);
                     continue;
                 }
             };
+            let link = LinkTx {
+                tx,
+                budget,
+                wire: ws,
+            };
+            links[peer as usize] = Some(link.clone());
             let (s1, s2) = (Arc::clone(&shared), Arc::clone(&shared));
             let writer = std::thread::Builder::new()
                 .name(format!("meshwork-w{}-{peer}", cfg.rank))
-                .spawn(move || link::writer(s1, peer, ws, rx, budget));
+                .spawn(move || link::writer(s1, peer, link, rx));
             let reader = std::thread::Builder::new()
                 .name(format!("meshwork-r{}-{peer}", cfg.rank))
                 .spawn(move || link::reader(s2, peer, rs));
@@ -556,8 +558,6 @@ impl Transport for TcpTransport {
             .and_then(|l| l.get(hop as usize))
             .and_then(Option::as_ref)
             .ok_or(TransportError::PeerDisconnected { rank: dst })?;
-        link.budget
-            .acquire(len + frame::HEADER_LEN, sh.timeout, dst)?;
         let header = frame::Header {
             ftype: frame::FrameType::Data,
             kind: key.kind,
@@ -567,12 +567,7 @@ impl Transport for TcpTransport {
             tag: key.tag,
             len: len as u64,
         };
-        link.tx
-            .send(Out::Frame(
-                header.encode(),
-                Payload::from_parts_in(parts, Some(&sh.pool)),
-            ))
-            .map_err(|_| TransportError::PeerDisconnected { rank: dst })
+        link.send(header.encode(), parts, sh, dst)
     }
 
     fn recv(
@@ -597,7 +592,7 @@ impl Transport for TcpTransport {
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(links) = sh.links.get() {
             for link in links.iter().flatten() {
-                let _ = link.tx.send(Out::Close);
+                link.enqueue(Out::Close);
             }
         }
         sh.closing.store(true, Ordering::Release);
