@@ -12,6 +12,7 @@
 
 use crate::{LaneKey, Payload, TransportError};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,14 @@ struct State {
 pub(crate) struct Inbox {
     state: Mutex<State>,
     changed: Condvar,
+    /// Bumped on every delivery, so a waiter can spin without the lock.
+    deliveries: AtomicU64,
 }
+
+/// How long a receiver polls for its message before parking on the
+/// condvar: a small message usually arrives within it, and parking then
+/// waking costs a futex round trip and a context switch each way.
+const SPIN: Duration = Duration::from_micros(30);
 
 impl Inbox {
     pub(crate) fn new(world: u32) -> Inbox {
@@ -53,6 +61,7 @@ impl Inbox {
                 closed: false,
             }),
             changed: Condvar::new(),
+            deliveries: AtomicU64::new(0),
         }
     }
 
@@ -70,6 +79,7 @@ impl Inbox {
         }
         st.lanes.entry((src, key)).or_default().push_back(msg);
         drop(st);
+        self.deliveries.fetch_add(1, Ordering::Release);
         self.changed.notify_all();
     }
 
@@ -123,6 +133,7 @@ impl Inbox {
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError> {
         let start = Instant::now();
+        let mut spun = false;
         let mut st = self.lock();
         loop {
             if let Some(queue) = st.lanes.get_mut(&(src, key)) {
@@ -160,6 +171,18 @@ impl Inbox {
             let now = Instant::now();
             if peer.silent || now.duration_since(since) >= timeout {
                 return Err(TransportError::Timeout { waiting_on: src });
+            }
+            if !spun {
+                // Poll briefly (yielding the core) before parking.
+                spun = true;
+                let seen = self.deliveries.load(Ordering::Acquire);
+                drop(st);
+                let until = Instant::now() + SPIN;
+                while self.deliveries.load(Ordering::Acquire) == seen && Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                st = self.lock();
+                continue;
             }
             let wait = timeout - now.duration_since(since);
             st = self
