@@ -4,6 +4,7 @@ mod bad_input;
 mod bitwise;
 mod faults;
 mod large;
+mod launcher;
 mod multiprocess;
 mod netlab;
 mod netlab_tests;

@@ -21,13 +21,28 @@ fn rank_process_entry() {
     };
     // libtest has printed "test … " without a newline: start our lines fresh.
     println!();
+    if scenario == "exit_rank1" && std::env::var("RANK").is_ok_and(|r| r == "1") {
+        println!("RESULT err Exit rank 1 leaves at once");
+        let _ = std::io::stdout().flush();
+        std::process::exit(3);
+    }
     let outcome = Node::from_env().and_then(|n| n.connect()).and_then(|g| {
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
             "soak" => soak(&g),
             "slow" => slow(&g),
-            "connect" => Ok(String::from("connected")),
+            "connect" | "exit_rank1" => Ok(String::from("connected")),
+            "all_reduce_small" => {
+                let mut x = [g.rank() + 1; 4];
+                g.all_reduce(&mut x, ReduceOp::Sum)?;
+                let p = g.world_size();
+                if x == [p * (p + 1) / 2; 4] {
+                    Ok(format!("rank {} of {p}", g.rank()))
+                } else {
+                    Err(Error::InvalidArgument(format!("sum {x:?}")))
+                }
+            }
             other => panic!("unknown scenario {other}"),
         };
         r.and_then(|msg| g.shutdown().map(|()| msg))

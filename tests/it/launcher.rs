@@ -1,0 +1,182 @@
+//! `meshrun` and the examples: every example at world sizes 2..=4 in mesh
+//! and star, a failing rank stops the others, and malformed environment
+//! variables are errors that name them.
+
+use crate::netlab::skip;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn meshrun() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_meshrun"))
+}
+
+/// `target/<profile>/examples/<name>`, built by `cargo test` / nextest.
+fn example(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("examples").join(name);
+    p.exists().then_some(p)
+}
+
+#[test]
+fn every_example_passes_at_world_sizes_2_to_4() {
+    for name in ["send_recv", "all_reduce", "broadcast", "barrier"] {
+        let Some(bin) = example(name) else {
+            skip(&format!(
+                "example {name} is not built (cargo test builds examples)"
+            ));
+            return;
+        };
+        for n in 2..=4 {
+            for topology in ["mesh", "star"] {
+                let mut cmd = meshrun();
+                cmd.args([
+                    "-n",
+                    &n.to_string(),
+                    "--topology",
+                    topology,
+                    "--timeout",
+                    "30",
+                    "--",
+                ])
+                .arg(&bin);
+                if name == "all_reduce" {
+                    cmd.arg("4"); // MiB: keep the test quick
+                }
+                let out = cmd.output().expect("run meshrun");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "{name} n={n} {topology}: {}\n{stdout}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(stdout.contains("OK"), "{name} n={n} {topology}: {stdout}");
+                assert!(
+                    stdout.lines().all(|l| l.starts_with('[')),
+                    "every line carries its rank: {stdout}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn meshrun_stops_the_others_when_a_rank_fails() {
+    // Rank 1 exits at once with status 3; the others would wait a minute
+    // for it to connect. meshrun must stop them and exit non-zero at once.
+    let started = Instant::now();
+    let out = meshrun()
+        .args(["-n", "3", "--timeout", "60", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "scenarios::rank_process_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("MESHWORK_TEST_SCENARIO", "exit_rank1")
+        .output()
+        .expect("run meshrun");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rank 1 failed"));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn meshrun_refuses_bad_usage() {
+    for args in [
+        &["-n", "0", "--", "true"][..],
+        &["--", "true"],
+        &["-n", "2"],
+        &["-n", "2", "--topology", "ring", "--", "true"],
+    ] {
+        let out = meshrun().args(args).output().expect("run meshrun");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("usage"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn malformed_environment_variables_are_named() {
+    let cases: &[(&str, &str)] = &[
+        ("WORLD", "abc"),
+        ("TOPOLOGY", "ring"),
+        ("TIMEOUT_S", "-1"),
+        ("PEERS", "no-such-host.invalid:1,127.0.0.1:2"),
+        ("TRANSPORT", "carrier-pigeon"),
+        ("ALGO_ALL_REDUCE", "bogus"),
+        ("SEED", "127.0.0.1:29400"),
+        ("MAX_MESSAGE_BYTES", "lots"),
+    ];
+    for (name, value) in cases {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "scenarios::rank_process_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("MESHWORK_TEST_SCENARIO", "connect")
+            .env("RANK", "0")
+            .env("WORLD", "2")
+            .env(name, value)
+            .output()
+            .expect("run a rank");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("RESULT "))
+            .unwrap_or("");
+        assert!(
+            line.starts_with("RESULT err InvalidArgument") && line.contains(name),
+            "{name}={value}: {line}"
+        );
+    }
+}
+
+#[test]
+fn open_mpi_and_slurm_names_work_as_aliases() {
+    let peers: Vec<String> = crate::support::free_ports(2)
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let spawn = |rank: &str, alias: (&str, &str)| {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "scenarios::rank_process_entry",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("MESHWORK_TEST_SCENARIO", "all_reduce_small")
+            .env(alias.0, rank)
+            .env(alias.1, "2")
+            .env("PEERS", peers.join(","))
+            .env("TIMEOUT_S", "20")
+            .env_remove("RANK")
+            .env_remove("WORLD")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let a = spawn("0", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"));
+    let b = spawn("1", ("SLURM_PROCID", "SLURM_NTASKS"));
+    for child in [a, b] {
+        let out = child.wait_with_output().expect("wait");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("RESULT ok"), "{stdout}");
+    }
+}
