@@ -85,3 +85,45 @@ fn faults_soak_70000_small_then_large_mesh() {
     let results = ranks.results(Duration::from_secs(280));
     all_ok(&results);
 }
+
+/// Two processes whose settings disagree: both fail at once with the typed
+/// error, neither waits for the formation deadline.
+fn disagreeing_pair(env0: &[(&str, String)], env1: &[(&str, String)], expect: &str) {
+    let l = Launch::loopback(2, "mesh", 30.0);
+    let per_rank: Vec<Vec<(String, String)>> = [env0, env1]
+        .iter()
+        .map(|e| e.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        .collect();
+    let started = Instant::now();
+    let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
+    let results = ranks.results(Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for (r, line) in &results {
+        assert!(
+            line.starts_with(&format!("RESULT err {expect}")),
+            "rank {r}: {line}"
+        );
+    }
+}
+
+#[test]
+fn processes_with_different_tokens_both_fail_at_once() {
+    disagreeing_pair(
+        &[("CLUSTER_TOKEN", "red".into())],
+        &[("CLUSTER_TOKEN", "blue".into())],
+        "ClusterTokenMismatch",
+    );
+}
+
+#[test]
+fn processes_with_different_world_sizes_both_fail_at_once() {
+    let a: Vec<String> = crate::support::free_ports(3)
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    disagreeing_pair(
+        &[("WORLD", "3".into()), ("PEERS", a.join(","))],
+        &[("WORLD", "2".into()), ("PEERS", a[..2].join(","))],
+        "WorldMismatch",
+    );
+}

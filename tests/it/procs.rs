@@ -43,6 +43,11 @@ impl Launch {
 }
 
 pub fn spawn(launch: &Launch, scenario: &str) -> Ranks {
+    spawn_with(launch, scenario, &[])
+}
+
+/// [`spawn`] with extra variables per rank (applied last).
+pub fn spawn_with(launch: &Launch, scenario: &str, per_rank: &[Vec<(String, String)>]) -> Ranks {
     let exe = std::env::current_exe().expect("test binary path");
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut children = Vec::new();
@@ -67,6 +72,13 @@ pub fn spawn(launch: &Launch, scenario: &str) -> Ranks {
         .env("RANK", rank.to_string())
         .env("WORLD", launch.world.to_string())
         .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(
+            per_rank
+                .get(rank as usize)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
