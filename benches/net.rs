@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench net              # 4 KiB … 64 MiB
 //! cargo bench --bench net -- --quick   # 4 KiB, 1 MiB, 16 MiB
+//! cargo bench --bench net -- --only all_reduce,barrier
 //! ```
 //!
 //! Timing, for both: a barrier, N calls, the mean per call, the maximum
@@ -84,9 +85,9 @@ fn wrong(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork
 }
 
 /// A rank process: measure every collective at every size, print ROW lines.
-fn rank_main(sizes: &[usize], iters: &[usize]) -> meshwork::Result<()> {
+fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Result<()> {
     let g = Node::from_env()?.connect()?;
-    for coll in COLLS {
+    for coll in colls.iter().map(String::as_str) {
         for (k, (&bytes, &it)) in sizes.iter().zip(iters).enumerate() {
             if coll == "barrier" && k > 0 {
                 break;
@@ -144,7 +145,7 @@ fn collect(cmd: &mut Command) -> Option<Rows> {
     child.wait().ok()?.success().then_some(rows)
 }
 
-fn meshwork_rows(topology: &str, sizes: &str, iters: &str) -> Option<Rows> {
+fn meshwork_rows(topology: &str, sizes: &str, iters: &str, colls: &str) -> Option<Rows> {
     let exe = std::env::current_exe().ok()?;
     let meshrun = exe.parent()?.parent()?.join("meshrun");
     let mut cmd = if meshrun.exists() {
@@ -158,7 +159,8 @@ fn meshwork_rows(topology: &str, sizes: &str, iters: &str) -> Option<Rows> {
     };
     cmd.env("BENCH_ROLE", "rank")
         .env("BENCH_SIZES", sizes)
-        .env("BENCH_ITERS", iters);
+        .env("BENCH_ITERS", iters)
+        .env("BENCH_COLLS", colls);
     // meshrun prefixes lines with "[r] "; strip it.
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -238,13 +240,22 @@ fn main() {
             .collect::<Vec<usize>>()
     };
     if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
-        if let Err(e) = rank_main(&parse(&sizes_env), &parse(&iters_env)) {
+        let colls: Vec<String> = std::env::var("BENCH_COLLS")
+            .map(|c| c.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|_| COLLS.iter().map(|c| c.to_string()).collect());
+        if let Err(e) = rank_main(&parse(&sizes_env), &parse(&iters_env), &colls) {
             eprintln!("rank failed: {e}");
             std::process::exit(1);
         }
         return;
     }
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.split(',').map(str::to_string).collect());
     let sizes: Vec<usize> = if quick {
         vec![4 << 10, 1 << 20, 16 << 20]
     } else {
@@ -262,14 +273,19 @@ fn main() {
             .join(",")
     };
     let (s, i) = (join(&sizes), join(&iters));
-    let mesh = meshwork_rows("mesh", &s, &i);
-    let star = meshwork_rows("star", &s, &i);
+    let colls: Vec<&str> = COLLS
+        .iter()
+        .copied()
+        .filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|x| x == c)))
+        .collect();
+    let mesh = meshwork_rows("mesh", &s, &i, &colls.join(","));
+    let star = meshwork_rows("star", &s, &i, &colls.join(","));
     let mpi = mpi_rows(&s, &i);
     if mpi.is_none() {
         println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
     }
     println!("# {WORLD} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements");
-    for coll in COLLS {
+    for coll in colls {
         println!();
         println!("# {coll}");
         println!(
