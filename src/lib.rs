@@ -6,9 +6,13 @@
 //!
 //! # Quick start
 //!
-//! A group of ranks is a [`ProcessGroup`] per rank. [`local`] makes a whole
-//! world inside one process (each rank on its own thread), which is how the
-//! examples below run; networked groups come from the `Node` builder.
+//! A group of ranks is a [`ProcessGroup`] per rank. Across processes and
+//! machines it comes from the [`Node`] builder — `Node::from_env()?.connect()?`
+//! in a program started by `meshrun -n 4 -- ./prog`, or
+//! `Node::new(rank, world).peers([...])?.connect()?` — over TCP, in a mesh
+//! or (for workers behind NAT) a star. [`local`] makes a whole world inside
+//! one process (each rank on its own thread), which is how the examples
+//! below run.
 //!
 //! ```
 //! use meshwork::{local, ReduceOp};
@@ -96,12 +100,35 @@
 //! # Ok::<(), meshwork::Error>(())
 //! ```
 //!
+//! # Point-to-point
+//!
+//! Tagged messages on their own lanes, FIFO per sender and tag:
+//!
+//! ```
+//! # let world = meshwork::local(2)?;
+//! std::thread::scope(|s| {
+//!     s.spawn(|| world[0].send(&[1.5f64, 2.5], 1, 7).unwrap());
+//!     s.spawn(|| {
+//!         let mut got = [0f64; 2];
+//!         world[1].recv(&mut got, 0, 7).unwrap();
+//!         assert_eq!(got, [1.5, 2.5]);
+//!     });
+//! });
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
+//! # Environment
+//!
+//! `Node::from_env` reads `RANK`, `WORLD`, `PEERS`, `TOPOLOGY`,
+//! `CLUSTER_TOKEN`, `TIMEOUT_S`, … — the one table is [`env::VARS`]; a
+//! malformed variable is an error naming it.
+//!
 //! # What meshwork does not do (yet)
 //!
-//! Networked groups (the `Node` builder over TCP and QUIC, discovery, seed
-//! bootstrap), point-to-point messages, RPC and `split` arrive with their
-//! own issues. Not planned: variable-count (`_v`) collectives, wildcard
-//! receives, one-sided operations.
+//! QUIC with mTLS, discovery and seed bootstrap, RPC, `split` and
+//! back-pressure statistics arrive with their own issues. Not planned:
+//! variable-count (`_v`) collectives, wildcard receives, one-sided
+//! operations.
 
 pub mod env;
 mod error;
