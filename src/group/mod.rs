@@ -3,6 +3,8 @@
 mod collectives;
 mod comm_adapter;
 mod p2p;
+mod rpc;
+mod split;
 mod work;
 
 pub use work::Work;
@@ -52,6 +54,7 @@ pub(crate) struct GroupInner {
     next_seq: AtomicU64,
     overrides: Mutex<HashMap<Collective, Algorithm>>,
     shut_down: AtomicBool,
+    rpc: Arc<rpc::Rpc>,
 }
 
 /// A validated collective call, holding its sequence number.
@@ -115,6 +118,11 @@ impl GroupInner {
         })
     }
 
+    /// The sequence number the next collective will take.
+    pub(crate) fn peek_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Relaxed)
+    }
+
     /// Run an algorithm for `call` over the transport.
     fn run<R>(
         &self,
@@ -134,6 +142,8 @@ impl ProcessGroup {
         timeout: Duration,
         topology: Topology,
     ) -> Self {
+        let rpc = rpc::Rpc::new();
+        rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
         ProcessGroup {
             inner: Arc::new(GroupInner {
                 rank: transport.rank(),
@@ -145,6 +155,7 @@ impl ProcessGroup {
                 next_seq: AtomicU64::new(0),
                 overrides: Mutex::new(HashMap::new()),
                 shut_down: AtomicBool::new(false),
+                rpc,
             }),
             executor: Mutex::new(None),
         }
@@ -221,6 +232,41 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// Start with `parent`'s forced algorithms (a split inherits them).
+    pub(crate) fn inherit_overrides(&self, parent: &ProcessGroup) {
+        let from = parent
+            .inner
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *self
+            .inner
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = from;
+    }
+
+    /// Let queued non-blocking operations finish: the executor is FIFO, so
+    /// waiting for a marker job waits for all of them (each is bounded by
+    /// the deadline).
+    fn drain_executor(&self) {
+        if let Some(sender) = self
+            .executor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+            let marker: Job = Box::new(move || {
+                let _ = tx.send(());
+            });
+            if sender.send(marker).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+    }
+
     /// Queue `job` on the group's executor, starting it on first use.
     fn submit<R: Send + 'static>(
         &self,
@@ -261,24 +307,7 @@ impl ProcessGroup {
         if self.inner.shut_down.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Let queued non-blocking operations finish first: the executor is
-        // FIFO, so waiting for a marker job waits for all of them.
-        if let Some(sender) = self
-            .executor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-            if sender
-                .send(Box::new(move || {
-                    let _ = tx.send(());
-                }))
-                .is_ok()
-            {
-                let _ = rx.recv();
-            }
-        }
+        self.drain_executor();
         let t = &self.inner.transport;
         let key = LaneKey {
             comm: self.inner.comm_id,
@@ -322,6 +351,17 @@ impl ProcessGroup {
             unconfirmed.sort_unstable();
             Err(Error::ShutdownIncomplete { ranks: unconfirmed })
         }
+    }
+}
+
+impl Drop for ProcessGroup {
+    /// A best-effort graceful close: queued non-blocking operations finish
+    /// (each bounded by the deadline), then the transport flushes what is
+    /// queued and closes. Peers see this rank leave (`PeerDisconnected`).
+    /// [`ProcessGroup::shutdown`] is the confirmed form.
+    fn drop(&mut self) {
+        self.drain_executor();
+        self.inner.transport.close();
     }
 }
 

@@ -3,6 +3,7 @@
 mod bad_input;
 mod bitwise;
 mod faults;
+mod groups;
 mod large;
 mod launcher;
 mod multiprocess;

@@ -123,6 +123,43 @@ impl Inbox {
         self.lock().closed
     }
 
+    /// The next message on `key` from any rank, with its sender; waits at
+    /// most `timeout` (wall time: the sender is not known in advance).
+    pub(crate) fn recv_any(
+        &self,
+        key: LaneKey,
+        timeout: Duration,
+    ) -> Result<(u32, Payload), TransportError> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        loop {
+            for src in 0..st.peers.len() as u32 {
+                if let Some(queue) = st.lanes.get_mut(&(src, key)) {
+                    if let Some(msg) = queue.pop_front() {
+                        if queue.is_empty() {
+                            st.lanes.remove(&(src, key));
+                        }
+                        return Ok((src, msg));
+                    }
+                }
+            }
+            if st.closed {
+                return Err(TransportError::Closed);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(TransportError::Timeout {
+                    waiting_on: u32::MAX,
+                });
+            }
+            st = self
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// The next message from `src` on `key`. With `want_len`, a message of
     /// another length is left queued and reported as `LengthMismatch`.
     pub(crate) fn recv(

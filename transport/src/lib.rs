@@ -195,6 +195,9 @@ pub trait Transport: Send + Sync + fmt::Debug {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError>;
+    /// The next message on `key` from any rank (RPC requests), waiting at
+    /// most `timeout`; returns the sender with it.
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError>;
     /// Close this endpoint: peers waiting on it see `PeerDisconnected` once
     /// they have drained what it sent; its own calls return `Closed`.
     fn close(&self);

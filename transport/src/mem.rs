@@ -85,6 +85,10 @@ impl Transport for MemTransport {
         self.own().recv(src, key, timeout, want_len)
     }
 
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        self.own().recv_any(key, timeout)
+    }
+
     fn close(&self) {
         if self.own().is_closed() {
             return;

@@ -580,6 +580,10 @@ impl Transport for TcpTransport {
         self.shared.inbox.recv(src, key, timeout, want_len)
     }
 
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        self.shared.inbox.recv_any(key, timeout)
+    }
+
     fn close(&self) {
         let sh = &self.shared;
         if sh.inbox.is_closed() {

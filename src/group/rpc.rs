@@ -1,0 +1,222 @@
+//! RPC: `register_rpc`, `rpc`, `rpc_with_timeout`.
+//!
+//! Requests travel on lane `(comm, Rpc, 0)`: `fn_id` (u32 LE), request id
+//! (u64 LE), then the arguments. The response to request `id` travels on
+//! lane `(comm, Rpc, 1 + id)`: a status byte (0 ok, 1 no such handler,
+//! 2 the handler panicked) and the result or the panic message. Each group
+//! has one server thread that takes requests from any rank and hands them
+//! to a small pool of workers, so a slow handler never stalls a link or the
+//! server, and a handler may itself call `rpc` or send.
+
+use super::GroupInner;
+use crate::error::{Error, Result};
+use crossbeam_channel::{Receiver, Sender};
+use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// A registered handler: `(caller rank, arguments) -> result`.
+pub(crate) type Handler = Arc<dyn Fn(u32, &[u8]) -> Vec<u8> + Send + Sync>;
+
+/// Workers that run handlers, per group.
+const RPC_WORKERS: usize = 2;
+
+const OK: u8 = 0;
+const UNKNOWN: u8 = 1;
+const FAILED: u8 = 2;
+
+/// A group's RPC state, shared by callers, the server and its workers.
+pub(crate) struct Rpc {
+    handlers: RwLock<HashMap<u32, Handler>>,
+    next_id: AtomicU64,
+}
+
+impl Rpc {
+    pub(crate) fn new() -> Arc<Rpc> {
+        Arc::new(Rpc {
+            handlers: RwLock::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn register(&self, fn_id: u32, handler: Handler) {
+        self.handlers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fn_id, handler);
+    }
+}
+
+fn request_key(comm: u64) -> LaneKey {
+    LaneKey {
+        comm,
+        kind: LaneKind::Rpc,
+        tag: 0,
+    }
+}
+
+fn response_key(comm: u64, id: u64) -> LaneKey {
+    LaneKey {
+        comm,
+        kind: LaneKind::Rpc,
+        tag: id.wrapping_add(1).max(1),
+    }
+}
+
+/// Start the server thread and its workers for one group; they end when the
+/// transport closes.
+pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
+    let (tx, rx): (Sender<(u32, Payload)>, Receiver<(u32, Payload)>) =
+        crossbeam_channel::bounded(1024);
+    for i in 0..RPC_WORKERS {
+        let (rx, t, rpc) = (rx.clone(), Arc::clone(&transport), Arc::clone(&rpc));
+        let spawned = std::thread::Builder::new()
+            .name(format!("meshwork-rpc-{}-{i}", transport.rank()))
+            .spawn(move || {
+                for (src, req) in rx {
+                    handle(&*t, comm, &rpc, src, &req);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start an RPC worker: {e}");
+        }
+    }
+    let spawned = std::thread::Builder::new()
+        .name(format!("meshwork-rpc-{}", transport.rank()))
+        .spawn(move || loop {
+            match transport.recv_any(request_key(comm), Duration::from_millis(500)) {
+                Ok(req) => {
+                    if tx.send(req).is_err() {
+                        return;
+                    }
+                }
+                Err(TransportError::Timeout { .. }) => {}
+                Err(_) => return,
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the RPC server: {e}; RPC to this rank will time out");
+    }
+}
+
+fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
+    let bytes = req.as_ref();
+    if bytes.len() < 12 {
+        tracing::warn!(
+            src,
+            "malformed RPC request of {} bytes dropped",
+            bytes.len()
+        );
+        return;
+    }
+    let fn_id = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&bytes[4..12]);
+    let id = u64::from_le_bytes(id);
+    let handler = rpc
+        .handlers
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&fn_id)
+        .cloned();
+    let (status, body) = match handler {
+        None => (UNKNOWN, Vec::new()),
+        Some(h) => {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, &bytes[12..]))) {
+                Ok(out) => (OK, out),
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "the handler panicked".into());
+                    (FAILED, msg.into_bytes())
+                }
+            }
+        }
+    };
+    if let Err(e) = t.send(src, response_key(comm, id), &[&[status], &body]) {
+        tracing::warn!(src, fn_id, "cannot answer an RPC: {e}");
+    }
+}
+
+impl GroupInner {
+    pub(crate) fn rpc_call(
+        &self,
+        dst: u32,
+        fn_id: u32,
+        args: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
+        if dst >= self.world {
+            return Err(Error::InvalidArgument(format!(
+                "rpc: destination {dst} is out of range; this group has ranks 0..{}",
+                self.world
+            )));
+        }
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        let id = self.rpc.next_id.fetch_add(1, Ordering::Relaxed);
+        let op = |e| Error::from_transport(e, "rpc");
+        self.transport
+            .send(
+                dst,
+                request_key(self.comm_id),
+                &[&fn_id.to_le_bytes(), &id.to_le_bytes(), args],
+            )
+            .map_err(op)?;
+        let reply = self
+            .transport
+            .recv(dst, response_key(self.comm_id, id), timeout, None)
+            .map_err(op)?;
+        let bytes = reply.as_ref();
+        match bytes.first() {
+            Some(&OK) => Ok(bytes[1..].to_vec()),
+            Some(&UNKNOWN) => Err(Error::RpcUnknown { fn_id, rank: dst }),
+            Some(&FAILED) => Err(Error::RpcFailed {
+                fn_id,
+                rank: dst,
+                reason: String::from_utf8_lossy(&bytes[1..]).into_owned(),
+            }),
+            _ => Err(Error::RpcFailed {
+                fn_id,
+                rank: dst,
+                reason: "malformed response".into(),
+            }),
+        }
+    }
+}
+
+impl super::ProcessGroup {
+    /// Register `handler` for `fn_id` on this rank, replacing any earlier
+    /// one. It runs on the group's RPC workers with the caller's rank and
+    /// the arguments, and may itself call `rpc` or send.
+    pub fn register_rpc(
+        &self,
+        fn_id: u32,
+        handler: impl Fn(u32, &[u8]) -> Vec<u8> + Send + Sync + 'static,
+    ) {
+        self.inner.rpc.register(fn_id, Arc::new(handler));
+    }
+
+    /// Call `fn_id` on `dst` with `args`; waits up to the group's deadline.
+    /// `RpcUnknown` if `dst` has no such handler, `RpcFailed` if it
+    /// panicked; both ranks stay usable either way.
+    pub fn rpc(&self, dst: u32, fn_id: u32, args: &[u8]) -> Result<Vec<u8>> {
+        self.inner.rpc_call(dst, fn_id, args, self.inner.timeout())
+    }
+
+    /// [`ProcessGroup::rpc`] with its own deadline.
+    pub fn rpc_with_timeout(
+        &self,
+        dst: u32,
+        fn_id: u32,
+        args: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
+        self.inner.rpc_call(dst, fn_id, args, timeout)
+    }
+}

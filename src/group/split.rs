@@ -1,0 +1,197 @@
+//! `split`: sub-groups that share the parent's links. A sub-group is a view
+//! of the parent's transport with its own ranks and its own communicator
+//! id, so its collectives, tags, RPC and control lanes never meet the
+//! parent's or a sibling's.
+
+use super::ProcessGroup;
+use crate::error::{Error, Result};
+use meshwork_collectives::Topology;
+use meshwork_transport::{LaneKey, Payload, Transport, TransportError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The parent's transport seen through a sub-group's rank numbering.
+#[derive(Debug)]
+struct SubTransport {
+    parent: Arc<dyn Transport>,
+    /// Parent rank of each sub-rank.
+    members: Vec<u32>,
+    rank: u32,
+    closed: AtomicBool,
+}
+
+impl SubTransport {
+    fn parent_rank(&self, sub: u32) -> Result<u32, TransportError> {
+        self.members
+            .get(sub as usize)
+            .copied()
+            .ok_or(TransportError::NoSuchRank {
+                rank: sub,
+                world: self.members.len() as u32,
+            })
+    }
+
+    fn sub_rank(&self, parent: u32) -> u32 {
+        self.members
+            .iter()
+            .position(|&m| m == parent)
+            .map_or(parent, |i| i as u32)
+    }
+
+    /// Name ranks in the sub-group's numbering in errors.
+    fn translate(&self, e: TransportError) -> TransportError {
+        match e {
+            TransportError::Timeout { waiting_on } => TransportError::Timeout {
+                waiting_on: self.sub_rank(waiting_on),
+            },
+            TransportError::PeerDisconnected { rank } => TransportError::PeerDisconnected {
+                rank: self.sub_rank(rank),
+            },
+            TransportError::LengthMismatch { from, got, want } => TransportError::LengthMismatch {
+                from: self.sub_rank(from),
+                got,
+                want,
+            },
+            other => other,
+        }
+    }
+
+    fn check_open(&self) -> Result<(), TransportError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(TransportError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Transport for SubTransport {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn world(&self) -> u32 {
+        self.members.len() as u32
+    }
+
+    fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError> {
+        self.check_open()?;
+        let p = self.parent_rank(dst)?;
+        self.parent
+            .send(p, key, parts)
+            .map_err(|e| self.translate(e))
+    }
+
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        self.check_open()?;
+        let p = self.parent_rank(src)?;
+        self.parent
+            .recv(p, key, timeout, want_len)
+            .map_err(|e| self.translate(e))
+    }
+
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        self.check_open()?;
+        let (src, msg) = self
+            .parent
+            .recv_any(key, timeout)
+            .map_err(|e| self.translate(e))?;
+        Ok((self.sub_rank(src), msg))
+    }
+
+    /// Closes the view only; the parent's links stay up.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// A communicator id for a split, the same on every member: the parent's
+/// id, the sequence number of the split's exchange, and the colour, mixed.
+fn child_comm_id(parent: u64, seq: u64, color: u32) -> u64 {
+    let mut z =
+        parent ^ seq.rotate_left(21) ^ u64::from(color).rotate_left(42) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    // Never 0: that is the world group's.
+    (z ^ (z >> 31)) | 1
+}
+
+impl ProcessGroup {
+    /// Split into sub-groups: ranks passing the same `color` form one,
+    /// ordered by `key`, ties by parent rank. Every rank of this group must
+    /// call it (it is a collective). Each sub-group has its own collective
+    /// sequence, tag space and RPC namespace and may run concurrently with
+    /// the parent and its siblings; it shares the parent's links, so it
+    /// lives no longer than they do.
+    pub fn split(&self, color: u32, key: u32) -> Result<Arc<ProcessGroup>> {
+        let world = self.world_size() as usize;
+        let seq = self.inner.peek_seq();
+        let mut all = vec![0u32; 2 * world];
+        self.all_gather(&[color, key], &mut all)?;
+        let mut members: Vec<(u32, u32)> = (0..world as u32)
+            .filter(|&r| all[2 * r as usize] == color)
+            .map(|r| (all[2 * r as usize + 1], r))
+            .collect();
+        members.sort_unstable();
+        let members: Vec<u32> = members.into_iter().map(|(_, r)| r).collect();
+        let rank = members
+            .iter()
+            .position(|&m| m == self.rank())
+            .ok_or_else(|| {
+                Error::InvalidArgument("split: this rank is missing from its own colour".into())
+            })? as u32;
+        // A sub-group led by the star's coordinator keeps the star's
+        // algorithms; any other is served by relays and runs mesh ones.
+        let topology = match self.inner.topology {
+            Topology::Star if members[0] == 0 => Topology::Star,
+            _ => Topology::Mesh,
+        };
+        let sub = SubTransport {
+            parent: Arc::clone(&self.inner.transport),
+            members,
+            rank,
+            closed: AtomicBool::new(false),
+        };
+        let group = ProcessGroup::new(
+            Arc::new(sub),
+            child_comm_id(self.inner.comm_id, seq, color),
+            self.timeout(),
+            topology,
+        );
+        group.inherit_overrides(self);
+        Ok(Arc::new(group))
+    }
+
+    /// Federated averaging: `x ← Σ wᵣ·xᵣ / Σ wᵣ` over all ranks, computed in
+    /// f64 and rounded to f32 once, with the same bits on every rank (the
+    /// star use case: workers with different sample counts). A non-positive
+    /// total weight is `InvalidArgument` on every rank, and `x` is left
+    /// unchanged.
+    pub fn federated_average(&self, x: &mut [f32], weight: f32) -> Result<()> {
+        if !weight.is_finite() {
+            return Err(Error::InvalidArgument(format!(
+                "federated_average: weight {weight} is not finite"
+            )));
+        }
+        let w = f64::from(weight);
+        let mut acc: Vec<f64> = x.iter().map(|&v| f64::from(v) * w).chain([w]).collect();
+        self.all_reduce(&mut acc, meshwork_collectives::ReduceOp::Sum)?;
+        let total = acc[x.len()];
+        if total.is_nan() || total <= 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "federated_average: the weights sum to {total}; the sum must be positive"
+            )));
+        }
+        for (v, a) in x.iter_mut().zip(&acc) {
+            *v = (a / total) as f32;
+        }
+        Ok(())
+    }
+}

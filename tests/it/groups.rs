@@ -1,0 +1,224 @@
+//! split, federated averaging and RPC, in-process and over TCP (mesh and
+//! star).
+
+use crate::support::{run_nodes, run_world};
+use meshwork::{Error, ProcessGroup, ReduceOp, Topology};
+use std::time::{Duration, Instant};
+
+/// Split into evens and odds ordered by descending parent rank, then run a
+/// collective in the sub-group and one in the parent at the same time.
+fn split_and_overlap(g: &ProcessGroup) -> meshwork::Result<()> {
+    let (r, p) = (g.rank(), g.world_size());
+    let sub = g.split(r % 2, p - r)?;
+    let mates: Vec<u32> = (0..p).filter(|q| q % 2 == r % 2).rev().collect();
+    assert_eq!(sub.world_size() as usize, mates.len());
+    assert_eq!(mates[sub.rank() as usize], r, "ordered by key");
+    std::thread::scope(|s| {
+        let t = s.spawn(|| -> meshwork::Result<()> {
+            for i in 0..50u64 {
+                let mut x = [u64::from(r) + i];
+                sub.all_reduce(&mut x, ReduceOp::Sum)?;
+                let want: u64 = mates.iter().map(|&q| u64::from(q) + i).sum();
+                assert_eq!(x, [want]);
+            }
+            Ok(())
+        });
+        for i in 0..50u64 {
+            let mut y = [i; 3];
+            g.all_reduce(&mut y, ReduceOp::Max)?;
+            assert_eq!(y, [i; 3]);
+        }
+        t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })?;
+    // Tags are per communicator: the same tag in parent and child never mix.
+    if sub.world_size() > 1 {
+        let next = (sub.rank() + 1) % sub.world_size();
+        let prev = (sub.rank() + sub.world_size() - 1) % sub.world_size();
+        sub.send(&[1u8], next, 5)?;
+        g.send(&[2u8], (r + 1) % p, 5)?;
+        let mut a = [0u8];
+        g.recv(&mut a, (r + p - 1) % p, 5)?;
+        let mut b = [0u8];
+        sub.recv(&mut b, prev, 5)?;
+        assert_eq!((a, b), ([2], [1]));
+    }
+    sub.shutdown()?;
+    // The parent is unaffected by the child's shutdown.
+    g.barrier()
+}
+
+#[test]
+fn split_groups_run_concurrently_with_the_parent_in_process() {
+    for o in run_world(5, split_and_overlap) {
+        o.unwrap();
+    }
+}
+
+#[test]
+fn split_groups_over_tcp_mesh_and_star() {
+    for topology in [Topology::Mesh, Topology::Star] {
+        for o in run_nodes(4, topology, |g| {
+            split_and_overlap(g)?;
+            g.shutdown()
+        }) {
+            o.unwrap();
+        }
+    }
+}
+
+#[test]
+fn federated_average_is_weighted_and_bitwise_equal() {
+    let out = run_world(4, |g| {
+        let r = g.rank() as f32;
+        let mut x: Vec<f32> = (0..7).map(|i| r * 1.37 + i as f32 * 0.11).collect();
+        g.federated_average(&mut x, r + 1.0).unwrap();
+        x
+    });
+    let want: Vec<f32> = (0..7)
+        .map(|i| {
+            let (mut num, mut den) = (0f64, 0f64);
+            for r in 0..4 {
+                let x = (r as f32 * 1.37 + i as f32 * 0.11) as f64;
+                num += (r as f64 + 1.0) * x;
+                den += r as f64 + 1.0;
+            }
+            (num / den) as f32
+        })
+        .collect();
+    for x in &out {
+        assert_eq!(
+            x.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            out[0].iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        for (a, b) in x.iter().zip(&want) {
+            assert!((a - b).abs() <= b.abs() * 1e-6, "{a} vs {b}");
+        }
+    }
+    // Weights summing to zero: refused everywhere, buffers untouched.
+    let out = run_world(2, |g| {
+        let mut x = [5.0f32];
+        let e = g.federated_average(&mut x, if g.rank() == 0 { 1.0 } else { -1.0 });
+        (e, x)
+    });
+    for (e, x) in out {
+        assert!(
+            matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("sum")),
+            "{e:?}"
+        );
+        assert_eq!(x, [5.0]);
+    }
+}
+
+/// Echo, unknown, panic, timeout, nested and re-registered handlers; each
+/// failure is prompt and leaves every rank working.
+fn rpc_suite(g: &ProcessGroup) -> meshwork::Result<()> {
+    let (r, p) = (g.rank(), g.world_size());
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    g.register_rpc(1, |caller, args| [args, &caller.to_le_bytes()].concat());
+    g.register_rpc(2, |_, _| panic!("handler two exploded"));
+    g.register_rpc(3, move |_, _| {
+        // Blocks until the test releases it (never a sleep).
+        let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        b"late".to_vec()
+    });
+    g.barrier()?; // every rank has registered
+    let peer = (r + 1) % p;
+    let echo = g.rpc(peer, 1, b"hi")?;
+    assert_eq!(echo, [b"hi".as_slice(), &r.to_le_bytes()].concat());
+    assert_eq!(
+        g.rpc(r, 1, b"self")?,
+        [b"self".as_slice(), &r.to_le_bytes()].concat()
+    );
+    let t = Instant::now();
+    assert!(
+        matches!(g.rpc(peer, 99, b""), Err(Error::RpcUnknown { fn_id: 99, rank }) if rank == peer)
+    );
+    match g.rpc(peer, 2, b"") {
+        Err(Error::RpcFailed {
+            fn_id: 2, reason, ..
+        }) => assert!(reason.contains("exploded"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    match g.rpc_with_timeout(peer, 3, b"", Duration::from_millis(200)) {
+        Err(Error::Timeout { op, waiting_on }) => {
+            assert_eq!((op.as_str(), waiting_on), ("rpc", vec![peer]))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // Release the blocked handlers only once every rank's call timed out.
+    g.barrier()?;
+    let _ = release_tx.send(());
+    g.register_rpc(4, |caller, args| {
+        args.iter().map(|b| b + caller as u8).collect()
+    });
+    g.barrier()?;
+    // Replacing a handler takes effect.
+    g.register_rpc(1, |_, _| b"v2".to_vec());
+    g.barrier()?;
+    assert_eq!(g.rpc(peer, 1, b"x")?, b"v2");
+    assert_eq!(g.rpc(peer, 4, &[10, 20])?, [10 + r as u8, 20 + r as u8]);
+    g.barrier()
+}
+
+#[test]
+fn rpc_in_process() {
+    for o in run_world(3, rpc_suite) {
+        o.unwrap();
+    }
+}
+
+#[test]
+fn rpc_over_tcp_mesh_and_star() {
+    for topology in [Topology::Mesh, Topology::Star] {
+        for o in run_nodes(3, topology, |g| {
+            rpc_suite(g)?;
+            g.shutdown()
+        }) {
+            o.unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_handler_may_call_rpc_itself() {
+    // Worker 1 calls worker 2 (relayed by the coordinator), whose handler
+    // calls the coordinator before answering.
+    let addrs = crate::support::free_ports(3);
+    let out: Vec<meshwork::Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|r| {
+                let addrs = addrs.clone();
+                s.spawn(move || {
+                    let g = meshwork::Node::new(r, 3)
+                        .peers(addrs)?
+                        .topology(Topology::Star)
+                        .timeout(Duration::from_secs(20))
+                        .connect()?;
+                    let weak = std::sync::Arc::downgrade(&g);
+                    g.register_rpc(7, move |_, args| {
+                        let Some(g) = weak.upgrade() else {
+                            return Vec::new();
+                        };
+                        let mut out = g.rpc(0, 8, args).unwrap_or_default();
+                        out.push(g.rank() as u8);
+                        out
+                    });
+                    g.register_rpc(8, |_, args| args.iter().rev().copied().collect());
+                    g.barrier()?;
+                    if g.rank() == 1 {
+                        assert_eq!(g.rpc(2, 7, &[1, 2, 3])?, [3, 2, 1, 2]);
+                    }
+                    g.barrier()?;
+                    g.shutdown()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    for o in out {
+        o.unwrap();
+    }
+}
