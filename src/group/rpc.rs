@@ -20,6 +20,9 @@ use std::time::Duration;
 /// A registered handler: `(caller rank, arguments) -> result`.
 pub(crate) type Handler = Arc<dyn Fn(u32, &[u8]) -> Vec<u8> + Send + Sync>;
 
+/// A request as the server hands it to a worker: the caller and the bytes.
+type Request = (u32, Payload);
+
 /// Workers that run handlers, per group.
 const RPC_WORKERS: usize = 2;
 
@@ -68,8 +71,7 @@ fn response_key(comm: u64, id: u64) -> LaneKey {
 /// Start the server thread and its workers for one group; they end when the
 /// transport closes.
 pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
-    let (tx, rx): (Sender<(u32, Payload)>, Receiver<(u32, Payload)>) =
-        crossbeam_channel::bounded(1024);
+    let (tx, rx): (Sender<Request>, Receiver<Request>) = crossbeam_channel::bounded(1024);
     for i in 0..RPC_WORKERS {
         let (rx, t, rpc) = (rx.clone(), Arc::clone(&transport), Arc::clone(&rpc));
         let spawned = std::thread::Builder::new()
