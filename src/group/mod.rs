@@ -142,6 +142,7 @@ impl ProcessGroup {
         timeout: Duration,
         topology: Topology,
     ) -> Self {
+        transport.set_timeout(timeout);
         let rpc = rpc::Rpc::new();
         rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
         ProcessGroup {
@@ -188,6 +189,14 @@ impl ProcessGroup {
         self.inner
             .timeout_ns
             .store(duration_ns(timeout), Ordering::Relaxed);
+        self.inner.transport.set_timeout(timeout);
+    }
+
+    /// Traffic with each rank (indexed by rank): messages and bytes sent
+    /// and received, and bytes received but not yet taken by a receive, now
+    /// and at most — to see traffic and back-pressure.
+    pub fn stats(&self) -> Vec<meshwork_transport::PeerStats> {
+        self.inner.transport.stats()
     }
 
     /// Force `collective` (`"all_reduce"`, …) to use `algorithm` by name

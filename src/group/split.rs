@@ -6,7 +6,7 @@
 use super::ProcessGroup;
 use crate::error::{Error, Result};
 use meshwork_collectives::Topology;
-use meshwork_transport::{LaneKey, Payload, Transport, TransportError};
+use meshwork_transport::{LaneKey, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +105,19 @@ impl Transport for SubTransport {
             .map_err(|e| self.translate(e))?;
         Ok((self.sub_rank(src), msg))
     }
+
+    /// The parent's counters for this group's members (all of their
+    /// traffic with this rank, any communicator).
+    fn stats(&self) -> Vec<PeerStats> {
+        let all = self.parent.stats();
+        self.members
+            .iter()
+            .map(|&m| all.get(m as usize).copied().unwrap_or_default())
+            .collect()
+    }
+
+    /// The links' deadline belongs to the parent.
+    fn set_timeout(&self, _timeout: Duration) {}
 
     /// Closes the view only; the parent's links stay up.
     fn close(&self) {

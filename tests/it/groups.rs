@@ -222,3 +222,70 @@ fn a_handler_may_call_rpc_itself() {
         o.unwrap();
     }
 }
+
+/// Rank 0 floods rank 1 with 1 MiB messages while rank 1 does not read:
+/// rank 1's queued bytes stop at the peer budget and rank 0 is held back;
+/// then rank 1 drains everything, intact and in order.
+fn flood(g: &ProcessGroup) -> meshwork::Result<()> {
+    const MSG: usize = 1 << 20;
+    let budget = meshwork::DEFAULT_PEER_BUDGET;
+    let count = (budget as usize / MSG) * 3;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    if g.rank() == 0 {
+        for i in 0..count {
+            g.send_bytes(&vec![i as u8; MSG], 1, 42)?;
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+    } else {
+        // Wait (bounded) until the sender has filled the budget.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while g.stats()[0].queued_bytes + MSG as u64 <= budget {
+            assert!(
+                Instant::now() < deadline,
+                "the sender never filled the budget: {:?}",
+                g.stats()[0]
+            );
+            std::thread::yield_now();
+        }
+        let before = g.stats()[0];
+        assert!(
+            before.received_messages < count as u64,
+            "nothing held the sender back: {before:?}"
+        );
+        for i in 0..count {
+            let m = g.recv_bytes(0, 42)?;
+            assert!(
+                m.len() == MSG && m.iter().all(|&b| b == i as u8),
+                "message {i}"
+            );
+        }
+        let after = g.stats()[0];
+        assert!(after.max_queued_bytes <= budget + MSG as u64, "{after:?}");
+        assert!(
+            after.queued_bytes < 64,
+            "only control traffic may remain: {after:?}"
+        );
+    }
+    g.barrier()
+}
+
+#[test]
+fn back_pressure_bounds_the_receivers_queue() {
+    for o in run_world(2, flood) {
+        o.unwrap();
+    }
+    for topology in [Topology::Mesh, Topology::Star] {
+        for o in run_nodes(3, topology, |g| {
+            if g.rank() < 2 {
+                flood(g)?;
+            } else {
+                g.barrier()?;
+            }
+            let s = g.stats();
+            assert_eq!(s.len(), 3);
+            g.shutdown()
+        }) {
+            o.unwrap();
+        }
+    }
+}

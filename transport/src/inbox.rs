@@ -10,7 +10,7 @@
 //! `Timeout` if the link has been silent (not even heartbeats) for a whole
 //! deadline.
 
-use crate::{LaneKey, Payload, TransportError};
+use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -21,6 +21,21 @@ struct Peer {
     gone: bool,
     silent: bool,
     last_progress: Instant,
+    received_messages: u64,
+    received_bytes: u64,
+    queued_bytes: u64,
+    max_queued_bytes: u64,
+    /// Bytes of budgeted lanes (point-to-point, RPC) queued from this peer.
+    budgeted_bytes: u64,
+    /// Budgeted bytes consumed but not yet credited back to the sender.
+    credit_due: u64,
+}
+
+/// Lanes whose senders are held to a byte budget: the application decides
+/// when it receives them. Collective and control traffic is bounded by the
+/// algorithms' own pipelines.
+pub(crate) fn budgeted(kind: LaneKind) -> bool {
+    matches!(kind, LaneKind::PointToPoint | LaneKind::Rpc)
 }
 
 #[derive(Debug)]
@@ -55,6 +70,12 @@ impl Inbox {
                         gone: false,
                         silent: false,
                         last_progress: now,
+                        received_messages: 0,
+                        received_bytes: 0,
+                        queued_bytes: 0,
+                        max_queued_bytes: 0,
+                        budgeted_bytes: 0,
+                        credit_due: 0,
                     };
                     world as usize
                 ],
@@ -73,9 +94,17 @@ impl Inbox {
     /// A whole message from `src` on `key`.
     pub(crate) fn deliver(&self, src: u32, key: LaneKey, msg: Payload) {
         let mut st = self.lock();
+        let n = msg.len() as u64;
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.last_progress = Instant::now();
             p.silent = false;
+            p.received_messages += 1;
+            p.received_bytes += n;
+            p.queued_bytes += n;
+            p.max_queued_bytes = p.max_queued_bytes.max(p.queued_bytes);
+            if budgeted(key.kind) {
+                p.budgeted_bytes += n;
+            }
         }
         st.lanes.entry((src, key)).or_default().push_back(msg);
         drop(st);
@@ -123,6 +152,67 @@ impl Inbox {
         self.lock().closed
     }
 
+    /// Per-peer counters (this rank's receive side), by rank.
+    pub(crate) fn stats(&self) -> Vec<PeerStats> {
+        self.lock()
+            .peers
+            .iter()
+            .map(|p| PeerStats {
+                received_messages: p.received_messages,
+                received_bytes: p.received_bytes,
+                queued_bytes: p.queued_bytes,
+                max_queued_bytes: p.max_queued_bytes,
+                ..PeerStats::default()
+            })
+            .collect()
+    }
+
+    /// Budgeted bytes from `src` consumed since the last credit, if at
+    /// least `at_least` (or everything is consumed): the caller returns
+    /// them to the sender.
+    pub(crate) fn take_credit(&self, src: u32, at_least: u64) -> Option<u64> {
+        let mut st = self.lock();
+        let p = st.peers.get_mut(src as usize)?;
+        if p.credit_due > 0 && (p.credit_due >= at_least || p.budgeted_bytes == 0) {
+            Some(std::mem::take(&mut p.credit_due))
+        } else {
+            None
+        }
+    }
+
+    /// In-process senders: wait until `src`'s budgeted bytes queued here
+    /// leave room for `n` more within `budget` (one message is always
+    /// admitted when none is queued).
+    pub(crate) fn wait_room(
+        &self,
+        src: u32,
+        n: u64,
+        budget: u64,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        loop {
+            let Some(p) = st.peers.get(src as usize) else {
+                return Ok(());
+            };
+            if p.budgeted_bytes == 0 || p.budgeted_bytes + n <= budget || st.closed {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(TransportError::Timeout {
+                    waiting_on: u32::MAX,
+                });
+            }
+            st = self
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// The next message on `key` from any rank, with its sender; waits at
     /// most `timeout` (wall time: the sender is not known in advance).
     pub(crate) fn recv_any(
@@ -139,6 +229,9 @@ impl Inbox {
                         if queue.is_empty() {
                             st.lanes.remove(&(src, key));
                         }
+                        consumed(&mut st, src, key, msg.len());
+                        drop(st);
+                        self.changed.notify_all();
                         return Ok((src, msg));
                     }
                 }
@@ -189,6 +282,13 @@ impl Inbox {
                         // Collective lanes live for one call: keep the map small.
                         st.lanes.remove(&(src, key));
                     }
+                    let budget_freed = budgeted(key.kind);
+                    consumed(&mut st, src, key, msg.len());
+                    drop(st);
+                    if budget_freed {
+                        // Senders in this process may be waiting for room.
+                        self.changed.notify_all();
+                    }
                     return Ok(msg);
                 }
             }
@@ -227,6 +327,18 @@ impl Inbox {
                 .wait_timeout(st, wait)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+    }
+}
+
+/// Account for a message from `src` leaving the queues.
+fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
+    if let Some(p) = st.peers.get_mut(src as usize) {
+        let n = len as u64;
+        p.queued_bytes = p.queued_bytes.saturating_sub(n);
+        if budgeted(key.kind) {
+            p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
+            p.credit_due += n;
         }
     }
 }

@@ -149,6 +149,27 @@ impl fmt::Debug for Payload {
     }
 }
 
+/// Traffic with one peer, as this rank sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    /// Messages this rank sent to the peer.
+    pub sent_messages: u64,
+    /// Payload bytes this rank sent to the peer.
+    pub sent_bytes: u64,
+    /// Messages received from the peer.
+    pub received_messages: u64,
+    /// Payload bytes received from the peer.
+    pub received_bytes: u64,
+    /// Bytes from the peer received but not yet taken by a receive.
+    pub queued_bytes: u64,
+    /// The most `queued_bytes` has been.
+    pub max_queued_bytes: u64,
+}
+
+/// Default bytes of point-to-point and RPC messages one sender may have
+/// queued at one receiver before it waits for the receiver to take them.
+pub const DEFAULT_PEER_BUDGET: u64 = 64 << 20;
+
 /// Why a transport operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {
@@ -195,6 +216,11 @@ pub trait Transport: Send + Sync + fmt::Debug {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError>;
+    /// Per-peer traffic counters, by rank.
+    fn stats(&self) -> Vec<PeerStats>;
+    /// The deadline of waits inside the transport (a sender waiting for
+    /// room at its receiver, a link called silent).
+    fn set_timeout(&self, timeout: Duration);
     /// The next message on `key` from any rank (RPC requests), waiting at
     /// most `timeout`; returns the sender with it.
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError>;

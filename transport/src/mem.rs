@@ -3,9 +3,13 @@
 //! here (byte budgets belong to the network transports, whose peers can be
 //! hostile).
 
-use crate::inbox::Inbox;
-use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
+use crate::inbox::{budgeted, Inbox};
+use crate::{
+    BufferPool, LaneKey, Payload, PeerStats, Transport, TransportError, DEFAULT_PEER_BUDGET,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The shared state of one in-process world.
@@ -27,6 +31,8 @@ impl MemHub {
             .map(|rank| MemTransport {
                 hub: Arc::clone(&hub),
                 rank,
+                timeout_ns: AtomicU64::new(60_000_000_000),
+                sent: Mutex::new(vec![(0, 0); world as usize]),
             })
             .collect()
     }
@@ -37,6 +43,9 @@ impl MemHub {
 pub struct MemTransport {
     hub: Arc<MemHub>,
     rank: u32,
+    timeout_ns: AtomicU64,
+    /// (messages, bytes) sent, by destination.
+    sent: Mutex<Vec<(u64, u64)>>,
 }
 
 impl MemTransport {
@@ -67,11 +76,27 @@ impl Transport for MemTransport {
         if self.own().is_gone(dst) {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if budgeted(key.kind) {
+            let timeout = Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed));
+            inbox
+                .wait_room(self.rank, len, DEFAULT_PEER_BUDGET, timeout)
+                .map_err(|_| TransportError::Timeout { waiting_on: dst })?;
+        }
         inbox.deliver(
             self.rank,
             key,
             Payload::from_parts_in(parts, Some(&self.hub.pool)),
         );
+        if let Some(c) = self
+            .sent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(dst as usize)
+        {
+            c.0 += 1;
+            c.1 += len;
+        }
         Ok(())
     }
 
@@ -83,6 +108,27 @@ impl Transport for MemTransport {
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError> {
         self.own().recv(src, key, timeout, want_len)
+    }
+
+    fn stats(&self) -> Vec<PeerStats> {
+        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.own()
+            .stats()
+            .into_iter()
+            .zip(sent)
+            .map(|(s, (m, b))| PeerStats {
+                sent_messages: m,
+                sent_bytes: b,
+                ..s
+            })
+            .collect()
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.timeout_ns.store(
+            u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {

@@ -4,7 +4,7 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone |
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit (bytes in `tag`) |
 //! | 1 | 1 | lane kind ([`LaneKind`]) |
 //! | 2 | 2 | zero |
 //! | 4 | 4 | source rank (the original sender, kept through relays) |
@@ -31,6 +31,9 @@ pub(crate) enum FrameType {
     Bye = 3,
     /// Sent by a star coordinator: rank `src` is gone.
     PeerGone = 4,
+    /// `dst` may send `tag` more budgeted bytes to `src` (flow control,
+    /// end to end; relayed in a star).
+    Credit = 5,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +102,7 @@ impl Header {
             2 => FrameType::Heartbeat,
             3 => FrameType::Bye,
             4 => FrameType::PeerGone,
+            5 => FrameType::Credit,
             t => return Err(FrameError::Type(t)),
         };
         let kind = LaneKind::from_u8(h[1]).ok_or(FrameError::Kind(h[1]))?;

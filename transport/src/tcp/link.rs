@@ -15,7 +15,7 @@ use crate::{BufferPool, LaneKey, Payload, TransportError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,14 +27,22 @@ pub(crate) struct Shared {
     pub star: bool,
     pub inbox: Inbox,
     pub pool: Arc<BufferPool>,
-    pub timeout: Duration,
+    pub timeout_ns: AtomicU64,
     pub max_message_bytes: u64,
+    /// Budgeted bytes this rank may still send to each rank (credits).
+    pub flow: Vec<Budget>,
+    /// (messages, bytes) this rank sent to each rank.
+    pub sent: Vec<(AtomicU64, AtomicU64)>,
     /// Direct links by peer rank, set once formation is done.
     pub links: OnceLock<Vec<Option<LinkTx>>>,
     pub closing: AtomicBool,
 }
 
 impl Shared {
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
+    }
+
     /// Ranks whose traffic arrives over the link to `peer`: a star worker
     /// hears everyone through the coordinator.
     fn served_by(&self, peer: u32) -> Vec<u32> {
@@ -181,7 +189,8 @@ impl LinkTx {
             }
         }
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.budget.acquire(len + HEADER_LEN, shared.timeout, dst)?;
+        self.budget
+            .acquire(len + HEADER_LEN, shared.timeout(), dst)?;
         let frame = Out::Frame(header, Payload::from_parts_in(parts, Some(&shared.pool)));
         if self.enqueue(frame) {
             Ok(())
@@ -255,7 +264,11 @@ impl Budget {
         Ok(())
     }
 
-    fn release(&self, n: usize) {
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    pub(crate) fn release(&self, n: usize) {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
         *q = q.saturating_sub(n);
         drop(q);
@@ -288,7 +301,7 @@ fn write_all(
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 let since = *stalled_since.get_or_insert_with(Instant::now);
-                if shared.closing.load(Ordering::Acquire) && since.elapsed() >= shared.timeout {
+                if shared.closing.load(Ordering::Acquire) && since.elapsed() >= shared.timeout() {
                     return Err(e);
                 }
             }
@@ -305,7 +318,7 @@ const BATCH_FRAMES: usize = 64;
 const BATCH_BYTES: usize = 1 << 20;
 
 pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<Out>) {
-    let hb = heartbeat_interval(shared.timeout);
+    let hb = heartbeat_interval(shared.timeout());
     let heartbeat = Header::control(FrameType::Heartbeat, shared.rank, peer).encode();
     let _ = link.wire.stream.set_write_timeout(Some(hb));
     let mut stream = &link.wire.stream;
@@ -430,9 +443,9 @@ fn read_full(
                 if shared.closing.load(Ordering::Acquire) {
                     return Err(ReadEnd::Closed);
                 }
-                if !*silent && last_byte.elapsed() >= shared.timeout {
+                if !*silent && last_byte.elapsed() >= shared.timeout() {
                     *silent = true;
-                    tracing::warn!(peer, "link silent for {:?}", shared.timeout);
+                    tracing::warn!(peer, "link silent for {:?}", shared.timeout());
                     for r in shared.served_by(peer) {
                         shared.inbox.set_silent(r, true);
                     }
@@ -445,7 +458,7 @@ fn read_full(
 }
 
 pub(crate) fn reader(shared: Arc<Shared>, peer: u32, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(heartbeat_interval(shared.timeout)));
+    let _ = stream.set_read_timeout(Some(heartbeat_interval(shared.timeout())));
     let mut last_byte = Instant::now();
     let mut silent = false;
     loop {
@@ -480,6 +493,15 @@ pub(crate) fn reader(shared: Arc<Shared>, peer: u32, mut stream: TcpStream) {
                 return;
             }
             FrameType::PeerGone => shared.inbox.set_gone(h.src),
+            FrameType::Credit if h.dst == shared.rank => {
+                if let Some(b) = shared.flow.get(h.src as usize) {
+                    b.release(usize::try_from(h.tag).unwrap_or(usize::MAX));
+                }
+            }
+            FrameType::Credit if shared.star && shared.rank == 0 => {
+                relay(&shared, h, Payload::default())
+            }
+            FrameType::Credit => {}
             FrameType::Data => {
                 // The length was checked against the cap before this
                 // allocation.

@@ -16,15 +16,15 @@ mod link;
 
 pub use handshake::PROTOCOL_VERSION;
 
-use crate::inbox::Inbox;
-use crate::{BufferPool, LaneKey, Payload, Transport, TransportError};
+use crate::inbox::{budgeted, Inbox};
+use crate::{BufferPool, LaneKey, Payload, PeerStats, Transport, TransportError};
 use handshake::{HandshakeError, Identity};
 use link::{Budget, LinkTx, Out, Shared, Wire};
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -46,6 +46,9 @@ pub struct TcpConfig {
     pub max_message_bytes: u64,
     /// Bytes queued per link before a sender waits.
     pub send_budget_bytes: usize,
+    /// Point-to-point and RPC bytes one sender may have queued at one
+    /// receiver before it waits for the receiver to take them.
+    pub peer_budget_bytes: u64,
     /// Protocol version to announce (for tests of version negotiation).
     pub protocol_version: u32,
 }
@@ -62,6 +65,7 @@ impl TcpConfig {
             timeout: Duration::from_secs(60),
             max_message_bytes: 16 << 30,
             send_budget_bytes: 64 << 20,
+            peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
             protocol_version: PROTOCOL_VERSION,
         }
     }
@@ -294,8 +298,14 @@ impl TcpTransport {
             star: cfg.star,
             inbox: Inbox::new(cfg.world),
             pool: Arc::new(BufferPool::new()),
-            timeout: cfg.timeout,
+            timeout_ns: AtomicU64::new(u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX)),
             max_message_bytes: cfg.max_message_bytes,
+            flow: (0..cfg.world)
+                .map(|_| Budget::new(usize::try_from(cfg.peer_budget_bytes).unwrap_or(usize::MAX)))
+                .collect(),
+            sent: (0..cfg.world)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
             links: OnceLock::new(),
             closing: AtomicBool::new(false),
         });
@@ -516,6 +526,35 @@ fn dial_until(
     }
 }
 
+impl TcpTransport {
+    /// Return consumed budget to `src` once enough has been taken (or its
+    /// queue here is empty, so a waiting sender is never left waiting).
+    fn credit(&self, src: u32) {
+        let sh = &self.shared;
+        if src == sh.rank {
+            return;
+        }
+        let batch = sh.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;
+        let Some(bytes) = sh.inbox.take_credit(src, batch) else {
+            return;
+        };
+        let hop = if sh.star && sh.rank != 0 { 0 } else { src };
+        let Some(link) = sh
+            .links
+            .get()
+            .and_then(|l| l.get(hop as usize))
+            .and_then(Option::as_ref)
+        else {
+            return;
+        };
+        let mut h = frame::Header::control(frame::FrameType::Credit, sh.rank, src);
+        h.tag = bytes;
+        if link.send(h.encode(), &[], sh, src).is_err() {
+            tracing::debug!(src, "cannot return credit; the link is gone");
+        }
+    }
+}
+
 impl Transport for TcpTransport {
     fn rank(&self) -> u32 {
         self.shared.rank
@@ -567,7 +606,16 @@ impl Transport for TcpTransport {
             tag: key.tag,
             len: len as u64,
         };
-        link.send(header.encode(), parts, sh, dst)
+        if budgeted(key.kind) {
+            sh.flow[dst as usize].acquire(len, sh.timeout(), dst)?;
+        }
+        let sent = link.send(header.encode(), parts, sh, dst);
+        if sent.is_ok() {
+            let (m, b) = &sh.sent[dst as usize];
+            m.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(len as u64, Ordering::Relaxed);
+        }
+        sent
     }
 
     fn recv(
@@ -577,11 +625,40 @@ impl Transport for TcpTransport {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError> {
-        self.shared.inbox.recv(src, key, timeout, want_len)
+        let msg = self.shared.inbox.recv(src, key, timeout, want_len)?;
+        if budgeted(key.kind) {
+            self.credit(src);
+        }
+        Ok(msg)
     }
 
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
-        self.shared.inbox.recv_any(key, timeout)
+        let (src, msg) = self.shared.inbox.recv_any(key, timeout)?;
+        if budgeted(key.kind) {
+            self.credit(src);
+        }
+        Ok((src, msg))
+    }
+
+    fn stats(&self) -> Vec<PeerStats> {
+        self.shared
+            .inbox
+            .stats()
+            .into_iter()
+            .zip(&self.shared.sent)
+            .map(|(s, (m, b))| PeerStats {
+                sent_messages: m.load(Ordering::Relaxed),
+                sent_bytes: b.load(Ordering::Relaxed),
+                ..s
+            })
+            .collect()
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.shared.timeout_ns.store(
+            u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     fn close(&self) {
