@@ -1,0 +1,270 @@
+//! Point-to-point ping-pong (8 B … 64 MiB) and RPC round trips: in-process,
+//! over TCP between two processes, and Open MPI's ping-pong over TCP on the
+//! same sizes and iteration counts, in the same run.
+//!
+//! ```text
+//! cargo bench --bench p2p
+//! ```
+//!
+//! One-way time is half the round trip; bandwidth is size ÷ one-way time.
+//! Open MPI runs from `benches/baselines/mpi_pingpong.c` with the same
+//! flags as `benches/net.rs`; without `mpicc`/`mpirun` its column reads "-".
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its table"
+)]
+
+use meshwork::{local, Node, ProcessGroup};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// One-way microseconds per size, and the number of wrong bytes.
+type Rows = BTreeMap<usize, (f64, u64)>;
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7) as u8).collect()
+}
+
+/// Ping-pong between ranks 0 and 1 of `g`; rank 0's rows.
+fn pingpong(g: &ProcessGroup, sizes: &[usize], iters: &[usize]) -> meshwork::Result<Rows> {
+    let mut rows = Rows::new();
+    for (&n, &it) in sizes.iter().zip(iters) {
+        let mut buf = pattern(n);
+        g.barrier()?;
+        let mut t = Instant::now();
+        for r in 0..it + 2 {
+            if r == 2 {
+                t = Instant::now();
+            }
+            if g.rank() == 0 {
+                g.send(&buf, 1, 0)?;
+                g.recv(&mut buf, 1, 0)?;
+            } else {
+                g.recv(&mut buf, 0, 0)?;
+                g.send(&buf, 0, 0)?;
+            }
+        }
+        let one_way = t.elapsed().as_secs_f64() / it as f64 / 2.0 * 1e6;
+        let wrong = buf
+            .iter()
+            .zip(pattern(n))
+            .filter(|(a, b)| **a != *b)
+            .count() as u64;
+        rows.insert(n, (one_way, wrong));
+    }
+    Ok(rows)
+}
+
+/// RPC round trips of 8 bytes from rank 0 to rank 1, in microseconds.
+fn rpc_round_trip(g: &ProcessGroup, iters: usize) -> meshwork::Result<f64> {
+    g.register_rpc(1, |_, args| args.to_vec());
+    g.barrier()?;
+    let mut us = 0.0;
+    if g.rank() == 0 {
+        for _ in 0..10 {
+            g.rpc(1, 1, &[0; 8])?;
+        }
+        let t = Instant::now();
+        for _ in 0..iters {
+            g.rpc(1, 1, &[0; 8])?;
+        }
+        us = t.elapsed().as_secs_f64() / iters as f64 * 1e6;
+    }
+    g.barrier()?;
+    Ok(us)
+}
+
+fn print_rows(rows: &Rows, rpc: f64) {
+    for (n, (t, w)) in rows {
+        println!("ROW pingpong {n} {t:.3} {w}");
+    }
+    println!("ROW rpc 8 {rpc:.3} 0");
+}
+
+fn rank_main(sizes: &[usize], iters: &[usize]) -> meshwork::Result<()> {
+    let g = Node::from_env()?.connect()?;
+    let rows = pingpong(&g, sizes, iters)?;
+    let rpc = rpc_round_trip(&g, 2000)?;
+    if g.rank() == 0 {
+        print_rows(&rows, rpc);
+    }
+    g.shutdown()
+}
+
+fn parse_rows(lines: impl Iterator<Item = String>) -> (Rows, Option<f64>) {
+    let (mut rows, mut rpc) = (Rows::new(), None);
+    for line in lines {
+        let line = line
+            .split_once("] ")
+            .map_or(line.as_str(), |(_, l)| l)
+            .to_string();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 5 && f[0] == "ROW" {
+            if let (Ok(n), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
+                if f[1] == "rpc" {
+                    rpc = Some(t);
+                } else {
+                    rows.insert(n, (t, w));
+                }
+            }
+        }
+    }
+    (rows, rpc)
+}
+
+fn run(mut cmd: Command) -> Option<(Rows, Option<f64>)> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let out = parse_rows(
+        BufReader::new(child.stdout.take()?)
+            .lines()
+            .map_while(Result::ok),
+    );
+    child.wait().ok()?.success().then_some(out)
+}
+
+fn main() {
+    let parse = |s: &str| {
+        s.split(',')
+            .filter_map(|x| x.parse().ok())
+            .collect::<Vec<usize>>()
+    };
+    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+        let sizes = parse(&std::env::var("BENCH_SIZES").unwrap_or_default());
+        let iters = parse(&std::env::var("BENCH_ITERS").unwrap_or_default());
+        if let Err(e) = rank_main(&sizes, &iters) {
+            eprintln!("rank failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let sizes: Vec<usize> = std::iter::once(8)
+        .chain((0..=7).map(|k| (4usize << 10) << (2 * k)))
+        .collect();
+    let iters: Vec<usize> = sizes
+        .iter()
+        .map(|&b| ((256usize << 20) / b.max(1)).clamp(5, 5000))
+        .collect();
+    let join = |v: &[usize]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+
+    // In-process.
+    let world = local(2).expect("local world");
+    let mem: Vec<(Rows, f64)> = std::thread::scope(|s| {
+        let hs: Vec<_> = world
+            .iter()
+            .map(|g| {
+                let (sizes, iters) = (&sizes, &iters);
+                s.spawn(move || {
+                    let rows = pingpong(g, sizes, iters).expect("ping-pong");
+                    (rows, rpc_round_trip(g, 2000).expect("rpc"))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("rank")).collect()
+    });
+    let (mem_rows, mem_rpc) = mem.into_iter().next().expect("rank 0");
+
+    // TCP, two processes through meshrun.
+    let exe = std::env::current_exe().expect("bench path");
+    let meshrun = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("meshrun"));
+    let tcp = meshrun.filter(|m| m.exists()).and_then(|m| {
+        let mut c = Command::new(m);
+        c.args(["-n", "2", "--"]).arg(&exe);
+        c.env("BENCH_ROLE", "rank")
+            .env("BENCH_SIZES", join(&sizes))
+            .env("BENCH_ITERS", join(&iters));
+        run(c)
+    });
+    if tcp.is_none() {
+        eprintln!("TCP column missing: build meshrun first (cargo build --release --bin meshrun)");
+    }
+
+    // Open MPI.
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/baselines/mpi_pingpong.c"
+    );
+    let bin = std::env::temp_dir().join("meshwork_mpi_pingpong");
+    let built = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(src)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mpi = built
+        .then(|| {
+            let mut c = Command::new("mpirun");
+            c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+                .args([
+                    "--mca",
+                    "pml",
+                    "ob1",
+                    "--mca",
+                    "btl",
+                    "tcp,self",
+                    "--mca",
+                    "btl_tcp_if_include",
+                    "lo",
+                ])
+                .arg(&bin)
+                .args([join(&sizes), join(&iters)]);
+            run(c)
+        })
+        .flatten();
+
+    println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
+    println!(
+        "{:>10} | {:>9} {:>7} {:>3} | {:>9} {:>7} {:>3} | {:>9} {:>7} {:>3} | {:>9}",
+        "size(B)",
+        "mem(us)",
+        "GB/s",
+        "#w",
+        "tcp(us)",
+        "GB/s",
+        "#w",
+        "ompi(us)",
+        "GB/s",
+        "#w",
+        "tcp/ompi"
+    );
+    for &n in &sizes {
+        let cell = |r: Option<&(f64, u64)>| match r {
+            Some((t, w)) => format!("{t:>9.2} {:>7.3} {w:>3}", n as f64 / (t * 1e-6) / 1e9),
+            None => format!("{:>9} {:>7} {:>3}", "-", "-", "-"),
+        };
+        let t = tcp.as_ref().and_then(|(r, _)| r.get(&n));
+        let o = mpi.as_ref().and_then(|(r, _)| r.get(&n));
+        let ratio = match (t, o) {
+            (Some((tt, _)), Some((to, _))) => format!("{:>9.2}", to / tt),
+            _ => format!("{:>9}", "-"),
+        };
+        println!(
+            "{n:>10} | {} | {} | {} | {ratio}",
+            cell(mem_rows.get(&n)),
+            cell(t),
+            cell(o)
+        );
+    }
+    println!();
+    println!("# RPC round trip, 8-byte echo (µs)");
+    println!("{:>10} {:>10}", "mem", "tcp");
+    let tcp_rpc = tcp
+        .as_ref()
+        .and_then(|(_, r)| *r)
+        .map_or("-".to_string(), |v| format!("{v:.2}"));
+    println!("{mem_rpc:>10.2} {tcp_rpc:>10}");
+}
