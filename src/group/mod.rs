@@ -105,8 +105,10 @@ impl GroupInner {
             .get(&coll)
             .copied()
             .unwrap_or_else(|| select(coll, self.world as usize, bytes, self.topology));
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        self.transport.note_collective(self.comm_id, seq);
         Ok(Call {
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            seq,
             desc: Descriptor {
                 coll,
                 dtype: T::DTYPE,

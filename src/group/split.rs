@@ -116,6 +116,10 @@ impl Transport for SubTransport {
             .collect()
     }
 
+    fn note_collective(&self, comm: u64, seq: u64) {
+        self.parent.note_collective(comm, seq);
+    }
+
     /// The links' deadline belongs to the parent.
     fn set_timeout(&self, _timeout: Duration) {}
 

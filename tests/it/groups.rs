@@ -344,3 +344,84 @@ fn faults_a_message_over_4_gib_arrives_intact() {
         o.unwrap();
     }
 }
+
+/// Point-to-point rules: tags are independent lanes, FIFO within a tag, a
+/// timed-out receive consumes nothing and the message is received later,
+/// and one lane holds at most `LANE_DEPTH` unreceived messages per sender.
+fn p2p_rules(g: &ProcessGroup) -> meshwork::Result<()> {
+    let depth = meshwork_transport::LANE_DEPTH as usize;
+    if g.rank() == 0 {
+        for i in 0..5u32 {
+            g.send(&[i], 1, 10)?;
+            g.send(&[100 + i], 1, 11)?;
+        }
+        g.barrier()?; // rank 1 has timed out on tag 12
+        g.send(&[7u64], 1, 12)?;
+        // Flood one lane past its depth, then a message on another lane.
+        for i in 0..depth + 40 {
+            g.send_bytes(&(i as u32).to_le_bytes(), 1, 20)?;
+        }
+        g.send_bytes(b"after", 1, 21)?;
+    } else {
+        // Tag 11 first: the other lane waits without blocking this one.
+        for i in 0..5u32 {
+            let mut x = [0u32];
+            g.recv(&mut x, 0, 11)?;
+            assert_eq!(x, [100 + i]);
+        }
+        for i in 0..5u32 {
+            let mut x = [0u32];
+            g.recv(&mut x, 0, 10)?;
+            assert_eq!(x, [i], "FIFO within a tag");
+        }
+        assert!(matches!(
+            g.recv_bytes_timeout(0, 12, Duration::from_millis(50)),
+            Err(Error::Timeout { .. })
+        ));
+        g.barrier()?;
+        let mut y = [0u64];
+        g.recv(&mut y, 0, 12)?;
+        assert_eq!(y, [7]);
+        // The sender stops at the lane's depth: tag 21 cannot arrive until
+        // tag 20 is drained.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while g.stats()[0].received_messages < (10 + 1 + depth) as u64 {
+            assert!(Instant::now() < deadline, "{:?}", g.stats()[0]);
+            std::thread::yield_now();
+        }
+        assert!(matches!(
+            g.recv_bytes_timeout(0, 21, Duration::from_millis(300)),
+            Err(Error::Timeout { .. })
+        ));
+        assert!(
+            g.stats()[0].received_messages <= (10 + 1 + depth + 2) as u64,
+            "{:?}",
+            g.stats()[0]
+        );
+        for i in 0..depth + 40 {
+            assert_eq!(g.recv_bytes(0, 20)?, (i as u32).to_le_bytes());
+        }
+        assert_eq!(g.recv_bytes(0, 21)?, b"after");
+    }
+    g.barrier()
+}
+
+#[test]
+fn point_to_point_rules_in_process_and_over_tcp() {
+    for o in run_world(2, p2p_rules) {
+        o.unwrap();
+    }
+    for topology in [Topology::Mesh, Topology::Star] {
+        for o in run_nodes(3, topology, |g| {
+            if g.rank() < 2 {
+                p2p_rules(g)?;
+            } else {
+                g.barrier()?;
+                g.barrier()?;
+            }
+            g.shutdown()
+        }) {
+            o.unwrap();
+        }
+    }
+}

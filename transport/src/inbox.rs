@@ -31,6 +31,22 @@ struct Peer {
     credit_due: u64,
 }
 
+/// Messages one sender may have queued on one budgeted lane of one
+/// receiver; past it the sender waits.
+pub const LANE_DEPTH: u32 = 256;
+
+/// Collective sequence numbers accepted ahead of the highest this rank has
+/// issued on a communicator; a peer that skips further ahead is refused
+/// (its link is closed) rather than allowed to open lanes without bound.
+pub const SEQ_WINDOW: u64 = 1 << 16;
+
+/// Credits owed to one sender: bytes, and messages per lane.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Credit {
+    pub bytes: u64,
+    pub lanes: Vec<(LaneKey, u32)>,
+}
+
 /// Lanes whose senders are held to a byte budget: the application decides
 /// when it receives them. Collective and control traffic is bounded by the
 /// algorithms' own pipelines.
@@ -43,6 +59,10 @@ struct State {
     lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
     peers: Vec<Peer>,
     closed: bool,
+    /// Budgeted messages consumed but not yet credited, per (sender, lane).
+    lane_due: HashMap<(u32, LaneKey), u32>,
+    /// Highest collective sequence number issued, per communicator.
+    issued: HashMap<u64, u64>,
 }
 
 /// See the module docs.
@@ -80,6 +100,8 @@ impl Inbox {
                     world as usize
                 ],
                 closed: false,
+                lane_due: HashMap::new(),
+                issued: HashMap::new(),
             }),
             changed: Condvar::new(),
             deliveries: AtomicU64::new(0),
@@ -167,17 +189,49 @@ impl Inbox {
             .collect()
     }
 
-    /// Budgeted bytes from `src` consumed since the last credit, if at
-    /// least `at_least` (or everything is consumed): the caller returns
-    /// them to the sender.
-    pub(crate) fn take_credit(&self, src: u32, at_least: u64) -> Option<u64> {
+    /// What `src` is owed after a receive on `key`: everything consumed
+    /// since the last credit, once enough bytes are due, or a lane is half
+    /// consumed, or `key`'s lane (or the whole budget) is drained — so a
+    /// sender waiting for room is never left waiting on a receiver that is
+    /// waiting on it.
+    pub(crate) fn take_credit(&self, src: u32, key: LaneKey, at_least: u64) -> Option<Credit> {
         let mut st = self.lock();
+        let drained = !st.lanes.contains_key(&(src, key));
+        let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
         let p = st.peers.get_mut(src as usize)?;
-        if p.credit_due > 0 && (p.credit_due >= at_least || p.budgeted_bytes == 0) {
-            Some(std::mem::take(&mut p.credit_due))
-        } else {
-            None
+        let flush = p.credit_due >= at_least
+            || p.budgeted_bytes == 0
+            || drained
+            || lane_due >= LANE_DEPTH / 2;
+        if !flush || (p.credit_due == 0 && lane_due == 0) {
+            return None;
         }
+        let bytes = std::mem::take(&mut p.credit_due);
+        let keys: Vec<(u32, LaneKey)> = st
+            .lane_due
+            .keys()
+            .filter(|(s, _)| *s == src)
+            .copied()
+            .collect();
+        let lanes = keys
+            .into_iter()
+            .filter_map(|k| st.lane_due.remove(&k).map(|n| (k.1, n)))
+            .collect();
+        Some(Credit { bytes, lanes })
+    }
+
+    /// This rank issued collective `seq` on `comm`.
+    pub(crate) fn note_issued(&self, comm: u64, seq: u64) {
+        let mut st = self.lock();
+        let e = st.issued.entry(comm).or_insert(0);
+        *e = (*e).max(seq);
+    }
+
+    /// Whether a collective message for `seq` on `comm` is within the
+    /// window this rank accepts.
+    pub(crate) fn in_window(&self, comm: u64, seq: u64) -> bool {
+        let issued = self.lock().issued.get(&comm).copied().unwrap_or(0);
+        seq < issued.saturating_add(SEQ_WINDOW)
     }
 
     /// In-process senders: wait until `src`'s budgeted bytes queued here
@@ -186,6 +240,7 @@ impl Inbox {
     pub(crate) fn wait_room(
         &self,
         src: u32,
+        key: LaneKey,
         n: u64,
         budget: u64,
         timeout: Duration,
@@ -196,7 +251,9 @@ impl Inbox {
             let Some(p) = st.peers.get(src as usize) else {
                 return Ok(());
             };
-            if p.budgeted_bytes == 0 || p.budgeted_bytes + n <= budget || st.closed {
+            let depth = st.lanes.get(&(src, key)).map_or(0, VecDeque::len);
+            let bytes_ok = p.budgeted_bytes == 0 || p.budgeted_bytes + n <= budget;
+            if (bytes_ok && depth < LANE_DEPTH as usize) || st.closed {
                 return Ok(());
             }
             let now = Instant::now();
@@ -339,6 +396,7 @@ fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
         if budgeted(key.kind) {
             p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
             p.credit_due += n;
+            *st.lane_due.entry((src, key)).or_insert(0) += 1;
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod mem;
 mod pool;
 pub mod tcp;
 
+pub use inbox::{LANE_DEPTH, SEQ_WINDOW};
 pub use pool::BufferPool;
 
 use std::fmt;
@@ -216,6 +217,9 @@ pub trait Transport: Send + Sync + fmt::Debug {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError>;
+    /// This rank issued collective `seq` on communicator `comm`: messages
+    /// for sequence numbers far beyond it (`SEQ_WINDOW`) are refused.
+    fn note_collective(&self, comm: u64, seq: u64);
     /// Per-peer traffic counters, by rank.
     fn stats(&self) -> Vec<PeerStats>;
     /// The deadline of waits inside the transport (a sender waiting for

@@ -80,7 +80,7 @@ impl Transport for MemTransport {
         if budgeted(key.kind) {
             let timeout = Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed));
             inbox
-                .wait_room(self.rank, len, DEFAULT_PEER_BUDGET, timeout)
+                .wait_room(self.rank, key, len, DEFAULT_PEER_BUDGET, timeout)
                 .map_err(|_| TransportError::Timeout { waiting_on: dst })?;
         }
         inbox.deliver(
@@ -123,6 +123,9 @@ impl Transport for MemTransport {
             })
             .collect()
     }
+
+    /// In-process peers are this program's own threads: nothing to refuse.
+    fn note_collective(&self, _comm: u64, _seq: u64) {}
 
     fn set_timeout(&self, timeout: Duration) {
         self.timeout_ns.store(

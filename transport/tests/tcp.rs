@@ -170,3 +170,32 @@ fn concurrent_senders_of_mixed_sizes_share_a_link_intact() {
         }
     }
 }
+
+/// A peer that sends a collective message far beyond the receiver's
+/// sequence window is treated as hostile: its link is closed, and what it
+/// sent before is still delivered first.
+#[test]
+fn a_peer_skipping_far_ahead_is_cut_off() {
+    let ts = form(2, false);
+    ts[0].send(1, key(1), &[b"before"]).unwrap();
+    let far = LaneKey {
+        comm: 0,
+        kind: LaneKind::Collective,
+        tag: meshwork_transport::SEQ_WINDOW + 5,
+    };
+    ts[0].send(1, far, &[b"x"]).unwrap();
+    assert_eq!(ts[1].recv(0, key(1), T, None).unwrap().as_ref(), b"before");
+    assert_eq!(
+        ts[1].recv(0, far, T, None).unwrap_err(),
+        TransportError::PeerDisconnected { rank: 0 }
+    );
+    // Within the window is fine.
+    let ts = form(2, false);
+    let near = LaneKey {
+        comm: 0,
+        kind: LaneKind::Collective,
+        tag: meshwork_transport::SEQ_WINDOW - 1,
+    };
+    ts[0].send(1, near, &[b"ok"]).unwrap();
+    assert_eq!(ts[1].recv(0, near, T, None).unwrap().as_ref(), b"ok");
+}

@@ -4,15 +4,15 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit (bytes in `tag`) |
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit |
 //! | 1 | 1 | lane kind ([`LaneKind`]) |
 //! | 2 | 2 | zero |
 //! | 4 | 4 | source rank (the original sender, kept through relays) |
 //! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
-//! | 12 | 4 | zero |
+//! | 12 | 4 | aux: a credit's message count; zero otherwise |
 //! | 16 | 8 | communicator id |
 //! | 24 | 8 | tag |
-//! | 32 | 8 | payload length |
+//! | 32 | 8 | payload length (a credit: bytes credited; no payload follows) |
 //!
 //! All integers are little-endian. A header is checked before its payload is
 //! read or allocated: unknown type or lane kind, a rank outside the world,
@@ -31,8 +31,9 @@ pub(crate) enum FrameType {
     Bye = 3,
     /// Sent by a star coordinator: rank `src` is gone.
     PeerGone = 4,
-    /// `dst` may send `tag` more budgeted bytes to `src` (flow control,
-    /// end to end; relayed in a star).
+    /// `src` took `aux` messages of the lane (comm, kind, tag) and `len`
+    /// budgeted bytes from `dst`, who may send that much more (flow
+    /// control, end to end; relayed in a star).
     Credit = 5,
 }
 
@@ -45,6 +46,7 @@ pub(crate) struct Header {
     pub comm: u64,
     pub tag: u64,
     pub len: u64,
+    pub aux: u32,
 }
 
 /// Why a header was refused.
@@ -71,6 +73,7 @@ impl Header {
             comm: 0,
             tag: 0,
             len: 0,
+            aux: 0,
         }
     }
 
@@ -80,6 +83,7 @@ impl Header {
         h[1] = self.kind as u8;
         h[4..8].copy_from_slice(&self.src.to_le_bytes());
         h[8..12].copy_from_slice(&self.dst.to_le_bytes());
+        h[12..16].copy_from_slice(&self.aux.to_le_bytes());
         h[16..24].copy_from_slice(&self.comm.to_le_bytes());
         h[24..32].copy_from_slice(&self.tag.to_le_bytes());
         h[32..40].copy_from_slice(&self.len.to_le_bytes());
@@ -113,7 +117,8 @@ impl Header {
             }
         }
         let len = u64_at(32);
-        if len > max_len {
+        // Only data frames carry `len` bytes after the header.
+        if ftype == FrameType::Data && len > max_len {
             return Err(FrameError::TooLong(len, max_len));
         }
         Ok(Header {
@@ -124,6 +129,7 @@ impl Header {
             comm: u64_at(16),
             tag: u64_at(24),
             len,
+            aux: u32_at(12),
         })
     }
 }
@@ -142,6 +148,7 @@ mod tests {
             comm: u64::MAX,
             tag: 42,
             len: 1 << 33,
+            aux: 7,
         };
         let bytes = h.encode();
         assert_eq!(Header::decode(&bytes, 4, 1 << 34), Ok(h));

@@ -13,6 +13,7 @@ use super::frame::{FrameType, Header, HEADER_LEN};
 use crate::inbox::Inbox;
 use crate::{BufferPool, LaneKey, Payload, TransportError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::collections::HashMap;
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,12 +34,56 @@ pub(crate) struct Shared {
     pub flow: Vec<Budget>,
     /// (messages, bytes) this rank sent to each rank.
     pub sent: Vec<(AtomicU64, AtomicU64)>,
+    /// Budgeted messages sent but not yet credited, per (destination, lane).
+    pub lanes_in_flight: Mutex<HashMap<(u32, LaneKey), u32>>,
+    pub lanes_freed: Condvar,
     /// Direct links by peer rank, set once formation is done.
     pub links: OnceLock<Vec<Option<LinkTx>>>,
     pub closing: AtomicBool,
 }
 
 impl Shared {
+    /// Wait (up to the deadline) for a slot on `dst`'s lane `key`.
+    pub(crate) fn acquire_lane(&self, dst: u32, key: LaneKey) -> Result<(), TransportError> {
+        let deadline = Instant::now() + self.timeout();
+        let mut lanes = self
+            .lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        loop {
+            let n = lanes.entry((dst, key)).or_insert(0);
+            if *n < crate::LANE_DEPTH {
+                *n += 1;
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline || self.inbox.is_gone(dst) {
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
+            lanes = self
+                .lanes_freed
+                .wait_timeout(lanes, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// `dst` took `count` messages of lane `key`.
+    pub(crate) fn release_lane(&self, dst: u32, key: LaneKey, count: u32) {
+        let mut lanes = self
+            .lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = lanes.get_mut(&(dst, key)) {
+            *n = n.saturating_sub(count);
+            if *n == 0 {
+                lanes.remove(&(dst, key));
+            }
+        }
+        drop(lanes);
+        self.lanes_freed.notify_all();
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
     }
@@ -495,13 +540,32 @@ pub(crate) fn reader(shared: Arc<Shared>, peer: u32, mut stream: TcpStream) {
             FrameType::PeerGone => shared.inbox.set_gone(h.src),
             FrameType::Credit if h.dst == shared.rank => {
                 if let Some(b) = shared.flow.get(h.src as usize) {
-                    b.release(usize::try_from(h.tag).unwrap_or(usize::MAX));
+                    b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
                 }
+                let key = LaneKey {
+                    comm: h.comm,
+                    kind: h.kind,
+                    tag: h.tag,
+                };
+                shared.release_lane(h.src, key, h.aux);
             }
             FrameType::Credit if shared.star && shared.rank == 0 => {
                 relay(&shared, h, Payload::default())
             }
             FrameType::Credit => {}
+            FrameType::Data
+                if h.kind == crate::LaneKind::Collective
+                    && !shared.inbox.in_window(h.comm, h.tag) =>
+            {
+                tracing::error!(
+                    peer,
+                    seq = h.tag,
+                    "a collective message far beyond this rank's sequence window; closing the link"
+                );
+                let _ = stream.shutdown(Shutdown::Both);
+                shared.link_lost(peer);
+                return;
+            }
             FrameType::Data => {
                 // The length was checked against the cap before this
                 // allocation.

@@ -306,6 +306,8 @@ impl TcpTransport {
             sent: (0..cfg.world)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
+            lanes_in_flight: Mutex::new(std::collections::HashMap::new()),
+            lanes_freed: std::sync::Condvar::new(),
             links: OnceLock::new(),
             closing: AtomicBool::new(false),
         });
@@ -529,13 +531,13 @@ fn dial_until(
 impl TcpTransport {
     /// Return consumed budget to `src` once enough has been taken (or its
     /// queue here is empty, so a waiting sender is never left waiting).
-    fn credit(&self, src: u32) {
+    fn credit(&self, src: u32, key: LaneKey) {
         let sh = &self.shared;
         if src == sh.rank {
             return;
         }
         let batch = sh.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;
-        let Some(bytes) = sh.inbox.take_credit(src, batch) else {
+        let Some(credit) = sh.inbox.take_credit(src, key, batch) else {
             return;
         };
         let hop = if sh.star && sh.rank != 0 { 0 } else { src };
@@ -547,10 +549,15 @@ impl TcpTransport {
         else {
             return;
         };
-        let mut h = frame::Header::control(frame::FrameType::Credit, sh.rank, src);
-        h.tag = bytes;
-        if link.send(h.encode(), &[], sh, src).is_err() {
-            tracing::debug!(src, "cannot return credit; the link is gone");
+        let mut bytes = credit.bytes;
+        for (lane, count) in credit.lanes {
+            let mut h = frame::Header::control(frame::FrameType::Credit, sh.rank, src);
+            (h.comm, h.kind, h.tag, h.aux, h.len) = (lane.comm, lane.kind, lane.tag, count, bytes);
+            bytes = 0;
+            if link.send(h.encode(), &[], sh, src).is_err() {
+                tracing::debug!(src, "cannot return credit; the link is gone");
+                return;
+            }
         }
     }
 }
@@ -605,9 +612,14 @@ impl Transport for TcpTransport {
             comm: key.comm,
             tag: key.tag,
             len: len as u64,
+            aux: 0,
         };
         if budgeted(key.kind) {
-            sh.flow[dst as usize].acquire(len, sh.timeout(), dst)?;
+            sh.acquire_lane(dst, key)?;
+            if let Err(e) = sh.flow[dst as usize].acquire(len, sh.timeout(), dst) {
+                sh.release_lane(dst, key, 1);
+                return Err(e);
+            }
         }
         let sent = link.send(header.encode(), parts, sh, dst);
         if sent.is_ok() {
@@ -627,7 +639,7 @@ impl Transport for TcpTransport {
     ) -> Result<Payload, TransportError> {
         let msg = self.shared.inbox.recv(src, key, timeout, want_len)?;
         if budgeted(key.kind) {
-            self.credit(src);
+            self.credit(src, key);
         }
         Ok(msg)
     }
@@ -635,7 +647,7 @@ impl Transport for TcpTransport {
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
         let (src, msg) = self.shared.inbox.recv_any(key, timeout)?;
         if budgeted(key.kind) {
-            self.credit(src);
+            self.credit(src, key);
         }
         Ok((src, msg))
     }
@@ -652,6 +664,10 @@ impl Transport for TcpTransport {
                 ..s
             })
             .collect()
+    }
+
+    fn note_collective(&self, comm: u64, seq: u64) {
+        self.shared.inbox.note_issued(comm, seq);
     }
 
     fn set_timeout(&self, timeout: Duration) {
