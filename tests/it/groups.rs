@@ -425,3 +425,36 @@ fn point_to_point_rules_in_process_and_over_tcp() {
         }
     }
 }
+
+#[test]
+fn dropping_a_group_flushes_what_it_sent() {
+    // Rank 0 sends 32 MiB and drops its group at once; rank 1 still gets
+    // every byte, then sees rank 0 leave.
+    let addrs = crate::support::free_ports(2);
+    let (a0, a1) = (addrs.clone(), addrs);
+    let receiver = std::thread::spawn(move || -> meshwork::Result<()> {
+        let g = meshwork::Node::new(1, 2)
+            .peers(a1)?
+            .timeout(Duration::from_secs(20))
+            .connect()?;
+        let got = g.recv_bytes(0, 3)?;
+        assert!(
+            got.len() == 32 << 20 && got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8)
+        );
+        assert!(matches!(
+            g.recv_bytes(0, 3),
+            Err(Error::PeerDisconnected { rank: 0 })
+        ));
+        Ok(())
+    });
+    let g = meshwork::Node::new(0, 2)
+        .peers(a0)
+        .unwrap()
+        .timeout(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    let data: Vec<u8> = (0..32 << 20).map(|i| (i % 251) as u8).collect();
+    g.send_bytes(&data, 1, 3).unwrap();
+    drop(g);
+    receiver.join().unwrap().unwrap();
+}
