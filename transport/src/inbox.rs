@@ -270,6 +270,38 @@ impl Inbox {
         }
     }
 
+    /// The next message from `src` on `key` if one is queued now (`None`
+    /// otherwise); with `want_len`, one of another length stays queued and
+    /// is reported as `LengthMismatch`.
+    pub(crate) fn try_take(
+        &self,
+        src: u32,
+        key: LaneKey,
+        want_len: Option<usize>,
+    ) -> Option<Result<Payload, TransportError>> {
+        let mut st = self.lock();
+        let queue = st.lanes.get_mut(&(src, key))?;
+        let front_len = queue.front()?.len();
+        if let Some(want) = want_len.filter(|&w| w != front_len) {
+            return Some(Err(TransportError::LengthMismatch {
+                from: src,
+                got: front_len,
+                want,
+            }));
+        }
+        let msg = queue.pop_front()?;
+        if queue.is_empty() {
+            st.lanes.remove(&(src, key));
+        }
+        let freed = budgeted(key.kind);
+        consumed(&mut st, src, key, msg.len());
+        drop(st);
+        if freed {
+            self.changed.notify_all();
+        }
+        Some(Ok(msg))
+    }
+
     /// The next message on `key` from any rank, with its sender; waits at
     /// most `timeout` (wall time: the sender is not known in advance).
     pub(crate) fn recv_any(

@@ -14,7 +14,7 @@ use crate::inbox::Inbox;
 use crate::{BufferPool, LaneKey, Payload, TransportError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::HashMap;
-use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::io::{ErrorKind, IoSlice, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -39,6 +39,11 @@ pub(crate) struct Shared {
     pub lanes_freed: Condvar,
     /// Direct links by peer rank, set once formation is done.
     pub links: OnceLock<Vec<Option<LinkTx>>>,
+    /// Their receive halves, by peer rank.
+    pub rxs: OnceLock<Vec<Option<Arc<super::rx::Rx>>>>,
+    /// Whether a receiving thread spins (this host has a core per rank) or
+    /// yields while it polls its link.
+    pub spin: bool,
     pub closing: AtomicBool,
 }
 
@@ -90,7 +95,7 @@ impl Shared {
 
     /// Ranks whose traffic arrives over the link to `peer`: a star worker
     /// hears everyone through the coordinator.
-    fn served_by(&self, peer: u32) -> Vec<u32> {
+    pub(crate) fn served_by(&self, peer: u32) -> Vec<u32> {
         if self.star && self.rank != 0 {
             (0..self.world).filter(|&r| r != self.rank).collect()
         } else {
@@ -100,7 +105,7 @@ impl Shared {
 
     /// The link to `peer` failed: its ranks are gone; a coordinator tells
     /// every other worker.
-    fn link_lost(&self, peer: u32) {
+    pub(crate) fn link_lost(&self, peer: u32) {
         if self.closing.load(Ordering::Acquire) {
             return;
         }
@@ -450,167 +455,8 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
     }
 }
 
-enum ReadEnd {
-    /// The peer closed or reset, or the rank is closing.
-    Closed,
-}
-
-/// Fill `buf`, tolerating read timeouts (used to notice silence) and
-/// reporting progress for data from `progress_of`.
-fn read_full(
-    stream: &mut TcpStream,
-    buf: &mut [u8],
-    shared: &Shared,
-    peer: u32,
-    last_byte: &mut Instant,
-    silent: &mut bool,
-    progress_of: Option<u32>,
-) -> Result<(), ReadEnd> {
-    let mut off = 0;
-    while off < buf.len() {
-        match stream.read(&mut buf[off..]) {
-            Ok(0) => return Err(ReadEnd::Closed),
-            Ok(n) => {
-                off += n;
-                *last_byte = Instant::now();
-                if *silent {
-                    *silent = false;
-                    for r in shared.served_by(peer) {
-                        shared.inbox.set_silent(r, false);
-                    }
-                }
-                if let Some(src) = progress_of.filter(|_| off < buf.len()) {
-                    shared.inbox.progress(src);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if shared.closing.load(Ordering::Acquire) {
-                    return Err(ReadEnd::Closed);
-                }
-                if !*silent && last_byte.elapsed() >= shared.timeout() {
-                    *silent = true;
-                    tracing::warn!(peer, "link silent for {:?}", shared.timeout());
-                    for r in shared.served_by(peer) {
-                        shared.inbox.set_silent(r, true);
-                    }
-                }
-            }
-            Err(_) => return Err(ReadEnd::Closed),
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn reader(shared: Arc<Shared>, peer: u32, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(heartbeat_interval(shared.timeout())));
-    let mut last_byte = Instant::now();
-    let mut silent = false;
-    loop {
-        let mut raw = [0u8; HEADER_LEN];
-        if read_full(
-            &mut stream,
-            &mut raw,
-            &shared,
-            peer,
-            &mut last_byte,
-            &mut silent,
-            None,
-        )
-        .is_err()
-        {
-            shared.link_lost(peer);
-            return;
-        }
-        let h = match Header::decode(&raw, shared.world, shared.max_message_bytes) {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::error!(peer, "protocol error on the link: {e}; closing it");
-                let _ = stream.shutdown(Shutdown::Both);
-                shared.link_lost(peer);
-                return;
-            }
-        };
-        match h.ftype {
-            FrameType::Heartbeat => {}
-            FrameType::Bye => {
-                shared.link_lost(peer);
-                return;
-            }
-            FrameType::PeerGone => shared.inbox.set_gone(h.src),
-            FrameType::Credit if h.dst == shared.rank => {
-                if let Some(b) = shared.flow.get(h.src as usize) {
-                    b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
-                }
-                let key = LaneKey {
-                    comm: h.comm,
-                    kind: h.kind,
-                    tag: h.tag,
-                };
-                shared.release_lane(h.src, key, h.aux);
-            }
-            FrameType::Credit if shared.star && shared.rank == 0 => {
-                relay(&shared, h, Payload::default())
-            }
-            FrameType::Credit => {}
-            FrameType::Data
-                if h.kind == crate::LaneKind::Collective
-                    && !shared.inbox.in_window(h.comm, h.tag) =>
-            {
-                tracing::error!(
-                    peer,
-                    seq = h.tag,
-                    "a collective message far beyond this rank's sequence window; closing the link"
-                );
-                let _ = stream.shutdown(Shutdown::Both);
-                shared.link_lost(peer);
-                return;
-            }
-            FrameType::Data => {
-                // The length was checked against the cap before this
-                // allocation.
-                let mut buf = shared.pool.take_filled(h.len as usize);
-                if read_full(
-                    &mut stream,
-                    &mut buf,
-                    &shared,
-                    peer,
-                    &mut last_byte,
-                    &mut silent,
-                    Some(h.src),
-                )
-                .is_err()
-                {
-                    shared.link_lost(peer);
-                    return;
-                }
-                let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-                if h.dst == shared.rank {
-                    let key = LaneKey {
-                        comm: h.comm,
-                        kind: h.kind,
-                        tag: h.tag,
-                    };
-                    shared.inbox.deliver(h.src, key, payload);
-                } else if shared.star && shared.rank == 0 {
-                    relay(&shared, h, payload);
-                } else {
-                    tracing::error!(
-                        peer,
-                        dst = h.dst,
-                        "a frame for another rank on a direct link; closing it"
-                    );
-                    let _ = stream.shutdown(Shutdown::Both);
-                    shared.link_lost(peer);
-                    return;
-                }
-            }
-        }
-    }
-}
-
 /// A star coordinator forwards a worker's frame to its destination.
-fn relay(shared: &Shared, h: Header, payload: Payload) {
+pub(crate) fn relay(shared: &Shared, h: Header, payload: Payload) {
     let link = shared
         .links
         .get()

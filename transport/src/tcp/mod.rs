@@ -13,6 +13,7 @@
 mod frame;
 mod handshake;
 mod link;
+mod rx;
 
 pub use handshake::PROTOCOL_VERSION;
 
@@ -149,6 +150,10 @@ fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
         reason: e.to_string(),
     }
 }
+
+/// How long a receiving thread reads its peer's link itself before it
+/// parks and leaves the link to the reader thread.
+const CALLER_POLL: Duration = Duration::from_micros(60);
 
 const WAKE: mio::Token = mio::Token(0);
 const LISTEN: mio::Token = mio::Token(1);
@@ -309,9 +314,24 @@ impl TcpTransport {
             lanes_in_flight: Mutex::new(std::collections::HashMap::new()),
             lanes_freed: std::sync::Condvar::new(),
             links: OnceLock::new(),
+            rxs: OnceLock::new(),
+            spin: {
+                // Ranks on this host (same address as ours) against its
+                // cores: spinning only pays when each rank has a core.
+                let me = cfg.peers.get(cfg.rank as usize).map(SocketAddr::ip);
+                let here = cfg
+                    .peers
+                    .iter()
+                    .filter(|a| Some(a.ip()) == me)
+                    .count()
+                    .max(1);
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                here <= cores
+            },
             closing: AtomicBool::new(false),
         });
         let mut links: Vec<Option<LinkTx>> = vec![None; cfg.world as usize];
+        let mut rxs: Vec<Option<Arc<rx::Rx>>> = vec![None; cfg.world as usize];
         let mut threads = Vec::new();
         for (peer, stream) in formed {
             let _ = stream.set_nodelay(true);
@@ -337,7 +357,11 @@ impl TcpTransport {
                 .spawn(move || link::writer(s1, peer, link, rx));
             let reader = std::thread::Builder::new()
                 .name(format!("meshwork-r{}-{peer}", cfg.rank))
-                .spawn(move || link::reader(s2, peer, rs));
+                .spawn({
+                    let rx = Arc::new(rx::Rx::new(peer, rs));
+                    rxs[peer as usize] = Some(Arc::clone(&rx));
+                    move || rx::reader(s2, rx)
+                });
             match (writer, reader) {
                 (Ok(writer), Ok(reader)) => threads.push(LinkThreads {
                     stream: keep,
@@ -351,6 +375,7 @@ impl TcpTransport {
             }
         }
         let _ = shared.links.set(links);
+        let _ = shared.rxs.set(rxs);
         TcpTransport {
             shared,
             threads: Mutex::new(threads),
@@ -637,7 +662,38 @@ impl Transport for TcpTransport {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError> {
-        let msg = self.shared.inbox.recv(src, key, timeout, want_len)?;
+        let sh = &self.shared;
+        // Caller-driven progress: read the link to `src` ourselves for a
+        // moment before parking, so a prompt reply needs no thread hand-off.
+        let hop = if sh.star && sh.rank != 0 { 0 } else { src };
+        if let Some(rx) = sh
+            .rxs
+            .get()
+            .and_then(|r| r.get(hop as usize))
+            .and_then(Option::as_ref)
+        {
+            let until = Instant::now() + CALLER_POLL;
+            loop {
+                if let Some(taken) = sh.inbox.try_take(src, key, want_len) {
+                    let msg = taken?;
+                    if budgeted(key.kind) {
+                        self.credit(src, key);
+                    }
+                    return Ok(msg);
+                }
+                if rx.try_pump(sh) || Instant::now() >= until {
+                    break;
+                }
+                if sh.spin {
+                    std::hint::spin_loop();
+                } else {
+                    // More ranks than cores here: the peer we wait for may
+                    // need this core.
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let msg = sh.inbox.recv(src, key, timeout, want_len)?;
         if budgeted(key.kind) {
             self.credit(src, key);
         }
