@@ -22,10 +22,10 @@
     reason = "a benchmark prints its table"
 )]
 
+mod common;
+
+use common::{join, parse_list, Rows};
 use meshwork::{Node, ProcessGroup, ReduceOp};
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const WORLD: u32 = 4;
@@ -122,104 +122,12 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
     g.shutdown()
 }
 
-type Rows = BTreeMap<(String, usize), (f64, u64)>;
-
-fn collect(cmd: &mut Command) -> Option<Rows> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .ok()?;
-    let mut rows = Rows::new();
-    for line in BufReader::new(child.stdout.take()?)
-        .lines()
-        .map_while(Result::ok)
-    {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 5 && f[0] == "ROW" {
-            if let (Ok(b), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
-                rows.insert((f[1].to_string(), b), (t, w));
-            }
-        }
-    }
-    child.wait().ok()?.success().then_some(rows)
-}
-
 fn meshwork_rows(topology: &str, sizes: &str, iters: &str, colls: &str) -> Option<Rows> {
-    let exe = std::env::current_exe().ok()?;
-    let meshrun = exe.parent()?.parent()?.join("meshrun");
-    let mut cmd = if meshrun.exists() {
-        let mut c = Command::new(meshrun);
-        c.args(["-n", &WORLD.to_string(), "--topology", topology, "--"])
-            .arg(&exe);
-        c
-    } else {
-        eprintln!("meshrun not built (cargo build --release --bin meshrun); cannot run the {topology} table");
-        return None;
-    };
-    cmd.env("BENCH_ROLE", "rank")
-        .env("BENCH_SIZES", sizes)
+    let mut cmd = common::meshrun(WORLD, topology)?;
+    cmd.env("BENCH_SIZES", sizes)
         .env("BENCH_ITERS", iters)
         .env("BENCH_COLLS", colls);
-    // meshrun prefixes lines with "[r] "; strip it.
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .ok()?;
-    let mut rows = Rows::new();
-    for line in BufReader::new(child.stdout.take()?)
-        .lines()
-        .map_while(Result::ok)
-    {
-        let line = line
-            .split_once("] ")
-            .map_or(line.as_str(), |(_, l)| l)
-            .to_string();
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 5 && f[0] == "ROW" {
-            if let (Ok(b), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
-                rows.insert((f[1].to_string(), b), (t, w));
-            }
-        }
-    }
-    child.wait().ok()?.success().then_some(rows)
-}
-
-fn mpi_rows(sizes: &str, iters: &str) -> Option<Rows> {
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/baselines/mpi_bench.c");
-    let bin = std::env::temp_dir().join("meshwork_mpi_bench");
-    let built = Command::new("mpicc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(src)
-        .status()
-        .ok()?
-        .success();
-    if !built {
-        return None;
-    }
-    let mut cmd = Command::new("mpirun");
-    cmd.args([
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-np",
-        &WORLD.to_string(),
-    ])
-    .args([
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "tcp,self",
-        "--mca",
-        "btl_tcp_if_include",
-        "lo",
-    ])
-    .arg(&bin)
-    .args([sizes, iters]);
-    collect(&mut cmd)
+    common::run_rows(cmd)
 }
 
 fn bus_factor(coll: &str) -> f64 {
@@ -234,11 +142,7 @@ fn bus_factor(coll: &str) -> f64 {
 fn main() {
     let sizes_env = std::env::var("BENCH_SIZES").unwrap_or_default();
     let iters_env = std::env::var("BENCH_ITERS").unwrap_or_default();
-    let parse = |s: &str| {
-        s.split(',')
-            .filter_map(|x| x.parse().ok())
-            .collect::<Vec<usize>>()
-    };
+    let parse = parse_list;
     if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
         let colls: Vec<String> = std::env::var("BENCH_COLLS")
             .map(|c| c.split(',').map(str::to_string).collect())
@@ -266,12 +170,6 @@ fn main() {
         .iter()
         .map(|&b| ((256usize << 20) / b).clamp(3, 300))
         .collect();
-    let join = |v: &[usize]| {
-        v.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     let (s, i) = (join(&sizes), join(&iters));
     let colls: Vec<&str> = COLLS
         .iter()
@@ -280,7 +178,7 @@ fn main() {
         .collect();
     let mesh = meshwork_rows("mesh", &s, &i, &colls.join(","));
     let star = meshwork_rows("star", &s, &i, &colls.join(","));
-    let mpi = mpi_rows(&s, &i);
+    let mpi = common::mpi("mpi_bench.c", WORLD, &[s.clone(), i.clone()]);
     if mpi.is_none() {
         println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
     }

@@ -15,10 +15,11 @@
     reason = "a benchmark prints its table"
 )]
 
+mod common;
+
+use common::{join, parse_list};
 use meshwork::{local, Node, ProcessGroup};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// One-way microseconds per size, and the number of wrong bytes.
@@ -94,47 +95,22 @@ fn rank_main(sizes: &[usize], iters: &[usize]) -> meshwork::Result<()> {
     g.shutdown()
 }
 
-fn parse_rows(lines: impl Iterator<Item = String>) -> (Rows, Option<f64>) {
-    let (mut rows, mut rpc) = (Rows::new(), None);
-    for line in lines {
-        let line = line
-            .split_once("] ")
-            .map_or(line.as_str(), |(_, l)| l)
-            .to_string();
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 5 && f[0] == "ROW" {
-            if let (Ok(n), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
-                if f[1] == "rpc" {
-                    rpc = Some(t);
-                } else {
-                    rows.insert(n, (t, w));
-                }
-            }
-        }
-    }
-    (rows, rpc)
-}
-
-fn run(mut cmd: Command) -> Option<(Rows, Option<f64>)> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .ok()?;
-    let out = parse_rows(
-        BufReader::new(child.stdout.take()?)
-            .lines()
-            .map_while(Result::ok),
-    );
-    child.wait().ok()?.success().then_some(out)
+/// Ping-pong rows and the RPC round trip from a run's ROW lines.
+fn split_rows(rows: common::Rows) -> (Rows, Option<f64>) {
+    let rpc = rows
+        .iter()
+        .find(|((name, _), _)| name == "rpc")
+        .map(|(_, (t, _))| *t);
+    let pp = rows
+        .into_iter()
+        .filter(|((name, _), _)| name == "pingpong")
+        .map(|((_, n), v)| (n, v))
+        .collect();
+    (pp, rpc)
 }
 
 fn main() {
-    let parse = |s: &str| {
-        s.split(',')
-            .filter_map(|x| x.parse().ok())
-            .collect::<Vec<usize>>()
-    };
+    let parse = parse_list;
     if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
         let sizes = parse(&std::env::var("BENCH_SIZES").unwrap_or_default());
         let iters = parse(&std::env::var("BENCH_ITERS").unwrap_or_default());
@@ -151,12 +127,6 @@ fn main() {
         .iter()
         .map(|&b| ((256usize << 20) / b.max(1)).clamp(5, 5000))
         .collect();
-    let join = |v: &[usize]| {
-        v.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
 
     // In-process.
     let world = local(2).expect("local world");
@@ -175,56 +145,13 @@ fn main() {
     });
     let (mem_rows, mem_rpc) = mem.into_iter().next().expect("rank 0");
 
-    // TCP, two processes through meshrun.
-    let exe = std::env::current_exe().expect("bench path");
-    let meshrun = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("meshrun"));
-    let tcp = meshrun.filter(|m| m.exists()).and_then(|m| {
-        let mut c = Command::new(m);
-        c.args(["-n", "2", "--"]).arg(&exe);
-        c.env("BENCH_ROLE", "rank")
-            .env("BENCH_SIZES", join(&sizes))
+    // TCP, two processes through meshrun; Open MPI on the same sizes.
+    let tcp = common::meshrun(2, "mesh").and_then(|mut c| {
+        c.env("BENCH_SIZES", join(&sizes))
             .env("BENCH_ITERS", join(&iters));
-        run(c)
+        common::run_rows(c).map(split_rows)
     });
-    if tcp.is_none() {
-        eprintln!("TCP column missing: build meshrun first (cargo build --release --bin meshrun)");
-    }
-
-    // Open MPI.
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/baselines/mpi_pingpong.c"
-    );
-    let bin = std::env::temp_dir().join("meshwork_mpi_pingpong");
-    let built = Command::new("mpicc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(src)
-        .status()
-        .is_ok_and(|s| s.success());
-    let mpi = built
-        .then(|| {
-            let mut c = Command::new("mpirun");
-            c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
-                .args([
-                    "--mca",
-                    "pml",
-                    "ob1",
-                    "--mca",
-                    "btl",
-                    "tcp,self",
-                    "--mca",
-                    "btl_tcp_if_include",
-                    "lo",
-                ])
-                .arg(&bin)
-                .args([join(&sizes), join(&iters)]);
-            run(c)
-        })
-        .flatten();
+    let mpi = common::mpi("mpi_pingpong.c", 2, &[join(&sizes), join(&iters)]).map(split_rows);
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
     println!(

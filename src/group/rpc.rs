@@ -128,14 +128,7 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
         Some(h) => {
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, &bytes[12..]))) {
                 Ok(out) => (OK, out),
-                Err(p) => {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "the handler panicked".into());
-                    (FAILED, msg.into_bytes())
-                }
+                Err(p) => (FAILED, super::work::panic_message(&*p).into_bytes()),
             }
         }
     };

@@ -82,10 +82,17 @@ impl<R> fmt::Debug for Work<R> {
 /// A panic inside an operation becomes this error rather than a handle that
 /// never completes.
 pub(crate) fn panicked(op: &str, payload: &(dyn std::any::Any + Send)) -> Error {
-    let msg = payload
+    Error::Io(std::io::Error::other(format!(
+        "{op} panicked: {}",
+        panic_message(payload)
+    )))
+}
+
+/// The text a panic carried, if it was a string.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
-    Error::Io(std::io::Error::other(format!("{op} panicked: {msg}")))
+        .unwrap_or_else(|| "the panic carried no message".into())
 }

@@ -256,17 +256,12 @@ impl Inbox {
             if (bytes_ok && depth < LANE_DEPTH as usize) || st.closed {
                 return Ok(());
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if Instant::now() >= deadline {
                 return Err(TransportError::Timeout {
                     waiting_on: u32::MAX,
                 });
             }
-            st = self
-                .changed
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_until(st, deadline);
         }
     }
 
@@ -280,26 +275,26 @@ impl Inbox {
         want_len: Option<usize>,
     ) -> Option<Result<Payload, TransportError>> {
         let mut st = self.lock();
-        let queue = st.lanes.get_mut(&(src, key))?;
-        let front_len = queue.front()?.len();
-        if let Some(want) = want_len.filter(|&w| w != front_len) {
-            return Some(Err(TransportError::LengthMismatch {
-                from: src,
-                got: front_len,
-                want,
-            }));
-        }
-        let msg = queue.pop_front()?;
-        if queue.is_empty() {
-            st.lanes.remove(&(src, key));
-        }
-        let freed = budgeted(key.kind);
-        consumed(&mut st, src, key, msg.len());
+        let taken = take_front(&mut st, src, key, want_len);
         drop(st);
-        if freed {
+        if matches!(taken, Some(Ok(_))) && budgeted(key.kind) {
+            // Senders in this process may be waiting for room.
             self.changed.notify_all();
         }
-        Some(Ok(msg))
+        taken
+    }
+
+    /// Wait on the condvar until `deadline` at most.
+    fn wait_until<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        deadline: Instant,
+    ) -> MutexGuard<'a, State> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.changed
+            .wait_timeout(st, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
     }
 
     /// The next message on `key` from any rank, with its sender; waits at
@@ -313,32 +308,21 @@ impl Inbox {
         let mut st = self.lock();
         loop {
             for src in 0..st.peers.len() as u32 {
-                if let Some(queue) = st.lanes.get_mut(&(src, key)) {
-                    if let Some(msg) = queue.pop_front() {
-                        if queue.is_empty() {
-                            st.lanes.remove(&(src, key));
-                        }
-                        consumed(&mut st, src, key, msg.len());
-                        drop(st);
-                        self.changed.notify_all();
-                        return Ok((src, msg));
-                    }
+                if let Some(taken) = take_front(&mut st, src, key, None) {
+                    drop(st);
+                    self.changed.notify_all();
+                    return taken.map(|msg| (src, msg));
                 }
             }
             if st.closed {
                 return Err(TransportError::Closed);
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if Instant::now() >= deadline {
                 return Err(TransportError::Timeout {
                     waiting_on: u32::MAX,
                 });
             }
-            st = self
-                .changed
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_until(st, deadline);
         }
     }
 
@@ -355,31 +339,13 @@ impl Inbox {
         let mut spun = false;
         let mut st = self.lock();
         loop {
-            if let Some(queue) = st.lanes.get_mut(&(src, key)) {
-                if let Some(front) = queue.front() {
-                    if let Some(want) = want_len {
-                        if front.len() != want {
-                            return Err(TransportError::LengthMismatch {
-                                from: src,
-                                got: front.len(),
-                                want,
-                            });
-                        }
-                    }
-                    let msg = queue.pop_front().unwrap_or_default();
-                    if queue.is_empty() {
-                        // Collective lanes live for one call: keep the map small.
-                        st.lanes.remove(&(src, key));
-                    }
-                    let budget_freed = budgeted(key.kind);
-                    consumed(&mut st, src, key, msg.len());
-                    drop(st);
-                    if budget_freed {
-                        // Senders in this process may be waiting for room.
-                        self.changed.notify_all();
-                    }
-                    return Ok(msg);
+            if let Some(taken) = take_front(&mut st, src, key, want_len) {
+                drop(st);
+                if taken.is_ok() && budgeted(key.kind) {
+                    // Senders in this process may be waiting for room.
+                    self.changed.notify_all();
                 }
+                return taken;
             }
             if st.closed {
                 return Err(TransportError::Closed);
@@ -394,8 +360,7 @@ impl Inbox {
                 return Err(TransportError::PeerDisconnected { rank: src });
             }
             let since = start.max(peer.last_progress);
-            let now = Instant::now();
-            if peer.silent || now.duration_since(since) >= timeout {
+            if peer.silent || since.elapsed() >= timeout {
                 return Err(TransportError::Timeout { waiting_on: src });
             }
             if !spun {
@@ -410,14 +375,36 @@ impl Inbox {
                 st = self.lock();
                 continue;
             }
-            let wait = timeout - now.duration_since(since);
-            st = self
-                .changed
-                .wait_timeout(st, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_until(st, since + timeout);
         }
     }
+}
+
+/// Take the front message of lane (`src`, `key`), if any: `Err` (and the
+/// message stays) when `want_len` is given and differs. Empty lanes are
+/// removed — collective lanes live for one call — and the message is
+/// accounted as consumed.
+fn take_front(
+    st: &mut State,
+    src: u32,
+    key: LaneKey,
+    want_len: Option<usize>,
+) -> Option<Result<Payload, TransportError>> {
+    let queue = st.lanes.get_mut(&(src, key))?;
+    let got = queue.front()?.len();
+    if let Some(want) = want_len.filter(|&w| w != got) {
+        return Some(Err(TransportError::LengthMismatch {
+            from: src,
+            got,
+            want,
+        }));
+    }
+    let msg = queue.pop_front()?;
+    if queue.is_empty() {
+        st.lanes.remove(&(src, key));
+    }
+    consumed(st, src, key, msg.len());
+    Some(Ok(msg))
 }
 
 /// Account for a message from `src` leaving the queues.

@@ -46,47 +46,40 @@ impl BufferPool {
     /// An empty buffer with capacity for at least `len` bytes: the smallest
     /// pooled one that fits, or a new one.
     pub fn take(&self, len: usize) -> Vec<u8> {
-        if len >= Self::MIN_POOLED_BYTES {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            let best = free
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.capacity() >= len)
-                .min_by_key(|(_, b)| b.capacity())
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                let mut buf = free.swap_remove(i);
-                buf.clear();
-                return buf;
-            }
-            return Vec::with_capacity(Self::class(len));
-        }
-        Vec::with_capacity(len)
+        let mut buf = self.best_fit(len);
+        buf.clear();
+        buf
     }
 
     /// A buffer of exactly `len` bytes with unspecified contents, to be
     /// overwritten by a read. A pooled buffer keeps its old bytes, so
     /// repeated sizes cost no zeroing; only growth is zero-filled.
     pub fn take_filled(&self, len: usize) -> Vec<u8> {
-        let mut buf = if len >= Self::MIN_POOLED_BYTES {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            let best = free
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.capacity() >= len)
-                .min_by_key(|(_, b)| b.capacity())
-                .map(|(i, _)| i);
-            best.map(|i| free.swap_remove(i))
-                .unwrap_or_else(|| Vec::with_capacity(Self::class(len)))
-        } else {
-            Vec::new()
-        };
+        let mut buf = self.best_fit(len);
         if buf.len() >= len {
             buf.truncate(len);
         } else {
             buf.resize(len, 0);
         }
         buf
+    }
+
+    /// The smallest pooled buffer with room for `len` bytes (contents as
+    /// left), or a new one: of `len`'s size class if it is large enough to
+    /// pool, else of exactly `len`.
+    fn best_fit(&self, len: usize) -> Vec<u8> {
+        if len < Self::MIN_POOLED_BYTES {
+            return Vec::with_capacity(len);
+        }
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let best = free
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= len)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        best.map(|i| free.swap_remove(i))
+            .unwrap_or_else(|| Vec::with_capacity(Self::class(len)))
     }
 
     /// Return a buffer; kept if it is large and the pool has room.

@@ -1,0 +1,109 @@
+//! What the cross-process benchmarks share: launching rank processes
+//! through `meshrun`, launching Open MPI baselines, and reading the
+//! `ROW <name> <bytes> <time_us> <wrong>` lines both print.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// (name, bytes) → (microseconds, wrong elements).
+pub type Rows = BTreeMap<(String, usize), (f64, u64)>;
+
+/// Run `cmd` and collect its ROW lines (a `[rank] ` prefix from meshrun is
+/// stripped); `None` if it cannot start or fails.
+pub fn run_rows(mut cmd: Command) -> Option<Rows> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let mut rows = Rows::new();
+    for line in BufReader::new(child.stdout.take()?)
+        .lines()
+        .map_while(Result::ok)
+    {
+        let line = line
+            .split_once("] ")
+            .map_or(line.as_str(), |(_, l)| l)
+            .to_string();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 5 && f[0] == "ROW" {
+            if let (Ok(b), Ok(t), Ok(w)) = (f[2].parse(), f[3].parse(), f[4].parse()) {
+                rows.insert((f[1].to_string(), b), (t, w));
+            }
+        }
+    }
+    child.wait().ok()?.success().then_some(rows)
+}
+
+/// `meshrun -n N --topology T -- <this benchmark>` with `BENCH_ROLE=rank`,
+/// or `None` (with a note) if meshrun is not built next to it.
+pub fn meshrun(n: u32, topology: &str) -> Option<Command> {
+    let exe = std::env::current_exe().ok()?;
+    let meshrun: PathBuf = exe.parent()?.parent()?.join("meshrun");
+    if !meshrun.exists() {
+        eprintln!(
+            "meshrun is not built (cargo build --release --bin meshrun): no meshwork columns"
+        );
+        return None;
+    }
+    let mut c = Command::new(meshrun);
+    c.args(["-n", &n.to_string(), "--topology", topology, "--"])
+        .arg(exe)
+        .env("BENCH_ROLE", "rank");
+    Some(c)
+}
+
+/// Build `benches/baselines/<source>` with mpicc and run it on `np` ranks
+/// over TCP on loopback with `args`; `None` without Open MPI.
+pub fn mpi(source: &str, np: u32, args: &[String]) -> Option<Rows> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/baselines")
+        .join(source);
+    let bin = std::env::temp_dir().join(format!("meshwork_{}", source.trim_end_matches(".c")));
+    let built = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .ok()?
+        .success();
+    if !built {
+        return None;
+    }
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+    ])
+    .args([
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+    ])
+    .arg(&bin)
+    .args(args);
+    run_rows(c)
+}
+
+/// A comma-separated list.
+pub fn join(v: &[usize]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The inverse of [`join`].
+pub fn parse_list(s: &str) -> Vec<usize> {
+    s.split(',').filter_map(|x| x.parse().ok()).collect()
+}
