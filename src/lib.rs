@@ -123,12 +123,41 @@
 //! `CLUSTER_TOKEN`, `TIMEOUT_S`, … — the one table is [`env::VARS`]; a
 //! malformed variable is an error naming it.
 //!
+//! # RPC, sub-groups, averaging, traffic
+//!
+//! ```
+//! # let world = meshwork::local(2)?;
+//! std::thread::scope(|s| {
+//!     for g in &world {
+//!         s.spawn(move || {
+//!             g.register_rpc(1, |caller, args| [args, &[caller as u8]].concat());
+//!             g.barrier().unwrap();
+//!             let peer = 1 - g.rank();
+//!             assert_eq!(g.rpc(peer, 1, b"hi").unwrap(), [b'h', b'i', g.rank() as u8]);
+//!             // Every rank alone in its own sub-group, with its own sequence.
+//!             let solo = g.split(g.rank(), 0).unwrap();
+//!             assert_eq!(solo.world_size(), 1);
+//!             // Weighted mean, bitwise equal everywhere: (1·1 + 3·2) / 3.
+//!             let mut x = [g.rank() as f32 * 2.0 + 1.0];
+//!             g.federated_average(&mut x, g.rank() as f32 + 1.0).unwrap();
+//!             assert_eq!(x, [7.0 / 3.0]);
+//!             assert!(g.stats()[peer as usize].sent_messages > 0);
+//!             g.barrier().unwrap();
+//!         });
+//!     }
+//! });
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
+//! Point-to-point and RPC senders are held to a byte budget per receiver
+//! ([`DEFAULT_PEER_BUDGET`]) and a depth per lane: a fast sender waits (up
+//! to the deadline) instead of growing the receiver's memory.
+//!
 //! # What meshwork does not do (yet)
 //!
-//! QUIC with mTLS, discovery and seed bootstrap, RPC, `split` and
-//! back-pressure statistics arrive with their own issues. Not planned:
-//! variable-count (`_v`) collectives, wildcard receives, one-sided
-//! operations.
+//! QUIC with mTLS, discovery and seed bootstrap arrive with their own
+//! issues. Not planned: variable-count (`_v`) collectives, wildcard
+//! receives, one-sided operations.
 
 pub mod env;
 mod error;
