@@ -12,9 +12,9 @@ use super::GroupInner;
 use crate::error::{Error, Result};
 use crossbeam_channel::{Receiver, Sender};
 use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// A registered handler: `(caller rank, arguments) -> result`.
@@ -30,10 +30,17 @@ const OK: u8 = 0;
 const UNKNOWN: u8 = 1;
 const FAILED: u8 = 2;
 
+/// Timed-out calls whose late responses are still to be discarded, at most.
+const ABANDONED_MAX: usize = 4096;
+
 /// A group's RPC state, shared by callers, the server and its workers.
 pub(crate) struct Rpc {
     handlers: RwLock<HashMap<u32, Handler>>,
     next_id: AtomicU64,
+    /// (destination, request id) of calls that timed out: their responses,
+    /// if they ever come, are discarded by later calls instead of staying
+    /// queued forever.
+    abandoned: Mutex<VecDeque<(u32, u64)>>,
 }
 
 impl Rpc {
@@ -41,6 +48,7 @@ impl Rpc {
         Arc::new(Rpc {
             handlers: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(0),
+            abandoned: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -138,6 +146,19 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
 }
 
 impl GroupInner {
+    /// Drop responses that arrived after their call gave up.
+    fn discard_late_responses(&self) {
+        let mut abandoned = self.rpc.abandoned.lock().unwrap_or_else(|e| e.into_inner());
+        abandoned.retain(|&(dst, id)| {
+            let key = response_key(self.comm_id, id);
+            // A zero wait takes it if it is there and consumes nothing otherwise.
+            !matches!(
+                self.transport.recv(dst, key, Duration::ZERO, None),
+                Ok(_) | Err(TransportError::PeerDisconnected { .. } | TransportError::Closed)
+            )
+        });
+    }
+
     pub(crate) fn rpc_call(
         &self,
         dst: u32,
@@ -163,10 +184,21 @@ impl GroupInner {
                 &[&fn_id.to_le_bytes(), &id.to_le_bytes(), args],
             )
             .map_err(op)?;
-        let reply = self
+        self.discard_late_responses();
+        let reply = match self
             .transport
             .recv(dst, response_key(self.comm_id, id), timeout, None)
-            .map_err(op)?;
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let mut abandoned = self.rpc.abandoned.lock().unwrap_or_else(|e| e.into_inner());
+                if abandoned.len() == ABANDONED_MAX {
+                    abandoned.pop_front();
+                }
+                abandoned.push_back((dst, id));
+                return Err(op(e));
+            }
+        };
         let bytes = reply.as_ref();
         match bytes.first() {
             Some(&OK) => Ok(bytes[1..].to_vec()),

@@ -458,3 +458,51 @@ fn dropping_a_group_flushes_what_it_sent() {
     drop(g);
     receiver.join().unwrap().unwrap();
 }
+
+/// A response that arrives after its call timed out does not stay queued:
+/// the next call discards it.
+fn late_rpc_response_is_discarded(g: &ProcessGroup) -> meshwork::Result<()> {
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    g.register_rpc(5, move |_, _| {
+        let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        vec![0u8; 100_000]
+    });
+    g.register_rpc(6, |_, _| b"ok".to_vec());
+    g.barrier()?;
+    if g.rank() == 0 {
+        assert!(matches!(
+            g.rpc_with_timeout(1, 5, b"", Duration::from_millis(100)),
+            Err(Error::Timeout { .. })
+        ));
+    }
+    g.barrier()?;
+    let _ = release_tx.send(());
+    if g.rank() == 0 {
+        // Wait (bounded) for the late 100 kB response to land here.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while g.stats()[1].queued_bytes < 100_000 {
+            assert!(Instant::now() < deadline, "{:?}", g.stats()[1]);
+            std::thread::yield_now();
+        }
+        assert_eq!(g.rpc(1, 6, b"")?, b"ok");
+        assert!(
+            g.stats()[1].queued_bytes < 1_000,
+            "the late response was kept: {:?}",
+            g.stats()[1]
+        );
+    }
+    g.barrier()
+}
+
+#[test]
+fn late_rpc_responses_do_not_accumulate() {
+    for o in run_world(2, late_rpc_response_is_discarded) {
+        o.unwrap();
+    }
+    for o in run_nodes(2, Topology::Mesh, |g| {
+        late_rpc_response_is_discarded(g)?;
+        g.shutdown()
+    }) {
+        o.unwrap();
+    }
+}

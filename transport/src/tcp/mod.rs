@@ -672,7 +672,7 @@ impl Transport for TcpTransport {
             .and_then(|r| r.get(hop as usize))
             .and_then(Option::as_ref)
         {
-            let until = Instant::now() + CALLER_POLL;
+            let until = Instant::now() + CALLER_POLL.min(timeout);
             loop {
                 if let Some(taken) = sh.inbox.try_take(src, key, want_len) {
                     let msg = taken?;
