@@ -1,13 +1,11 @@
-//! One TCP link's I/O: a writer thread and a reader thread per peer, both
-//! owning their half of the socket.
+//! A TCP link's sending side and what the rank's links share.
 //!
-//! Two blocking threads per link rather than one `mio` loop: on loopback
-//! they measured as fast, and each side stays a straight-line loop — the
-//! writer sends queued frames with vectored writes (header and payload
-//! without a copy) and a heartbeat when idle; the reader reads each header,
-//! checks it, then reads the payload straight into a pooled buffer of
-//! exactly its length and hands it to the inbox. Application threads talk to
-//! the writer through a crossbeam channel and wait on the inbox.
+//! Application threads write a frame themselves when nothing is queued on
+//! the link (`LinkTx::send`); otherwise it goes through a crossbeam channel
+//! to the link's writer thread, which sends queued frames with vectored
+//! writes (header and payload without a copy) and a heartbeat when idle.
+//! Per-destination budgets (`Budget`) bound what is queued here and what a
+//! receiver holds for us. The receiving side is `rx.rs`.
 
 use super::frame::{FrameType, Header, HEADER_LEN};
 use crate::inbox::Inbox;

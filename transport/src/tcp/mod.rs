@@ -7,8 +7,10 @@
 //!   workers need no inbound port (NAT, containers). The coordinator relays
 //!   worker-to-worker frames, so every lane works between any two ranks.
 //!
-//! Each link is authenticated by the handshake (`handshake.rs`) and then
-//! driven by a writer and a reader thread (`link.rs`).
+//! Each link is authenticated by the handshake (`handshake.rs`), then sent
+//! on by application threads and its writer thread (`link.rs`) and read by
+//! a resumable frame assembler that its reader thread or a waiting
+//! application thread drives (`rx.rs`).
 
 mod frame;
 mod handshake;
