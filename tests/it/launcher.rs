@@ -20,7 +20,14 @@ fn example(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn every_example_passes_at_world_sizes_2_to_4() {
-    for name in ["send_recv", "all_reduce", "broadcast", "barrier"] {
+    for name in [
+        "send_recv",
+        "all_reduce",
+        "broadcast",
+        "barrier",
+        "rpc",
+        "star_worker",
+    ] {
         let Some(bin) = example(name) else {
             skip(&format!(
                 "example {name} is not built (cargo test builds examples)"

@@ -266,3 +266,101 @@ fn dial_retry(addr: SocketAddr) -> TcpStream {
         }
     }
 }
+
+/// Play rank 0 of a world of 2 by hand through the (unauthenticated)
+/// handshake, then return the socket for sending raw frames at rank 1.
+fn impostor_rank0(a1: SocketAddr) -> TcpStream {
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+    let mut s = dial_retry(a1);
+    let mut hello = [0u8; 56];
+    hello[..8].copy_from_slice(b"MESHWORK");
+    hello[8..12].copy_from_slice(&meshwork::WIRE_PROTOCOL_VERSION.to_le_bytes());
+    hello[12..16].copy_from_slice(&2u32.to_le_bytes());
+    s.write_all(&hello).unwrap();
+    let mut reply = [0u8; 92];
+    s.read_exact(&mut reply).unwrap();
+    let key: [u8; 32] = Sha256::digest(b"meshwork unauthenticated\0").into();
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
+    mac.update(b"dial");
+    mac.update(&reply[..56]);
+    mac.update(&hello);
+    s.write_all(&mac.finalize().into_bytes()).unwrap();
+    let mut ok = [0u8; 1];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(ok, [1], "admitted");
+    s
+}
+
+fn frame(ftype: u8, kind: u8, tag: u64, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 40];
+    h[0] = ftype;
+    h[1] = kind;
+    h[8..12].copy_from_slice(&1u32.to_le_bytes()); // to rank 1
+    h[24..32].copy_from_slice(&tag.to_le_bytes());
+    h[32..40].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    h.extend_from_slice(payload);
+    h
+}
+
+/// Garbage from an authenticated peer never panics a rank or yields
+/// garbage results: junk where a collective's descriptor belongs is
+/// `CollectiveMismatch`; an unknown frame type, a frame over the size cap
+/// or a wrong destination closes the link (`PeerDisconnected`).
+#[test]
+fn garbage_from_a_peer_is_a_typed_error() {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut junk = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (frame(1, 0, 0, &junk(30)), "CollectiveMismatch"),
+        (frame(1, 0, 0, &junk(7)), "CollectiveMismatch"),
+        (frame(9, 0, 0, &[]), "PeerDisconnected"),
+        (frame(1, 77, 0, &[]), "PeerDisconnected"),
+        (
+            {
+                let mut f = frame(1, 0, 0, &[]);
+                f[32..40].copy_from_slice(&(1u64 << 62).to_le_bytes()); // over the cap
+                f
+            },
+            "PeerDisconnected",
+        ),
+        (
+            {
+                let mut f = frame(1, 0, 0, &junk(8));
+                f[8..12].copy_from_slice(&0u32.to_le_bytes()); // addressed back to rank 0
+                f
+            },
+            "PeerDisconnected",
+        ),
+    ];
+    for (bytes, expect) in cases {
+        let addrs = free_ports(2);
+        let a1 = addrs[1];
+        let node = std::thread::spawn(move || -> meshwork::Result<()> {
+            let g = Node::new(1, 2)
+                .peers(addrs)?
+                .timeout(Duration::from_secs(5))
+                .connect()?;
+            let mut buf = [0u32; 4];
+            g.broadcast(&mut buf, 0)
+        });
+        let mut s = impostor_rank0(a1);
+        s.write_all(&bytes).unwrap();
+        let got = node.join().unwrap();
+        let name = format!("{got:?}");
+        assert!(
+            name.starts_with(&format!("Err({expect}")),
+            "{expect} expected, got {name}"
+        );
+        drop(s);
+    }
+}
