@@ -70,7 +70,7 @@ pub fn ring<T: Element, C: Comm>(
     let left = sub_mod(r, 1, p);
     let count = buf.len();
     let max_chunk = count.div_ceil(p);
-    let nseg = max_chunk.div_ceil(seg_elems.max(1)).max(1);
+    let nseg = crate::topo::segment_count(max_chunk, seg_elems);
     let segment = |c: usize, j: usize| -> Range<usize> {
         let ch = chunk(count, p, c);
         let s = chunk(ch.len(), nseg, j);

@@ -13,6 +13,13 @@ pub fn chunk(count: usize, parts: usize, i: usize) -> Range<usize> {
     start..start + len
 }
 
+/// How many segments of at most `seg_elems` elements cover `n` elements
+/// (at least one, so an empty buffer still takes one step and every rank
+/// agrees on the number of messages).
+pub fn segment_count(n: usize, seg_elems: usize) -> usize {
+    n.div_ceil(seg_elems.max(1)).max(1)
+}
+
 /// `(r + d) mod p` without overflow for any `d < p`.
 pub fn add_mod(r: usize, d: usize, p: usize) -> usize {
     (r + d) % p

@@ -37,7 +37,7 @@ pub fn all_reduce_star<T: Element, C: Comm>(
         return Ok(());
     }
     let n = buf.len();
-    let nseg = n.div_ceil(seg_elems.max(1)).max(1);
+    let nseg = crate::topo::segment_count(n, seg_elems);
     let seg = |j: usize| chunk(n, nseg, j);
     if comm.rank() == 0 {
         for j in 0..nseg {

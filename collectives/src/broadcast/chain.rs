@@ -33,7 +33,7 @@ pub fn broadcast_chain<T: Element, C: Comm>(
         return Ok(());
     }
     let vr = relative(comm.rank(), root, p);
-    let nseg = buf.len().div_ceil(seg_elems.max(1)).max(1);
+    let nseg = crate::topo::segment_count(buf.len(), seg_elems);
     for j in 0..nseg {
         let seg = chunk(buf.len(), nseg, j);
         if vr > 0 {

@@ -22,7 +22,7 @@ pub fn reduce_star<T: Element, C: Comm>(
         return Ok(());
     }
     let n = buf.len();
-    let nseg = n.div_ceil(seg_elems.max(1)).max(1);
+    let nseg = crate::topo::segment_count(n, seg_elems);
     for j in 0..nseg {
         let s = chunk(n, nseg, j);
         if r == 0 {

@@ -48,7 +48,7 @@ pub fn reduce_scatter_ring<T: Element, C: Comm>(
         return Ok(());
     }
     let (right, left) = ((r + 1) % p, sub_mod(r, 1, p));
-    let nseg = block.div_ceil(seg_elems.max(1)).max(1);
+    let nseg = crate::topo::segment_count(block, seg_elems);
     let seg = |j: usize| chunk(block, nseg, j);
     let steps = p - 1;
     let total = steps * nseg;
