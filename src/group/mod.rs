@@ -30,9 +30,8 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// One rank's membership of a group: collectives, and (with later issues)
-/// point-to-point messages and RPC. `Send + Sync`; share it as
-/// `Arc<ProcessGroup>`.
+/// One rank's membership of a group: collectives, point-to-point messages,
+/// RPC and sub-groups. `Send + Sync`; share it as `Arc<ProcessGroup>`.
 ///
 /// Every rank must issue a group's collectives in the same order with
 /// matching arguments; a rank that does not gets `CollectiveMismatch` (or,

@@ -37,8 +37,12 @@ pub const LANE_DEPTH: u32 = 256;
 
 /// Collective sequence numbers accepted ahead of the highest this rank has
 /// issued on a communicator; a peer that skips further ahead is refused
-/// (its link is closed) rather than allowed to open lanes without bound.
-pub const SEQ_WINDOW: u64 = 1 << 16;
+/// (its link is closed) rather than allowed to open lanes at arbitrary
+/// sequence numbers. Legal programs stay far inside it: non-blocking
+/// operations are capped at 1024 in flight, and only a root that sends
+/// broadcasts in a loop without ever waiting could run a million calls
+/// ahead of a slow receiver.
+pub const SEQ_WINDOW: u64 = 1 << 20;
 
 /// Credits owed to one sender: bytes, and messages per lane.
 #[derive(Debug, Default, PartialEq, Eq)]
