@@ -21,6 +21,8 @@ pub const VARS: &[Var] = &[
     Var { name: "TRANSPORT", aliases: &[], meaning: "tcp (quic arrives with its own issue)", default: "tcp" },
     Var { name: "TIMEOUT_S", aliases: &[], meaning: "deadline of every blocking call, seconds without progress", default: "60" },
     Var { name: "MAX_MESSAGE_BYTES", aliases: &[], meaning: "largest message sent or accepted; longer ones are refused before any allocation", default: "17179869184" },
+    Var { name: "PEER_BUDGET_BYTES", aliases: &[], meaning: "point-to-point and RPC bytes one sender may have queued at one receiver before send waits", default: "67108864" },
+    Var { name: "LANE_DEPTH", aliases: &[], meaning: "messages one sender may have queued on one tag of one receiver before send waits", default: "256" },
     Var { name: "ALGO_<COLLECTIVE>", aliases: &[], meaning: "force an algorithm by name, e.g. ALGO_ALL_REDUCE=ring (must be equal on all ranks; checked)", default: "automatic" },
     Var { name: "DISCOVER", aliases: &["DISC_PORT", "DISCOVER_HOST"], meaning: "discovery (not available yet: give PEERS)", default: "off" },
     Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap (not available yet: give PEERS)", default: "" },

@@ -43,6 +43,8 @@ pub struct Node {
     timeout: Duration,
     token: Option<String>,
     max_message_bytes: u64,
+    peer_budget_bytes: u64,
+    lane_depth: u32,
     algorithms: Vec<(Collective, Algorithm)>,
 }
 
@@ -75,6 +77,8 @@ impl Node {
             timeout: DEFAULT_TIMEOUT,
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            peer_budget_bytes: meshwork_transport::DEFAULT_PEER_BUDGET,
+            lane_depth: meshwork_transport::LANE_DEPTH,
             algorithms: Vec::new(),
         }
     }
@@ -123,6 +127,19 @@ impl Node {
         }
         if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
             node.max_message_bytes = max;
+        }
+        if let Some(b) = parse::<u64>("PEER_BUDGET_BYTES")? {
+            node.peer_budget_bytes = b;
+        }
+        if let Some(d) = parse::<u32>("LANE_DEPTH")? {
+            if d == 0 {
+                return Err(bad(
+                    "LANE_DEPTH",
+                    "0",
+                    "a lane must hold at least one message",
+                ));
+            }
+            node.lane_depth = d;
         }
         node.token = lookup("CLUSTER_TOKEN").map(|(_, v)| v);
         let base = parse::<u16>("DATA_PORT")?.unwrap_or(29500);
@@ -207,6 +224,22 @@ impl Node {
         self
     }
 
+    /// Point-to-point and RPC bytes this rank may have queued at one
+    /// receiver before `send` waits for it to take them
+    /// (`PEER_BUDGET_BYTES`, default 64 MiB); a single larger message is
+    /// still sent when nothing is queued.
+    pub fn peer_budget_bytes(mut self, bytes: u64) -> Node {
+        self.peer_budget_bytes = bytes;
+        self
+    }
+
+    /// Messages this rank may have queued on one tag (lane) of one
+    /// receiver before `send` waits (`LANE_DEPTH`, default 256, at least 1).
+    pub fn lane_depth(mut self, depth: u32) -> Node {
+        self.lane_depth = depth.max(1);
+        self
+    }
+
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
@@ -250,6 +283,8 @@ impl Node {
                     cfg.token = self.token.clone();
                     cfg.timeout = self.timeout;
                     cfg.max_message_bytes = self.max_message_bytes;
+                    cfg.peer_budget_bytes = self.peer_budget_bytes;
+                    cfg.lane_depth = self.lane_depth;
                     Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?)
                 }
             }

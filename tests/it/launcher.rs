@@ -127,6 +127,8 @@ fn malformed_environment_variables_are_named() {
         ("ALGO_ALL_REDUCE", "bogus"),
         ("SEED", "127.0.0.1:29400"),
         ("MAX_MESSAGE_BYTES", "lots"),
+        ("LANE_DEPTH", "0"),
+        ("PEER_BUDGET_BYTES", "-5"),
     ];
     for (name, value) in cases {
         let out = Command::new(std::env::current_exe().unwrap())

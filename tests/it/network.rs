@@ -364,3 +364,47 @@ fn garbage_from_a_peer_is_a_typed_error() {
         drop(s);
     }
 }
+
+#[test]
+fn lane_depth_and_peer_budget_are_configurable() {
+    let addrs = free_ports(2);
+    let (a0, a1) = (addrs.clone(), addrs);
+    let receiver = std::thread::spawn(move || -> meshwork::Result<()> {
+        let g = Node::new(1, 2)
+            .peers(a1)?
+            .lane_depth(8)
+            .timeout(Duration::from_secs(20))
+            .connect()?;
+        // Wait (bounded) until the sender has filled its 8 slots.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while g.stats()[0].received_messages < 8 {
+            assert!(Instant::now() < deadline);
+            std::thread::yield_now();
+        }
+        // The message on tag 2 cannot come while tag 1 is full.
+        assert!(matches!(
+            g.recv_bytes_timeout(0, 2, Duration::from_millis(300)),
+            Err(Error::Timeout { .. })
+        ));
+        assert!(g.stats()[0].received_messages <= 8, "{:?}", g.stats()[0]);
+        for i in 0..20u8 {
+            assert_eq!(g.recv_bytes(0, 1)?, [i]);
+        }
+        assert_eq!(g.recv_bytes(0, 2)?, b"late");
+        g.barrier()
+    });
+    let g = Node::new(0, 2)
+        .peers(a0)
+        .unwrap()
+        .lane_depth(8)
+        .peer_budget_bytes(1 << 20)
+        .timeout(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    for i in 0..20u8 {
+        g.send_bytes(&[i], 1, 1).unwrap();
+    }
+    g.send_bytes(b"late", 1, 2).unwrap();
+    g.barrier().unwrap();
+    receiver.join().unwrap().unwrap();
+}

@@ -31,8 +31,8 @@ struct Peer {
     credit_due: u64,
 }
 
-/// Messages one sender may have queued on one budgeted lane of one
-/// receiver; past it the sender waits.
+/// Default number of messages one sender may have queued on one budgeted
+/// lane of one receiver; past it the sender waits.
 pub const LANE_DEPTH: u32 = 256;
 
 /// Collective sequence numbers accepted ahead of the highest this rank has
@@ -198,15 +198,19 @@ impl Inbox {
     /// consumed, or `key`'s lane (or the whole budget) is drained — so a
     /// sender waiting for room is never left waiting on a receiver that is
     /// waiting on it.
-    pub(crate) fn take_credit(&self, src: u32, key: LaneKey, at_least: u64) -> Option<Credit> {
+    pub(crate) fn take_credit(
+        &self,
+        src: u32,
+        key: LaneKey,
+        at_least: u64,
+        depth: u32,
+    ) -> Option<Credit> {
         let mut st = self.lock();
         let drained = !st.lanes.contains_key(&(src, key));
         let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
         let p = st.peers.get_mut(src as usize)?;
-        let flush = p.credit_due >= at_least
-            || p.budgeted_bytes == 0
-            || drained
-            || lane_due >= LANE_DEPTH / 2;
+        let flush =
+            p.credit_due >= at_least || p.budgeted_bytes == 0 || drained || lane_due >= depth / 2;
         if !flush || (p.credit_due == 0 && lane_due == 0) {
             return None;
         }

@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub lanes_freed: Condvar,
     /// Direct links by peer rank, set once formation is done.
     pub links: OnceLock<Vec<Option<LinkTx>>>,
+    /// Messages this rank may have queued on one lane of one receiver.
+    pub lane_depth: u32,
     /// Their receive halves, by peer rank.
     pub rxs: OnceLock<Vec<Option<Arc<super::rx::Rx>>>>,
     /// Whether a receiving thread spins (this host has a core per rank) or
@@ -55,7 +57,7 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner());
         loop {
             let n = lanes.entry((dst, key)).or_insert(0);
-            if *n < crate::LANE_DEPTH {
+            if *n < self.lane_depth {
                 *n += 1;
                 return Ok(());
             }

@@ -52,6 +52,8 @@ pub struct TcpConfig {
     /// Point-to-point and RPC bytes one sender may have queued at one
     /// receiver before it waits for the receiver to take them.
     pub peer_budget_bytes: u64,
+    /// Messages one sender may have queued on one lane of one receiver.
+    pub lane_depth: u32,
     /// Protocol version to announce (for tests of version negotiation).
     pub protocol_version: u32,
 }
@@ -69,6 +71,7 @@ impl TcpConfig {
             max_message_bytes: 16 << 30,
             send_budget_bytes: 64 << 20,
             peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
+            lane_depth: crate::LANE_DEPTH,
             protocol_version: PROTOCOL_VERSION,
         }
     }
@@ -317,6 +320,7 @@ impl TcpTransport {
             lanes_freed: std::sync::Condvar::new(),
             links: OnceLock::new(),
             rxs: OnceLock::new(),
+            lane_depth: cfg.lane_depth.max(1),
             spin: {
                 // Ranks on this host (same address as ours) against its
                 // cores: spinning only pays when each rank has a core.
@@ -564,7 +568,7 @@ impl TcpTransport {
             return;
         }
         let batch = sh.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;
-        let Some(credit) = sh.inbox.take_credit(src, key, batch) else {
+        let Some(credit) = sh.inbox.take_credit(src, key, batch, sh.lane_depth) else {
             return;
         };
         let hop = if sh.star && sh.rank != 0 { 0 } else { src };
