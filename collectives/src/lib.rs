@@ -24,6 +24,7 @@
 //! | broadcast | `binomial` | ⌈log₂P⌉ | root: n·⌈log₂P⌉ | `broadcast/binomial.rs` |
 //! | broadcast | `chain` (pipelined) | S+P−2 | n | `broadcast/chain.rs` |
 //! | all_gather | `ring` (pipelined) | P−1 | (P−1)·block | `all_gather/mod.rs` |
+//! | all_gather | `bruck` | ⌈log₂P⌉ | (P−1)·block | `all_gather/bruck.rs` |
 //! | reduce_scatter | `ring` (pipelined, reads `send` in place) | P−1 | (P−1)·block | `reduce_scatter/mod.rs` |
 //! | reduce | `binomial` | ⌈log₂P⌉ | n | `reduce/binomial.rs` |
 //! | reduce | `reduce_scatter_gather` | P | (P−1)/P·n (+ root gathers) | `reduce/reduce_scatter_gather.rs` |

@@ -6,8 +6,10 @@
 //! pipelined in segments; each rank sends and receives `(P−1)·block` bytes,
 //! the lower bound.
 
+mod bruck;
 mod star;
 
+pub use bruck::all_gather_bruck;
 pub use star::all_gather_star;
 
 use crate::all_reduce::seg_elems;
@@ -35,7 +37,7 @@ pub fn all_gather_ring<T: Element, C: Comm>(
     )
 }
 
-/// Run `algo` (ring or star; any other runs the ring).
+/// Run `algo` (ring, bruck or star; any other runs the ring).
 pub fn all_gather<T: Element, C: Comm>(
     comm: &mut C,
     send: &[T],
@@ -44,6 +46,7 @@ pub fn all_gather<T: Element, C: Comm>(
 ) -> Result<(), C::Error> {
     match algo {
         Algorithm::Star => all_gather_star(comm, send, recv),
+        Algorithm::Bruck => all_gather_bruck(comm, send, recv),
         _ => all_gather_ring(comm, send, recv),
     }
 }
