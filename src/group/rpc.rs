@@ -236,7 +236,7 @@ impl super::ProcessGroup {
         self.inner.rpc_call(dst, fn_id, args, self.inner.timeout())
     }
 
-    /// [`ProcessGroup::rpc`] with its own deadline.
+    /// [`ProcessGroup::rpc`](super::ProcessGroup::rpc) with its own deadline.
     pub fn rpc_with_timeout(
         &self,
         dst: u32,

@@ -1,7 +1,7 @@
 //! The in-memory transport: every rank of a world in one process. A send
-//! copies the message into the receiver's [`Inbox`]; queues are unbounded
-//! here (byte budgets belong to the network transports, whose peers can be
-//! hostile).
+//! copies the message into the receiver's inbox; point-to-point and RPC
+//! senders wait there for room, within the same per-peer byte budget and
+//! per-lane depth the network transports enforce with credits.
 
 use crate::inbox::{budgeted, Inbox};
 use crate::{
