@@ -18,6 +18,18 @@ static int parse(const char *s, long *out, int max) {
 
 static float val(int rank, long i) { return (float)((rank * 31 + i) % 97); }
 
+/* One call of collective c on a (count total) and b. */
+static void call(int c, float *a, float *b, long total, long block) {
+    switch (c) {
+    case 0: MPI_Allreduce(MPI_IN_PLACE, a, total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case 1: MPI_Bcast(a, total, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case 2: MPI_Allgather(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case 3: MPI_Reduce_scatter_block(a, b, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case 4: MPI_Alltoall(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
+    default: MPI_Barrier(MPI_COMM_WORLD); break;
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, p;
@@ -34,55 +46,30 @@ int main(int argc, char **argv) {
             float *a = malloc((total + 1) * sizeof(float)), *b = malloc((total + 1) * sizeof(float));
             for (long i = 0; i < total; i++) a[i] = val(rank, i);
             long it = iters[k], wrong = 0;
-            for (int rep = 0; rep < 2 + it; rep++) {
-                if (rep == 2) { MPI_Barrier(MPI_COMM_WORLD); }
-                double t0 = MPI_Wtime();
-                switch (c) {
-                case 0: MPI_Allreduce(MPI_IN_PLACE, a, total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-                case 1: MPI_Bcast(a, total, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
-                case 2: MPI_Allgather(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
-                case 3: MPI_Reduce_scatter_block(a, b, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-                case 4: MPI_Alltoall(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
-                case 5: MPI_Barrier(MPI_COMM_WORLD); break;
-                }
-                (void)t0;
-            }
-            /* timed: barrier, it calls */
+            for (int rep = 0; rep < 2; rep++) call(c, a, b, total, block); /* warm-up */
+            /* timed: barrier, it calls, the mean, the slowest rank */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
-            for (long r = 0; r < it; r++) {
-                switch (c) {
-                case 0: MPI_Allreduce(MPI_IN_PLACE, a, total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-                case 1: MPI_Bcast(a, total, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
-                case 2: MPI_Allgather(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
-                case 3: MPI_Reduce_scatter_block(a, b, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-                case 4: MPI_Alltoall(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD); break;
-                case 5: MPI_Barrier(MPI_COMM_WORLD); break;
-                }
-            }
+            for (long r = 0; r < it; r++) call(c, a, b, total, block);
             double mine = (MPI_Wtime() - t0) / it, slowest;
             MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             /* verify one fresh call */
             for (long i = 0; i < total; i++) a[i] = val(rank, i);
+            call(c, a, b, total, block);
             switch (c) {
             case 0:
-                MPI_Allreduce(MPI_IN_PLACE, a, total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 for (long i = 0; i < total; i++) { float s = 0; for (int q = 0; q < p; q++) s += val(q, i); wrong += a[i] != s; }
                 break;
             case 1:
-                MPI_Bcast(a, total, MPI_FLOAT, 0, MPI_COMM_WORLD);
                 for (long i = 0; i < total; i++) wrong += a[i] != val(0, i);
                 break;
             case 2:
-                MPI_Allgather(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD);
                 for (long i = 0; i < block * p; i++) wrong += b[i] != val(i / block, i % block);
                 break;
             case 3:
-                MPI_Reduce_scatter_block(a, b, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 for (long i = 0; i < block; i++) { float s = 0; for (int q = 0; q < p; q++) s += val(q, rank * block + i); wrong += b[i] != s; }
                 break;
             case 4:
-                MPI_Alltoall(a, block, MPI_FLOAT, b, block, MPI_FLOAT, MPI_COMM_WORLD);
                 for (long i = 0; i < block * p; i++) wrong += b[i] != val(i / block, rank * block + i % block);
                 break;
             default: break;
