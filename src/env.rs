@@ -24,7 +24,9 @@ pub const VARS: &[Var] = &[
     Var { name: "PEER_BUDGET_BYTES", aliases: &[], meaning: "point-to-point and RPC bytes one sender may have queued at one receiver before send waits", default: "67108864" },
     Var { name: "LANE_DEPTH", aliases: &[], meaning: "messages one sender may have queued on one tag of one receiver before send waits", default: "256" },
     Var { name: "ALGO_<COLLECTIVE>", aliases: &[], meaning: "force an algorithm by name, e.g. ALGO_ALL_REDUCE=ring (must be equal on all ranks; checked)", default: "automatic" },
-    Var { name: "DISCOVER", aliases: &["DISC_PORT", "DISCOVER_HOST"], meaning: "discovery (not available yet: give PEERS)", default: "off" },
+    Var { name: "DISCOVER", aliases: &[], meaning: "1: discover instead of PEERS — mesh by UDP broadcast, star by asking DISCOVER_HOST", default: "0" },
+    Var { name: "DISC_PORT", aliases: &[], meaning: "discovery port (UDP)", default: "29600" },
+    Var { name: "DISCOVER_HOST", aliases: &[], meaning: "the coordinator's host for star discovery (NAT, containers)", default: "" },
     Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap (not available yet: give PEERS)", default: "" },
 ];
 

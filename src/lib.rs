@@ -155,10 +155,10 @@
 //!
 //! # What meshwork does not do (yet)
 //!
-//! QUIC with mTLS, discovery and seed bootstrap arrive with their own
-//! issues. Not planned: variable-count (`_v`) collectives, wildcard
+//! QUIC with mTLS, seed bootstrap and mDNS arrive with their own issues. Not planned: variable-count (`_v`) collectives, wildcard
 //! receives, one-sided operations.
 
+mod discovery;
 pub mod env;
 mod error;
 mod group;

@@ -46,6 +46,9 @@ pub struct Node {
     peer_budget_bytes: u64,
     lane_depth: u32,
     algorithms: Vec<(Collective, Algorithm)>,
+    /// Discovery ports (discovery port, data port base), if discovering.
+    discover: Option<(u16, u16)>,
+    discover_host: Option<String>,
 }
 
 impl fmt::Debug for Node {
@@ -80,22 +83,20 @@ impl Node {
             peer_budget_bytes: meshwork_transport::DEFAULT_PEER_BUDGET,
             lane_depth: meshwork_transport::LANE_DEPTH,
             algorithms: Vec::new(),
+            discover: None,
+            discover_host: None,
         }
     }
 
     /// Read the environment (the table in `meshwork::env::VARS`). A
     /// malformed variable is an error that names it.
     pub fn from_env() -> Result<Node> {
-        for unsupported in ["SEED", "DISCOVER"] {
-            if let Some((name, value)) = lookup(unsupported) {
-                if !(unsupported == "DISCOVER" && value == "0") {
-                    return Err(bad(
-                        name,
-                        &value,
-                        "this bring-up is not available yet; give PEERS instead",
-                    ));
-                }
-            }
+        if let Some((name, value)) = lookup("SEED") {
+            return Err(bad(
+                name,
+                &value,
+                "seed bootstrap is not available yet; give PEERS or DISCOVER=1",
+            ));
         }
         let rank = parse::<u32>("RANK")?.unwrap_or(0);
         let world = parse::<u32>("WORLD")?.unwrap_or(1);
@@ -157,6 +158,17 @@ impl Node {
                 })
                 .collect::<Result<_>>()?,
         };
+        match parse::<u8>("DISCOVER")? {
+            None | Some(0) => {}
+            Some(1) => {
+                let disc = parse::<u16>("DISC_PORT")?.unwrap_or(29600);
+                node = node.discover(disc, base);
+                if let Some((_, host)) = lookup("DISCOVER_HOST") {
+                    node = node.discover_via(host);
+                }
+            }
+            Some(v) => return Err(bad("DISCOVER", &v.to_string(), "expected 0 or 1")),
+        }
         for coll in Collective::ALL {
             let name = format!("ALGO_{}", coll.name().to_ascii_uppercase());
             if let Ok(v) = std::env::var(&name) {
@@ -188,6 +200,26 @@ impl Node {
             })
             .collect::<Result<_>>()?;
         Ok(self)
+    }
+
+    /// Find the peers instead of listing them (`DISCOVER=1`, `DISC_PORT`,
+    /// `DATA_PORT`): in a mesh by UDP broadcast on `disc_port` (every rank
+    /// then listens on `data_base + rank`); in a star, rank 0 answers
+    /// queries on `disc_port` and workers ask the host given to
+    /// [`Node::discover_via`]. Needs a cluster token: announcements are
+    /// authenticated with it and tied to this job.
+    pub fn discover(mut self, disc_port: u16, data_base: u16) -> Node {
+        self.discover = Some((disc_port, data_base));
+        self
+    }
+
+    /// Star discovery through `host` (`DISCOVER_HOST`): the coordinator's
+    /// host, reachable from this worker (through NAT, from a container).
+    /// Implies [`Node::discover`] with the default ports if not set.
+    pub fn discover_via(mut self, host: impl Into<String>) -> Node {
+        self.discover_host = Some(host.into());
+        self.discover.get_or_insert((29600, 29500));
+        self
     }
 
     /// Mesh (every pair linked; the default) or star (workers dial rank 0).
@@ -249,26 +281,30 @@ impl Node {
                 "rank {rank} is not in a world of {world}"
             )));
         }
+        let mut node = self;
+        if let (Some((disc_port, data_base)), true) = (node.discover, world > 1) {
+            node.peers = node.discovered_peers(disc_port, data_base)?;
+        }
         let transport: Arc<dyn Transport> = if world == 1 {
             Arc::new(MemHub::world(1).remove(0))
         } else {
-            let used: &[SocketAddr] = match self.topology {
+            let used: &[SocketAddr] = match node.topology {
                 Topology::Mesh => {
-                    if self.peers.len() != world as usize {
+                    if node.peers.len() != world as usize {
                         return Err(Error::InvalidArgument(format!(
                             "PEERS has {} addresses; a mesh of {world} needs one per rank",
-                            self.peers.len()
+                            node.peers.len()
                         )));
                     }
-                    &self.peers
+                    &node.peers
                 }
-                Topology::Star => self.peers.get(..1).ok_or_else(|| {
+                Topology::Star => node.peers.get(..1).ok_or_else(|| {
                     Error::InvalidArgument(
                         "PEERS is empty; a star needs at least the coordinator's address".into(),
                     )
                 })?,
             };
-            if self.token.is_none() {
+            if node.token.is_none() {
                 if used.iter().any(|a| !a.ip().is_loopback()) {
                     return Err(Error::TokenRequired);
                 }
@@ -276,25 +312,61 @@ impl Node {
                     "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
                 );
             }
-            match self.transport {
+            match node.transport {
                 TransportKind::Tcp => {
-                    let mut cfg = TcpConfig::new(rank, world, self.peers.clone());
-                    cfg.star = self.topology == Topology::Star;
-                    cfg.token = self.token.clone();
-                    cfg.timeout = self.timeout;
-                    cfg.max_message_bytes = self.max_message_bytes;
-                    cfg.peer_budget_bytes = self.peer_budget_bytes;
-                    cfg.lane_depth = self.lane_depth;
+                    let mut cfg = TcpConfig::new(rank, world, node.peers.clone());
+                    cfg.star = node.topology == Topology::Star;
+                    cfg.token = node.token.clone();
+                    cfg.timeout = node.timeout;
+                    cfg.max_message_bytes = node.max_message_bytes;
+                    cfg.peer_budget_bytes = node.peer_budget_bytes;
+                    cfg.lane_depth = node.lane_depth;
                     Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?)
                 }
             }
         };
-        tracing::info!(rank, world, topology = ?self.topology, transport = ?self.transport, "group formed");
-        let group = ProcessGroup::new(transport, 0, self.timeout, self.topology);
-        for (coll, algo) in &self.algorithms {
+        tracing::info!(rank, world, topology = ?node.topology, transport = ?node.transport, "group formed");
+        let group = ProcessGroup::new(transport, 0, node.timeout, node.topology);
+        for (coll, algo) in &node.algorithms {
             group.set_algorithm(coll.name(), Some(algo.name()))?;
         }
         Ok(Arc::new(group))
+    }
+}
+
+impl Node {
+    /// Run discovery: every rank's data address, in rank order (a star
+    /// worker learns only the coordinator's).
+    fn discovered_peers(&self, disc_port: u16, data_base: u16) -> Result<Vec<SocketAddr>> {
+        let token = self.token.as_deref().ok_or(Error::TokenRequired)?;
+        let job = crate::discovery::Job::new(token, self.world, disc_port, data_base);
+        let deadline = std::time::Instant::now() + self.timeout;
+        match (self.topology, self.rank) {
+            (Topology::Mesh, _) => {
+                crate::discovery::broadcast(&job, self.rank, disc_port, data_base, deadline)
+            }
+            (Topology::Star, 0) => {
+                let me = crate::discovery::coordinator_address(disc_port, data_base)?;
+                tracing::info!(%me, disc_port, "answering discovery queries");
+                crate::discovery::answer_queries(
+                    job,
+                    disc_port,
+                    me,
+                    deadline + crate::discovery::LINGER,
+                )?;
+                Ok(vec![SocketAddr::V4(me)])
+            }
+            (Topology::Star, rank) => {
+                let host = self.discover_host.as_deref().ok_or_else(|| {
+                    Error::InvalidArgument(
+                        "star discovery needs the coordinator's host (DISCOVER_HOST or Node::discover_via); mDNS is not available yet".into(),
+                    )
+                })?;
+                Ok(vec![crate::discovery::query(
+                    &job, rank, host, disc_port, deadline,
+                )?])
+            }
+        }
     }
 }
 

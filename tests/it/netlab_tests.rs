@@ -127,3 +127,111 @@ fn netlab_a_slow_link_that_keeps_moving_does_not_time_out() {
         "the link was not slow"
     );
 }
+
+fn discovery_env(
+    world: u32,
+    topology: &str,
+    token: &str,
+    host: Option<&str>,
+    wrap: Vec<Vec<String>>,
+) -> Launch {
+    let mut env: Vec<(String, String)> = vec![
+        ("DISCOVER".into(), "1".into()),
+        ("DISC_PORT".into(), "29600".into()),
+        ("DATA_PORT".into(), "29500".into()),
+        ("TOPOLOGY".into(), topology.into()),
+        ("TIMEOUT_S".into(), "20".into()),
+        ("CLUSTER_TOKEN".into(), token.into()),
+    ];
+    if let Some(h) = host {
+        env.push(("DISCOVER_HOST".into(), h.into()));
+    }
+    Launch { world, env, wrap }
+}
+
+/// Four hosts form a mesh by UDP broadcast discovery and run every
+/// collective, while a second job (another token, two hosts) discovers on
+/// the same LAN and port at the same time: the jobs stay apart.
+#[test]
+fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
+    let mut lab = lab_or_skip!("disc-mesh");
+    let hosts: Vec<String> = (1..=6)
+        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap().0)
+        .collect();
+    let wrap_a = hosts[..4].iter().map(|ns| Lab::exec_in(ns)).collect();
+    let wrap_b = hosts[4..].iter().map(|ns| Lab::exec_in(ns)).collect();
+    let mut a = spawn(&discovery_env(4, "mesh", "job-a", None, wrap_a), "all");
+    let mut b = spawn(&discovery_env(2, "mesh", "job-b", None, wrap_b), "all");
+    let ra = a.results(Duration::from_secs(240));
+    let rb = b.results(Duration::from_secs(240));
+    assert!(
+        ra.iter()
+            .chain(&rb)
+            .all(|(_, l)| l.starts_with("RESULT ok")),
+        "{ra:#?} {rb:#?}"
+    );
+}
+
+/// A star whose worker sits behind NAT finds the coordinator by asking its
+/// host (`DISCOVER_HOST`) and runs every collective.
+#[test]
+fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
+    let mut lab = lab_or_skip!("disc-star");
+    let n = lab.net;
+    let (coord, _) = lab.lan_host("c", 10).unwrap();
+    let natted = lab.host_behind_nat("w1", 20).unwrap();
+    let (w2, _) = lab.lan_host("w2", 12).unwrap();
+    let wrap = [&coord, &natted, &w2]
+        .iter()
+        .map(|ns| Lab::exec_in(ns))
+        .collect();
+    let coordinator = format!("10.77.{n}.10");
+    let mut ranks = spawn(
+        &discovery_env(3, "star", "star-job", Some(&coordinator), wrap),
+        "all",
+    );
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
+
+/// A joiner with the wrong token never hears a valid announcement: the
+/// others form without it and it times out naming the ranks it missed.
+#[test]
+fn netlab_faults_discovery_ignores_a_wrong_token() {
+    let mut lab = lab_or_skip!("disc-token");
+    let hosts: Vec<String> = (1..=3)
+        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap().0)
+        .collect();
+    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let mut l = discovery_env(3, "mesh", "right", None, wrap);
+    for (k, v) in &mut l.env {
+        if k == "TIMEOUT_S" {
+            *v = "2".into();
+        }
+    }
+    let per_rank = vec![
+        Vec::new(),
+        Vec::new(),
+        vec![("CLUSTER_TOKEN".to_string(), "wrong".to_string())],
+    ];
+    let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
+    let results = ranks.results(Duration::from_secs(30));
+    for (r, line) in &results {
+        assert!(
+            line.starts_with("RESULT err FormationTimeout"),
+            "rank {r}: {line}"
+        );
+    }
+    // The impostor heard nobody; the others heard each other, not it.
+    assert!(
+        results.iter().any(|(r, l)| *r == 2 && l.contains("[0, 1]")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|(r, l)| *r == 0 && l.contains("[2]")),
+        "{results:?}"
+    );
+}
