@@ -235,3 +235,27 @@ fn netlab_faults_discovery_ignores_a_wrong_token() {
         "{results:?}"
     );
 }
+
+/// A discovery port held by another program is an error naming it, not a
+/// panic and not a silent wait.
+#[test]
+fn netlab_a_busy_discovery_port_is_an_error() {
+    let mut lab = lab_or_skip!("disc-busy");
+    let (h1, _) = lab.lan_host("h1", 11).unwrap();
+    let (h2, _) = lab.lan_host("h2", 12).unwrap();
+    let holder_launch = Launch {
+        world: 1,
+        env: vec![("HOLD_PORT".into(), "29600".into())],
+        wrap: vec![Lab::exec_in(&h1)],
+    };
+    let mut holder = spawn(&holder_launch, "hold_udp_port");
+    holder.wait_for(&[0], "READY", Duration::from_secs(20));
+    let wrap = vec![Lab::exec_in(&h1), Lab::exec_in(&h2)];
+    let mut ranks = spawn(&discovery_env(2, "mesh", "busy", None, wrap), "connect");
+    let results = ranks.wait_for(&[0], "RESULT ", Duration::from_secs(20));
+    let line = &results[0].1;
+    assert!(
+        line.starts_with("RESULT err ConnectionFailed") && line.contains("29600"),
+        "{line}"
+    );
+}

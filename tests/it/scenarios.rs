@@ -21,6 +21,20 @@ fn rank_process_entry() {
     };
     // libtest has printed "test … " without a newline: start our lines fresh.
     println!();
+    if scenario == "hold_udp_port" {
+        // Hold a UDP port without sharing it, until killed.
+        let port = std::env::var("HOLD_PORT")
+            .ok()
+            .and_then(|p| p.parse::<u16>().ok())
+            .unwrap_or(29600);
+        let sock = std::net::UdpSocket::bind(("0.0.0.0", port)).expect("bind the port to hold");
+        println!("READY");
+        let _ = std::io::stdout().flush();
+        let mut buf = [0u8; 1];
+        loop {
+            let _ = sock.recv_from(&mut buf);
+        }
+    }
     if scenario == "exit_rank1" && std::env::var("RANK").is_ok_and(|r| r == "1") {
         println!("RESULT err Exit rank 1 leaves at once");
         let _ = std::io::stdout().flush();
