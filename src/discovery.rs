@@ -138,11 +138,10 @@ fn bind_shared(port: u16, rank: u32) -> Result<UdpSocket> {
 
 /// This host's address towards the LAN: the source address the kernel
 /// picks for a broadcast (the default route's interface).
-fn lan_address(sock: &UdpSocket, port: u16) -> Result<Ipv4Addr> {
+fn lan_address(port: u16) -> Result<Ipv4Addr> {
     let probe = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     probe.set_broadcast(true)?;
     probe.connect((Ipv4Addr::BROADCAST, port))?;
-    let _ = sock;
     match probe.local_addr()? {
         SocketAddr::V4(a) if !a.ip().is_unspecified() => Ok(*a.ip()),
         other => Err(Error::ConnectionFailed {
@@ -162,7 +161,7 @@ pub(crate) fn broadcast(
     deadline: Instant,
 ) -> Result<Vec<SocketAddr>> {
     let sock = bind_shared(disc_port, rank)?;
-    let ip = lan_address(&sock, disc_port)?;
+    let ip = lan_address(disc_port)?;
     let port = u16::try_from(u32::from(data_base) + rank).map_err(|_| {
         Error::InvalidArgument(format!("DATA_PORT {data_base} + rank {rank} exceeds 65535"))
     })?;
@@ -265,6 +264,5 @@ pub(crate) fn query(
 
 /// The coordinator's own data address: its LAN address and `data_base`.
 pub(crate) fn coordinator_address(disc_port: u16, data_base: u16) -> Result<SocketAddrV4> {
-    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-    Ok(SocketAddrV4::new(lan_address(&sock, disc_port)?, data_base))
+    Ok(SocketAddrV4::new(lan_address(disc_port)?, data_base))
 }

@@ -65,8 +65,7 @@ impl fmt::Debug for Node {
     }
 }
 
-/// Default `MAX_MESSAGE_BYTES`: 16 GiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 << 30;
+pub use meshwork_transport::DEFAULT_MAX_MESSAGE_BYTES;
 
 impl Node {
     /// Rank `rank` of a group of `world`.

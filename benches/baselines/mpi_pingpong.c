@@ -5,14 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int parse(const char *s, long *out, int max) {
-    int n = 0;
-    char *copy = strdup(s), *tok = strtok(copy, ",");
-    while (tok && n < max) { out[n++] = atol(tok); tok = strtok(NULL, ","); }
-    free(copy);
-    return n;
-}
+#include "parse_list.h"
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);

@@ -21,8 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use work::Slot;
 
-/// Default deadline of every blocking call: 60 s without progress.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub use meshwork_transport::DEFAULT_TIMEOUT;
 
 /// Non-blocking operations queued per group before `*_nb` blocks. Sequence
 /// numbers are 64-bit, so this is about memory, not wrap-around.

@@ -32,6 +32,13 @@ fn run(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// `args` run inside namespace `ns`.
+fn run_in(ns: &str, args: &[&str]) -> Result<String, String> {
+    let mut all = vec!["ip", "netns", "exec", ns];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
 /// Skip (or, under `CI=true`, fail) a test that cannot run here.
 pub fn skip(reason: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -158,50 +165,41 @@ impl Lab {
             "via",
             &format!("10.78.{net}.1"),
         ])?;
-        run(&[
-            "ip",
-            "netns",
-            "exec",
+        run_in(&rtr, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+        run_in(&rtr, &["nft", "add", "table", "ip", "nat"])?;
+        run_in(
             &rtr,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ])?;
-        run(&[
-            "ip", "netns", "exec", &rtr, "nft", "add", "table", "ip", "nat",
-        ])?;
-        run(&[
-            "ip",
-            "netns",
-            "exec",
+            &[
+                "nft",
+                "add chain ip nat post { type nat hook postrouting priority 100 ; }",
+            ],
+        )?;
+        run_in(
             &rtr,
-            "nft",
-            "add chain ip nat post { type nat hook postrouting priority 100 ; }",
-        ])?;
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &rtr,
-            "nft",
-            "add",
-            "rule",
-            "ip",
-            "nat",
-            "post",
-            "oifname",
-            &public,
-            "masquerade",
-        ])?;
+            &[
+                "nft",
+                "add",
+                "rule",
+                "ip",
+                "nat",
+                "post",
+                "oifname",
+                &public,
+                "masquerade",
+            ],
+        )?;
         Ok(ns)
     }
 
     /// Limit `dev` in `ns` to `rate` (tc syntax, e.g. "50mbit").
     pub fn rate_limit(&self, ns: &str, dev: &str, rate: &str) -> Result<(), String> {
-        run(&[
-            "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-            rate, "burst", "256kb", "latency", "50ms",
-        ])
+        run_in(
+            ns,
+            &[
+                "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb",
+                "latency", "50ms",
+            ],
+        )
         .map(drop)
     }
 
@@ -221,7 +219,7 @@ impl Lab {
 
     /// Whether `ns` can reach `ip` (one ping, one second).
     pub fn can_ping(&self, ns: &str, ip: &str) -> bool {
-        run(&["ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", ip]).is_ok()
+        run_in(ns, &["ping", "-c", "1", "-W", "1", ip]).is_ok()
     }
 
     /// The command prefix that runs a program inside `ns`.

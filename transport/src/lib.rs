@@ -167,6 +167,12 @@ pub struct PeerStats {
     pub max_queued_bytes: u64,
 }
 
+/// Default deadline of every blocking call: 60 s without progress.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default largest message sent or accepted: 16 GiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 << 30;
+
 /// Default bytes of point-to-point and RPC messages one sender may have
 /// queued at one receiver before it waits for the receiver to take them.
 pub const DEFAULT_PEER_BUDGET: u64 = 64 << 20;

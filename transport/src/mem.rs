@@ -31,7 +31,7 @@ impl MemHub {
             .map(|rank| MemTransport {
                 hub: Arc::clone(&hub),
                 rank,
-                timeout_ns: AtomicU64::new(60_000_000_000),
+                timeout_ns: AtomicU64::new(crate::DEFAULT_TIMEOUT.as_nanos() as u64),
                 sent: Mutex::new(vec![(0, 0); world as usize]),
             })
             .collect()
