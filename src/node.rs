@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::group::{ProcessGroup, DEFAULT_TIMEOUT};
 use meshwork_collectives::{Algorithm, Collective, Topology};
 use meshwork_transport::mem::MemHub;
+use meshwork_transport::quic::{QuicConfig, QuicTransport, DEFAULT_SIDECAR_THRESHOLD};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport, PROTOCOL_VERSION};
 use meshwork_transport::Transport;
 use std::fmt;
@@ -19,6 +20,10 @@ pub enum TransportKind {
     /// One TCP connection per linked pair (`TRANSPORT=tcp`).
     #[default]
     Tcp,
+    /// One QUIC connection per linked pair, mutual TLS from the cluster
+    /// CA, and a TCP sidecar for payloads from the sidecar threshold up
+    /// (`TRANSPORT=quic`).
+    Quic,
 }
 
 /// How a process joins a group: who it is, where its peers are, and how to
@@ -45,6 +50,7 @@ pub struct Node {
     max_message_bytes: u64,
     peer_budget_bytes: u64,
     lane_depth: u32,
+    sidecar_threshold: usize,
     algorithms: Vec<(Collective, Algorithm)>,
     /// Discovery ports (discovery port, data port base), if discovering.
     discover: Option<(u16, u16)>,
@@ -81,6 +87,7 @@ impl Node {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             peer_budget_bytes: meshwork_transport::DEFAULT_PEER_BUDGET,
             lane_depth: meshwork_transport::LANE_DEPTH,
+            sidecar_threshold: DEFAULT_SIDECAR_THRESHOLD,
             algorithms: Vec::new(),
             discover: None,
             discover_host: None,
@@ -114,8 +121,12 @@ impl Node {
         node.transport = match lookup("TRANSPORT") {
             None => TransportKind::Tcp,
             Some((_, v)) if v.eq_ignore_ascii_case("tcp") => TransportKind::Tcp,
-            Some((n, v)) => return Err(bad(n, &v, "expected tcp (quic is not available yet)")),
+            Some((_, v)) if v.eq_ignore_ascii_case("quic") => TransportKind::Quic,
+            Some((n, v)) => return Err(bad(n, &v, "expected quic or tcp")),
         };
+        if let Some(t) = parse::<usize>("SIDECAR_THRESHOLD")? {
+            node.sidecar_threshold = t;
+        }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v
                 .parse()
@@ -271,6 +282,14 @@ impl Node {
         self
     }
 
+    /// QUIC transport: payloads of at least `bytes` go over the TCP
+    /// sidecar rather than QUIC (`SIDECAR_THRESHOLD`, default 64 KiB;
+    /// every rank must give the same, or formation fails saying so).
+    pub fn sidecar_threshold(mut self, bytes: usize) -> Node {
+        self.sidecar_threshold = bytes;
+        self
+    }
+
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
@@ -311,17 +330,23 @@ impl Node {
                     "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
                 );
             }
+            let mut cfg = TcpConfig::new(rank, world, node.peers.clone());
+            cfg.star = node.topology == Topology::Star;
+            cfg.token = node.token.clone();
+            cfg.timeout = node.timeout;
+            cfg.max_message_bytes = node.max_message_bytes;
+            cfg.peer_budget_bytes = node.peer_budget_bytes;
+            cfg.lane_depth = node.lane_depth;
             match node.transport {
-                TransportKind::Tcp => {
-                    let mut cfg = TcpConfig::new(rank, world, node.peers.clone());
-                    cfg.star = node.topology == Topology::Star;
-                    cfg.token = node.token.clone();
-                    cfg.timeout = node.timeout;
-                    cfg.max_message_bytes = node.max_message_bytes;
-                    cfg.peer_budget_bytes = node.peer_budget_bytes;
-                    cfg.lane_depth = node.lane_depth;
-                    Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?)
-                }
+                TransportKind::Tcp => Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?),
+                TransportKind::Quic => Arc::new(
+                    QuicTransport::connect(QuicConfig {
+                        tcp: cfg,
+                        sidecar_threshold: node.sidecar_threshold,
+                        identity: None,
+                    })
+                    .map_err(from_formation)?,
+                ),
             }
         };
         tracing::info!(rank, world, topology = ?node.topology, transport = ?node.transport, "group formed");

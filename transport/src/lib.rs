@@ -6,12 +6,14 @@
 //! collective's traffic, user point-to-point messages, RPC and control never
 //! match one another's receives.
 //!
-//! Implementations: [`mem::MemHub`] (in-process worlds and tests). TCP and
-//! QUIC links come with their own modules.
+//! Implementations: [`mem::MemHub`] (in-process worlds and tests),
+//! [`tcp::TcpTransport`] and [`quic::QuicTransport`] (QUIC links with mutual
+//! TLS, plus a TCP sidecar for large payloads).
 
 mod inbox;
 pub mod mem;
 mod pool;
+pub mod quic;
 pub mod tcp;
 
 pub use inbox::{LANE_DEPTH, SEQ_WINDOW};

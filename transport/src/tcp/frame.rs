@@ -4,12 +4,12 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit |
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit, 6 bulk descriptor (QUIC) |
 //! | 1 | 1 | lane kind ([`LaneKind`]) |
 //! | 2 | 2 | zero |
 //! | 4 | 4 | source rank (the original sender, kept through relays) |
 //! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
-//! | 12 | 4 | aux: a credit's message count; zero otherwise |
+//! | 12 | 4 | aux: a credit's message count; a bulk payload's number on the sidecar; zero otherwise |
 //! | 16 | 8 | communicator id |
 //! | 24 | 8 | tag |
 //! | 32 | 8 | payload length (a credit: bytes credited; no payload follows) |
@@ -35,6 +35,10 @@ pub(crate) enum FrameType {
     /// budgeted bytes from `dst`, who may send that much more (flow
     /// control, end to end; relayed in a star).
     Credit = 5,
+    /// On a QUIC lane: the next message of this lane is the sidecar's
+    /// payload number `aux`, of `len` bytes (which follow on the sidecar,
+    /// not here).
+    Bulk = 6,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +111,7 @@ impl Header {
             3 => FrameType::Bye,
             4 => FrameType::PeerGone,
             5 => FrameType::Credit,
+            6 => FrameType::Bulk,
             t => return Err(FrameError::Type(t)),
         };
         let kind = LaneKind::from_u8(h[1]).ok_or(FrameError::Kind(h[1]))?;
@@ -117,8 +122,9 @@ impl Header {
             }
         }
         let len = u64_at(32);
-        // Only data frames carry `len` bytes after the header.
-        if ftype == FrameType::Data && len > max_len {
+        // Only data frames carry `len` bytes after the header (or, for a
+        // bulk descriptor, on the sidecar).
+        if matches!(ftype, FrameType::Data | FrameType::Bulk) && len > max_len {
             return Err(FrameError::TooLong(len, max_len));
         }
         Ok(Header {

@@ -1,7 +1,8 @@
 //! The link handshake: who is on the other end, and may they join?
 //!
 //! ```text
-//! dialer → acceptor   Hello  (56 B): "MESHWORK", version, world, rank, flags, nonce_d
+//! dialer → acceptor   Hello  (56 B): "MESHWORK", version, world, rank, flags,
+//!                                   transport settings (8 B), nonce_d (24 B)
 //! acceptor → dialer   Reply  (92 B): Hello of the acceptor (nonce_a) + status + proof_a
 //! dialer → acceptor   proof_d (32 B)
 //! acceptor → dialer   1 byte: 1 = admitted
@@ -16,7 +17,8 @@
 //! checks protocol, world and ranks, but authenticates nobody.
 //!
 //! The acceptor checks magic (a stranger is dropped silently), protocol
-//! version, world size, topology and whether it expects that rank, and
+//! version, world size, topology, transport settings (TCP or QUIC, and
+//! QUIC's sidecar threshold) and whether it expects that rank, and
 //! answers with a status code so both sides fail with the same typed error.
 
 use hmac::{Hmac, Mac};
@@ -25,7 +27,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 /// The wire protocol version; peers of another version are refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2 added the transport settings word to the hello.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 const HELLO_LEN: usize = 56;
@@ -41,6 +44,7 @@ pub(crate) enum Status {
     World = 2,
     RankConflict = 3,
     Topology = 4,
+    Transport = 5,
 }
 
 /// How a handshake failed.
@@ -56,6 +60,8 @@ pub(crate) enum HandshakeError {
     RankConflict { rank: u32 },
     #[error("topology differs (one side star, the other mesh)")]
     Topology,
+    #[error("transport settings differ: ours {}, theirs {}", describe_transport(*.ours), describe_transport(*.theirs))]
+    Transport { ours: u64, theirs: u64 },
     #[error("the peer holds another cluster token")]
     Token,
     #[error("{0}")]
@@ -71,6 +77,24 @@ pub(crate) struct Identity {
     pub key: [u8; 32],
     /// Only for tests of version negotiation.
     pub version: u32,
+    /// The transport settings word: 0 for plain TCP; for QUIC, bit 63 set
+    /// and the sidecar threshold in bytes below it. Must be equal.
+    pub transport: u64,
+}
+
+/// The settings word's bit that means QUIC (with a TCP bulk sidecar).
+pub(crate) const TRANSPORT_QUIC: u64 = 1 << 63;
+
+/// A settings word in words.
+pub(crate) fn describe_transport(word: u64) -> String {
+    if word & TRANSPORT_QUIC == 0 {
+        "TCP".to_string()
+    } else {
+        format!(
+            "QUIC with the TCP sidecar from {} bytes",
+            word & !TRANSPORT_QUIC
+        )
+    }
 }
 
 /// The HMAC key for `token` (or the public key when there is none).
@@ -93,7 +117,8 @@ fn hello(id: &Identity) -> Result<[u8; HELLO_LEN], HandshakeError> {
     h[12..16].copy_from_slice(&id.world.to_le_bytes());
     h[16..20].copy_from_slice(&id.rank.to_le_bytes());
     h[20..24].copy_from_slice(&(if id.star { FLAG_STAR } else { 0 }).to_le_bytes());
-    getrandom::getrandom(&mut h[24..56]).map_err(|e| std::io::Error::other(e.to_string()))?;
+    h[24..32].copy_from_slice(&id.transport.to_le_bytes());
+    getrandom::getrandom(&mut h[32..56]).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(h)
 }
 
@@ -102,6 +127,7 @@ struct Parsed {
     world: u32,
     rank: u32,
     star: bool,
+    transport: u64,
 }
 
 fn parse(h: &[u8]) -> Option<Parsed> {
@@ -114,6 +140,7 @@ fn parse(h: &[u8]) -> Option<Parsed> {
         world: u(12),
         rank: u(16),
         star: u(20) & FLAG_STAR != 0,
+        transport: u64::from_le_bytes(h[24..32].try_into().ok()?),
     })
 }
 
@@ -159,6 +186,12 @@ pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<u32, Handsha
             return Err(HandshakeError::RankConflict { rank: id.rank })
         }
         s if s == Status::Topology as u32 => return Err(HandshakeError::Topology),
+        s if s == Status::Transport as u32 => {
+            return Err(HandshakeError::Transport {
+                ours: id.transport,
+                theirs: theirs.transport,
+            })
+        }
         _ => return Err(HandshakeError::Stranger),
     }
     if !verify(
@@ -224,6 +257,14 @@ fn accept_rest(
         )
     } else if theirs.star != id.star {
         (Status::Topology, Some(HandshakeError::Topology))
+    } else if theirs.transport != id.transport {
+        (
+            Status::Transport,
+            Some(HandshakeError::Transport {
+                ours: id.transport,
+                theirs: theirs.transport,
+            }),
+        )
     } else if theirs.rank >= id.world || theirs.rank == id.rank || !wanted(theirs.rank) {
         (
             Status::RankConflict,
@@ -264,6 +305,7 @@ mod tests {
             star: false,
             key: derive_key(token),
             version: PROTOCOL_VERSION,
+            transport: 0,
         }
     }
 
@@ -307,12 +349,36 @@ mod tests {
         old.version = 0;
         let (d, a) = pair(old, id(1, 2, None));
         assert!(
-            matches!(d, Err(HandshakeError::Protocol { ours: 0, theirs: 1 })),
+            matches!(
+                d,
+                Err(HandshakeError::Protocol {
+                    ours: 0,
+                    theirs: PROTOCOL_VERSION
+                })
+            ),
             "{d:?}"
         );
         assert!(
-            matches!(a, Err(HandshakeError::Protocol { ours: 1, theirs: 0 })),
+            matches!(
+                a,
+                Err(HandshakeError::Protocol {
+                    ours: PROTOCOL_VERSION,
+                    theirs: 0
+                })
+            ),
             "{a:?}"
+        );
+        let mut quic = id(0, 2, None);
+        quic.transport = TRANSPORT_QUIC | 65536;
+        let (d, a) = pair(quic, id(1, 2, None));
+        assert!(
+            matches!(d, Err(HandshakeError::Transport { theirs: 0, .. })),
+            "{d:?}"
+        );
+        let a = a.unwrap_err().to_string();
+        assert!(
+            a.contains("ours TCP, theirs QUIC with the TCP sidecar from 65536 bytes"),
+            "{a}"
         );
         let (d, _) = pair(id(1, 2, None), id(1, 2, None));
         assert!(

@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     /// yields while it polls its link.
     pub spin: bool,
     pub closing: AtomicBool,
+    /// QUIC links and the sidecar's bookkeeping, when the group runs on
+    /// QUIC: these TCP links then carry only payloads over the threshold.
+    pub quic: Option<crate::quic::QuicShared>,
 }
 
 impl Shared {
@@ -89,6 +92,57 @@ impl Shared {
         self.lanes_freed.notify_all();
     }
 
+    /// The link that carries traffic for `dst`: a star worker reaches
+    /// everyone through the coordinator.
+    pub(crate) fn hop(&self, dst: u32) -> u32 {
+        if self.star && self.rank != 0 {
+            0
+        } else {
+            dst
+        }
+    }
+
+    fn tcp_link(&self, hop: u32) -> Option<&LinkTx> {
+        self.links
+            .get()
+            .and_then(|l| l.get(hop as usize))
+            .and_then(Option::as_ref)
+    }
+
+    /// Send one frame (`header`, then `parts`) towards `dst` over the link
+    /// to `hop`, waiting within the deadline for room. On QUIC, a payload
+    /// under the threshold goes over the QUIC link; a larger one over this
+    /// TCP link (the sidecar), announced on the QUIC lane by a descriptor
+    /// so that the lane stays in order.
+    pub(crate) fn transmit(
+        &self,
+        hop: u32,
+        mut header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        let gone = TransportError::PeerDisconnected { rank: dst };
+        let link = self.tcp_link(hop).ok_or(gone.clone())?;
+        let Some(q) = &self.quic else {
+            return link.send(header.encode(), parts, self, dst);
+        };
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len < q.threshold {
+            return q.send(self, hop, header, parts, dst);
+        }
+        {
+            // Numbers and sidecar order agree: taken and sent under one lock.
+            let mut next = q.bulk_out[hop as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            header.aux = *next;
+            link.send(header.encode(), parts, self, dst)?;
+            *next = next.wrapping_add(1);
+        }
+        header.ftype = FrameType::Bulk;
+        q.send(self, hop, header, &[], dst)
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
     }
@@ -103,9 +157,22 @@ impl Shared {
         }
     }
 
-    /// The link to `peer` failed: its ranks are gone; a coordinator tells
-    /// every other worker.
+    /// The TCP link to `peer` ended. On QUIC, the peer's QUIC link first
+    /// delivers what it still holds (descriptors whose payloads the
+    /// sidecar brought just before it ended), then calls `lost_now`.
     pub(crate) fn link_lost(&self, peer: u32) {
+        if let Some(q) = &self.quic {
+            if q.sidecar_ended(peer) {
+                return;
+            }
+        }
+        self.lost_now(peer);
+    }
+
+    /// The link to `peer` is gone: its ranks are gone once what they sent
+    /// is taken; a coordinator tells every other worker (on QUIC, after
+    /// what it relayed from them on every stream).
+    pub(crate) fn lost_now(&self, peer: u32) {
         if self.closing.load(Ordering::Acquire) {
             return;
         }
@@ -116,8 +183,13 @@ impl Shared {
             if let Some(links) = self.links.get() {
                 for (r, link) in links.iter().enumerate() {
                     if let Some(link) = link.as_ref().filter(|_| r as u32 != peer) {
-                        let h = Header::control(FrameType::PeerGone, peer, r as u32).encode();
-                        link.enqueue(Out::Frame(h, Payload::default()));
+                        let h = Header::control(FrameType::PeerGone, peer, r as u32);
+                        match &self.quic {
+                            Some(q) => q.tell_gone(h),
+                            None => {
+                                link.enqueue(Out::Frame(h.encode(), Payload::default()));
+                            }
+                        }
                     }
                 }
             }
@@ -456,18 +528,29 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
 }
 
 /// A star coordinator forwards a worker's frame to its destination.
-pub(crate) fn relay(shared: &Shared, h: Header, payload: Payload) {
-    let link = shared
-        .links
-        .get()
-        .and_then(|l| l.get(h.dst as usize))
-        .and_then(Option::as_ref);
-    match link {
-        Some(link) => {
-            // Relayed bytes are not budgeted: blocking here would stall
-            // this link's reader; TCP's own flow control bounds them.
-            link.enqueue(Out::Frame(h.encode(), payload));
-        }
-        None => tracing::warn!(dst = h.dst, "no link to relay to; frame dropped"),
+/// Relayed bytes are not budgeted: blocking here would stall the link that
+/// carried them; the links' own flow control bounds them.
+pub(crate) fn relay(shared: &Shared, mut h: Header, payload: Payload) {
+    let Some(link) = shared.tcp_link(h.dst) else {
+        tracing::warn!(dst = h.dst, "no link to relay to; frame dropped");
+        return;
+    };
+    let Some(q) = &shared.quic else {
+        link.enqueue(Out::Frame(h.encode(), payload));
+        return;
+    };
+    if payload.len() < q.threshold {
+        q.relay(h, payload);
+        return;
     }
+    {
+        let mut next = q.bulk_out[h.dst as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        h.aux = *next;
+        link.enqueue(Out::Frame(h.encode(), payload));
+        *next = next.wrapping_add(1);
+    }
+    h.ftype = FrameType::Bulk;
+    q.relay(h, Payload::default());
 }

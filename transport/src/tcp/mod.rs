@@ -12,10 +12,10 @@
 //! a resumable frame assembler that its reader thread or a waiting
 //! application thread drives (`rx.rs`).
 
-mod frame;
+pub(crate) mod frame;
 mod handshake;
-mod link;
-mod rx;
+pub(crate) mod link;
+pub(crate) mod rx;
 
 pub use handshake::PROTOCOL_VERSION;
 
@@ -108,6 +108,10 @@ impl FormationError {
             HandshakeError::RankConflict { rank } => FormationError::RankConflict { rank },
             HandshakeError::Topology => FormationError::TopologyMismatch { rank },
             HandshakeError::Token => FormationError::TokenMismatch { rank },
+            e @ HandshakeError::Transport { .. } => FormationError::ConnectionFailed {
+                rank,
+                reason: e.to_string(),
+            },
             HandshakeError::Stranger => FormationError::ConnectionFailed {
                 rank,
                 reason: "the peer is not a meshwork node".into(),
@@ -166,6 +170,15 @@ const LISTEN: mio::Token = mio::Token(1);
 impl TcpTransport {
     /// Form the group: listen, dial, authenticate, start the link threads.
     pub fn connect(cfg: TcpConfig) -> Result<TcpTransport, FormationError> {
+        TcpTransport::form(&cfg, None)
+    }
+
+    /// Form the TCP links of a group; with `quic`, they are a QUIC group's
+    /// sidecar (the handshake checks that every rank agrees).
+    pub(crate) fn form(
+        cfg: &TcpConfig,
+        quic: Option<crate::quic::QuicShared>,
+    ) -> Result<TcpTransport, FormationError> {
         let (rank, world) = (cfg.rank, cfg.world);
         let id = Identity {
             rank,
@@ -173,12 +186,11 @@ impl TcpTransport {
             star: cfg.star,
             key: handshake::derive_key(cfg.token.as_deref()),
             version: cfg.protocol_version,
+            transport: quic.as_ref().map_or(0, |q| {
+                handshake::TRANSPORT_QUIC | (q.threshold as u64 & !handshake::TRANSPORT_QUIC)
+            }),
         };
-        let (accept_from, dial_to): (BTreeSet<u32>, Vec<u32>) = match (cfg.star, rank) {
-            (true, 0) => ((1..world).collect(), Vec::new()),
-            (true, _) => (BTreeSet::new(), vec![0]),
-            (false, _) => ((0..rank).collect(), (rank + 1..world).collect()),
-        };
+        let (accept_from, dial_to) = plan(cfg.star, rank, world);
         let addr_of = |r: u32| -> Result<SocketAddr, FormationError> {
             cfg.peers
                 .get(r as usize)
@@ -285,7 +297,7 @@ impl TcpTransport {
             links = formed.len(),
             "TCP group formed"
         );
-        let transport = TcpTransport::start(&cfg, formed);
+        let transport = TcpTransport::start(cfg, formed, quic);
         if let Some(l) = listener {
             let timeout = cfg.timeout;
             let late = std::thread::Builder::new()
@@ -301,7 +313,11 @@ impl TcpTransport {
         Ok(transport)
     }
 
-    fn start(cfg: &TcpConfig, formed: Vec<(u32, TcpStream)>) -> TcpTransport {
+    fn start(
+        cfg: &TcpConfig,
+        formed: Vec<(u32, TcpStream)>,
+        quic: Option<crate::quic::QuicShared>,
+    ) -> TcpTransport {
         let shared = Arc::new(Shared {
             rank: cfg.rank,
             world: cfg.world,
@@ -335,6 +351,7 @@ impl TcpTransport {
                 here <= cores
             },
             closing: AtomicBool::new(false),
+            quic,
         });
         let mut links: Vec<Option<LinkTx>> = vec![None; cfg.world as usize];
         let mut rxs: Vec<Option<Arc<rx::Rx>>> = vec![None; cfg.world as usize];
@@ -387,6 +404,16 @@ impl TcpTransport {
             threads: Mutex::new(threads),
             late: Mutex::new(None),
         }
+    }
+}
+
+/// Whom `rank` accepts links from and whom it dials: in a mesh, every
+/// lower rank dials every higher one; in a star, workers dial rank 0.
+pub(crate) fn plan(star: bool, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32>) {
+    match (star, rank) {
+        (true, 0) => ((1..world).collect(), Vec::new()),
+        (true, _) => (BTreeSet::new(), vec![0]),
+        (false, _) => ((0..rank).collect(), (rank + 1..world).collect()),
     }
 }
 
@@ -560,6 +587,10 @@ fn dial_until(
 }
 
 impl TcpTransport {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Return consumed budget to `src` once enough has been taken (or its
     /// queue here is empty, so a waiting sender is never left waiting).
     fn credit(&self, src: u32, key: LaneKey) {
@@ -571,21 +602,13 @@ impl TcpTransport {
         let Some(credit) = sh.inbox.take_credit(src, key, batch, sh.lane_depth) else {
             return;
         };
-        let hop = if sh.star && sh.rank != 0 { 0 } else { src };
-        let Some(link) = sh
-            .links
-            .get()
-            .and_then(|l| l.get(hop as usize))
-            .and_then(Option::as_ref)
-        else {
-            return;
-        };
+        let hop = sh.hop(src);
         let mut bytes = credit.bytes;
         for (lane, count) in credit.lanes {
             let mut h = frame::Header::control(frame::FrameType::Credit, sh.rank, src);
             (h.comm, h.kind, h.tag, h.aux, h.len) = (lane.comm, lane.kind, lane.tag, count, bytes);
             bytes = 0;
-            if link.send(h.encode(), &[], sh, src).is_err() {
+            if sh.transmit(hop, h, &[], src).is_err() {
                 tracing::debug!(src, "cannot return credit; the link is gone");
                 return;
             }
@@ -628,13 +651,7 @@ impl Transport for TcpTransport {
         if sh.inbox.is_gone(dst) {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
-        let hop = if sh.star && sh.rank != 0 { 0 } else { dst };
-        let link = sh
-            .links
-            .get()
-            .and_then(|l| l.get(hop as usize))
-            .and_then(Option::as_ref)
-            .ok_or(TransportError::PeerDisconnected { rank: dst })?;
+        let hop = sh.hop(dst);
         let header = frame::Header {
             ftype: frame::FrameType::Data,
             kind: key.kind,
@@ -652,7 +669,7 @@ impl Transport for TcpTransport {
                 return Err(e);
             }
         }
-        let sent = link.send(header.encode(), parts, sh, dst);
+        let sent = sh.transmit(hop, header, parts, dst);
         if sent.is_ok() {
             let (m, b) = &sh.sent[dst as usize];
             m.fetch_add(1, Ordering::Relaxed);
@@ -671,12 +688,13 @@ impl Transport for TcpTransport {
         let sh = &self.shared;
         // Caller-driven progress: read the link to `src` ourselves for a
         // moment before parking, so a prompt reply needs no thread hand-off.
-        let hop = if sh.star && sh.rank != 0 { 0 } else { src };
+        // (On QUIC, small messages come over QUIC, driven by its thread.)
         if let Some(rx) = sh
             .rxs
             .get()
-            .and_then(|r| r.get(hop as usize))
+            .and_then(|r| r.get(sh.hop(src) as usize))
             .and_then(Option::as_ref)
+            .filter(|_| sh.quic.is_none())
         {
             let until = Instant::now() + CALLER_POLL.min(timeout);
             loop {
@@ -747,6 +765,11 @@ impl Transport for TcpTransport {
         if let Some((waker, h)) = self.late.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = waker.wake();
             let _ = h.join();
+        }
+        // QUIC first: its links deliver what they carry before the
+        // sidecar says bye.
+        if let Some(q) = &sh.quic {
+            q.close();
         }
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(links) = sh.links.get() {

@@ -66,10 +66,94 @@ fn wait_readable(stream: &TcpStream, timeout: Duration) -> bool {
     n != 0 // ready, or an error that the next read will report
 }
 
-enum Next {
+/// What a link does after a frame's header.
+pub(crate) enum Next {
     Continue,
+    /// A data frame: read its body next.
     Body(Header),
+    /// A bulk descriptor (QUIC only): its payload comes on the sidecar.
+    Bulk(Header),
     End,
+}
+
+/// Act on a header from `peer`'s link (TCP or QUIC): control frames at
+/// once; a data frame's body or a bulk descriptor's payload is the
+/// caller's to fetch.
+pub(crate) fn on_header(shared: &Shared, peer: u32, h: Header, on_quic: bool) -> Next {
+    match h.ftype {
+        FrameType::Heartbeat => Next::Continue,
+        FrameType::Bye => Next::End,
+        FrameType::PeerGone => {
+            // On QUIC it comes once on every stream, behind what was
+            // relayed on that stream.
+            let last = match (&shared.quic, on_quic) {
+                (Some(q), true) => q.gone_mark(h.src),
+                _ => true,
+            };
+            if last {
+                shared.inbox.set_gone(h.src);
+            }
+            Next::Continue
+        }
+        FrameType::Credit if h.dst == shared.rank => {
+            if let Some(b) = shared.flow.get(h.src as usize) {
+                b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
+            }
+            let key = LaneKey {
+                comm: h.comm,
+                kind: h.kind,
+                tag: h.tag,
+            };
+            shared.release_lane(h.src, key, h.aux);
+            Next::Continue
+        }
+        FrameType::Credit => {
+            if shared.star && shared.rank == 0 {
+                relay(shared, h, Payload::default());
+            }
+            Next::Continue
+        }
+        FrameType::Data | FrameType::Bulk
+            if h.kind == LaneKind::Collective && !shared.inbox.in_window(h.comm, h.tag) =>
+        {
+            tracing::error!(
+                peer,
+                seq = h.tag,
+                "a collective message far beyond this rank's sequence window; closing the link"
+            );
+            Next::End
+        }
+        FrameType::Bulk if on_quic => Next::Bulk(h),
+        FrameType::Bulk => {
+            tracing::error!(peer, "a bulk descriptor on a TCP link; closing it");
+            Next::End
+        }
+        FrameType::Data => Next::Body(h),
+    }
+}
+
+/// A complete message from `peer`'s link: to this rank's inbox, or
+/// relayed. `false`: a protocol error (the link must close).
+pub(crate) fn on_data(shared: &Shared, peer: u32, h: Header, payload: Payload) -> bool {
+    if h.dst == shared.rank {
+        let key = LaneKey {
+            comm: h.comm,
+            kind: h.kind,
+            tag: h.tag,
+        };
+        shared.inbox.deliver(h.src, key, payload);
+        true
+    } else if shared.star && shared.rank == 0 {
+        relay(shared, h, payload);
+        true
+    } else {
+        tracing::error!(
+            peer,
+            dst = h.dst,
+            "a frame for another rank on a direct link; closing it"
+        );
+        false
+    }
 }
 
 impl Rx {
@@ -152,7 +236,7 @@ impl Rx {
                     st.header_len = 0;
                     match self.header(&st.header, shared) {
                         Next::Continue => {}
-                        Next::End => return self.end(st, shared),
+                        Next::End | Next::Bulk(_) => return self.end(st, shared),
                         // The length was checked against the cap before
                         // this allocation.
                         Next::Body(h) => {
@@ -167,81 +251,36 @@ impl Rx {
         }
     }
 
-    /// Act on a complete header: control frames at once, data frames by
-    /// reading their body next.
+    /// Decode and act on a complete header.
     fn header(&self, raw: &[u8; HEADER_LEN], shared: &Shared) -> Next {
-        let peer = self.peer;
-        let h = match Header::decode(raw, shared.world, shared.max_message_bytes) {
-            Ok(h) => h,
+        let next = match Header::decode(raw, shared.world, shared.max_message_bytes) {
+            Ok(h) => on_header(shared, self.peer, h, false),
             Err(e) => {
-                tracing::error!(peer, "protocol error on the link: {e}; closing it");
-                let _ = self.stream.shutdown(Shutdown::Both);
-                return Next::End;
-            }
-        };
-        match h.ftype {
-            FrameType::Heartbeat => Next::Continue,
-            FrameType::Bye => Next::End,
-            FrameType::PeerGone => {
-                shared.inbox.set_gone(h.src);
-                Next::Continue
-            }
-            FrameType::Credit if h.dst == shared.rank => {
-                if let Some(b) = shared.flow.get(h.src as usize) {
-                    b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
-                }
-                let key = LaneKey {
-                    comm: h.comm,
-                    kind: h.kind,
-                    tag: h.tag,
-                };
-                shared.release_lane(h.src, key, h.aux);
-                Next::Continue
-            }
-            FrameType::Credit => {
-                if shared.star && shared.rank == 0 {
-                    relay(shared, h, Payload::default());
-                }
-                Next::Continue
-            }
-            FrameType::Data
-                if h.kind == LaneKind::Collective && !shared.inbox.in_window(h.comm, h.tag) =>
-            {
                 tracing::error!(
-                    peer,
-                    seq = h.tag,
-                    "a collective message far beyond this rank's sequence window; closing the link"
+                    peer = self.peer,
+                    "protocol error on the link: {e}; closing it"
                 );
-                let _ = self.stream.shutdown(Shutdown::Both);
                 Next::End
             }
-            FrameType::Data => Next::Body(h),
+        };
+        if matches!(next, Next::End) {
+            let _ = self.stream.shutdown(Shutdown::Both);
         }
+        next
     }
 
-    /// A complete data frame: to this rank's inbox, or relayed.
+    /// A complete data frame: on QUIC, a sidecar payload that waits for
+    /// its descriptor; otherwise to the inbox or relayed.
     fn deliver(&self, h: Header, buf: Vec<u8>, shared: &Shared) -> bool {
         let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-        if h.dst == shared.rank {
-            let key = LaneKey {
-                comm: h.comm,
-                kind: h.kind,
-                tag: h.tag,
-            };
-            shared.inbox.deliver(h.src, key, payload);
-            true
-        } else if shared.star && shared.rank == 0 {
-            relay(shared, h, payload);
-            true
-        } else {
-            tracing::error!(
-                peer = self.peer,
-                dst = h.dst,
-                "a frame for another rank on a direct link; closing it"
-            );
+        let ok = match &shared.quic {
+            Some(q) => q.bulk_arrived(self.peer, h, payload),
+            None => on_data(shared, self.peer, h, payload),
+        };
+        if !ok {
             let _ = self.stream.shutdown(Shutdown::Both);
-            false
         }
+        ok
     }
 }
 

@@ -1,0 +1,793 @@
+//! The QUIC transport: a QUIC connection per linked pair of ranks, with
+//! mutual TLS from the cluster CA, plus a TCP bulk sidecar.
+//!
+//! Formation first builds the TCP links exactly as the TCP transport does
+//! (`tcp/`): same topology, same token handshake and typed refusals, and
+//! the hello says "QUIC with this sidecar threshold" so ranks configured
+//! differently fail at once, naming the difference. Those links become the
+//! sidecar. Then each pair opens a QUIC connection the same way round
+//! (mesh: lower rank dials; star: workers dial the coordinator) and each
+//! side checks the other's leaf: issued by the cluster CA, naming the
+//! rank expected.
+//!
+//! A rank's one UDP port (its data port) serves every inbound peer: the
+//! first datagram of a new peer reaches the listening socket, which opens
+//! a socket of its own for that peer on the same port (`SO_REUSEPORT`)
+//! connected to the peer's address; the kernel delivers the peer's later
+//! datagrams to it, so each link's thread reads only its own datagrams and
+//! needs no connection-id demultiplexing. After formation the listening
+//! socket stays open to refuse latecomers (a stranger fails the TLS
+//! handshake; a member's duplicate is closed with "formation is over").
+//!
+//! Messages under the threshold travel as frames on QUIC streams
+//! (`link.rs`); larger ones on the sidecar, announced by a descriptor on
+//! their lane's stream so the lane stays in order.
+
+mod link;
+pub mod tls;
+
+use crate::tcp::frame::Header;
+use crate::tcp::link::Shared;
+use crate::tcp::{FormationError, TcpConfig, TcpTransport};
+use crate::{LaneKey, Payload, PeerStats, Transport, TransportError};
+use link::{Cmd, Io, QLink};
+use std::collections::{BTreeSet, HashMap};
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+pub use tls::{ClusterCa, RankIdentity};
+
+/// Default size from which a payload goes over the TCP sidecar: QUIC
+/// costs ≈ 4–5 µs of CPU per datagram on each side, so past a few
+/// datagrams' worth TCP is cheaper (see the README for the measurement).
+pub const DEFAULT_SIDECAR_THRESHOLD: usize = 64 << 10;
+
+/// The ALPN both sides must offer.
+const ALPN: &[u8] = b"meshwork/2";
+
+/// How to form a QUIC group.
+#[derive(Clone, Debug)]
+pub struct QuicConfig {
+    /// Ranks, addresses, token, deadlines, budgets: as for TCP. Each rank
+    /// listens on its address's port for both UDP (QUIC) and TCP (sidecar).
+    pub tcp: TcpConfig,
+    /// Payloads of at least this many bytes go over the TCP sidecar.
+    pub sidecar_threshold: usize,
+    /// This rank's leaf and the CA it trusts; `None` derives them: from
+    /// the token, or without one (loopback), from the job's parameters.
+    pub identity: Option<RankIdentity>,
+}
+
+impl QuicConfig {
+    /// Defaults for everything but the addresses.
+    pub fn new(rank: u32, world: u32, peers: Vec<SocketAddr>) -> QuicConfig {
+        QuicConfig {
+            tcp: TcpConfig::new(rank, world, peers),
+            sidecar_threshold: DEFAULT_SIDECAR_THRESHOLD,
+            identity: None,
+        }
+    }
+}
+
+/// Sidecar payloads that arrived before (or without yet) their
+/// descriptors, per link: numbered in the order the sidecar carries them.
+#[derive(Debug, Default)]
+struct Bodies {
+    next: u32,
+    waiting: HashMap<u32, (Header, Payload)>,
+}
+
+/// What the rank's QUIC links share with its TCP links (`Shared::quic`).
+#[derive(Debug)]
+pub(crate) struct QuicShared {
+    pub threshold: usize,
+    /// The next sidecar payload number, per link.
+    pub bulk_out: Vec<Mutex<u32>>,
+    bodies: Vec<Mutex<Bodies>>,
+    links: OnceLock<Vec<Option<Arc<QLink>>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// PeerGone notices received per rank, one per stream.
+    gone_marks: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl QuicShared {
+    fn new(world: u32, threshold: usize) -> QuicShared {
+        QuicShared {
+            threshold,
+            bulk_out: (0..world).map(|_| Mutex::new(0)).collect(),
+            bodies: (0..world).map(|_| Mutex::default()).collect(),
+            links: OnceLock::new(),
+            threads: Mutex::new(Vec::new()),
+            gone_marks: (0..world).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// The sidecar to `peer` ended: its QUIC link takes over the ending.
+    /// `false`: there is no running QUIC link; end it now.
+    pub(crate) fn sidecar_ended(&self, peer: u32) -> bool {
+        self.link(peer).is_some_and(|l| l.sidecar_ended())
+    }
+
+    /// A coordinator tells worker `h.dst` that rank `h.src` is gone, on
+    /// every stream, behind whatever it relayed there.
+    pub(crate) fn tell_gone(&self, h: Header) {
+        if let Some(l) = self.link(h.dst) {
+            for stream in 0..=link::LANE_STREAMS {
+                l.push_on(stream, h, Payload::default());
+            }
+        }
+    }
+
+    /// One stream's PeerGone notice for `rank`; `true` with the last.
+    pub(crate) fn gone_mark(&self, rank: u32) -> bool {
+        self.gone_marks
+            .get(rank as usize)
+            .is_some_and(|m| m.fetch_add(1, Ordering::AcqRel) + 1 == link::LANE_STREAMS + 1)
+    }
+
+    fn link(&self, hop: u32) -> Option<&Arc<QLink>> {
+        self.links.get()?.get(hop as usize)?.as_ref()
+    }
+
+    /// Send a frame over the QUIC link to `hop`.
+    pub(crate) fn send(
+        &self,
+        shared: &Shared,
+        hop: u32,
+        header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        self.link(hop)
+            .ok_or(TransportError::PeerDisconnected { rank: dst })?
+            .send(shared, header, parts, dst)
+    }
+
+    /// Forward a frame over the QUIC link to its destination.
+    pub(crate) fn relay(&self, h: Header, payload: Payload) {
+        match self.link(h.dst) {
+            Some(l) => l.push(h, payload),
+            None => tracing::warn!(dst = h.dst, "no QUIC link to relay to; frame dropped"),
+        }
+    }
+
+    /// The sidecar from `peer` brought a payload. `false`: out of order
+    /// (a protocol error).
+    pub(crate) fn bulk_arrived(&self, peer: u32, h: Header, payload: Payload) -> bool {
+        {
+            let mut b = self.bodies[peer as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if h.aux != b.next {
+                tracing::error!(
+                    peer,
+                    got = h.aux,
+                    want = b.next,
+                    "sidecar payload out of order"
+                );
+                return false;
+            }
+            b.next = b.next.wrapping_add(1);
+            b.waiting.insert(h.aux, (h, payload));
+        }
+        if let Some(l) = self.link(peer) {
+            l.wake();
+        }
+        true
+    }
+
+    /// The sidecar payload number `id` from `peer`, if it has arrived.
+    fn take_body(&self, peer: u32, id: u32) -> Option<(Header, Payload)> {
+        self.bodies[peer as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting
+            .remove(&id)
+    }
+
+    /// Flush and close every QUIC link; wait for their threads.
+    pub(crate) fn close(&self) {
+        for l in self.links.get().into_iter().flatten().flatten() {
+            l.close();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One rank's endpoint of a QUIC group. Dropping it closes it.
+#[derive(Debug)]
+pub struct QuicTransport {
+    inner: TcpTransport,
+    /// The listening socket's thread after formation, and its stop flag.
+    late: Mutex<Option<(Arc<AtomicBool>, Arc<mio::Waker>, JoinHandle<()>)>>,
+}
+
+fn fail(rank: u32, reason: impl std::fmt::Display) -> FormationError {
+    FormationError::ConnectionFailed {
+        rank,
+        reason: reason.to_string(),
+    }
+}
+
+/// The identity a rank derives for itself when none is given.
+fn derive_identity(cfg: &TcpConfig) -> Result<RankIdentity, boring::error::ErrorStack> {
+    let ca = match &cfg.token {
+        Some(t) => ClusterCa::from_token(t)?,
+        None => {
+            // Loopback without a token: a CA per job, from what every rank
+            // of the job knows. It authenticates nobody (anyone who knows
+            // the job can derive it) but keeps jobs apart.
+            let job = format!(
+                "meshwork job\0{}\0{}\0{:?}",
+                cfg.world,
+                cfg.star,
+                cfg.peers.first()
+            );
+            ClusterCa::derive(job.as_bytes())?
+        }
+    };
+    ca.issue(cfg.rank)
+}
+
+fn quiche_config(
+    identity: &RankIdentity,
+    timeout: Duration,
+    loopback: bool,
+) -> Result<quiche::Config, String> {
+    let ctx = identity.ssl_context().map_err(|e| e.to_string())?;
+    let mut c = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx)
+        .map_err(|e| e.to_string())?;
+    c.set_application_protos(&[ALPN])
+        .map_err(|e| e.to_string())?;
+    // quiche's defaults would stall or never notice a dead peer: every
+    // window is 0 and the idle timeout is off. Windows: 16 MiB a stream,
+    // 64 MiB a connection (payloads over the threshold take the sidecar,
+    // so these hold many messages). The idle timeout is well past the
+    // deadline: silence is reported as a timeout by the deadline (the
+    // sidecar's heartbeats), and keep-alives hold NAT bindings.
+    c.set_initial_max_data(64 << 20);
+    c.set_initial_max_stream_data_uni(16 << 20);
+    c.set_initial_max_streams_uni(2 * (link::LANE_STREAMS + 1));
+    c.set_initial_max_streams_bidi(0);
+    c.set_max_connection_window(128 << 20);
+    c.set_max_stream_window(32 << 20);
+    let idle = (timeout * 3).max(Duration::from_secs(10));
+    c.set_max_idle_timeout(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX));
+    // Datagrams: loopback takes quiche's largest; elsewhere start at the
+    // safe 1200 and let path-MTU discovery raise it.
+    c.set_max_recv_udp_payload_size(16_383);
+    if loopback {
+        c.set_max_send_udp_payload_size(16_383);
+    } else {
+        c.set_max_send_udp_payload_size(8_952);
+        c.discover_pmtu(true);
+    }
+    c.set_initial_rtt(Duration::from_millis(20));
+    c.set_disable_active_migration(true);
+    c.enable_pacing(false);
+    Ok(c)
+}
+
+fn unspecified(addr: &SocketAddr) -> SocketAddr {
+    let ip = match addr {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(ip, 0)
+}
+
+fn random_cid() -> Result<quiche::ConnectionId<'static>, String> {
+    let mut id = [0u8; quiche::MAX_CONN_ID_LEN];
+    getrandom::getrandom(&mut id).map_err(|e| e.to_string())?;
+    Ok(quiche::ConnectionId::from_vec(id.to_vec()))
+}
+
+/// A connection being set up.
+struct Pending {
+    conn: quiche::Connection,
+    socket: mio::net::UdpSocket,
+    local: SocketAddr,
+    remote: SocketAddr,
+    /// Dialled: the rank we expect. Accepted: `None` until its leaf says.
+    expect: Option<u32>,
+    /// Refused (wrong rank, formation over): close and forget.
+    refused: bool,
+    /// This side dialled (it writes on client-initiated streams).
+    dialed: bool,
+}
+
+impl Pending {
+    fn pump(&mut self, buf: &mut [u8]) {
+        loop {
+            match self.socket.recv(buf) {
+                Ok(n) => {
+                    let info = quiche::RecvInfo {
+                        from: self.remote,
+                        to: self.local,
+                    };
+                    let _ = self.conn.recv(&mut buf[..n], info);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(_) => break,
+            }
+        }
+        if self.conn.timeout() == Some(Duration::ZERO) {
+            self.conn.on_timeout();
+        }
+        loop {
+            match self.conn.send(buf) {
+                Ok((n, _)) => {
+                    let _ = self.socket.send(&buf[..n]);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Sets up the QUIC links of one rank (and, after formation, refuses
+/// latecomers on the listening socket).
+struct Former<'a> {
+    rank: u32,
+    config: quiche::Config,
+    listener: Option<mio::net::UdpSocket>,
+    poll: mio::Poll,
+    pending: HashMap<usize, Pending>,
+    by_addr: HashMap<SocketAddr, usize>,
+    next_token: usize,
+    accept_from: &'a BTreeSet<u32>,
+    buf: Vec<u8>,
+}
+
+const LISTEN: mio::Token = mio::Token(0);
+const STOP: mio::Token = mio::Token(1);
+/// Connections being set up at once, at most (strangers included).
+const MAX_PENDING: usize = 256;
+
+impl Former<'_> {
+    fn dial(&mut self, peer: u32, addr: SocketAddr) -> Result<(), FormationError> {
+        let s = std::net::UdpSocket::bind(unspecified(&addr)).map_err(|e| fail(peer, e))?;
+        s.connect(addr).map_err(|e| fail(peer, e))?;
+        s.set_nonblocking(true).map_err(|e| fail(peer, e))?;
+        link::size_buffers(&socket2::SockRef::from(&s));
+        let local = s.local_addr().map_err(|e| fail(peer, e))?;
+        let mut socket = mio::net::UdpSocket::from_std(s);
+        let scid = random_cid().map_err(|e| fail(peer, e))?;
+        let name = tls::rank_name(peer);
+        let conn = quiche::connect(Some(&name), &scid, local, addr, &mut self.config)
+            .map_err(|e| fail(peer, format!("QUIC: {e}")))?;
+        let token = self.next_token;
+        self.next_token += 1;
+        self.poll
+            .registry()
+            .register(&mut socket, mio::Token(token), mio::Interest::READABLE)
+            .map_err(|e| fail(peer, e))?;
+        let mut p = Pending {
+            conn,
+            socket,
+            local,
+            remote: addr,
+            expect: Some(peer),
+            refused: false,
+            dialed: true,
+        };
+        p.pump(&mut self.buf);
+        self.pending.insert(token, p);
+        Ok(())
+    }
+
+    /// Take every datagram waiting on the listening socket: a known peer's
+    /// goes to its connection, a new peer's Initial opens one.
+    fn accept(&mut self) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        let Ok(local) = listener.local_addr() else {
+            return;
+        };
+        loop {
+            let (n, from) = match listener.recv_from(&mut self.buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            let info = quiche::RecvInfo { from, to: local };
+            if let Some(p) = self
+                .by_addr
+                .get(&from)
+                .and_then(|t| self.pending.get_mut(t))
+            {
+                let _ = p.conn.recv(&mut self.buf[..n], info);
+                continue;
+            }
+            let Ok(hdr) = quiche::Header::from_slice(&mut self.buf[..n], quiche::MAX_CONN_ID_LEN)
+            else {
+                continue;
+            };
+            if hdr.ty != quiche::Type::Initial
+                || !quiche::version_is_supported(hdr.version)
+                || self.pending.len() >= MAX_PENDING
+            {
+                continue;
+            }
+            let opened = link::connected_socket(local, from).and_then(|mut socket| {
+                let token = self.next_token;
+                self.poll.registry().register(
+                    &mut socket,
+                    mio::Token(token),
+                    mio::Interest::READABLE,
+                )?;
+                Ok((token, socket))
+            });
+            let (token, socket) = match opened {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(%from, "cannot open a socket for a new QUIC peer: {e}");
+                    continue;
+                }
+            };
+            let Ok(scid) = random_cid() else { continue };
+            let mut conn = match quiche::accept(&scid, None, local, from, &mut self.config) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(%from, "QUIC accept: {e}");
+                    continue;
+                }
+            };
+            let _ = conn.recv(&mut self.buf[..n], info);
+            self.next_token += 1;
+            self.by_addr.insert(from, token);
+            self.pending.insert(
+                token,
+                Pending {
+                    conn,
+                    socket,
+                    local,
+                    remote: from,
+                    expect: None,
+                    refused: false,
+                    dialed: false,
+                },
+            );
+        }
+    }
+
+    /// One turn: wait, read, send; returns the links that are now up
+    /// (peer, connection, dialled?) and the dials that failed for good.
+    fn turn(
+        &mut self,
+        until: Instant,
+        formed: &BTreeSet<u32>,
+        events: &mut mio::Events,
+    ) -> (Vec<(u32, Pending)>, Vec<(u32, String)>) {
+        let mut wait = until.saturating_duration_since(Instant::now());
+        for p in self.pending.values() {
+            if let Some(t) = p.conn.timeout() {
+                wait = wait.min(t);
+            }
+        }
+        if let Err(e) = self.poll.poll(events, Some(wait)) {
+            if e.kind() != ErrorKind::Interrupted {
+                tracing::warn!("poll: {e}");
+            }
+        }
+        self.accept();
+        let mut up = Vec::new();
+        let mut failed = Vec::new();
+        let mut gone = Vec::new();
+        let mut admitted: BTreeSet<u32> = formed.clone();
+        for (&token, p) in self.pending.iter_mut() {
+            p.pump(&mut self.buf);
+            if p.conn.is_closed() {
+                gone.push(token);
+                if let (Some(peer), false) = (p.expect, p.refused) {
+                    let why = match (p.conn.peer_error(), p.conn.local_error()) {
+                        (Some(e), _) | (None, Some(e)) => format!(
+                            "QUIC handshake refused: code {:#x} {}",
+                            e.error_code,
+                            String::from_utf8_lossy(&e.reason)
+                        ),
+                        (None, None) => "QUIC handshake timed out".into(),
+                    };
+                    failed.push((peer, why));
+                }
+                continue;
+            }
+            if p.refused || !p.conn.is_established() {
+                continue;
+            }
+            let named = p.conn.peer_cert().and_then(tls::rank_of);
+            let ok = match (p.expect, named) {
+                (Some(want), Some(got)) => want == got,
+                (None, Some(got)) => {
+                    self.accept_from.contains(&got) && admitted.insert(got) && {
+                        p.expect = Some(got);
+                        true
+                    }
+                }
+                _ => false,
+            };
+            if ok {
+                gone.push(token);
+            } else {
+                tracing::warn!(
+                    remote = %p.remote,
+                    ?named,
+                    "refused a QUIC peer: its leaf names no rank expected here"
+                );
+                let _ = p.conn.close(true, 0x2, b"rank taken or not expected");
+                p.refused = true;
+                p.pump(&mut self.buf);
+            }
+        }
+        for token in gone {
+            if let Some(mut p) = self.pending.remove(&token) {
+                self.by_addr.remove(&p.remote);
+                let _ = self.poll.registry().deregister(&mut p.socket);
+                if !p.conn.is_closed() {
+                    if let Some(peer) = p.expect {
+                        up.push((peer, p));
+                    }
+                }
+            }
+        }
+        (up, failed)
+    }
+}
+
+impl QuicTransport {
+    /// Form the group: the TCP sidecar links first, then the QUIC links.
+    pub fn connect(cfg: QuicConfig) -> Result<QuicTransport, FormationError> {
+        let tcp = &cfg.tcp;
+        let rank = tcp.rank;
+        let identity = match cfg.identity.clone() {
+            Some(i) => i,
+            None => derive_identity(tcp).map_err(|e| fail(rank, format!("TLS setup: {e}")))?,
+        };
+        let config = quiche_config(
+            &identity,
+            tcp.timeout,
+            tcp.peers.iter().all(|a| a.ip().is_loopback()),
+        )
+        .map_err(|e| fail(rank, format!("QUIC setup: {e}")))?;
+        let (accept_from, dial_to) = crate::tcp::plan(tcp.star, rank, tcp.world);
+        let addr_of = |r: u32| {
+            tcp.peers
+                .get(r as usize)
+                .copied()
+                .ok_or_else(|| fail(r, format!("no address for rank {r}")))
+        };
+        // The UDP port is bound before the TCP links form, so that a peer
+        // done with them early finds it (its datagrams queue meanwhile).
+        let listener = if accept_from.is_empty() {
+            None
+        } else {
+            let addr = addr_of(rank)?;
+            let s = socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::DGRAM,
+                Some(socket2::Protocol::UDP),
+            )
+            .and_then(|s| {
+                s.set_reuse_port(true)?;
+                s.set_nonblocking(true)?;
+                s.bind(&addr.into())?;
+                Ok(s)
+            })
+            .map_err(|e| fail(rank, format!("cannot listen on UDP {addr}: {e}")))?;
+            Some(mio::net::UdpSocket::from_std(s.into()))
+        };
+        let inner = TcpTransport::form(
+            tcp,
+            Some(QuicShared::new(tcp.world, cfg.sidecar_threshold.max(1))),
+        )?;
+        let deadline = Instant::now() + tcp.timeout;
+        let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
+        let mut former = Former {
+            rank,
+            config,
+            listener,
+            poll,
+            pending: HashMap::new(),
+            by_addr: HashMap::new(),
+            next_token: 2,
+            accept_from: &accept_from,
+            buf: vec![0; 65_535],
+        };
+        if let Some(l) = former.listener.as_mut() {
+            former
+                .poll
+                .registry()
+                .register(l, LISTEN, mio::Interest::READABLE)
+                .map_err(|e| fail(rank, e))?;
+        }
+        for &peer in &dial_to {
+            former.dial(peer, addr_of(peer)?)?;
+        }
+        let want: BTreeSet<u32> = accept_from.iter().chain(&dial_to).copied().collect();
+        let mut formed: BTreeSet<u32> = BTreeSet::new();
+        let mut links: Vec<(u32, Pending)> = Vec::new();
+        let mut events = mio::Events::with_capacity(64);
+        while formed != want {
+            if Instant::now() >= deadline {
+                return Err(FormationError::Timeout {
+                    missing: want.difference(&formed).copied().collect(),
+                });
+            }
+            let (up, failed) = former.turn(deadline, &formed, &mut events);
+            for (peer, p) in up {
+                formed.insert(peer);
+                links.push((peer, p));
+            }
+            if let Some((peer, why)) = failed.into_iter().next() {
+                return Err(fail(peer, why));
+            }
+        }
+        tracing::info!(
+            rank,
+            world = tcp.world,
+            star = tcp.star,
+            links = links.len(),
+            threshold = cfg.sidecar_threshold,
+            "QUIC group formed (mutual TLS, TCP sidecar)"
+        );
+        let t = QuicTransport {
+            inner,
+            late: Mutex::new(None),
+        };
+        t.start(links, tcp.send_budget_bytes)
+            .map_err(|e| fail(rank, e))?;
+        t.refuse_latecomers(former);
+        Ok(t)
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        self.inner.shared()
+    }
+
+    fn start(&self, links: Vec<(u32, Pending)>, budget: usize) -> std::io::Result<()> {
+        let sh = self.shared();
+        let q = sh
+            .quic
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("not QUIC"))?;
+        let mut handles: Vec<Option<Arc<QLink>>> = vec![None; sh.world as usize];
+        let mut ios = Vec::new();
+        for (peer, p) in links {
+            let poll = mio::Poll::new()?;
+            let waker = mio::Waker::new(poll.registry(), link::WAKE)?;
+            let (tx, rx) = crossbeam_channel::unbounded::<Cmd>();
+            let l = Arc::new(QLink::new(peer, tx, waker, budget));
+            handles[peer as usize] = Some(Arc::clone(&l));
+            ios.push((
+                l,
+                rx,
+                Io {
+                    peer,
+                    conn: p.conn,
+                    socket: p.socket,
+                    local: p.local,
+                    remote: p.remote,
+                    poll,
+                    dialer: p.dialed,
+                },
+            ));
+        }
+        let _ = q.links.set(handles);
+        let mut threads = q.threads.lock().unwrap_or_else(|e| e.into_inner());
+        for (l, rx, io) in ios {
+            let s = Arc::clone(sh);
+            let name = format!("meshwork-q{}-{}", sh.rank, io.peer);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || link::run(s, l, rx, io))?,
+            );
+        }
+        Ok(())
+    }
+
+    fn refuse_latecomers(&self, mut former: Former<'_>) {
+        if former.listener.is_none() {
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let waker = match mio::Waker::new(former.poll.registry(), STOP) {
+            Ok(w) => Arc::new(w),
+            Err(e) => {
+                tracing::warn!("cannot keep the QUIC port open after formation: {e}");
+                return;
+            }
+        };
+        let (flag, config) = (Arc::clone(&stop), former.config);
+        let (listener, poll, rank) = (former.listener.take(), former.poll, former.rank);
+        let spawned = std::thread::Builder::new()
+            .name(format!("meshwork-qlate-{rank}"))
+            .spawn(move || {
+                let none = BTreeSet::new();
+                let mut f = Former {
+                    rank,
+                    config,
+                    listener,
+                    poll,
+                    pending: HashMap::new(),
+                    by_addr: HashMap::new(),
+                    next_token: 2,
+                    accept_from: &none,
+                    buf: vec![0; 65_535],
+                };
+                let mut events = mio::Events::with_capacity(16);
+                while !flag.load(Ordering::Acquire) {
+                    let until = Instant::now() + Duration::from_secs(1);
+                    let (up, _) = f.turn(until, &none, &mut events);
+                    drop(up);
+                }
+            });
+        match spawned {
+            Ok(h) => *self.late.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, waker, h)),
+            Err(e) => tracing::warn!("cannot keep the QUIC port open after formation: {e}"),
+        }
+    }
+}
+
+impl Transport for QuicTransport {
+    fn rank(&self) -> u32 {
+        self.inner.rank()
+    }
+
+    fn world(&self) -> u32 {
+        self.inner.world()
+    }
+
+    fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError> {
+        self.inner.send(dst, key, parts)
+    }
+
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        self.inner.recv(src, key, timeout, want_len)
+    }
+
+    fn note_collective(&self, comm: u64, seq: u64) {
+        self.inner.note_collective(comm, seq);
+    }
+
+    fn stats(&self) -> Vec<PeerStats> {
+        self.inner.stats()
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.inner.set_timeout(timeout);
+    }
+
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        self.inner.recv_any(key, timeout)
+    }
+
+    fn close(&self) {
+        if let Some((stop, waker, h)) = self.late.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            stop.store(true, Ordering::Release);
+            let _ = waker.wake();
+            let _ = h.join();
+        }
+        self.inner.close();
+    }
+}
+
+impl Drop for QuicTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
