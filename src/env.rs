@@ -18,7 +18,7 @@ pub const VARS: &[Var] = &[
     Var { name: "DIAL_OUT", aliases: &[], meaning: "1 means star (workers dial out, need no inbound port)", default: "0" },
     Var { name: "DATA_PORT", aliases: &[], meaning: "data port base; rank r listens on base + r when PEERS is absent", default: "29500" },
     Var { name: "CLUSTER_TOKEN", aliases: &[], meaning: "shared secret; required when any address is not loopback", default: "" },
-    Var { name: "TRANSPORT", aliases: &[], meaning: "quic (QUIC links, mutual TLS, TCP sidecar for large payloads) or tcp", default: "tcp" },
+    Var { name: "TRANSPORT", aliases: &[], meaning: "quic (QUIC links, mutual TLS, TCP sidecar for large payloads) or tcp", default: "quic" },
     Var { name: "SIDECAR_THRESHOLD", aliases: &[], meaning: "QUIC: payloads of at least this many bytes go over the TCP sidecar (equal on all ranks; checked)", default: "65536" },
     Var { name: "TIMEOUT_S", aliases: &[], meaning: "deadline of every blocking call, seconds without progress", default: "60" },
     Var { name: "MAX_MESSAGE_BYTES", aliases: &[], meaning: "largest message sent or accepted; longer ones are refused before any allocation", default: "17179869184" },

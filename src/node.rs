@@ -18,11 +18,11 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum TransportKind {
     /// One TCP connection per linked pair (`TRANSPORT=tcp`).
-    #[default]
     Tcp,
     /// One QUIC connection per linked pair, mutual TLS from the cluster
     /// CA, and a TCP sidecar for payloads from the sidecar threshold up
-    /// (`TRANSPORT=quic`).
+    /// (`TRANSPORT=quic`). The default.
+    #[default]
     Quic,
 }
 
@@ -81,7 +81,7 @@ impl Node {
             world,
             peers: Vec::new(),
             topology: Topology::Mesh,
-            transport: TransportKind::Tcp,
+            transport: TransportKind::Quic,
             timeout: DEFAULT_TIMEOUT,
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
@@ -119,7 +119,7 @@ impl Node {
             Some((n, v)) => return Err(bad(n, &v, "expected mesh or star")),
         };
         node.transport = match lookup("TRANSPORT") {
-            None => TransportKind::Tcp,
+            None => TransportKind::Quic,
             Some((_, v)) if v.eq_ignore_ascii_case("tcp") => TransportKind::Tcp,
             Some((_, v)) if v.eq_ignore_ascii_case("quic") => TransportKind::Quic,
             Some((n, v)) => return Err(bad(n, &v, "expected quic or tcp")),

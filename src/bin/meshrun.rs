@@ -2,11 +2,12 @@
 //! the no-MPI answer to `mpirun -np N` and `torchrun`.
 //!
 //! ```text
-//! meshrun -n 4 [--topology mesh|star] [--transport tcp] [--timeout SECONDS] -- PROGRAM ARGS…
+//! meshrun -n 4 [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM ARGS…
 //! ```
 //!
 //! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
-//! `TOPOLOGY` and `TRANSPORT` (and `TIMEOUT_S` if given); every line it
+//! `TOPOLOGY` and `TRANSPORT` (from `--transport`, else the launcher's own
+//! `TRANSPORT`, else quic; and `TIMEOUT_S` if given); every line it
 //! prints is prefixed with `[rank]`. When a rank fails, the others are
 //! stopped and `meshrun` exits with that rank's status; it exits 0 when all
 //! ranks do.
@@ -17,12 +18,12 @@
 )]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]";
 
 struct Options {
     n: u32,
@@ -36,7 +37,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         n: 0,
         topology: "mesh".into(),
-        transport: "tcp".into(),
+        transport: std::env::var("TRANSPORT").unwrap_or_else(|_| "quic".into()),
         timeout: None,
         program: Vec::new(),
     };
@@ -121,21 +122,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Free ports, held until every address is chosen so none repeats.
-    let listeners: Vec<TcpListener> =
-        match (0..o.n).map(|_| TcpListener::bind("127.0.0.1:0")).collect() {
-            Ok(l) => l,
+    // Ports free for TCP and UDP alike (QUIC and its sidecar share the
+    // number), held until every address is chosen so none repeats.
+    let mut held: Vec<(TcpListener, UdpSocket)> = Vec::new();
+    for _ in 0..o.n * 64 {
+        if held.len() == o.n as usize {
+            break;
+        }
+        let pair = TcpListener::bind("127.0.0.1:0")
+            .and_then(|t| Ok((UdpSocket::bind(t.local_addr()?)?, t)));
+        match pair {
+            Ok((u, t)) => held.push((t, u)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
             Err(e) => {
                 eprintln!("meshrun: cannot find free ports: {e}");
                 return ExitCode::from(1);
             }
-        };
-    let peers: Vec<String> = listeners
+        }
+    }
+    let peers: Vec<String> = held
         .iter()
-        .filter_map(|l| l.local_addr().ok())
+        .filter_map(|(t, _)| t.local_addr().ok())
         .map(|a| a.to_string())
         .collect();
-    drop(listeners);
+    if peers.len() != o.n as usize {
+        eprintln!("meshrun: cannot find {} free ports", o.n);
+        return ExitCode::from(1);
+    }
+    drop(held);
     let lock = Arc::new(Mutex::new(()));
     let mut children: Vec<(u32, Child)> = Vec::new();
     let mut relays = Vec::new();

@@ -267,8 +267,9 @@ fn dial_retry(addr: SocketAddr) -> TcpStream {
     }
 }
 
-/// Play rank 0 of a world of 2 by hand through the (unauthenticated)
-/// handshake, then return the socket for sending raw frames at rank 1.
+/// Play rank 0 of a world of 2 by hand through the (unauthenticated) TCP
+/// handshake, then return the socket for sending raw frames at rank 1
+/// (a rank of the TCP transport: the hello's transport word is 0).
 fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     use hmac::{Hmac, Mac};
     use sha2::{Digest, Sha256};
@@ -347,6 +348,7 @@ fn garbage_from_a_peer_is_a_typed_error() {
         let a1 = addrs[1];
         let node = std::thread::spawn(move || -> meshwork::Result<()> {
             let g = Node::new(1, 2)
+                .transport(meshwork::TransportKind::Tcp)
                 .peers(addrs)?
                 .timeout(Duration::from_secs(5))
                 .connect()?;

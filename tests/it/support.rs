@@ -314,12 +314,18 @@ pub fn compare<T: TestElem>(
     Ok(())
 }
 
-/// `n` loopback addresses with ports free right now.
+/// `n` loopback addresses whose ports are free right now for both TCP and
+/// UDP (QUIC and its TCP sidecar share the number).
 pub fn free_ports(n: usize) -> Vec<std::net::SocketAddr> {
-    let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    ls.iter().map(|l| l.local_addr().expect("addr")).collect()
+    let mut held = Vec::new();
+    while held.len() < n {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = t.local_addr().expect("addr");
+        if let Ok(u) = std::net::UdpSocket::bind(addr) {
+            held.push((t, u, addr));
+        }
+    }
+    held.into_iter().map(|(_, _, a)| a).collect()
 }
 
 /// Form a `world`-rank TCP group on loopback, one thread per rank, and run

@@ -36,6 +36,9 @@ const RECV_BUF: usize = 65_535;
 /// How long a closing link waits for the peer to acknowledge what it
 /// sent, at most.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// A closing link stops waiting for acknowledgements once the peer has
+/// sent nothing for this long (it is frozen, cut off, or gone).
+const CLOSE_IDLE: Duration = Duration::from_millis(500);
 
 pub(crate) const WAKE: mio::Token = mio::Token(0);
 const SOCKET: mio::Token = mio::Token(1);
@@ -218,6 +221,7 @@ struct State {
     rbuf: Vec<u8>,
     sbuf: Vec<u8>,
     last_sent: Instant,
+    last_recv: Instant,
     closing: Option<Instant>,
     fin_sent: bool,
     sidecar_ended: bool,
@@ -236,6 +240,7 @@ impl Io {
         for _ in 0..BURST {
             match self.socket.recv(&mut st.rbuf) {
                 Ok(n) => {
+                    st.last_recv = Instant::now();
                     let info = quiche::RecvInfo {
                         from: self.remote,
                         to: self.local,
@@ -435,6 +440,7 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, rx: Receiver<Cmd>, mut 
         rbuf: vec![0; RECV_BUF],
         sbuf: vec![0; quiche::MAX_CONN_ID_LEN.max(16_384) + 1_024],
         last_sent: Instant::now(),
+        last_recv: Instant::now(),
         closing: None,
         fin_sent: false,
         sidecar_ended: false,
@@ -522,7 +528,9 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, rx: Receiver<Cmd>, mut 
                 }
                 st.fin_sent = true;
             }
-            if (st.fin_sent && io.all_acked(&st)) || Instant::now() >= until {
+            let unresponsive =
+                st.last_recv.elapsed() >= CLOSE_IDLE || shared.inbox.is_gone(peer);
+            if (st.fin_sent && io.all_acked(&st)) || unresponsive || Instant::now() >= until {
                 let _ = io.conn.close(true, 0, b"bye");
                 let _ = io.flush(&mut st);
                 break None;
