@@ -1,5 +1,5 @@
-//! `meshrun` and the examples: every example at world sizes 2..=4 in mesh
-//! and star, a failing rank stops the others, and malformed environment
+//! `meshrun` and the examples: every example at world sizes 2..=4 in mesh,
+//! star, on QUIC and TCP; a failing rank stops the others; malformed environment
 //! variables are errors that name them.
 
 use crate::netlab::skip;
@@ -34,14 +34,20 @@ fn every_example_passes_at_world_sizes_2_to_4() {
             ));
             return;
         };
-        for n in 2..=4 {
-            for topology in ["mesh", "star"] {
+        for (n, topology, transport) in (2..=4).flat_map(|n| {
+            ["mesh", "star"]
+                .into_iter()
+                .flat_map(move |t| ["quic", "tcp"].map(|x| (n, t, x)))
+        }) {
+            {
                 let mut cmd = meshrun();
                 cmd.args([
                     "-n",
                     &n.to_string(),
                     "--topology",
                     topology,
+                    "--transport",
+                    transport,
                     "--timeout",
                     "30",
                     "--",
@@ -54,11 +60,14 @@ fn every_example_passes_at_world_sizes_2_to_4() {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 assert!(
                     out.status.success(),
-                    "{name} n={n} {topology}: {}\n{stdout}\n{}",
+                    "{name} n={n} {topology} {transport}: {}\n{stdout}\n{}",
                     out.status,
                     String::from_utf8_lossy(&out.stderr)
                 );
-                assert!(stdout.contains("OK"), "{name} n={n} {topology}: {stdout}");
+                assert!(
+                    stdout.contains("OK"),
+                    "{name} n={n} {topology} {transport}: {stdout}"
+                );
                 assert!(
                     stdout.lines().all(|l| l.starts_with('[')),
                     "every line carries its rank: {stdout}"

@@ -1,5 +1,6 @@
 //! Groups of real processes on loopback: every collective in mesh and star,
-//! a rank killed or frozen mid-collective, and a soak.
+//! a rank killed or frozen mid-collective, and a soak — on QUIC (the
+//! default) and, for the collectives and the faults, on TCP too.
 
 use crate::procs::{spawn, Launch};
 use std::time::{Duration, Instant};
@@ -11,24 +12,43 @@ fn all_ok(results: &[(u32, String)]) {
     );
 }
 
-#[test]
-fn every_collective_type_and_op_across_4_processes_mesh() {
-    let mut ranks = spawn(&Launch::loopback(4, "mesh", 20.0), "all");
+fn every_collective(topology: &str, transport: &str) {
+    let launch = Launch::loopback(4, topology, 20.0).on(transport);
+    let mut ranks = spawn(&launch, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 #[test]
+fn every_collective_type_and_op_across_4_processes_mesh() {
+    every_collective("mesh", "quic");
+}
+
+#[test]
 fn every_collective_type_and_op_across_4_processes_star() {
-    let mut ranks = spawn(&Launch::loopback(4, "star", 20.0), "all");
-    all_ok(&ranks.results(Duration::from_secs(240)));
+    every_collective("star", "quic");
+}
+
+#[test]
+fn every_collective_type_and_op_across_4_processes_mesh_tcp() {
+    every_collective("mesh", "tcp");
+}
+
+#[test]
+fn every_collective_type_and_op_across_4_processes_star_tcp() {
+    every_collective("star", "tcp");
 }
 
 /// Kill (SIGKILL) or freeze (SIGSTOP) rank 2 while all four are inside
 /// 4 MiB all-reduces; every survivor must report a typed error within the
 /// deadline plus 2 s.
 fn fault_mid_collective(topology: &str, signal: i32) {
+    fault_mid_collective_on(topology, signal, "quic");
+}
+
+fn fault_mid_collective_on(topology: &str, signal: i32, transport: &str) {
     const DEADLINE_S: f64 = 2.0;
-    let mut ranks = spawn(&Launch::loopback(4, topology, DEADLINE_S), "loop");
+    let launch = Launch::loopback(4, topology, DEADLINE_S).on(transport);
+    let mut ranks = spawn(&launch, "loop");
     ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
     let hit = Instant::now();
     ranks.signal(2, signal);
@@ -77,6 +97,16 @@ fn faults_sigstop_mid_collective_mesh() {
 #[test]
 fn faults_sigstop_mid_collective_star() {
     fault_mid_collective("star", libc::SIGSTOP);
+}
+
+#[test]
+fn faults_sigkill_mid_collective_mesh_tcp() {
+    fault_mid_collective_on("mesh", libc::SIGKILL, "tcp");
+}
+
+#[test]
+fn faults_sigstop_mid_collective_star_tcp() {
+    fault_mid_collective_on("star", libc::SIGSTOP, "tcp");
 }
 
 #[test]

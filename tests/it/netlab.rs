@@ -203,6 +203,25 @@ impl Lab {
         .map(drop)
     }
 
+    /// Drop `percent` % of the UDP datagrams `ns` sends and receives, at
+    /// random (nftables; netem is not available here).
+    pub fn udp_loss(&self, ns: &str, percent: u8) -> Result<(), String> {
+        let p = percent.to_string();
+        run_in(ns, &["nft", "add", "table", "inet", "lossy"])?;
+        for hook in ["input", "output"] {
+            let chain = format!("{{ type filter hook {hook} priority 0 ; }}");
+            run_in(ns, &["nft", "add", "chain", "inet", "lossy", hook, &chain])?;
+            run_in(
+                ns,
+                &[
+                    "nft", "add", "rule", "inet", "lossy", hook, "meta", "l4proto", "udp",
+                    "numgen", "random", "mod", "100", "<", &p, "drop",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Cut (`up = false`) or heal a host's link.
     pub fn set_link(&self, ns: &str, dev: &str, up: bool) -> Result<(), String> {
         run(&[

@@ -31,9 +31,35 @@ fn launch(
             ("TOPOLOGY".into(), topology.into()),
             ("TIMEOUT_S".into(), timeout_s.to_string()),
             ("CLUSTER_TOKEN".into(), "netlab-secret".into()),
+            ("TRANSPORT".into(), "quic".into()),
         ],
         wrap,
     }
+}
+
+/// QUIC on lossy links: two of three hosts drop 5 % of their UDP
+/// datagrams each way, at random; every collective still gives exact
+/// results, within its deadline.
+#[test]
+fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
+    let mut lab = lab_or_skip!("loss");
+    let n = lab.net;
+    let hosts: Vec<String> = (0..3)
+        .map(|i| lab.lan_host(&format!("l{i}"), 10 + i).unwrap().0)
+        .collect();
+    lab.udp_loss(&hosts[1], 5).unwrap();
+    lab.udp_loss(&hosts[2], 5).unwrap();
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
+        .collect();
+    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let l = launch(3, &peers.join(","), "mesh", 20.0, wrap);
+    let mut ranks = spawn(&l, "all");
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
 }
 
 #[test]

@@ -24,7 +24,7 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// A loopback group with free ports.
+    /// A loopback group with free ports, on QUIC (the default transport).
     pub fn loopback(world: u32, topology: &str, timeout_s: f64) -> Launch {
         let peers: Vec<String> = crate::support::free_ports(world as usize)
             .iter()
@@ -36,9 +36,17 @@ impl Launch {
                 ("PEERS".into(), peers.join(",")),
                 ("TOPOLOGY".into(), topology.into()),
                 ("TIMEOUT_S".into(), timeout_s.to_string()),
+                ("TRANSPORT".into(), "quic".into()),
             ],
             wrap: Vec::new(),
         }
+    }
+
+    /// The same group on another transport (`quic` or `tcp`).
+    pub fn on(mut self, transport: &str) -> Launch {
+        self.env.retain(|(k, _)| k != "TRANSPORT");
+        self.env.push(("TRANSPORT".into(), transport.into()));
+        self
     }
 }
 

@@ -21,6 +21,11 @@ fn rank_process_entry() {
     };
     // libtest has printed "test … " without a newline: start our lines fresh.
     println!();
+    // The library's log on stderr, filtered by RUST_LOG (off by default).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     if scenario == "hold_udp_port" {
         // Hold a UDP port without sharing it, until killed.
         let port = std::env::var("HOLD_PORT")
