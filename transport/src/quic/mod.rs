@@ -204,8 +204,24 @@ impl QuicShared {
 #[derive(Debug)]
 pub struct QuicTransport {
     inner: TcpTransport,
-    /// The listening socket's thread after formation, and its stop flag.
-    late: Mutex<Option<(Arc<AtomicBool>, Arc<mio::Waker>, JoinHandle<()>)>>,
+    late: Mutex<Option<Late>>,
+}
+
+/// The listening socket's thread after formation, and how to stop it.
+#[derive(Debug)]
+struct Late {
+    stop: Arc<AtomicBool>,
+    waker: Arc<mio::Waker>,
+    thread: JoinHandle<()>,
+}
+
+/// What one turn of formation brought.
+#[derive(Default)]
+struct Turn {
+    /// Links now up: (peer, connection).
+    up: Vec<(u32, Pending)>,
+    /// Dials that failed for good: (peer, why).
+    failed: Vec<(u32, String)>,
 }
 
 fn fail(rank: u32, reason: impl std::fmt::Display) -> FormationError {
@@ -321,13 +337,8 @@ impl Pending {
         if self.conn.timeout() == Some(Duration::ZERO) {
             self.conn.on_timeout();
         }
-        loop {
-            match self.conn.send(buf) {
-                Ok((n, _)) => {
-                    let _ = self.socket.send(&buf[..n]);
-                }
-                Err(_) => break,
-            }
+        while let Ok((n, _)) = self.conn.send(buf) {
+            let _ = self.socket.send(&buf[..n]);
         }
     }
 }
@@ -459,14 +470,8 @@ impl Former<'_> {
         }
     }
 
-    /// One turn: wait, read, send; returns the links that are now up
-    /// (peer, connection, dialled?) and the dials that failed for good.
-    fn turn(
-        &mut self,
-        until: Instant,
-        formed: &BTreeSet<u32>,
-        events: &mut mio::Events,
-    ) -> (Vec<(u32, Pending)>, Vec<(u32, String)>) {
+    /// One turn: wait, read, send; what came up and what failed.
+    fn turn(&mut self, until: Instant, formed: &BTreeSet<u32>, events: &mut mio::Events) -> Turn {
         let mut wait = until.saturating_duration_since(Instant::now());
         for p in self.pending.values() {
             if let Some(t) = p.conn.timeout() {
@@ -479,8 +484,7 @@ impl Former<'_> {
             }
         }
         self.accept();
-        let mut up = Vec::new();
-        let mut failed = Vec::new();
+        let mut turn = Turn::default();
         let mut gone = Vec::new();
         let mut admitted: BTreeSet<u32> = formed.clone();
         for (&token, p) in self.pending.iter_mut() {
@@ -496,7 +500,7 @@ impl Former<'_> {
                         ),
                         (None, None) => "QUIC handshake timed out".into(),
                     };
-                    failed.push((peer, why));
+                    turn.failed.push((peer, why));
                 }
                 continue;
             }
@@ -533,12 +537,12 @@ impl Former<'_> {
                 let _ = self.poll.registry().deregister(&mut p.socket);
                 if !p.conn.is_closed() {
                     if let Some(peer) = p.expect {
-                        up.push((peer, p));
+                        turn.up.push((peer, p));
                     }
                 }
             }
         }
-        (up, failed)
+        turn
     }
 }
 
@@ -621,12 +625,12 @@ impl QuicTransport {
                     missing: want.difference(&formed).copied().collect(),
                 });
             }
-            let (up, failed) = former.turn(deadline, &formed, &mut events);
-            for (peer, p) in up {
+            let turn = former.turn(deadline, &formed, &mut events);
+            for (peer, p) in turn.up {
                 formed.insert(peer);
                 links.push((peer, p));
             }
-            if let Some((peer, why)) = failed.into_iter().next() {
+            if let Some((peer, why)) = turn.failed.into_iter().next() {
                 return Err(fail(peer, why));
             }
         }
@@ -726,12 +730,19 @@ impl QuicTransport {
                 let mut events = mio::Events::with_capacity(16);
                 while !flag.load(Ordering::Acquire) {
                     let until = Instant::now() + Duration::from_secs(1);
-                    let (up, _) = f.turn(until, &none, &mut events);
-                    drop(up);
+                    // Nobody is admitted: whoever completes a handshake
+                    // is closed with "rank taken or not expected".
+                    drop(f.turn(until, &none, &mut events));
                 }
             });
         match spawned {
-            Ok(h) => *self.late.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, waker, h)),
+            Ok(thread) => {
+                *self.late.lock().unwrap_or_else(|e| e.into_inner()) = Some(Late {
+                    stop,
+                    waker,
+                    thread,
+                })
+            }
             Err(e) => tracing::warn!("cannot keep the QUIC port open after formation: {e}"),
         }
     }
@@ -777,10 +788,11 @@ impl Transport for QuicTransport {
     }
 
     fn close(&self) {
-        if let Some((stop, waker, h)) = self.late.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            stop.store(true, Ordering::Release);
-            let _ = waker.wake();
-            let _ = h.join();
+        let late = self.late.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(late) = late {
+            late.stop.store(true, Ordering::Release);
+            let _ = late.waker.wake();
+            let _ = late.thread.join();
         }
         self.inner.close();
     }
