@@ -1,11 +1,14 @@
-//! Collectives across 4 processes on loopback — meshwork's TCP transport in
-//! mesh and in star — beside Open MPI over TCP on the same sizes, iteration
-//! counts, timing and verification, in the same run.
+//! Collectives across 4 processes on loopback — meshwork's QUIC transport
+//! (the default: QUIC plus the TCP sidecar from 64 KiB), QUIC alone (no
+//! sidecar), the TCP transport, and QUIC in a star — beside Open MPI over
+//! TCP on the same sizes, iteration counts, timing and verification, in the
+//! same run.
 //!
 //! ```text
 //! cargo bench --bench net              # 4 KiB … 64 MiB
 //! cargo bench --bench net -- --quick   # 4 KiB, 1 MiB, 16 MiB
 //! cargo bench --bench net -- --only all_reduce,barrier
+//! cargo bench --bench net -- --configs quic,tcp   # a subset of the columns
 //! ```
 //!
 //! Timing, for both: a barrier, N calls, the mean per call, the maximum
@@ -122,11 +125,34 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
     g.shutdown()
 }
 
-fn meshwork_rows(topology: &str, sizes: &str, iters: &str, colls: &str) -> Option<Rows> {
+/// The meshwork configurations measured: column name, topology, and the
+/// environment that selects the transport.
+const CONFIGS: [(&str, &str, &[(&str, &str)]); 4] = [
+    ("quic", "mesh", &[("TRANSPORT", "quic")]),
+    (
+        "quic-only",
+        "mesh",
+        &[
+            ("TRANSPORT", "quic"),
+            ("SIDECAR_THRESHOLD", "18446744073709551615"),
+        ],
+    ),
+    ("tcp", "mesh", &[("TRANSPORT", "tcp")]),
+    ("star", "star", &[("TRANSPORT", "quic")]),
+];
+
+fn meshwork_rows(
+    topology: &str,
+    env: &[(&str, &str)],
+    sizes: &str,
+    iters: &str,
+    colls: &str,
+) -> Option<Rows> {
     let mut cmd = common::meshrun(WORLD, topology)?;
     cmd.env("BENCH_SIZES", sizes)
         .env("BENCH_ITERS", iters)
-        .env("BENCH_COLLS", colls);
+        .env("BENCH_COLLS", colls)
+        .envs(env.iter().copied());
     common::run_rows(cmd)
 }
 
@@ -176,49 +202,62 @@ fn main() {
         .copied()
         .filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|x| x == c)))
         .collect();
-    let mesh = meshwork_rows("mesh", &s, &i, &colls.join(","));
-    let star = meshwork_rows("star", &s, &i, &colls.join(","));
+    let wanted: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--configs")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.split(',').map(str::to_string).collect());
+    let mut columns: Vec<(&str, Option<Rows>)> = CONFIGS
+        .iter()
+        .filter(|(name, ..)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == name)))
+        .map(|&(name, topology, env)| {
+            (name, meshwork_rows(topology, env, &s, &i, &colls.join(",")))
+        })
+        .collect();
     let mpi = common::mpi("mpi_bench.c", WORLD, &[s.clone(), i.clone()]);
     if mpi.is_none() {
         println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
     }
+    columns.push(("ompi", mpi));
     println!("# {WORLD} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements");
+    println!("# quic: QUIC + TCP sidecar (default); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
+    println!("# ratios: the default (quic) against the others by time (> 1: quic faster)");
     for coll in colls {
         println!();
         println!("# {coll}");
-        println!(
-            "{:>10} {:>9} | {:>10} {:>7} {:>3} | {:>10} {:>7} {:>3} | {:>10} {:>7} {:>3} | {:>10} {:>10}",
-            "size(B)", "count", "mesh(us)", "busbw", "#w", "star(us)", "busbw", "#w", "ompi(us)", "busbw", "#w", "mesh/ompi", "star/mesh"
-        );
+        let mut head = format!("{:>10}", "size(B)");
+        for (name, _) in &columns {
+            head += &format!(" | {:>9} {:>6} {:>2}", format!("{name}(us)"), "busbw", "#w");
+        }
+        for (name, _) in columns.iter().skip(1) {
+            head += &format!(" {:>10}", format!("q/{name}"));
+        }
+        println!("{head}");
         for &bytes in &sizes {
             let key = (coll.to_string(), if coll == "barrier" { 0 } else { bytes });
-            let cell = |rows: &Option<Rows>| rows.as_ref().and_then(|r| r.get(&key)).copied();
-            let (m, st, o) = (cell(&mesh), cell(&star), cell(&mpi));
-            if m.is_none() && st.is_none() && o.is_none() {
+            let cells: Vec<Option<(f64, u64)>> = columns
+                .iter()
+                .map(|(_, rows)| rows.as_ref().and_then(|r| r.get(&key)).copied())
+                .collect();
+            if cells.iter().all(Option::is_none) {
                 continue;
             }
             let bw = |t: f64| bytes as f64 / (t * 1e-6) / 1e9 * bus_factor(coll);
-            let fmt = |c: Option<(f64, u64)>| match c {
-                Some((t, w)) if coll == "barrier" => format!("{t:>10.1} {:>7} {w:>3}", "-"),
-                Some((t, w)) => format!("{t:>10.1} {:>7.2} {w:>3}", bw(t)),
-                None => format!("{:>10} {:>7} {:>3}", "-", "-", "-"),
-            };
-            // Ratios: busbw mesh ÷ Open MPI (> 1: meshwork faster); time star ÷ mesh.
-            let ratio = match (m, o) {
-                (Some((tm, _)), Some((to, _))) => format!("{:>10.2}", to / tm),
-                _ => format!("{:>10}", "-"),
-            };
-            let star_mesh = match (st, m) {
-                (Some((ts, _)), Some((tm, _))) => format!("{:>10.2}", ts / tm),
-                _ => format!("{:>10}", "-"),
-            };
-            println!(
-                "{bytes:>10} {:>9} | {} | {} | {} | {ratio} {star_mesh}",
-                bytes / 4,
-                fmt(m),
-                fmt(st),
-                fmt(o)
-            );
+            let mut line = format!("{bytes:>10}");
+            for c in &cells {
+                line += &match c {
+                    Some((t, w)) if coll == "barrier" => format!(" | {t:>9.1} {:>6} {w:>2}", "-"),
+                    Some((t, w)) => format!(" | {t:>9.1} {:>6.2} {w:>2}", bw(*t)),
+                    None => format!(" | {:>9} {:>6} {:>2}", "-", "-", "-"),
+                };
+            }
+            for c in cells.iter().skip(1) {
+                line += &match (cells[0], c) {
+                    (Some((tq, _)), Some((to, _))) => format!(" {:>10.2}", to / tq),
+                    _ => format!(" {:>10}", "-"),
+                };
+            }
+            println!("{line}");
             if coll == "barrier" {
                 break;
             }
