@@ -146,7 +146,8 @@ fn quic_a_closed_peer_is_disconnected_after_its_last_message() {
             started.elapsed()
         );
         assert_eq!(ts[1].recv(2, key(1), T, None).unwrap().as_ref(), b"bye");
-        assert_eq!(ts[1].recv(2, key(1), T, None).unwrap().len(), 1 << 20);
+        let big = ts[1].recv(2, key(1), T, None);
+        assert_eq!(big.map(|m| m.len()), Ok(1 << 20), "star={star}");
         let e = ts[1].recv(2, key(1), T, None).unwrap_err();
         assert_eq!(
             e,

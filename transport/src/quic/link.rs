@@ -1,12 +1,20 @@
 //! A QUIC link: one connection to one peer, owned by one I/O thread.
 //!
-//! Application threads hand frames to the thread through a crossbeam
-//! channel and wake it with a mio `Waker`; the thread's loop has the shape
-//! of quiche's `examples/server.rs`: poll until the next quiche timer, a
-//! datagram, or a wake-up → read datagrams → `on_timeout` → take queued
-//! frames → read streams → write streams → send datagrams. Reads and sends
-//! are bounded per turn (`BURST`): a sender that floods the socket without
-//! reading overflows its receive buffer with the peer's ACKs.
+//! The thread's loop has the shape of quiche's `examples/server.rs`: poll
+//! until the next quiche timer, a datagram, or a wake-up → read datagrams
+//! → `on_timeout` → take queued frames → read streams → write streams →
+//! send datagrams. Reads and sends are bounded per turn (`BURST`): a sender
+//! that floods the socket without reading overflows its receive buffer
+//! with the peer's ACKs.
+//!
+//! The connection's state (`Engine`) sits behind a lock that the thread
+//! holds only for a turn, never while it polls. An application thread that
+//! finds it free does the work itself — a sender writes its frame and sends
+//! the datagrams, a receiver waiting on this peer reads them — so a small
+//! message's path has no hand-off between threads (as on the TCP links);
+//! when the lock is busy, frames go through a crossbeam channel and the
+//! thread's mio `Waker`. Whoever moves a quiche timer earlier than the
+//! thread's planned wake-up wakes it.
 //!
 //! Frames are the TCP links' frames (`tcp/frame.rs`). Each side writes on
 //! its own unidirectional streams: stream 0 carries credits, streams
@@ -24,7 +32,9 @@ use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Data streams per direction (plus stream 0 for credits).
@@ -68,6 +78,9 @@ pub(crate) struct QLink {
     tx: Sender<Cmd>,
     waker: mio::Waker,
     budget: Budget,
+    engine: Mutex<Engine>,
+    /// The link's thread runs (cleared when it ends).
+    alive: AtomicBool,
 }
 
 /// The stream (index) of a frame: credits on 0, a lane always on the
@@ -86,13 +99,89 @@ fn stream_of(h: &Header) -> u64 {
 }
 
 impl QLink {
-    pub(crate) fn new(peer: u32, tx: Sender<Cmd>, waker: mio::Waker, budget: usize) -> QLink {
+    pub(crate) fn new(io: Io, waker: mio::Waker, budget: usize) -> QLink {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let streams = (LANE_STREAMS + 1) as usize;
         QLink {
-            peer,
+            peer: io.peer,
             tx,
             waker,
             budget: Budget::new(budget),
+            engine: Mutex::new(Engine {
+                io,
+                rx,
+                out: (0..streams).map(|_| VecDeque::new()).collect(),
+                opened: vec![false; streams],
+                streams: HashMap::new(),
+                rbuf: vec![0; RECV_BUF],
+                sbuf: vec![0; 16_384 + 1_024],
+                last_sent: Instant::now(),
+                last_recv: Instant::now(),
+                closing: None,
+                fin_sent: false,
+                sidecar_ended: false,
+                again: false,
+                fatal: None,
+                planned: Instant::now(),
+            }),
+            alive: AtomicBool::new(true),
         }
+    }
+
+    /// Hand `cmd` to the link: done here and now if the engine is free,
+    /// else queued for the thread.
+    fn submit(&self, shared: &Shared, cmd: Cmd) -> bool {
+        if !self.alive.load(Ordering::Acquire) {
+            return false;
+        }
+        match self.engine.try_lock() {
+            Ok(mut e) => {
+                // Earlier frames (of this thread too) go first.
+                e.take_cmds(shared);
+                e.take(cmd, shared);
+                let res = e.write_streams(self).and_then(|()| e.flush());
+                self.after_work(&mut e, res);
+            }
+            Err(_) => {
+                if self.tx.send(cmd).is_err() {
+                    return false;
+                }
+                self.wake();
+            }
+        }
+        true
+    }
+
+    /// After an application thread worked the engine: hand a failure to
+    /// the thread, and wake it if a timer now falls before its wake-up.
+    fn after_work(&self, e: &mut Engine, res: Result<(), String>) {
+        if let Err(x) = res {
+            e.fatal.get_or_insert(x);
+        }
+        let early =
+            e.io.conn
+                .timeout()
+                .is_some_and(|t| Instant::now() + t < e.planned);
+        if early || e.again || e.fatal.is_some() {
+            self.wake();
+        }
+    }
+
+    /// Read and deliver what has arrived, if nobody else is doing so;
+    /// `false` if somebody was (or the link has ended).
+    pub(crate) fn try_pump(&self, shared: &Shared) -> bool {
+        if !self.alive.load(Ordering::Acquire) {
+            return false;
+        }
+        let Ok(mut e) = self.engine.try_lock() else {
+            return false;
+        };
+        if e.fatal.is_some() || e.closing.is_some() {
+            return false;
+        }
+        let res = e.pump(shared, self);
+        self.after_work(&mut e, res);
+        true
     }
 
     /// Queue a frame, waiting (within the deadline) while the link has
@@ -112,11 +201,10 @@ impl QLink {
             stream: stream_of(&header),
             budgeted: len,
         };
-        if self.tx.send(cmd).is_err() {
+        if !self.submit(shared, cmd) {
             self.budget.release(len);
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
-        self.wake();
         Ok(())
     }
 
@@ -139,13 +227,14 @@ impl QLink {
         }
     }
 
-    /// See `Cmd::SidecarEnded`; `false` if the link's thread has ended.
+    /// See `Cmd::SidecarEnded`; `false` if the link's thread has ended
+    /// (it then ended the peer itself, or this rank is closing).
     pub(crate) fn sidecar_ended(&self) -> bool {
-        let sent = self.tx.send(Cmd::SidecarEnded).is_ok();
-        if sent {
-            self.wake();
+        if !self.alive.load(Ordering::Acquire) || self.tx.send(Cmd::SidecarEnded).is_err() {
+            return false;
         }
-        sent
+        self.wake();
+        true
     }
 
     pub(crate) fn close(&self) {
@@ -175,9 +264,21 @@ struct StreamRx {
     head: [u8; HEADER_LEN],
     have: usize,
     body: Option<(Header, Vec<u8>, usize)>,
-    /// A bulk descriptor waiting for its payload from the sidecar.
-    blocked: Option<Header>,
+    /// Frames read but not delivered: behind a bulk descriptor whose
+    /// payload the sidecar has not brought yet (the stream is still read
+    /// to its end, so nothing waits inside quiche when the peer closes).
+    pending: VecDeque<Frame>,
     ended: bool,
+}
+
+#[derive(Debug)]
+enum Frame {
+    Data(Header, Payload),
+    /// A descriptor: the payload is the sidecar's.
+    Bulk(Header),
+    /// A control frame behind a waiting descriptor (a peer-gone notice
+    /// must not overtake the messages before it).
+    Control(Header),
 }
 
 impl Default for StreamRx {
@@ -186,20 +287,19 @@ impl Default for StreamRx {
             head: [0; HEADER_LEN],
             have: 0,
             body: None,
-            blocked: None,
+            pending: VecDeque::new(),
             ended: false,
         }
     }
 }
 
-/// What the link's thread owns.
+/// A link's connection and socket.
 pub(crate) struct Io {
     pub peer: u32,
     pub conn: quiche::Connection,
     pub socket: mio::net::UdpSocket,
     pub local: SocketAddr,
     pub remote: SocketAddr,
-    pub poll: mio::Poll,
     /// Whether this side dialled (client-initiated stream ids).
     pub dialer: bool,
 }
@@ -214,7 +314,10 @@ impl std::fmt::Debug for Io {
     }
 }
 
-struct State {
+/// Everything a turn works on; see the module docs.
+struct Engine {
+    io: Io,
+    rx: Receiver<Cmd>,
     out: Vec<VecDeque<Chunk>>,
     opened: Vec<bool>,
     streams: HashMap<u64, StreamRx>,
@@ -227,6 +330,16 @@ struct State {
     sidecar_ended: bool,
     /// The thread must turn again at once (a burst was cut short).
     again: bool,
+    /// A failure an application thread met, for the thread to act on.
+    fatal: Option<String>,
+    /// When the thread will wake up on its own.
+    planned: Instant,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Engine({:?})", self.io)
+    }
 }
 
 impl Io {
@@ -234,79 +347,116 @@ impl Io {
         // Client-initiated unidirectional: 2 mod 4; server-initiated: 3.
         index * 4 + if self.dialer { 2 } else { 3 }
     }
+}
 
+impl Engine {
     /// Read up to a burst of datagrams into quiche.
-    fn recv(&mut self, st: &mut State) -> Result<(), String> {
+    fn recv(&mut self) {
         for _ in 0..BURST {
-            match self.socket.recv(&mut st.rbuf) {
+            match self.io.socket.recv(&mut self.rbuf) {
                 Ok(n) => {
-                    st.last_recv = Instant::now();
+                    self.last_recv = Instant::now();
                     let info = quiche::RecvInfo {
-                        from: self.remote,
-                        to: self.local,
+                        from: self.io.remote,
+                        to: self.io.local,
                     };
-                    match self.conn.recv(&mut st.rbuf[..n], info) {
+                    match self.io.conn.recv(&mut self.rbuf[..n], info) {
                         Ok(_) | Err(quiche::Error::Done) => {}
-                        Err(e) => tracing::debug!(peer = self.peer, "QUIC recv: {e}"),
+                        Err(e) => tracing::debug!(peer = self.io.peer, "QUIC recv: {e}"),
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // An ICMP error for an earlier datagram (the peer's port
                 // closed, a route gone): transient or not, quiche's timers
                 // and the deadline decide, not one datagram.
                 Err(e) => {
-                    tracing::trace!(peer = self.peer, "UDP receive: {e}");
-                    return Ok(());
+                    tracing::trace!(peer = self.io.peer, "UDP receive: {e}");
+                    return;
                 }
             }
         }
-        st.again = true;
-        Ok(())
+        self.again = true;
     }
 
     /// Send up to a burst of datagrams.
-    fn flush(&mut self, st: &mut State) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), String> {
         for _ in 0..BURST {
-            let n = match self.conn.send(&mut st.sbuf) {
+            let n = match self.io.conn.send(&mut self.sbuf) {
                 Ok((n, _)) => n,
                 Err(quiche::Error::Done) => return Ok(()),
                 Err(e) => return Err(format!("QUIC send: {e}")),
             };
-            match self.socket.send(&st.sbuf[..n]) {
-                Ok(_) => st.last_sent = Instant::now(),
+            match self.io.socket.send(&self.sbuf[..n]) {
+                Ok(_) => self.last_sent = Instant::now(),
                 // The datagram is lost; quiche's loss recovery resends.
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    st.again = true;
+                    self.again = true;
                     return Ok(());
                 }
                 // Lost too: refused by a firewall (EPERM), no buffer, no
                 // route (a cut cable). quiche resends; a path that stays
                 // dead is the deadline's and the idle timeout's to report.
-                Err(e) => tracing::trace!(peer = self.peer, "UDP send: {e}"),
+                Err(e) => tracing::trace!(peer = self.io.peer, "UDP send: {e}"),
             }
         }
-        st.again = true;
+        self.again = true;
         Ok(())
+    }
+
+    /// Queue one command's frame (or note its request).
+    fn take(&mut self, cmd: Cmd, shared: &Shared) {
+        match cmd {
+            Cmd::Frame {
+                header,
+                payload,
+                stream,
+                budgeted,
+            } => {
+                let q = &mut self.out[stream as usize];
+                q.push_back(Chunk {
+                    bytes: Payload::from_parts(&[&header]),
+                    release: if payload.is_empty() { budgeted } else { 0 },
+                });
+                if !payload.is_empty() {
+                    q.push_back(Chunk {
+                        bytes: payload,
+                        release: budgeted,
+                    });
+                }
+            }
+            Cmd::Close => {
+                self.closing
+                    .get_or_insert_with(|| Instant::now() + shared.timeout().min(CLOSE_WAIT));
+            }
+            Cmd::SidecarEnded => self.sidecar_ended = true,
+        }
+    }
+
+    /// Queue every command waiting in the channel.
+    fn take_cmds(&mut self, shared: &Shared) {
+        while let Ok(cmd) = self.rx.try_recv() {
+            self.take(cmd, shared);
+        }
     }
 
     /// Hand queued bytes to quiche, stream by stream, as far as its flow
     /// control allows.
-    fn write_streams(&mut self, st: &mut State, link: &QLink) -> Result<(), String> {
-        for index in 0..st.out.len() {
-            let id = self.stream_id(index as u64);
-            while let Some(chunk) = st.out[index].front_mut() {
-                let n = match self.conn.stream_send(id, chunk.bytes.as_ref(), false) {
+    fn write_streams(&mut self, link: &QLink) -> Result<(), String> {
+        for index in 0..self.out.len() {
+            let id = self.io.stream_id(index as u64);
+            while let Some(chunk) = self.out[index].front_mut() {
+                let n = match self.io.conn.stream_send(id, chunk.bytes.as_ref(), false) {
                     Ok(n) => n,
                     Err(quiche::Error::Done) => 0,
                     Err(e) => return Err(format!("QUIC stream {id}: {e}")),
                 };
-                st.opened[index] = true;
+                self.opened[index] = true;
                 chunk.bytes.advance(n);
                 if !chunk.bytes.is_empty() {
                     break;
                 }
-                if let Some(chunk) = st.out[index].pop_front() {
+                if let Some(chunk) = self.out[index].pop_front() {
                     link.budget.release(chunk.release);
                 }
             }
@@ -314,39 +464,147 @@ impl Io {
         Ok(())
     }
 
+    /// Read, take commands, deliver, write, send: the body of a turn.
+    fn pump(&mut self, shared: &Shared, link: &QLink) -> Result<(), String> {
+        self.recv();
+        if self.io.conn.timeout() == Some(Duration::ZERO) {
+            self.io.conn.on_timeout();
+        }
+        self.take_cmds(shared);
+        self.read_streams(shared)?;
+        self.write_streams(link)?;
+        self.flush()
+    }
+
     /// Read every stream that has data (and retry those waiting for the
     /// sidecar). `Err`: a protocol error; the link must close.
-    fn read_streams(&mut self, st: &mut State, shared: &Shared) -> Result<(), String> {
-        let mut ids: Vec<u64> = self.conn.readable().collect();
-        let blocked: Vec<u64> = st
+    fn read_streams(&mut self, shared: &Shared) -> Result<(), String> {
+        let mut ids: Vec<u64> = self.io.conn.readable().collect();
+        let blocked: Vec<u64> = self
             .streams
             .iter()
-            .filter(|(id, s)| s.blocked.is_some() && !ids.contains(id))
+            .filter(|(id, s)| !s.pending.is_empty() && !ids.contains(id))
             .map(|(id, _)| *id)
             .collect();
         ids.extend(blocked);
         for id in ids {
             // Only the peer's unidirectional streams carry frames.
-            let theirs = if self.dialer { 3 } else { 2 };
+            let theirs = if self.io.dialer { 3 } else { 2 };
             if id % 4 != theirs || id / 4 > LANE_STREAMS {
                 return Err(format!("frames on unexpected stream {id}"));
             }
-            let mut s = st.streams.remove(&id).unwrap_or_default();
-            let res = self.read_stream(id, &mut s, shared);
-            st.streams.insert(id, s);
+            let mut s = self.streams.remove(&id).unwrap_or_default();
+            let res = read_stream(&mut self.io, id, &mut s, shared);
+            self.streams.insert(id, s);
             res?;
         }
         Ok(())
     }
 
-    fn read_stream(&mut self, id: u64, s: &mut StreamRx, shared: &Shared) -> Result<(), String> {
-        let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
-        loop {
-            if let Some(d) = s.blocked {
-                let Some((h, payload)) = q.take_body(self.peer, d.aux) else {
+    /// Whether everything this side sent has been acknowledged (quiche
+    /// forgets a stream once its data and end are acknowledged).
+    fn all_acked(&mut self) -> bool {
+        (0..self.opened.len()).all(|i| {
+            !self.opened[i]
+                || self
+                    .io
+                    .conn
+                    .stream_capacity(self.io.stream_id(i as u64))
+                    .is_err()
+        })
+    }
+
+    /// One turn of the link's thread. `Some`: the link has ended (with a
+    /// failure, or `None` inside when it closed in order).
+    fn turn(&mut self, shared: &Shared, link: &QLink, hb: Duration) -> Option<Option<String>> {
+        if let Some(e) = self.fatal.take() {
+            return Some(Some(self.fail(e)));
+        }
+        if let Err(e) = self.pump(shared, link) {
+            return Some(Some(self.fail(e)));
+        }
+        if self.sidecar_ended && self.closing.is_none() {
+            // Every payload the sidecar brought has been matched above;
+            // descriptors still waiting will never be.
+            return Some(Some(self.fail("the sidecar ended".into())));
+        }
+        if let Some(until) = self.closing {
+            let drained = self.out.iter().all(VecDeque::is_empty);
+            if drained && !self.fin_sent {
+                for i in 0..self.opened.len() {
+                    if self.opened[i] {
+                        let id = self.io.stream_id(i as u64);
+                        let _ = self.io.conn.stream_send(id, &[], true);
+                    }
+                }
+                self.fin_sent = true;
+                if let Err(e) = self.flush() {
+                    return Some(Some(e));
+                }
+            }
+            let unresponsive =
+                self.last_recv.elapsed() >= CLOSE_IDLE || shared.inbox.is_gone(self.io.peer);
+            if (self.fin_sent && self.all_acked()) || unresponsive || Instant::now() >= until {
+                let _ = self.io.conn.close(true, 0, b"bye");
+                let _ = self.flush();
+                return Some(None);
+            }
+        }
+        if self.last_sent.elapsed() >= hb && self.io.conn.is_established() {
+            // Keep-alive: holds NAT bindings and the idle timer.
+            let _ = self.io.conn.send_ack_eliciting();
+            if let Err(e) = self.flush() {
+                return Some(Some(e));
+            }
+        }
+        if !(self.io.conn.is_closed() || self.io.conn.is_draining()) {
+            return None;
+        }
+        if self.closing.is_some() {
+            return Some(None);
+        }
+        Some(match self.io.conn.peer_error() {
+            // The peer closed its end in order; `wait_for_sidecar` follows.
+            Some(e) if e.is_app && e.error_code == 0 => None,
+            Some(e) => Some(format!(
+                "closed by the peer: code {:#x} {}",
+                e.error_code,
+                String::from_utf8_lossy(&e.reason)
+            )),
+            None => Some(
+                self.io
+                    .conn
+                    .local_error()
+                    .map_or("idle timeout".to_string(), |e| format!("{e:?}")),
+            ),
+        })
+    }
+
+    /// Close the connection over a failure; returns it.
+    fn fail(&mut self, e: String) -> String {
+        tracing::debug!(peer = self.io.peer, "closing the QUIC link: {e}");
+        let _ = self.io.conn.close(true, 0x1, e.as_bytes());
+        let _ = self.flush();
+        e
+    }
+}
+
+/// Deliver the frames at the front of `s.pending` that can be: all but a
+/// descriptor whose payload has not arrived (and what follows it).
+fn deliver_pending(s: &mut StreamRx, peer: u32, shared: &Shared) -> Result<(), String> {
+    let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
+    while let Some(front) = s.pending.pop_front() {
+        let (h, payload) = match front {
+            Frame::Data(h, payload) => (h, payload),
+            Frame::Control(h) => match on_header(shared, peer, h, true) {
+                Next::End => return Err("the peer ended the link".into()),
+                _ => continue,
+            },
+            Frame::Bulk(d) => {
+                let Some((h, payload)) = q.take_body(peer, d.aux) else {
+                    s.pending.push_front(Frame::Bulk(d));
                     return Ok(());
                 };
-                s.blocked = None;
                 let same = (h.kind, h.src, h.dst, h.comm, h.tag, h.len)
                     == (d.kind, d.src, d.dst, d.comm, d.tag, d.len);
                 if !same || payload.len() as u64 != d.len {
@@ -355,238 +613,152 @@ impl Io {
                         d.aux
                     ));
                 }
-                if !on_data(shared, self.peer, h, payload) {
-                    return Err("misaddressed frame".into());
-                }
+                (h, payload)
+            }
+        };
+        if !on_data(shared, peer, h, payload) {
+            return Err("misaddressed frame".into());
+        }
+    }
+    Ok(())
+}
+
+/// Read what stream `id` holds, frame by frame, and deliver what can be.
+fn read_stream(io: &mut Io, id: u64, s: &mut StreamRx, shared: &Shared) -> Result<(), String> {
+    let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
+    let peer = io.peer;
+    loop {
+        deliver_pending(s, peer, shared)?;
+        if let Some((h, buf, read)) = s.body.as_mut() {
+            if *read == buf.len() {
+                let (h, buf, _) = s.body.take().ok_or("no body")?;
+                let payload = Payload::from_vec_in(buf, Some(&shared.pool));
+                s.pending.push_back(Frame::Data(h, payload));
                 continue;
             }
-            if let Some((h, buf, read)) = s.body.as_mut() {
-                if *read == buf.len() {
-                    let (h, buf, _) = s.body.take().ok_or("no body")?;
-                    let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-                    if !on_data(shared, self.peer, h, payload) {
-                        return Err("misaddressed frame".into());
+            match io.conn.stream_recv(id, &mut buf[*read..]) {
+                Ok((n, fin)) => {
+                    *read += n;
+                    shared.inbox.progress(h.src);
+                    if fin && *read < buf.len() {
+                        return Err(format!("stream {id} ended inside a frame"));
                     }
-                    continue;
+                    s.ended |= fin;
                 }
-                match self.conn.stream_recv(id, &mut buf[*read..]) {
-                    Ok((n, fin)) => {
-                        *read += n;
-                        shared.inbox.progress(h.src);
-                        if fin && *read < buf.len() {
-                            return Err(format!("stream {id} ended inside a frame"));
-                        }
-                        s.ended |= fin;
-                    }
-                    Err(quiche::Error::Done) => return Ok(()),
-                    Err(e) => return Err(format!("stream {id}: {e}")),
-                }
-                continue;
-            }
-            if s.ended {
-                return Ok(());
-            }
-            let have = s.have;
-            let (n, fin) = match self.conn.stream_recv(id, &mut s.head[have..]) {
-                Ok(x) => x,
                 Err(quiche::Error::Done) => return Ok(()),
                 Err(e) => return Err(format!("stream {id}: {e}")),
-            };
-            s.have += n;
-            if fin {
-                s.ended = true;
-                if s.have != 0 && s.have < HEADER_LEN {
-                    return Err(format!("stream {id} ended inside a frame"));
-                }
             }
-            if s.have < HEADER_LEN {
-                continue;
+            continue;
+        }
+        if s.ended {
+            return Ok(());
+        }
+        let have = s.have;
+        let (n, fin) = match io.conn.stream_recv(id, &mut s.head[have..]) {
+            Ok(x) => x,
+            Err(quiche::Error::Done) => return Ok(()),
+            Err(e) => return Err(format!("stream {id}: {e}")),
+        };
+        s.have += n;
+        if fin {
+            s.ended = true;
+            if s.have != 0 && s.have < HEADER_LEN {
+                return Err(format!("stream {id} ended inside a frame"));
             }
-            s.have = 0;
-            let h = Header::decode(&s.head, shared.world, shared.max_message_bytes)
-                .map_err(|e| e.to_string())?;
-            match on_header(shared, self.peer, h, true) {
-                Next::Continue => {}
-                Next::End => return Err("the peer ended the link".into()),
-                Next::Bulk(h) => s.blocked = Some(h),
-                Next::Body(h) => {
-                    // Larger payloads travel on the sidecar: a QUIC frame
-                    // over the threshold is a protocol error, not an
-                    // allocation.
-                    if h.len >= q.threshold as u64 {
-                        return Err(format!(
-                            "a {}-byte frame over QUIC (threshold {})",
-                            h.len, q.threshold
-                        ));
-                    }
-                    s.body = Some((h, shared.pool.take_filled(h.len as usize), 0));
+        }
+        if s.have < HEADER_LEN {
+            continue;
+        }
+        s.have = 0;
+        let h = Header::decode(&s.head, shared.world, shared.max_message_bytes)
+            .map_err(|e| e.to_string())?;
+        let data = matches!(h.ftype, FrameType::Data | FrameType::Bulk);
+        if !data && !s.pending.is_empty() {
+            s.pending.push_back(Frame::Control(h));
+            continue;
+        }
+        match on_header(shared, peer, h, true) {
+            Next::Continue => {}
+            Next::End => return Err("the peer ended the link".into()),
+            Next::Bulk(h) => s.pending.push_back(Frame::Bulk(h)),
+            Next::Body(h) => {
+                // Larger payloads travel on the sidecar: a QUIC frame over
+                // the threshold is a protocol error, not an allocation.
+                if h.len >= q.threshold as u64 {
+                    return Err(format!(
+                        "a {}-byte frame over QUIC (threshold {})",
+                        h.len, q.threshold
+                    ));
                 }
+                s.body = Some((h, shared.pool.take_filled(h.len as usize), 0));
             }
         }
     }
+}
 
-    /// Whether everything this side sent has been acknowledged (quiche
-    /// forgets a stream once its data and end are acknowledged).
-    fn all_acked(&mut self, st: &State) -> bool {
-        (0..st.opened.len())
-            .all(|i| !st.opened[i] || self.conn.stream_capacity(self.stream_id(i as u64)).is_err())
-    }
+fn lock(link: &QLink) -> MutexGuard<'_, Engine> {
+    link.engine.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The link's thread. Ends when the connection closes: by this side's
 /// `Close`, by the peer, or by a failure (the peer's ranks are then gone).
-pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, rx: Receiver<Cmd>, mut io: Io) {
-    let peer = io.peer;
-    let streams = (LANE_STREAMS + 1) as usize;
-    let mut st = State {
-        out: (0..streams).map(|_| VecDeque::new()).collect(),
-        opened: vec![false; streams],
-        streams: HashMap::new(),
-        rbuf: vec![0; RECV_BUF],
-        sbuf: vec![0; quiche::MAX_CONN_ID_LEN.max(16_384) + 1_024],
-        last_sent: Instant::now(),
-        last_recv: Instant::now(),
-        closing: None,
-        fin_sent: false,
-        sidecar_ended: false,
-        again: false,
-    };
-    if let Err(e) = io
-        .poll
-        .registry()
-        .register(&mut io.socket, SOCKET, mio::Interest::READABLE)
+pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
+    let peer = link.peer;
+    if let Err(e) =
+        poll.registry()
+            .register(&mut lock(&link).io.socket, SOCKET, mio::Interest::READABLE)
     {
         tracing::error!(peer, "cannot poll the QUIC socket: {e}");
+        link.alive.store(false, Ordering::Release);
         shared.lost_now(peer);
         return;
     }
     let mut events = mio::Events::with_capacity(8);
-    let failure = loop {
+    let ended = loop {
         let hb = heartbeat_interval(shared.timeout());
-        let wait = if st.again {
-            Duration::ZERO
-        } else {
-            io.conn.timeout().map_or(hb, |t| t.min(hb))
+        let wait = {
+            let mut e = lock(&link);
+            let wait = if std::mem::take(&mut e.again) {
+                Duration::ZERO
+            } else {
+                e.io.conn.timeout().map_or(hb, |t| t.min(hb))
+            };
+            e.planned = Instant::now() + wait;
+            wait
         };
-        st.again = false;
-        if let Err(e) = io.poll.poll(&mut events, Some(wait)) {
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != ErrorKind::Interrupted {
                 break Some(format!("poll: {e}"));
             }
         }
-        if let Err(e) = io.recv(&mut st) {
-            break Some(e);
-        }
-        if io.conn.timeout() == Some(Duration::ZERO) {
-            io.conn.on_timeout();
-        }
-        while let Ok(cmd) = rx.try_recv() {
-            match cmd {
-                Cmd::Frame {
-                    header,
-                    payload,
-                    stream,
-                    budgeted,
-                } => {
-                    let q = &mut st.out[stream as usize];
-                    q.push_back(Chunk {
-                        bytes: Payload::from_parts(&[&header]),
-                        release: if payload.is_empty() { budgeted } else { 0 },
-                    });
-                    if !payload.is_empty() {
-                        q.push_back(Chunk {
-                            bytes: payload,
-                            release: budgeted,
-                        });
-                    }
+        let mut e = lock(&link);
+        e.planned = Instant::now();
+        match e.turn(&shared, &link, hb) {
+            None => {}
+            Some(Some(failure)) => break Some(failure),
+            Some(None) => {
+                if e.closing.is_none() {
+                    wait_for_sidecar(&shared, &link, &mut e, &mut poll, &mut events);
                 }
-                Cmd::Close => {
-                    st.closing
-                        .get_or_insert_with(|| Instant::now() + shared.timeout().min(CLOSE_WAIT));
-                }
-                Cmd::SidecarEnded => st.sidecar_ended = true,
-            }
-        }
-        if let Err(e) = io.read_streams(&mut st, &shared) {
-            tracing::error!(peer, "protocol error on the QUIC link: {e}; closing it");
-            let _ = io.conn.close(true, 0x1, e.as_bytes());
-            let _ = io.flush(&mut st);
-            break Some(e);
-        }
-        if st.sidecar_ended && st.closing.is_none() {
-            // Every payload the sidecar brought has been matched above;
-            // descriptors still waiting will never be.
-            let _ = io.conn.close(true, 0x3, b"sidecar ended");
-            let _ = io.flush(&mut st);
-            break Some("the sidecar ended".into());
-        }
-        if let Err(e) = io.write_streams(&mut st, &link) {
-            break Some(e);
-        }
-        if let Some(until) = st.closing {
-            let drained = st.out.iter().all(VecDeque::is_empty);
-            if drained && !st.fin_sent {
-                for i in 0..streams {
-                    if st.opened[i] {
-                        let _ = io.conn.stream_send(io.stream_id(i as u64), &[], true);
-                    }
-                }
-                st.fin_sent = true;
-            }
-            let unresponsive = st.last_recv.elapsed() >= CLOSE_IDLE || shared.inbox.is_gone(peer);
-            if (st.fin_sent && io.all_acked(&st)) || unresponsive || Instant::now() >= until {
-                let _ = io.conn.close(true, 0, b"bye");
-                let _ = io.flush(&mut st);
                 break None;
-            }
-        }
-        if st.last_sent.elapsed() >= hb && io.conn.is_established() {
-            // Keep-alive: holds NAT bindings and the idle timer.
-            let _ = io.conn.send_ack_eliciting();
-        }
-        if let Err(e) = io.flush(&mut st) {
-            break Some(e);
-        }
-        if io.conn.is_closed() || io.conn.is_draining() {
-            if st.closing.is_some() {
-                break None;
-            }
-            match io.conn.peer_error() {
-                // The peer closed its end in order: its sidecar's bye
-                // follows and ends the peer there (after the payloads
-                // that descriptors here still wait for).
-                Some(e) if e.is_app && e.error_code == 0 => {
-                    wait_for_sidecar(&shared, &link, &rx, &mut io, &mut st, &mut events);
-                    break None;
-                }
-                Some(e) => {
-                    break Some(format!(
-                        "closed by the peer: code {:#x} {}",
-                        e.error_code,
-                        String::from_utf8_lossy(&e.reason)
-                    ))
-                }
-                None => {
-                    break Some(
-                        io.conn
-                            .local_error()
-                            .map_or("idle timeout".to_string(), |e| format!("{e:?}")),
-                    )
-                }
             }
         }
     };
+    link.alive.store(false, Ordering::Release);
+    let mut e = lock(&link);
     // Give back the budget of what will never be sent.
-    for q in &mut st.out {
+    e.take_cmds(&shared);
+    for q in &mut e.out {
         for c in q.drain(..) {
             link.budget.release(c.release);
         }
     }
-    if st.closing.is_none() {
-        match failure {
-            Some(e) => tracing::debug!(peer, "QUIC link ended: {e}"),
+    if e.closing.is_none() {
+        match ended {
+            Some(x) => tracing::debug!(peer, "QUIC link ended: {x}"),
             None => tracing::debug!(peer, "QUIC link closed by the peer"),
         }
+        drop(e);
         shared.lost_now(peer);
     }
 }
@@ -596,30 +768,27 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, rx: Receiver<Cmd>, mut 
 fn wait_for_sidecar(
     shared: &Shared,
     link: &QLink,
-    rx: &Receiver<Cmd>,
-    io: &mut Io,
-    st: &mut State,
+    e: &mut Engine,
+    poll: &mut mio::Poll,
     events: &mut mio::Events,
 ) {
     loop {
-        while let Ok(cmd) = rx.try_recv() {
+        while let Ok(cmd) = e.rx.try_recv() {
             match cmd {
                 Cmd::Frame { budgeted, .. } => link.budget.release(budgeted),
                 Cmd::Close => return,
-                Cmd::SidecarEnded => st.sidecar_ended = true,
+                Cmd::SidecarEnded => e.sidecar_ended = true,
             }
         }
-        if io.read_streams(st, shared).is_err() {
+        if e.read_streams(shared).is_err() {
             return;
         }
-        let waiting = st.streams.values().any(|s| s.blocked.is_some());
-        let closing = shared.closing.load(std::sync::atomic::Ordering::Acquire);
-        if !waiting || st.sidecar_ended || closing {
+        let waiting = e.streams.values().any(|s| !s.pending.is_empty());
+        let closing = shared.closing.load(Ordering::Acquire);
+        if !waiting || e.sidecar_ended || closing {
             return;
         }
-        let _ = io
-            .poll
-            .poll(events, Some(heartbeat_interval(shared.timeout())));
+        let _ = poll.poll(events, Some(heartbeat_interval(shared.timeout())));
     }
 }
 

@@ -30,7 +30,7 @@ use crate::tcp::frame::Header;
 use crate::tcp::link::Shared;
 use crate::tcp::{FormationError, TcpConfig, TcpTransport};
 use crate::{LaneKey, Payload, PeerStats, Transport, TransportError};
-use link::{Cmd, Io, QLink};
+use link::{Io, QLink};
 use std::collections::{BTreeSet, HashMap};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -91,6 +91,8 @@ pub(crate) struct QuicShared {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// PeerGone notices received per rank, one per stream.
     gone_marks: Vec<std::sync::atomic::AtomicU64>,
+    /// Ranks this coordinator has announced gone.
+    announced: Vec<AtomicBool>,
 }
 
 impl QuicShared {
@@ -102,6 +104,7 @@ impl QuicShared {
             links: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             gone_marks: (0..world).map(|_| Default::default()).collect(),
+            announced: (0..world).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -119,6 +122,14 @@ impl QuicShared {
                 l.push_on(stream, h, Payload::default());
             }
         }
+    }
+
+    /// Whether this is the first time `rank` is found gone (its QUIC link
+    /// and its sidecar may both report it).
+    pub(crate) fn first_gone(&self, rank: u32) -> bool {
+        self.announced
+            .get(rank as usize)
+            .is_some_and(|a| !a.swap(true, Ordering::AcqRel))
     }
 
     /// One stream's PeerGone notice for `rank`; `true` with the last.
@@ -146,6 +157,13 @@ impl QuicShared {
             .send(shared, header, parts, dst)
     }
 
+    /// A receiver waiting on `hop` reads its QUIC link itself.
+    pub(crate) fn pump(&self, shared: &Shared, hop: u32) {
+        if let Some(l) = self.link(hop) {
+            let _ = l.try_pump(shared);
+        }
+    }
+
     /// Forward a frame over the QUIC link to its destination.
     pub(crate) fn relay(&self, h: Header, payload: Payload) {
         match self.link(h.dst) {
@@ -156,7 +174,13 @@ impl QuicShared {
 
     /// The sidecar from `peer` brought a payload. `false`: out of order
     /// (a protocol error).
-    pub(crate) fn bulk_arrived(&self, peer: u32, h: Header, payload: Payload) -> bool {
+    pub(crate) fn bulk_arrived(
+        &self,
+        shared: &Shared,
+        peer: u32,
+        h: Header,
+        payload: Payload,
+    ) -> bool {
         {
             let mut b = self.bodies[peer as usize]
                 .lock()
@@ -173,8 +197,12 @@ impl QuicShared {
             b.next = b.next.wrapping_add(1);
             b.waiting.insert(h.aux, (h, payload));
         }
+        // Deliver it now if its descriptor is here and the link is free
+        // (no hand-off to the link's thread); else the thread will.
         if let Some(l) = self.link(peer) {
-            l.wake();
+            if !l.try_pump(shared) {
+                l.wake();
+            }
         }
         true
     }
@@ -663,36 +691,31 @@ impl QuicTransport {
             .as_ref()
             .ok_or_else(|| std::io::Error::other("not QUIC"))?;
         let mut handles: Vec<Option<Arc<QLink>>> = vec![None; sh.world as usize];
-        let mut ios = Vec::new();
+        let mut started = Vec::new();
         for (peer, p) in links {
             let poll = mio::Poll::new()?;
             let waker = mio::Waker::new(poll.registry(), link::WAKE)?;
-            let (tx, rx) = crossbeam_channel::unbounded::<Cmd>();
-            let l = Arc::new(QLink::new(peer, tx, waker, budget));
+            let io = Io {
+                peer,
+                conn: p.conn,
+                socket: p.socket,
+                local: p.local,
+                remote: p.remote,
+                dialer: p.dialed,
+            };
+            let l = Arc::new(QLink::new(io, waker, budget));
             handles[peer as usize] = Some(Arc::clone(&l));
-            ios.push((
-                l,
-                rx,
-                Io {
-                    peer,
-                    conn: p.conn,
-                    socket: p.socket,
-                    local: p.local,
-                    remote: p.remote,
-                    poll,
-                    dialer: p.dialed,
-                },
-            ));
+            started.push((l, poll));
         }
         let _ = q.links.set(handles);
         let mut threads = q.threads.lock().unwrap_or_else(|e| e.into_inner());
-        for (l, rx, io) in ios {
+        for (l, poll) in started {
             let s = Arc::clone(sh);
-            let name = format!("meshwork-q{}-{}", sh.rank, io.peer);
+            let name = format!("meshwork-q{}-{}", sh.rank, l.peer);
             threads.push(
                 std::thread::Builder::new()
                     .name(name)
-                    .spawn(move || link::run(s, l, rx, io))?,
+                    .spawn(move || link::run(s, l, poll))?,
             );
         }
         Ok(())

@@ -179,7 +179,8 @@ impl Shared {
         for r in self.served_by(peer) {
             self.inbox.set_gone(r);
         }
-        if self.star && self.rank == 0 {
+        let first = self.quic.as_ref().is_none_or(|q| q.first_gone(peer));
+        if self.star && self.rank == 0 && first {
             if let Some(links) = self.links.get() {
                 for (r, link) in links.iter().enumerate() {
                     if let Some(link) = link.as_ref().filter(|_| r as u32 != peer) {

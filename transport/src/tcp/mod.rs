@@ -687,14 +687,14 @@ impl Transport for TcpTransport {
     ) -> Result<Payload, TransportError> {
         let sh = &self.shared;
         // Caller-driven progress: read the link to `src` ourselves for a
-        // moment before parking, so a prompt reply needs no thread hand-off.
-        // (On QUIC, small messages come over QUIC, driven by its thread.)
+        // moment before parking, so a prompt reply needs no thread hand-off
+        // (on QUIC, its QUIC link as well as the sidecar).
+        let hop = sh.hop(src);
         if let Some(rx) = sh
             .rxs
             .get()
-            .and_then(|r| r.get(sh.hop(src) as usize))
+            .and_then(|r| r.get(hop as usize))
             .and_then(Option::as_ref)
-            .filter(|_| sh.quic.is_none())
         {
             let until = Instant::now() + CALLER_POLL.min(timeout);
             loop {
@@ -704,6 +704,9 @@ impl Transport for TcpTransport {
                         self.credit(src, key);
                     }
                     return Ok(msg);
+                }
+                if let Some(q) = &sh.quic {
+                    q.pump(sh, hop);
                 }
                 if rx.try_pump(sh) || Instant::now() >= until {
                     break;

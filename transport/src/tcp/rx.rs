@@ -274,7 +274,7 @@ impl Rx {
     fn deliver(&self, h: Header, buf: Vec<u8>, shared: &Shared) -> bool {
         let payload = Payload::from_vec_in(buf, Some(&shared.pool));
         let ok = match &shared.quic {
-            Some(q) => q.bulk_arrived(self.peer, h, payload),
+            Some(q) => q.bulk_arrived(shared, self.peer, h, payload),
             None => on_data(shared, self.peer, h, payload),
         };
         if !ok {
