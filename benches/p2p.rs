@@ -1,6 +1,7 @@
 //! Point-to-point ping-pong (8 B … 64 MiB) and RPC round trips: in-process,
-//! over TCP between two processes, and Open MPI's ping-pong over TCP on the
-//! same sizes and iteration counts, in the same run.
+//! between two processes over QUIC (the default, with the TCP sidecar from
+//! 64 KiB), QUIC alone and the TCP transport, and Open MPI's ping-pong over
+//! TCP on the same sizes and iteration counts, in the same run.
 //!
 //! ```text
 //! cargo bench --bench p2p
@@ -145,53 +146,77 @@ fn main() {
     });
     let (mem_rows, mem_rpc) = mem.into_iter().next().expect("rank 0");
 
-    // TCP, two processes through meshrun; Open MPI on the same sizes.
-    let tcp = common::meshrun(2, "mesh").and_then(|mut c| {
-        c.env("BENCH_SIZES", join(&sizes))
-            .env("BENCH_ITERS", join(&iters));
-        common::run_rows(c).map(split_rows)
-    });
+    // Two processes through meshrun, per transport; Open MPI on the same
+    // sizes.
+    let configs: [(&str, &[(&str, &str)]); 3] = [
+        ("quic", &[("TRANSPORT", "quic")]),
+        (
+            "quic-only",
+            &[
+                ("TRANSPORT", "quic"),
+                ("SIDECAR_THRESHOLD", "18446744073709551615"),
+            ],
+        ),
+        ("tcp", &[("TRANSPORT", "tcp")]),
+    ];
+    let mut columns: Vec<(&str, Option<(Rows, Option<f64>)>)> =
+        vec![("mem", Some((mem_rows, Some(mem_rpc))))];
+    for (name, env) in configs {
+        let rows = common::meshrun(2, "mesh").and_then(|mut c| {
+            c.env("BENCH_SIZES", join(&sizes))
+                .env("BENCH_ITERS", join(&iters))
+                .envs(env.iter().copied());
+            common::run_rows(c).map(split_rows)
+        });
+        columns.push((name, rows));
+    }
     let mpi = common::mpi("mpi_pingpong.c", 2, &[join(&sizes), join(&iters)]).map(split_rows);
+    columns.push(("ompi", mpi));
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
-    println!(
-        "{:>10} | {:>9} {:>7} {:>3} | {:>9} {:>7} {:>3} | {:>9} {:>7} {:>3} | {:>9}",
-        "size(B)",
-        "mem(us)",
-        "GB/s",
-        "#w",
-        "tcp(us)",
-        "GB/s",
-        "#w",
-        "ompi(us)",
-        "GB/s",
-        "#w",
-        "tcp/ompi"
-    );
+    println!("# quic: QUIC + TCP sidecar (default); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
+    let mut head = format!("{:>10}", "size(B)");
+    for (name, _) in &columns {
+        head += &format!(" | {:>9} {:>7} {:>3}", format!("{name}(us)"), "GB/s", "#w");
+    }
+    head += &format!(" {:>9} {:>9}", "tcp/quic", "ompi/quic");
+    println!("{head}");
+    let time = |name: &str, n: usize| -> Option<f64> {
+        columns
+            .iter()
+            .find(|(c, _)| *c == name)
+            .and_then(|(_, r)| r.as_ref())
+            .and_then(|(r, _)| r.get(&n))
+            .map(|(t, _)| *t)
+    };
     for &n in &sizes {
-        let cell = |r: Option<&(f64, u64)>| match r {
-            Some((t, w)) => format!("{t:>9.2} {:>7.3} {w:>3}", n as f64 / (t * 1e-6) / 1e9),
-            None => format!("{:>9} {:>7} {:>3}", "-", "-", "-"),
-        };
-        let t = tcp.as_ref().and_then(|(r, _)| r.get(&n));
-        let o = mpi.as_ref().and_then(|(r, _)| r.get(&n));
-        let ratio = match (t, o) {
-            (Some((tt, _)), Some((to, _))) => format!("{:>9.2}", to / tt),
-            _ => format!("{:>9}", "-"),
-        };
-        println!(
-            "{n:>10} | {} | {} | {} | {ratio}",
-            cell(mem_rows.get(&n)),
-            cell(t),
-            cell(o)
-        );
+        let mut line = format!("{n:>10}");
+        for (_, rows) in &columns {
+            line += &match rows.as_ref().and_then(|(r, _)| r.get(&n)) {
+                Some((t, w)) => format!(" | {t:>9.2} {:>7.3} {w:>3}", n as f64 / (t * 1e-6) / 1e9),
+                None => format!(" | {:>9} {:>7} {:>3}", "-", "-", "-"),
+            };
+        }
+        for other in ["tcp", "ompi"] {
+            line += &match (time("quic", n), time(other, n)) {
+                // Time ratio: > 1 means QUIC is slower.
+                (Some(q), Some(o)) => format!(" {:>9.2}", q / o),
+                _ => format!(" {:>9}", "-"),
+            };
+        }
+        println!("{line}");
     }
     println!();
     println!("# RPC round trip, 8-byte echo (µs)");
-    println!("{:>10} {:>10}", "mem", "tcp");
-    let tcp_rpc = tcp
-        .as_ref()
-        .and_then(|(_, r)| *r)
-        .map_or("-".to_string(), |v| format!("{v:.2}"));
-    println!("{mem_rpc:>10.2} {tcp_rpc:>10}");
+    let mut names = String::new();
+    let mut values = String::new();
+    for (name, rows) in columns.iter().filter(|(c, _)| *c != "ompi") {
+        names += &format!("{name:>10} ");
+        values += &match rows.as_ref().and_then(|(_, r)| *r) {
+            Some(v) => format!("{v:>10.2} "),
+            None => format!("{:>10} ", "-"),
+        };
+    }
+    println!("{names}");
+    println!("{values}");
 }
