@@ -1,5 +1,5 @@
 //! Collectives across 4 processes on loopback — meshwork's QUIC transport
-//! (the default: QUIC plus the TCP sidecar from 64 KiB), QUIC alone (no
+//! (the default: QUIC plus the TCP sidecar from 4 KiB), QUIC alone (no
 //! sidecar), the TCP transport, and QUIC in a star — beside Open MPI over
 //! TCP on the same sizes, iteration counts, timing and verification, in the
 //! same run.
@@ -127,7 +127,10 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
 
 /// The meshwork configurations measured: column name, topology, and the
 /// environment that selects the transport.
-const CONFIGS: [(&str, &str, &[(&str, &str)]); 4] = [
+/// Environment variables, as (name, value).
+type Env = &'static [(&'static str, &'static str)];
+
+const CONFIGS: [(&str, &str, Env); 4] = [
     ("quic", "mesh", &[("TRANSPORT", "quic")]),
     (
         "quic-only",

@@ -1,6 +1,6 @@
 //! Point-to-point ping-pong (8 B … 64 MiB) and RPC round trips: in-process,
 //! between two processes over QUIC (the default, with the TCP sidecar from
-//! 64 KiB), QUIC alone and the TCP transport, and Open MPI's ping-pong over
+//! 4 KiB), QUIC alone and the TCP transport, and Open MPI's ping-pong over
 //! TCP on the same sizes and iteration counts, in the same run.
 //!
 //! ```text

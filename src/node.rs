@@ -283,7 +283,8 @@ impl Node {
     }
 
     /// QUIC transport: payloads of at least `bytes` go over the TCP
-    /// sidecar rather than QUIC (`SIDECAR_THRESHOLD`, default 64 KiB;
+    /// sidecar rather than QUIC (`SIDECAR_THRESHOLD`, default 4 KiB, at
+    /// least 2 KiB;
     /// every rank must give the same, or formation fails saying so).
     pub fn sidecar_threshold(mut self, bytes: usize) -> Node {
         self.sidecar_threshold = bytes;

@@ -101,10 +101,14 @@ fn quic_lanes_stay_in_order_across_quic_and_the_sidecar() {
             17,
             1 << 20,
             0,
+            4095,
             65_535,
             65_536,
             5_000_001,
             9,
+            2048,
+            1,
+            4097,
         ];
         std::thread::scope(|s| {
             for lane in 0..4u64 {
@@ -173,7 +177,7 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
     let text = e.to_string();
     assert!(
         text.contains("transport settings differ")
-            && text.contains("65536")
+            && text.contains("4096")
             && text.contains("1048576"),
         "{text}"
     );

@@ -20,13 +20,13 @@
 //! its own unidirectional streams: stream 0 carries credits, streams
 //! 1..=`LANE_STREAMS` carry data, a lane always on the same stream (so a
 //! lane stays in order) and different lanes mostly on different ones (so
-//! a lost datagram or a stalled lane holds up only its own stream).
-//! A bulk descriptor stops its stream until the sidecar has brought its
-//! payload; the other streams go on.
+//! a lost datagram holds up only its own stream). Streams are read to
+//! their end as data arrives; `order.rs` keeps each lane in order with the
+//! payloads its messages sent over the sidecar.
 
 use crate::tcp::frame::{FrameType, Header, HEADER_LEN};
 use crate::tcp::link::{heartbeat_interval, Budget, Shared};
-use crate::tcp::rx::{on_data, on_header, Next};
+use crate::tcp::rx::{on_header, Next};
 use crate::{Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
@@ -39,6 +39,8 @@ use std::time::{Duration, Instant};
 
 /// Data streams per direction (plus stream 0 for credits).
 pub(crate) const LANE_STREAMS: u64 = 8;
+/// Streams per direction.
+pub(crate) const STREAMS: u64 = LANE_STREAMS + 1;
 /// Datagrams read, and datagrams sent, per turn of the loop at most.
 const BURST: usize = 32;
 /// Largest datagram read.
@@ -46,6 +48,15 @@ const RECV_BUF: usize = 65_535;
 /// How long a closing link waits for the peer to acknowledge what it
 /// sent, at most.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// The longest the link's thread sleeps while anything is in flight or an
+/// acknowledgement is owed: quiche's loss timers and our deferred ACKs
+/// are served within this (the peer expects ACKs within its
+/// `max_ack_delay`, 25 ms). An application thread that moves a timer
+/// earlier than the thread's wake-up wakes it.
+const TICK: Duration = Duration::from_millis(20);
+/// How long an acknowledgement may wait for a reply to carry it (well
+/// under the 25 ms `max_ack_delay` peers allow for).
+const ACK_DELAY: Duration = Duration::from_millis(5);
 /// A closing link stops waiting for acknowledgements once the peer has
 /// sent nothing for this long (it is frozen, cut off, or gone).
 const CLOSE_IDLE: Duration = Duration::from_millis(500);
@@ -66,9 +77,6 @@ pub(crate) enum Cmd {
     },
     /// Flush, let the peer acknowledge, close.
     Close,
-    /// The peer's sidecar ended: deliver what can be, then the peer is
-    /// gone.
-    SidecarEnded,
 }
 
 /// The application threads' handle on a link.
@@ -85,7 +93,7 @@ pub(crate) struct QLink {
 
 /// The stream (index) of a frame: credits on 0, a lane always on the
 /// same one of the rest.
-fn stream_of(h: &Header) -> u64 {
+pub(crate) fn stream_of(h: &Header) -> u64 {
     if h.ftype == FrameType::Credit {
         return 0;
     }
@@ -101,7 +109,7 @@ fn stream_of(h: &Header) -> u64 {
 impl QLink {
     pub(crate) fn new(io: Io, waker: mio::Waker, budget: usize) -> QLink {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let streams = (LANE_STREAMS + 1) as usize;
+        let streams = STREAMS as usize;
         QLink {
             peer: io.peer,
             tx,
@@ -120,7 +128,9 @@ impl QLink {
                 closing: None,
                 fin_sent: false,
                 sidecar_ended: false,
+                ended: false,
                 again: false,
+                ack_owed: None,
                 fatal: None,
                 planned: Instant::now(),
             }),
@@ -128,9 +138,41 @@ impl QLink {
         }
     }
 
-    /// Hand `cmd` to the link: done here and now if the engine is free,
-    /// else queued for the thread.
-    fn submit(&self, shared: &Shared, cmd: Cmd) -> bool {
+    /// Reserve room for a frame of `parts`, waiting (within the deadline)
+    /// while the link has more than its budget queued; the bytes reserved.
+    pub(crate) fn reserve(
+        &self,
+        shared: &Shared,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<usize, TransportError> {
+        let len = parts.iter().map(|p| p.len()).sum::<usize>() + HEADER_LEN;
+        self.budget.acquire(len, shared.timeout(), dst)?;
+        Ok(len)
+    }
+
+    /// Give back a reservation that was not used.
+    pub(crate) fn unreserve(&self, n: usize) {
+        self.budget.release(n);
+    }
+
+    /// Hand a stamped frame to the link (`budgeted` bytes return to the
+    /// budget once quiche takes it): written here and now if the engine is
+    /// free, else queued for the thread. `false`: the link has ended.
+    pub(crate) fn submit(
+        &self,
+        shared: &Shared,
+        header: Header,
+        payload: Payload,
+        stream: u64,
+        budgeted: usize,
+    ) -> bool {
+        let cmd = Cmd::Frame {
+            header: header.encode(),
+            payload,
+            stream,
+            budgeted,
+        };
         if !self.alive.load(Ordering::Acquire) {
             return false;
         }
@@ -184,37 +226,8 @@ impl QLink {
         true
     }
 
-    /// Queue a frame, waiting (within the deadline) while the link has
-    /// more than its budget queued.
-    pub(crate) fn send(
-        &self,
-        shared: &Shared,
-        header: Header,
-        parts: &[&[u8]],
-        dst: u32,
-    ) -> Result<(), TransportError> {
-        let len: usize = parts.iter().map(|p| p.len()).sum::<usize>() + HEADER_LEN;
-        self.budget.acquire(len, shared.timeout(), dst)?;
-        let cmd = Cmd::Frame {
-            header: header.encode(),
-            payload: Payload::from_parts_in(parts, Some(&shared.pool)),
-            stream: stream_of(&header),
-            budgeted: len,
-        };
-        if !self.submit(shared, cmd) {
-            self.budget.release(len);
-            return Err(TransportError::PeerDisconnected { rank: dst });
-        }
-        Ok(())
-    }
-
-    /// Queue a relayed frame, unbudgeted (the relaying thread must not
-    /// block).
-    pub(crate) fn push(&self, h: Header, payload: Payload) {
-        self.push_on(stream_of(&h), h, payload);
-    }
-
-    /// `push` on a given stream.
+    /// Queue a stamped frame for stream `stream`, unbudgeted, without
+    /// blocking (relays and notices).
     pub(crate) fn push_on(&self, stream: u64, h: Header, payload: Payload) {
         let cmd = Cmd::Frame {
             header: h.encode(),
@@ -230,9 +243,13 @@ impl QLink {
     /// See `Cmd::SidecarEnded`; `false` if the link's thread has ended
     /// (it then ended the peer itself, or this rank is closing).
     pub(crate) fn sidecar_ended(&self) -> bool {
-        if !self.alive.load(Ordering::Acquire) || self.tx.send(Cmd::SidecarEnded).is_err() {
+        // Under the engine's lock, against the thread's ending (`run`).
+        let mut e = lock(self);
+        if e.ended {
             return false;
         }
+        e.sidecar_ended = true;
+        drop(e);
         self.wake();
         true
     }
@@ -264,21 +281,7 @@ struct StreamRx {
     head: [u8; HEADER_LEN],
     have: usize,
     body: Option<(Header, Vec<u8>, usize)>,
-    /// Frames read but not delivered: behind a bulk descriptor whose
-    /// payload the sidecar has not brought yet (the stream is still read
-    /// to its end, so nothing waits inside quiche when the peer closes).
-    pending: VecDeque<Frame>,
     ended: bool,
-}
-
-#[derive(Debug)]
-enum Frame {
-    Data(Header, Payload),
-    /// A descriptor: the payload is the sidecar's.
-    Bulk(Header),
-    /// A control frame behind a waiting descriptor (a peer-gone notice
-    /// must not overtake the messages before it).
-    Control(Header),
 }
 
 impl Default for StreamRx {
@@ -287,7 +290,6 @@ impl Default for StreamRx {
             head: [0; HEADER_LEN],
             have: 0,
             body: None,
-            pending: VecDeque::new(),
             ended: false,
         }
     }
@@ -327,9 +329,15 @@ struct Engine {
     last_recv: Instant,
     closing: Option<Instant>,
     fin_sent: bool,
+    /// The peer's sidecar ended (what it brought is delivered): the peer
+    /// is gone.
     sidecar_ended: bool,
+    /// The link's thread has ended.
+    ended: bool,
     /// The thread must turn again at once (a burst was cut short).
     again: bool,
+    /// Since when an acknowledgement is owed and held back.
+    ack_owed: Option<Instant>,
     /// A failure an application thread met, for the thread to act on.
     fatal: Option<String>,
     /// When the thread will wake up on its own.
@@ -350,9 +358,9 @@ impl Io {
 }
 
 impl Engine {
-    /// Read up to a burst of datagrams into quiche.
-    fn recv(&mut self) {
-        for _ in 0..BURST {
+    /// Read up to a burst of datagrams into quiche; how many.
+    fn recv(&mut self) -> usize {
+        for got in 0..BURST {
             match self.io.socket.recv(&mut self.rbuf) {
                 Ok(n) => {
                     self.last_recv = Instant::now();
@@ -365,22 +373,24 @@ impl Engine {
                         Err(e) => tracing::debug!(peer = self.io.peer, "QUIC recv: {e}"),
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return got,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // An ICMP error for an earlier datagram (the peer's port
                 // closed, a route gone): transient or not, quiche's timers
                 // and the deadline decide, not one datagram.
                 Err(e) => {
                     tracing::trace!(peer = self.io.peer, "UDP receive: {e}");
-                    return;
+                    return got;
                 }
             }
         }
         self.again = true;
+        BURST
     }
 
     /// Send up to a burst of datagrams.
     fn flush(&mut self) -> Result<(), String> {
+        self.ack_owed = None;
         for _ in 0..BURST {
             let n = match self.io.conn.send(&mut self.sbuf) {
                 Ok((n, _)) => n,
@@ -429,7 +439,6 @@ impl Engine {
                 self.closing
                     .get_or_insert_with(|| Instant::now() + shared.timeout().min(CLOSE_WAIT));
             }
-            Cmd::SidecarEnded => self.sidecar_ended = true,
         }
     }
 
@@ -465,32 +474,40 @@ impl Engine {
     }
 
     /// Read, take commands, deliver, write, send: the body of a turn.
+    ///
+    /// Delayed acknowledgement (as TCP does it): a datagram or two that
+    /// leave nothing to send but an ACK do not send it at once — the reply
+    /// about to follow carries it, or it goes out `ACK_DELAY` later, or
+    /// with the next datagrams. One datagram per message fewer, and one
+    /// wake-up of the peer's thread fewer.
     fn pump(&mut self, shared: &Shared, link: &QLink) -> Result<(), String> {
-        self.recv();
+        let got = self.recv();
         if self.io.conn.timeout() == Some(Duration::ZERO) {
             self.io.conn.on_timeout();
         }
         self.take_cmds(shared);
         self.read_streams(shared)?;
         self.write_streams(link)?;
+        let idle = self.out.iter().all(VecDeque::is_empty);
+        let owed = match self.ack_owed {
+            Some(since) => since.elapsed() < ACK_DELAY,
+            None => (1..=2).contains(&got),
+        };
+        if owed && got <= 2 && idle && !self.again {
+            self.ack_owed.get_or_insert_with(Instant::now);
+            return Ok(());
+        }
         self.flush()
     }
 
     /// Read every stream that has data (and retry those waiting for the
     /// sidecar). `Err`: a protocol error; the link must close.
     fn read_streams(&mut self, shared: &Shared) -> Result<(), String> {
-        let mut ids: Vec<u64> = self.io.conn.readable().collect();
-        let blocked: Vec<u64> = self
-            .streams
-            .iter()
-            .filter(|(id, s)| !s.pending.is_empty() && !ids.contains(id))
-            .map(|(id, _)| *id)
-            .collect();
-        ids.extend(blocked);
+        let ids: Vec<u64> = self.io.conn.readable().collect();
         for id in ids {
             // Only the peer's unidirectional streams carry frames.
             let theirs = if self.io.dialer { 3 } else { 2 };
-            if id % 4 != theirs || id / 4 > LANE_STREAMS {
+            if id % 4 != theirs || id / 4 >= STREAMS {
                 return Err(format!("frames on unexpected stream {id}"));
             }
             let mut s = self.streams.remove(&id).unwrap_or_default();
@@ -589,51 +606,17 @@ impl Engine {
     }
 }
 
-/// Deliver the frames at the front of `s.pending` that can be: all but a
-/// descriptor whose payload has not arrived (and what follows it).
-fn deliver_pending(s: &mut StreamRx, peer: u32, shared: &Shared) -> Result<(), String> {
-    let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
-    while let Some(front) = s.pending.pop_front() {
-        let (h, payload) = match front {
-            Frame::Data(h, payload) => (h, payload),
-            Frame::Control(h) => match on_header(shared, peer, h, true) {
-                Next::End => return Err("the peer ended the link".into()),
-                _ => continue,
-            },
-            Frame::Bulk(d) => {
-                let Some((h, payload)) = q.take_body(peer, d.aux) else {
-                    s.pending.push_front(Frame::Bulk(d));
-                    return Ok(());
-                };
-                let same = (h.kind, h.src, h.dst, h.comm, h.tag, h.len)
-                    == (d.kind, d.src, d.dst, d.comm, d.tag, d.len);
-                if !same || payload.len() as u64 != d.len {
-                    return Err(format!(
-                        "sidecar payload {} does not match its descriptor",
-                        d.aux
-                    ));
-                }
-                (h, payload)
-            }
-        };
-        if !on_data(shared, peer, h, payload) {
-            return Err("misaddressed frame".into());
-        }
-    }
-    Ok(())
-}
-
-/// Read what stream `id` holds, frame by frame, and deliver what can be.
+/// Read what stream `id` holds, frame by frame, and hand each frame to the
+/// link's order keeper (`order.rs`), which delivers it in its turn.
 fn read_stream(io: &mut Io, id: u64, s: &mut StreamRx, shared: &Shared) -> Result<(), String> {
     let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
-    let peer = io.peer;
+    let (peer, index) = (io.peer, (id / 4) as usize);
     loop {
-        deliver_pending(s, peer, shared)?;
         if let Some((h, buf, read)) = s.body.as_mut() {
             if *read == buf.len() {
                 let (h, buf, _) = s.body.take().ok_or("no body")?;
                 let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-                s.pending.push_back(Frame::Data(h, payload));
+                q.frame_arrived(shared, peer, index, h, Some(payload))?;
                 continue;
             }
             match io.conn.stream_recv(id, &mut buf[*read..]) {
@@ -672,15 +655,13 @@ fn read_stream(io: &mut Io, id: u64, s: &mut StreamRx, shared: &Shared) -> Resul
         s.have = 0;
         let h = Header::decode(&s.head, shared.world, shared.max_message_bytes)
             .map_err(|e| e.to_string())?;
-        let data = matches!(h.ftype, FrameType::Data | FrameType::Bulk);
-        if !data && !s.pending.is_empty() {
-            s.pending.push_back(Frame::Control(h));
+        if h.ftype != FrameType::Data {
+            // Control frames act in their turn too: a peer-gone notice
+            // must not overtake the messages before it.
+            q.frame_arrived(shared, peer, index, h, None)?;
             continue;
         }
         match on_header(shared, peer, h, true) {
-            Next::Continue => {}
-            Next::End => return Err("the peer ended the link".into()),
-            Next::Bulk(h) => s.pending.push_back(Frame::Bulk(h)),
             Next::Body(h) => {
                 // Larger payloads travel on the sidecar: a QUIC frame over
                 // the threshold is a protocol error, not an allocation.
@@ -692,6 +673,8 @@ fn read_stream(io: &mut Io, id: u64, s: &mut StreamRx, shared: &Shared) -> Resul
                 }
                 s.body = Some((h, shared.pool.take_filled(h.len as usize), 0));
             }
+            Next::Continue => {}
+            Next::End => return Err("a collective message far beyond the sequence window".into()),
         }
     }
 }
@@ -721,7 +704,14 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
             let wait = if std::mem::take(&mut e.again) {
                 Duration::ZERO
             } else {
-                e.io.conn.timeout().map_or(hb, |t| t.min(hb))
+                let ack = e
+                    .ack_owed
+                    .map_or(TICK, |since| ACK_DELAY.saturating_sub(since.elapsed()));
+                e.io.conn
+                    .timeout()
+                    .map_or(hb, |t| t.min(hb))
+                    .min(TICK)
+                    .min(ack)
             };
             e.planned = Instant::now() + wait;
             wait
@@ -736,16 +726,12 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
         match e.turn(&shared, &link, hb) {
             None => {}
             Some(Some(failure)) => break Some(failure),
-            Some(None) => {
-                if e.closing.is_none() {
-                    wait_for_sidecar(&shared, &link, &mut e, &mut poll, &mut events);
-                }
-                break None;
-            }
+            Some(None) => break None,
         }
     };
-    link.alive.store(false, Ordering::Release);
     let mut e = lock(&link);
+    e.ended = true;
+    link.alive.store(false, Ordering::Release);
     // Give back the budget of what will never be sent.
     e.take_cmds(&shared);
     for q in &mut e.out {
@@ -753,43 +739,21 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
             link.budget.release(c.release);
         }
     }
-    if e.closing.is_none() {
-        match ended {
-            Some(x) => tracing::debug!(peer, "QUIC link ended: {x}"),
-            None => tracing::debug!(peer, "QUIC link closed by the peer"),
-        }
-        drop(e);
-        shared.lost_now(peer);
+    if e.closing.is_some() {
+        return;
     }
-}
-
-/// After the peer closed its QUIC end, finish the descriptors that still
-/// wait for sidecar payloads, until the sidecar ends or this rank closes.
-fn wait_for_sidecar(
-    shared: &Shared,
-    link: &QLink,
-    e: &mut Engine,
-    poll: &mut mio::Poll,
-    events: &mut mio::Events,
-) {
-    loop {
-        while let Ok(cmd) = e.rx.try_recv() {
-            match cmd {
-                Cmd::Frame { budgeted, .. } => link.budget.release(budgeted),
-                Cmd::Close => return,
-                Cmd::SidecarEnded => e.sidecar_ended = true,
-            }
-        }
-        if e.read_streams(shared).is_err() {
+    match ended {
+        Some(x) => tracing::debug!(peer, "QUIC link ended: {x}"),
+        // The peer closed its QUIC end in order; its sidecar's end (after
+        // the payloads still on their way) ends the peer here.
+        None if !e.sidecar_ended => {
+            tracing::debug!(peer, "QUIC link closed by the peer");
             return;
         }
-        let waiting = e.streams.values().any(|s| !s.pending.is_empty());
-        let closing = shared.closing.load(Ordering::Acquire);
-        if !waiting || e.sidecar_ended || closing {
-            return;
-        }
-        let _ = poll.poll(events, Some(heartbeat_interval(shared.timeout())));
+        None => {}
     }
+    drop(e);
+    shared.lost_now(peer);
 }
 
 /// The datagram socket of an accepted link: bound to the rank's port

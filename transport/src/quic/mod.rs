@@ -24,13 +24,15 @@
 //! their lane's stream so the lane stays in order.
 
 mod link;
+mod order;
 pub mod tls;
 
 use crate::tcp::frame::Header;
-use crate::tcp::link::Shared;
+use crate::tcp::link::{LinkTx, Out, Shared};
 use crate::tcp::{FormationError, TcpConfig, TcpTransport};
 use crate::{LaneKey, Payload, PeerStats, Transport, TransportError};
 use link::{Io, QLink};
+pub use order::MIN_THRESHOLD;
 use std::collections::{BTreeSet, HashMap};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -40,10 +42,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 pub use tls::{ClusterCa, RankIdentity};
 
-/// Default size from which a payload goes over the TCP sidecar: QUIC
-/// costs ≈ 4–5 µs of CPU per datagram on each side, so past a few
-/// datagrams' worth TCP is cheaper (see the README for the measurement).
-pub const DEFAULT_SIDECAR_THRESHOLD: usize = 64 << 10;
+/// Default size from which a payload goes over the TCP sidecar. QUIC
+/// costs ≈ 4–5 µs of CPU per datagram on each side, against TCP's copy
+/// into the kernel: measured here, QUIC matches TCP's ping-pong time up to
+/// 4 KiB and is 1.7× slower at 16 KiB, 3× at 64 KiB (README, "QUIC").
+pub const DEFAULT_SIDECAR_THRESHOLD: usize = 4 << 10;
 
 /// The ALPN both sides must offer.
 const ALPN: &[u8] = b"meshwork/2";
@@ -72,21 +75,14 @@ impl QuicConfig {
     }
 }
 
-/// Sidecar payloads that arrived before (or without yet) their
-/// descriptors, per link: numbered in the order the sidecar carries them.
-#[derive(Debug, Default)]
-struct Bodies {
-    next: u32,
-    waiting: HashMap<u32, (Header, Payload)>,
-}
-
 /// What the rank's QUIC links share with its TCP links (`Shared::quic`).
 #[derive(Debug)]
 pub(crate) struct QuicShared {
     pub threshold: usize,
-    /// The next sidecar payload number, per link.
-    pub bulk_out: Vec<Mutex<u32>>,
-    bodies: Vec<Mutex<Bodies>>,
+    /// Order stamps of what this rank sends, per link (`order.rs`).
+    out: Vec<Mutex<order::Out>>,
+    /// What each link brought that waits for its turn.
+    inn: Vec<Mutex<order::In>>,
     links: OnceLock<Vec<Option<Arc<QLink>>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// PeerGone notices received per rank, one per stream.
@@ -95,12 +91,21 @@ pub(crate) struct QuicShared {
     announced: Vec<AtomicBool>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl QuicShared {
     fn new(world: u32, threshold: usize) -> QuicShared {
+        let streams = link::STREAMS as usize;
         QuicShared {
-            threshold,
-            bulk_out: (0..world).map(|_| Mutex::new(0)).collect(),
-            bodies: (0..world).map(|_| Mutex::default()).collect(),
+            threshold: threshold.max(order::MIN_THRESHOLD),
+            out: (0..world)
+                .map(|_| Mutex::new(order::Out::new(streams)))
+                .collect(),
+            inn: (0..world)
+                .map(|_| Mutex::new(order::In::new(streams)))
+                .collect(),
             links: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             gone_marks: (0..world).map(|_| Default::default()).collect(),
@@ -116,10 +121,12 @@ impl QuicShared {
 
     /// A coordinator tells worker `h.dst` that rank `h.src` is gone, on
     /// every stream, behind whatever it relayed there.
-    pub(crate) fn tell_gone(&self, h: Header) {
+    pub(crate) fn tell_gone(&self, mut h: Header) {
         if let Some(l) = self.link(h.dst) {
-            for stream in 0..=link::LANE_STREAMS {
-                l.push_on(stream, h, Payload::default());
+            let mut out = lock(&self.out[h.dst as usize]);
+            for s in 0..link::STREAMS {
+                out.frame(s as usize, &mut h);
+                l.push_on(s, h, Payload::default());
             }
         }
     }
@@ -136,25 +143,60 @@ impl QuicShared {
     pub(crate) fn gone_mark(&self, rank: u32) -> bool {
         self.gone_marks
             .get(rank as usize)
-            .is_some_and(|m| m.fetch_add(1, Ordering::AcqRel) + 1 == link::LANE_STREAMS + 1)
+            .is_some_and(|m| m.fetch_add(1, Ordering::AcqRel) + 1 == link::STREAMS)
     }
 
     fn link(&self, hop: u32) -> Option<&Arc<QLink>> {
         self.links.get()?.get(hop as usize)?.as_ref()
     }
 
-    /// Send a frame over the QUIC link to `hop`.
+    /// Send a frame over the QUIC link to `hop`, waiting (within the
+    /// deadline) while the link has more than its budget queued.
     pub(crate) fn send(
         &self,
         shared: &Shared,
         hop: u32,
-        header: Header,
+        mut header: Header,
         parts: &[&[u8]],
         dst: u32,
     ) -> Result<(), TransportError> {
-        self.link(hop)
-            .ok_or(TransportError::PeerDisconnected { rank: dst })?
-            .send(shared, header, parts, dst)
+        let gone = TransportError::PeerDisconnected { rank: dst };
+        let l = self.link(hop).ok_or(gone.clone())?;
+        let budgeted = l.reserve(shared, parts, dst)?;
+        let payload = Payload::from_parts_in(parts, Some(&shared.pool));
+        let s = link::stream_of(&header);
+        let mut out = lock(&self.out[hop as usize]);
+        out.frame(s as usize, &mut header);
+        if l.submit(shared, header, payload, s, budgeted) {
+            Ok(())
+        } else {
+            out.unstamp_frame(s as usize);
+            drop(out);
+            l.unreserve(budgeted);
+            Err(gone)
+        }
+    }
+
+    /// Send a payload over the sidecar `tcp` to `hop`, stamped for its
+    /// lane's order.
+    pub(crate) fn send_bulk(
+        &self,
+        shared: &Shared,
+        hop: u32,
+        mut header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+        tcp: &LinkTx,
+    ) -> Result<(), TransportError> {
+        let s = link::stream_of(&header) as usize;
+        let mut out = lock(&self.out[hop as usize]);
+        out.payload(s, &mut header);
+        let sent = tcp.send(header.encode(), parts, shared, dst);
+        if sent.is_err() {
+            // Nothing went out: the next payload takes this one's place.
+            out.unstamp_payload(s);
+        }
+        sent
     }
 
     /// A receiver waiting on `hop` reads its QUIC link itself.
@@ -164,16 +206,38 @@ impl QuicShared {
         }
     }
 
-    /// Forward a frame over the QUIC link to its destination.
-    pub(crate) fn relay(&self, h: Header, payload: Payload) {
-        match self.link(h.dst) {
-            Some(l) => l.push(h, payload),
-            None => tracing::warn!(dst = h.dst, "no QUIC link to relay to; frame dropped"),
+    /// Forward a frame to its destination (a star coordinator), without
+    /// blocking: over QUIC, or over the sidecar `tcp` if large.
+    pub(crate) fn relay(&self, mut h: Header, payload: Payload, tcp: &LinkTx) {
+        let Some(l) = self.link(h.dst) else {
+            tracing::warn!(dst = h.dst, "no QUIC link to relay to; frame dropped");
+            return;
+        };
+        let s = link::stream_of(&h);
+        let mut out = lock(&self.out[h.dst as usize]);
+        if payload.len() < self.threshold {
+            out.frame(s as usize, &mut h);
+            l.push_on(s, h, payload);
+        } else {
+            out.payload(s as usize, &mut h);
+            tcp.enqueue(Out::Frame(h.encode(), payload));
         }
     }
 
-    /// The sidecar from `peer` brought a payload. `false`: out of order
-    /// (a protocol error).
+    /// A frame of stream `s` from `peer` came off QUIC.
+    pub(crate) fn frame_arrived(
+        &self,
+        shared: &Shared,
+        peer: u32,
+        s: usize,
+        h: Header,
+        payload: Option<Payload>,
+    ) -> Result<(), String> {
+        lock(&self.inn[peer as usize]).frame(shared, peer, s, h, payload)
+    }
+
+    /// The sidecar from `peer` brought a payload. `false`: a protocol
+    /// error (the link must close).
     pub(crate) fn bulk_arrived(
         &self,
         shared: &Shared,
@@ -181,39 +245,14 @@ impl QuicShared {
         h: Header,
         payload: Payload,
     ) -> bool {
-        {
-            let mut b = self.bodies[peer as usize]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if h.aux != b.next {
-                tracing::error!(
-                    peer,
-                    got = h.aux,
-                    want = b.next,
-                    "sidecar payload out of order"
-                );
-                return false;
-            }
-            b.next = b.next.wrapping_add(1);
-            b.waiting.insert(h.aux, (h, payload));
-        }
-        // Deliver it now if its descriptor is here and the link is free
-        // (no hand-off to the link's thread); else the thread will.
-        if let Some(l) = self.link(peer) {
-            if !l.try_pump(shared) {
-                l.wake();
+        let s = link::stream_of(&h) as usize;
+        match lock(&self.inn[peer as usize]).payload(shared, peer, s, h, payload) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(peer, "protocol error on the sidecar: {e}");
+                false
             }
         }
-        true
-    }
-
-    /// The sidecar payload number `id` from `peer`, if it has arrived.
-    fn take_body(&self, peer: u32, id: u32) -> Option<(Header, Payload)> {
-        self.bodies[peer as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .waiting
-            .remove(&id)
     }
 
     /// Flush and close every QUIC link; wait for their threads.
@@ -297,7 +336,7 @@ fn quiche_config(
     // sidecar's heartbeats), and keep-alives hold NAT bindings.
     c.set_initial_max_data(64 << 20);
     c.set_initial_max_stream_data_uni(16 << 20);
-    c.set_initial_max_streams_uni(2 * (link::LANE_STREAMS + 1));
+    c.set_initial_max_streams_uni(2 * link::STREAMS);
     c.set_initial_max_streams_bidi(0);
     c.set_max_connection_window(128 << 20);
     c.set_max_stream_window(32 << 20);

@@ -4,12 +4,12 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit, 6 bulk descriptor (QUIC) |
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit |
 //! | 1 | 1 | lane kind ([`LaneKind`]) |
-//! | 2 | 2 | zero |
+//! | 2 | 2 | QUIC: sidecar payloads sent on this frame's stream before it (mod 2^16); TCP: zero |
 //! | 4 | 4 | source rank (the original sender, kept through relays) |
 //! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
-//! | 12 | 4 | aux: a credit's message count; a bulk payload's number on the sidecar; zero otherwise |
+//! | 12 | 4 | aux: a credit's message count; a sidecar payload's place (frames sent on its stream before it); zero otherwise |
 //! | 16 | 8 | communicator id |
 //! | 24 | 8 | tag |
 //! | 32 | 8 | payload length (a credit: bytes credited; no payload follows) |
@@ -35,10 +35,6 @@ pub(crate) enum FrameType {
     /// budgeted bytes from `dst`, who may send that much more (flow
     /// control, end to end; relayed in a star).
     Credit = 5,
-    /// On a QUIC lane: the next message of this lane is the sidecar's
-    /// payload number `aux`, of `len` bytes (which follow on the sidecar,
-    /// not here).
-    Bulk = 6,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +47,8 @@ pub(crate) struct Header {
     pub tag: u64,
     pub len: u64,
     pub aux: u32,
+    /// QUIC's order stamp (see `quic/order.rs`).
+    pub seq: u16,
 }
 
 /// Why a header was refused.
@@ -78,6 +76,7 @@ impl Header {
             tag: 0,
             len: 0,
             aux: 0,
+            seq: 0,
         }
     }
 
@@ -85,6 +84,7 @@ impl Header {
         let mut h = [0u8; HEADER_LEN];
         h[0] = self.ftype as u8;
         h[1] = self.kind as u8;
+        h[2..4].copy_from_slice(&self.seq.to_le_bytes());
         h[4..8].copy_from_slice(&self.src.to_le_bytes());
         h[8..12].copy_from_slice(&self.dst.to_le_bytes());
         h[12..16].copy_from_slice(&self.aux.to_le_bytes());
@@ -111,7 +111,6 @@ impl Header {
             3 => FrameType::Bye,
             4 => FrameType::PeerGone,
             5 => FrameType::Credit,
-            6 => FrameType::Bulk,
             t => return Err(FrameError::Type(t)),
         };
         let kind = LaneKind::from_u8(h[1]).ok_or(FrameError::Kind(h[1]))?;
@@ -122,9 +121,8 @@ impl Header {
             }
         }
         let len = u64_at(32);
-        // Only data frames carry `len` bytes after the header (or, for a
-        // bulk descriptor, on the sidecar).
-        if matches!(ftype, FrameType::Data | FrameType::Bulk) && len > max_len {
+        // Only data frames carry `len` bytes after the header.
+        if ftype == FrameType::Data && len > max_len {
             return Err(FrameError::TooLong(len, max_len));
         }
         Ok(Header {
@@ -136,6 +134,7 @@ impl Header {
             tag: u64_at(24),
             len,
             aux: u32_at(12),
+            seq: u16::from_le_bytes([h[2], h[3]]),
         })
     }
 }
@@ -155,6 +154,7 @@ mod tests {
             tag: 42,
             len: 1 << 33,
             aux: 7,
+            seq: 513,
         };
         let bytes = h.encode();
         assert_eq!(Header::decode(&bytes, 4, 1 << 34), Ok(h));

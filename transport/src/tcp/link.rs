@@ -117,30 +117,22 @@ impl Shared {
     pub(crate) fn transmit(
         &self,
         hop: u32,
-        mut header: Header,
+        header: Header,
         parts: &[&[u8]],
         dst: u32,
     ) -> Result<(), TransportError> {
-        let gone = TransportError::PeerDisconnected { rank: dst };
-        let link = self.tcp_link(hop).ok_or(gone.clone())?;
+        let link = self
+            .tcp_link(hop)
+            .ok_or(TransportError::PeerDisconnected { rank: dst })?;
         let Some(q) = &self.quic else {
             return link.send(header.encode(), parts, self, dst);
         };
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len < q.threshold {
-            return q.send(self, hop, header, parts, dst);
+            q.send(self, hop, header, parts, dst)
+        } else {
+            q.send_bulk(self, hop, header, parts, dst, link)
         }
-        {
-            // Numbers and sidecar order agree: taken and sent under one lock.
-            let mut next = q.bulk_out[hop as usize]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            header.aux = *next;
-            link.send(header.encode(), parts, self, dst)?;
-            *next = next.wrapping_add(1);
-        }
-        header.ftype = FrameType::Bulk;
-        q.send(self, hop, header, &[], dst)
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -531,27 +523,15 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
 /// A star coordinator forwards a worker's frame to its destination.
 /// Relayed bytes are not budgeted: blocking here would stall the link that
 /// carried them; the links' own flow control bounds them.
-pub(crate) fn relay(shared: &Shared, mut h: Header, payload: Payload) {
+pub(crate) fn relay(shared: &Shared, h: Header, payload: Payload) {
     let Some(link) = shared.tcp_link(h.dst) else {
         tracing::warn!(dst = h.dst, "no link to relay to; frame dropped");
         return;
     };
-    let Some(q) = &shared.quic else {
-        link.enqueue(Out::Frame(h.encode(), payload));
-        return;
-    };
-    if payload.len() < q.threshold {
-        q.relay(h, payload);
-        return;
+    match &shared.quic {
+        Some(q) => q.relay(h, payload, link),
+        None => {
+            link.enqueue(Out::Frame(h.encode(), payload));
+        }
     }
-    {
-        let mut next = q.bulk_out[h.dst as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        h.aux = *next;
-        link.enqueue(Out::Frame(h.encode(), payload));
-        *next = next.wrapping_add(1);
-    }
-    h.ftype = FrameType::Bulk;
-    q.relay(h, Payload::default());
 }

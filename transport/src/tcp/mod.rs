@@ -661,6 +661,7 @@ impl Transport for TcpTransport {
             tag: key.tag,
             len: len as u64,
             aux: 0,
+            seq: 0,
         };
         if budgeted(key.kind) {
             sh.acquire_lane(dst, key)?;

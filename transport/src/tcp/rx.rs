@@ -71,14 +71,11 @@ pub(crate) enum Next {
     Continue,
     /// A data frame: read its body next.
     Body(Header),
-    /// A bulk descriptor (QUIC only): its payload comes on the sidecar.
-    Bulk(Header),
     End,
 }
 
 /// Act on a header from `peer`'s link (TCP or QUIC): control frames at
-/// once; a data frame's body or a bulk descriptor's payload is the
-/// caller's to fetch.
+/// once; a data frame's body is the caller's to read.
 pub(crate) fn on_header(shared: &Shared, peer: u32, h: Header, on_quic: bool) -> Next {
     match h.ftype {
         FrameType::Heartbeat => Next::Continue,
@@ -113,7 +110,7 @@ pub(crate) fn on_header(shared: &Shared, peer: u32, h: Header, on_quic: bool) ->
             }
             Next::Continue
         }
-        FrameType::Data | FrameType::Bulk
+        FrameType::Data
             if h.kind == LaneKind::Collective && !shared.inbox.in_window(h.comm, h.tag) =>
         {
             tracing::error!(
@@ -121,11 +118,6 @@ pub(crate) fn on_header(shared: &Shared, peer: u32, h: Header, on_quic: bool) ->
                 seq = h.tag,
                 "a collective message far beyond this rank's sequence window; closing the link"
             );
-            Next::End
-        }
-        FrameType::Bulk if on_quic => Next::Bulk(h),
-        FrameType::Bulk => {
-            tracing::error!(peer, "a bulk descriptor on a TCP link; closing it");
             Next::End
         }
         FrameType::Data => Next::Body(h),
@@ -236,7 +228,7 @@ impl Rx {
                     st.header_len = 0;
                     match self.header(&st.header, shared) {
                         Next::Continue => {}
-                        Next::End | Next::Bulk(_) => return self.end(st, shared),
+                        Next::End => return self.end(st, shared),
                         // The length was checked against the cap before
                         // this allocation.
                         Next::Body(h) => {
@@ -269,8 +261,8 @@ impl Rx {
         next
     }
 
-    /// A complete data frame: on QUIC, a sidecar payload that waits for
-    /// its descriptor; otherwise to the inbox or relayed.
+    /// A complete data frame: on QUIC, a sidecar payload, delivered in its
+    /// lane's order; otherwise to the inbox or relayed.
     fn deliver(&self, h: Header, buf: Vec<u8>, shared: &Shared) -> bool {
         let payload = Payload::from_vec_in(buf, Some(&shared.pool));
         let ok = match &shared.quic {

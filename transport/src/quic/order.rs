@@ -1,0 +1,173 @@
+//! Keeping every lane in order across its QUIC stream and the TCP sidecar.
+//!
+//! A lane always uses the same QUIC stream `s` (`link::stream_of`), and a
+//! message of the lane goes either on `s` (a frame) or on the sidecar (a
+//! payload over the threshold). The sender stamps, per stream:
+//!
+//! * each frame on `s` with `seq` = the number of sidecar payloads of `s`
+//!   sent before it (mod 2^16);
+//! * each sidecar payload of `s` with `aux` = the number of frames sent on
+//!   `s` before it, and `seq` = its own number among the payloads of `s`.
+//!
+//! The receiver delivers a frame of `s` once exactly `seq` payloads of `s`
+//! are delivered, and a payload once exactly `aux` frames of `s` and `seq`
+//! payloads of `s` are — so a lane's messages come out in the order they
+//! were sent, whichever path was faster, and neither path waits for the
+//! other beyond that: a payload is delivered by the thread that read its
+//! last byte off the sidecar, with no descriptor to wait for on QUIC.
+//!
+//! Stamps and sends happen under one lock per link (`Out`), so the order
+//! of the stamps is the order on the wires. Payloads are at least
+//! `MIN_THRESHOLD` bytes, which keeps the payloads in flight on one stream
+//! far below 2^16 (the links' byte budgets bound them), so the 16-bit
+//! counter never wraps onto a payload still in flight.
+
+use crate::tcp::frame::{FrameType, Header};
+use crate::tcp::link::Shared;
+use crate::tcp::rx::{on_data, on_header, Next};
+use crate::Payload;
+use std::collections::VecDeque;
+
+/// The smallest sidecar threshold (see the module docs).
+pub const MIN_THRESHOLD: usize = 2 << 10;
+
+/// The sending side's counters for one link, per stream.
+#[derive(Debug)]
+pub(crate) struct Out {
+    frames: Vec<u32>,
+    payloads: Vec<u16>,
+}
+
+impl Out {
+    pub(crate) fn new(streams: usize) -> Out {
+        Out {
+            frames: vec![0; streams],
+            payloads: vec![0; streams],
+        }
+    }
+
+    /// Stamp a frame for stream `s`.
+    pub(crate) fn frame(&mut self, s: usize, h: &mut Header) {
+        h.seq = self.payloads[s];
+        self.frames[s] = self.frames[s].wrapping_add(1);
+    }
+
+    /// Take back the last frame stamp of stream `s` (it was not sent).
+    pub(crate) fn unstamp_frame(&mut self, s: usize) {
+        self.frames[s] = self.frames[s].wrapping_sub(1);
+    }
+
+    /// Take back the last payload stamp of stream `s` (it was not sent).
+    pub(crate) fn unstamp_payload(&mut self, s: usize) {
+        self.payloads[s] = self.payloads[s].wrapping_sub(1);
+    }
+
+    /// Stamp a sidecar payload of stream `s`.
+    pub(crate) fn payload(&mut self, s: usize, h: &mut Header) {
+        h.aux = self.frames[s];
+        h.seq = self.payloads[s];
+        self.payloads[s] = self.payloads[s].wrapping_add(1);
+    }
+}
+
+#[derive(Debug, Default)]
+struct InStream {
+    frames_done: u32,
+    payloads_done: u16,
+    /// Frames read off QUIC, not yet deliverable (a control frame has no
+    /// payload).
+    frames: VecDeque<(Header, Option<Payload>)>,
+    /// Payloads read off the sidecar, not yet deliverable (in sidecar
+    /// order, which is their order).
+    payloads: VecDeque<(Header, Payload)>,
+}
+
+/// The receiving side of one link: what waits for its turn, per stream.
+#[derive(Debug)]
+pub(crate) struct In {
+    streams: Vec<InStream>,
+}
+
+impl In {
+    pub(crate) fn new(streams: usize) -> In {
+        In {
+            streams: (0..streams).map(|_| InStream::default()).collect(),
+        }
+    }
+
+    /// A frame of stream `s` from `peer`, read off QUIC: deliver it and
+    /// whatever it unblocks, in order. `Err`: a protocol error.
+    pub(crate) fn frame(
+        &mut self,
+        shared: &Shared,
+        peer: u32,
+        s: usize,
+        h: Header,
+        payload: Option<Payload>,
+    ) -> Result<(), String> {
+        let st = self.streams.get_mut(s).ok_or("no such stream")?;
+        st.frames.push_back((h, payload));
+        st.deliver(shared, peer)
+    }
+
+    /// A payload of stream `s` from `peer`, read off the sidecar.
+    pub(crate) fn payload(
+        &mut self,
+        shared: &Shared,
+        peer: u32,
+        s: usize,
+        h: Header,
+        payload: Payload,
+    ) -> Result<(), String> {
+        let st = self.streams.get_mut(s).ok_or("no such stream")?;
+        st.payloads.push_back((h, payload));
+        st.deliver(shared, peer)
+    }
+}
+
+impl InStream {
+    fn deliver(&mut self, shared: &Shared, peer: u32) -> Result<(), String> {
+        loop {
+            if self
+                .frames
+                .front()
+                .is_some_and(|(h, _)| h.seq == self.payloads_done)
+            {
+                let Some((h, payload)) = self.frames.pop_front() else {
+                    break;
+                };
+                self.frames_done = self.frames_done.wrapping_add(1);
+                match payload {
+                    Some(p) => {
+                        if !on_data(shared, peer, h, p) {
+                            return Err("a frame for another rank on a direct link".into());
+                        }
+                    }
+                    None => {
+                        if matches!(on_header(shared, peer, h, true), Next::End) {
+                            return Err("the peer ended the link".into());
+                        }
+                    }
+                }
+                continue;
+            }
+            if self
+                .payloads
+                .front()
+                .is_some_and(|(h, _)| h.seq == self.payloads_done && h.aux == self.frames_done)
+            {
+                let Some((h, payload)) = self.payloads.pop_front() else {
+                    break;
+                };
+                self.payloads_done = self.payloads_done.wrapping_add(1);
+                debug_assert_eq!(h.ftype, FrameType::Data);
+                if !on_data(shared, peer, h, payload) {
+                    return Err("a payload for another rank on a direct link".into());
+                }
+                continue;
+            }
+            return Ok(());
+        }
+        Ok(())
+    }
+}
