@@ -26,6 +26,9 @@ use std::time::Instant;
 /// One-way microseconds per size, and the number of wrong bytes.
 type Rows = BTreeMap<usize, (f64, u64)>;
 
+/// A column: its ping-pong rows and its RPC round trip (µs).
+type Measured = (Rows, Option<f64>);
+
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7) as u8).collect()
 }
@@ -159,8 +162,7 @@ fn main() {
         ),
         ("tcp", &[("TRANSPORT", "tcp")]),
     ];
-    let mut columns: Vec<(&str, Option<(Rows, Option<f64>)>)> =
-        vec![("mem", Some((mem_rows, Some(mem_rpc))))];
+    let mut columns: Vec<(&str, Option<Measured>)> = vec![("mem", Some((mem_rows, Some(mem_rpc))))];
     for (name, env) in configs {
         let rows = common::meshrun(2, "mesh").and_then(|mut c| {
             c.env("BENCH_SIZES", join(&sizes))
