@@ -865,3 +865,146 @@ impl Drop for QuicTransport {
         self.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A hostile member: it holds the token (so it passes the sidecar's
+    //! handshake and gets a leaf from the cluster CA) and then sends
+    //! garbage over QUIC. The rank it talks to closes the link and reports
+    //! the peer gone; nothing panics, nothing is allocated for a claimed
+    //! length.
+
+    use super::*;
+    use crate::tcp::frame::{FrameType, Header};
+    use crate::tcp::handshake::{self, Identity};
+    use crate::{LaneKey, LaneKind};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+
+    const TOKEN: &str = "hostile test token";
+
+    fn free_addrs(n: usize) -> Vec<SocketAddr> {
+        let mut held = Vec::new();
+        while held.len() < n {
+            let t = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = t.local_addr().unwrap();
+            if let Ok(u) = UdpSocket::bind(addr) {
+                held.push((t, u, addr));
+            }
+        }
+        held.into_iter().map(|(_, _, a)| a).collect()
+    }
+
+    /// Play rank 0 of 2 against rank 1 at `addr`: the sidecar handshake,
+    /// then a QUIC connection with a genuine leaf; send `garbage` on
+    /// stream `stream`. Returns the sidecar so it stays open.
+    fn impostor(addr: SocketAddr, stream: u64, garbage: &[u8]) -> TcpStream {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut tcp = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => std::thread::yield_now(),
+                Err(e) => panic!("cannot reach rank 1: {e}"),
+            }
+        };
+        let id = Identity {
+            rank: 0,
+            world: 2,
+            star: false,
+            key: handshake::derive_key(Some(TOKEN)),
+            version: handshake::PROTOCOL_VERSION,
+            transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
+        };
+        assert_eq!(handshake::dial(&mut tcp, &id).unwrap(), 1);
+        let leaf = ClusterCa::from_token(TOKEN).unwrap().issue(0).unwrap();
+        let mut cfg = quiche_config(&leaf, Duration::from_secs(10), true).unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(addr).unwrap();
+        let local = sock.local_addr().unwrap();
+        let scid = random_cid().unwrap();
+        let name = tls::rank_name(1);
+        let mut conn = quiche::connect(Some(&name), &scid, local, addr, &mut cfg).unwrap();
+        let mut buf = vec![0u8; 65_535];
+        let mut sent = false;
+        while !(conn.is_closed() || conn.is_draining()) && Instant::now() < deadline {
+            while let Ok((n, _)) = conn.send(&mut buf) {
+                sock.send(&buf[..n]).unwrap();
+            }
+            let wait = conn.timeout().unwrap_or(Duration::from_millis(20));
+            sock.set_read_timeout(Some(
+                wait.clamp(Duration::from_millis(1), Duration::from_millis(20)),
+            ))
+            .unwrap();
+            match sock.recv(&mut buf) {
+                Ok(n) => {
+                    let info = quiche::RecvInfo {
+                        from: addr,
+                        to: local,
+                    };
+                    let _ = conn.recv(&mut buf[..n], info);
+                }
+                Err(_) => conn.on_timeout(),
+            }
+            if conn.is_established() && !sent {
+                let _ = conn.stream_send(stream, garbage, false);
+                sent = true;
+            }
+        }
+        assert!(
+            conn.is_closed() || conn.is_draining(),
+            "rank 1 should close the connection (established {}, peer error {:?})",
+            conn.is_established(),
+            conn.peer_error()
+        );
+        tcp
+    }
+
+    fn header(ftype: FrameType, dst: u32, len: u64) -> Header {
+        let mut h = Header::control(ftype, 0, dst);
+        h.kind = LaneKind::PointToPoint;
+        h.len = len;
+        h
+    }
+
+    #[test]
+    fn garbage_over_quic_closes_the_link_and_ends_the_peer() {
+        let mut junk = header(FrameType::Data, 1, 0).encode().to_vec();
+        junk[0] = 99; // unknown frame type
+        let over = header(FrameType::Data, 1, 1 << 40).encode().to_vec(); // over the cap
+        let big = header(FrameType::Data, 1, 1 << 20).encode().to_vec(); // belongs on the sidecar
+        let misaddressed = {
+            let mut f = header(FrameType::Data, 0, 3).encode().to_vec();
+            f.extend_from_slice(b"abc");
+            f
+        };
+        let cases: [(u64, Vec<u8>); 5] = [
+            (2 + 4, junk),
+            (2 + 4, over),
+            (2 + 4, big),
+            (2 + 4, misaddressed),
+            // A stream quiche allows but meshwork does not use.
+            (4 * 10 + 2, header(FrameType::Data, 1, 0).encode().to_vec()),
+        ];
+        for (i, (stream, garbage)) in cases.into_iter().enumerate() {
+            let addrs = free_addrs(2);
+            let mut cfg = QuicConfig::new(1, 2, addrs.clone());
+            cfg.tcp.token = Some(TOKEN.into());
+            cfg.tcp.timeout = Duration::from_secs(10);
+            let rank1 = std::thread::spawn(move || {
+                let t = QuicTransport::connect(cfg).unwrap();
+                let key = LaneKey {
+                    comm: 0,
+                    kind: LaneKind::PointToPoint,
+                    tag: 0,
+                };
+                t.recv(0, key, Duration::from_secs(10), None)
+            });
+            let _sidecar = impostor(addrs[1], stream, &garbage);
+            let got = rank1.join().unwrap();
+            assert_eq!(
+                got,
+                Err(TransportError::PeerDisconnected { rank: 0 }),
+                "case {i}"
+            );
+        }
+    }
+}

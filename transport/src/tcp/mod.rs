@@ -13,7 +13,7 @@
 //! application thread drives (`rx.rs`).
 
 pub(crate) mod frame;
-mod handshake;
+pub(crate) mod handshake;
 pub(crate) mod link;
 pub(crate) mod rx;
 
