@@ -487,8 +487,9 @@ impl Engine {
         }
         self.take_cmds(shared);
         self.read_streams(shared)?;
-        self.write_streams(link)?;
+        // Anything to write (queued frames) means datagrams to send now.
         let idle = self.out.iter().all(VecDeque::is_empty);
+        self.write_streams(link)?;
         let owed = match self.ack_owed {
             Some(since) => since.elapsed() < ACK_DELAY,
             None => (1..=2).contains(&got),
