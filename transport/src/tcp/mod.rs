@@ -706,8 +706,11 @@ impl Transport for TcpTransport {
                     }
                     return Ok(msg);
                 }
-                if let Some(q) = &sh.quic {
-                    q.pump(sh, hop);
+                // A message known to be over the threshold comes over the
+                // sidecar: no need to read QUIC for it.
+                match &sh.quic {
+                    Some(q) if want_len.is_none_or(|n| n < q.threshold) => q.pump(sh, hop),
+                    _ => {}
                 }
                 if rx.try_pump(sh) || Instant::now() >= until {
                     break;
