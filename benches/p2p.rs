@@ -151,8 +151,16 @@ fn main() {
 
     // Two processes through meshrun, per transport; Open MPI on the same
     // sizes.
-    let configs: [(&str, &[(&str, &str)]); 3] = [
+    let configs: [(&str, &[(&str, &str)]); 4] = [
         ("quic", &[("TRANSPORT", "quic")]),
+        (
+            "quic-enc",
+            &[
+                ("TRANSPORT", "quic"),
+                ("ENCRYPT_BULK", "1"),
+                ("CLUSTER_TOKEN", "bench"),
+            ],
+        ),
         (
             "quic-only",
             &[
@@ -176,7 +184,7 @@ fn main() {
     columns.push(("ompi", mpi));
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
-    println!("# quic: QUIC + TCP sidecar (default); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
+    println!("# quic: QUIC + TCP sidecar (default); quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
     let mut head = format!("{:>10}", "size(B)");
     for (name, _) in &columns {
         head += &format!(" | {:>9} {:>7} {:>3}", format!("{name}(us)"), "GB/s", "#w");

@@ -17,8 +17,9 @@ pub enum Error {
     #[error("a peer holds a different cluster token; set the same CLUSTER_TOKEN on every process")]
     ClusterTokenMismatch,
 
-    /// An address of the job is not loopback and no token was given.
-    /// Remedy: set `CLUSTER_TOKEN` (or `Node::cluster_token`) on every process.
+    /// An address of the job is not loopback, or `ENCRYPT_BULK` was asked
+    /// for, and no token was given. Remedy: set `CLUSTER_TOKEN` (or
+    /// `Node::cluster_token`) on every process.
     #[error("a cluster token is required off loopback; set CLUSTER_TOKEN on every process")]
     TokenRequired,
 

@@ -28,6 +28,17 @@ fn every_collective_type_and_op_across_4_processes_star() {
     every_collective("star", "quic");
 }
 
+/// `ENCRYPT_BULK=1`: the sidecar's payloads sealed, in a star (the
+/// coordinator opens and re-seals what it relays).
+#[test]
+fn every_collective_type_and_op_across_4_processes_star_encrypted() {
+    let mut launch = Launch::loopback(4, "star", 20.0);
+    launch.env.push(("ENCRYPT_BULK".into(), "1".into()));
+    launch.env.push(("CLUSTER_TOKEN".into(), "sealed".into()));
+    let mut ranks = spawn(&launch, "all");
+    all_ok(&ranks.results(Duration::from_secs(240)));
+}
+
 #[test]
 fn every_collective_type_and_op_across_4_processes_mesh_tcp() {
     every_collective("mesh", "tcp");

@@ -249,6 +249,13 @@ fn off_loopback_without_a_token_is_refused() {
         .unwrap()
         .connect();
     assert!(matches!(e, Err(Error::TokenRequired)), "{e:?}");
+    // Encryption keyed by no secret would protect nothing.
+    let e = Node::new(0, 2)
+        .peers(["127.0.0.1:1", "127.0.0.1:2"])
+        .unwrap()
+        .encrypt_bulk(true)
+        .connect();
+    assert!(matches!(e, Err(Error::TokenRequired)), "{e:?}");
 }
 
 fn dial_retry(addr: SocketAddr) -> TcpStream {

@@ -33,10 +33,16 @@ fn config(r: u32, world: u32, addrs: &[SocketAddr], star: bool) -> QuicConfig {
 }
 
 fn form(world: u32, star: bool) -> Vec<QuicTransport> {
+    form_sealed(world, star, false)
+}
+
+/// With `seal`, sidecar payloads are encrypted (`ENCRYPT_BULK`).
+fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<QuicTransport> {
     let addrs = free_addrs(world as usize);
     let handles: Vec<_> = (0..world)
         .map(|r| {
-            let cfg = config(r, world, &addrs, star);
+            let mut cfg = config(r, world, &addrs, star);
+            cfg.tcp.seal = seal;
             std::thread::spawn(move || QuicTransport::connect(cfg))
         })
         .collect();
@@ -55,7 +61,11 @@ fn key(tag: u64) -> LaneKey {
 }
 
 fn every_pair_talks(world: u32, star: bool) {
-    let ts = form(world, star);
+    every_pair_talks_on(form(world, star));
+}
+
+fn every_pair_talks_on(ts: Vec<QuicTransport>) {
+    let world = ts.len() as u32;
     for a in 0..world {
         for b in 0..world {
             let msg = format!("{a}->{b}");
@@ -83,6 +93,14 @@ fn quic_mesh_every_pair_talks() {
 #[test]
 fn quic_star_relays_between_workers() {
     every_pair_talks(4, true);
+}
+
+/// `ENCRYPT_BULK`: sealed sidecar payloads arrive intact in mesh and star
+/// (a star coordinator opens and re-seals what it relays).
+#[test]
+fn quic_sealed_sidecar_payloads_arrive_intact() {
+    every_pair_talks_on(form_sealed(3, false, true));
+    every_pair_talks_on(form_sealed(3, true, true));
 }
 
 /// Threads send messages of mixed sizes, below and above the sidecar
@@ -181,6 +199,14 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
             && text.contains("1048576"),
         "{text}"
     );
+    assert!(h.join().unwrap().is_err());
+
+    let addrs = free_addrs(2);
+    let mut sealed = config(1, 2, &addrs, false);
+    sealed.tcp.seal = true;
+    let h = std::thread::spawn(move || QuicTransport::connect(sealed).map(|_| ()));
+    let e = QuicTransport::connect(config(0, 2, &addrs, false)).unwrap_err();
+    assert!(e.to_string().contains("payloads encrypted"), "{e}");
     assert!(h.join().unwrap().is_err());
 
     let addrs = free_addrs(2);

@@ -16,11 +16,17 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 }
 
 fn form(world: u32, star: bool) -> Vec<TcpTransport> {
+    form_sealed(world, star, false)
+}
+
+fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<TcpTransport> {
     let addrs = free_addrs(world as usize);
     let handles: Vec<_> = (0..world)
         .map(|r| {
             let mut cfg = TcpConfig::new(r, world, addrs.clone());
             cfg.star = star;
+            cfg.seal = seal;
+            cfg.token = Some("tcp test token".into());
             cfg.timeout = T;
             std::thread::spawn(move || TcpTransport::connect(cfg))
         })
@@ -40,7 +46,11 @@ fn key(tag: u64) -> LaneKey {
 }
 
 fn every_pair_talks(world: u32, star: bool) {
-    let ts = form(world, star);
+    every_pair_talks_on(form(world, star));
+}
+
+fn every_pair_talks_on(ts: Vec<TcpTransport>) {
+    let world = ts.len() as u32;
     for a in 0..world {
         for b in 0..world {
             let msg = format!("{a}->{b}");
@@ -68,6 +78,18 @@ fn mesh_every_pair_talks() {
 #[test]
 fn star_relays_between_workers() {
     every_pair_talks(4, true);
+}
+
+/// `ENCRYPT_BULK` on the TCP transport: every payload sealed, including
+/// empty ones and those a star coordinator relays.
+#[test]
+fn sealed_payloads_arrive_intact() {
+    for star in [false, true] {
+        let ts = form_sealed(3, star, true);
+        ts[1].send(2, key(5), &[]).unwrap();
+        assert_eq!(ts[2].recv(1, key(5), T, None).unwrap().len(), 0);
+        every_pair_talks_on(ts);
+    }
 }
 
 #[test]

@@ -28,7 +28,7 @@ mod order;
 pub mod tls;
 
 use crate::tcp::frame::Header;
-use crate::tcp::link::{LinkTx, Out, Shared};
+use crate::tcp::link::{LinkTx, Shared};
 use crate::tcp::{FormationError, TcpConfig, TcpTransport};
 use crate::{LaneKey, Payload, PeerStats, Transport, TransportError};
 use link::{Io, QLink};
@@ -191,7 +191,7 @@ impl QuicShared {
         let s = link::stream_of(&header) as usize;
         let mut out = lock(&self.out[hop as usize]);
         out.payload(s, &mut header);
-        let sent = tcp.send(header.encode(), parts, shared, dst);
+        let sent = tcp.send(header, parts, shared, dst);
         if sent.is_err() {
             // Nothing went out: the next payload takes this one's place.
             out.unstamp_payload(s);
@@ -208,7 +208,13 @@ impl QuicShared {
 
     /// Forward a frame to its destination (a star coordinator), without
     /// blocking: over QUIC, or over the sidecar `tcp` if large.
-    pub(crate) fn relay(&self, mut h: Header, payload: Payload, tcp: &LinkTx) {
+    pub(crate) fn relay(
+        &self,
+        mut h: Header,
+        payload: Payload,
+        tcp: &LinkTx,
+        pool: &Arc<crate::BufferPool>,
+    ) {
         let Some(l) = self.link(h.dst) else {
             tracing::warn!(dst = h.dst, "no QUIC link to relay to; frame dropped");
             return;
@@ -220,7 +226,7 @@ impl QuicShared {
             l.push_on(s, h, payload);
         } else {
             out.payload(s as usize, &mut h);
-            tcp.enqueue(Out::Frame(h.encode(), payload));
+            tcp.enqueue_frame(h, payload, pool);
         }
     }
 
@@ -914,7 +920,7 @@ mod tests {
             version: handshake::PROTOCOL_VERSION,
             transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
         };
-        assert_eq!(handshake::dial(&mut tcp, &id).unwrap(), 1);
+        assert_eq!(handshake::dial(&mut tcp, &id).unwrap().rank, 1);
         let leaf = ClusterCa::from_token(TOKEN).unwrap().issue(0).unwrap();
         let mut cfg = quiche_config(&leaf, Duration::from_secs(10), true).unwrap();
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -84,16 +84,61 @@ pub(crate) struct Identity {
 
 /// The settings word's bit that means QUIC (with a TCP bulk sidecar).
 pub(crate) const TRANSPORT_QUIC: u64 = 1 << 63;
+/// The settings word's bit that means the TCP links' payloads are sealed
+/// (`ENCRYPT_BULK`).
+pub(crate) const TRANSPORT_SEALED: u64 = 1 << 62;
 
 /// A settings word in words.
 pub(crate) fn describe_transport(word: u64) -> String {
+    let sealed = if word & TRANSPORT_SEALED != 0 {
+        ", payloads encrypted"
+    } else {
+        ""
+    };
     if word & TRANSPORT_QUIC == 0 {
-        "TCP".to_string()
+        format!("TCP{sealed}")
     } else {
         format!(
-            "QUIC with the TCP sidecar from {} bytes",
-            word & !TRANSPORT_QUIC
+            "QUIC with the TCP sidecar from {} bytes{sealed}",
+            word & !(TRANSPORT_QUIC | TRANSPORT_SEALED)
         )
+    }
+}
+
+/// A link's session keys, one per direction: known only to the two ends
+/// (derived from the token and both fresh hellos).
+#[derive(Clone)]
+pub(crate) struct Keys {
+    pub send: [u8; 32],
+    pub recv: [u8; 32],
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keys(..)")
+    }
+}
+
+/// The admitted peer's rank and the link's session keys.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    pub rank: u32,
+    pub keys: Keys,
+}
+
+fn session_keys(key: &[u8; 32], hello_d: &[u8], hello_a: &[u8], dialer: bool) -> Keys {
+    let d2a = proof(key, b"sidecar dialer to acceptor", hello_d, hello_a);
+    let a2d = proof(key, b"sidecar acceptor to dialer", hello_d, hello_a);
+    if dialer {
+        Keys {
+            send: d2a,
+            recv: a2d,
+        }
+    } else {
+        Keys {
+            send: a2d,
+            recv: d2a,
+        }
     }
 }
 
@@ -160,8 +205,8 @@ fn verify(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8], tag: &[u8])
     mac.verify_slice(tag).is_ok()
 }
 
-/// Dial side: returns the acceptor's rank once admitted.
-pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<u32, HandshakeError> {
+/// Dial side: the acceptor's rank and the link's keys once admitted.
+pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<Admitted, HandshakeError> {
     let mine = hello(id)?;
     stream.write_all(&mine)?;
     let mut reply = [0u8; REPLY_LEN];
@@ -211,7 +256,10 @@ pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<u32, Handsha
     if admitted[0] != 1 {
         return Err(HandshakeError::Token);
     }
-    Ok(theirs.rank)
+    Ok(Admitted {
+        rank: theirs.rank,
+        keys: session_keys(&id.key, &mine, &reply[..HELLO_LEN], true),
+    })
 }
 
 /// Accept side: `wanted(rank)` says whether a dialer claiming `rank` is
@@ -221,7 +269,7 @@ pub(crate) fn accept(
     stream: &mut TcpStream,
     id: &Identity,
     wanted: impl Fn(u32) -> bool,
-) -> Result<u32, (Option<u32>, HandshakeError)> {
+) -> Result<Admitted, (Option<u32>, HandshakeError)> {
     let mut theirs_raw = [0u8; HELLO_LEN];
     stream
         .read_exact(&mut theirs_raw)
@@ -237,7 +285,7 @@ fn accept_rest(
     wanted: impl Fn(u32) -> bool,
     theirs_raw: &[u8; HELLO_LEN],
     theirs: &Parsed,
-) -> Result<u32, HandshakeError> {
+) -> Result<Admitted, HandshakeError> {
     let mine = hello(id)?;
     let (status, err) = if theirs.version != id.version {
         (
@@ -290,7 +338,10 @@ fn accept_rest(
         return Err(HandshakeError::Token);
     }
     stream.write_all(&[1])?;
-    Ok(theirs.rank)
+    Ok(Admitted {
+        rank: theirs.rank,
+        keys: session_keys(&id.key, theirs_raw, &mine, false),
+    })
 }
 
 #[cfg(test)]
@@ -322,7 +373,8 @@ mod tests {
         let mut s = TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).unwrap();
         let dialed = dial(&mut s, &d);
         drop(s);
-        (dialed, t.join().unwrap())
+        let accepted = t.join().unwrap();
+        (dialed.map(|a| a.rank), accepted.map(|a| a.rank))
     }
 
     #[test]

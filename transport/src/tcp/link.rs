@@ -8,6 +8,7 @@
 //! receiver holds for us. The receiving side is `rx.rs`.
 
 use super::frame::{FrameType, Header, HEADER_LEN};
+use super::seal::{Sealer, SEAL_OVERHEAD};
 use crate::inbox::Inbox;
 use crate::{BufferPool, LaneKey, Payload, TransportError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -125,7 +126,7 @@ impl Shared {
             .tcp_link(hop)
             .ok_or(TransportError::PeerDisconnected { rank: dst })?;
         let Some(q) = &self.quic else {
-            return link.send(header.encode(), parts, self, dst);
+            return link.send(header, parts, self, dst);
         };
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len < q.threshold {
@@ -211,14 +212,37 @@ pub(crate) enum Out {
 pub(crate) struct Wire {
     stream: TcpStream,
     pending: Mutex<usize>,
+    /// `ENCRYPT_BULK`: seals data payloads, under `pending` (so nonce
+    /// order is wire order).
+    sealer: Option<Mutex<Sealer>>,
 }
 
 impl Wire {
-    pub(crate) fn new(stream: TcpStream) -> Wire {
+    pub(crate) fn new(stream: TcpStream, sealer: Option<Sealer>) -> Wire {
         Wire {
             stream,
             pending: Mutex::new(0),
+            sealer: sealer.map(Mutex::new),
         }
+    }
+
+    /// Seal a data frame's payload if this link seals.
+    fn seal(
+        &self,
+        h: &mut Header,
+        parts: &[&[u8]],
+        pool: &Arc<BufferPool>,
+    ) -> Option<Result<Vec<u8>, String>> {
+        let sealer = self
+            .sealer
+            .as_ref()
+            .filter(|_| h.ftype == FrameType::Data)?;
+        Some(
+            sealer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .seal(h, parts, pool),
+        )
     }
 
     fn pending(&self) -> MutexGuard<'_, usize> {
@@ -239,6 +263,26 @@ impl LinkTx {
     /// written before.
     pub(crate) fn enqueue(&self, item: Out) -> bool {
         let mut pending = self.wire.pending();
+        self.push(&mut pending, item)
+    }
+
+    /// Queue a frame for the writer thread, sealing its payload if the
+    /// link seals (relays: never blocks).
+    pub(crate) fn enqueue_frame(
+        &self,
+        mut h: Header,
+        payload: Payload,
+        pool: &Arc<BufferPool>,
+    ) -> bool {
+        let mut pending = self.wire.pending();
+        let item = match self.wire.seal(&mut h, &[payload.as_ref()], pool) {
+            None => Out::Frame(h.encode(), payload),
+            Some(Ok(body)) => Out::Frame(h.encode(), Payload::from_vec_in(body, Some(pool))),
+            Some(Err(e)) => {
+                tracing::error!("{e}");
+                return false;
+            }
+        };
         self.push(&mut pending, item)
     }
 
@@ -284,12 +328,16 @@ impl LinkTx {
     /// the link's byte budget.
     pub(crate) fn send(
         &self,
-        header: [u8; HEADER_LEN],
+        header: Header,
         parts: &[&[u8]],
         shared: &Shared,
         dst: u32,
     ) -> Result<(), TransportError> {
         let gone = || TransportError::PeerDisconnected { rank: dst };
+        if self.wire.sealer.is_some() && header.ftype == FrameType::Data {
+            return self.send_sealed(header, parts, shared, dst);
+        }
+        let header = header.encode();
         let pieces: Vec<&[u8]> = std::iter::once(&header[..])
             .chain(parts.iter().copied())
             .filter(|p| !p.is_empty())
@@ -311,6 +359,49 @@ impl LinkTx {
             Ok(())
         } else {
             Err(gone())
+        }
+    }
+}
+
+impl LinkTx {
+    /// `send` on a sealing link: room first, then seal and write (or
+    /// queue) under the wire's lock.
+    fn send_sealed(
+        &self,
+        mut h: Header,
+        parts: &[&[u8]],
+        shared: &Shared,
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        let gone = TransportError::PeerDisconnected { rank: dst };
+        let n = parts.iter().map(|p| p.len()).sum::<usize>() + SEAL_OVERHEAD + HEADER_LEN;
+        self.budget.acquire(n, shared.timeout(), dst)?;
+        let mut pending = self.wire.pending();
+        let body = match self.wire.seal(&mut h, parts, &shared.pool) {
+            Some(Ok(body)) => body,
+            _ => {
+                drop(pending);
+                self.budget.release(n);
+                return Err(gone);
+            }
+        };
+        let head = h.encode();
+        if *pending == 0 {
+            let written = self.write_or_queue_tail(&mut pending, &[&head, &body]);
+            drop(pending);
+            self.budget.release(n);
+            return written.map(drop).map_err(|_| gone);
+        }
+        // The writer returns `n` to the budget once written.
+        if self.push(
+            &mut pending,
+            Out::Frame(head, Payload::from_vec_in(body, Some(&shared.pool))),
+        ) {
+            Ok(())
+        } else {
+            drop(pending);
+            self.budget.release(n);
+            Err(gone)
         }
     }
 }
@@ -529,9 +620,9 @@ pub(crate) fn relay(shared: &Shared, h: Header, payload: Payload) {
         return;
     };
     match &shared.quic {
-        Some(q) => q.relay(h, payload, link),
+        Some(q) => q.relay(h, payload, link, &shared.pool),
         None => {
-            link.enqueue(Out::Frame(h.encode(), payload));
+            link.enqueue_frame(h, payload, &shared.pool);
         }
     }
 }

@@ -16,12 +16,13 @@ pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod link;
 pub(crate) mod rx;
+mod seal;
 
 pub use handshake::PROTOCOL_VERSION;
 
 use crate::inbox::{budgeted, Inbox};
 use crate::{BufferPool, LaneKey, Payload, PeerStats, Transport, TransportError};
-use handshake::{HandshakeError, Identity};
+use handshake::{HandshakeError, Identity, Keys};
 use link::{Budget, LinkTx, Out, Shared, Wire};
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
@@ -56,6 +57,9 @@ pub struct TcpConfig {
     pub lane_depth: u32,
     /// Protocol version to announce (for tests of version negotiation).
     pub protocol_version: u32,
+    /// Seal every data payload with AES-256-GCM under per-link keys from
+    /// the handshake (`ENCRYPT_BULK`; meaningful only with a token).
+    pub seal: bool,
 }
 
 impl TcpConfig {
@@ -73,6 +77,7 @@ impl TcpConfig {
             peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
             lane_depth: crate::LANE_DEPTH,
             protocol_version: PROTOCOL_VERSION,
+            seal: false,
         }
     }
 }
@@ -187,8 +192,14 @@ impl TcpTransport {
             key: handshake::derive_key(cfg.token.as_deref()),
             version: cfg.protocol_version,
             transport: quic.as_ref().map_or(0, |q| {
-                handshake::TRANSPORT_QUIC | (q.threshold as u64 & !handshake::TRANSPORT_QUIC)
-            }),
+                handshake::TRANSPORT_QUIC
+                    | (q.threshold as u64
+                        & !(handshake::TRANSPORT_QUIC | handshake::TRANSPORT_SEALED))
+            }) | if cfg.seal {
+                handshake::TRANSPORT_SEALED
+            } else {
+                0
+            },
         };
         let (accept_from, dial_to) = plan(cfg.star, rank, world);
         let addr_of = |r: u32| -> Result<SocketAddr, FormationError> {
@@ -238,7 +249,7 @@ impl TcpTransport {
                 .map_err(|e| io_fail(rank, e))?;
         }
 
-        let mut formed: Vec<(u32, TcpStream)> = Vec::new();
+        let mut formed: Vec<(u32, TcpStream, Keys)> = Vec::new();
         let mut dials_left = dial_to.len();
         let mut accepted: BTreeSet<u32> = BTreeSet::new();
         let mut events = mio::Events::with_capacity(16);
@@ -247,7 +258,7 @@ impl TcpTransport {
             while let Ok((peer, res)) = results_rx.try_recv() {
                 dials_left -= 1;
                 match res {
-                    Ok(s) => formed.push((peer, s)),
+                    Ok((s, keys)) => formed.push((peer, s, keys)),
                     Err(FormationError::Timeout { .. }) => {}
                     Err(e) => failed = failed.or(Some(e)),
                 }
@@ -261,7 +272,7 @@ impl TcpTransport {
                 missing.extend(
                     dial_to
                         .iter()
-                        .filter(|&&p| !formed.iter().any(|(r, _)| *r == p)),
+                        .filter(|&&p| !formed.iter().any(|(r, ..)| *r == p)),
                 );
                 missing.sort_unstable();
                 break if missing.is_empty() {
@@ -315,7 +326,7 @@ impl TcpTransport {
 
     fn start(
         cfg: &TcpConfig,
-        formed: Vec<(u32, TcpStream)>,
+        formed: Vec<(u32, TcpStream, Keys)>,
         quic: Option<crate::quic::QuicShared>,
     ) -> TcpTransport {
         let shared = Arc::new(Shared {
@@ -356,12 +367,14 @@ impl TcpTransport {
         let mut links: Vec<Option<LinkTx>> = vec![None; cfg.world as usize];
         let mut rxs: Vec<Option<Arc<rx::Rx>>> = vec![None; cfg.world as usize];
         let mut threads = Vec::new();
-        for (peer, stream) in formed {
+        for (peer, stream, keys) in formed {
+            let sealer = cfg.seal.then(|| seal::Sealer::new(keys.send));
+            let opener = cfg.seal.then(|| seal::Opener::new(keys.recv));
             let _ = stream.set_nodelay(true);
             let (tx, rx) = crossbeam_channel::unbounded::<Out>();
             let budget = Arc::new(Budget::new(cfg.send_budget_bytes));
             let (ws, rs, keep) = match (stream.try_clone(), stream.try_clone()) {
-                (Ok(w), Ok(r)) => (Arc::new(Wire::new(w)), r, stream),
+                (Ok(w), Ok(r)) => (Arc::new(Wire::new(w, sealer)), r, stream),
                 _ => {
                     tracing::error!(peer, "cannot clone the socket; the link is unusable");
                     shared.inbox.set_gone(peer);
@@ -381,7 +394,7 @@ impl TcpTransport {
             let reader = std::thread::Builder::new()
                 .name(format!("meshwork-r{}-{peer}", cfg.rank))
                 .spawn({
-                    let rx = Arc::new(rx::Rx::new(peer, rs));
+                    let rx = Arc::new(rx::Rx::new(peer, rs, opener));
                     rxs[peer as usize] = Some(Arc::clone(&rx));
                     move || rx::reader(s2, rx)
                 });
@@ -487,7 +500,7 @@ fn accept_ready(
     id: &Identity,
     accept_from: &BTreeSet<u32>,
     accepted: &mut BTreeSet<u32>,
-    formed: &mut Vec<(u32, TcpStream)>,
+    formed: &mut Vec<(u32, TcpStream, Keys)>,
     timeout: Duration,
 ) -> Result<(), FormationError> {
     loop {
@@ -511,11 +524,11 @@ fn accept_ready(
         }
         let wanted = |r: u32| accept_from.contains(&r) && !accepted.contains(&r);
         match handshake::accept(&mut stream, id, wanted) {
-            Ok(peer) => {
+            Ok(admitted) => {
                 let _ = stream.set_read_timeout(None);
                 let _ = stream.set_write_timeout(None);
-                accepted.insert(peer);
-                formed.push((peer, stream));
+                accepted.insert(admitted.rank);
+                formed.push((admitted.rank, stream, admitted.keys));
             }
             Err((_, HandshakeError::Stranger | HandshakeError::Io(_))) => {
                 tracing::warn!(%from, "dropped a connection that did not complete the handshake");
@@ -541,7 +554,7 @@ fn dial_until(
     deadline: Instant,
     timeout: Duration,
     cancel: &AtomicBool,
-) -> Result<TcpStream, FormationError> {
+) -> Result<(TcpStream, Keys), FormationError> {
     let mut backoff = Duration::from_millis(5);
     loop {
         let now = Instant::now();
@@ -557,15 +570,15 @@ fn dial_until(
                 let _ = s.set_read_timeout(Some(hs));
                 let _ = s.set_write_timeout(Some(hs));
                 match handshake::dial(&mut s, id) {
-                    Ok(r) if r == peer => {
+                    Ok(a) if a.rank == peer => {
                         let _ = s.set_read_timeout(None);
                         let _ = s.set_write_timeout(None);
-                        return Ok(s);
+                        return Ok((s, a.keys));
                     }
-                    Ok(r) => {
+                    Ok(a) => {
                         return Err(FormationError::ConnectionFailed {
                             rank: peer,
-                            reason: format!("{addr} answered as rank {r}"),
+                            reason: format!("{addr} answered as rank {}", a.rank),
                         })
                     }
                     Err(HandshakeError::Io(e)) => {

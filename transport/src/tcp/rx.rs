@@ -7,6 +7,7 @@
 
 use super::frame::{FrameType, Header, HEADER_LEN};
 use super::link::{relay, Shared};
+use super::seal::{Opener, SEAL_OVERHEAD};
 use crate::{LaneKey, LaneKind, Payload};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
@@ -24,6 +25,8 @@ struct State {
     last_byte: Instant,
     silent: bool,
     ended: bool,
+    /// `ENCRYPT_BULK`: opens data payloads.
+    opener: Option<Opener>,
 }
 
 /// See the module docs.
@@ -149,7 +152,7 @@ pub(crate) fn on_data(shared: &Shared, peer: u32, h: Header, payload: Payload) -
 }
 
 impl Rx {
-    pub(crate) fn new(peer: u32, stream: TcpStream) -> Rx {
+    pub(crate) fn new(peer: u32, stream: TcpStream, opener: Option<Opener>) -> Rx {
         Rx {
             peer,
             stream,
@@ -160,6 +163,7 @@ impl Rx {
                 last_byte: Instant::now(),
                 silent: false,
                 ended: false,
+                opener,
             }),
         }
     }
@@ -193,7 +197,7 @@ impl Rx {
             }
             if matches!(&st.body, Some((_, buf, read)) if *read == buf.len()) {
                 if let Some((h, buf, _)) = st.body.take() {
-                    if !self.deliver(h, buf, shared) {
+                    if !self.deliver(h, buf, st.opener.as_mut(), shared) {
                         return self.end(st, shared);
                     }
                 }
@@ -226,7 +230,8 @@ impl Rx {
                         continue;
                     }
                     st.header_len = 0;
-                    match self.header(&st.header, shared) {
+                    let sealed = st.opener.is_some();
+                    match self.header(&st.header, sealed, shared) {
                         Next::Continue => {}
                         Next::End => return self.end(st, shared),
                         // The length was checked against the cap before
@@ -244,8 +249,9 @@ impl Rx {
     }
 
     /// Decode and act on a complete header.
-    fn header(&self, raw: &[u8; HEADER_LEN], shared: &Shared) -> Next {
-        let next = match Header::decode(raw, shared.world, shared.max_message_bytes) {
+    fn header(&self, raw: &[u8; HEADER_LEN], sealed: bool, shared: &Shared) -> Next {
+        let cap = shared.max_message_bytes + if sealed { SEAL_OVERHEAD as u64 } else { 0 };
+        let next = match Header::decode(raw, shared.world, cap) {
             Ok(h) => on_header(shared, self.peer, h, false),
             Err(e) => {
                 tracing::error!(
@@ -263,7 +269,25 @@ impl Rx {
 
     /// A complete data frame: on QUIC, a sidecar payload, delivered in its
     /// lane's order; otherwise to the inbox or relayed.
-    fn deliver(&self, h: Header, buf: Vec<u8>, shared: &Shared) -> bool {
+    fn deliver(
+        &self,
+        mut h: Header,
+        mut buf: Vec<u8>,
+        opener: Option<&mut Opener>,
+        shared: &Shared,
+    ) -> bool {
+        if let Some(o) = opener {
+            match o.open(&mut h, &buf, &shared.pool) {
+                Ok(plain) => {
+                    shared.pool.give(std::mem::replace(&mut buf, plain));
+                }
+                Err(e) => {
+                    tracing::error!(peer = self.peer, "{e}; closing the link");
+                    let _ = self.stream.shutdown(Shutdown::Both);
+                    return false;
+                }
+            }
+        }
         let payload = Payload::from_vec_in(buf, Some(&shared.pool));
         let ok = match &shared.quic {
             Some(q) => q.bulk_arrived(shared, self.peer, h, payload),
