@@ -29,7 +29,9 @@ pub const VARS: &[Var] = &[
     Var { name: "DISCOVER", aliases: &[], meaning: "1: discover instead of PEERS — mesh by UDP broadcast, star by asking DISCOVER_HOST", default: "0" },
     Var { name: "DISC_PORT", aliases: &[], meaning: "discovery port (UDP)", default: "29600" },
     Var { name: "DISCOVER_HOST", aliases: &[], meaning: "the coordinator's host for star discovery (NAT, containers)", default: "" },
-    Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap (not available yet: give PEERS)", default: "" },
+    Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap at host:port (MASTER_ADDR: the host, with MASTER_PORT); rank 0 hosts it unless meshrun seed does; without RANK the seed assigns one", default: "" },
+    Var { name: "MASTER_PORT", aliases: &[], meaning: "the seed's port, with MASTER_ADDR", default: "" },
+    Var { name: "ADVERTISE", aliases: &[], meaning: "with a seed: the data address to announce (IP[:port]); an unspecified IP (0.0.0.0) means the one the seed sees (NAT, containers)", default: "the IP the seed sees, a free port" },
 ];
 
 /// The value of `name` or its first set alias, with the name that was set.

@@ -52,6 +52,10 @@ pub struct Node {
     lane_depth: u32,
     sidecar_threshold: usize,
     encrypt_bulk: bool,
+    /// Seed bootstrap: the seed's address; whether the seed picks the rank.
+    seed: Option<SocketAddr>,
+    join_any: bool,
+    advertise: Option<SocketAddr>,
     algorithms: Vec<(Collective, Algorithm)>,
     /// Discovery ports (discovery port, data port base), if discovering.
     discover: Option<(u16, u16)>,
@@ -68,6 +72,7 @@ impl fmt::Debug for Node {
             .field("transport", &self.transport)
             .field("timeout", &self.timeout)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("seed", &self.seed)
             .finish()
     }
 }
@@ -90,28 +95,61 @@ impl Node {
             lane_depth: meshwork_transport::LANE_DEPTH,
             sidecar_threshold: DEFAULT_SIDECAR_THRESHOLD,
             encrypt_bulk: false,
+            seed: None,
+            join_any: false,
+            advertise: None,
             algorithms: Vec::new(),
             discover: None,
             discover_host: None,
         }
     }
 
+    /// A rank of a group of `world` whose rank the seed assigns (the
+    /// lowest free one, in arrival order); needs `seed`.
+    pub fn join(world: u32) -> Node {
+        let mut n = Node::new(0, world);
+        n.join_any = true;
+        n
+    }
+
     /// Read the environment (the table in `meshwork::env::VARS`). A
     /// malformed variable is an error that names it.
     pub fn from_env() -> Result<Node> {
-        if let Some((name, value)) = lookup("SEED") {
-            return Err(bad(
-                name,
-                &value,
-                "seed bootstrap is not available yet; give PEERS or DISCOVER=1",
-            ));
-        }
-        let rank = parse::<u32>("RANK")?.unwrap_or(0);
+        let seed = match lookup("SEED") {
+            None => None,
+            Some(("MASTER_ADDR", value)) => {
+                let (_, port) = lookup("MASTER_PORT").ok_or_else(|| {
+                    bad(
+                        "MASTER_PORT",
+                        "",
+                        "MASTER_ADDR needs MASTER_PORT (the seed's port)",
+                    )
+                })?;
+                let hostport = format!("{value}:{port}");
+                Some(resolve(&hostport).map_err(|e| bad("MASTER_ADDR", &hostport, &e))?)
+            }
+            Some((name, value)) => Some(resolve(&value).map_err(|e| bad(name, &value, &e))?),
+        };
+        let rank = parse::<u32>("RANK")?;
         let world = parse::<u32>("WORLD")?.unwrap_or(1);
         if world == 0 {
             return Err(bad("WORLD", "0", "a group needs at least one rank"));
         }
-        let mut node = Node::new(rank, world);
+        let mut node = match (rank, seed) {
+            (None, Some(_)) => Node::join(world),
+            (rank, _) => Node::new(rank.unwrap_or(0), world),
+        };
+        node.seed = seed;
+        if let Some((n, v)) = lookup("ADVERTISE") {
+            let addr = v
+                .parse::<SocketAddr>()
+                .or_else(|_| {
+                    v.parse::<std::net::IpAddr>()
+                        .map(|ip| SocketAddr::new(ip, 0))
+                })
+                .map_err(|_| bad(n, &v, "expected an IP address, optionally with :port"))?;
+            node.advertise = Some(addr);
+        }
         let star_flag = parse::<u8>("DIAL_OUT")?.is_some_and(|v| v == 1);
         node.topology = match lookup("TOPOLOGY") {
             None if star_flag => Topology::Star,
@@ -310,9 +348,38 @@ impl Node {
         self
     }
 
+    /// Bootstrap through a seed at `addr` (`SEED`, or `MASTER_ADDR` +
+    /// `MASTER_PORT`): it assigns ranks (`RankConflict` for a taken one;
+    /// `Node::join` takes the lowest free one), hands out the peer table
+    /// and TLS identities, and ends formation with a ready barrier. The
+    /// process of rank 0 hosts the seed on `addr` unless another process
+    /// (`meshrun seed`) already does. In a star, the seed's host is the
+    /// coordinator. Tokens are proved both ways before anything is handed
+    /// out.
+    pub fn seed(mut self, addr: SocketAddr) -> Node {
+        self.seed = Some(addr);
+        self
+    }
+
+    /// The data address to announce through the seed, for a rank behind
+    /// NAT or in a container (`ADVERTISE`): an unspecified IP becomes the
+    /// one the seed sees; port 0, a free port.
+    pub fn advertise(mut self, addr: SocketAddr) -> Node {
+        self.advertise = Some(addr);
+        self
+    }
+
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
+        if let Some(seed) = self.seed {
+            return self.connect_via_seed(seed);
+        }
+        if self.join_any {
+            return Err(Error::InvalidArgument(
+                "Node::join needs a seed (Node::seed or SEED) to assign the rank".into(),
+            ));
+        }
         let (rank, world) = (self.rank, self.world);
         if world == 0 || rank >= world {
             return Err(Error::InvalidArgument(format!(
@@ -351,33 +418,173 @@ impl Node {
                     "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
                 );
             }
-            let mut cfg = TcpConfig::new(rank, world, node.peers.clone());
-            cfg.star = node.topology == Topology::Star;
-            cfg.token = node.token.clone();
-            cfg.timeout = node.timeout;
-            cfg.max_message_bytes = node.max_message_bytes;
-            cfg.peer_budget_bytes = node.peer_budget_bytes;
-            cfg.lane_depth = node.lane_depth;
-            cfg.seal = node.encrypt_bulk;
-            match node.transport {
-                TransportKind::Tcp => Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?),
-                TransportKind::Quic => Arc::new(
-                    QuicTransport::connect(QuicConfig {
-                        tcp: cfg,
-                        sidecar_threshold: node.sidecar_threshold,
-                        identity: None,
-                    })
-                    .map_err(from_formation)?,
-                ),
-            }
+            node.form(rank, node.peers.clone(), None, None)?
         };
-        tracing::info!(rank, world, topology = ?node.topology, transport = ?node.transport, "group formed");
-        let group = ProcessGroup::new(transport, 0, node.timeout, node.topology);
-        for (coll, algo) in &node.algorithms {
+        node.group(rank, transport)
+    }
+
+    /// The links of rank `rank` to `peers` (listening on `bind` if given),
+    /// on the chosen transport.
+    fn form(
+        &self,
+        rank: u32,
+        peers: Vec<SocketAddr>,
+        bind: Option<SocketAddr>,
+        identity: Option<meshwork_transport::quic::RankIdentity>,
+    ) -> Result<Arc<dyn Transport>> {
+        let mut cfg = TcpConfig::new(rank, self.world, peers);
+        cfg.star = self.topology == Topology::Star;
+        cfg.token = self.token.clone();
+        cfg.timeout = self.timeout;
+        cfg.max_message_bytes = self.max_message_bytes;
+        cfg.peer_budget_bytes = self.peer_budget_bytes;
+        cfg.lane_depth = self.lane_depth;
+        cfg.seal = self.encrypt_bulk;
+        cfg.bind = bind;
+        Ok(match self.transport {
+            TransportKind::Tcp => Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?),
+            TransportKind::Quic => Arc::new(
+                QuicTransport::connect(QuicConfig {
+                    tcp: cfg,
+                    sidecar_threshold: self.sidecar_threshold,
+                    identity,
+                })
+                .map_err(from_formation)?,
+            ),
+        })
+    }
+
+    fn group(&self, rank: u32, transport: Arc<dyn Transport>) -> Result<Arc<ProcessGroup>> {
+        tracing::info!(rank, world = self.world, topology = ?self.topology, transport = ?self.transport, "group formed");
+        let group = ProcessGroup::new(transport, 0, self.timeout, self.topology);
+        for (coll, algo) in &self.algorithms {
             group.set_algorithm(coll.name(), Some(algo.name()))?;
         }
         Ok(Arc::new(group))
     }
+
+    /// `connect` through a seed (see `Node::seed`).
+    fn connect_via_seed(self, seed_addr: SocketAddr) -> Result<Arc<ProcessGroup>> {
+        use meshwork_transport::seed::{self, JoinRequest, Seed, SeedConfig};
+        let world = self.world;
+        let wanted = (!self.join_any).then_some(self.rank);
+        if world == 0 || wanted.is_some_and(|r| r >= world) {
+            return Err(Error::InvalidArgument(format!(
+                "rank {} is not in a world of {world}",
+                self.rank
+            )));
+        }
+        let off_loopback =
+            !seed_addr.ip().is_loopback() || self.advertise.is_some_and(|a| !a.ip().is_loopback());
+        if self.token.is_none() && (off_loopback || self.encrypt_bulk) {
+            return Err(Error::TokenRequired);
+        }
+        let star = self.topology == Topology::Star;
+        // Rank 0 hosts the seed, unless the address is another process's.
+        let hosted = match wanted {
+            Some(0) => Seed::start(
+                seed_addr,
+                SeedConfig {
+                    world,
+                    star,
+                    token: self.token.clone(),
+                    timeout: self.timeout,
+                },
+            )
+            .map_err(|e| tracing::info!("not hosting the seed ({e}); joining it"))
+            .ok(),
+            _ => None,
+        };
+        // This rank's data port: the advertised one, else a free one.
+        let port = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
+            Some(p) => p,
+            None => free_port(seed_addr.is_ipv6()).map_err(Error::Io)?,
+        };
+        let unspecified: std::net::IpAddr = if seed_addr.is_ipv6() {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        let advertise = SocketAddr::new(self.advertise.map_or(unspecified, |a| a.ip()), port);
+        let joined = seed::join(
+            seed_addr,
+            &JoinRequest {
+                world,
+                rank: wanted,
+                star,
+                token: self.token.clone(),
+                timeout: self.timeout,
+                advertise,
+            },
+        )
+        .map_err(from_formation)?;
+        let rank = joined.rank;
+        tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
+        let bind = SocketAddr::new(unspecified, port);
+        let formed = if world == 1 {
+            Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
+        } else {
+            self.form(
+                rank,
+                joined.peers.clone(),
+                Some(bind),
+                Some(joined.identity.clone()),
+            )
+        };
+        let ready = joined
+            .ready(formed.is_ok(), self.timeout)
+            .map_err(from_formation);
+        if let Some(seed) = hosted {
+            // It refuses latecomers a little longer, then ends.
+            seed.detach();
+        }
+        let transport = formed?;
+        ready?;
+        self.group(rank, transport)
+    }
+}
+
+/// Run a seed as its own process (what `meshrun seed` does): serve the
+/// bootstrap of one job of `world` ranks on `bind` — every rank joins with
+/// `SEED` — and return once the job has formed (every rank ready), or with
+/// `FormationTimeout` naming the ranks that never joined.
+pub fn serve_seed(
+    bind: SocketAddr,
+    world: u32,
+    topology: Topology,
+    token: Option<String>,
+    timeout: Duration,
+) -> Result<()> {
+    if token.is_none() && !bind.ip().is_loopback() {
+        return Err(Error::TokenRequired);
+    }
+    meshwork_transport::seed::Seed::start(
+        bind,
+        meshwork_transport::seed::SeedConfig {
+            world,
+            star: topology == Topology::Star,
+            token,
+            timeout,
+        },
+    )
+    .and_then(meshwork_transport::seed::Seed::wait)
+    .map_err(from_formation)
+}
+
+/// A port free for both TCP and UDP right now (QUIC and its sidecar share
+/// the number).
+fn free_port(v6: bool) -> std::io::Result<u16> {
+    let any: SocketAddr = if v6 { "[::]:0" } else { "0.0.0.0:0" }
+        .parse()
+        .map_err(std::io::Error::other)?;
+    for _ in 0..64 {
+        let t = std::net::TcpListener::bind(any)?;
+        let port = t.local_addr()?.port();
+        if std::net::UdpSocket::bind(SocketAddr::new(any.ip(), port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other("no port free for both TCP and UDP"))
 }
 
 impl Node {

@@ -110,8 +110,76 @@ fn relay(
     })
 }
 
+/// `meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout S]`:
+/// serve one job's seed bootstrap (token from `CLUSTER_TOKEN`) until it
+/// has formed.
+fn seed(args: &[String]) -> ExitCode {
+    let mut world = None;
+    let mut bind = None;
+    let mut topology = meshwork::Topology::Mesh;
+    let mut timeout = std::time::Duration::from_secs(60);
+    let mut i = 0;
+    while i < args.len() {
+        let Some(v) = args.get(i + 1) else {
+            eprintln!("meshrun seed: {} needs a value\n{SEED_USAGE}", args[i]);
+            return ExitCode::from(2);
+        };
+        let ok = match args[i].as_str() {
+            "--world" => v.parse().map(|w| world = Some(w)).is_ok(),
+            "--bind" => std::net::ToSocketAddrs::to_socket_addrs(v.as_str())
+                .ok()
+                .and_then(|mut a| a.next())
+                .map(|a| bind = Some(a))
+                .is_some(),
+            "--topology" => match v.as_str() {
+                "mesh" => true,
+                "star" => {
+                    topology = meshwork::Topology::Star;
+                    true
+                }
+                _ => false,
+            },
+            "--timeout" => v
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| timeout = std::time::Duration::from_secs_f64(s))
+                .is_some(),
+            _ => false,
+        };
+        if !ok {
+            eprintln!("meshrun seed: bad {} {v:?}\n{SEED_USAGE}", args[i]);
+            return ExitCode::from(2);
+        }
+        i += 2;
+    }
+    let (Some(world), Some(bind)) = (world, bind) else {
+        eprintln!("meshrun seed: --world and --bind are required\n{SEED_USAGE}");
+        return ExitCode::from(2);
+    };
+    let token = std::env::var("CLUSTER_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    match meshwork::serve_seed(bind, world, topology, token, timeout) {
+        Ok(()) => {
+            println!("meshrun seed: {world} ranks formed");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("meshrun seed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+const SEED_USAGE: &str =
+    "usage: meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "seed") {
+        return seed(&args[1..]);
+    }
     let o = match parse(&args) {
         Ok(o) => o,
         Err(e) => {

@@ -13,5 +13,6 @@ mod network;
 mod nonblocking;
 mod procs;
 mod scenarios;
+mod seed;
 mod support;
 mod sweep;

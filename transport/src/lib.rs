@@ -14,6 +14,7 @@ mod inbox;
 pub mod mem;
 mod pool;
 pub mod quic;
+pub mod seed;
 pub mod tcp;
 
 pub use inbox::{LANE_DEPTH, SEQ_WINDOW};

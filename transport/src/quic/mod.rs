@@ -646,7 +646,7 @@ impl QuicTransport {
         let listener = if accept_from.is_empty() {
             None
         } else {
-            let addr = addr_of(rank)?;
+            let addr = tcp.bind.map_or_else(|| addr_of(rank), Ok)?;
             let s = socket2::Socket::new(
                 socket2::Domain::for_address(addr),
                 socket2::Type::DGRAM,

@@ -137,6 +137,13 @@ impl ClusterCa {
         })
     }
 
+    /// A fresh CA nobody else can derive (a seed's).
+    pub fn random() -> Result<ClusterCa, ErrorStack> {
+        let mut secret = [0u8; 32];
+        boring::rand::rand_bytes(&mut secret)?;
+        ClusterCa::derive(&secret)
+    }
+
     /// The CA of a token-protected job.
     pub fn from_token(token: &str) -> Result<ClusterCa, ErrorStack> {
         ClusterCa::derive(format!("meshwork token\0{token}").as_bytes())
@@ -182,6 +189,35 @@ impl ClusterCa {
 }
 
 impl RankIdentity {
+    /// The rank this identity's leaf names.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// CA certificate, leaf certificate and leaf key, DER (the key PKCS#8
+    /// or the key's own DER).
+    pub(crate) fn to_der(&self) -> Result<[Vec<u8>; 3], ErrorStack> {
+        Ok([
+            self.ca.to_der()?,
+            self.cert.to_der()?,
+            self.key.private_key_to_der()?,
+        ])
+    }
+
+    /// The inverse of `to_der`; `None` if any part does not parse or the
+    /// leaf does not name `rank`.
+    pub(crate) fn from_der(rank: u32, ca: &[u8], cert: &[u8], key: &[u8]) -> Option<RankIdentity> {
+        if rank_of(cert) != Some(rank) {
+            return None;
+        }
+        Some(RankIdentity {
+            rank,
+            ca: X509::from_der(ca).ok()?,
+            cert: X509::from_der(cert).ok()?,
+            key: PKey::private_key_from_der(key).ok()?,
+        })
+    }
+
     /// A TLS 1.3 context presenting this leaf and admitting only peers
     /// with a leaf from the same CA — in both roles: a server refuses a
     /// client without a certificate (`FAIL_IF_NO_PEER_CERT`; quiche's own

@@ -189,7 +189,7 @@ fn parse(h: &[u8]) -> Option<Parsed> {
     })
 }
 
-fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -> [u8; 32] {
+pub(crate) fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -> [u8; 32] {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(label);
     mac.update(first);
@@ -197,7 +197,13 @@ fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -> [u8; 32] 
     mac.finalize().into_bytes().into()
 }
 
-fn verify(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8], tag: &[u8]) -> bool {
+pub(crate) fn verify(
+    key: &[u8; 32],
+    label: &[u8],
+    first: &[u8],
+    second: &[u8],
+    tag: &[u8],
+) -> bool {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(label);
     mac.update(first);

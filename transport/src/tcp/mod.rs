@@ -16,7 +16,7 @@ pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod link;
 pub(crate) mod rx;
-mod seal;
+pub(crate) mod seal;
 
 pub use handshake::PROTOCOL_VERSION;
 
@@ -60,6 +60,9 @@ pub struct TcpConfig {
     /// Seal every data payload with AES-256-GCM under per-link keys from
     /// the handshake (`ENCRYPT_BULK`; meaningful only with a token).
     pub seal: bool,
+    /// Where to listen, if not this rank's own entry of `peers` (which is
+    /// then only the address others dial: behind NAT, in a container).
+    pub bind: Option<SocketAddr>,
 }
 
 impl TcpConfig {
@@ -78,6 +81,7 @@ impl TcpConfig {
             lane_depth: crate::LANE_DEPTH,
             protocol_version: PROTOCOL_VERSION,
             seal: false,
+            bind: None,
         }
     }
 }
@@ -214,7 +218,11 @@ impl TcpTransport {
         let deadline = Instant::now() + cfg.timeout;
         let listener = match accept_from.is_empty() {
             true => None,
-            false => Some(listen(addr_of(rank)?, &id, cfg.timeout)?),
+            false => Some(listen(
+                cfg.bind.map_or_else(|| addr_of(rank), Ok)?,
+                &id,
+                cfg.timeout,
+            )?),
         };
 
         let mut poll = mio::Poll::new().map_err(|e| io_fail(rank, e))?;
