@@ -108,6 +108,41 @@ fn meshrun_stops_the_others_when_a_rank_fails() {
     );
 }
 
+/// `meshrun seed` serves a job's bootstrap as its own process; every rank
+/// (rank 0 too, which then does not host one) joins it, and it exits 0
+/// once the job has formed.
+#[test]
+fn meshrun_seed_bootstraps_a_job_as_its_own_process() {
+    let at = crate::support::free_ports(1)[0].to_string();
+    let mut seed = meshrun()
+        .args(["seed", "--world", "3", "--bind", &at, "--timeout", "20"])
+        .env("CLUSTER_TOKEN", "own seed")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start meshrun seed");
+    let mut l = crate::procs::Launch::loopback(3, "mesh", 20.0);
+    l.env.push(("SEED".into(), at));
+    l.env.push(("CLUSTER_TOKEN".into(), "own seed".into()));
+    let per_rank = vec![
+        Vec::new(),
+        vec![("RANK".to_string(), String::new())],
+        vec![("RANK".to_string(), String::new())],
+    ];
+    let mut ranks = crate::procs::spawn_with(&l, "all_reduce_small", &per_rank);
+    let results = ranks.results(Duration::from_secs(60));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok rank")),
+        "{results:#?}"
+    );
+    let status = seed.wait().expect("meshrun seed exits");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut seed.stdout.take().expect("stdout"), &mut out).ok();
+    assert!(
+        status.success() && out.contains("3 ranks formed"),
+        "{status} {out}"
+    );
+}
+
 #[test]
 fn meshrun_refuses_bad_usage() {
     for args in [
@@ -115,6 +150,8 @@ fn meshrun_refuses_bad_usage() {
         &["--", "true"],
         &["-n", "2"],
         &["-n", "2", "--topology", "ring", "--", "true"],
+        &["seed", "--world", "2"],
+        &["seed", "--bind", "127.0.0.1:1", "--world", "x"],
     ] {
         let out = meshrun().args(args).output().expect("run meshrun");
         assert_eq!(out.status.code(), Some(2), "{args:?}");

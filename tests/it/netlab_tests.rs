@@ -285,3 +285,114 @@ fn netlab_a_busy_discovery_port_is_an_error() {
         "{line}"
     );
 }
+
+/// A job bootstrapped by a seed: rank 0 (on `seed_host`) hosts it at
+/// `seed_host:29400`; the ranks with `join` set ask it for a rank.
+fn seed_launch(world: u32, topology: &str, seed_host: &str, wrap: Vec<Vec<String>>) -> Launch {
+    Launch {
+        world,
+        env: vec![
+            ("SEED".into(), format!("{seed_host}:29400")),
+            ("TOPOLOGY".into(), topology.into()),
+            ("TIMEOUT_S".into(), "20".into()),
+            ("CLUSTER_TOKEN".into(), "seed-secret".into()),
+            ("TRANSPORT".into(), "quic".into()),
+        ],
+        wrap,
+    }
+}
+
+/// `RANK` left empty (absent) on every rank but 0: the seed assigns them.
+fn joiners(world: u32) -> Vec<Vec<(String, String)>> {
+    (0..world)
+        .map(|r| match r {
+            0 => Vec::new(),
+            _ => vec![("RANK".to_string(), String::new())],
+        })
+        .collect()
+}
+
+/// Four hosts on a LAN, no addresses given but the seed's: the seed hands
+/// out ranks, the table and TLS identities; the mesh runs every
+/// collective.
+#[test]
+fn netlab_seed_bootstrap_forms_a_mesh_across_4_hosts() {
+    let mut lab = lab_or_skip!("seed-mesh");
+    let n = lab.net;
+    let hosts: Vec<String> = (0..4)
+        .map(|i| lab.lan_host(&format!("s{i}"), 10 + i).unwrap().0)
+        .collect();
+    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let l = seed_launch(4, "mesh", &format!("10.77.{n}.10"), wrap);
+    let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(4));
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
+
+/// A star bootstrapped by a seed on the coordinator's host, with a worker
+/// behind a NAT router: it joins, learns the coordinator, dials out, and
+/// every collective runs.
+#[test]
+fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
+    let mut lab = lab_or_skip!("seed-star");
+    let n = lab.net;
+    let (coord, _) = lab.lan_host("c", 10).unwrap();
+    let natted = lab.host_behind_nat("w1", 20).unwrap();
+    let (w2, _) = lab.lan_host("w2", 12).unwrap();
+    let wrap = [&coord, &natted, &w2]
+        .iter()
+        .map(|ns| Lab::exec_in(ns))
+        .collect();
+    let l = seed_launch(3, "star", &format!("10.77.{n}.10"), wrap);
+    let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(3));
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
+
+/// A joiner with the wrong token is refused at once
+/// (`ClusterTokenMismatch`, handed nothing) while the job forms without
+/// it.
+#[test]
+fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
+    let mut lab = lab_or_skip!("seed-token");
+    let n = lab.net;
+    let hosts: Vec<String> = (0..4)
+        .map(|i| lab.lan_host(&format!("t{i}"), 10 + i).unwrap().0)
+        .collect();
+    let wrap: Vec<Vec<String>> = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let seed_host = format!("10.77.{n}.10");
+    let job = seed_launch(3, "mesh", &seed_host, wrap[..3].to_vec());
+    let mut ranks = crate::procs::spawn_with(&job, "connect", &joiners(3));
+    let impostor = seed_launch(1, "mesh", &seed_host, wrap[3..].to_vec());
+    let started = std::time::Instant::now();
+    let mut bad = crate::procs::spawn_with(
+        &impostor,
+        "connect",
+        &[vec![
+            ("RANK".to_string(), String::new()),
+            ("WORLD".to_string(), "3".to_string()),
+            ("CLUSTER_TOKEN".to_string(), "wrong".to_string()),
+        ]],
+    );
+    let refused = bad.results(Duration::from_secs(30));
+    assert!(
+        refused[0].1.starts_with("RESULT err ClusterTokenMismatch"),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let results = ranks.results(Duration::from_secs(60));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
