@@ -25,6 +25,7 @@
 //! | 32 | 32 | HMAC-SHA256 of bytes 0..32 |
 
 use crate::error::{Error, Result};
+use crate::iface::Iface;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -153,15 +154,21 @@ fn lan_address(port: u16) -> Result<Ipv4Addr> {
 
 /// Broadcast discovery for a mesh: returns every rank's data address in
 /// rank order (this rank's is `own_ip:data_base + rank`).
+/// With `iface` (`IFNAME`), its address is announced and the broadcasts go
+/// to its subnet (out through it); else the default route's interface.
 pub(crate) fn broadcast(
     job: &Job,
     rank: u32,
     disc_port: u16,
     data_base: u16,
     deadline: Instant,
+    iface: Option<&Iface>,
 ) -> Result<Vec<SocketAddr>> {
     let sock = bind_shared(disc_port, rank)?;
-    let ip = lan_address(disc_port)?;
+    let (ip, to) = match iface {
+        Some(i) => (i.addr, i.broadcast),
+        None => (lan_address(disc_port)?, Ipv4Addr::BROADCAST),
+    };
     let port = u16::try_from(u32::from(data_base) + rank).map_err(|_| {
         Error::InvalidArgument(format!("DATA_PORT {data_base} + rank {rank} exceeds 65535"))
     })?;
@@ -179,7 +186,7 @@ pub(crate) fn broadcast(
             });
         }
         if now >= next_send {
-            sock.send_to(&hello, (Ipv4Addr::BROADCAST, disc_port))?;
+            sock.send_to(&hello, (to, disc_port))?;
             next_send = now + PERIOD;
         }
         if let Ok((n, _)) = sock.recv_from(&mut buf) {
@@ -196,7 +203,7 @@ pub(crate) fn broadcast(
         let mut next_send = Instant::now();
         while Instant::now() < until {
             if Instant::now() >= next_send {
-                let _ = sock.send_to(&hello, (Ipv4Addr::BROADCAST, disc_port));
+                let _ = sock.send_to(&hello, (to, disc_port));
                 next_send = Instant::now() + PERIOD;
             }
             // Paces the loop: returns within one period.
@@ -262,7 +269,16 @@ pub(crate) fn query(
     Err(Error::FormationTimeout { missing: vec![0] })
 }
 
-/// The coordinator's own data address: its LAN address and `data_base`.
-pub(crate) fn coordinator_address(disc_port: u16, data_base: u16) -> Result<SocketAddrV4> {
-    Ok(SocketAddrV4::new(lan_address(disc_port)?, data_base))
+/// The coordinator's own data address: its LAN address (`iface`'s, if
+/// chosen) and `data_base`.
+pub(crate) fn coordinator_address(
+    disc_port: u16,
+    data_base: u16,
+    iface: Option<&Iface>,
+) -> Result<SocketAddrV4> {
+    let ip = match iface {
+        Some(i) => i.addr,
+        None => lan_address(disc_port)?,
+    };
+    Ok(SocketAddrV4::new(ip, data_base))
 }

@@ -162,6 +162,7 @@ mod discovery;
 pub mod env;
 mod error;
 mod group;
+mod iface;
 mod local;
 mod node;
 

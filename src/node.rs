@@ -56,6 +56,8 @@ pub struct Node {
     seed: Option<SocketAddr>,
     join_any: bool,
     advertise: Option<SocketAddr>,
+    /// `IFNAME`: the interface to announce and advertise.
+    interface: Option<String>,
     algorithms: Vec<(Collective, Algorithm)>,
     /// Discovery ports (discovery port, data port base), if discovering.
     discover: Option<(u16, u16)>,
@@ -98,6 +100,7 @@ impl Node {
             seed: None,
             join_any: false,
             advertise: None,
+            interface: None,
             algorithms: Vec::new(),
             discover: None,
             discover_host: None,
@@ -140,6 +143,7 @@ impl Node {
             (rank, _) => Node::new(rank.unwrap_or(0), world),
         };
         node.seed = seed;
+        node.interface = lookup("IFNAME").map(|(_, v)| v);
         if let Some((n, v)) = lookup("ADVERTISE") {
             let addr = v
                 .parse::<SocketAddr>()
@@ -369,6 +373,25 @@ impl Node {
         self
     }
 
+    /// On a multi-homed host, the interface whose address discovery
+    /// announces and a seed is told (`IFNAME`): by name (`eth1`), name
+    /// prefix (`enp`) or CIDR (`10.77.0.0/16`); the choice is logged.
+    /// Default: the default route's interface.
+    pub fn interface(mut self, spec: impl Into<String>) -> Node {
+        self.interface = Some(spec.into());
+        self
+    }
+
+    /// The chosen interface, if `IFNAME` / `interface` asks for one.
+    fn chosen_interface(&self) -> Result<Option<crate::iface::Iface>> {
+        let Some(spec) = &self.interface else {
+            return Ok(None);
+        };
+        let i = crate::iface::select(spec)?;
+        tracing::info!(interface = %i.name, address = %i.addr, "interface chosen by IFNAME {spec:?}");
+        Ok(Some(i))
+    }
+
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
@@ -505,7 +528,13 @@ impl Node {
         } else {
             std::net::Ipv4Addr::UNSPECIFIED.into()
         };
-        let advertise = SocketAddr::new(self.advertise.map_or(unspecified, |a| a.ip()), port);
+        // The IP: the one given, else IFNAME's, else the one the seed sees.
+        let ip = match (self.advertise, self.chosen_interface()?) {
+            (Some(a), _) => a.ip(),
+            (None, Some(i)) => i.addr.into(),
+            (None, None) => unspecified,
+        };
+        let advertise = SocketAddr::new(ip, port);
         let joined = seed::join(
             seed_addr,
             &JoinRequest {
@@ -594,12 +623,19 @@ impl Node {
         let token = self.token.as_deref().ok_or(Error::TokenRequired)?;
         let job = crate::discovery::Job::new(token, self.world, disc_port, data_base);
         let deadline = std::time::Instant::now() + self.timeout;
+        let iface = self.chosen_interface()?;
         match (self.topology, self.rank) {
-            (Topology::Mesh, _) => {
-                crate::discovery::broadcast(&job, self.rank, disc_port, data_base, deadline)
-            }
+            (Topology::Mesh, _) => crate::discovery::broadcast(
+                &job,
+                self.rank,
+                disc_port,
+                data_base,
+                deadline,
+                iface.as_ref(),
+            ),
             (Topology::Star, 0) => {
-                let me = crate::discovery::coordinator_address(disc_port, data_base)?;
+                let me =
+                    crate::discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;
                 tracing::info!(%me, disc_port, "answering discovery queries");
                 crate::discovery::answer_queries(
                     job,

@@ -222,6 +222,25 @@ impl Lab {
         Ok(())
     }
 
+    /// Make `ns` multi-homed: a second interface `dum0` at 10.99.N.`octet`
+    /// that takes the default route, so that "the default route's
+    /// interface" is the wrong one for the LAN.
+    pub fn second_default_interface(&self, ns: &str, octet: u8) -> Result<(), String> {
+        let addr = format!("10.99.{}.{octet}/24", self.net);
+        // A veth pair kept inside the host: a link that leads nowhere
+        // (the kernel here has no dummy interfaces).
+        run_in(
+            ns,
+            &[
+                "ip", "link", "add", "dum0", "type", "veth", "peer", "name", "dum1",
+            ],
+        )?;
+        run_in(ns, &["ip", "addr", "add", &addr, "dev", "dum0"])?;
+        run_in(ns, &["ip", "link", "set", "dum1", "up"])?;
+        run_in(ns, &["ip", "link", "set", "dum0", "up"])?;
+        run_in(ns, &["ip", "route", "replace", "default", "dev", "dum0"]).map(drop)
+    }
+
     /// Cut (`up = false`) or heal a host's link.
     pub fn set_link(&self, ns: &str, dev: &str, up: bool) -> Result<(), String> {
         run(&[

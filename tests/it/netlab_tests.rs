@@ -396,3 +396,43 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
         "{results:#?}"
     );
 }
+
+/// Multi-homed hosts whose default route leads elsewhere: discovery by
+/// broadcast finds nobody through the default route's interface, and finds
+/// everyone with `IFNAME` naming the LAN by CIDR.
+#[test]
+fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
+    let mut lab = lab_or_skip!("ifname");
+    let n = lab.net;
+    let hosts: Vec<String> = (0..3)
+        .map(|i| lab.lan_host(&format!("m{i}"), 10 + i).unwrap().0)
+        .collect();
+    for (i, ns) in hosts.iter().enumerate() {
+        lab.second_default_interface(ns, 10 + i as u8).unwrap();
+    }
+    let wrap: Vec<Vec<String>> = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    // Without IFNAME: the announcements leave through the dummy interface.
+    let mut blind = discovery_env(3, "mesh", "ifname-job", None, wrap.clone());
+    for (k, v) in &mut blind.env {
+        if k == "TIMEOUT_S" {
+            *v = "2".into();
+        }
+    }
+    let mut ranks = spawn(&blind, "connect");
+    let results = ranks.results(Duration::from_secs(30));
+    assert!(
+        results
+            .iter()
+            .all(|(_, l)| l.starts_with("RESULT err FormationTimeout")),
+        "{results:#?}"
+    );
+    // With IFNAME by CIDR: the LAN.
+    let mut l = discovery_env(3, "mesh", "ifname-job", None, wrap);
+    l.env.push(("IFNAME".into(), format!("10.77.{n}.0/24")));
+    let mut ranks = spawn(&l, "all");
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
