@@ -72,6 +72,12 @@ impl Job {
         }
     }
 
+    /// The job's id: public (it names the job on the LAN), not secret.
+    #[cfg_attr(not(feature = "mdns"), allow(dead_code, reason = "used by mDNS"))]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     fn mac(&self, body: &[u8]) -> Hmac<Sha256> {
         let mut mac =
             <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes any key length");
@@ -139,7 +145,7 @@ fn bind_shared(port: u16, rank: u32) -> Result<UdpSocket> {
 
 /// This host's address towards the LAN: the source address the kernel
 /// picks for a broadcast (the default route's interface).
-fn lan_address(port: u16) -> Result<Ipv4Addr> {
+pub(crate) fn lan_address(port: u16) -> Result<Ipv4Addr> {
     let probe = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     probe.set_broadcast(true)?;
     probe.connect((Ipv4Addr::BROADCAST, port))?;
@@ -213,16 +219,19 @@ pub(crate) fn broadcast(
     Ok(known.into_values().map(SocketAddr::V4).collect())
 }
 
-/// A star coordinator: answer unicast queries with `data` until `until`.
+/// A star coordinator: answer unicast queries with `data` until `until`,
+/// holding `keep` (an mDNS publication) as long.
 pub(crate) fn answer_queries(
     job: Job,
     disc_port: u16,
     data: SocketAddrV4,
     until: Instant,
+    keep: impl Send + 'static,
 ) -> Result<()> {
     let sock = bind_shared(disc_port, 0)?;
     let reply = job.encode(ANNOUNCE, 0, Some(data));
     std::thread::spawn(move || {
+        let _keep = keep;
         let mut buf = [0u8; 256];
         while Instant::now() < until {
             if let Ok((n, from)) = sock.recv_from(&mut buf) {

@@ -164,6 +164,8 @@ mod error;
 mod group;
 mod iface;
 mod local;
+#[cfg(feature = "mdns")]
+mod mdns;
 mod node;
 
 pub use error::{Error, Result};

@@ -356,10 +356,12 @@ impl Node {
     /// `MASTER_PORT`): it assigns ranks (`RankConflict` for a taken one;
     /// `Node::join` takes the lowest free one), hands out the peer table
     /// and TLS identities, and ends formation with a ready barrier. The
-    /// process of rank 0 hosts the seed on `addr` unless another process
-    /// (`meshrun seed`) already does. In a star, the seed's host is the
-    /// coordinator. Tokens are proved both ways before anything is handed
-    /// out.
+    /// process of rank 0 hosts the seed on `addr` (rank 0 is then kept for
+    /// it) unless another process (`meshrun seed`) already does; with a
+    /// seed of its own, let it assign the ranks (no `RANK`), or give every
+    /// process one, since a process without one takes the lowest free
+    /// rank. In a star, the seed's host is the coordinator. Tokens are
+    /// proved both ways before anything is handed out.
     pub fn seed(mut self, addr: SocketAddr) -> Node {
         self.seed = Some(addr);
         self
@@ -380,6 +382,36 @@ impl Node {
     pub fn interface(mut self, spec: impl Into<String>) -> Node {
         self.interface = Some(spec.into());
         self
+    }
+
+    /// A star worker without `DISCOVER_HOST`: the coordinator's host by
+    /// mDNS, browsing on the chosen interface.
+    #[cfg(feature = "mdns")]
+    fn find_by_mdns(
+        &self,
+        job: &crate::discovery::Job,
+        disc_port: u16,
+        iface: Option<&crate::iface::Iface>,
+        deadline: std::time::Instant,
+    ) -> Result<String> {
+        let on = match iface {
+            Some(i) => i.addr,
+            None => crate::discovery::lan_address(disc_port)?,
+        };
+        Ok(crate::mdns::find(job.id(), on, deadline)?.to_string())
+    }
+
+    #[cfg(not(feature = "mdns"))]
+    fn find_by_mdns(
+        &self,
+        _job: &crate::discovery::Job,
+        _disc_port: u16,
+        _iface: Option<&crate::iface::Iface>,
+        _deadline: std::time::Instant,
+    ) -> Result<String> {
+        Err(Error::InvalidArgument(
+            "star discovery needs the coordinator's host (DISCOVER_HOST or Node::discover_via); mDNS is off in this build (cargo feature `mdns`)".into(),
+        ))
     }
 
     /// The chosen interface, if `IFNAME` / `interface` asks for one.
@@ -512,6 +544,9 @@ impl Node {
                     star,
                     token: self.token.clone(),
                     timeout: self.timeout,
+                    // This process joins as rank 0 after starting the seed:
+                    // joiners without a rank must not take it first.
+                    reserved: Some(0),
                 },
             )
             .map_err(|e| tracing::info!("not hosting the seed ({e}); joining it"))
@@ -594,6 +629,7 @@ pub fn serve_seed(
             star: topology == Topology::Star,
             token,
             timeout,
+            reserved: None,
         },
     )
     .and_then(meshwork_transport::seed::Seed::wait)
@@ -637,22 +673,32 @@ impl Node {
                 let me =
                     crate::discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;
                 tracing::info!(%me, disc_port, "answering discovery queries");
+                #[cfg(feature = "mdns")]
+                let keep = match crate::mdns::publish(job.id(), *me.ip(), disc_port) {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        tracing::warn!("not published by mDNS: {e}; workers need DISCOVER_HOST");
+                        None
+                    }
+                };
+                #[cfg(not(feature = "mdns"))]
+                let keep = ();
                 crate::discovery::answer_queries(
                     job,
                     disc_port,
                     me,
                     deadline + crate::discovery::LINGER,
+                    keep,
                 )?;
                 Ok(vec![SocketAddr::V4(me)])
             }
             (Topology::Star, rank) => {
-                let host = self.discover_host.as_deref().ok_or_else(|| {
-                    Error::InvalidArgument(
-                        "star discovery needs the coordinator's host (DISCOVER_HOST or Node::discover_via); mDNS is not available yet".into(),
-                    )
-                })?;
+                let host = match &self.discover_host {
+                    Some(h) => h.clone(),
+                    None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
+                };
                 Ok(vec![crate::discovery::query(
-                    &job, rank, host, disc_port, deadline,
+                    &job, rank, &host, disc_port, deadline,
                 )?])
             }
         }

@@ -108,9 +108,9 @@ fn meshrun_stops_the_others_when_a_rank_fails() {
     );
 }
 
-/// `meshrun seed` serves a job's bootstrap as its own process; every rank
-/// (rank 0 too, which then does not host one) joins it, and it exits 0
-/// once the job has formed.
+/// `meshrun seed` serves a job's bootstrap as its own process; the ranks
+/// join it (two let it pick, one asks for rank 2), and it exits 0 once the
+/// job has formed.
 #[test]
 fn meshrun_seed_bootstraps_a_job_as_its_own_process() {
     let at = crate::support::free_ports(1)[0].to_string();
@@ -124,9 +124,9 @@ fn meshrun_seed_bootstraps_a_job_as_its_own_process() {
     l.env.push(("SEED".into(), at));
     l.env.push(("CLUSTER_TOKEN".into(), "own seed".into()));
     let per_rank = vec![
-        Vec::new(),
         vec![("RANK".to_string(), String::new())],
         vec![("RANK".to_string(), String::new())],
+        vec![("RANK".to_string(), "2".to_string())],
     ];
     let mut ranks = crate::procs::spawn_with(&l, "all_reduce_small", &per_rank);
     let results = ranks.results(Duration::from_secs(60));
@@ -171,7 +171,11 @@ fn malformed_environment_variables_are_named() {
         ("PEERS", "no-such-host.invalid:1,127.0.0.1:2"),
         ("TRANSPORT", "carrier-pigeon"),
         ("ALGO_ALL_REDUCE", "bogus"),
-        ("SEED", "127.0.0.1:29400"),
+        ("SEED", "no-such-host.invalid:29400"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("ADVERTISE", "not-an-address"),
+        ("ENCRYPT_BULK", "2"),
+        ("SIDECAR_THRESHOLD", "big"),
         ("MAX_MESSAGE_BYTES", "lots"),
         ("LANE_DEPTH", "0"),
         ("PEER_BUDGET_BYTES", "-5"),

@@ -436,3 +436,21 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
         "{results:#?}"
     );
 }
+
+/// A star on a LAN with no address given at all: the workers find the
+/// coordinator by mDNS (`_meshwork._udp.local.`), ask it by the
+/// authenticated query, and run every collective.
+#[test]
+fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
+    let mut lab = lab_or_skip!("mdns-star");
+    let hosts: Vec<String> = (0..3)
+        .map(|i| lab.lan_host(&format!("d{i}"), 10 + i).unwrap().0)
+        .collect();
+    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let mut ranks = spawn(&discovery_env(3, "star", "mdns-job", None, wrap), "all");
+    let results = ranks.results(Duration::from_secs(240));
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}

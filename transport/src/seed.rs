@@ -64,6 +64,9 @@ pub struct SeedConfig {
     pub token: Option<String>,
     /// How long the seed waits for every rank to join, and for each step.
     pub timeout: Duration,
+    /// A rank only a joiner asking for it by number gets (the hosting
+    /// rank 0's): joiners without a rank take the lowest other free one.
+    pub reserved: Option<u32>,
 }
 
 /// A running seed (its thread). Dropping it stops it.
@@ -343,7 +346,7 @@ fn admit(
     } else if (flags & FLAG_STAR != 0) != cfg.star {
         (Status::Topology, 0)
     } else if want == ANY {
-        match (0..cfg.world).find(|&r| free(r)) {
+        match (0..cfg.world).find(|&r| free(r) && Some(r) != cfg.reserved) {
             Some(r) => (Status::Ok, r),
             None => (Status::RankConflict, 0),
         }
@@ -503,6 +506,12 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
             reason: format!("{seed} is not a meshwork seed"),
         });
     }
+    // Nothing a seed says counts before it has proved the token.
+    if !verify(&key, b"seed", &join, &reply[..44], &reply[44..76]) {
+        // Tell the seed at once too; hand it nothing.
+        let _ = s.write_all(&[0u8; PROOF_LEN]);
+        return Err(FormationError::TokenMismatch { rank: seed_rank });
+    }
     let (status, rank, world) = (u32_at(&reply, 8), u32_at(&reply, 12), u32_at(&reply, 16));
     match status {
         s if s == Status::Ok as u32 => {}
@@ -524,11 +533,6 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
             return Err(FormationError::TopologyMismatch { rank: seed_rank })
         }
         _ => return Err(FormationError::RankConflict { rank }),
-    }
-    if !verify(&key, b"seed", &join, &reply[..44], &reply[44..76]) {
-        // Tell the seed at once too; hand it nothing.
-        let _ = s.write_all(&[0u8; PROOF_LEN]);
-        return Err(FormationError::TokenMismatch { rank: seed_rank });
     }
     let mut pr = Vec::with_capacity(PROOF_LEN);
     pr.extend_from_slice(&proof(&key, b"joiner", &reply[..44], &join));
@@ -651,6 +655,7 @@ mod tests {
                 star: false,
                 token: Some("t".into()),
                 timeout: Duration::from_secs(10),
+                reserved: None,
             },
         )
         .unwrap();
@@ -691,6 +696,7 @@ mod tests {
                 star: false,
                 token: Some("right".into()),
                 timeout: Duration::from_secs(10),
+                reserved: None,
             },
         )
         .unwrap();
