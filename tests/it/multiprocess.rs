@@ -2,15 +2,8 @@
 //! a rank killed or frozen mid-collective, and a soak — on QUIC (the
 //! default) and, for the collectives and the faults, on TCP too.
 
-use crate::procs::{spawn, Launch};
+use crate::procs::{all_ok, spawn, Launch};
 use std::time::{Duration, Instant};
-
-fn all_ok(results: &[(u32, String)]) {
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
-}
 
 fn every_collective(topology: &str, transport: &str) {
     let launch = Launch::loopback(4, topology, 20.0).on(transport);

@@ -2,7 +2,7 @@
 //! NAT, a host whose cable is cut mid-collective, a rate-limited link.
 
 use crate::netlab::{skip, Lab};
-use crate::procs::{spawn, Launch};
+use crate::procs::{all_ok, spawn, Launch};
 use std::time::{Duration, Instant};
 
 macro_rules! lab_or_skip {
@@ -55,11 +55,7 @@ fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
     let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
     let l = launch(3, &peers.join(","), "mesh", 20.0, wrap);
     let mut ranks = spawn(&l, "all");
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 #[test]
@@ -80,11 +76,7 @@ fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
     // Workers are given only the coordinator's address.
     let l = launch(4, &format!("10.77.{n}.10:29500"), "star", 20.0, wrap);
     let mut ranks = spawn(&l, "all");
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 #[test]
@@ -143,11 +135,7 @@ fn netlab_a_slow_link_that_keeps_moving_does_not_time_out() {
     let wrap = hosts.iter().map(|(ns, _)| Lab::exec_in(ns)).collect();
     let started = Instant::now();
     let mut ranks = spawn(&launch(2, &peers.join(","), "mesh", 1.0, wrap), "slow");
-    let results = ranks.results(Duration::from_secs(120));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(120)));
     assert!(
         started.elapsed() > Duration::from_secs(2),
         "the link was not slow"
@@ -216,11 +204,7 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
         &discovery_env(3, "star", "star-job", Some(&coordinator), wrap),
         "all",
     );
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 /// A joiner with the wrong token never hears a valid announcement: the
@@ -325,11 +309,7 @@ fn netlab_seed_bootstrap_forms_a_mesh_across_4_hosts() {
     let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
     let l = seed_launch(4, "mesh", &format!("10.77.{n}.10"), wrap);
     let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(4));
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 /// A star bootstrapped by a seed on the coordinator's host, with a worker
@@ -348,11 +328,7 @@ fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
         .collect();
     let l = seed_launch(3, "star", &format!("10.77.{n}.10"), wrap);
     let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(3));
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 /// A joiner with the wrong token is refused at once
@@ -390,11 +366,7 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
         "{:?}",
         started.elapsed()
     );
-    let results = ranks.results(Duration::from_secs(60));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(60)));
 }
 
 /// Multi-homed hosts whose default route leads elsewhere: discovery by
@@ -430,11 +402,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
     let mut l = discovery_env(3, "mesh", "ifname-job", None, wrap);
     l.env.push(("IFNAME".into(), format!("10.77.{n}.0/24")));
     let mut ranks = spawn(&l, "all");
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
 /// A star on a LAN with no address given at all: the workers find the
@@ -448,9 +416,5 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
         .collect();
     let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
     let mut ranks = spawn(&discovery_env(3, "star", "mdns-job", None, wrap), "all");
-    let results = ranks.results(Duration::from_secs(240));
-    assert!(
-        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
-        "{results:#?}"
-    );
+    all_ok(&ranks.results(Duration::from_secs(240)));
 }

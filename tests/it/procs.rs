@@ -50,6 +50,14 @@ impl Launch {
     }
 }
 
+/// Every rank reported success.
+pub fn all_ok(results: &[(u32, String)]) {
+    assert!(
+        results.iter().all(|(_, l)| l.starts_with("RESULT ok")),
+        "{results:#?}"
+    );
+}
+
 pub fn spawn(launch: &Launch, scenario: &str) -> Ranks {
     spawn_with(launch, scenario, &[])
 }

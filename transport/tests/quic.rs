@@ -3,26 +3,16 @@
 //! peer, settings that differ across ranks, and peers without a leaf from
 //! the cluster's CA.
 
+mod common;
+
+use common::{every_pair_talks_on, free_addrs, key, lanes_stay_intact, T};
 use meshwork_transport::quic::{ClusterCa, QuicConfig, QuicTransport};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
-use meshwork_transport::{LaneKey, LaneKind, Transport, TransportError};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use meshwork_transport::{Transport, TransportError};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-const T: Duration = Duration::from_secs(10);
-
 /// Addresses whose port is free for both TCP and UDP.
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let mut held = Vec::new();
-    while held.len() < n {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = t.local_addr().unwrap();
-        if let Ok(u) = UdpSocket::bind(addr) {
-            held.push((t, u, addr));
-        }
-    }
-    held.into_iter().map(|(_, _, a)| a).collect()
-}
 
 fn config(r: u32, world: u32, addrs: &[SocketAddr], star: bool) -> QuicConfig {
     let mut cfg = QuicConfig::new(r, world, addrs.to_vec());
@@ -52,37 +42,8 @@ fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<QuicTransport> {
         .collect()
 }
 
-fn key(tag: u64) -> LaneKey {
-    LaneKey {
-        comm: 0,
-        kind: LaneKind::PointToPoint,
-        tag,
-    }
-}
-
 fn every_pair_talks(world: u32, star: bool) {
     every_pair_talks_on(form(world, star));
-}
-
-fn every_pair_talks_on(ts: Vec<QuicTransport>) {
-    let world = ts.len() as u32;
-    for a in 0..world {
-        for b in 0..world {
-            let msg = format!("{a}->{b}");
-            ts[a as usize].send(b, key(7), &[msg.as_bytes()]).unwrap();
-            let big = vec![a as u8; 3 << 20];
-            ts[a as usize].send(b, key(8), &[&big]).unwrap();
-        }
-    }
-    for b in 0..world {
-        for a in 0..world {
-            let got = ts[b as usize].recv(a, key(7), T, None).unwrap();
-            assert_eq!(got.as_ref(), format!("{a}->{b}").as_bytes());
-            let big = ts[b as usize].recv(a, key(8), T, None).unwrap();
-            assert_eq!(big.len(), 3 << 20);
-            assert!(big.as_ref().iter().all(|&x| x == a as u8));
-        }
-    }
 }
 
 #[test]
@@ -128,28 +89,7 @@ fn quic_lanes_stay_in_order_across_quic_and_the_sidecar() {
             1,
             4097,
         ];
-        std::thread::scope(|s| {
-            for lane in 0..4u64 {
-                let t = &ts[1];
-                s.spawn(move || {
-                    for (i, &n) in sizes.iter().enumerate() {
-                        let fill = (lane * 16 + i as u64) as u8;
-                        t.send(2, key(100 + lane), &[&vec![fill; n]]).unwrap();
-                    }
-                });
-            }
-        });
-        for lane in 0..4u64 {
-            for (i, &n) in sizes.iter().enumerate() {
-                let m = ts[2].recv(1, key(100 + lane), T, None).unwrap();
-                let fill = (lane * 16 + i as u64) as u8;
-                assert_eq!(m.len(), n, "star={star} lane {lane} message {i}");
-                assert!(
-                    m.as_ref().iter().all(|&b| b == fill),
-                    "star={star} lane {lane} message {i}"
-                );
-            }
-        }
+        lanes_stay_intact(&ts, &sizes, &format!("star={star}"));
     }
 }
 

@@ -1,19 +1,13 @@
 //! TCP transport on loopback: mesh and star formation, lanes between every
 //! pair (relayed in star), a departed peer, caps.
 
+mod common;
+
+use common::{every_pair_talks_on, free_addrs, key, lanes_stay_intact, T};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
 use meshwork_transport::{LaneKey, LaneKind, Transport, TransportError};
-use std::net::{SocketAddr, TcpListener};
+
 use std::time::Duration;
-
-const T: Duration = Duration::from_secs(10);
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap()).collect()
-}
 
 fn form(world: u32, star: bool) -> Vec<TcpTransport> {
     form_sealed(world, star, false)
@@ -37,37 +31,8 @@ fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<TcpTransport> {
         .collect()
 }
 
-fn key(tag: u64) -> LaneKey {
-    LaneKey {
-        comm: 0,
-        kind: LaneKind::PointToPoint,
-        tag,
-    }
-}
-
 fn every_pair_talks(world: u32, star: bool) {
     every_pair_talks_on(form(world, star));
-}
-
-fn every_pair_talks_on(ts: Vec<TcpTransport>) {
-    let world = ts.len() as u32;
-    for a in 0..world {
-        for b in 0..world {
-            let msg = format!("{a}->{b}");
-            ts[a as usize].send(b, key(7), &[msg.as_bytes()]).unwrap();
-            let big = vec![a as u8; 3 << 20];
-            ts[a as usize].send(b, key(8), &[&big]).unwrap();
-        }
-    }
-    for b in 0..world {
-        for a in 0..world {
-            let got = ts[b as usize].recv(a, key(7), T, None).unwrap();
-            assert_eq!(got.as_ref(), format!("{a}->{b}").as_bytes());
-            let big = ts[b as usize].recv(a, key(8), T, None).unwrap();
-            assert_eq!(big.len(), 3 << 20);
-            assert!(big.as_ref().iter().all(|&x| x == a as u8));
-        }
-    }
 }
 
 #[test]
@@ -168,28 +133,7 @@ fn concurrent_senders_of_mixed_sizes_share_a_link_intact() {
     for star in [false, true] {
         let ts = form(3, star);
         let sizes = [1usize, 40, 4096, 70_000, 3 << 20, 17, 1 << 20, 0, 5_000_001];
-        std::thread::scope(|s| {
-            for lane in 0..4u64 {
-                let t = &ts[1];
-                s.spawn(move || {
-                    for (i, &n) in sizes.iter().enumerate() {
-                        let fill = (lane * 16 + i as u64) as u8;
-                        t.send(2, key(100 + lane), &[&vec![fill; n]]).unwrap();
-                    }
-                });
-            }
-        });
-        for lane in 0..4u64 {
-            for (i, &n) in sizes.iter().enumerate() {
-                let m = ts[2].recv(1, key(100 + lane), T, None).unwrap();
-                let fill = (lane * 16 + i as u64) as u8;
-                assert_eq!(m.len(), n, "star={star} lane {lane} message {i}");
-                assert!(
-                    m.as_ref().iter().all(|&b| b == fill),
-                    "star={star} lane {lane} message {i}"
-                );
-            }
-        }
+        lanes_stay_intact(&ts, &sizes, &format!("star={star}"));
     }
 }
 

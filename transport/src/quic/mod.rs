@@ -435,7 +435,28 @@ const STOP: mio::Token = mio::Token(1);
 /// Connections being set up at once, at most (strangers included).
 const MAX_PENDING: usize = 256;
 
-impl Former<'_> {
+impl<'a> Former<'a> {
+    fn new(
+        rank: u32,
+        config: quiche::Config,
+        listener: Option<mio::net::UdpSocket>,
+        poll: mio::Poll,
+        accept_from: &'a BTreeSet<u32>,
+    ) -> Former<'a> {
+        Former {
+            rank,
+            config,
+            listener,
+            poll,
+            pending: HashMap::new(),
+            by_addr: HashMap::new(),
+            // Tokens 0 and 1: the listener and the stop waker.
+            next_token: 2,
+            accept_from,
+            buf: vec![0; 65_535],
+        }
+    }
+
     fn dial(&mut self, peer: u32, addr: SocketAddr) -> Result<(), FormationError> {
         let s = std::net::UdpSocket::bind(unspecified(&addr)).map_err(|e| fail(peer, e))?;
         s.connect(addr).map_err(|e| fail(peer, e))?;
@@ -667,17 +688,7 @@ impl QuicTransport {
         )?;
         let deadline = Instant::now() + tcp.timeout;
         let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
-        let mut former = Former {
-            rank,
-            config,
-            listener,
-            poll,
-            pending: HashMap::new(),
-            by_addr: HashMap::new(),
-            next_token: 2,
-            accept_from: &accept_from,
-            buf: vec![0; 65_535],
-        };
+        let mut former = Former::new(rank, config, listener, poll, &accept_from);
         if let Some(l) = former.listener.as_mut() {
             former
                 .poll
@@ -784,17 +795,7 @@ impl QuicTransport {
             .name(format!("meshwork-qlate-{rank}"))
             .spawn(move || {
                 let none = BTreeSet::new();
-                let mut f = Former {
-                    rank,
-                    config,
-                    listener,
-                    poll,
-                    pending: HashMap::new(),
-                    by_addr: HashMap::new(),
-                    next_token: 2,
-                    accept_from: &none,
-                    buf: vec![0; 65_535],
-                };
+                let mut f = Former::new(rank, config, listener, poll, &none);
                 let mut events = mio::Events::with_capacity(16);
                 while !flag.load(Ordering::Acquire) {
                     let until = Instant::now() + Duration::from_secs(1);

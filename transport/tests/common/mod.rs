@@ -1,0 +1,81 @@
+//! What the transport tests share: free ports, a lane, and a check that
+//! every pair of ranks talks.
+
+#![allow(dead_code, reason = "each test binary uses its own part")]
+
+use meshwork_transport::{LaneKey, LaneKind, Transport};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::time::Duration;
+
+pub const T: Duration = Duration::from_secs(10);
+
+/// Loopback addresses whose port is free for both TCP and UDP.
+pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let mut held = Vec::new();
+    while held.len() < n {
+        let t = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = t.local_addr().unwrap();
+        if let Ok(u) = UdpSocket::bind(addr) {
+            held.push((t, u, addr));
+        }
+    }
+    held.into_iter().map(|(_, _, a)| a).collect()
+}
+
+pub fn key(tag: u64) -> LaneKey {
+    LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag,
+    }
+}
+
+/// Every rank sends every rank (itself too) a small and a 3 MiB message on
+/// two lanes; each arrives intact.
+pub fn every_pair_talks_on<T: Transport>(ts: Vec<T>) {
+    let world = ts.len() as u32;
+    for a in 0..world {
+        for b in 0..world {
+            let msg = format!("{a}->{b}");
+            ts[a as usize].send(b, key(7), &[msg.as_bytes()]).unwrap();
+            let big = vec![a as u8; 3 << 20];
+            ts[a as usize].send(b, key(8), &[&big]).unwrap();
+        }
+    }
+    for b in 0..world {
+        for a in 0..world {
+            let got = ts[b as usize].recv(a, key(7), self::T, None).unwrap();
+            assert_eq!(got.as_ref(), format!("{a}->{b}").as_bytes());
+            let big = ts[b as usize].recv(a, key(8), self::T, None).unwrap();
+            assert_eq!(big.len(), 3 << 20);
+            assert!(big.as_ref().iter().all(|&x| x == a as u8));
+        }
+    }
+}
+
+/// Four threads of rank 1 send `sizes` to rank 2 at once, each on its own
+/// lane: every lane's messages arrive whole and in order.
+pub fn lanes_stay_intact<T: Transport + Sync>(ts: &[T], sizes: &[usize], ctx: &str) {
+    std::thread::scope(|s| {
+        for lane in 0..4u64 {
+            let t = &ts[1];
+            s.spawn(move || {
+                for (i, &n) in sizes.iter().enumerate() {
+                    let fill = (lane * 16 + i as u64) as u8;
+                    t.send(2, key(100 + lane), &[&vec![fill; n]]).unwrap();
+                }
+            });
+        }
+    });
+    for lane in 0..4u64 {
+        for (i, &n) in sizes.iter().enumerate() {
+            let m = ts[2].recv(1, key(100 + lane), self::T, None).unwrap();
+            let fill = (lane * 16 + i as u64) as u8;
+            assert_eq!(m.len(), n, "{ctx} lane {lane} message {i}");
+            assert!(
+                m.as_ref().iter().all(|&b| b == fill),
+                "{ctx} lane {lane} message {i}"
+            );
+        }
+    }
+}
