@@ -4,7 +4,8 @@
 //! ```text
 //! joiner → seed   Join   (80 B): "MWSEED01", version, world, wanted rank
 //!                                (u32::MAX: any), flags (star), nonce_j
-//! seed → joiner   Reply  (76 B): "MWSEED01", status, rank, world, nonce_s,
+//! seed → joiner   Reply  (76 B): "MWSEED01", status, rank (the seed's
+//!                                protocol version if that differs), world, nonce_s,
 //!                                proof_s = HMAC(key, "seed" ‖ join ‖ reply[..44])
 //! joiner → seed   Proof  (50 B): HMAC(key, "joiner" ‖ reply[..44] ‖ join),
 //!                                advertised port, advertised IP (16 B;
@@ -340,7 +341,8 @@ fn admit(
     );
     let free = |r: u32| r < cfg.world && members[r as usize].is_none();
     let (status, rank) = if version != PROTOCOL_VERSION {
-        (Status::Protocol, 0)
+        // The rank field carries the seed's version, for the joiner's error.
+        (Status::Protocol, PROTOCOL_VERSION)
     } else if world != cfg.world {
         (Status::World, 0)
     } else if (flags & FLAG_STAR != 0) != cfg.star {
@@ -519,7 +521,7 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
             return Err(FormationError::ProtocolMismatch {
                 rank: seed_rank,
                 ours: PROTOCOL_VERSION,
-                theirs: 0,
+                theirs: rank,
             })
         }
         s if s == Status::World as u32 => {
