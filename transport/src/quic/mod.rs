@@ -430,6 +430,10 @@ struct Former<'a> {
     buf: Vec<u8>,
 }
 
+/// The acceptor's one-byte "admitted" message: the server-initiated
+/// unidirectional stream after the link's own.
+const ADMIT_STREAM: u64 = 4 * link::STREAMS + 3;
+
 const LISTEN: mio::Token = mio::Token(0);
 const STOP: mio::Token = mio::Token(1);
 /// Connections being set up at once, at most (strangers included).
@@ -612,8 +616,19 @@ impl<'a> Former<'a> {
                 }
                 _ => false,
             };
-            if ok {
+            if ok && !p.dialed {
+                // The acceptor has checked the dialer's leaf (a TLS 1.3
+                // client is "established" before that): say so.
+                let _ = p.conn.stream_send(ADMIT_STREAM, &[1], true);
+                p.pump(&mut self.buf);
                 gone.push(token);
+            } else if ok {
+                // The dialer waits for that word before its link is up.
+                let mut word = [0u8; 1];
+                if matches!(p.conn.stream_recv(ADMIT_STREAM, &mut word), Ok((1, _))) && word[0] == 1
+                {
+                    gone.push(token);
+                }
             } else {
                 tracing::warn!(
                     remote = %p.remote,
