@@ -48,11 +48,12 @@ const RECV_BUF: usize = 65_535;
 /// How long a closing link waits for the peer to acknowledge what it
 /// sent, at most.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
-/// The longest the link's thread sleeps while anything is in flight or an
-/// acknowledgement is owed: quiche's loss timers and our deferred ACKs
-/// are served within this (the peer expects ACKs within its
-/// `max_ack_delay`, 25 ms). An application thread that moves a timer
-/// earlier than the thread's wake-up wakes it.
+/// The longest the link's thread sleeps, idle or not (50 wake-ups a
+/// second, a few µs each): timers that application threads arm while it
+/// sleeps, and ACKs they defer, are served within this (the peer expects
+/// ACKs within its `max_ack_delay`, 25 ms) without waking the thread after
+/// every message. A timer set earlier than the thread's wake-up still
+/// wakes it.
 const TICK: Duration = Duration::from_millis(20);
 /// How long an acknowledgement may wait for a reply to carry it (well
 /// under the 25 ms `max_ack_delay` peers allow for).
