@@ -31,6 +31,11 @@ use std::collections::VecDeque;
 /// The smallest sidecar threshold (see the module docs).
 pub const MIN_THRESHOLD: usize = 2 << 10;
 
+/// Frames, or payloads, one stream may hold waiting for their turn: more
+/// means a peer whose stamps never line up (a protocol error, not memory
+/// without bound).
+const MAX_WAITING: usize = 1 << 16;
+
 /// The sending side's counters for one link, per stream.
 #[derive(Debug)]
 pub(crate) struct Out {
@@ -106,6 +111,9 @@ impl In {
         payload: Option<Payload>,
     ) -> Result<(), String> {
         let st = self.streams.get_mut(s).ok_or("no such stream")?;
+        if st.frames.len() >= MAX_WAITING {
+            return Err("too many frames waiting for sidecar payloads".into());
+        }
         st.frames.push_back((h, payload));
         st.deliver(shared, peer)
     }
@@ -120,6 +128,9 @@ impl In {
         payload: Payload,
     ) -> Result<(), String> {
         let st = self.streams.get_mut(s).ok_or("no such stream")?;
+        if st.payloads.len() >= MAX_WAITING {
+            return Err("too many sidecar payloads waiting for their frames".into());
+        }
         st.payloads.push_back((h, payload));
         st.deliver(shared, peer)
     }
