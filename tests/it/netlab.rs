@@ -127,6 +127,19 @@ impl Lab {
         Ok((ns, dev))
     }
 
+    /// Hosts `{prefix}{i}` on the LAN at 10.77.N.(10 + i), for each `i`;
+    /// their namespaces.
+    pub fn lan_hosts(
+        &mut self,
+        prefix: &str,
+        indices: impl IntoIterator<Item = u8>,
+    ) -> Result<Vec<String>, String> {
+        indices
+            .into_iter()
+            .map(|i| Ok(self.lan_host(&format!("{prefix}{i}"), 10 + i)?.0))
+            .collect()
+    }
+
     /// A NAT router on the LAN at 10.77.N.`octet` masquerading
     /// 10.78.N.0/24, and one host behind it at 10.78.N.2.
     pub fn host_behind_nat(&mut self, name: &str, octet: u8) -> Result<String, String> {
@@ -258,6 +271,16 @@ impl Lab {
     /// Whether `ns` can reach `ip` (one ping, one second).
     pub fn can_ping(&self, ns: &str, ip: &str) -> bool {
         run_in(ns, &["ping", "-c", "1", "-W", "1", ip]).is_ok()
+    }
+
+    /// The command prefixes that run one rank in each of `namespaces`.
+    pub fn exec_in_each<S: AsRef<str>>(
+        namespaces: impl IntoIterator<Item = S>,
+    ) -> Vec<Vec<String>> {
+        namespaces
+            .into_iter()
+            .map(|ns| Lab::exec_in(ns.as_ref()))
+            .collect()
     }
 
     /// The command prefix that runs a program inside `ns`.

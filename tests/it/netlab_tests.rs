@@ -44,15 +44,13 @@ fn launch(
 fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
     let mut lab = lab_or_skip!("loss");
     let n = lab.net;
-    let hosts: Vec<String> = (0..3)
-        .map(|i| lab.lan_host(&format!("l{i}"), 10 + i).unwrap().0)
-        .collect();
+    let hosts = lab.lan_hosts("l", 0..3).unwrap();
     lab.udp_loss(&hosts[1], 5).unwrap();
     lab.udp_loss(&hosts[2], 5).unwrap();
     let peers: Vec<String> = (0..3)
         .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
         .collect();
-    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let wrap = Lab::exec_in_each(&hosts);
     let l = launch(3, &peers.join(","), "mesh", 20.0, wrap);
     let mut ranks = spawn(&l, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -69,10 +67,7 @@ fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
     // It is a real NAT: the worker reaches the coordinator, not the reverse.
     assert!(lab.can_ping(&natted, &format!("10.77.{n}.10")));
     assert!(!lab.can_ping(&coord, &format!("10.78.{n}.2")));
-    let wrap = [&coord, &natted, &w2, &w3]
-        .iter()
-        .map(|ns| Lab::exec_in(ns))
-        .collect();
+    let wrap = Lab::exec_in_each([&coord, &natted, &w2, &w3]);
     // Workers are given only the coordinator's address.
     let l = launch(4, &format!("10.77.{n}.10:29500"), "star", 20.0, wrap);
     let mut ranks = spawn(&l, "all");
@@ -90,7 +85,7 @@ fn netlab_faults_a_cut_cable_is_a_timeout_within_the_deadline() {
     let peers: Vec<String> = (1..=3)
         .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
         .collect();
-    let wrap = hosts.iter().map(|(ns, _)| Lab::exec_in(ns)).collect();
+    let wrap = Lab::exec_in_each(hosts.iter().map(|(ns, _)| ns));
     let mut ranks = spawn(
         &launch(3, &peers.join(","), "mesh", DEADLINE_S, wrap),
         "loop",
@@ -132,7 +127,7 @@ fn netlab_a_slow_link_that_keeps_moving_does_not_time_out() {
     let peers: Vec<String> = (1..=2)
         .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
         .collect();
-    let wrap = hosts.iter().map(|(ns, _)| Lab::exec_in(ns)).collect();
+    let wrap = Lab::exec_in_each(hosts.iter().map(|(ns, _)| ns));
     let started = Instant::now();
     let mut ranks = spawn(&launch(2, &peers.join(","), "mesh", 1.0, wrap), "slow");
     all_ok(&ranks.results(Duration::from_secs(120)));
@@ -169,11 +164,9 @@ fn discovery_env(
 #[test]
 fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
     let mut lab = lab_or_skip!("disc-mesh");
-    let hosts: Vec<String> = (1..=6)
-        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap().0)
-        .collect();
-    let wrap_a = hosts[..4].iter().map(|ns| Lab::exec_in(ns)).collect();
-    let wrap_b = hosts[4..].iter().map(|ns| Lab::exec_in(ns)).collect();
+    let hosts = lab.lan_hosts("h", 1..=6).unwrap();
+    let wrap_a = Lab::exec_in_each(&hosts[..4]);
+    let wrap_b = Lab::exec_in_each(&hosts[4..]);
     let mut a = spawn(&discovery_env(4, "mesh", "job-a", None, wrap_a), "all");
     let mut b = spawn(&discovery_env(2, "mesh", "job-b", None, wrap_b), "all");
     let ra = a.results(Duration::from_secs(240));
@@ -195,10 +188,7 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
     let (coord, _) = lab.lan_host("c", 10).unwrap();
     let natted = lab.host_behind_nat("w1", 20).unwrap();
     let (w2, _) = lab.lan_host("w2", 12).unwrap();
-    let wrap = [&coord, &natted, &w2]
-        .iter()
-        .map(|ns| Lab::exec_in(ns))
-        .collect();
+    let wrap = Lab::exec_in_each([&coord, &natted, &w2]);
     let coordinator = format!("10.77.{n}.10");
     let mut ranks = spawn(
         &discovery_env(3, "star", "star-job", Some(&coordinator), wrap),
@@ -212,16 +202,10 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
 #[test]
 fn netlab_faults_discovery_ignores_a_wrong_token() {
     let mut lab = lab_or_skip!("disc-token");
-    let hosts: Vec<String> = (1..=3)
-        .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap().0)
-        .collect();
-    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let hosts = lab.lan_hosts("h", 1..=3).unwrap();
+    let wrap = Lab::exec_in_each(&hosts);
     let mut l = discovery_env(3, "mesh", "right", None, wrap);
-    for (k, v) in &mut l.env {
-        if k == "TIMEOUT_S" {
-            *v = "2".into();
-        }
-    }
+    l.set("TIMEOUT_S", "2");
     let per_rank = vec![
         Vec::new(),
         Vec::new(),
@@ -303,10 +287,8 @@ fn joiners(world: u32) -> Vec<Vec<(String, String)>> {
 fn netlab_seed_bootstrap_forms_a_mesh_across_4_hosts() {
     let mut lab = lab_or_skip!("seed-mesh");
     let n = lab.net;
-    let hosts: Vec<String> = (0..4)
-        .map(|i| lab.lan_host(&format!("s{i}"), 10 + i).unwrap().0)
-        .collect();
-    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let hosts = lab.lan_hosts("s", 0..4).unwrap();
+    let wrap = Lab::exec_in_each(&hosts);
     let l = seed_launch(4, "mesh", &format!("10.77.{n}.10"), wrap);
     let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(4));
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -322,10 +304,7 @@ fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
     let (coord, _) = lab.lan_host("c", 10).unwrap();
     let natted = lab.host_behind_nat("w1", 20).unwrap();
     let (w2, _) = lab.lan_host("w2", 12).unwrap();
-    let wrap = [&coord, &natted, &w2]
-        .iter()
-        .map(|ns| Lab::exec_in(ns))
-        .collect();
+    let wrap = Lab::exec_in_each([&coord, &natted, &w2]);
     let l = seed_launch(3, "star", &format!("10.77.{n}.10"), wrap);
     let mut ranks = crate::procs::spawn_with(&l, "all", &joiners(3));
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -338,10 +317,8 @@ fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
 fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
     let mut lab = lab_or_skip!("seed-token");
     let n = lab.net;
-    let hosts: Vec<String> = (0..4)
-        .map(|i| lab.lan_host(&format!("t{i}"), 10 + i).unwrap().0)
-        .collect();
-    let wrap: Vec<Vec<String>> = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let hosts = lab.lan_hosts("t", 0..4).unwrap();
+    let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
     let seed_host = format!("10.77.{n}.10");
     let job = seed_launch(3, "mesh", &seed_host, wrap[..3].to_vec());
     let mut ranks = crate::procs::spawn_with(&job, "connect", &joiners(3));
@@ -376,20 +353,14 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
 fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
     let mut lab = lab_or_skip!("ifname");
     let n = lab.net;
-    let hosts: Vec<String> = (0..3)
-        .map(|i| lab.lan_host(&format!("m{i}"), 10 + i).unwrap().0)
-        .collect();
+    let hosts = lab.lan_hosts("m", 0..3).unwrap();
     for (i, ns) in hosts.iter().enumerate() {
         lab.second_default_interface(ns, 10 + i as u8).unwrap();
     }
-    let wrap: Vec<Vec<String>> = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
     // Without IFNAME: the announcements leave through the dummy interface.
     let mut blind = discovery_env(3, "mesh", "ifname-job", None, wrap.clone());
-    for (k, v) in &mut blind.env {
-        if k == "TIMEOUT_S" {
-            *v = "2".into();
-        }
-    }
+    blind.set("TIMEOUT_S", "2");
     let mut ranks = spawn(&blind, "connect");
     let results = ranks.results(Duration::from_secs(30));
     assert!(
@@ -411,10 +382,8 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
 #[test]
 fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
     let mut lab = lab_or_skip!("mdns-star");
-    let hosts: Vec<String> = (0..3)
-        .map(|i| lab.lan_host(&format!("d{i}"), 10 + i).unwrap().0)
-        .collect();
-    let wrap = hosts.iter().map(|ns| Lab::exec_in(ns)).collect();
+    let hosts = lab.lan_hosts("d", 0..3).unwrap();
+    let wrap = Lab::exec_in_each(&hosts);
     let mut ranks = spawn(&discovery_env(3, "star", "mdns-job", None, wrap), "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
 }

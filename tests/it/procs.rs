@@ -44,9 +44,14 @@ impl Launch {
 
     /// The same group on another transport (`quic` or `tcp`).
     pub fn on(mut self, transport: &str) -> Launch {
-        self.env.retain(|(k, _)| k != "TRANSPORT");
-        self.env.push(("TRANSPORT".into(), transport.into()));
+        self.set("TRANSPORT", transport);
         self
+    }
+
+    /// Set (or replace) one variable of every rank's environment.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.into(), value.into()));
     }
 }
 

@@ -1,18 +1,16 @@
 //! QUIC transport on loopback: mesh and star, small messages over QUIC and
 //! large ones over the TCP sidecar on the same lanes (in order), a departed
-//! peer, settings that differ across ranks, and peers without a leaf from
-//! the cluster's CA.
+//! peer, settings that differ across ranks. (Strangers and hostile
+//! members: the unit tests of `quic/mod.rs`.)
 
 mod common;
 
-use common::{every_pair_talks_on, free_addrs, key, lanes_stay_intact, T};
-use meshwork_transport::quic::{ClusterCa, QuicConfig, QuicTransport};
+use common::{every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, T};
+use meshwork_transport::quic::{QuicConfig, QuicTransport};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
 use meshwork_transport::{Transport, TransportError};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-/// Addresses whose port is free for both TCP and UDP.
 
 fn config(r: u32, world: u32, addrs: &[SocketAddr], star: bool) -> QuicConfig {
     let mut cfg = QuicConfig::new(r, world, addrs.to_vec());
@@ -28,18 +26,11 @@ fn form(world: u32, star: bool) -> Vec<QuicTransport> {
 
 /// With `seal`, sidecar payloads are encrypted (`ENCRYPT_BULK`).
 fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<QuicTransport> {
-    let addrs = free_addrs(world as usize);
-    let handles: Vec<_> = (0..world)
-        .map(|r| {
-            let mut cfg = config(r, world, &addrs, star);
-            cfg.tcp.seal = seal;
-            std::thread::spawn(move || QuicTransport::connect(cfg))
-        })
-        .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().unwrap().unwrap())
-        .collect()
+    form_with(world, |r, addrs| {
+        let mut cfg = config(r, world, &addrs, star);
+        cfg.tcp.seal = seal;
+        QuicTransport::connect(cfg)
+    })
 }
 
 fn every_pair_talks(world: u32, star: bool) {
@@ -160,128 +151,4 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
         "{e}"
     );
     assert!(h.join().unwrap().is_err());
-}
-
-/// A plain QUIC client: its own context, dialling `addr` as `name`.
-/// Returns the error code the server closed its connection with.
-fn rogue_dial(addr: SocketAddr, ctx: boring::ssl::SslContextBuilder, name: &str) -> u64 {
-    let mut cfg =
-        quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx).unwrap();
-    cfg.set_application_protos(&[b"meshwork/2"]).unwrap();
-    cfg.set_max_idle_timeout(3000);
-    cfg.set_initial_max_data(1 << 20);
-    cfg.set_initial_max_stream_data_uni(1 << 20);
-    cfg.set_initial_max_streams_uni(16);
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.connect(addr).unwrap();
-    let local = sock.local_addr().unwrap();
-    let scid = quiche::ConnectionId::from_vec(vec![7u8; 16]);
-    let mut conn = quiche::connect(Some(name), &scid, local, addr, &mut cfg).unwrap();
-    let mut buf = vec![0u8; 65_535];
-    let until = Instant::now() + Duration::from_secs(8);
-    let mut sent_data = false;
-    while !conn.is_closed() && Instant::now() < until {
-        while let Ok((n, _)) = conn.send(&mut buf) {
-            sock.send(&buf[..n]).unwrap();
-        }
-        let wait = conn
-            .timeout()
-            .unwrap_or(Duration::from_millis(50))
-            .max(Duration::from_millis(1));
-        sock.set_read_timeout(Some(wait.min(Duration::from_millis(50))))
-            .unwrap();
-        match sock.recv(&mut buf) {
-            Ok(n) => {
-                let info = quiche::RecvInfo {
-                    from: addr,
-                    to: local,
-                };
-                let _ = conn.recv(&mut buf[..n], info);
-            }
-            Err(_) => conn.on_timeout(),
-        }
-        if conn.is_established() && !sent_data {
-            // Garbage where frames belong, in case the handshake let it in.
-            let _ = conn.stream_send(2, &[0xAB; 100], false);
-            sent_data = true;
-        }
-    }
-    assert!(conn.is_closed(), "still open after 8 s");
-    let e = conn
-        .peer_error()
-        .expect("closed by the server, not by a timeout");
-    assert!(!e.is_app, "{e:?}");
-    e.error_code
-}
-
-/// TLS alerts travel as QUIC transport errors 0x100 + alert.
-const UNKNOWN_CA: u64 = 0x100 + 48;
-const DECRYPT_ERROR: u64 = 0x100 + 51;
-
-fn self_signed_context() -> boring::ssl::SslContextBuilder {
-    use boring::ec::{EcGroup, EcKey};
-    use boring::nid::Nid;
-    use boring::pkey::PKey;
-    use boring::ssl::{SslContextBuilder, SslMethod, SslVerifyMode};
-    use boring::x509::{X509Name, X509};
-    let key = PKey::from_ec_key(
-        EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap(),
-    )
-    .unwrap();
-    let mut name = X509Name::builder().unwrap();
-    name.append_entry_by_nid(Nid::COMMONNAME, "rank-0.meshwork")
-        .unwrap();
-    let name = name.build();
-    let mut b = X509::builder().unwrap();
-    b.set_version(2).unwrap();
-    b.set_subject_name(&name).unwrap();
-    b.set_issuer_name(&name).unwrap();
-    b.set_pubkey(&key).unwrap();
-    let from = boring::asn1::Asn1Time::days_from_now(0).unwrap();
-    let until = boring::asn1::Asn1Time::days_from_now(30).unwrap();
-    b.set_not_before(&from).unwrap();
-    b.set_not_after(&until).unwrap();
-    b.sign(&key, boring::hash::MessageDigest::sha256()).unwrap();
-    let cert = b.build();
-    let mut ctx = SslContextBuilder::new(SslMethod::tls()).unwrap();
-    ctx.set_certificate(&cert).unwrap();
-    ctx.set_private_key(&key).unwrap();
-    ctx.set_verify(SslVerifyMode::NONE);
-    ctx
-}
-
-/// A client with a self-signed leaf, and one with a leaf from another
-/// cluster's CA that claims a real rank, are both refused by a rank's QUIC
-/// port; the group goes on undisturbed.
-#[test]
-fn quic_strangers_and_other_clusters_are_refused() {
-    let addrs = free_addrs(2);
-    let hs: Vec<_> = (0..2)
-        .map(|r| {
-            let cfg = config(r, 2, &addrs, false);
-            std::thread::spawn(move || QuicTransport::connect(cfg).unwrap())
-        })
-        .collect();
-    let ts: Vec<QuicTransport> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-
-    let code = rogue_dial(addrs[1], self_signed_context(), "rank-1.meshwork");
-    assert_eq!(code, UNKNOWN_CA, "a self-signed leaf: unknown CA");
-
-    let other = ClusterCa::from_token("another cluster")
-        .unwrap()
-        .issue(0)
-        .unwrap();
-    let mut ctx = other.ssl_context().unwrap();
-    ctx.set_verify(boring::ssl::SslVerifyMode::NONE);
-    let code = rogue_dial(addrs[1], ctx, "rank-1.meshwork");
-    // Same CA name, another key: the signature does not verify.
-    assert_eq!(code, DECRYPT_ERROR, "a leaf from another cluster's CA");
-
-    // The group is undisturbed.
-    for n in [10usize, 200_000] {
-        ts[0].send(1, key(3), &[&vec![5u8; n]]).unwrap();
-        assert_eq!(ts[1].recv(0, key(3), T, None).unwrap().len(), n);
-        ts[1].send(0, key(4), &[&vec![6u8; n]]).unwrap();
-        assert_eq!(ts[0].recv(1, key(4), T, None).unwrap().len(), n);
-    }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{every_pair_talks_on, free_addrs, key, lanes_stay_intact, T};
+use common::{every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, T};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
 use meshwork_transport::{LaneKey, LaneKind, Transport, TransportError};
 
@@ -14,21 +14,14 @@ fn form(world: u32, star: bool) -> Vec<TcpTransport> {
 }
 
 fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<TcpTransport> {
-    let addrs = free_addrs(world as usize);
-    let handles: Vec<_> = (0..world)
-        .map(|r| {
-            let mut cfg = TcpConfig::new(r, world, addrs.clone());
-            cfg.star = star;
-            cfg.seal = seal;
-            cfg.token = Some("tcp test token".into());
-            cfg.timeout = T;
-            std::thread::spawn(move || TcpTransport::connect(cfg))
-        })
-        .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().unwrap().unwrap())
-        .collect()
+    form_with(world, |r, addrs| {
+        let mut cfg = TcpConfig::new(r, world, addrs);
+        cfg.star = star;
+        cfg.seal = seal;
+        cfg.token = Some("tcp test token".into());
+        cfg.timeout = T;
+        TcpTransport::connect(cfg)
+    })
 }
 
 fn every_pair_talks(world: u32, star: bool) {

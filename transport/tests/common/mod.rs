@@ -22,6 +22,27 @@ pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
     held.into_iter().map(|(_, _, a)| a).collect()
 }
 
+/// A `world`-rank group on free loopback ports, formed by `connect(rank,
+/// addresses)` in one thread per rank; in rank order.
+pub fn form_with<T: Send, E: std::fmt::Debug + Send>(
+    world: u32,
+    connect: impl Fn(u32, Vec<SocketAddr>) -> Result<T, E> + Sync,
+) -> Vec<T> {
+    let addrs = free_addrs(world as usize);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..world)
+            .map(|r| {
+                let (connect, addrs) = (&connect, addrs.clone());
+                s.spawn(move || connect(r, addrs))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    })
+}
+
 pub fn key(tag: u64) -> LaneKey {
     LaneKey {
         comm: 0,
