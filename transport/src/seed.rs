@@ -30,7 +30,7 @@ use crate::quic::tls::{ClusterCa, RankIdentity};
 use crate::tcp::frame::{FrameType, Header};
 use crate::tcp::handshake::{derive_key, proof, verify, PROTOCOL_VERSION};
 use crate::tcp::seal::{Opener, Sealer};
-use crate::tcp::FormationError;
+use crate::tcp::{poll_readable, Backoff, FormationError};
 use crate::BufferPool;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -161,25 +161,15 @@ fn get_addr(b: &[u8]) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
+/// Which of `fds` are readable, waiting at most `timeout` (none if the
+/// wait itself failed: the caller's loop tries again).
+fn ready(fds: &[std::os::fd::RawFd], timeout: Duration) -> Vec<bool> {
+    poll_readable(fds, timeout).unwrap_or_else(|| vec![false; fds.len()])
+}
+
 /// Wait until `fd` is readable, at most `timeout`.
 fn readable(fd: &impl AsRawFd, timeout: Duration) -> bool {
     ready(&[fd.as_raw_fd()], timeout)[0]
-}
-
-/// Which of `fds` are readable (or closed), waiting at most `timeout`.
-fn ready(fds: &[std::os::fd::RawFd], timeout: Duration) -> Vec<bool> {
-    let mut ps: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `ps` is a valid array of `ps.len()` pollfds for the call.
-    let n = unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
-    ps.iter().map(|p| n > 0 && p.revents != 0).collect()
 }
 
 /// How long a seed goes on refusing latecomers once its job has formed.
@@ -461,26 +451,18 @@ pub fn join(seed: SocketAddr, req: &JoinRequest) -> Result<Joined, FormationErro
 pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
     let deadline = Instant::now() + req.timeout;
     let key = derive_key(req.token.as_deref());
-    let mut backoff = Duration::from_millis(5);
+    // The seed may not be up yet: dial with back-off until the deadline.
+    let mut backoff = Backoff::new();
     let mut s = loop {
         let now = Instant::now();
         if now >= deadline {
             return Err(FormationError::Timeout { missing: vec![0] });
         }
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "the seed may not be up yet: dial with back-off until the deadline"
-        )]
         match TcpStream::connect_timeout(&seed, (deadline - now).min(Duration::from_secs(2))) {
             Ok(s) => break s,
             Err(e) => tracing::trace!(%seed, "dial the seed: {e}"),
         }
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "back-off between dial attempts, not synchronisation"
-        )]
-        std::thread::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())));
-        backoff = (backoff * 2).min(Duration::from_millis(200));
+        backoff.pause(deadline);
     };
     let step = req
         .timeout

@@ -563,7 +563,7 @@ fn dial_until(
     timeout: Duration,
     cancel: &AtomicBool,
 ) -> Result<(TcpStream, Keys), FormationError> {
-    let mut backoff = Duration::from_millis(5);
+    let mut backoff = Backoff::new();
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.load(Ordering::Acquire) {
@@ -597,14 +597,48 @@ fn dial_until(
             }
             Err(e) => tracing::trace!(peer, "dial {addr}: {e}"),
         }
-        let pause = backoff.min(deadline.saturating_duration_since(Instant::now()));
+        backoff.pause(deadline);
+    }
+}
+
+/// The pause between attempts to dial a peer that is not up yet: 5 ms,
+/// doubling to 200 ms, never past the deadline.
+#[derive(Debug)]
+pub(crate) struct Backoff(Duration);
+
+impl Backoff {
+    pub(crate) fn new() -> Backoff {
+        Backoff(Duration::from_millis(5))
+    }
+
+    pub(crate) fn pause(&mut self, deadline: Instant) {
+        let pause = self
+            .0
+            .min(deadline.saturating_duration_since(Instant::now()));
         #[allow(
             clippy::disallowed_methods,
             reason = "back-off between dial attempts, not synchronisation"
         )]
         std::thread::sleep(pause);
-        backoff = (backoff * 2).min(Duration::from_millis(200));
+        self.0 = (self.0 * 2).min(Duration::from_millis(200));
     }
+}
+
+/// Which of `fds` are readable (or closed), waiting at most `timeout`;
+/// `None` if `poll(2)` itself failed.
+pub(crate) fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) -> Option<Vec<bool>> {
+    let mut ps: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `ps` is a valid array of `ps.len()` pollfds for the call.
+    let n = unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
+    (n >= 0).then(|| ps.iter().map(|p| p.revents != 0).collect())
 }
 
 impl TcpTransport {

@@ -58,15 +58,8 @@ fn read_now(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Wait until `stream` is readable (or closed), at most `timeout`.
 fn wait_readable(stream: &TcpStream, timeout: Duration) -> bool {
-    let mut fd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd, for the duration of the call.
-    let n = unsafe { libc::poll(&mut fd, 1, ms) };
-    n != 0 // ready, or an error that the next read will report
+    // Ready, or an error that the next read will report.
+    super::poll_readable(&[stream.as_raw_fd()], timeout).is_none_or(|r| r[0])
 }
 
 /// What a link does after a frame's header.

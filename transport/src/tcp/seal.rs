@@ -25,11 +25,21 @@ fn iv(nonce: u64) -> [u8; 12] {
     iv
 }
 
-/// The associated data: the header as it reads with the plaintext length.
-fn aad(h: &Header, plain_len: usize) -> [u8; super::frame::HEADER_LEN] {
-    let mut a = *h;
-    a.len = plain_len as u64;
-    a.encode()
+/// An AES-256-GCM cipher for payload `nonce` of a frame with header `h`
+/// and `plain_len` plaintext bytes (the header, with that length, is the
+/// associated data).
+fn crypter(
+    mode: Mode,
+    key: &[u8; 32],
+    nonce: u64,
+    h: &Header,
+    plain_len: usize,
+) -> Result<Crypter, boring::error::ErrorStack> {
+    let mut c = Crypter::new(Cipher::aes_256_gcm(), mode, key, Some(&iv(nonce)))?;
+    let mut aad = *h;
+    aad.len = plain_len as u64;
+    c.aad_update(&aad.encode())?;
+    Ok(c)
 }
 
 /// One direction's sealing side.
@@ -61,14 +71,7 @@ impl Sealer {
         let nonce = self.next;
         self.next += 1;
         let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
-        let mut c = Crypter::new(
-            Cipher::aes_256_gcm(),
-            Mode::Encrypt,
-            &self.key,
-            Some(&iv(nonce)),
-        )
-        .map_err(err)?;
-        c.aad_update(&aad(h, plain)).map_err(err)?;
+        let mut c = crypter(Mode::Encrypt, &self.key, nonce, h, plain).map_err(err)?;
         // The cipher may write up to a block more than it is given.
         let mut out = pool.take_filled(plain + SEAL_OVERHEAD + 16);
         out[..8].copy_from_slice(&nonce.to_le_bytes());
@@ -120,14 +123,7 @@ impl Opener {
         let plain = sealed.len() - SEAL_OVERHEAD;
         let (body, tag) = sealed[8..].split_at(plain);
         let err = |e: boring::error::ErrorStack| format!("a payload that does not open: {e}");
-        let mut c = Crypter::new(
-            Cipher::aes_256_gcm(),
-            Mode::Decrypt,
-            &self.key,
-            Some(&iv(nonce)),
-        )
-        .map_err(err)?;
-        c.aad_update(&aad(h, plain)).map_err(err)?;
+        let mut c = crypter(Mode::Decrypt, &self.key, nonce, h, plain).map_err(err)?;
         c.set_tag(tag).map_err(err)?;
         let mut out = pool.take_filled(plain + 16);
         let mut at = c.update(body, &mut out).map_err(err)?;
