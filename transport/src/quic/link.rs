@@ -68,11 +68,10 @@ const SOCKET: mio::Token = mio::Token(1);
 /// An item for a link's thread.
 #[derive(Debug)]
 pub(crate) enum Cmd {
-    /// A frame; `budgeted` bytes return to the link's budget once quiche
-    /// has taken them.
+    /// A frame, header and payload in one buffer; `budgeted` bytes return
+    /// to the link's budget once quiche has taken them.
     Frame {
-        header: [u8; HEADER_LEN],
-        payload: Payload,
+        bytes: Payload,
         stream: u64,
         budgeted: usize,
     },
@@ -157,20 +156,19 @@ impl QLink {
         self.budget.release(n);
     }
 
-    /// Hand a stamped frame to the link (`budgeted` bytes return to the
-    /// budget once quiche takes it): written here and now if the engine is
-    /// free, else queued for the thread. `false`: the link has ended.
+    /// Hand a stamped frame (header and payload, in one buffer) to the
+    /// link (`budgeted` bytes return to the budget once quiche takes it):
+    /// written here and now if the engine is free, else queued for the
+    /// thread. `false`: the link has ended.
     pub(crate) fn submit(
         &self,
         shared: &Shared,
-        header: Header,
-        payload: Payload,
+        bytes: Payload,
         stream: u64,
         budgeted: usize,
     ) -> bool {
         let cmd = Cmd::Frame {
-            header: header.encode(),
-            payload,
+            bytes,
             stream,
             budgeted,
         };
@@ -229,10 +227,9 @@ impl QLink {
 
     /// Queue a stamped frame for stream `stream`, unbudgeted, without
     /// blocking (relays and notices).
-    pub(crate) fn push_on(&self, stream: u64, h: Header, payload: Payload) {
+    pub(crate) fn push_on(&self, stream: u64, h: Header, payload: &[u8]) {
         let cmd = Cmd::Frame {
-            header: h.encode(),
-            payload,
+            bytes: Payload::from_parts(&[&h.encode(), payload]),
             stream,
             budgeted: 0,
         };
@@ -241,8 +238,9 @@ impl QLink {
         }
     }
 
-    /// See `Cmd::SidecarEnded`; `false` if the link's thread has ended
-    /// (it then ended the peer itself, or this rank is closing).
+    /// The peer's sidecar ended: once what it brought is delivered, the
+    /// peer is gone. `false` if the link's thread has ended (it then ended
+    /// the peer itself, or this rank is closing).
     pub(crate) fn sidecar_ended(&self) -> bool {
         // Under the engine's lock, against the thread's ending (`run`).
         let mut e = lock(self);
@@ -419,23 +417,13 @@ impl Engine {
     fn take(&mut self, cmd: Cmd, shared: &Shared) {
         match cmd {
             Cmd::Frame {
-                header,
-                payload,
+                bytes,
                 stream,
                 budgeted,
-            } => {
-                let q = &mut self.out[stream as usize];
-                q.push_back(Chunk {
-                    bytes: Payload::from_parts(&[&header]),
-                    release: if payload.is_empty() { budgeted } else { 0 },
-                });
-                if !payload.is_empty() {
-                    q.push_back(Chunk {
-                        bytes: payload,
-                        release: budgeted,
-                    });
-                }
-            }
+            } => self.out[stream as usize].push_back(Chunk {
+                bytes,
+                release: budgeted,
+            }),
             Cmd::Close => {
                 self.closing
                     .get_or_insert_with(|| Instant::now() + shared.timeout().min(CLOSE_WAIT));
@@ -512,10 +500,8 @@ impl Engine {
             if id % 4 != theirs || id / 4 >= STREAMS {
                 return Err(format!("frames on unexpected stream {id}"));
             }
-            let mut s = self.streams.remove(&id).unwrap_or_default();
-            let res = read_stream(&mut self.io, id, &mut s, shared);
-            self.streams.insert(id, s);
-            res?;
+            let s = self.streams.entry(id).or_default();
+            read_stream(&mut self.io, id, s, shared)?;
         }
         Ok(())
     }
@@ -583,7 +569,7 @@ impl Engine {
             return Some(None);
         }
         Some(match self.io.conn.peer_error() {
-            // The peer closed its end in order; `wait_for_sidecar` follows.
+            // The peer closed its end in order; its sidecar's end ends it.
             Some(e) if e.is_app && e.error_code == 0 => None,
             Some(e) => Some(format!(
                 "closed by the peer: code {:#x} {}",

@@ -126,7 +126,7 @@ impl QuicShared {
             let mut out = lock(&self.out[h.dst as usize]);
             for s in 0..link::STREAMS {
                 out.frame(s as usize, &mut h);
-                l.push_on(s, h, Payload::default());
+                l.push_on(s, h, &[]);
             }
         }
     }
@@ -163,11 +163,16 @@ impl QuicShared {
         let gone = TransportError::PeerDisconnected { rank: dst };
         let l = self.link(hop).ok_or(gone.clone())?;
         let budgeted = l.reserve(shared, parts, dst)?;
-        let payload = Payload::from_parts_in(parts, Some(&shared.pool));
         let s = link::stream_of(&header);
         let mut out = lock(&self.out[hop as usize]);
         out.frame(s as usize, &mut header);
-        if l.submit(shared, header, payload, s, budgeted) {
+        // Header and payload in one buffer: one copy, one chunk for quiche.
+        let head = header.encode();
+        let pieces: Vec<&[u8]> = std::iter::once(&head[..])
+            .chain(parts.iter().copied())
+            .collect();
+        let bytes = Payload::from_parts_in(&pieces, Some(&shared.pool));
+        if l.submit(shared, bytes, s, budgeted) {
             Ok(())
         } else {
             out.unstamp_frame(s as usize);
@@ -223,7 +228,7 @@ impl QuicShared {
         let mut out = lock(&self.out[h.dst as usize]);
         if payload.len() < self.threshold {
             out.frame(s as usize, &mut h);
-            l.push_on(s, h, payload);
+            l.push_on(s, h, payload.as_ref());
         } else {
             out.payload(s as usize, &mut h);
             tcp.enqueue_frame(h, payload, pool);
