@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, T};
+use common::{
+    every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, workers_send_at_once, T,
+};
 use meshwork_transport::quic::{QuicConfig, QuicTransport};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
 use meshwork_transport::{Transport, TransportError};
@@ -151,4 +153,13 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
         "{e}"
     );
     assert!(h.join().unwrap().is_err());
+}
+
+/// Workers that send the moment they have formed, before the coordinator
+/// has started all its links: nothing relayed is lost.
+#[test]
+fn quic_star_relays_what_workers_send_at_once() {
+    workers_send_at_once(6, |r, addrs| {
+        QuicTransport::connect(config(r, 6, &addrs, true))
+    });
 }

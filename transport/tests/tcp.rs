@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, T};
+use common::{
+    every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, workers_send_at_once, T,
+};
 use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
 use meshwork_transport::{LaneKey, LaneKind, Transport, TransportError};
 
@@ -157,4 +159,17 @@ fn a_peer_skipping_far_ahead_is_cut_off() {
     };
     ts[0].send(1, near, &[b"ok"]).unwrap();
     assert_eq!(ts[1].recv(0, near, T, None).unwrap().as_ref(), b"ok");
+}
+
+/// Workers that send the moment they have formed, before the coordinator
+/// has started all its links: nothing relayed is lost (a relay used to
+/// find no link and drop the frame).
+#[test]
+fn star_relays_what_workers_send_at_once() {
+    workers_send_at_once(6, |r, addrs| {
+        let mut cfg = TcpConfig::new(r, 6, addrs);
+        cfg.star = true;
+        cfg.timeout = T;
+        TcpTransport::connect(cfg)
+    });
 }

@@ -752,6 +752,7 @@ impl QuicTransport {
         };
         t.start(links, tcp.send_budget_bytes)
             .map_err(|e| fail(rank, e))?;
+        t.inner.start_links();
         t.refuse_latecomers(former);
         Ok(t)
     }

@@ -144,6 +144,8 @@ struct LinkThreads {
 pub struct TcpTransport {
     shared: Arc<Shared>,
     threads: Mutex<Vec<LinkThreads>>,
+    /// Links formed but not yet running (`start_links`).
+    unstarted: Mutex<Vec<Unstarted>>,
     /// Answers processes that arrive after formation (a duplicate rank, a
     /// restarted one, a stranger) with a typed refusal; stopped on close.
     late: Mutex<Option<(Arc<mio::Waker>, JoinHandle<()>)>>,
@@ -316,7 +318,11 @@ impl TcpTransport {
             links = formed.len(),
             "TCP group formed"
         );
+        let on_quic = quic.is_some();
         let transport = TcpTransport::start(cfg, formed, quic);
+        if !on_quic {
+            transport.start_links();
+        }
         if let Some(l) = listener {
             let timeout = cfg.timeout;
             let late = std::thread::Builder::new()
@@ -374,7 +380,7 @@ impl TcpTransport {
         });
         let mut links: Vec<Option<LinkTx>> = vec![None; cfg.world as usize];
         let mut rxs: Vec<Option<Arc<rx::Rx>>> = vec![None; cfg.world as usize];
-        let mut threads = Vec::new();
+        let mut unstarted = Vec::new();
         for (peer, stream, keys) in formed {
             let sealer = cfg.seal.then(|| seal::Sealer::new(keys.send));
             let opener = cfg.seal.then(|| seal::Opener::new(keys.recv));
@@ -395,37 +401,69 @@ impl TcpTransport {
                 wire: ws,
             };
             links[peer as usize] = Some(link.clone());
-            let (s1, s2) = (Arc::clone(&shared), Arc::clone(&shared));
+            let receiver = Arc::new(rx::Rx::new(peer, rs, opener));
+            rxs[peer as usize] = Some(Arc::clone(&receiver));
+            unstarted.push(Unstarted {
+                peer,
+                link,
+                queue: rx,
+                receiver,
+                stream: keep,
+            });
+        }
+        // Every link is in the tables before any thread reads one: a
+        // frame to relay may arrive at once (a star worker that formed
+        // first), and must find the link it goes out on.
+        let _ = shared.links.set(links);
+        let _ = shared.rxs.set(rxs);
+        TcpTransport {
+            shared,
+            threads: Mutex::new(Vec::new()),
+            unstarted: Mutex::new(unstarted),
+            late: Mutex::new(None),
+        }
+    }
+
+    /// Start the links' threads. On QUIC, only once the QUIC links are up
+    /// too: the sidecar's payloads may have to be relayed over them.
+    pub(crate) fn start_links(&self) {
+        let sh = &self.shared;
+        let unstarted =
+            std::mem::take(&mut *self.unstarted.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        for u in unstarted {
+            let peer = u.peer;
+            let (s1, s2) = (Arc::clone(sh), Arc::clone(sh));
+            let (link, queue, receiver) = (u.link, u.queue, u.receiver);
             let writer = std::thread::Builder::new()
-                .name(format!("meshwork-w{}-{peer}", cfg.rank))
-                .spawn(move || link::writer(s1, peer, link, rx));
+                .name(format!("meshwork-w{}-{peer}", sh.rank))
+                .spawn(move || link::writer(s1, peer, link, queue));
             let reader = std::thread::Builder::new()
-                .name(format!("meshwork-r{}-{peer}", cfg.rank))
-                .spawn({
-                    let rx = Arc::new(rx::Rx::new(peer, rs, opener));
-                    rxs[peer as usize] = Some(Arc::clone(&rx));
-                    move || rx::reader(s2, rx)
-                });
+                .name(format!("meshwork-r{}-{peer}", sh.rank))
+                .spawn(move || rx::reader(s2, receiver));
             match (writer, reader) {
                 (Ok(writer), Ok(reader)) => threads.push(LinkThreads {
-                    stream: keep,
+                    stream: u.stream,
                     writer,
                     reader,
                 }),
                 _ => {
                     tracing::error!(peer, "cannot spawn link threads; the link is unusable");
-                    shared.inbox.set_gone(peer);
+                    sh.inbox.set_gone(peer);
                 }
             }
         }
-        let _ = shared.links.set(links);
-        let _ = shared.rxs.set(rxs);
-        TcpTransport {
-            shared,
-            threads: Mutex::new(threads),
-            late: Mutex::new(None),
-        }
     }
+}
+
+/// A link whose threads have not started yet.
+#[derive(Debug)]
+struct Unstarted {
+    peer: u32,
+    link: LinkTx,
+    queue: crossbeam_channel::Receiver<Out>,
+    receiver: Arc<rx::Rx>,
+    stream: TcpStream,
 }
 
 /// Whom `rank` accepts links from and whom it dials: in a mesh, every

@@ -100,3 +100,31 @@ pub fn lanes_stay_intact<T: Transport + Sync>(ts: &[T], sizes: &[usize], ctx: &s
         }
     }
 }
+
+/// Star workers send to the next worker the moment their own formation
+/// ends, while the coordinator may still be starting its links: every
+/// message is relayed, none dropped. Ten rounds of `world` ranks.
+pub fn workers_send_at_once<T: Transport + Send, E: std::fmt::Debug + Send>(
+    world: u32,
+    connect: impl Fn(u32, Vec<SocketAddr>) -> Result<T, E> + Sync,
+) {
+    let workers = world - 1;
+    for round in 0..10 {
+        let ts = form_with(world, |r, addrs| {
+            let t = connect(r, addrs)?;
+            if r != 0 {
+                t.send(r % workers + 1, key(9), &[&[r as u8]]).unwrap();
+            }
+            Ok::<T, E>(t)
+        });
+        for r in 1..world {
+            let from = if r == 1 { workers } else { r - 1 };
+            let got = ts[r as usize].recv(from, key(9), Duration::from_secs(5), None);
+            assert_eq!(
+                got.map(|m| m.as_ref().to_vec()),
+                Ok(vec![from as u8]),
+                "round {round}: rank {r} from {from}"
+            );
+        }
+    }
+}
