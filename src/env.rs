@@ -3,9 +3,14 @@
 /// One variable: its name, aliases, meaning and default.
 #[derive(Debug, Clone, Copy)]
 pub struct Var {
+    /// The name meshwork reads first.
     pub name: &'static str,
+    /// Other names (those Open MPI, Slurm or PyTorch launchers set), read
+    /// in order when `name` is not set.
     pub aliases: &'static [&'static str],
+    /// What it sets, in words.
     pub meaning: &'static str,
+    /// The value used when it is not set, in words.
     pub default: &'static str,
 }
 

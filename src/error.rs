@@ -10,7 +10,10 @@ pub enum Error {
     /// Two processes asked for the same rank. Remedy: give each process a
     /// distinct `RANK`, or let the seed assign ranks (`Node::join`).
     #[error("rank {rank} is already taken by another process; give every process a distinct RANK or use Node::join")]
-    RankConflict { rank: u32 },
+    RankConflict {
+        /// The rank asked for twice.
+        rank: u32,
+    },
 
     /// A peer proved a different cluster token. Remedy: set the same
     /// `CLUSTER_TOKEN` on every process of the job.
@@ -26,36 +29,62 @@ pub enum Error {
     /// A peer speaks another wire protocol version. Remedy: run the same
     /// meshwork version everywhere.
     #[error("peer speaks protocol version {theirs}, we speak {ours}; run the same meshwork version on every process")]
-    ProtocolMismatch { ours: u32, theirs: u32 },
+    ProtocolMismatch {
+        /// This process's version ([`crate::WIRE_PROTOCOL_VERSION`]).
+        ours: u32,
+        /// The peer's version.
+        theirs: u32,
+    },
 
     /// A peer was started with another world size. Remedy: give every
     /// process the same `WORLD`.
     #[error(
         "peer expects a world of {theirs}, we expect {ours}; give every process the same WORLD"
     )]
-    WorldMismatch { ours: u32, theirs: u32 },
+    WorldMismatch {
+        /// The world size this process was given.
+        ours: u32,
+        /// The world size the peer was given.
+        theirs: u32,
+    },
 
     /// Not every rank turned up before the formation deadline. Remedy: start
     /// the missing ranks, check their addresses, or raise `Node::timeout`.
     #[error("group formation timed out; missing ranks {missing:?}")]
-    FormationTimeout { missing: Vec<u32> },
+    FormationTimeout {
+        /// The ranks that did not turn up.
+        missing: Vec<u32>,
+    },
 
     /// A link to `rank` could not be set up. Remedy: check the address,
     /// firewall and that the peer runs.
     #[error("cannot connect to rank {rank}: {reason}")]
-    ConnectionFailed { rank: u32, reason: String },
+    ConnectionFailed {
+        /// The rank the link was for.
+        rank: u32,
+        /// What went wrong, in words.
+        reason: String,
+    },
 
     /// `rank` went away (exited, crashed, reset the link). The group cannot
     /// continue; re-form it.
     #[error("rank {rank} disconnected; the group cannot continue, re-form it")]
-    PeerDisconnected { rank: u32 },
+    PeerDisconnected {
+        /// The rank that went away.
+        rank: u32,
+    },
 
     /// `op` waited on `waiting_on` and they made no progress for the
     /// deadline. Remedy: find out why those ranks stall (a frozen process, a
     /// cut link, a rank that skipped the call), or raise the deadline
     /// (`Node::timeout`, `TIMEOUT_S`, `ProcessGroup::set_timeout`).
     #[error("{op} timed out waiting on ranks {waiting_on:?}; see Node::timeout / TIMEOUT_S")]
-    Timeout { op: String, waiting_on: Vec<u32> },
+    Timeout {
+        /// The operation that timed out (`"barrier"`, `"recv"`, …).
+        op: String,
+        /// The ranks it waited on.
+        waiting_on: Vec<u32>,
+    },
 
     /// Ranks issued different collectives (or the same one with different
     /// types, counts, roots, operators or forced algorithms) at the same
@@ -64,16 +93,25 @@ pub enum Error {
     /// cannot continue.
     #[error("{op}: collective mismatch with rank {rank}: we called {ours}, it called {theirs}")]
     CollectiveMismatch {
+        /// The operation this rank called.
         op: String,
+        /// This rank's call, described.
         ours: String,
+        /// The other rank's call, described.
         theirs: String,
+        /// The rank whose call differs.
         rank: u32,
     },
 
     /// A message longer than the size cap; refused before any allocation.
     /// Remedy: split the message or raise `MAX_MESSAGE_BYTES` everywhere.
     #[error("message of {len} bytes exceeds the cap of {max} bytes")]
-    MessageTooLarge { len: u64, max: u64 },
+    MessageTooLarge {
+        /// The message's length in bytes.
+        len: u64,
+        /// The cap in bytes.
+        max: u64,
+    },
 
     /// The call's arguments are wrong (buffer lengths, root out of range, an
     /// operator the element type lacks); the message says what was expected.
@@ -84,21 +122,32 @@ pub enum Error {
     /// `rank` has no RPC handler registered under `fn_id`. Remedy: register
     /// it there before calling.
     #[error("rank {rank} has no RPC handler {fn_id}")]
-    RpcUnknown { fn_id: u32, rank: u32 },
+    RpcUnknown {
+        /// The handler asked for.
+        fn_id: u32,
+        /// The rank asked.
+        rank: u32,
+    },
 
     /// The RPC handler `fn_id` on `rank` failed (panicked); `reason` is its
     /// message. Both ranks remain usable.
     #[error("RPC {fn_id} on rank {rank} failed: {reason}")]
     RpcFailed {
+        /// The handler called.
         fn_id: u32,
+        /// The rank it ran on.
         rank: u32,
+        /// The handler's panic message.
         reason: String,
     },
 
     /// `shutdown` could not confirm with these ranks before its deadline;
     /// data they had not yet received may be lost.
     #[error("shutdown could not be confirmed with ranks {ranks:?}")]
-    ShutdownIncomplete { ranks: Vec<u32> },
+    ShutdownIncomplete {
+        /// The ranks that did not confirm.
+        ranks: Vec<u32>,
+    },
 
     /// The group was shut down; create a new one.
     #[error("the group was shut down")]

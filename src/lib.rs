@@ -9,10 +9,11 @@
 //! A group of ranks is a [`ProcessGroup`] per rank. Across processes and
 //! machines it comes from the [`Node`] builder — `Node::from_env()?.connect()?`
 //! in a program started by `meshrun -n 4 -- ./prog`, or
-//! `Node::new(rank, world).peers([...])?.connect()?` — over TCP, in a mesh
-//! or (for workers behind NAT) a star. [`local`] makes a whole world inside
-//! one process (each rank on its own thread), which is how the examples
-//! below run.
+//! `Node::new(rank, world).peers([...])?.connect()?` — over QUIC with
+//! mutual TLS and a TCP sidecar for large payloads (the default) or plain
+//! TCP ([`TransportKind`]), in a mesh or (for workers behind NAT) a star.
+//! [`local`] makes a whole world inside one process (each rank on its own
+//! thread), which is how the examples below run.
 //!
 //! ```
 //! use meshwork::{local, ReduceOp};
@@ -117,6 +118,42 @@
 //! # Ok::<(), meshwork::Error>(())
 //! ```
 //!
+//! # Forming a group across machines
+//!
+//! [`Node`] finds the other ranks in one of these ways:
+//!
+//! - static addresses: [`Node::peers`] (`PEERS`), every rank's in rank
+//!   order, or only the coordinator's for a star worker;
+//! - a seed: [`Node::seed`] (`SEED`), the one address everyone knows. It
+//!   hands out ranks ([`Node::join`] asks for the lowest free one), the peer
+//!   table and TLS identities from its own CA. Rank 0 hosts it, or
+//!   [`serve_seed`] (`meshrun seed`) runs it as a process of its own;
+//! - discovery on a LAN: [`Node::discover`] (`DISCOVER=1`) by UDP
+//!   broadcast for a mesh; [`Node::discover_via`] (`DISCOVER_HOST`), a
+//!   unicast query to the coordinator's host, for star workers behind NAT
+//!   or in containers; mDNS (`_meshwork._udp.local.`, the `mdns` feature,
+//!   on by default) for a star when no host is given.
+//!
+//! A cluster token ([`Node::cluster_token`], `CLUSTER_TOKEN`) is required
+//! as soon as any address is not loopback; it never crosses the wire.
+//! Handshakes prove it both ways, and a rank with another token, protocol
+//! version or world size fails at once with a typed error.
+//!
+//! ```no_run
+//! use meshwork::Node;
+//! # let on_the_seed_host = true;
+//! // Rank 0 runs on 10.0.0.1 and hosts the seed there; every other
+//! // process joins without a rank and is handed one.
+//! let seed = "10.0.0.1:29400".parse().unwrap();
+//! let node = if on_the_seed_host { Node::new(0, 4) } else { Node::join(4) };
+//! let group = node
+//!     .seed(seed)
+//!     .cluster_token("a secret of at least sixteen bytes")
+//!     .connect()?;
+//! group.barrier()?;
+//! # Ok::<(), meshwork::Error>(())
+//! ```
+//!
 //! # Environment
 //!
 //! `Node::from_env` reads `RANK`, `WORLD`, `PEERS`, `TOPOLOGY`,
@@ -153,10 +190,19 @@
 //! ([`DEFAULT_PEER_BUDGET`]) and a depth per lane: a fast sender waits (up
 //! to the deadline) instead of growing the receiver's memory.
 //!
+//! # Features
+//!
+//! - `mdns` (default): star discovery by mDNS when no `DISCOVER_HOST` is
+//!   given.
+//!
 //! # What meshwork does not do (yet)
 //!
-//! QUIC with mTLS, seed bootstrap and mDNS arrive with their own issues. Not planned: variable-count (`_v`) collectives, wildcard
-//! receives, one-sided operations.
+//! Not yet: a same-host shared-memory link, fault tolerance and elastic
+//! membership, a C ABI and Python bindings, sparse topologies and
+//! compressed all_reduce, one-sided operations; later, CUDA/NCCL and RDMA.
+//! Not planned: variable-count (`_v`) collectives, wildcard receives.
+
+#![warn(missing_docs)]
 
 mod discovery;
 pub mod env;

@@ -42,6 +42,9 @@
 //! order (ring: chunk order; recursive doubling: lower ⊕ higher), so all
 //! ranks get bitwise-identical results.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod all_gather;
 pub mod all_reduce;
 pub mod all_to_all;

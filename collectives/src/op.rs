@@ -60,15 +60,25 @@ impl ReduceOp {
 /// The element types meshwork reduces; each [`crate::Element`] has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// `f32`.
     F32,
+    /// `f64`.
     F64,
+    /// `half::f16` (reduced in `f32`).
     F16,
+    /// `half::bf16` (reduced in `f32`).
     BF16,
+    /// `i8`.
     I8,
+    /// `i32`.
     I32,
+    /// `i64`.
     I64,
+    /// `u8`.
     U8,
+    /// `u32`.
     U32,
+    /// `u64`.
     U64,
 }
 

@@ -1,7 +1,7 @@
 //! Which algorithm runs: a deterministic function of (collective, world size,
 //! bytes), so every rank picks the same one without talking. The switch
 //! points are constants measured with `benches/collectives.rs` on `local(4)`
-//! (see the README's table); `ALGO_<COLLECTIVE>=name` or
+//! (see `docs/architecture.md` in the repository); `ALGO_<COLLECTIVE>=name` or
 //! `ProcessGroup::set_algorithm` forces one by name, and the choice travels
 //! in every message's descriptor so ranks that disagree get
 //! `CollectiveMismatch` instead of garbage.
@@ -9,16 +9,27 @@
 /// The eleven collectives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
+    /// Every rank ends with the reduction of every rank's buffer.
     AllReduce,
+    /// The root's buffer copied to every rank.
     Broadcast,
+    /// Every rank ends with every rank's block, in rank order.
     AllGather,
+    /// The reduction of every rank's buffer, block `r` left on rank `r`.
     ReduceScatter,
+    /// The reduction of every rank's buffer, left on the root.
     Reduce,
+    /// Block `j` of rank `i` sent to rank `j`, as block `i` there.
     AllToAll,
+    /// Every rank's block collected at the root, in rank order.
     Gather,
+    /// Block `r` of the root's buffer sent to rank `r`.
     Scatter,
+    /// Inclusive prefix reduction: rank `r` gets ranks `0..=r` reduced.
     Scan,
+    /// Exclusive prefix reduction: rank `r` gets ranks `0..r` reduced.
     ExclusiveScan,
+    /// No rank leaves before every rank has entered.
     Barrier,
 }
 

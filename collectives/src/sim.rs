@@ -23,9 +23,15 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 pub enum SimError {
     /// Every live rank was waiting and no message was on its way: the
     /// simulated equivalent of a deadline expiring. Names the awaited peer.
-    Deadlock { waiting_on: usize },
+    Deadlock {
+        /// The peer this rank was waiting for.
+        waiting_on: usize,
+    },
     /// The awaited peer crashed and left nothing more in flight.
-    PeerDead { rank: usize },
+    PeerDead {
+        /// The crashed peer.
+        rank: usize,
+    },
     /// This rank was the one crashed by the fault plan.
     Crashed,
     /// This rank was frozen by the fault plan.
@@ -34,8 +40,11 @@ pub enum SimError {
     StepBudget,
     /// A message of the wrong length arrived.
     Length {
+        /// The sender.
         from: usize,
+        /// The length the receive asked for, in bytes.
         expected: usize,
+        /// The length that arrived, in bytes.
         got: usize,
     },
 }
@@ -44,9 +53,19 @@ pub enum SimError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// `rank` crashes when it tries to send message number `after + 1`.
-    Crash { rank: usize, after: usize },
+    Crash {
+        /// The rank that crashes.
+        rank: usize,
+        /// How many messages it sends first.
+        after: usize,
+    },
     /// `rank` stops forever when it tries to send message number `after + 1`.
-    Freeze { rank: usize, after: usize },
+    Freeze {
+        /// The rank that freezes.
+        rank: usize,
+        /// How many messages it sends first.
+        after: usize,
+    },
 }
 
 /// How a simulated run behaves.
