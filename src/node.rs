@@ -553,10 +553,14 @@ impl Node {
             .ok(),
             _ => None,
         };
-        // This rank's data port: the advertised one, else a free one.
-        let port = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
-            Some(p) => p,
-            None => free_port(seed_addr.is_ipv6()).map_err(Error::Io)?,
+        // This rank's data port: the advertised one, else a free one,
+        // held until formation binds it (see `free_port`).
+        let (port, reserved) = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
+            Some(p) => (p, None),
+            None => {
+                let (p, held) = free_port(seed_addr.is_ipv6()).map_err(Error::Io)?;
+                (p, Some(held))
+            }
         };
         let unspecified: std::net::IpAddr = if seed_addr.is_ipv6() {
             std::net::Ipv6Addr::UNSPECIFIED.into()
@@ -585,6 +589,7 @@ impl Node {
         let rank = joined.rank;
         tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
         let bind = SocketAddr::new(unspecified, port);
+        drop(reserved);
         let formed = if world == 1 {
             Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
         } else {
@@ -636,17 +641,38 @@ pub fn serve_seed(
     .map_err(from_formation)
 }
 
-/// A port free for both TCP and UDP right now (QUIC and its sidecar share
-/// the number).
-fn free_port(v6: bool) -> std::io::Result<u16> {
-    let any: SocketAddr = if v6 { "[::]:0" } else { "0.0.0.0:0" }
-        .parse()
-        .map_err(std::io::Error::other)?;
+/// A port free for both TCP and UDP (QUIC and its sidecar share the
+/// number), and the two sockets that hold it until they are dropped.
+///
+/// This is a pick-then-bind, and cannot be otherwise yet: the port goes to
+/// the seed, and through it to every peer, before formation starts, and
+/// the transport binds from an address (its config's `bind`), not from a
+/// socket it could be handed. So the caller holds the sockets through the
+/// seed exchange, which lasts until the slowest rank has joined, and drops
+/// them just before formation binds the port: another process can take it
+/// only in the microseconds between. The TCP socket is bound but not
+/// listening, and neither socket sets `SO_REUSEADDR` or `SO_REUSEPORT`, so
+/// no other socket can bind the port meanwhile and no outgoing connection
+/// takes it as its source port; a peer that dials early is refused, and
+/// retries as it does for a peer not yet up.
+fn free_port(v6: bool) -> std::io::Result<(u16, (socket2::Socket, std::net::UdpSocket))> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let any: SocketAddr = if v6 {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    };
     for _ in 0..64 {
-        let t = std::net::TcpListener::bind(any)?;
-        let port = t.local_addr()?.port();
-        if std::net::UdpSocket::bind(SocketAddr::new(any.ip(), port)).is_ok() {
-            return Ok(port);
+        let tcp = Socket::new(Domain::for_address(any), Type::STREAM, Some(Protocol::TCP))?;
+        tcp.bind(&any.into())?;
+        let port = tcp
+            .local_addr()?
+            .as_socket()
+            .map_or(0, |a: SocketAddr| a.port());
+        match std::net::UdpSocket::bind(SocketAddr::new(any.ip(), port)) {
+            Ok(udp) => return Ok((port, (tcp, udp))),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
         }
     }
     Err(std::io::Error::other("no port free for both TCP and UDP"))

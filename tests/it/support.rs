@@ -316,16 +316,52 @@ pub fn compare<T: TestElem>(
 
 /// `n` loopback addresses whose ports are free right now for both TCP and
 /// UDP (QUIC and its TCP sidecar share the number).
+///
+/// The ranks bind these ports later (the addresses must be known to every
+/// rank before any of them binds), so another socket may take one in
+/// between. Three things keep that window narrow:
+/// - the ports come from 20000..29000, below Linux's ephemeral range
+///   (32768–60999 by default), which the kernel draws on for `bind(:0)`
+///   and for the source port of every outgoing connection, the links'
+///   own dials among them; so nothing the kernel assigns lands on them
+///   (and the defaults 29400/29500/29600 lie above);
+/// - nextest runs every test in a process of its own, many at once: each
+///   process starts at its own place in that range (spread by pid) and
+///   walks on from call to call, so concurrent tests try different ports,
+///   and a port an earlier test of this process just released is not
+///   offered again soon;
+/// - every candidate is bound for TCP and for UDP and held until all `n`
+///   are chosen, so a port someone holds is skipped and none repeats.
 pub fn free_ports(n: usize) -> Vec<std::net::SocketAddr> {
     let mut held = Vec::new();
+    let mut tried = 0;
     while held.len() < n {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = t.local_addr().expect("addr");
-        if let Ok(u) = std::net::UdpSocket::bind(addr) {
-            held.push((t, u, addr));
+        tried += 1;
+        assert!(tried <= FREE_SPAN, "no {n} ports free in {FREE_LOW}..");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], next_free_candidate()));
+        if let Ok(t) = std::net::TcpListener::bind(addr) {
+            if let Ok(u) = std::net::UdpSocket::bind(addr) {
+                held.push((t, u, addr));
+            }
         }
     }
     held.into_iter().map(|(_, _, a)| a).collect()
+}
+
+const FREE_LOW: u16 = 20_000;
+const FREE_SPAN: u16 = 9_000;
+/// The next candidate is `FREE_LOW + FREE_CURSOR % FREE_SPAN`; `u32::MAX`
+/// until the first call places it by pid.
+static FREE_CURSOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+fn next_free_candidate() -> u16 {
+    use std::sync::atomic::Ordering::Relaxed;
+    // Slots of 64 ports, one per process (modulo the number of slots).
+    let slots = u32::from(FREE_SPAN / 64);
+    let start = std::process::id() % slots * 64;
+    let _ = FREE_CURSOR.compare_exchange(u32::MAX, start, Relaxed, Relaxed);
+    let i = FREE_CURSOR.fetch_add(1, Relaxed) % u32::from(FREE_SPAN);
+    FREE_LOW + i as u16
 }
 
 /// Form a `world`-rank TCP group on loopback, one thread per rank, and run
