@@ -176,6 +176,8 @@ impl Error {
                 "{op}: the next message from rank {from} has {got} bytes, the buffer {want}; it stays queued"
             )),
             T::MessageTooLarge { len, max } => Error::MessageTooLarge { len, max },
+            // A failure the transport added after this match was written.
+            other => Error::InvalidArgument(format!("{op}: {other}")),
         }
     }
 }

@@ -218,7 +218,7 @@ pub use error::{Error, Result};
 pub use group::{ProcessGroup, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
 pub use local::local;
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
-pub use meshwork_transport::{PeerStats, DEFAULT_PEER_BUDGET};
+pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_PEER_BUDGET};
 pub use node::{serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES, WIRE_PROTOCOL_VERSION};
 
 /// The older name of [`ReduceOp`].

@@ -5,9 +5,10 @@ use crate::error::{Error, Result};
 use crate::group::{ProcessGroup, DEFAULT_TIMEOUT};
 use meshwork_collectives::{Algorithm, Collective, Topology};
 use meshwork_transport::mem::MemHub;
-use meshwork_transport::quic::{QuicConfig, QuicTransport, DEFAULT_SIDECAR_THRESHOLD};
-use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport, PROTOCOL_VERSION};
 use meshwork_transport::Transport;
+use meshwork_transport::{
+    Backend, FormationError, Shape, Spec, DEFAULT_SIDECAR_THRESHOLD, PROTOCOL_VERSION,
+};
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -485,28 +486,30 @@ impl Node {
         rank: u32,
         peers: Vec<SocketAddr>,
         bind: Option<SocketAddr>,
-        identity: Option<meshwork_transport::quic::RankIdentity>,
+        identity: Option<meshwork_transport::RankIdentity>,
     ) -> Result<Arc<dyn Transport>> {
-        let mut cfg = TcpConfig::new(rank, self.world, peers);
-        cfg.star = self.topology == Topology::Star;
-        cfg.token = self.token.clone();
-        cfg.timeout = self.timeout;
-        cfg.max_message_bytes = self.max_message_bytes;
-        cfg.peer_budget_bytes = self.peer_budget_bytes;
-        cfg.lane_depth = self.lane_depth;
-        cfg.seal = self.encrypt_bulk;
-        cfg.bind = bind;
-        Ok(match self.transport {
-            TransportKind::Tcp => Arc::new(TcpTransport::connect(cfg).map_err(from_formation)?),
-            TransportKind::Quic => Arc::new(
-                QuicTransport::connect(QuicConfig {
-                    tcp: cfg,
-                    sidecar_threshold: self.sidecar_threshold,
-                    identity,
-                })
-                .map_err(from_formation)?,
-            ),
-        })
+        let mut spec = Spec::new(rank, self.world, peers);
+        spec.shape = match self.topology {
+            Topology::Star => Shape::Star,
+            Topology::Mesh => Shape::Mesh,
+        };
+        spec.backend = match self.transport {
+            TransportKind::Tcp => Backend::Tcp,
+            TransportKind::Quic => Backend::Quic {
+                sidecar_threshold: self.sidecar_threshold,
+            },
+        };
+        spec.token = self.token.clone();
+        spec.timeout = self.timeout;
+        spec.max_message_bytes = self.max_message_bytes;
+        spec.peer_budget_bytes = self.peer_budget_bytes;
+        spec.lane_depth = self.lane_depth;
+        spec.seal = self.encrypt_bulk;
+        spec.bind = bind;
+        spec.identity = identity;
+        Ok(Arc::new(
+            meshwork_transport::connect(&spec).map_err(from_formation)?,
+        ))
     }
 
     fn group(&self, rank: u32, transport: Arc<dyn Transport>) -> Result<Arc<ProcessGroup>> {
@@ -748,6 +751,12 @@ fn from_formation(e: FormationError) -> Error {
         FormationError::ConnectionFailed { rank, reason } => {
             Error::ConnectionFailed { rank, reason }
         }
+        // A failure the transport added after this match was written:
+        // still an error naming what happened.
+        other => Error::ConnectionFailed {
+            rank: u32::MAX,
+            reason: other.to_string(),
+        },
     }
 }
 

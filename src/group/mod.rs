@@ -199,6 +199,14 @@ impl ProcessGroup {
         self.inner.transport.stats()
     }
 
+    /// What carries this rank's traffic to each rank (indexed by rank):
+    /// `Local` for this rank, `Memory` in a `local()` world, `Tcp` or
+    /// `Quic` for a link of its own, `Relayed` for a rank reached through
+    /// another (a star worker's peers other than the coordinator).
+    pub fn links(&self) -> Vec<meshwork_transport::LinkKind> {
+        self.inner.transport.links()
+    }
+
     /// Force `collective` (`"all_reduce"`, …) to use `algorithm` by name
     /// (`"ring"`, `"recursive_doubling"`, …; see
     /// `meshwork_collectives::Collective::algorithms`), or restore automatic

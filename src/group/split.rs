@@ -6,7 +6,7 @@
 use super::ProcessGroup;
 use crate::error::{Error, Result};
 use meshwork_collectives::Topology;
-use meshwork_transport::{LaneKey, Payload, PeerStats, Transport, TransportError};
+use meshwork_transport::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +113,15 @@ impl Transport for SubTransport {
         self.members
             .iter()
             .map(|&m| all.get(m as usize).copied().unwrap_or_default())
+            .collect()
+    }
+
+    /// The parent's links to this group's members.
+    fn links(&self) -> Vec<LinkKind> {
+        let all = self.parent.links();
+        self.members
+            .iter()
+            .map(|&m| all.get(m as usize).copied().unwrap_or(LinkKind::Relayed))
             .collect()
     }
 

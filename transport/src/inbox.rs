@@ -58,6 +58,18 @@ pub(crate) fn budgeted(kind: LaneKind) -> bool {
     matches!(kind, LaneKind::PointToPoint | LaneKind::Rpc)
 }
 
+/// Messages one sender may have queued on one lane here, whatever its
+/// kind: budgeted lanes stop an honest sender at its lane depth long
+/// before this; collective lanes hold a collective's segments (a 16 GiB
+/// broadcast in 256 KiB segments is 65 536); control lanes hold a handful.
+/// A sender past it is misbehaving, and its link is closed.
+pub(crate) fn lane_bound(kind: LaneKind) -> usize {
+    match kind {
+        LaneKind::Control => 1 << 12,
+        LaneKind::PointToPoint | LaneKind::Rpc | LaneKind::Collective => 1 << 18,
+    }
+}
+
 #[derive(Debug)]
 struct State {
     lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
@@ -117,9 +129,29 @@ impl Inbox {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A whole message from `src` on `key`.
+    /// A whole message from a trusted sender (this process).
     pub(crate) fn deliver(&self, src: u32, key: LaneKey, msg: Payload) {
+        self.deliver_inner(src, key, msg, false);
+    }
+
+    /// A whole message from `src` on `key`, off a link. `false`: the lane
+    /// already holds as many messages from `src` as any sender may queue
+    /// there ([`lane_bound`]); the message is dropped and the sender is at
+    /// fault.
+    pub(crate) fn deliver_checked(&self, src: u32, key: LaneKey, msg: Payload) -> bool {
+        self.deliver_inner(src, key, msg, true)
+    }
+
+    fn deliver_inner(&self, src: u32, key: LaneKey, msg: Payload, bounded: bool) -> bool {
         let mut st = self.lock();
+        if bounded
+            && st
+                .lanes
+                .get(&(src, key))
+                .is_some_and(|q| q.len() >= lane_bound(key.kind))
+        {
+            return false;
+        }
         let n = msg.len() as u64;
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.last_progress = Instant::now();
@@ -136,6 +168,7 @@ impl Inbox {
         drop(st);
         self.deliveries.fetch_add(1, Ordering::Release);
         self.changed.notify_all();
+        true
     }
 
     /// Part of a message from `src` arrived: it is making progress.

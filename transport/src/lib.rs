@@ -6,19 +6,40 @@
 //! collective's traffic, user point-to-point messages, RPC and control never
 //! match one another's receives.
 //!
-//! Implementations: [`mem::MemHub`] (in-process worlds and tests),
-//! [`tcp::TcpTransport`] and [`quic::QuicTransport`] (QUIC links with mutual
-//! TLS, plus a TCP sidecar for large payloads).
+//! Implementations: [`mem::MemHub`] (in-process worlds and tests) and
+//! [`LinkTransport`], made by [`connect`] from a [`Spec`]: one socket-free
+//! core (`link/`) over one link per peer — TCP (`tcp/`), or QUIC with mutual
+//! TLS and a TCP sidecar for large payloads (`quic/`).
+//!
+//! | module | what |
+//! |---|---|
+//! | `wire/` | frame header, the one frame assembler, little-endian codecs: pure functions |
+//! | `auth/` | token handshake, sealing, cluster CA and leaves |
+//! | `form/` | who dials whom, dial/accept/back-off, refusing latecomers |
+//! | `link/` | the core: dispatch (with the checks a member is held to), credits, lane depth, liveness, relay, `trait Link`, the `Transport` impl |
+//! | `tcp/`, `quic/` | the backends; only [`connect`] names them |
+//! | `seed/` | seed bootstrap: wire, server, client |
 
+mod auth;
+mod form;
 mod inbox;
+mod link;
 pub mod mem;
 mod pool;
-pub mod quic;
+mod quic;
 pub mod seed;
-pub mod tcp;
+mod spec;
+mod tcp;
+mod wire;
 
+pub use auth::handshake::PROTOCOL_VERSION;
+pub use auth::tls::{ClusterCa, RankIdentity};
+pub use form::FormationError;
 pub use inbox::{LANE_DEPTH, SEQ_WINDOW};
+pub use link::LinkTransport;
 pub use pool::BufferPool;
+pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
+pub use spec::{connect, Backend, Shape, Spec};
 
 use std::fmt;
 use std::sync::Arc;
@@ -153,6 +174,25 @@ impl fmt::Debug for Payload {
     }
 }
 
+/// What carries a rank's traffic to one peer ([`Transport::links`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LinkKind {
+    /// This rank itself.
+    Local,
+    /// Another rank of the same in-process world (`meshwork::local`).
+    Memory,
+    /// Shared memory on this host.
+    SharedMemory,
+    /// A TCP connection.
+    Tcp,
+    /// A QUIC connection (with its TCP sidecar for large payloads).
+    Quic,
+    /// No link of its own: the traffic is relayed through another rank
+    /// (a star's coordinator).
+    Relayed,
+}
+
 /// Traffic with one peer, as this rank sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerStats {
@@ -182,6 +222,7 @@ pub const DEFAULT_PEER_BUDGET: u64 = 64 << 20;
 
 /// Why a transport operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// Nothing arrived from `waiting_on` within the deadline.
     #[error("no message from rank {waiting_on} within the deadline")]
@@ -231,6 +272,8 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn note_collective(&self, comm: u64, seq: u64);
     /// Per-peer traffic counters, by rank.
     fn stats(&self) -> Vec<PeerStats>;
+    /// What carries the traffic to each rank, by rank.
+    fn links(&self) -> Vec<LinkKind>;
     /// The deadline of waits inside the transport (a sender waiting for
     /// room at its receiver, a link called silent).
     fn set_timeout(&self, timeout: Duration);

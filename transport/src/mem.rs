@@ -110,6 +110,18 @@ impl Transport for MemTransport {
         self.own().recv(src, key, timeout, want_len)
     }
 
+    fn links(&self) -> Vec<crate::LinkKind> {
+        (0..self.world())
+            .map(|r| {
+                if r == self.rank {
+                    crate::LinkKind::Local
+                } else {
+                    crate::LinkKind::Memory
+                }
+            })
+            .collect()
+    }
+
     fn stats(&self) -> Vec<PeerStats> {
         let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
         self.own()

@@ -67,6 +67,29 @@ impl BufferPool {
     /// The smallest pooled buffer with room for `len` bytes (contents as
     /// left), or a new one: of `len`'s size class if it is large enough to
     /// pool, else of exactly `len`.
+    /// An empty buffer for a message of `len` bytes: a pooled one that
+    /// holds it whole if there is one, else a new one of at most
+    /// `reserve` bytes' capacity (it grows as the message arrives).
+    pub fn take_reusing(&self, len: usize, reserve: usize) -> Vec<u8> {
+        if len >= Self::MIN_POOLED_BYTES {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= len)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                return free.swap_remove(i);
+            }
+        }
+        let want = len.min(reserve);
+        if want < Self::MIN_POOLED_BYTES {
+            return Vec::with_capacity(want);
+        }
+        Vec::with_capacity(Self::class(want))
+    }
+
     fn best_fit(&self, len: usize) -> Vec<u8> {
         if len < Self::MIN_POOLED_BYTES {
             return Vec::with_capacity(len);

@@ -8,30 +8,30 @@ mod common;
 use common::{
     every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, workers_send_at_once, T,
 };
-use meshwork_transport::quic::{QuicConfig, QuicTransport};
-use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
-use meshwork_transport::{Transport, TransportError};
+use meshwork_transport::{
+    connect, Backend, FormationError, LinkTransport, Shape, Spec, Transport, TransportError,
+};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-fn config(r: u32, world: u32, addrs: &[SocketAddr], star: bool) -> QuicConfig {
-    let mut cfg = QuicConfig::new(r, world, addrs.to_vec());
-    cfg.tcp.star = star;
-    cfg.tcp.timeout = T;
-    cfg.tcp.token = Some("quic test token".into());
+fn config(r: u32, world: u32, addrs: &[SocketAddr], star: bool) -> Spec {
+    let mut cfg = Spec::new(r, world, addrs.to_vec());
+    cfg.shape = if star { Shape::Star } else { Shape::Mesh };
+    cfg.timeout = T;
+    cfg.token = Some("quic test token".into());
     cfg
 }
 
-fn form(world: u32, star: bool) -> Vec<QuicTransport> {
+fn form(world: u32, star: bool) -> Vec<LinkTransport> {
     form_sealed(world, star, false)
 }
 
 /// With `seal`, sidecar payloads are encrypted (`ENCRYPT_BULK`).
-fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<QuicTransport> {
+fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<LinkTransport> {
     form_with(world, |r, addrs| {
         let mut cfg = config(r, world, &addrs, star);
-        cfg.tcp.seal = seal;
-        QuicTransport::connect(cfg)
+        cfg.seal = seal;
+        connect(&cfg)
     })
 }
 
@@ -122,9 +122,11 @@ fn quic_a_closed_peer_is_disconnected_after_its_last_message() {
 fn quic_settings_that_differ_fail_formation_saying_so() {
     let addrs = free_addrs(2);
     let mut other = config(1, 2, &addrs, false);
-    other.sidecar_threshold = 1 << 20;
-    let h = std::thread::spawn(move || QuicTransport::connect(other).map(|_| ()));
-    let e = QuicTransport::connect(config(0, 2, &addrs, false)).unwrap_err();
+    other.backend = Backend::Quic {
+        sidecar_threshold: 1 << 20,
+    };
+    let h = std::thread::spawn(move || connect(&other).map(|_| ()));
+    let e = connect(&config(0, 2, &addrs, false)).unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("transport settings differ")
@@ -136,18 +138,18 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
 
     let addrs = free_addrs(2);
     let mut sealed = config(1, 2, &addrs, false);
-    sealed.tcp.seal = true;
-    let h = std::thread::spawn(move || QuicTransport::connect(sealed).map(|_| ()));
-    let e = QuicTransport::connect(config(0, 2, &addrs, false)).unwrap_err();
+    sealed.seal = true;
+    let h = std::thread::spawn(move || connect(&sealed).map(|_| ()));
+    let e = connect(&config(0, 2, &addrs, false)).unwrap_err();
     assert!(e.to_string().contains("payloads encrypted"), "{e}");
     assert!(h.join().unwrap().is_err());
 
     let addrs = free_addrs(2);
-    let mut tcp = TcpConfig::new(1, 2, addrs.clone());
+    let mut tcp = Spec::tcp(1, 2, addrs.clone());
     tcp.timeout = T;
     tcp.token = Some("quic test token".into());
-    let h = std::thread::spawn(move || TcpTransport::connect(tcp).map(|_| ()));
-    let e = QuicTransport::connect(config(0, 2, &addrs, false)).unwrap_err();
+    let h = std::thread::spawn(move || connect(&tcp).map(|_| ()));
+    let e = connect(&config(0, 2, &addrs, false)).unwrap_err();
     assert!(
         matches!(&e, FormationError::ConnectionFailed { rank: 1, reason } if reason.contains("theirs TCP")),
         "{e}"
@@ -159,7 +161,5 @@ fn quic_settings_that_differ_fail_formation_saying_so() {
 /// has started all its links: nothing relayed is lost.
 #[test]
 fn quic_star_relays_what_workers_send_at_once() {
-    workers_send_at_once(6, |r, addrs| {
-        QuicTransport::connect(config(r, 6, &addrs, true))
-    });
+    workers_send_at_once(6, |r, addrs| connect(&config(r, 6, &addrs, true)));
 }

@@ -6,23 +6,23 @@ mod common;
 use common::{
     every_pair_talks_on, form_with, free_addrs, key, lanes_stay_intact, workers_send_at_once, T,
 };
-use meshwork_transport::tcp::{FormationError, TcpConfig, TcpTransport};
+use meshwork_transport::{connect, FormationError, LinkTransport, Shape, Spec};
 use meshwork_transport::{LaneKey, LaneKind, Transport, TransportError};
 
 use std::time::Duration;
 
-fn form(world: u32, star: bool) -> Vec<TcpTransport> {
+fn form(world: u32, star: bool) -> Vec<LinkTransport> {
     form_sealed(world, star, false)
 }
 
-fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<TcpTransport> {
+fn form_sealed(world: u32, star: bool, seal: bool) -> Vec<LinkTransport> {
     form_with(world, |r, addrs| {
-        let mut cfg = TcpConfig::new(r, world, addrs);
-        cfg.star = star;
+        let mut cfg = Spec::tcp(r, world, addrs);
+        cfg.shape = if star { Shape::Star } else { Shape::Mesh };
         cfg.seal = seal;
         cfg.token = Some("tcp test token".into());
         cfg.timeout = T;
-        TcpTransport::connect(cfg)
+        connect(&cfg)
     })
 }
 
@@ -78,9 +78,9 @@ fn oversized_messages_are_refused_before_sending() {
     let addrs = free_addrs(2);
     let hs: Vec<_> = (0..2)
         .map(|r| {
-            let mut cfg = TcpConfig::new(r, 2, addrs.clone());
+            let mut cfg = Spec::tcp(r, 2, addrs.clone());
             cfg.max_message_bytes = 1000;
-            std::thread::spawn(move || TcpTransport::connect(cfg).unwrap())
+            std::thread::spawn(move || connect(&cfg).unwrap())
         })
         .collect();
     let ts: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
@@ -101,9 +101,9 @@ fn a_missing_rank_is_a_formation_timeout_naming_it() {
     let started = std::time::Instant::now();
     let hs: Vec<_> = (0..2)
         .map(|r| {
-            let mut cfg = TcpConfig::new(r, 3, addrs.clone());
+            let mut cfg = Spec::tcp(r, 3, addrs.clone());
             cfg.timeout = Duration::from_millis(500);
-            std::thread::spawn(move || TcpTransport::connect(cfg))
+            std::thread::spawn(move || connect(&cfg))
         })
         .collect();
     for h in hs {
@@ -167,9 +167,9 @@ fn a_peer_skipping_far_ahead_is_cut_off() {
 #[test]
 fn star_relays_what_workers_send_at_once() {
     workers_send_at_once(6, |r, addrs| {
-        let mut cfg = TcpConfig::new(r, 6, addrs);
-        cfg.star = true;
+        let mut cfg = Spec::tcp(r, 6, addrs);
+        cfg.shape = Shape::Star;
         cfg.timeout = T;
-        TcpTransport::connect(cfg)
+        connect(&cfg)
     });
 }

@@ -22,11 +22,10 @@
 //! far below 2^16 (the links' byte budgets bound them), so the 16-bit
 //! counter never wraps onto a payload still in flight.
 
-use crate::tcp::frame::{FrameType, Header};
-use crate::tcp::link::Shared;
-use crate::tcp::rx::{on_data, on_header, Next};
+use crate::link::{Core, Next};
+use crate::wire::{FrameType, Header};
 use crate::Payload;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// The smallest sidecar threshold (see the module docs).
 pub const MIN_THRESHOLD: usize = 2 << 10;
@@ -91,12 +90,17 @@ struct InStream {
 #[derive(Debug)]
 pub(crate) struct In {
     streams: Vec<InStream>,
+    /// Peer-gone notices received, per rank gone: a coordinator sends one
+    /// on every stream (behind what it relayed there), and the rank is gone
+    /// here with the last.
+    gone_marks: HashMap<u32, usize>,
 }
 
 impl In {
     pub(crate) fn new(streams: usize) -> In {
         In {
             streams: (0..streams).map(|_| InStream::default()).collect(),
+            gone_marks: HashMap::new(),
         }
     }
 
@@ -104,7 +108,7 @@ impl In {
     /// whatever it unblocks, in order. `Err`: a protocol error.
     pub(crate) fn frame(
         &mut self,
-        shared: &Shared,
+        core: &Core,
         peer: u32,
         s: usize,
         h: Header,
@@ -115,13 +119,13 @@ impl In {
             return Err("too many frames waiting for sidecar payloads".into());
         }
         st.frames.push_back((h, payload));
-        st.deliver(shared, peer)
+        st.deliver(core, peer, &mut self.gone_marks)
     }
 
     /// A payload of stream `s` from `peer`, read off the sidecar.
     pub(crate) fn payload(
         &mut self,
-        shared: &Shared,
+        core: &Core,
         peer: u32,
         s: usize,
         h: Header,
@@ -132,12 +136,17 @@ impl In {
             return Err("too many sidecar payloads waiting for their frames".into());
         }
         st.payloads.push_back((h, payload));
-        st.deliver(shared, peer)
+        st.deliver(core, peer, &mut self.gone_marks)
     }
 }
 
 impl InStream {
-    fn deliver(&mut self, shared: &Shared, peer: u32) -> Result<(), String> {
+    fn deliver(
+        &mut self,
+        core: &Core,
+        peer: u32,
+        gone_marks: &mut HashMap<u32, usize>,
+    ) -> Result<(), String> {
         loop {
             if self
                 .frames
@@ -150,12 +159,21 @@ impl InStream {
                 self.frames_done = self.frames_done.wrapping_add(1);
                 match payload {
                     Some(p) => {
-                        if !on_data(shared, peer, h, p) {
-                            return Err("a frame for another rank on a direct link".into());
+                        if !core.on_data(peer, h, p) {
+                            return Err("a frame this link may not carry".into());
+                        }
+                    }
+                    None if h.ftype == FrameType::PeerGone => {
+                        let marks = gone_marks.entry(h.src).or_insert(0);
+                        *marks += 1;
+                        if *marks == super::engine::STREAMS as usize
+                            && matches!(core.on_header(peer, h), Next::End)
+                        {
+                            return Err("a peer-gone notice this link may not carry".into());
                         }
                     }
                     None => {
-                        if matches!(on_header(shared, peer, h, true), Next::End) {
+                        if matches!(core.on_header(peer, h), Next::End) {
                             return Err("the peer ended the link".into());
                         }
                     }
@@ -172,8 +190,8 @@ impl InStream {
                 };
                 self.payloads_done = self.payloads_done.wrapping_add(1);
                 debug_assert_eq!(h.ftype, FrameType::Data);
-                if !on_data(shared, peer, h, payload) {
-                    return Err("a payload for another rank on a direct link".into());
+                if !core.on_data(peer, h, payload) {
+                    return Err("a payload this link may not carry".into());
                 }
                 continue;
             }

@@ -1,27 +1,25 @@
-//! The receive half of a link: a resumable frame assembler that any thread
-//! may drive without blocking — the link's reader thread when `poll(2)`
-//! says the socket is readable, or an application thread that is waiting
-//! for a message from this peer and reads it itself (caller-driven
-//! progress: no hand-off between threads on a small message's path).
-//! One lock serialises the drivers; nobody blocks while holding it.
+//! The receive half of a TCP link: the frame assembler (`wire::Assembler`)
+//! driven off the socket without blocking, by whichever thread gets there
+//! first — the link's reader thread when `poll(2)` says the socket is
+//! readable, or an application thread waiting for a message from this
+//! peer (caller-driven progress: no hand-off between threads on a small
+//! message's path). One lock serialises the drivers; nobody blocks while
+//! holding it.
 
-use super::frame::{FrameType, Header, HEADER_LEN};
-use super::link::{relay, Shared};
-use super::seal::{Opener, SEAL_OVERHEAD};
-use crate::{LaneKey, LaneKind, Payload};
+use crate::auth::seal::{Opener, SEAL_OVERHEAD};
+use crate::link::{heartbeat_interval, Core, Next, Sink};
+use crate::wire::{Assembler, Header};
+use crate::Payload;
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 struct State {
-    header: [u8; HEADER_LEN],
-    header_len: usize,
-    /// A data frame being read: its header, its buffer, bytes read.
-    body: Option<(Header, Vec<u8>, usize)>,
+    asm: Assembler,
     last_byte: Instant,
     silent: bool,
     ended: bool,
@@ -59,100 +57,21 @@ fn read_now(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Wait until `stream` is readable (or closed), at most `timeout`.
 fn wait_readable(stream: &TcpStream, timeout: Duration) -> bool {
     // Ready, or an error that the next read will report.
-    super::poll_readable(&[stream.as_raw_fd()], timeout).is_none_or(|r| r[0])
-}
-
-/// What a link does after a frame's header.
-pub(crate) enum Next {
-    Continue,
-    /// A data frame: read its body next.
-    Body(Header),
-    End,
-}
-
-/// Act on a header from `peer`'s link (TCP or QUIC): control frames at
-/// once; a data frame's body is the caller's to read.
-pub(crate) fn on_header(shared: &Shared, peer: u32, h: Header, on_quic: bool) -> Next {
-    match h.ftype {
-        FrameType::Heartbeat => Next::Continue,
-        FrameType::Bye => Next::End,
-        FrameType::PeerGone => {
-            // On QUIC it comes once on every stream, behind what was
-            // relayed on that stream.
-            let last = match (&shared.quic, on_quic) {
-                (Some(q), true) => q.gone_mark(h.src),
-                _ => true,
-            };
-            if last {
-                shared.inbox.set_gone(h.src);
-            }
-            Next::Continue
-        }
-        FrameType::Credit if h.dst == shared.rank => {
-            if let Some(b) = shared.flow.get(h.src as usize) {
-                b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
-            }
-            let key = LaneKey {
-                comm: h.comm,
-                kind: h.kind,
-                tag: h.tag,
-            };
-            shared.release_lane(h.src, key, h.aux);
-            Next::Continue
-        }
-        FrameType::Credit => {
-            if shared.star && shared.rank == 0 {
-                relay(shared, h, Payload::default());
-            }
-            Next::Continue
-        }
-        FrameType::Data
-            if h.kind == LaneKind::Collective && !shared.inbox.in_window(h.comm, h.tag) =>
-        {
-            tracing::error!(
-                peer,
-                seq = h.tag,
-                "a collective message far beyond this rank's sequence window; closing the link"
-            );
-            Next::End
-        }
-        FrameType::Data => Next::Body(h),
-    }
-}
-
-/// A complete message from `peer`'s link: to this rank's inbox, or
-/// relayed. `false`: a protocol error (the link must close).
-pub(crate) fn on_data(shared: &Shared, peer: u32, h: Header, payload: Payload) -> bool {
-    if h.dst == shared.rank {
-        let key = LaneKey {
-            comm: h.comm,
-            kind: h.kind,
-            tag: h.tag,
-        };
-        shared.inbox.deliver(h.src, key, payload);
-        true
-    } else if shared.star && shared.rank == 0 {
-        relay(shared, h, payload);
-        true
-    } else {
-        tracing::error!(
-            peer,
-            dst = h.dst,
-            "a frame for another rank on a direct link; closing it"
-        );
-        false
-    }
+    crate::form::poll_readable(&[stream.as_raw_fd()], timeout).is_none_or(|r| r[0])
 }
 
 impl Rx {
-    pub(crate) fn new(peer: u32, stream: TcpStream, opener: Option<Opener>) -> Rx {
+    pub(crate) fn new(peer: u32, stream: TcpStream, opener: Option<Opener>, core: &Core) -> Rx {
+        let overhead = if opener.is_some() {
+            SEAL_OVERHEAD as u64
+        } else {
+            0
+        };
         Rx {
             peer,
             stream,
             state: Mutex::new(State {
-                header: [0; HEADER_LEN],
-                header_len: 0,
-                body: None,
+                asm: Assembler::new(core.world, core.max_message_bytes + overhead),
                 last_byte: Instant::now(),
                 silent: false,
                 ended: false,
@@ -167,152 +86,125 @@ impl Rx {
 
     /// Read and process what has arrived, if no other thread is doing so.
     /// Returns whether the link has ended.
-    pub(crate) fn try_pump(&self, shared: &Shared) -> bool {
+    pub(crate) fn try_pump(&self, core: &Core, sink: &dyn Sink) -> bool {
         match self.state.try_lock() {
-            Ok(mut st) => self.pump(&mut st, shared),
+            Ok(mut st) => self.pump(&mut st, core, sink),
             Err(_) => false,
         }
     }
 
-    fn end(&self, st: &mut State, shared: &Shared) -> bool {
+    fn end(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
         if !st.ended {
             st.ended = true;
-            shared.link_lost(self.peer);
+            st.asm.discard(&core.pool);
+            sink.ended(core, self.peer);
         }
         true
     }
 
+    /// A protocol error: cut the connection and end the link.
+    fn refuse(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
+        let _ = self.stream.shutdown(Shutdown::Both);
+        self.end(st, core, sink)
+    }
+
     /// Process every complete frame that can be read without blocking.
-    fn pump(&self, st: &mut State, shared: &Shared) -> bool {
+    fn pump(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
         loop {
             if st.ended {
                 return true;
             }
-            if matches!(&st.body, Some((_, buf, read)) if *read == buf.len()) {
-                if let Some((h, buf, _)) = st.body.take() {
-                    if !self.deliver(h, buf, st.opener.as_mut(), shared) {
-                        return self.end(st, shared);
-                    }
+            if let Some((h, buf)) = st.asm.take_frame() {
+                if !self.deliver(h, buf, st.opener.as_mut(), core, sink) {
+                    return self.refuse(st, core, sink);
                 }
                 continue;
             }
-            let got = match st.body.as_mut() {
-                Some((_, buf, read)) => read_now(&self.stream, &mut buf[*read..]),
-                None => {
-                    let from = st.header_len;
-                    read_now(&self.stream, &mut st.header[from..])
-                }
-            };
-            match got {
-                Ok(0) => return self.end(st, shared),
+            match read_now(&self.stream, st.asm.space()) {
+                Ok(0) => return self.end(st, core, sink),
                 Ok(n) => {
                     st.last_byte = Instant::now();
                     if st.silent {
                         st.silent = false;
-                        for r in shared.served_by(self.peer) {
-                            shared.inbox.set_silent(r, false);
-                        }
+                        core.heard(self.peer);
                     }
-                    if let Some((h, _, read)) = st.body.as_mut() {
-                        *read += n;
-                        shared.inbox.progress(h.src);
-                        continue;
+                    if let Some(h) = st.asm.body_header() {
+                        core.inbox.progress(h.src);
                     }
-                    st.header_len += n;
-                    if st.header_len < HEADER_LEN {
-                        continue;
-                    }
-                    st.header_len = 0;
-                    let sealed = st.opener.is_some();
-                    match self.header(&st.header, sealed, shared) {
-                        Next::Continue => {}
-                        Next::End => return self.end(st, shared),
-                        // The length was checked against the cap before
-                        // this allocation.
-                        Next::Body(h) => {
-                            st.body = Some((h, shared.pool.take_filled(h.len as usize), 0))
+                    match st.asm.advance(n) {
+                        Ok(None) => {}
+                        Ok(Some(h)) => match core.on_header(self.peer, h) {
+                            Next::Continue => {}
+                            Next::Body(h) => st.asm.start_body(h, &core.pool),
+                            Next::End => return self.refuse(st, core, sink),
+                        },
+                        Err(e) => {
+                            tracing::error!(
+                                peer = self.peer,
+                                "protocol error: {e}; closing the link"
+                            );
+                            return self.refuse(st, core, sink);
                         }
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-                Err(_) => return self.end(st, shared),
+                Err(_) => return self.end(st, core, sink),
             }
         }
     }
 
-    /// Decode and act on a complete header.
-    fn header(&self, raw: &[u8; HEADER_LEN], sealed: bool, shared: &Shared) -> Next {
-        let cap = shared.max_message_bytes + if sealed { SEAL_OVERHEAD as u64 } else { 0 };
-        let next = match Header::decode(raw, shared.world, cap) {
-            Ok(h) => on_header(shared, self.peer, h, false),
-            Err(e) => {
-                tracing::error!(
-                    peer = self.peer,
-                    "protocol error on the link: {e}; closing it"
-                );
-                Next::End
-            }
-        };
-        if matches!(next, Next::End) {
-            let _ = self.stream.shutdown(Shutdown::Both);
-        }
-        next
-    }
-
-    /// A complete data frame: on QUIC, a sidecar payload, delivered in its
-    /// lane's order; otherwise to the inbox or relayed.
+    /// A complete data frame: opened if sealed, then to the sink.
     fn deliver(
         &self,
         mut h: Header,
         mut buf: Vec<u8>,
         opener: Option<&mut Opener>,
-        shared: &Shared,
+        core: &Core,
+        sink: &dyn Sink,
     ) -> bool {
         if let Some(o) = opener {
-            match o.open(&mut h, &buf, &shared.pool) {
+            match o.open(&mut h, &buf, &core.pool) {
                 Ok(plain) => {
-                    shared.pool.give(std::mem::replace(&mut buf, plain));
+                    core.pool.give(std::mem::replace(&mut buf, plain));
                 }
                 Err(e) => {
                     tracing::error!(peer = self.peer, "{e}; closing the link");
-                    let _ = self.stream.shutdown(Shutdown::Both);
                     return false;
                 }
             }
         }
-        let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-        let ok = match &shared.quic {
-            Some(q) => q.bulk_arrived(shared, self.peer, h, payload),
-            None => on_data(shared, self.peer, h, payload),
-        };
-        if !ok {
-            let _ = self.stream.shutdown(Shutdown::Both);
-        }
-        ok
+        sink.data(
+            core,
+            self.peer,
+            h,
+            Payload::from_vec_in(buf, Some(&core.pool)),
+        )
+    }
+
+    /// Cut the connection (both directions): the reader sees its end.
+    pub(crate) fn shutdown(&self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
     }
 }
 
 /// The link's reader thread: wait for the socket to become readable, then
 /// drive the assembler (unless an application thread already is); notice a
 /// link that stays silent for a whole deadline.
-pub(crate) fn reader(shared: std::sync::Arc<Shared>, rx: std::sync::Arc<Rx>) {
-    let hb = super::link::heartbeat_interval(shared.timeout());
+pub(crate) fn reader(core: Arc<Core>, rx: Arc<Rx>, sink: Arc<dyn Sink>) {
+    let hb = heartbeat_interval(core.timeout());
     loop {
         let readable = wait_readable(&rx.stream, hb);
         let mut st = rx.lock();
-        if readable && rx.pump(&mut st, &shared) {
+        if readable && rx.pump(&mut st, &core, &*sink) {
             return;
         }
-        if shared.closing.load(Ordering::Acquire) && !readable {
+        if core.closing.load(Ordering::Acquire) && !readable {
             return;
         }
-        if !st.silent && st.last_byte.elapsed() >= shared.timeout() {
+        if !st.silent && st.last_byte.elapsed() >= core.timeout() {
             st.silent = true;
-            tracing::warn!(peer = rx.peer, "link silent for {:?}", shared.timeout());
-            for r in shared.served_by(rx.peer) {
-                shared.inbox.set_silent(r, true);
-            }
+            core.silent(rx.peer);
         }
     }
 }

@@ -1,195 +1,22 @@
-//! A TCP link's sending side and what the rank's links share.
+//! A TCP link's sending side.
 //!
 //! Application threads write a frame themselves when nothing is queued on
-//! the link (`LinkTx::send`); otherwise it goes through a crossbeam channel
+//! the link (`TcpTx::send`); otherwise it goes through a crossbeam channel
 //! to the link's writer thread, which sends queued frames with vectored
 //! writes (header and payload without a copy) and a heartbeat when idle.
-//! Per-destination budgets (`Budget`) bound what is queued here and what a
-//! receiver holds for us. The receiving side is `rx.rs`.
+//! A per-link budget bounds what is queued here. The receiving side is
+//! `rx.rs`.
 
-use super::frame::{FrameType, Header, HEADER_LEN};
-use super::seal::{Sealer, SEAL_OVERHEAD};
-use crate::inbox::Inbox;
-use crate::{BufferPool, LaneKey, Payload, TransportError};
+use crate::auth::seal::{Sealer, SEAL_OVERHEAD};
+use crate::link::{heartbeat_interval, Budget, Core, Sink};
+use crate::wire::{FrameType, Header, HEADER_LEN};
+use crate::{BufferPool, Payload, TransportError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::collections::HashMap;
 use std::io::{ErrorKind, IoSlice, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
-
-/// What the rank's link threads share.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub rank: u32,
-    pub world: u32,
-    pub star: bool,
-    pub inbox: Inbox,
-    pub pool: Arc<BufferPool>,
-    pub timeout_ns: AtomicU64,
-    pub max_message_bytes: u64,
-    /// Budgeted bytes this rank may still send to each rank (credits).
-    pub flow: Vec<Budget>,
-    /// (messages, bytes) this rank sent to each rank.
-    pub sent: Vec<(AtomicU64, AtomicU64)>,
-    /// Budgeted messages sent but not yet credited, per (destination, lane).
-    pub lanes_in_flight: Mutex<HashMap<(u32, LaneKey), u32>>,
-    pub lanes_freed: Condvar,
-    /// Direct links by peer rank, set once formation is done.
-    pub links: OnceLock<Vec<Option<LinkTx>>>,
-    /// Messages this rank may have queued on one lane of one receiver.
-    pub lane_depth: u32,
-    /// Their receive halves, by peer rank.
-    pub rxs: OnceLock<Vec<Option<Arc<super::rx::Rx>>>>,
-    /// Whether a receiving thread spins (this host has a core per rank) or
-    /// yields while it polls its link.
-    pub spin: bool,
-    pub closing: AtomicBool,
-    /// QUIC links and the sidecar's bookkeeping, when the group runs on
-    /// QUIC: these TCP links then carry only payloads over the threshold.
-    pub quic: Option<crate::quic::QuicShared>,
-}
-
-impl Shared {
-    /// Wait (up to the deadline) for a slot on `dst`'s lane `key`.
-    pub(crate) fn acquire_lane(&self, dst: u32, key: LaneKey) -> Result<(), TransportError> {
-        let deadline = Instant::now() + self.timeout();
-        let mut lanes = self
-            .lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        loop {
-            let n = lanes.entry((dst, key)).or_insert(0);
-            if *n < self.lane_depth {
-                *n += 1;
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= deadline || self.inbox.is_gone(dst) {
-                return Err(TransportError::Timeout { waiting_on: dst });
-            }
-            lanes = self
-                .lanes_freed
-                .wait_timeout(lanes, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// `dst` took `count` messages of lane `key`.
-    pub(crate) fn release_lane(&self, dst: u32, key: LaneKey, count: u32) {
-        let mut lanes = self
-            .lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = lanes.get_mut(&(dst, key)) {
-            *n = n.saturating_sub(count);
-            if *n == 0 {
-                lanes.remove(&(dst, key));
-            }
-        }
-        drop(lanes);
-        self.lanes_freed.notify_all();
-    }
-
-    /// The link that carries traffic for `dst`: a star worker reaches
-    /// everyone through the coordinator.
-    pub(crate) fn hop(&self, dst: u32) -> u32 {
-        if self.star && self.rank != 0 {
-            0
-        } else {
-            dst
-        }
-    }
-
-    fn tcp_link(&self, hop: u32) -> Option<&LinkTx> {
-        self.links
-            .get()
-            .and_then(|l| l.get(hop as usize))
-            .and_then(Option::as_ref)
-    }
-
-    /// Send one frame (`header`, then `parts`) towards `dst` over the link
-    /// to `hop`, waiting within the deadline for room. On QUIC, a payload
-    /// under the threshold goes over the QUIC link; a larger one over this
-    /// TCP link (the sidecar), announced on the QUIC lane by a descriptor
-    /// so that the lane stays in order.
-    pub(crate) fn transmit(
-        &self,
-        hop: u32,
-        header: Header,
-        parts: &[&[u8]],
-        dst: u32,
-    ) -> Result<(), TransportError> {
-        let link = self
-            .tcp_link(hop)
-            .ok_or(TransportError::PeerDisconnected { rank: dst })?;
-        let Some(q) = &self.quic else {
-            return link.send(header, parts, self, dst);
-        };
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len < q.threshold {
-            q.send(self, hop, header, parts, dst)
-        } else {
-            q.send_bulk(self, hop, header, parts, dst, link)
-        }
-    }
-
-    pub(crate) fn timeout(&self) -> Duration {
-        Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
-    }
-
-    /// Ranks whose traffic arrives over the link to `peer`: a star worker
-    /// hears everyone through the coordinator.
-    pub(crate) fn served_by(&self, peer: u32) -> Vec<u32> {
-        if self.star && self.rank != 0 {
-            (0..self.world).filter(|&r| r != self.rank).collect()
-        } else {
-            vec![peer]
-        }
-    }
-
-    /// The TCP link to `peer` ended. On QUIC, the peer's QUIC link first
-    /// delivers what it still holds (descriptors whose payloads the
-    /// sidecar brought just before it ended), then calls `lost_now`.
-    pub(crate) fn link_lost(&self, peer: u32) {
-        if let Some(q) = &self.quic {
-            if q.sidecar_ended(peer) {
-                return;
-            }
-        }
-        self.lost_now(peer);
-    }
-
-    /// The link to `peer` is gone: its ranks are gone once what they sent
-    /// is taken; a coordinator tells every other worker (on QUIC, after
-    /// what it relayed from them on every stream).
-    pub(crate) fn lost_now(&self, peer: u32) {
-        if self.closing.load(Ordering::Acquire) {
-            return;
-        }
-        for r in self.served_by(peer) {
-            self.inbox.set_gone(r);
-        }
-        let first = self.quic.as_ref().is_none_or(|q| q.first_gone(peer));
-        if self.star && self.rank == 0 && first {
-            if let Some(links) = self.links.get() {
-                for (r, link) in links.iter().enumerate() {
-                    if let Some(link) = link.as_ref().filter(|_| r as u32 != peer) {
-                        let h = Header::control(FrameType::PeerGone, peer, r as u32);
-                        match &self.quic {
-                            Some(q) => q.tell_gone(h),
-                            None => {
-                                link.enqueue(Out::Frame(h.encode(), Payload::default()));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// An item for a writer.
 #[derive(Debug)]
@@ -252,13 +79,13 @@ impl Wire {
 
 /// The sending side of a link, held by application threads.
 #[derive(Clone, Debug)]
-pub(crate) struct LinkTx {
+pub(crate) struct TcpTx {
     pub tx: Sender<Out>,
     pub budget: Arc<Budget>,
     pub wire: Arc<Wire>,
 }
 
-impl LinkTx {
+impl TcpTx {
     /// Queue an item for the writer thread, after everything queued or
     /// written before.
     pub(crate) fn enqueue(&self, item: Out) -> bool {
@@ -330,12 +157,12 @@ impl LinkTx {
         &self,
         header: Header,
         parts: &[&[u8]],
-        shared: &Shared,
+        core: &Core,
         dst: u32,
     ) -> Result<(), TransportError> {
         let gone = || TransportError::PeerDisconnected { rank: dst };
         if self.wire.sealer.is_some() && header.ftype == FrameType::Data {
-            return self.send_sealed(header, parts, shared, dst);
+            return self.send_sealed(header, parts, core, dst);
         }
         let header = header.encode();
         let pieces: Vec<&[u8]> = std::iter::once(&header[..])
@@ -352,9 +179,8 @@ impl LinkTx {
             }
         }
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        self.budget
-            .acquire(len + HEADER_LEN, shared.timeout(), dst)?;
-        let frame = Out::Frame(header, Payload::from_parts_in(parts, Some(&shared.pool)));
+        self.budget.acquire(len + HEADER_LEN, core.timeout(), dst)?;
+        let frame = Out::Frame(header, Payload::from_parts_in(parts, Some(&core.pool)));
         if self.enqueue(frame) {
             Ok(())
         } else {
@@ -363,21 +189,21 @@ impl LinkTx {
     }
 }
 
-impl LinkTx {
+impl TcpTx {
     /// `send` on a sealing link: room first, then seal and write (or
     /// queue) under the wire's lock.
     fn send_sealed(
         &self,
         mut h: Header,
         parts: &[&[u8]],
-        shared: &Shared,
+        core: &Core,
         dst: u32,
     ) -> Result<(), TransportError> {
         let gone = TransportError::PeerDisconnected { rank: dst };
         let n = parts.iter().map(|p| p.len()).sum::<usize>() + SEAL_OVERHEAD + HEADER_LEN;
-        self.budget.acquire(n, shared.timeout(), dst)?;
+        self.budget.acquire(n, core.timeout(), dst)?;
         let mut pending = self.wire.pending();
-        let body = match self.wire.seal(&mut h, parts, &shared.pool) {
+        let body = match self.wire.seal(&mut h, parts, &core.pool) {
             Some(Ok(body)) => body,
             _ => {
                 drop(pending);
@@ -395,7 +221,7 @@ impl LinkTx {
         // The writer returns `n` to the budget once written.
         if self.push(
             &mut pending,
-            Out::Frame(head, Payload::from_vec_in(body, Some(&shared.pool))),
+            Out::Frame(head, Payload::from_vec_in(body, Some(&core.pool))),
         ) {
             Ok(())
         } else {
@@ -427,74 +253,13 @@ fn write_now(stream: &TcpStream, bufs: &mut [IoSlice<'_>]) -> std::io::Result<us
     Ok(written)
 }
 
-/// Bytes queued on a link but not yet written, bounded: a sender past the
-/// bound waits (with the deadline) for the writer to drain.
-#[derive(Debug)]
-pub(crate) struct Budget {
-    queued: Mutex<usize>,
-    drained: Condvar,
-    max: usize,
-}
-
-impl Budget {
-    pub(crate) fn new(max: usize) -> Budget {
-        Budget {
-            queued: Mutex::new(0),
-            drained: Condvar::new(),
-            max,
-        }
-    }
-
-    /// Reserve `n` bytes; waits while the link is over budget (one message
-    /// is always admitted to an empty link, whatever its size).
-    pub(crate) fn acquire(
-        &self,
-        n: usize,
-        timeout: Duration,
-        dst: u32,
-    ) -> Result<(), TransportError> {
-        let deadline = Instant::now() + timeout;
-        let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        while *q > 0 && *q + n > self.max {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(TransportError::Timeout { waiting_on: dst });
-            }
-            q = self
-                .drained
-                .wait_timeout(q, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        *q += n;
-        Ok(())
-    }
-
-    pub(crate) fn max(&self) -> usize {
-        self.max
-    }
-
-    pub(crate) fn release(&self, n: usize) {
-        let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        *q = q.saturating_sub(n);
-        drop(q);
-        self.drained.notify_all();
-    }
-}
-
-/// Heartbeat period: often enough that a silent link is noticed well within
-/// one deadline.
-pub(crate) fn heartbeat_interval(timeout: Duration) -> Duration {
-    (timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
-}
-
 /// Write every slice, retrying short writes, timeouts (a slow reader) and
 /// interrupts; gives up only on a real error or when the rank is closing
 /// and the peer no longer reads.
 fn write_all(
     stream: &mut &TcpStream,
     mut bufs: &mut [IoSlice<'_>],
-    shared: &Shared,
+    core: &Core,
 ) -> std::io::Result<()> {
     let mut stalled_since: Option<Instant> = None;
     while !bufs.is_empty() {
@@ -507,7 +272,7 @@ fn write_all(
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 let since = *stalled_since.get_or_insert_with(Instant::now);
-                if shared.closing.load(Ordering::Acquire) && since.elapsed() >= shared.timeout() {
+                if core.closing.load(Ordering::Acquire) && since.elapsed() >= core.timeout() {
                     return Err(e);
                 }
             }
@@ -523,9 +288,15 @@ const BATCH_FRAMES: usize = 64;
 /// large frame per call).
 const BATCH_BYTES: usize = 1 << 20;
 
-pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<Out>) {
-    let hb = heartbeat_interval(shared.timeout());
-    let heartbeat = Header::control(FrameType::Heartbeat, shared.rank, peer).encode();
+pub(crate) fn writer(
+    core: Arc<Core>,
+    peer: u32,
+    link: TcpTx,
+    rx: Receiver<Out>,
+    sink: Arc<dyn Sink>,
+) {
+    let hb = heartbeat_interval(core.timeout());
+    let heartbeat = Header::control(FrameType::Heartbeat, core.rank, peer).encode();
     let _ = link.wire.stream.set_write_timeout(Some(hb));
     let mut stream = &link.wire.stream;
     let mut batch: Vec<Out> = Vec::with_capacity(BATCH_FRAMES);
@@ -541,7 +312,7 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
                     .is_err()
                 {
                     drop(pending);
-                    shared.link_lost(peer);
+                    sink.ended(&core, peer);
                     return;
                 }
                 continue;
@@ -590,10 +361,10 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
             }
         }
         // Nothing else writes while these items are pending.
-        let ok = write_all(&mut stream, &mut slices, &shared).is_ok();
+        let ok = write_all(&mut stream, &mut slices, &core).is_ok();
         if ok && close {
-            let bye = Header::control(FrameType::Bye, shared.rank, peer).encode();
-            let _ = write_all(&mut stream, &mut [IoSlice::new(&bye)], &shared);
+            let bye = Header::control(FrameType::Bye, core.rank, peer).encode();
+            let _ = write_all(&mut stream, &mut [IoSlice::new(&bye)], &core);
             let _ = stream.flush();
             let _ = stream.shutdown(Shutdown::Write);
         }
@@ -602,27 +373,11 @@ pub(crate) fn writer(shared: Arc<Shared>, peer: u32, link: LinkTx, rx: Receiver<
         batch.clear();
         link.budget.release(budgeted);
         if !ok {
-            shared.link_lost(peer);
+            sink.ended(&core, peer);
             return;
         }
         if close {
             return;
-        }
-    }
-}
-
-/// A star coordinator forwards a worker's frame to its destination.
-/// Relayed bytes are not budgeted: blocking here would stall the link that
-/// carried them; the links' own flow control bounds them.
-pub(crate) fn relay(shared: &Shared, h: Header, payload: Payload) {
-    let Some(link) = shared.tcp_link(h.dst) else {
-        tracing::warn!(dst = h.dst, "no link to relay to; frame dropped");
-        return;
-    };
-    match &shared.quic {
-        Some(q) => q.relay(h, payload, link, &shared.pool),
-        None => {
-            link.enqueue_frame(h, payload, &shared.pool);
         }
     }
 }

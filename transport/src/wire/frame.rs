@@ -99,13 +99,21 @@ impl Header {
         world: u32,
         max_len: u64,
     ) -> Result<Header, FrameError> {
-        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&h[i..i + 8]);
-            u64::from_le_bytes(b)
-        };
-        let ftype = match h[0] {
+        // Fixed length: every read below is in bounds.
+        let mut r = super::Reader::new(h);
+        let (t, k) = (r.u8().unwrap_or(0), r.u8().unwrap_or(0));
+        let seq = r.u16().unwrap_or(0);
+        let (src, dst, aux) = (
+            r.u32().unwrap_or(0),
+            r.u32().unwrap_or(0),
+            r.u32().unwrap_or(0),
+        );
+        let (comm, tag, len) = (
+            r.u64().unwrap_or(0),
+            r.u64().unwrap_or(0),
+            r.u64().unwrap_or(0),
+        );
+        let ftype = match t {
             1 => FrameType::Data,
             2 => FrameType::Heartbeat,
             3 => FrameType::Bye,
@@ -113,14 +121,12 @@ impl Header {
             5 => FrameType::Credit,
             t => return Err(FrameError::Type(t)),
         };
-        let kind = LaneKind::from_u8(h[1]).ok_or(FrameError::Kind(h[1]))?;
-        let (src, dst) = (u32_at(4), u32_at(8));
+        let kind = LaneKind::from_u8(k).ok_or(FrameError::Kind(k))?;
         for r in [src, dst] {
             if r >= world {
                 return Err(FrameError::Rank(r, world));
             }
         }
-        let len = u64_at(32);
         // Only data frames carry `len` bytes after the header.
         if ftype == FrameType::Data && len > max_len {
             return Err(FrameError::TooLong(len, max_len));
@@ -130,11 +136,11 @@ impl Header {
             kind,
             src,
             dst,
-            comm: u64_at(16),
-            tag: u64_at(24),
+            comm,
+            tag,
             len,
-            aux: u32_at(12),
-            seq: u16::from_le_bytes([h[2], h[3]]),
+            aux,
+            seq,
         })
     }
 }

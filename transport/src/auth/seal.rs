@@ -11,7 +11,7 @@
 //! lock), so nonce order is wire order. Header-only control frames
 //! (heartbeats, goodbyes, credits) are not sealed.
 
-use super::frame::Header;
+use crate::wire::Header;
 use crate::BufferPool;
 use boring::symm::{Cipher, Crypter, Mode};
 use std::sync::Arc;
@@ -137,8 +137,8 @@ impl Opener {
 
 #[cfg(test)]
 mod tests {
-    use super::super::frame::FrameType;
     use super::*;
+    use crate::wire::FrameType;
 
     #[test]
     fn sealed_payloads_open_once_in_order_and_unaltered() {

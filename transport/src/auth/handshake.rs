@@ -21,6 +21,7 @@
 //! QUIC's sidecar threshold) and whether it expects that rank, and
 //! answers with a status code so both sides fail with the same typed error.
 
+use crate::wire::Reader;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -167,7 +168,8 @@ fn hello(id: &Identity) -> Result<[u8; HELLO_LEN], HandshakeError> {
     Ok(h)
 }
 
-struct Parsed {
+#[derive(Debug)]
+pub(crate) struct Parsed {
     version: u32,
     world: u32,
     rank: u32,
@@ -175,17 +177,19 @@ struct Parsed {
     transport: u64,
 }
 
-fn parse(h: &[u8]) -> Option<Parsed> {
-    if h.len() < HELLO_LEN || &h[..8] != MAGIC {
+/// Decode a hello (a pure function: fuzzed). `None`: not a meshwork
+/// hello (wrong magic or too short).
+pub(crate) fn parse(h: &[u8]) -> Option<Parsed> {
+    let mut r = Reader::new(h);
+    if r.bytes(8)? != MAGIC || h.len() < HELLO_LEN {
         return None;
     }
-    let u = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
     Some(Parsed {
-        version: u(8),
-        world: u(12),
-        rank: u(16),
-        star: u(20) & FLAG_STAR != 0,
-        transport: u64::from_le_bytes(h[24..32].try_into().ok()?),
+        version: r.u32()?,
+        world: r.u32()?,
+        rank: r.u32()?,
+        star: r.u32()? & FLAG_STAR != 0,
+        transport: r.u64()?,
     })
 }
 
@@ -218,7 +222,7 @@ pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<Admitted, Ha
     let mut reply = [0u8; REPLY_LEN];
     stream.read_exact(&mut reply)?;
     let theirs = parse(&reply).ok_or(HandshakeError::Stranger)?;
-    let status = u32::from_le_bytes([reply[56], reply[57], reply[58], reply[59]]);
+    let status = Reader::new(&reply[56..]).u32().unwrap_or(u32::MAX);
     match status {
         s if s == Status::Ok as u32 => {}
         s if s == Status::Protocol as u32 => {

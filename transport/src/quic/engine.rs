@@ -16,7 +16,7 @@
 //! thread's mio `Waker`. Whoever moves a quiche timer earlier than the
 //! thread's planned wake-up wakes it.
 //!
-//! Frames are the TCP links' frames (`tcp/frame.rs`). Each side writes on
+//! Frames are the wire's frames (`wire/frame.rs`). Each side writes on
 //! its own unidirectional streams: stream 0 carries credits, streams
 //! 1..=`LANE_STREAMS` carry data, a lane always on the same stream (so a
 //! lane stays in order) and different lanes mostly on different ones (so
@@ -24,9 +24,9 @@
 //! their end as data arrives; `order.rs` keeps each lane in order with the
 //! payloads its messages sent over the sidecar.
 
-use crate::tcp::frame::{FrameType, Header, HEADER_LEN};
-use crate::tcp::link::{heartbeat_interval, Budget, Shared};
-use crate::tcp::rx::{on_header, Next};
+use super::Order;
+use crate::link::{heartbeat_interval, Budget, Core, Next};
+use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
@@ -86,6 +86,8 @@ pub(crate) struct QLink {
     tx: Sender<Cmd>,
     waker: mio::Waker,
     budget: Budget,
+    /// Frames of at least this many bytes belong on the sidecar.
+    threshold: usize,
     engine: Mutex<Engine>,
     /// The link's thread runs (cleared when it ends).
     alive: AtomicBool,
@@ -107,7 +109,7 @@ pub(crate) fn stream_of(h: &Header) -> u64 {
 }
 
 impl QLink {
-    pub(crate) fn new(io: Io, waker: mio::Waker, budget: usize) -> QLink {
+    pub(crate) fn new(io: Io, waker: mio::Waker, budget: usize, threshold: usize) -> QLink {
         let (tx, rx) = crossbeam_channel::unbounded();
         let streams = STREAMS as usize;
         QLink {
@@ -115,6 +117,7 @@ impl QLink {
             tx,
             waker,
             budget: Budget::new(budget),
+            threshold,
             engine: Mutex::new(Engine {
                 io,
                 rx,
@@ -142,12 +145,12 @@ impl QLink {
     /// while the link has more than its budget queued; the bytes reserved.
     pub(crate) fn reserve(
         &self,
-        shared: &Shared,
+        core: &Core,
         parts: &[&[u8]],
         dst: u32,
     ) -> Result<usize, TransportError> {
         let len = parts.iter().map(|p| p.len()).sum::<usize>() + HEADER_LEN;
-        self.budget.acquire(len, shared.timeout(), dst)?;
+        self.budget.acquire(len, core.timeout(), dst)?;
         Ok(len)
     }
 
@@ -160,13 +163,7 @@ impl QLink {
     /// link (`budgeted` bytes return to the budget once quiche takes it):
     /// written here and now if the engine is free, else queued for the
     /// thread. `false`: the link has ended.
-    pub(crate) fn submit(
-        &self,
-        shared: &Shared,
-        bytes: Payload,
-        stream: u64,
-        budgeted: usize,
-    ) -> bool {
+    pub(crate) fn submit(&self, core: &Core, bytes: Payload, stream: u64, budgeted: usize) -> bool {
         let cmd = Cmd::Frame {
             bytes,
             stream,
@@ -178,8 +175,8 @@ impl QLink {
         match self.engine.try_lock() {
             Ok(mut e) => {
                 // Earlier frames (of this thread too) go first.
-                e.take_cmds(shared);
-                e.take(cmd, shared);
+                e.take_cmds(core);
+                e.take(cmd, core);
                 let res = e.write_streams(self).and_then(|()| e.flush());
                 self.after_work(&mut e, res);
             }
@@ -210,7 +207,7 @@ impl QLink {
 
     /// Read and deliver what has arrived, if nobody else is doing so;
     /// `false` if somebody was (or the link has ended).
-    pub(crate) fn try_pump(&self, shared: &Shared) -> bool {
+    pub(crate) fn try_pump(&self, core: &Core, order: &Order) -> bool {
         if !self.alive.load(Ordering::Acquire) {
             return false;
         }
@@ -220,7 +217,7 @@ impl QLink {
         if e.fatal.is_some() || e.closing.is_some() {
             return false;
         }
-        let res = e.pump(shared, self);
+        let res = e.pump(core, self, order);
         self.after_work(&mut e, res);
         true
     }
@@ -274,24 +271,11 @@ struct Chunk {
     release: usize,
 }
 
-/// A peer stream's frame assembler.
+/// A peer stream's frame assembler, and whether the stream has ended.
 #[derive(Debug)]
 struct StreamRx {
-    head: [u8; HEADER_LEN],
-    have: usize,
-    body: Option<(Header, Vec<u8>, usize)>,
+    asm: Assembler,
     ended: bool,
-}
-
-impl Default for StreamRx {
-    fn default() -> StreamRx {
-        StreamRx {
-            head: [0; HEADER_LEN],
-            have: 0,
-            body: None,
-            ended: false,
-        }
-    }
 }
 
 /// A link's connection and socket.
@@ -414,7 +398,7 @@ impl Engine {
     }
 
     /// Queue one command's frame (or note its request).
-    fn take(&mut self, cmd: Cmd, shared: &Shared) {
+    fn take(&mut self, cmd: Cmd, core: &Core) {
         match cmd {
             Cmd::Frame {
                 bytes,
@@ -426,15 +410,15 @@ impl Engine {
             }),
             Cmd::Close => {
                 self.closing
-                    .get_or_insert_with(|| Instant::now() + shared.timeout().min(CLOSE_WAIT));
+                    .get_or_insert_with(|| Instant::now() + core.timeout().min(CLOSE_WAIT));
             }
         }
     }
 
     /// Queue every command waiting in the channel.
-    fn take_cmds(&mut self, shared: &Shared) {
+    fn take_cmds(&mut self, core: &Core) {
         while let Ok(cmd) = self.rx.try_recv() {
-            self.take(cmd, shared);
+            self.take(cmd, core);
         }
     }
 
@@ -469,13 +453,13 @@ impl Engine {
     /// about to follow carries it, or it goes out `ACK_DELAY` later, or
     /// with the next datagrams. One datagram per message fewer, and one
     /// wake-up of the peer's thread fewer.
-    fn pump(&mut self, shared: &Shared, link: &QLink) -> Result<(), String> {
+    fn pump(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), String> {
         let got = self.recv();
         if self.io.conn.timeout() == Some(Duration::ZERO) {
             self.io.conn.on_timeout();
         }
-        self.take_cmds(shared);
-        self.read_streams(shared)?;
+        self.take_cmds(core);
+        self.read_streams(core, link, order)?;
         // Anything to write (queued frames) means datagrams to send now.
         let idle = self.out.iter().all(VecDeque::is_empty);
         self.write_streams(link)?;
@@ -492,7 +476,7 @@ impl Engine {
 
     /// Read every stream that has data (and retry those waiting for the
     /// sidecar). `Err`: a protocol error; the link must close.
-    fn read_streams(&mut self, shared: &Shared) -> Result<(), String> {
+    fn read_streams(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), String> {
         let ids: Vec<u64> = self.io.conn.readable().collect();
         for id in ids {
             // Only the peer's unidirectional streams carry frames.
@@ -500,8 +484,12 @@ impl Engine {
             if id % 4 != theirs || id / 4 >= STREAMS {
                 return Err(format!("frames on unexpected stream {id}"));
             }
-            let s = self.streams.entry(id).or_default();
-            read_stream(&mut self.io, id, s, shared)?;
+            let s = self.streams.entry(id).or_insert_with(|| StreamRx {
+                // A frame of the threshold or more belongs on the sidecar.
+                asm: Assembler::new(core.world, (link.threshold as u64).saturating_sub(1)),
+                ended: false,
+            });
+            read_stream(&mut self.io, id, s, core, order)?;
         }
         Ok(())
     }
@@ -521,11 +509,17 @@ impl Engine {
 
     /// One turn of the link's thread. `Some`: the link has ended (with a
     /// failure, or `None` inside when it closed in order).
-    fn turn(&mut self, shared: &Shared, link: &QLink, hb: Duration) -> Option<Option<String>> {
+    fn turn(
+        &mut self,
+        core: &Core,
+        link: &QLink,
+        order: &Order,
+        hb: Duration,
+    ) -> Option<Option<String>> {
         if let Some(e) = self.fatal.take() {
             return Some(Some(self.fail(e)));
         }
-        if let Err(e) = self.pump(shared, link) {
+        if let Err(e) = self.pump(core, link, order) {
             return Some(Some(self.fail(e)));
         }
         if self.sidecar_ended && self.closing.is_none() {
@@ -548,7 +542,7 @@ impl Engine {
                 }
             }
             let unresponsive =
-                self.last_recv.elapsed() >= CLOSE_IDLE || shared.inbox.is_gone(self.io.peer);
+                self.last_recv.elapsed() >= CLOSE_IDLE || core.inbox.is_gone(self.io.peer);
             if (self.fin_sent && self.all_acked()) || unresponsive || Instant::now() >= until {
                 let _ = self.io.conn.close(true, 0, b"bye");
                 let _ = self.flush();
@@ -596,73 +590,53 @@ impl Engine {
 
 /// Read what stream `id` holds, frame by frame, and hand each frame to the
 /// link's order keeper (`order.rs`), which delivers it in its turn.
-fn read_stream(io: &mut Io, id: u64, s: &mut StreamRx, shared: &Shared) -> Result<(), String> {
-    let q = shared.quic.as_ref().ok_or("not a QUIC group")?;
+fn read_stream(
+    io: &mut Io,
+    id: u64,
+    s: &mut StreamRx,
+    core: &Core,
+    order: &Order,
+) -> Result<(), String> {
     let (peer, index) = (io.peer, (id / 4) as usize);
     loop {
-        if let Some((h, buf, read)) = s.body.as_mut() {
-            if *read == buf.len() {
-                let (h, buf, _) = s.body.take().ok_or("no body")?;
-                let payload = Payload::from_vec_in(buf, Some(&shared.pool));
-                q.frame_arrived(shared, peer, index, h, Some(payload))?;
-                continue;
-            }
-            match io.conn.stream_recv(id, &mut buf[*read..]) {
-                Ok((n, fin)) => {
-                    *read += n;
-                    shared.inbox.progress(h.src);
-                    if fin && *read < buf.len() {
-                        return Err(format!("stream {id} ended inside a frame"));
-                    }
-                    s.ended |= fin;
-                }
-                Err(quiche::Error::Done) => return Ok(()),
-                Err(e) => return Err(format!("stream {id}: {e}")),
-            }
+        if let Some((h, buf)) = s.asm.take_frame() {
+            let payload = Payload::from_vec_in(buf, Some(&core.pool));
+            order.frame_arrived(core, peer, index, h, Some(payload))?;
             continue;
         }
         if s.ended {
             return Ok(());
         }
-        let have = s.have;
-        let (n, fin) = match io.conn.stream_recv(id, &mut s.head[have..]) {
+        let (n, fin) = match io.conn.stream_recv(id, s.asm.space()) {
             Ok(x) => x,
             Err(quiche::Error::Done) => return Ok(()),
             Err(e) => return Err(format!("stream {id}: {e}")),
         };
-        s.have += n;
+        if let Some(h) = s.asm.body_header() {
+            core.inbox.progress(h.src);
+        }
+        let header = s.asm.advance(n).map_err(|e| e.to_string())?;
         if fin {
             s.ended = true;
-            if s.have != 0 && s.have < HEADER_LEN {
+            if s.asm.mid_frame() && s.asm.take_frame().is_none() {
+                s.asm.discard(&core.pool);
                 return Err(format!("stream {id} ended inside a frame"));
             }
         }
-        if s.have < HEADER_LEN {
-            continue;
-        }
-        s.have = 0;
-        let h = Header::decode(&s.head, shared.world, shared.max_message_bytes)
-            .map_err(|e| e.to_string())?;
+        let Some(h) = header else { continue };
         if h.ftype != FrameType::Data {
             // Control frames act in their turn too: a peer-gone notice
             // must not overtake the messages before it.
-            q.frame_arrived(shared, peer, index, h, None)?;
+            order.frame_arrived(core, peer, index, h, None)?;
             continue;
         }
-        match on_header(shared, peer, h, true) {
-            Next::Body(h) => {
-                // Larger payloads travel on the sidecar: a QUIC frame over
-                // the threshold is a protocol error, not an allocation.
-                if h.len >= q.threshold as u64 {
-                    return Err(format!(
-                        "a {}-byte frame over QUIC (threshold {})",
-                        h.len, q.threshold
-                    ));
-                }
-                s.body = Some((h, shared.pool.take_filled(h.len as usize), 0));
+        match core.on_header(peer, h) {
+            Next::Body(h) if s.ended && h.len > 0 => {
+                return Err(format!("stream {id} ended inside a frame"))
             }
+            Next::Body(h) => s.asm.start_body(h, &core.pool),
             Next::Continue => {}
-            Next::End => return Err("a collective message far beyond the sequence window".into()),
+            Next::End => return Err("a data frame this link may not carry".into()),
         }
     }
 }
@@ -673,7 +647,7 @@ fn lock(link: &QLink) -> MutexGuard<'_, Engine> {
 
 /// The link's thread. Ends when the connection closes: by this side's
 /// `Close`, by the peer, or by a failure (the peer's ranks are then gone).
-pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
+pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll: mio::Poll) {
     let peer = link.peer;
     if let Err(e) =
         poll.registry()
@@ -681,12 +655,12 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
     {
         tracing::error!(peer, "cannot poll the QUIC socket: {e}");
         link.alive.store(false, Ordering::Release);
-        shared.lost_now(peer);
+        core.lost(peer);
         return;
     }
     let mut events = mio::Events::with_capacity(8);
     let ended = loop {
-        let hb = heartbeat_interval(shared.timeout());
+        let hb = heartbeat_interval(core.timeout());
         let wait = {
             let mut e = lock(&link);
             let wait = if std::mem::take(&mut e.again) {
@@ -711,7 +685,7 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
         }
         let mut e = lock(&link);
         e.planned = Instant::now();
-        match e.turn(&shared, &link, hb) {
+        match e.turn(&core, &link, &order, hb) {
             None => {}
             Some(Some(failure)) => break Some(failure),
             Some(None) => break None,
@@ -721,7 +695,7 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
     e.ended = true;
     link.alive.store(false, Ordering::Release);
     // Give back the budget of what will never be sent.
-    e.take_cmds(&shared);
+    e.take_cmds(&core);
     for q in &mut e.out {
         for c in q.drain(..) {
             link.budget.release(c.release);
@@ -741,7 +715,7 @@ pub(crate) fn run(shared: Arc<Shared>, link: Arc<QLink>, mut poll: mio::Poll) {
         None => {}
     }
     drop(e);
-    shared.lost_now(peer);
+    core.lost(peer);
 }
 
 /// The datagram socket of an accepted link: bound to the rank's port

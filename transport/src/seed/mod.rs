@@ -26,11 +26,12 @@
 //! the wire in the clear. The CA is the seed's own, random: only ranks
 //! admitted by this seed hold leaves from it.
 
-use crate::quic::tls::{ClusterCa, RankIdentity};
-use crate::tcp::frame::{FrameType, Header};
-use crate::tcp::handshake::{derive_key, proof, verify, PROTOCOL_VERSION};
-use crate::tcp::seal::{Opener, Sealer};
-use crate::tcp::{poll_readable, Backoff, FormationError};
+use crate::auth::handshake::{derive_key, proof, verify, PROTOCOL_VERSION};
+use crate::auth::seal::{Opener, Sealer};
+use crate::auth::tls::{ClusterCa, RankIdentity};
+use crate::form::{poll_readable, Backoff, FormationError};
+use crate::wire::codec::{put_addr, ADDR_LEN};
+use crate::wire::{FrameType, Header, Reader};
 use crate::BufferPool;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -139,26 +140,18 @@ fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
     }
 }
 
+/// The little-endian `u32` at `i` (zero past the end: every caller
+/// has checked the length first).
 fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn put_addr(out: &mut Vec<u8>, a: SocketAddr) {
-    out.extend_from_slice(&a.port().to_le_bytes());
-    let v6 = match a.ip() {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-        IpAddr::V6(v6) => v6,
-    };
-    out.extend_from_slice(&v6.octets());
+    Reader::new(b.get(i..).unwrap_or_default())
+        .u32()
+        .unwrap_or(0)
 }
 
 fn get_addr(b: &[u8]) -> SocketAddr {
-    let port = u16::from_le_bytes([b[0], b[1]]);
-    let mut o = [0u8; 16];
-    o.copy_from_slice(&b[2..18]);
-    let v6 = Ipv6Addr::from(o);
-    let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-    SocketAddr::new(ip, port)
+    Reader::new(b)
+        .addr()
+        .unwrap_or_else(|| SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
 }
 
 /// Which of `fds` are readable, waiting at most `timeout` (none if the
@@ -603,9 +596,9 @@ impl Admitted {
         if n != world {
             return Err(bad("not one address per rank"));
         }
-        let mut raw = vec![0u8; 18 * n as usize];
+        let mut raw = vec![0u8; ADDR_LEN * n as usize];
         s.read_exact(&mut raw).map_err(fail)?;
-        let peers = raw.chunks(18).map(get_addr).collect();
+        let peers = raw.chunks(ADDR_LEN).map(get_addr).collect();
         Ok(Joined {
             rank,
             peers,

@@ -1,0 +1,8 @@
+//! Authentication: the token handshake every link and the seed begin
+//! with (`handshake.rs`), sealing of what travels over TCP
+//! (`seal.rs`, `ENCRYPT_BULK`), and the cluster CA that QUIC's mutual TLS
+//! trusts (`tls.rs`).
+
+pub(crate) mod handshake;
+pub(crate) mod seal;
+pub mod tls;

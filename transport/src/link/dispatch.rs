@@ -1,0 +1,347 @@
+//! Dispatch of decoded frames, with the checks a token-holding member is
+//! held to. A link's peer is authenticated, but authenticated is not
+//! honest: every frame is checked against what that link may carry
+//! before the core acts on it, and a frame that fails is a protocol
+//! error that closes the link (its ranks are then gone here).
+//!
+//! | frame | accepted when |
+//! |---|---|
+//! | data | its source is a rank this link serves (`Core::serves`); it is for this rank, or this rank is a star coordinator (relay); a collective's sequence number is inside the window; the lane is under its bound |
+//! | credit | for this rank: from a rank this link serves; for another rank: only at a star coordinator, from the link's own peer (relayed) |
+//! | peer gone | only on a star worker's link to the coordinator, and not about this rank or the coordinator |
+//! | heartbeat, bye | always |
+
+use super::Core;
+use crate::wire::{FrameType, Header};
+use crate::{LaneKey, LaneKind, Payload};
+
+/// What a link does after a frame's header.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    Continue,
+    /// A data frame: read its body next.
+    Body(Header),
+    /// Bye, or a protocol error: the link ends.
+    End,
+}
+
+fn refuse(peer: u32, h: &Header, why: &str) -> Next {
+    tracing::error!(
+        peer,
+        src = h.src,
+        dst = h.dst,
+        ftype = ?h.ftype,
+        "protocol error: {why}; closing the link"
+    );
+    Next::End
+}
+
+impl Core {
+    /// Act on a header from `peer`'s link: control frames at once; a
+    /// data frame's body is the caller's to read.
+    pub(crate) fn on_header(&self, peer: u32, h: Header) -> Next {
+        match h.ftype {
+            FrameType::Heartbeat => Next::Continue,
+            FrameType::Bye => Next::End,
+            FrameType::PeerGone => {
+                let from_coordinator = self.star && self.rank != 0 && peer == 0;
+                if !from_coordinator || h.src == self.rank || h.src == 0 {
+                    return refuse(peer, &h, "a peer-gone notice not from the coordinator");
+                }
+                self.inbox.set_gone(h.src);
+                Next::Continue
+            }
+            FrameType::Credit if h.dst == self.rank => {
+                if !self.serves(peer, h.src) {
+                    return refuse(peer, &h, "a credit from a rank this link does not serve");
+                }
+                if let Some(b) = self.flow.get(h.src as usize) {
+                    b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
+                }
+                let key = LaneKey {
+                    comm: h.comm,
+                    kind: h.kind,
+                    tag: h.tag,
+                };
+                self.release_lane(h.src, key, h.aux);
+                Next::Continue
+            }
+            FrameType::Credit => {
+                if !(self.star && self.rank == 0 && h.src == peer) {
+                    return refuse(peer, &h, "a credit for another rank");
+                }
+                self.relay(h, Payload::default());
+                Next::Continue
+            }
+            FrameType::Data => {
+                if !self.serves(peer, h.src) {
+                    return refuse(peer, &h, "data from a rank this link does not serve");
+                }
+                if h.dst != self.rank && !(self.star && self.rank == 0) {
+                    return refuse(peer, &h, "data for another rank on a direct link");
+                }
+                if h.kind == LaneKind::Collective
+                    && h.dst == self.rank
+                    && !self.inbox.in_window(h.comm, h.tag)
+                {
+                    return refuse(peer, &h, "a collective far beyond the sequence window");
+                }
+                Next::Body(h)
+            }
+        }
+    }
+
+    /// A complete message from `peer`'s link (its header passed
+    /// [`on_header`](Self::on_header)): to this rank's inbox, or relayed.
+    /// `false`: a protocol error (the link must close).
+    pub(crate) fn on_data(&self, peer: u32, h: Header, payload: Payload) -> bool {
+        if !self.serves(peer, h.src) {
+            refuse(peer, &h, "data from a rank this link does not serve");
+            return false;
+        }
+        if h.dst == self.rank {
+            let key = LaneKey {
+                comm: h.comm,
+                kind: h.kind,
+                tag: h.tag,
+            };
+            if !self.inbox.deliver_checked(h.src, key, payload) {
+                refuse(
+                    peer,
+                    &h,
+                    "more messages queued on one lane than any sender may",
+                );
+                return false;
+            }
+            true
+        } else if self.star && self.rank == 0 {
+            self.relay(h, payload);
+            true
+        } else {
+            refuse(peer, &h, "data for another rank on a direct link");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CoreConfig, Link};
+    use super::*;
+    use crate::{LinkKind, TransportError};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// A link that records what the core asks of it.
+    #[derive(Debug, Default)]
+    struct Recorder {
+        forwarded: Mutex<Vec<Header>>,
+        told_gone: Mutex<Vec<u32>>,
+    }
+
+    impl Link for Recorder {
+        fn kind(&self) -> LinkKind {
+            LinkKind::Tcp
+        }
+        fn send(&self, _: &Core, h: Header, _: &[&[u8]], _: u32) -> Result<(), TransportError> {
+            self.forwarded.lock().unwrap().push(h);
+            Ok(())
+        }
+        fn forward(&self, _: &Core, h: Header, _: Payload) {
+            self.forwarded.lock().unwrap().push(h);
+        }
+        fn tell_gone(&self, _: &Core, gone: u32) {
+            self.told_gone.lock().unwrap().push(gone);
+        }
+        fn poll(&self, _: &Core, _: Option<usize>) -> bool {
+            false
+        }
+        fn start(&self, _: &Arc<Core>) {}
+        fn close_begin(&self) {}
+        fn close_flush(&self) {}
+        fn close_end(&self) {}
+    }
+
+    fn core(rank: u32, world: u32, star: bool) -> (Core, Vec<Arc<Recorder>>) {
+        let core = Core::new(&CoreConfig {
+            rank,
+            world,
+            star,
+            timeout: Duration::from_secs(5),
+            max_message_bytes: 1 << 20,
+            peer_budget_bytes: 1 << 20,
+            lane_depth: 4,
+            ranks_here: 1,
+        });
+        let recorders: Vec<Arc<Recorder>> = (0..world).map(|_| Arc::default()).collect();
+        core.set_links(
+            (0..world)
+                .map(|r| {
+                    let linked = r != rank && (!star || rank == 0 || r == 0);
+                    linked.then(|| Arc::clone(&recorders[r as usize]) as Arc<dyn Link>)
+                })
+                .collect(),
+        );
+        (core, recorders)
+    }
+
+    fn data(src: u32, dst: u32, kind: LaneKind, tag: u64) -> Header {
+        Header {
+            ftype: FrameType::Data,
+            kind,
+            src,
+            dst,
+            comm: 0,
+            tag,
+            len: 3,
+            aux: 0,
+            seq: 0,
+        }
+    }
+
+    fn key(kind: LaneKind, tag: u64) -> LaneKey {
+        LaneKey { comm: 0, kind, tag }
+    }
+
+    #[test]
+    fn a_mesh_link_carries_only_its_own_peer() {
+        let (core, _) = core(0, 4, false);
+        let h = data(2, 0, LaneKind::PointToPoint, 1);
+        assert_eq!(core.on_header(2, h), Next::Body(h));
+        assert!(core.on_data(2, h, Payload::from_parts(&[b"abc"])));
+        // Rank 1 speaking as rank 2.
+        assert_eq!(core.on_header(1, h), Next::End);
+        assert!(!core.on_data(1, h, Payload::from_parts(&[b"abc"])));
+        // For someone else, on a direct link.
+        assert_eq!(
+            core.on_header(2, data(2, 3, LaneKind::PointToPoint, 1)),
+            Next::End
+        );
+        let got = core
+            .inbox
+            .try_take(2, key(LaneKind::PointToPoint, 1), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.as_ref(), b"abc");
+        assert!(core
+            .inbox
+            .try_take(2, key(LaneKind::PointToPoint, 1), None)
+            .is_none());
+    }
+
+    #[test]
+    fn a_star_coordinator_relays_only_what_a_worker_sends_as_itself() {
+        let (core, links) = core(0, 4, true);
+        let h = data(1, 3, LaneKind::Collective, 0);
+        assert_eq!(core.on_header(1, h), Next::Body(h));
+        assert!(core.on_data(1, h, Payload::from_parts(&[b"xyz"])));
+        assert_eq!(*links[3].forwarded.lock().unwrap(), [h]);
+        // Worker 1 forging a frame from worker 2.
+        assert!(!core.on_data(1, data(2, 3, LaneKind::Collective, 0), Payload::default()));
+        assert_eq!(links[3].forwarded.lock().unwrap().len(), 1);
+        // A credit from 1 to 3 is relayed; one forged as 2's is refused.
+        let mut c = Header::control(FrameType::Credit, 1, 3);
+        assert_eq!(core.on_header(1, c), Next::Continue);
+        assert_eq!(links[3].forwarded.lock().unwrap().len(), 2);
+        c.src = 2;
+        assert_eq!(core.on_header(1, c), Next::End);
+    }
+
+    #[test]
+    fn a_star_worker_hears_everyone_through_the_coordinator_only() {
+        let (core, _) = core(2, 4, true);
+        let h = data(3, 2, LaneKind::PointToPoint, 7);
+        assert_eq!(core.on_header(0, h), Next::Body(h));
+        // Nobody speaks as this rank itself.
+        assert_eq!(
+            core.on_header(0, data(2, 2, LaneKind::PointToPoint, 7)),
+            Next::End
+        );
+    }
+
+    #[test]
+    fn peer_gone_comes_only_from_the_coordinator() {
+        let (mesh, _) = core(1, 3, false);
+        let gone = Header::control(FrameType::PeerGone, 2, 1);
+        assert_eq!(
+            mesh.on_header(0, gone),
+            Next::End,
+            "no coordinator in a mesh"
+        );
+        assert!(!mesh.inbox.is_gone(2));
+
+        let (coord, _) = core(0, 3, true);
+        assert_eq!(coord.on_header(1, gone), Next::End, "workers tell nobody");
+
+        let (worker, _) = core(1, 3, true);
+        assert_eq!(worker.on_header(0, gone), Next::Continue);
+        assert!(worker.inbox.is_gone(2));
+        let about_me = Header::control(FrameType::PeerGone, 1, 1);
+        assert_eq!(worker.on_header(0, about_me), Next::End);
+    }
+
+    #[test]
+    fn credits_free_only_the_links_own_traffic() {
+        let (core, _) = core(0, 3, false);
+        let k = key(LaneKind::PointToPoint, 5);
+        core.acquire_lane(1, k).unwrap();
+        core.acquire_lane(1, k).unwrap();
+        core.flow[1].acquire(100, Duration::ZERO, 1).unwrap();
+        let mut c = Header::control(FrameType::Credit, 1, 0);
+        (c.comm, c.kind, c.tag, c.aux, c.len) = (0, k.kind, k.tag, 1, 60);
+        // Rank 2 returning rank 1's credit.
+        assert_eq!(core.on_header(2, c), Next::End);
+        assert_eq!(core.in_flight(1, k), 2);
+        assert_eq!(core.flow[1].reserved(), 100);
+        assert_eq!(core.on_header(1, c), Next::Continue);
+        assert_eq!(core.in_flight(1, k), 1);
+        assert_eq!(core.flow[1].reserved(), 40);
+        // More credit than was in flight frees nothing it should not.
+        c.aux = 1000;
+        c.len = 1 << 40;
+        assert_eq!(core.on_header(1, c), Next::Continue);
+        assert_eq!(core.in_flight(1, k), 0);
+        assert_eq!(core.flow[1].reserved(), 0);
+    }
+
+    #[test]
+    fn a_collective_far_ahead_of_the_window_is_refused() {
+        let (core, _) = core(0, 2, false);
+        let near = data(1, 0, LaneKind::Collective, 3);
+        assert_eq!(core.on_header(1, near), Next::Body(near));
+        let far = data(1, 0, LaneKind::Collective, crate::SEQ_WINDOW + 10);
+        assert_eq!(core.on_header(1, far), Next::End);
+    }
+
+    #[test]
+    fn every_lane_is_bounded() {
+        let (core, _) = core(0, 2, false);
+        let h = Header {
+            kind: LaneKind::Control,
+            ..data(1, 0, LaneKind::Control, 9)
+        };
+        let bound = crate::inbox::lane_bound(LaneKind::Control);
+        for _ in 0..bound {
+            assert!(core.on_data(1, h, Payload::default()));
+        }
+        assert!(
+            !core.on_data(1, h, Payload::default()),
+            "one past the bound"
+        );
+        // Another lane of the same sender is unaffected.
+        let other = Header { tag: 10, ..h };
+        assert!(core.on_data(1, other, Payload::default()));
+    }
+
+    #[test]
+    fn a_peer_lost_is_announced_once_to_every_other_worker() {
+        let (core, links) = core(0, 4, true);
+        core.lost(2);
+        core.lost(2);
+        assert!(core.inbox.is_gone(2));
+        assert!(!core.inbox.is_gone(1));
+        assert_eq!(*links[1].told_gone.lock().unwrap(), [2]);
+        assert_eq!(*links[3].told_gone.lock().unwrap(), [2]);
+        assert!(links[2].told_gone.lock().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,361 @@
+//! The endpoint core: everything about moving messages between ranks that
+//! does not depend on what carries the bytes.
+//!
+//! A rank's [`Core`] holds its inbox, the credits and lane depths it owes
+//! and is owed, liveness (silence, peers gone), the routes (a star worker
+//! reaches everyone through the coordinator, which relays), and one
+//! [`Link`] per linked peer. Backends (`tcp/`, `quic/`) implement `Link`;
+//! they hand every frame they decode to the core's dispatch
+//! (`dispatch.rs`), which checks what a token-holding member may send on
+//! that link before acting on it. The [`Transport`](crate::Transport)
+//! impl is written once, over the core (`transport.rs`). Nothing here
+//! names a socket.
+
+mod budget;
+mod dispatch;
+mod transport;
+
+pub(crate) use budget::{heartbeat_interval, Budget};
+pub(crate) use dispatch::Next;
+pub use transport::LinkTransport;
+
+use crate::inbox::Inbox;
+use crate::wire::{FrameType, Header};
+use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One peer's link, as the core sees it. A backend's link owns its
+/// connection(s) and threads; the core only asks it to move frames.
+pub(crate) trait Link: Send + Sync + fmt::Debug {
+    /// What carries this link's traffic.
+    fn kind(&self) -> LinkKind;
+    /// Send a frame this rank originates (`header`, then `parts`) towards
+    /// `dst`, waiting within the deadline for room.
+    fn send(
+        &self,
+        core: &Core,
+        header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError>;
+    /// Forward a frame another rank sent (a star coordinator's relay, a
+    /// credit, a notice) without blocking.
+    fn forward(&self, core: &Core, header: Header, payload: Payload);
+    /// A star coordinator tells this link's worker that rank `gone` has
+    /// gone, behind everything it relayed from `gone` before.
+    fn tell_gone(&self, core: &Core, gone: u32);
+    /// Caller-driven progress: read and dispatch what has arrived, if no
+    /// other thread is. `want_len` is the length of the message the caller
+    /// waits for, if known. Returns whether the link has ended.
+    fn poll(&self, core: &Core, want_len: Option<usize>) -> bool;
+    /// Start the link's threads (once every link is in the core's table).
+    fn start(&self, core: &Arc<Core>);
+    /// Closing, in the core's order: stop taking new frames and flush
+    /// (`close_begin`, every link); let what is in flight land
+    /// (`close_drain`); say goodbye and wait for the writes
+    /// (`close_flush`, after the core marks itself closing); stop reading
+    /// (`close_end`, after the inbox is closed).
+    fn close_begin(&self);
+    fn close_drain(&self) {}
+    fn close_flush(&self);
+    fn close_end(&self);
+}
+
+/// Where a byte stream's decoded frames go: the core, or (for QUIC's
+/// sidecar) the QUIC link's order keeper first.
+pub(crate) trait Sink: Send + Sync + fmt::Debug {
+    /// A complete data frame from `peer`'s link; `false`: a protocol
+    /// error (the link must close).
+    fn data(&self, core: &Core, peer: u32, h: Header, payload: Payload) -> bool;
+    /// The stream from `peer` ended.
+    fn ended(&self, core: &Core, peer: u32);
+}
+
+/// The sink of a link that is the peer's whole link: straight to the core.
+#[derive(Debug)]
+pub(crate) struct Direct;
+
+impl Sink for Direct {
+    fn data(&self, core: &Core, peer: u32, h: Header, payload: Payload) -> bool {
+        core.on_data(peer, h, payload)
+    }
+
+    fn ended(&self, core: &Core, peer: u32) {
+        core.lost(peer);
+    }
+}
+
+/// What the rank's links share; see the module docs.
+#[derive(Debug)]
+pub struct Core {
+    pub(crate) rank: u32,
+    pub(crate) world: u32,
+    pub(crate) star: bool,
+    pub(crate) inbox: Inbox,
+    pub(crate) pool: Arc<BufferPool>,
+    timeout_ns: AtomicU64,
+    pub(crate) max_message_bytes: u64,
+    /// Budgeted bytes this rank may still send to each rank (credits).
+    pub(crate) flow: Vec<Budget>,
+    /// (messages, bytes) this rank sent to each rank.
+    pub(crate) sent: Vec<(AtomicU64, AtomicU64)>,
+    /// Budgeted messages sent but not yet credited, per (destination, lane).
+    lanes_in_flight: Mutex<HashMap<(u32, LaneKey), u32>>,
+    lanes_freed: Condvar,
+    /// Messages this rank may have queued on one lane of one receiver.
+    pub(crate) lane_depth: u32,
+    /// Links by peer rank, set once formation is done.
+    links: OnceLock<Vec<Option<Arc<dyn Link>>>>,
+    /// Whether a receiving thread spins (this host has a core per rank) or
+    /// yields while it polls its link.
+    pub(crate) spin: bool,
+    pub(crate) closing: AtomicBool,
+    /// Ranks whose loss has been handled (a link may report it from more
+    /// than one thread).
+    lost: Vec<AtomicBool>,
+}
+
+/// What the core is built from (the parts of a `Spec` it needs).
+#[derive(Clone, Debug)]
+pub(crate) struct CoreConfig {
+    pub rank: u32,
+    pub world: u32,
+    pub star: bool,
+    pub timeout: Duration,
+    pub max_message_bytes: u64,
+    pub peer_budget_bytes: u64,
+    pub lane_depth: u32,
+    /// Ranks sharing this host's cores (spinning pays only with a core
+    /// each).
+    pub ranks_here: usize,
+}
+
+impl Core {
+    pub(crate) fn new(cfg: &CoreConfig) -> Core {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Core {
+            rank: cfg.rank,
+            world: cfg.world,
+            star: cfg.star,
+            inbox: Inbox::new(cfg.world),
+            pool: Arc::new(BufferPool::new()),
+            timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
+            max_message_bytes: cfg.max_message_bytes,
+            flow: (0..cfg.world)
+                .map(|_| Budget::new(usize::try_from(cfg.peer_budget_bytes).unwrap_or(usize::MAX)))
+                .collect(),
+            sent: (0..cfg.world)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+            lanes_in_flight: Mutex::new(HashMap::new()),
+            lanes_freed: Condvar::new(),
+            lane_depth: cfg.lane_depth.max(1),
+            links: OnceLock::new(),
+            spin: cfg.ranks_here.max(1) <= cores,
+            closing: AtomicBool::new(false),
+            lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Publish the links (by peer rank). Every link is in the table before
+    /// any of them starts: a frame to relay may arrive at once and must
+    /// find the link it goes out on.
+    pub(crate) fn set_links(&self, links: Vec<Option<Arc<dyn Link>>>) {
+        let _ = self.links.set(links);
+    }
+
+    /// Every link, with its peer.
+    pub(crate) fn links(&self) -> impl Iterator<Item = (u32, &Arc<dyn Link>)> {
+        self.links
+            .get()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(r, l)| Some((r as u32, l.as_ref()?)))
+    }
+
+    /// The link to `hop`.
+    pub(crate) fn link(&self, hop: u32) -> Option<&Arc<dyn Link>> {
+        self.links.get()?.get(hop as usize)?.as_ref()
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_timeout(&self, timeout: Duration) {
+        self.timeout_ns.store(nanos(timeout), Ordering::Relaxed);
+    }
+
+    /// Wait (up to the deadline) for a slot on `dst`'s lane `key`.
+    pub(crate) fn acquire_lane(&self, dst: u32, key: LaneKey) -> Result<(), TransportError> {
+        let deadline = Instant::now() + self.timeout();
+        let mut lanes = self
+            .lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        loop {
+            let n = lanes.entry((dst, key)).or_insert(0);
+            if *n < self.lane_depth {
+                *n += 1;
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline || self.inbox.is_gone(dst) {
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
+            lanes = self
+                .lanes_freed
+                .wait_timeout(lanes, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// `dst` took `count` messages of lane `key`. Credits for more than
+    /// are in flight are ignored (the lane is not in flight: nothing to
+    /// free).
+    pub(crate) fn release_lane(&self, dst: u32, key: LaneKey, count: u32) {
+        let mut lanes = self
+            .lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = lanes.get_mut(&(dst, key)) {
+            *n = n.saturating_sub(count);
+            if *n == 0 {
+                lanes.remove(&(dst, key));
+            }
+        }
+        drop(lanes);
+        self.lanes_freed.notify_all();
+    }
+
+    /// Messages of lane `key` sent to `dst` and not yet credited.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self, dst: u32, key: LaneKey) -> u32 {
+        self.lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(dst, key))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The link that carries traffic for `dst`: a star worker reaches
+    /// everyone through the coordinator.
+    pub(crate) fn hop(&self, dst: u32) -> u32 {
+        if self.star && self.rank != 0 {
+            0
+        } else {
+            dst
+        }
+    }
+
+    /// Whether frames from rank `src` may arrive over the link to `peer`:
+    /// a star worker hears everyone through the coordinator; otherwise a
+    /// link carries only its own peer's traffic.
+    pub(crate) fn serves(&self, peer: u32, src: u32) -> bool {
+        if self.star && self.rank != 0 {
+            peer == 0 && src != self.rank && src < self.world
+        } else {
+            src == peer
+        }
+    }
+
+    /// Ranks whose traffic arrives over the link to `peer`.
+    pub(crate) fn served_by(&self, peer: u32) -> impl Iterator<Item = u32> + '_ {
+        (0..self.world).filter(move |&r| self.serves(peer, r))
+    }
+
+    /// Send one frame towards `dst` over the link to `hop`.
+    pub(crate) fn transmit(
+        &self,
+        hop: u32,
+        header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        self.link(hop)
+            .ok_or(TransportError::PeerDisconnected { rank: dst })?
+            .send(self, header, parts, dst)
+    }
+
+    /// A star coordinator forwards a worker's frame to its destination.
+    /// Relayed bytes are not budgeted here: blocking would stall the link
+    /// that carried them; the links' own flow control bounds them.
+    pub(crate) fn relay(&self, h: Header, payload: Payload) {
+        match self.link(h.dst) {
+            Some(link) => link.forward(self, h, payload),
+            None => tracing::warn!(dst = h.dst, "no link to relay to; frame dropped"),
+        }
+    }
+
+    /// Return consumed budget to `src` once enough has been taken (or its
+    /// queue here is empty, so a waiting sender is never left waiting).
+    pub(crate) fn credit(&self, src: u32, key: LaneKey) {
+        if src == self.rank {
+            return;
+        }
+        let batch = self.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;
+        let Some(credit) = self.inbox.take_credit(src, key, batch, self.lane_depth) else {
+            return;
+        };
+        let hop = self.hop(src);
+        let mut bytes = credit.bytes;
+        for (lane, count) in credit.lanes {
+            let mut h = Header::control(FrameType::Credit, self.rank, src);
+            (h.comm, h.kind, h.tag, h.aux, h.len) = (lane.comm, lane.kind, lane.tag, count, bytes);
+            bytes = 0;
+            if self.transmit(hop, h, &[], src).is_err() {
+                tracing::debug!(src, "cannot return credit; the link is gone");
+                return;
+            }
+        }
+    }
+
+    /// The link to `peer` is gone: its ranks are gone once what they sent
+    /// is taken; a coordinator tells every other worker (once per rank).
+    pub(crate) fn lost(&self, peer: u32) {
+        if self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        for r in self.served_by(peer) {
+            self.inbox.set_gone(r);
+        }
+        let first = self
+            .lost
+            .get(peer as usize)
+            .is_some_and(|l| !l.swap(true, Ordering::AcqRel));
+        if self.star && self.rank == 0 && first {
+            for (r, link) in self.links() {
+                if r != peer {
+                    link.tell_gone(self, peer);
+                }
+            }
+        }
+    }
+
+    /// A stream that carries `peer`'s link read bytes: its ranks are not
+    /// silent.
+    pub(crate) fn heard(&self, peer: u32) {
+        for r in self.served_by(peer) {
+            self.inbox.set_silent(r, false);
+        }
+    }
+
+    /// The link to `peer` carried nothing for a whole deadline.
+    pub(crate) fn silent(&self, peer: u32) {
+        tracing::warn!(peer, "link silent for {:?}", self.timeout());
+        for r in self.served_by(peer) {
+            self.inbox.set_silent(r, true);
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,222 @@
+//! The [`Transport`] impl, written once over the core: sends go to the
+//! link of the destination's hop; receives wait on the inbox, reading
+//! their peer's link themselves for a moment first (caller-driven
+//! progress: a prompt reply needs no thread hand-off).
+
+use super::Core;
+use crate::form::Refuser;
+use crate::inbox::budgeted;
+use crate::wire::{FrameType, Header};
+use crate::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a receiving thread reads its peer's link itself before it
+/// parks and leaves the link to the link's own thread.
+const CALLER_POLL: Duration = Duration::from_micros(60);
+
+/// One rank's endpoint of a group formed over network links ([`connect`]
+/// makes one). Dropping it closes it.
+///
+/// [`connect`]: crate::connect
+#[derive(Debug)]
+pub struct LinkTransport {
+    core: Arc<Core>,
+    /// Threads answering latecomers on the listening sockets.
+    refusers: Mutex<Vec<Refuser>>,
+}
+
+impl LinkTransport {
+    /// Start every link's threads (the links are in the core's table) and
+    /// wrap the core.
+    pub(crate) fn start(core: Arc<Core>, refusers: Vec<Refuser>) -> LinkTransport {
+        for (_, link) in core.links() {
+            link.start(&core);
+        }
+        LinkTransport {
+            core,
+            refusers: Mutex::new(refusers),
+        }
+    }
+}
+
+impl Transport for LinkTransport {
+    fn rank(&self) -> u32 {
+        self.core.rank
+    }
+
+    fn world(&self) -> u32 {
+        self.core.world
+    }
+
+    fn send(&self, dst: u32, key: LaneKey, parts: &[&[u8]]) -> Result<(), TransportError> {
+        let core = &self.core;
+        if dst >= core.world {
+            return Err(TransportError::NoSuchRank {
+                rank: dst,
+                world: core.world,
+            });
+        }
+        if core.inbox.is_closed() {
+            return Err(TransportError::Closed);
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len as u64 > core.max_message_bytes {
+            return Err(TransportError::MessageTooLarge {
+                len: len as u64,
+                max: core.max_message_bytes,
+            });
+        }
+        if dst == core.rank {
+            core.inbox
+                .deliver(dst, key, Payload::from_parts_in(parts, Some(&core.pool)));
+            return Ok(());
+        }
+        if core.inbox.is_gone(dst) {
+            return Err(TransportError::PeerDisconnected { rank: dst });
+        }
+        let header = Header {
+            ftype: FrameType::Data,
+            kind: key.kind,
+            src: core.rank,
+            dst,
+            comm: key.comm,
+            tag: key.tag,
+            len: len as u64,
+            aux: 0,
+            seq: 0,
+        };
+        if budgeted(key.kind) {
+            core.acquire_lane(dst, key)?;
+            if let Err(e) = core.flow[dst as usize].acquire(len, core.timeout(), dst) {
+                core.release_lane(dst, key, 1);
+                return Err(e);
+            }
+        }
+        let sent = core.transmit(core.hop(dst), header, parts, dst);
+        if sent.is_ok() {
+            let (m, b) = &core.sent[dst as usize];
+            m.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(len as u64, Ordering::Relaxed);
+        }
+        sent
+    }
+
+    fn recv(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+    ) -> Result<Payload, TransportError> {
+        let core = &self.core;
+        if let Some(link) = core.link(core.hop(src)) {
+            let until = Instant::now() + CALLER_POLL.min(timeout);
+            loop {
+                if let Some(taken) = core.inbox.try_take(src, key, want_len) {
+                    let msg = taken?;
+                    if budgeted(key.kind) {
+                        core.credit(src, key);
+                    }
+                    return Ok(msg);
+                }
+                if link.poll(core, want_len) || Instant::now() >= until {
+                    break;
+                }
+                if core.spin {
+                    std::hint::spin_loop();
+                } else {
+                    // More ranks than cores here: the peer we wait for may
+                    // need this core.
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let msg = core.inbox.recv(src, key, timeout, want_len)?;
+        if budgeted(key.kind) {
+            core.credit(src, key);
+        }
+        Ok(msg)
+    }
+
+    fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        let (src, msg) = self.core.inbox.recv_any(key, timeout)?;
+        if budgeted(key.kind) {
+            self.core.credit(src, key);
+        }
+        Ok((src, msg))
+    }
+
+    fn stats(&self) -> Vec<PeerStats> {
+        self.core
+            .inbox
+            .stats()
+            .into_iter()
+            .zip(&self.core.sent)
+            .map(|(s, (m, b))| PeerStats {
+                sent_messages: m.load(Ordering::Relaxed),
+                sent_bytes: b.load(Ordering::Relaxed),
+                ..s
+            })
+            .collect()
+    }
+
+    fn links(&self) -> Vec<LinkKind> {
+        let core = &self.core;
+        (0..core.world)
+            .map(|r| {
+                if r == core.rank {
+                    LinkKind::Local
+                } else if core.hop(r) != r {
+                    LinkKind::Relayed
+                } else {
+                    core.link(r).map_or(LinkKind::Relayed, |l| l.kind())
+                }
+            })
+            .collect()
+    }
+
+    fn note_collective(&self, comm: u64, seq: u64) {
+        self.core.inbox.note_issued(comm, seq);
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.core.set_timeout(timeout);
+    }
+
+    fn close(&self) {
+        let core = &self.core;
+        if core.inbox.is_closed() {
+            return;
+        }
+        let refusers =
+            std::mem::take(&mut *self.refusers.lock().unwrap_or_else(|e| e.into_inner()));
+        for r in refusers {
+            r.stop();
+        }
+        let links: Vec<_> = core.links().map(|(_, l)| Arc::clone(l)).collect();
+        for l in &links {
+            l.close_begin();
+        }
+        for l in &links {
+            l.close_drain();
+        }
+        core.closing.store(true, Ordering::Release);
+        // Writers flush what was queued, say bye and end (a peer that stops
+        // reading is given up on after one deadline).
+        for l in &links {
+            l.close_flush();
+        }
+        core.inbox.close();
+        for l in &links {
+            l.close_end();
+        }
+    }
+}
+
+impl Drop for LinkTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

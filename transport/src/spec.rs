@@ -1,0 +1,132 @@
+//! What a rank needs to form its links: [`Spec`], given to [`connect`].
+
+use crate::auth::tls::RankIdentity;
+use crate::form::FormationError;
+use crate::link::LinkTransport;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Which links carry the group's traffic between hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// One TCP connection per linked pair.
+    Tcp,
+    /// One QUIC connection per linked pair (mutual TLS from the cluster
+    /// CA), with payloads of at least `sidecar_threshold` bytes on a TCP
+    /// sidecar.
+    Quic {
+        /// Payloads of at least this many bytes go over the sidecar
+        /// (raised to [`crate::MIN_SIDECAR_THRESHOLD`]).
+        sidecar_threshold: usize,
+    },
+}
+
+/// How the ranks are linked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Shape {
+    /// Every pair is linked; rank `r` dials every higher rank.
+    Mesh,
+    /// Every worker links to rank 0 only (it dials; it needs no inbound
+    /// port), and rank 0 relays between workers.
+    Star,
+}
+
+/// One rank's view of the group to form.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Spec {
+    /// This rank.
+    pub rank: u32,
+    /// Number of ranks.
+    pub world: u32,
+    /// Addresses in rank order. Mesh: every rank's. Star: at least the
+    /// coordinator's (index 0); workers' entries are not used.
+    pub peers: Vec<SocketAddr>,
+    /// Mesh or star.
+    pub shape: Shape,
+    /// TCP, or QUIC with a TCP sidecar.
+    pub backend: Backend,
+    /// The cluster token; `None` only on loopback (unauthenticated).
+    pub token: Option<String>,
+    /// Formation deadline, and how long a link may be silent.
+    pub timeout: Duration,
+    /// Largest message accepted or sent.
+    pub max_message_bytes: u64,
+    /// Bytes queued per link before a sender waits.
+    pub send_budget_bytes: usize,
+    /// Point-to-point and RPC bytes one sender may have queued at one
+    /// receiver before it waits for the receiver to take them.
+    pub peer_budget_bytes: u64,
+    /// Messages one sender may have queued on one lane of one receiver.
+    pub lane_depth: u32,
+    /// Protocol version to announce (for tests of version negotiation).
+    pub protocol_version: u32,
+    /// Seal every data payload sent over TCP with AES-256-GCM under
+    /// per-link keys from the handshake (`ENCRYPT_BULK`; needs a token).
+    pub seal: bool,
+    /// Where to listen, if not this rank's own entry of `peers` (which is
+    /// then only the address others dial: behind NAT, in a container).
+    pub bind: Option<SocketAddr>,
+    /// QUIC: this rank's leaf and the CA it trusts; `None` derives them
+    /// from the token (or, without one, from the job's parameters).
+    pub identity: Option<RankIdentity>,
+}
+
+impl Spec {
+    /// Defaults for everything but the addresses: a QUIC mesh.
+    pub fn new(rank: u32, world: u32, peers: Vec<SocketAddr>) -> Spec {
+        Spec {
+            rank,
+            world,
+            peers,
+            shape: Shape::Mesh,
+            backend: Backend::Quic {
+                sidecar_threshold: crate::DEFAULT_SIDECAR_THRESHOLD,
+            },
+            token: None,
+            timeout: crate::DEFAULT_TIMEOUT,
+            max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
+            send_budget_bytes: 64 << 20,
+            peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
+            lane_depth: crate::LANE_DEPTH,
+            protocol_version: crate::PROTOCOL_VERSION,
+            seal: false,
+            bind: None,
+            identity: None,
+        }
+    }
+
+    /// The same, on plain TCP.
+    pub fn tcp(rank: u32, world: u32, peers: Vec<SocketAddr>) -> Spec {
+        Spec {
+            backend: Backend::Tcp,
+            ..Spec::new(rank, world, peers)
+        }
+    }
+
+    /// Whether the ranks form a star.
+    pub fn star(&self) -> bool {
+        self.shape == Shape::Star
+    }
+
+    /// The address of `rank`, or why there is none.
+    pub(crate) fn addr_of(&self, rank: u32) -> Result<SocketAddr, FormationError> {
+        self.peers
+            .get(rank as usize)
+            .copied()
+            .ok_or_else(|| FormationError::ConnectionFailed {
+                rank,
+                reason: format!("no address for rank {rank} ({} given)", self.peers.len()),
+            })
+    }
+}
+
+/// Form this rank's links as `spec` says; returns once every link is up.
+pub fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
+    match spec.backend {
+        Backend::Tcp => crate::tcp::connect(spec),
+        Backend::Quic { sidecar_threshold } => crate::quic::connect(spec, sidecar_threshold),
+    }
+}
