@@ -48,12 +48,13 @@ const RECV_BUF: usize = 65_535;
 /// How long a closing link waits for the peer to acknowledge what it
 /// sent, at most.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
-/// The longest the link's thread sleeps, idle or not (50 wake-ups a
-/// second, a few µs each): timers that application threads arm while it
-/// sleeps, and ACKs they defer, are served within this (the peer expects
-/// ACKs within its `max_ack_delay`, 25 ms) without waking the thread after
-/// every message. A timer set earlier than the thread's wake-up still
-/// wakes it.
+/// The longest the link's thread sleeps while the link is busy (packets
+/// in flight, an acknowledgement owed): ACKs that application threads
+/// defer are served within this (the peer expects ACKs within its
+/// `max_ack_delay`, 25 ms) without waking the thread after every message.
+/// An idle link's thread sleeps until its next timer (the keep-alive, the
+/// idle timeout): no fixed tick. Whoever makes a timer fall before the
+/// thread's wake-up, or owes an ACK while it sleeps long, wakes it.
 const TICK: Duration = Duration::from_millis(20);
 /// How long an acknowledgement may wait for a reply to carry it (well
 /// under the 25 ms `max_ack_delay` peers allow for).
@@ -196,10 +197,9 @@ impl QLink {
         if let Err(x) = res {
             e.fatal.get_or_insert(x);
         }
-        let early =
-            e.io.conn
-                .timeout()
-                .is_some_and(|t| Instant::now() + t < e.planned);
+        let now = Instant::now();
+        let early = e.io.conn.timeout().is_some_and(|t| now + t < e.planned)
+            || (e.ack_owed.is_some() && e.planned > now + TICK);
         if early || e.again || e.fatal.is_some() {
             self.wake();
         }
@@ -618,7 +618,7 @@ fn read_stream(
         let header = s.asm.advance(n).map_err(|e| e.to_string())?;
         if fin {
             s.ended = true;
-            if s.asm.mid_frame() && s.asm.take_frame().is_none() {
+            if s.asm.mid_frame() {
                 s.asm.discard(&core.pool);
                 return Err(format!("stream {id} ended inside a frame"));
             }
@@ -666,14 +666,18 @@ pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll
             let wait = if std::mem::take(&mut e.again) {
                 Duration::ZERO
             } else {
+                let timer = e.io.conn.timeout().map_or(hb, |t| t.min(hb));
+                // Busy: packets in flight (a loss timer under the
+                // keep-alive period), an ACK owed, or closing.
+                let busy = timer < hb || e.ack_owed.is_some() || e.closing.is_some();
                 let ack = e
                     .ack_owed
-                    .map_or(TICK, |since| ACK_DELAY.saturating_sub(since.elapsed()));
-                e.io.conn
-                    .timeout()
-                    .map_or(hb, |t| t.min(hb))
-                    .min(TICK)
-                    .min(ack)
+                    .map_or(hb, |since| ACK_DELAY.saturating_sub(since.elapsed()));
+                if busy {
+                    timer.min(TICK).min(ack)
+                } else {
+                    timer
+                }
             };
             e.planned = Instant::now() + wait;
             wait

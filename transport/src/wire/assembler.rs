@@ -105,7 +105,7 @@ impl Assembler {
 
     /// The data frame just completed, if one has.
     pub(crate) fn take_frame(&mut self) -> Option<(Header, Vec<u8>)> {
-        if !matches!(&self.body, Some(b) if b.read == b.total) {
+        if !self.frame_ready() {
             return None;
         }
         let mut b = self.body.take()?;
@@ -113,15 +113,20 @@ impl Assembler {
         Some((b.header, b.buf))
     }
 
+    /// Whether a complete data frame waits to be taken.
+    pub(crate) fn frame_ready(&self) -> bool {
+        matches!(&self.body, Some(b) if b.read == b.total)
+    }
+
     /// The header of the body being read, if any.
     pub(crate) fn body_header(&self) -> Option<&Header> {
         self.body.as_ref().map(|b| &b.header)
     }
 
-    /// Whether part of a frame has been read (a stream ending now ends
-    /// inside a frame).
+    /// Whether part of a frame has been read and the frame is not
+    /// complete (a stream ending now ends inside a frame).
     pub(crate) fn mid_frame(&self) -> bool {
-        self.have != 0 || self.body.is_some()
+        self.have != 0 || (self.body.is_some() && !self.frame_ready())
     }
 
     /// Give the body being read (if any) back to `pool`.
@@ -244,6 +249,23 @@ mod tests {
         assert!(asm.mid_frame());
         asm.discard(&pool);
         assert!(!asm.mid_frame());
+    }
+
+    #[test]
+    fn a_complete_frame_is_not_mid_frame_until_taken() {
+        // A stream that ends with the last byte of a frame ends cleanly, and
+        // asking so does not take the frame.
+        let pool = BufferPool::new();
+        let mut asm = Assembler::new(4, 100);
+        asm.space().copy_from_slice(&data(2).encode());
+        let h = asm.advance(HEADER_LEN).unwrap().unwrap();
+        asm.start_body(h, &pool);
+        assert!(asm.mid_frame());
+        asm.space()[..2].copy_from_slice(b"hi");
+        asm.advance(2).unwrap();
+        assert!(!asm.mid_frame() && asm.frame_ready());
+        assert_eq!(asm.take_frame(), Some((data(2), b"hi".to_vec())));
+        assert!(!asm.frame_ready());
     }
 
     #[test]
