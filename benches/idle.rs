@@ -17,6 +17,7 @@
     reason = "a benchmark prints its table"
 )]
 
+#[allow(dead_code, reason = "this benchmark uses only the launcher of the shared helpers")]
 mod common;
 
 use meshwork::{Node, ReduceOp};
@@ -84,13 +85,19 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
     println!("# {world} processes on loopback, idle for {secs} s after a barrier");
-    println!("# threads: per process (the most of any rank); cpu: all ranks together, % of one core");
-    println!("{:>10} | {:>8} {:>12} {:>9}", "transport", "threads", "P + 4 bound", "cpu(%)");
+    println!(
+        "# threads: per process (the most of any rank); cpu: all ranks together, % of one core"
+    );
+    println!(
+        "{:>10} | {:>8} {:>12} {:>9}",
+        "transport", "threads", "P + 4 bound", "cpu(%)"
+    );
     for transport in ["quic", "tcp"] {
         let Some(mut cmd) = common::meshrun(world, "mesh") else {
             return;
         };
-        cmd.env("TRANSPORT", transport).env("IDLE_SECS", secs.to_string());
+        cmd.env("TRANSPORT", transport)
+            .env("IDLE_SECS", secs.to_string());
         match common::run_rows(cmd).and_then(|r| r.into_iter().next()) {
             Some(((_, threads), (cpu, _))) => println!(
                 "{transport:>10} | {threads:>8} {:>12} {cpu:>9.2}",

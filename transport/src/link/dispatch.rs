@@ -156,7 +156,7 @@ mod tests {
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {
             false
         }
-        fn start(&self, _: &Arc<Core>) {}
+        fn start(self: Arc<Self>, _: &Arc<Core>) {}
         fn close_begin(&self) {}
         fn close_flush(&self) {}
         fn close_end(&self) {}

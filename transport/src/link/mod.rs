@@ -52,8 +52,9 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
     fn poll(&self, core: &Core, want_len: Option<usize>) -> bool;
-    /// Start the link's threads (once every link is in the core's table).
-    fn start(&self, core: &Arc<Core>);
+    /// Start the link's I/O thread (once every link is in the core's
+    /// table).
+    fn start(self: Arc<Self>, core: &Arc<Core>);
     /// Closing, in the core's order: stop taking new frames and flush
     /// (`close_begin`, every link); let what is in flight land
     /// (`close_drain`); say goodbye and wait for the writes

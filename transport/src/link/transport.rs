@@ -32,7 +32,7 @@ impl LinkTransport {
     /// wrap the core.
     pub(crate) fn start(core: Arc<Core>, refusers: Vec<Refuser>) -> LinkTransport {
         for (_, link) in core.links() {
-            link.start(&core);
+            Arc::clone(link).start(&core);
         }
         LinkTransport {
             core,

@@ -26,6 +26,7 @@
 
 use super::Order;
 use crate::link::{heartbeat_interval, Budget, Core, Next};
+use crate::tcp::{Serviced, TcpLink};
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
@@ -34,7 +35,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Data streams per direction (plus stream 0 for credits).
@@ -65,6 +66,7 @@ const CLOSE_IDLE: Duration = Duration::from_millis(500);
 
 pub(crate) const WAKE: mio::Token = mio::Token(0);
 const SOCKET: mio::Token = mio::Token(1);
+const SIDECAR: mio::Token = mio::Token(2);
 
 /// An item for a link's thread.
 #[derive(Debug)]
@@ -85,13 +87,16 @@ pub(crate) enum Cmd {
 pub(crate) struct QLink {
     pub peer: u32,
     tx: Sender<Cmd>,
-    waker: mio::Waker,
+    pub(crate) waker: Arc<mio::Waker>,
     budget: Budget,
     /// Frames of at least this many bytes belong on the sidecar.
     threshold: usize,
     engine: Mutex<Engine>,
     /// The link's thread runs (cleared when it ends).
     alive: AtomicBool,
+    /// Set when the QUIC connection is done with (the thread may go on
+    /// serving the sidecar).
+    done: (Mutex<bool>, Condvar),
 }
 
 /// The stream (index) of a frame: credits on 0, a lane always on the
@@ -110,7 +115,7 @@ pub(crate) fn stream_of(h: &Header) -> u64 {
 }
 
 impl QLink {
-    pub(crate) fn new(io: Io, waker: mio::Waker, budget: usize, threshold: usize) -> QLink {
+    pub(crate) fn new(io: Io, waker: Arc<mio::Waker>, budget: usize, threshold: usize) -> QLink {
         let (tx, rx) = crossbeam_channel::unbounded();
         let streams = STREAMS as usize;
         QLink {
@@ -139,6 +144,7 @@ impl QLink {
                 planned: Instant::now(),
             }),
             alive: AtomicBool::new(true),
+            done: (Mutex::new(false), Condvar::new()),
         }
     }
 
@@ -248,6 +254,29 @@ impl QLink {
         drop(e);
         self.wake();
         true
+    }
+
+    fn mark_done(&self) {
+        *self.done.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.done.1.notify_all();
+    }
+
+    /// Wait, at most `timeout`, until the QUIC connection is done with.
+    pub(crate) fn wait_done(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut done = self.done.0.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            done = self
+                .done
+                .1
+                .wait_timeout(done, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     pub(crate) fn close(&self) {
@@ -645,21 +674,40 @@ fn lock(link: &QLink) -> MutexGuard<'_, Engine> {
     link.engine.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The link's thread. Ends when the connection closes: by this side's
-/// `Close`, by the peer, or by a failure (the peer's ranks are then gone).
-pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll: mio::Poll) {
+/// The link's thread: it drives the QUIC connection and the sidecar.
+/// The QUIC part ends when the connection closes (by this side's `Close`,
+/// by the peer, or by a failure: the peer's ranks are then gone); the
+/// thread then serves the sidecar alone until it ends too (its last
+/// payloads, its goodbye).
+pub(crate) fn run(
+    core: Arc<Core>,
+    link: Arc<QLink>,
+    order: Arc<Order>,
+    sidecar: Arc<TcpLink>,
+    mut poll: mio::Poll,
+) {
     let peer = link.peer;
-    if let Err(e) =
-        poll.registry()
-            .register(&mut lock(&link).io.socket, SOCKET, mio::Interest::READABLE)
-    {
-        tracing::error!(peer, "cannot poll the QUIC socket: {e}");
+    let registered = poll
+        .registry()
+        .register(&mut lock(&link).io.socket, SOCKET, mio::Interest::READABLE)
+        .and_then(|()| sidecar.attach(poll.registry(), SIDECAR, Arc::clone(&link.waker)));
+    if let Err(e) = registered {
+        tracing::error!(peer, "cannot poll the link's sockets: {e}");
         link.alive.store(false, Ordering::Release);
+        link.mark_done();
         core.lost(peer);
+        sidecar.shutdown();
         return;
     }
     let mut events = mio::Events::with_capacity(8);
+    // The first turn writes whatever was queued before the thread started.
+    let mut side_readable = true;
     let ended = loop {
+        // The sidecar first, outside the engine's lock (its end takes it).
+        let side_wait = match sidecar.service(&core, side_readable) {
+            Serviced::Within(d) => d,
+            Serviced::Ended => heartbeat_interval(core.timeout()),
+        };
         let hb = heartbeat_interval(core.timeout());
         let wait = {
             let mut e = lock(&link);
@@ -678,7 +726,8 @@ pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll
                 } else {
                     timer
                 }
-            };
+            }
+            .min(side_wait);
             e.planned = Instant::now() + wait;
             wait
         };
@@ -687,6 +736,7 @@ pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll
                 break Some(format!("poll: {e}"));
             }
         }
+        side_readable = sidecar_readable(&events);
         let mut e = lock(&link);
         e.planned = Instant::now();
         match e.turn(&core, &link, &order, hb) {
@@ -705,21 +755,46 @@ pub(crate) fn run(core: Arc<Core>, link: Arc<QLink>, order: Arc<Order>, mut poll
             link.budget.release(c.release);
         }
     }
-    if e.closing.is_some() {
-        return;
-    }
-    match ended {
-        Some(x) => tracing::debug!(peer, "QUIC link ended: {x}"),
+    let lost = match (&ended, e.closing.is_some()) {
+        (_, true) => false,
+        (Some(x), false) => {
+            tracing::debug!(peer, "QUIC link ended: {x}");
+            true
+        }
         // The peer closed its QUIC end in order; its sidecar's end (after
         // the payloads still on their way) ends the peer here.
-        None if !e.sidecar_ended => {
+        (None, false) if !e.sidecar_ended => {
             tracing::debug!(peer, "QUIC link closed by the peer");
-            return;
+            false
         }
-        None => {}
-    }
+        (None, false) => true,
+    };
     drop(e);
-    core.lost(peer);
+    link.mark_done();
+    if lost {
+        core.lost(peer);
+    }
+    // The sidecar alone, until it ends.
+    loop {
+        let wait = match sidecar.service(&core, side_readable) {
+            Serviced::Ended => return,
+            Serviced::Within(d) => d,
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
+            if e.kind() != ErrorKind::Interrupted {
+                tracing::error!(peer, "poll: {e}");
+                sidecar.shutdown();
+                return;
+            }
+        }
+        side_readable = sidecar_readable(&events);
+    }
+}
+
+fn sidecar_readable(events: &mio::Events) -> bool {
+    events
+        .iter()
+        .any(|e| e.token() == SIDECAR && (e.is_readable() || e.is_read_closed() || e.is_error()))
 }
 
 /// The datagram socket of an accepted link: bound to the rank's port

@@ -249,9 +249,11 @@ pub(crate) struct QuicLink {
     quic: Arc<QLink>,
     order: Arc<Order>,
     sidecar: Arc<TcpLink>,
-    /// The QUIC thread's poll, until it starts; then its handle.
+    /// The link thread's poll, until it starts; then its handle.
     poll: Mutex<Option<mio::Poll>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// How long closing waits for the QUIC connection to be done with.
+    close_wait: Duration,
 }
 
 impl QuicLink {
@@ -265,7 +267,7 @@ impl QuicLink {
         keys: &handshake::Keys,
     ) -> std::io::Result<QuicLink> {
         let poll = mio::Poll::new()?;
-        let waker = mio::Waker::new(poll.registry(), engine::WAKE)?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), engine::WAKE)?);
         let io = Io {
             peer,
             conn: p.conn,
@@ -290,6 +292,7 @@ impl QuicLink {
             sidecar,
             poll: Mutex::new(Some(poll)),
             thread: Mutex::new(None),
+            close_wait: spec.timeout,
         })
     }
 }
@@ -371,25 +374,26 @@ impl Link for QuicLink {
         self.sidecar.pump(core)
     }
 
-    fn start(&self, core: &Arc<Core>) {
-        if let Some(poll) = lock(&self.poll).take() {
-            let (c, q, o) = (
-                Arc::clone(core),
-                Arc::clone(&self.quic),
-                Arc::clone(&self.order),
-            );
-            let spawned = std::thread::Builder::new()
-                .name(format!("meshwork-q{}-{}", core.rank, self.peer))
-                .spawn(move || engine::run(c, q, o, poll));
-            match spawned {
-                Ok(t) => *lock(&self.thread) = Some(t),
-                Err(e) => {
-                    tracing::error!(peer = self.peer, "cannot spawn the QUIC thread: {e}");
-                    core.inbox.set_gone(self.peer);
-                }
+    fn start(self: Arc<Self>, core: &Arc<Core>) {
+        let Some(poll) = lock(&self.poll).take() else {
+            return;
+        };
+        let (c, q, o, side) = (
+            Arc::clone(core),
+            Arc::clone(&self.quic),
+            Arc::clone(&self.order),
+            Arc::clone(&self.sidecar),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("meshwork-q{}-{}", core.rank, self.peer))
+            .spawn(move || engine::run(c, q, o, side, poll));
+        match spawned {
+            Ok(t) => *lock(&self.thread) = Some(t),
+            Err(e) => {
+                tracing::error!(peer = self.peer, "cannot spawn the link's thread: {e}");
+                core.inbox.set_gone(self.peer);
             }
         }
-        self.sidecar.start(core);
     }
 
     /// QUIC first: it delivers what it carries before the sidecar says bye.
@@ -398,18 +402,19 @@ impl Link for QuicLink {
     }
 
     fn close_drain(&self) {
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-        self.sidecar.close_begin();
+        self.quic.wait_done(self.close_wait);
+        self.sidecar.begin_close();
     }
 
     fn close_flush(&self) {
-        self.sidecar.close_flush();
+        self.sidecar.wait_flushed();
     }
 
     fn close_end(&self) {
-        self.sidecar.close_end();
+        self.sidecar.shutdown();
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
     }
 }
 

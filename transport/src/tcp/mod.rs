@@ -1,11 +1,14 @@
 //! The TCP link: one authenticated TCP connection to one peer.
 //!
 //! Formation (`form/`) yields the authenticated stream; a [`TcpLink`]
-//! then sends on it from application threads and its writer thread
-//! (`tx.rs`) and reads it with the frame assembler, driven by its reader
-//! thread or a waiting application thread (`rx.rs`). What it decodes goes
-//! to its [`Sink`]: the core for a TCP group, QUIC's order keeper when
-//! the link is a QUIC link's sidecar. This module knows nothing of QUIC.
+//! then sends on it (`tx.rs`) and reads it with the frame assembler
+//! (`rx.rs`). One I/O thread owns it — its own (`run`), or, for a QUIC
+//! link's sidecar, the QUIC link's thread, which calls
+//! [`TcpLink::service`] from its own loop — and application threads write
+//! and read it directly whenever they find it free, so a small message's
+//! path has no hand-off between threads. What it decodes goes to its
+//! [`Sink`]: the core for a TCP group, QUIC's order keeper when the link
+//! is a sidecar. This module knows nothing of QUIC.
 
 mod rx;
 mod tx;
@@ -13,14 +16,19 @@ mod tx;
 use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
-use crate::link::{Budget, Core, CoreConfig, Direct, Link, LinkTransport, Sink};
+use crate::link::{
+    heartbeat_interval, Budget, Core, CoreConfig, Direct, Link, LinkTransport, Sink,
+};
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
+use std::io::ErrorKind;
 use std::net::TcpStream;
-use std::sync::{Arc, Mutex};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use tx::{Out, TcpTx, Wire};
+use std::time::{Duration, Instant};
+use tx::{Flushed, Flusher, Out, TcpTx, Wire};
 
 /// Form a TCP group.
 pub(crate) fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
@@ -64,16 +72,34 @@ pub(crate) fn core_config(spec: &Spec) -> CoreConfig {
 pub(crate) struct TcpLink {
     peer: u32,
     tx: TcpTx,
-    rx: Arc<rx::Rx>,
+    rx: rx::Rx,
     sink: Arc<dyn Sink>,
-    /// The writer's queue, until the writer starts.
-    queue: Mutex<Option<crossbeam_channel::Receiver<Out>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-    reader: Mutex<Option<JoinHandle<()>>>,
+    /// The I/O thread's writing state.
+    flusher: Mutex<Flusher>,
+    /// When the I/O thread last sent a heartbeat.
+    beat: Mutex<Instant>,
+    /// Set once the goodbye is written or the link has ended.
+    flushed: (Mutex<bool>, Condvar),
+    /// How long closing waits for the goodbye to be written.
+    close_wait: Duration,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const WAKE: mio::Token = mio::Token(0);
+const SOCKET: mio::Token = mio::Token(1);
+
+/// What a turn of servicing left.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Serviced {
+    /// Service again within this long (a heartbeat or a silence check is
+    /// due), or sooner on an event.
+    Within(Duration),
+    /// The link has ended.
+    Ended,
 }
 
 impl TcpLink {
@@ -88,6 +114,7 @@ impl TcpLink {
         sink: Arc<dyn Sink>,
     ) -> std::io::Result<TcpLink> {
         let _ = stream.set_nodelay(true);
+        stream.set_nonblocking(true)?;
         let sealer = spec.seal.then(|| Sealer::new(keys.send));
         let opener = spec.seal.then(|| Opener::new(keys.recv));
         let (tx, queue) = crossbeam_channel::unbounded::<Out>();
@@ -99,11 +126,13 @@ impl TcpLink {
                 budget: Arc::new(Budget::new(spec.send_budget_bytes)),
                 wire: Arc::new(Wire::new(stream, sealer)),
             },
-            rx: Arc::new(rx::Rx::new(peer, read_half, opener, core)),
+            rx: rx::Rx::new(peer, read_half, opener, core),
             sink,
-            queue: Mutex::new(Some(queue)),
-            writer: Mutex::new(None),
-            reader: Mutex::new(None),
+            flusher: Mutex::new(Flusher::new(queue)),
+            beat: Mutex::new(Instant::now()),
+            flushed: (Mutex::new(false), Condvar::new()),
+            close_wait: spec.timeout,
+            thread: Mutex::new(None),
         })
     }
 
@@ -126,6 +155,147 @@ impl TcpLink {
     /// Read what has arrived, if no other thread is; whether it ended.
     pub(crate) fn pump(&self, core: &Core) -> bool {
         self.rx.try_pump(core, &*self.sink)
+    }
+
+    /// Give the link to the I/O thread polling `registry`: readiness of
+    /// its socket comes as `token`, and `waker` wakes the thread when
+    /// frames are queued.
+    pub(crate) fn attach(
+        &self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        waker: Arc<mio::Waker>,
+    ) -> std::io::Result<()> {
+        registry.register(
+            &mut mio::unix::SourceFd(&self.tx.wire.stream.as_raw_fd()),
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        self.tx.wire.set_waker(waker);
+        Ok(())
+    }
+
+    /// One turn of the link's I/O: read (after a readiness event), write
+    /// what is queued as far as the socket takes it, send a heartbeat when
+    /// idle, notice silence.
+    pub(crate) fn service(&self, core: &Core, readable: bool) -> Serviced {
+        if readable && self.rx.pump_now(core, &*self.sink) {
+            self.mark_flushed();
+            return Serviced::Ended;
+        }
+        let hb = heartbeat_interval(core.timeout());
+        let flushed = {
+            let mut f = lock(&self.flusher);
+            let r = self.tx.flush(core, self.peer, &mut f);
+            if matches!(r, Ok(Flushed::Idle)) {
+                let mut beat = lock(&self.beat);
+                if beat.elapsed() >= hb {
+                    *beat = Instant::now();
+                    if !self.tx.heartbeat(core, self.peer) {
+                        drop(beat);
+                        drop(f);
+                        self.rx.fail(core, &*self.sink);
+                        self.mark_flushed();
+                        return Serviced::Ended;
+                    }
+                }
+            }
+            r
+        };
+        match flushed {
+            Err(e) if e.kind() != ErrorKind::WouldBlock => {
+                tracing::debug!(peer = self.peer, "write failed: {e}");
+                self.rx.fail(core, &*self.sink);
+                self.mark_flushed();
+                return Serviced::Ended;
+            }
+            Ok(Flushed::Finished) => self.mark_flushed(),
+            _ => {}
+        }
+        if self.rx.ended() {
+            self.mark_flushed();
+            return Serviced::Ended;
+        }
+        let beat_due = hb.saturating_sub(lock(&self.beat).elapsed());
+        Serviced::Within(
+            beat_due
+                .min(self.rx.check_silence(core))
+                .max(Duration::from_millis(1)),
+        )
+    }
+
+    fn mark_flushed(&self) {
+        *lock(&self.flushed.0) = true;
+        self.flushed.1.notify_all();
+    }
+
+    /// Say goodbye after what is queued (the owner's thread writes it).
+    pub(crate) fn begin_close(&self) {
+        self.tx.enqueue(Out::Close);
+    }
+
+    /// Wait until the goodbye is written or the link has ended — at most
+    /// the deadline, counted from when the socket last took anything (a
+    /// peer that stopped reading long ago is not waited for again).
+    pub(crate) fn wait_flushed(&self) {
+        let started = Instant::now();
+        let mut done = lock(&self.flushed.0);
+        while !*done {
+            let since = lock(&self.flusher)
+                .stalled_since
+                .map_or(started, |s| s.min(started));
+            let deadline = since + self.close_wait;
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::debug!(peer = self.peer, "the peer does not read; closing anyway");
+                return;
+            }
+            // Woken when flushed; re-checked at least every 50 ms as the
+            // stall may begin meanwhile.
+            let nap = (deadline - now).min(Duration::from_millis(50));
+            done = self
+                .flushed
+                .1
+                .wait_timeout(done, nap)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Cut the connection: its I/O thread sees it end.
+    pub(crate) fn shutdown(&self) {
+        self.rx.shutdown();
+    }
+}
+
+/// The I/O thread of a TCP link: wait for the socket or a wake-up, then
+/// service the link, until it ends.
+fn run(core: Arc<Core>, link: Arc<TcpLink>, mut poll: mio::Poll, waker: Arc<mio::Waker>) {
+    if let Err(e) = link.attach(poll.registry(), SOCKET, waker) {
+        tracing::error!(peer = link.peer, "cannot poll the link's socket: {e}");
+        link.rx.fail(&core, &*link.sink);
+        link.mark_flushed();
+        return;
+    }
+    let mut events = mio::Events::with_capacity(8);
+    // The first turn writes whatever was queued before the thread started.
+    let mut readable = true;
+    loop {
+        let wait = match link.service(&core, readable) {
+            Serviced::Ended => return,
+            Serviced::Within(d) => d,
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
+            if e.kind() != ErrorKind::Interrupted {
+                tracing::error!(peer = link.peer, "poll: {e}");
+                link.rx.fail(&core, &*link.sink);
+                link.mark_flushed();
+                return;
+            }
+        }
+        readable = events.iter().any(|e| {
+            e.token() == SOCKET && (e.is_readable() || e.is_read_closed() || e.is_error())
+        });
     }
 }
 
@@ -157,48 +327,41 @@ impl Link for TcpLink {
         self.pump(core)
     }
 
-    fn start(&self, core: &Arc<Core>) {
-        let Some(queue) = lock(&self.queue).take() else {
-            return;
-        };
-        let (peer, rank) = (self.peer, core.rank);
-        let (c1, c2) = (Arc::clone(core), Arc::clone(core));
-        let (s1, s2) = (Arc::clone(&self.sink), Arc::clone(&self.sink));
-        let tx = self.tx.clone();
-        let rx = Arc::clone(&self.rx);
-        let writer = std::thread::Builder::new()
-            .name(format!("meshwork-w{rank}-{peer}"))
-            .spawn(move || tx::writer(c1, peer, tx, queue, s1));
-        let reader = std::thread::Builder::new()
-            .name(format!("meshwork-r{rank}-{peer}"))
-            .spawn(move || rx::reader(c2, rx, s2));
-        match (writer, reader) {
-            (Ok(w), Ok(r)) => {
-                *lock(&self.writer) = Some(w);
-                *lock(&self.reader) = Some(r);
-            }
-            _ => {
-                tracing::error!(peer, "cannot spawn link threads; the link is unusable");
-                self.rx.shutdown();
-                core.inbox.set_gone(peer);
+    fn start(self: Arc<Self>, core: &Arc<Core>) {
+        let peer = self.peer;
+        let spawned = mio::Poll::new()
+            .and_then(|poll| {
+                let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+                Ok((poll, waker))
+            })
+            .and_then(|(poll, waker)| {
+                let (c, l) = (Arc::clone(core), Arc::clone(&self));
+                std::thread::Builder::new()
+                    .name(format!("meshwork-t{}-{peer}", core.rank))
+                    .spawn(move || run(c, l, poll, waker))
+            });
+        match spawned {
+            Ok(t) => *lock(&self.thread) = Some(t),
+            Err(e) => {
+                tracing::error!(peer, "cannot start the link's thread: {e}");
+                self.rx.fail(core, &*self.sink);
+                self.mark_flushed();
             }
         }
     }
 
     fn close_begin(&self) {
-        self.tx.enqueue(Out::Close);
+        self.begin_close();
     }
 
     fn close_flush(&self) {
-        if let Some(w) = lock(&self.writer).take() {
-            let _ = w.join();
-        }
+        self.wait_flushed();
     }
 
     fn close_end(&self) {
-        self.rx.shutdown();
-        if let Some(r) = lock(&self.reader).take() {
-            let _ = r.join();
+        self.shutdown();
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
         }
     }
 }

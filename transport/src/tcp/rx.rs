@@ -1,20 +1,18 @@
 //! The receive half of a TCP link: the frame assembler (`wire::Assembler`)
 //! driven off the socket without blocking, by whichever thread gets there
-//! first — the link's reader thread when `poll(2)` says the socket is
-//! readable, or an application thread waiting for a message from this
-//! peer (caller-driven progress: no hand-off between threads on a small
+//! first — the link's I/O thread when mio says the socket is readable, or
+//! an application thread waiting for a message from this peer (caller-driven progress: no hand-off between threads on a small
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
 use crate::auth::seal::{Opener, SEAL_OVERHEAD};
-use crate::link::{heartbeat_interval, Core, Next, Sink};
+use crate::link::{Core, Next, Sink};
 use crate::wire::{Assembler, Header};
 use crate::Payload;
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
@@ -52,12 +50,6 @@ fn read_now(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     } else {
         Ok(n as usize)
     }
-}
-
-/// Wait until `stream` is readable (or closed), at most `timeout`.
-fn wait_readable(stream: &TcpStream, timeout: Duration) -> bool {
-    // Ready, or an error that the next read will report.
-    crate::form::poll_readable(&[stream.as_raw_fd()], timeout).is_none_or(|r| r[0])
 }
 
 impl Rx {
@@ -182,29 +174,42 @@ impl Rx {
         )
     }
 
+    /// Read and process what has arrived, waiting for the lock if another
+    /// thread is reading (it never blocks while holding it): the link's
+    /// I/O thread after a readiness event, which must not be lost.
+    /// Returns whether the link has ended.
+    pub(crate) fn pump_now(&self, core: &Core, sink: &dyn Sink) -> bool {
+        let mut st = self.lock();
+        self.pump(&mut st, core, sink)
+    }
+
+    /// The connection failed (a write did): cut it and end the link.
+    pub(crate) fn fail(&self, core: &Core, sink: &dyn Sink) {
+        let mut st = self.lock();
+        self.refuse(&mut st, core, sink);
+    }
+
+    /// Whether the link has ended.
+    pub(crate) fn ended(&self) -> bool {
+        self.lock().ended
+    }
+
+    /// Mark the link's ranks silent if nothing, not even a heartbeat, came
+    /// for a whole deadline; the time left until that check is due.
+    pub(crate) fn check_silence(&self, core: &Core) -> Duration {
+        let mut st = self.lock();
+        let quiet = st.last_byte.elapsed();
+        if !st.silent && quiet >= core.timeout() {
+            st.silent = true;
+            core.silent(self.peer);
+        }
+        core.timeout()
+            .saturating_sub(quiet)
+            .max(Duration::from_millis(1))
+    }
+
     /// Cut the connection (both directions): the reader sees its end.
     pub(crate) fn shutdown(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
-    }
-}
-
-/// The link's reader thread: wait for the socket to become readable, then
-/// drive the assembler (unless an application thread already is); notice a
-/// link that stays silent for a whole deadline.
-pub(crate) fn reader(core: Arc<Core>, rx: Arc<Rx>, sink: Arc<dyn Sink>) {
-    let hb = heartbeat_interval(core.timeout());
-    loop {
-        let readable = wait_readable(&rx.stream, hb);
-        let mut st = rx.lock();
-        if readable && rx.pump(&mut st, &core, &*sink) {
-            return;
-        }
-        if core.closing.load(Ordering::Acquire) && !readable {
-            return;
-        }
-        if !st.silent && st.last_byte.elapsed() >= core.timeout() {
-            st.silent = true;
-            core.silent(rx.peer);
-        }
     }
 }

@@ -2,20 +2,20 @@
 //!
 //! Application threads write a frame themselves when nothing is queued on
 //! the link (`TcpTx::send`); otherwise it goes through a crossbeam channel
-//! to the link's writer thread, which sends queued frames with vectored
-//! writes (header and payload without a copy) and a heartbeat when idle.
-//! A per-link budget bounds what is queued here. The receiving side is
-//! `rx.rs`.
+//! to the link's I/O thread, woken through its mio `Waker`, which writes
+//! queued frames with non-blocking vectored writes (header and payload
+//! without a copy) as the socket takes them (`TcpTx::flush`, a
+//! [`Flusher`]'s state carried between turns). A per-link budget bounds
+//! what is queued here. The receiving side is `rx.rs`.
 
 use crate::auth::seal::{Sealer, SEAL_OVERHEAD};
-use crate::link::{heartbeat_interval, Budget, Core, Sink};
+use crate::link::{Budget, Core};
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload, TransportError};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::io::{ErrorKind, IoSlice, Write};
+use crossbeam_channel::{Receiver, Sender};
+use std::io::{ErrorKind, IoSlice};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 /// An item for a writer.
@@ -37,8 +37,10 @@ pub(crate) enum Out {
 /// lock is released — so frames reach the wire whole and in order.
 #[derive(Debug)]
 pub(crate) struct Wire {
-    stream: TcpStream,
+    pub(crate) stream: TcpStream,
     pending: Mutex<usize>,
+    /// Wakes the I/O thread that drains the queue (set when it starts).
+    waker: OnceLock<Arc<mio::Waker>>,
     /// `ENCRYPT_BULK`: seals data payloads, under `pending` (so nonce
     /// order is wire order).
     sealer: Option<Mutex<Sealer>>,
@@ -49,6 +51,7 @@ impl Wire {
         Wire {
             stream,
             pending: Mutex::new(0),
+            waker: OnceLock::new(),
             sealer: sealer.map(Mutex::new),
         }
     }
@@ -74,6 +77,20 @@ impl Wire {
 
     fn pending(&self) -> MutexGuard<'_, usize> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The I/O thread's waker; items queued before it is set are written
+    /// on the thread's first turn.
+    pub(crate) fn set_waker(&self, waker: Arc<mio::Waker>) {
+        let _ = self.waker.set(waker);
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.get() {
+            if let Err(e) = w.wake() {
+                tracing::warn!("cannot wake a link's I/O thread: {e}");
+            }
+        }
     }
 }
 
@@ -117,6 +134,7 @@ impl TcpTx {
         let sent = self.tx.send(item).is_ok();
         if sent {
             *pending += 1;
+            self.wire.wake();
         }
         sent
     }
@@ -253,131 +271,153 @@ fn write_now(stream: &TcpStream, bufs: &mut [IoSlice<'_>]) -> std::io::Result<us
     Ok(written)
 }
 
-/// Write every slice, retrying short writes, timeouts (a slow reader) and
-/// interrupts; gives up only on a real error or when the rank is closing
-/// and the peer no longer reads.
-fn write_all(
-    stream: &mut &TcpStream,
-    mut bufs: &mut [IoSlice<'_>],
-    core: &Core,
-) -> std::io::Result<()> {
-    let mut stalled_since: Option<Instant> = None;
-    while !bufs.is_empty() {
-        match stream.write_vectored(bufs) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                stalled_since = None;
-                IoSlice::advance_slices(&mut bufs, n);
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                let since = *stalled_since.get_or_insert_with(Instant::now);
-                if core.closing.load(Ordering::Acquire) && since.elapsed() >= core.timeout() {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Frames written in one vectored call, at most.
 const BATCH_FRAMES: usize = 64;
 /// Payload bytes batched into one vectored call, at most (beyond it, one
 /// large frame per call).
 const BATCH_BYTES: usize = 1 << 20;
 
-pub(crate) fn writer(
-    core: Arc<Core>,
-    peer: u32,
-    link: TcpTx,
-    rx: Receiver<Out>,
-    sink: Arc<dyn Sink>,
-) {
-    let hb = heartbeat_interval(core.timeout());
-    let heartbeat = Header::control(FrameType::Heartbeat, core.rank, peer).encode();
-    let _ = link.wire.stream.set_write_timeout(Some(hb));
-    let mut stream = &link.wire.stream;
-    let mut batch: Vec<Out> = Vec::with_capacity(BATCH_FRAMES);
-    loop {
-        let first = match rx.recv_timeout(hb) {
-            Ok(o) => o,
-            Err(RecvTimeoutError::Timeout) => {
-                // Idle: a heartbeat, written like any frame (directly if
-                // nothing is queued; a busy link needs none).
-                let mut pending = link.wire.pending();
-                if link
-                    .write_or_queue_tail(&mut pending, &[&heartbeat])
-                    .is_err()
-                {
-                    drop(pending);
-                    sink.ended(&core, peer);
-                    return;
-                }
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let mut close = false;
-        let mut items = 0;
+/// The I/O thread's side of the queue: the batch being written and how
+/// far it got, carried from turn to turn.
+#[derive(Debug)]
+pub(crate) struct Flusher {
+    queue: Receiver<Out>,
+    batch: Vec<Out>,
+    /// Bytes of `batch` already written.
+    done: usize,
+    /// Queue items in `batch` (each counted in `pending`).
+    items: usize,
+    /// Budget to return once `batch` is written.
+    budgeted: usize,
+    /// A `Close` was taken: the goodbye is the batch's last frame.
+    closing: bool,
+    /// The goodbye is written and the write half shut.
+    pub(crate) finished: bool,
+    /// Since when the socket has taken nothing of what is queued.
+    pub(crate) stalled_since: Option<Instant>,
+}
+
+/// Where a flush stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Flushed {
+    /// Nothing is queued.
+    Idle,
+    /// The socket takes no more now: wait until it is writable.
+    Blocked,
+    /// Goodbye said: nothing more will be written.
+    Finished,
+}
+
+impl Flusher {
+    pub(crate) fn new(queue: Receiver<Out>) -> Flusher {
+        Flusher {
+            queue,
+            batch: Vec::with_capacity(BATCH_FRAMES),
+            done: 0,
+            items: 0,
+            budgeted: 0,
+            closing: false,
+            finished: false,
+            stalled_since: None,
+        }
+    }
+
+    /// Take queued items into an empty batch.
+    fn fill(&mut self, core: &Core, peer: u32) {
         let mut bytes = 0;
-        let mut next = Some(first);
-        while let Some(item) = next.take() {
-            items += 1;
+        while !self.closing && self.batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
+            let Ok(item) = self.queue.try_recv() else {
+                break;
+            };
+            self.items += 1;
             match item {
-                Out::Close => close = true,
-                Out::Frame(_, ref p) => {
+                Out::Close => {
+                    self.closing = true;
+                    let bye = Header::control(FrameType::Bye, core.rank, peer).encode();
+                    self.batch.push(Out::Tail(bye.to_vec()));
+                }
+                Out::Frame(h, p) => {
                     bytes += p.len();
-                    batch.push(item);
+                    self.budgeted += p.len() + HEADER_LEN;
+                    self.batch.push(Out::Frame(h, p));
                 }
-                Out::Tail(ref t) => {
+                Out::Tail(t) => {
                     bytes += t.len();
-                    batch.push(item);
+                    self.batch.push(Out::Tail(t));
                 }
-            }
-            if !close && batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
-                next = rx.try_recv().ok();
             }
         }
-        let budgeted: usize = batch
-            .iter()
-            .map(|o| match o {
-                Out::Frame(_, p) => p.len() + HEADER_LEN,
-                _ => 0,
-            })
-            .sum();
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batch.len() * 2);
-        for item in &batch {
-            match item {
-                Out::Frame(h, p) => {
-                    slices.push(IoSlice::new(h));
-                    if !p.is_empty() {
-                        slices.push(IoSlice::new(p.as_ref()));
+    }
+}
+
+impl TcpTx {
+    /// Write what is queued, as far as the socket takes it without
+    /// blocking. `Err`: the connection failed.
+    pub(crate) fn flush(
+        &self,
+        core: &Core,
+        peer: u32,
+        f: &mut Flusher,
+    ) -> std::io::Result<Flushed> {
+        loop {
+            if f.finished {
+                return Ok(Flushed::Finished);
+            }
+            if f.batch.is_empty() {
+                f.fill(core, peer);
+                if f.batch.is_empty() {
+                    return Ok(Flushed::Idle);
+                }
+            }
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(f.batch.len() * 2);
+            let mut skip = f.done;
+            let mut total = 0;
+            for item in &f.batch {
+                let pieces: [&[u8]; 2] = match item {
+                    Out::Frame(h, p) => [&h[..], p.as_ref()],
+                    Out::Tail(t) => [&t[..], &[]],
+                    Out::Close => [&[], &[]],
+                };
+                for piece in pieces {
+                    total += piece.len();
+                    let from = skip.min(piece.len());
+                    skip -= from;
+                    if from < piece.len() {
+                        slices.push(IoSlice::new(&piece[from..]));
                     }
                 }
-                Out::Tail(t) => slices.push(IoSlice::new(t)),
-                Out::Close => {}
+            }
+            let written = write_now(&self.wire.stream, &mut slices)?;
+            drop(slices);
+            f.done += written;
+            if written > 0 {
+                f.stalled_since = None;
+            }
+            if f.done < total {
+                f.stalled_since.get_or_insert_with(Instant::now);
+                return Ok(Flushed::Blocked);
+            }
+            // The batch is on the wire: its items are no longer pending.
+            *self.wire.pending() -= f.items;
+            self.budget.release(f.budgeted);
+            f.batch.clear();
+            (f.done, f.items, f.budgeted) = (0, 0, 0);
+            if f.closing {
+                let _ = self.wire.stream.shutdown(Shutdown::Write);
+                f.finished = true;
             }
         }
-        // Nothing else writes while these items are pending.
-        let ok = write_all(&mut stream, &mut slices, &core).is_ok();
-        if ok && close {
-            let bye = Header::control(FrameType::Bye, core.rank, peer).encode();
-            let _ = write_all(&mut stream, &mut [IoSlice::new(&bye)], &core);
-            let _ = stream.flush();
-            let _ = stream.shutdown(Shutdown::Write);
-        }
-        *link.wire.pending() -= items;
-        drop(slices);
-        batch.clear();
-        link.budget.release(budgeted);
-        if !ok {
-            sink.ended(&core, peer);
-            return;
-        }
-        if close {
-            return;
+    }
+
+    /// A heartbeat, written like any frame: at once if nothing is queued,
+    /// else behind what is. `false`: the connection failed.
+    pub(crate) fn heartbeat(&self, core: &Core, peer: u32) -> bool {
+        let hb = Header::control(FrameType::Heartbeat, core.rank, peer).encode();
+        let mut pending = self.wire.pending();
+        match self.write_or_queue_tail(&mut pending, &[&hb]) {
+            Ok(true) => true,
+            Ok(false) => true, // the link is busy: it needs no heartbeat
+            Err(_) => false,
         }
     }
 }
