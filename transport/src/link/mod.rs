@@ -13,6 +13,8 @@
 
 mod budget;
 mod dispatch;
+#[cfg(test)]
+mod sim;
 mod transport;
 
 pub(crate) use budget::{heartbeat_interval, Budget};

@@ -476,3 +476,6 @@ fn quiche_config(
     c.enable_pacing(false);
     Ok(c)
 }
+
+#[cfg(test)]
+mod order_tests;
