@@ -17,7 +17,10 @@
     reason = "a benchmark prints its table"
 )]
 
-#[allow(dead_code, reason = "this benchmark uses only the launcher of the shared helpers")]
+#[allow(
+    dead_code,
+    reason = "this benchmark uses only the launcher of the shared helpers"
+)]
 mod common;
 
 use meshwork::{Node, ReduceOp};

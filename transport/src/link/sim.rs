@@ -13,10 +13,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Frames in flight on one directed link.
+type Fifo = VecDeque<(Header, Vec<u8>)>;
+
 /// Frames in flight on every directed link: `queues[from][to]`.
 #[derive(Debug, Default)]
 struct Net {
-    queues: Vec<Vec<VecDeque<(Header, Vec<u8>)>>>,
+    queues: Vec<Vec<Fifo>>,
     /// Links cut (both directions): frames to or from them vanish.
     cut: Vec<bool>,
 }
@@ -260,9 +263,9 @@ fn all_pairs_in_order(world: u32, star: bool, seed: u64) {
         // Credits the receives returned.
         w.drain(100_000);
     }
-    for dst in 0..world as usize {
-        for src in (0..world as usize).filter(|&s| s != dst) {
-            assert_eq!(next[dst][src], [per_lane; 3], "seed {seed}: {src} -> {dst}");
+    for (dst, row) in next.iter().enumerate() {
+        for (src, got) in row.iter().enumerate().filter(|&(s, _)| s != dst) {
+            assert_eq!(*got, [per_lane; 3], "seed {seed}: {src} -> {dst}");
         }
     }
 }

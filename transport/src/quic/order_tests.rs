@@ -74,7 +74,7 @@ fn run(n: u32, seed: u64, big: impl Fn(u32) -> bool) {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         // Runs of one path, as a burst of datagrams or a large read would.
-        let from_quic = (rng % 2 == 0 && !quic.is_empty()) || sidecar.is_empty();
+        let from_quic = (rng.is_multiple_of(2) && !quic.is_empty()) || sidecar.is_empty();
         for _ in 0..(rng >> 8) % 5 + 1 {
             if from_quic {
                 let Some((h, i)) = quic.pop_front() else {
@@ -99,7 +99,7 @@ fn run(n: u32, seed: u64, big: impl Fn(u32) -> bool) {
 #[test]
 fn mixed_paths_keep_the_lane_in_order() {
     for seed in 1..=50 {
-        run(2_000, seed, |i| (i * 7 + seed as u32) % 3 == 0);
+        run(2_000, seed, |i| (i * 7 + seed as u32).is_multiple_of(3));
     }
 }
 
@@ -109,8 +109,8 @@ fn stamps_wrap_around_without_losing_order() {
     // frames between them dense and sparse. As on real links, the paths
     // never drift 2^16 payloads apart: the byte budgets bound what is in
     // flight far below that (the module docs of `order.rs`).
-    run(90_000, 11, |i| i % 9 != 0);
-    run(140_000, 12, |i| i % 1000 != 0);
+    run(90_000, 11, |i| !i.is_multiple_of(9));
+    run(140_000, 12, |i| !i.is_multiple_of(1000));
 }
 
 #[test]
