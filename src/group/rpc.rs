@@ -76,12 +76,43 @@ fn response_key(comm: u64, id: u64) -> LaneKey {
     }
 }
 
-/// Start the server thread and its workers for one group; they end when the
-/// transport closes.
+/// Start the server thread for one group; it starts its workers when the
+/// first request arrives (a group that never serves RPC costs one thread,
+/// asleep), and they all end when the transport closes.
 pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
+    let rank = transport.rank();
+    let spawned = std::thread::Builder::new()
+        .name(format!("meshwork-rpc-{rank}"))
+        .spawn(move || {
+            let mut workers: Option<Sender<Request>> = None;
+            loop {
+                // No deadline of its own: the transport's close ends the
+                // wait (`Closed`).
+                let req = match transport.recv_any(request_key(comm), IDLE_WAIT) {
+                    Ok(req) => req,
+                    Err(TransportError::Timeout { .. }) => continue,
+                    Err(_) => return,
+                };
+                let tx = workers.get_or_insert_with(|| start_workers(&transport, comm, &rpc));
+                if tx.send(req).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the RPC server: {e}; RPC to this rank will time out");
+    }
+}
+
+/// How long the RPC server sleeps in one wait for a request.
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+/// The workers that run handlers (more than one, so a handler may itself
+/// call RPC while requests keep being served).
+fn start_workers(transport: &Arc<dyn Transport>, comm: u64, rpc: &Arc<Rpc>) -> Sender<Request> {
     let (tx, rx): (Sender<Request>, Receiver<Request>) = crossbeam_channel::bounded(1024);
     for i in 0..RPC_WORKERS {
-        let (rx, t, rpc) = (rx.clone(), Arc::clone(&transport), Arc::clone(&rpc));
+        let (rx, t, rpc) = (rx.clone(), Arc::clone(transport), Arc::clone(rpc));
         let spawned = std::thread::Builder::new()
             .name(format!("meshwork-rpc-{}-{i}", transport.rank()))
             .spawn(move || {
@@ -93,22 +124,7 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
             tracing::error!("cannot start an RPC worker: {e}");
         }
     }
-    let spawned = std::thread::Builder::new()
-        .name(format!("meshwork-rpc-{}", transport.rank()))
-        .spawn(move || loop {
-            match transport.recv_any(request_key(comm), Duration::from_millis(500)) {
-                Ok(req) => {
-                    if tx.send(req).is_err() {
-                        return;
-                    }
-                }
-                Err(TransportError::Timeout { .. }) => {}
-                Err(_) => return,
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the RPC server: {e}; RPC to this rank will time out");
-    }
+    tx
 }
 
 fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {

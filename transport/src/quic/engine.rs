@@ -708,7 +708,7 @@ pub(crate) fn run(
             Serviced::Within(d) => d,
             Serviced::Ended => heartbeat_interval(core.timeout()),
         };
-        let hb = heartbeat_interval(core.timeout());
+        let hb = keep_alive_interval(core.timeout());
         let wait = {
             let mut e = lock(&link);
             let wait = if std::mem::take(&mut e.again) {
@@ -795,6 +795,14 @@ fn sidecar_readable(events: &mio::Events) -> bool {
     events
         .iter()
         .any(|e| e.token() == SIDECAR && (e.is_readable() || e.is_read_closed() || e.is_error()))
+}
+
+/// How often an idle QUIC connection sends a keep-alive: well within
+/// quiche's idle timeout (`quic::idle_timeout`) and the 30 s a NAT keeps
+/// a UDP binding, and never more often than the sidecar's heartbeat. The
+/// sidecar's heartbeats, not these, tell a silent peer.
+pub(crate) fn keep_alive_interval(timeout: Duration) -> Duration {
+    (super::idle_timeout(timeout) / 3).clamp(heartbeat_interval(timeout), Duration::from_secs(15))
 }
 
 /// The datagram socket of an accepted link: bound to the rank's port

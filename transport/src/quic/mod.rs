@@ -438,6 +438,12 @@ fn derive_identity(cfg: &Spec) -> Result<RankIdentity, boring::error::ErrorStack
     ca.issue(cfg.rank)
 }
 
+/// quiche's idle timeout: well past the deadline (silence is reported by
+/// the deadline, through the sidecar's heartbeats).
+pub(crate) fn idle_timeout(timeout: Duration) -> Duration {
+    (timeout * 3).max(Duration::from_secs(10))
+}
+
 fn quiche_config(
     identity: &RankIdentity,
     timeout: Duration,
@@ -460,7 +466,7 @@ fn quiche_config(
     c.set_initial_max_streams_bidi(0);
     c.set_max_connection_window(128 << 20);
     c.set_max_stream_window(32 << 20);
-    let idle = (timeout * 3).max(Duration::from_secs(10));
+    let idle = idle_timeout(timeout);
     c.set_max_idle_timeout(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX));
     // Datagrams: loopback takes quiche's largest; elsewhere start at the
     // safe 1200 and let path-MTU discovery raise it.
