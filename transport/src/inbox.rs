@@ -12,7 +12,7 @@
 
 use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,9 @@ pub(crate) struct Inbox {
     changed: Condvar,
     /// Bumped on every delivery, so a waiter can spin without the lock.
     deliveries: AtomicU64,
+    /// Threads parked on `changed` (counted under the state's lock), so
+    /// a delivery nobody waits for costs no futex call.
+    waiters: AtomicUsize,
 }
 
 /// How long a receiver polls for its message before parking on the
@@ -121,6 +124,7 @@ impl Inbox {
             }),
             changed: Condvar::new(),
             deliveries: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
         }
     }
 
@@ -167,7 +171,7 @@ impl Inbox {
         st.lanes.entry((src, key)).or_default().push_back(msg);
         drop(st);
         self.deliveries.fetch_add(1, Ordering::Release);
-        self.changed.notify_all();
+        self.wake();
         true
     }
 
@@ -184,7 +188,7 @@ impl Inbox {
         if let Some(p) = self.lock().peers.get_mut(src as usize) {
             p.gone = true;
         }
-        self.changed.notify_all();
+        self.wake();
     }
 
     /// Whether `src` is known gone.
@@ -198,13 +202,13 @@ impl Inbox {
         if let Some(p) = self.lock().peers.get_mut(src as usize) {
             p.silent = silent;
         }
-        self.changed.notify_all();
+        self.wake();
     }
 
     /// This rank closed: every wait ends with `Closed`.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
-        self.changed.notify_all();
+        self.wake();
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -320,7 +324,7 @@ impl Inbox {
         drop(st);
         if matches!(taken, Some(Ok(_))) && budgeted(key.kind) {
             // Senders in this process may be waiting for room.
-            self.changed.notify_all();
+            self.wake();
         }
         taken
     }
@@ -332,10 +336,24 @@ impl Inbox {
         deadline: Instant,
     ) -> MutexGuard<'a, State> {
         let left = deadline.saturating_duration_since(Instant::now());
-        self.changed
+        // Counted while the state is locked: whoever changes the state
+        // after this (under the lock) sees the count and notifies.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let st = self
+            .changed
             .wait_timeout(st, left)
             .unwrap_or_else(|e| e.into_inner())
-            .0
+            .0;
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        st
+    }
+
+    /// Wake the threads parked on the state, if any (call after changing
+    /// it under the lock).
+    fn wake(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.changed.notify_all();
+        }
     }
 
     /// The next message on `key` from any rank, with its sender; waits at
@@ -351,7 +369,7 @@ impl Inbox {
             for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
                     drop(st);
-                    self.changed.notify_all();
+                    self.wake();
                     return taken.map(|msg| (src, msg));
                 }
             }
@@ -384,7 +402,7 @@ impl Inbox {
                 drop(st);
                 if taken.is_ok() && budgeted(key.kind) {
                     // Senders in this process may be waiting for room.
-                    self.changed.notify_all();
+                    self.wake();
                 }
                 return taken;
             }
