@@ -71,17 +71,8 @@ impl BufferPool {
     /// holds it whole if there is one, else a new one of at most
     /// `reserve` bytes' capacity (it grows as the message arrives).
     pub fn take_reusing(&self, len: usize, reserve: usize) -> Vec<u8> {
-        if len >= Self::MIN_POOLED_BYTES {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            let best = free
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.capacity() >= len)
-                .min_by_key(|(_, b)| b.capacity())
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                return free.swap_remove(i);
-            }
+        if let Some(buf) = self.pooled(len) {
+            return buf;
         }
         let want = len.min(reserve);
         if want < Self::MIN_POOLED_BYTES {
@@ -90,9 +81,11 @@ impl BufferPool {
         Vec::with_capacity(Self::class(want))
     }
 
-    fn best_fit(&self, len: usize) -> Vec<u8> {
+    /// The smallest pooled buffer that holds `len` bytes, if any (none
+    /// are kept for small sizes).
+    fn pooled(&self, len: usize) -> Option<Vec<u8>> {
         if len < Self::MIN_POOLED_BYTES {
-            return Vec::with_capacity(len);
+            return None;
         }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         let best = free
@@ -100,9 +93,16 @@ impl BufferPool {
             .enumerate()
             .filter(|(_, b)| b.capacity() >= len)
             .min_by_key(|(_, b)| b.capacity())
-            .map(|(i, _)| i);
-        best.map(|i| free.swap_remove(i))
-            .unwrap_or_else(|| Vec::with_capacity(Self::class(len)))
+            .map(|(i, _)| i)?;
+        Some(free.swap_remove(best))
+    }
+
+    fn best_fit(&self, len: usize) -> Vec<u8> {
+        self.pooled(len)
+            .unwrap_or_else(|| match len < Self::MIN_POOLED_BYTES {
+                true => Vec::with_capacity(len),
+                false => Vec::with_capacity(Self::class(len)),
+            })
     }
 
     /// Return a buffer; kept if it is large and the pool has room.

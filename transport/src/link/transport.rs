@@ -124,7 +124,8 @@ impl Transport for LinkTransport {
                 }
                 turns = turns.wrapping_add(1);
                 // The clock every few turns: a turn is well under a µs.
-                if link.poll(core, want_len) || (turns % 8 == 0 && Instant::now() >= until) {
+                if link.poll(core, want_len) || (turns.is_multiple_of(8) && Instant::now() >= until)
+                {
                     break;
                 }
                 if core.spin {

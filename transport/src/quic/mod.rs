@@ -316,7 +316,7 @@ impl Link for QuicLink {
         if len >= self.threshold {
             let mut out = lock(&self.order.out);
             out.payload(s, &mut header);
-            let sent = self.sidecar.send_frame(core, header, parts, dst);
+            let sent = self.sidecar.send(core, header, parts, dst);
             if sent.is_err() {
                 // Nothing went out: the next payload takes this one's place.
                 out.unstamp_payload(s);

@@ -136,17 +136,6 @@ impl TcpLink {
         })
     }
 
-    /// Send a frame; see [`Link::send`].
-    pub(crate) fn send_frame(
-        &self,
-        core: &Core,
-        header: Header,
-        parts: &[&[u8]],
-        dst: u32,
-    ) -> Result<(), TransportError> {
-        self.tx.send(header, parts, core, dst)
-    }
-
     /// Queue a frame without blocking (relays); `false`: the link ended.
     pub(crate) fn enqueue(&self, core: &Core, header: Header, payload: Payload) -> bool {
         self.tx.enqueue_frame(header, payload, &core.pool)
@@ -311,7 +300,7 @@ impl Link for TcpLink {
         parts: &[&[u8]],
         dst: u32,
     ) -> Result<(), TransportError> {
-        self.send_frame(core, header, parts, dst)
+        self.tx.send(header, parts, core, dst)
     }
 
     fn forward(&self, core: &Core, header: Header, payload: Payload) {
