@@ -203,6 +203,13 @@ impl ProcessGroup {
     /// `Local` for this rank, `Memory` in a `local()` world, `Tcp` or
     /// `Quic` for a link of its own, `Relayed` for a rank reached through
     /// another (a star worker's peers other than the coordinator).
+    ///
+    /// ```
+    /// use meshwork::LinkKind;
+    /// let groups = meshwork::local(3)?;
+    /// assert_eq!(groups[1].links(), [LinkKind::Memory, LinkKind::Local, LinkKind::Memory]);
+    /// # Ok::<(), meshwork::Error>(())
+    /// ```
     pub fn links(&self) -> Vec<meshwork_transport::LinkKind> {
         self.inner.transport.links()
     }

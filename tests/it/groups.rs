@@ -506,3 +506,29 @@ fn late_rpc_responses_do_not_accumulate() {
         o.unwrap();
     }
 }
+
+/// `links()` says what carries each rank's traffic: its own rank Local, a
+/// direct QUIC link in a mesh, and through the coordinator in a star.
+#[test]
+fn links_report_what_carries_each_peer() {
+    use meshwork::LinkKind::{Local, Quic, Relayed};
+    for o in run_nodes(3, Topology::Mesh, |g| {
+        let mut want = vec![Quic; 3];
+        want[g.rank() as usize] = Local;
+        assert_eq!(g.links(), want, "rank {}", g.rank());
+        g.shutdown()
+    }) {
+        o.unwrap();
+    }
+    for o in run_nodes(3, Topology::Star, |g| {
+        let want = match g.rank() {
+            0 => vec![Local, Quic, Quic],
+            1 => vec![Quic, Local, Relayed],
+            _ => vec![Quic, Relayed, Local],
+        };
+        assert_eq!(g.links(), want, "rank {}", g.rank());
+        g.shutdown()
+    }) {
+        o.unwrap();
+    }
+}
