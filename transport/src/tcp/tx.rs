@@ -146,9 +146,20 @@ impl TcpTx {
         if *pending != 0 {
             return Ok(false);
         }
-        let mut slices: Vec<IoSlice<'_>> = pieces.iter().map(|p| IoSlice::new(p)).collect();
+        // On the stack for the usual few pieces: no allocation per message.
+        let mut stack = [IoSlice::new(&[]); STACK_PIECES];
+        let mut heap = Vec::new();
+        let slices: &mut [IoSlice<'_>] = if pieces.len() <= STACK_PIECES {
+            for (slot, p) in stack.iter_mut().zip(pieces) {
+                *slot = IoSlice::new(p);
+            }
+            &mut stack[..pieces.len()]
+        } else {
+            heap.extend(pieces.iter().map(|p| IoSlice::new(p)));
+            &mut heap
+        };
         let total: usize = pieces.iter().map(|p| p.len()).sum();
-        let written = write_now(&self.wire.stream, &mut slices)?;
+        let written = write_now(&self.wire.stream, slices)?;
         if written < total {
             // The rest, from the original pieces (the slices were advanced
             // in place).
@@ -183,14 +194,26 @@ impl TcpTx {
             return self.send_sealed(header, parts, core, dst);
         }
         let header = header.encode();
-        let pieces: Vec<&[u8]> = std::iter::once(&header[..])
+        let all = std::iter::once(&header[..])
             .chain(parts.iter().copied())
-            .filter(|p| !p.is_empty())
-            .collect();
+            .filter(|p| !p.is_empty());
+        let mut stack: [&[u8]; STACK_PIECES] = [&[]; STACK_PIECES];
+        let mut heap = Vec::new();
+        let pieces: &[&[u8]] = if parts.len() < STACK_PIECES {
+            let mut n = 0;
+            for p in all {
+                stack[n] = p;
+                n += 1;
+            }
+            &stack[..n]
+        } else {
+            heap.extend(all);
+            &heap
+        };
         {
             let mut pending = self.wire.pending();
             if self
-                .write_or_queue_tail(&mut pending, &pieces)
+                .write_or_queue_tail(&mut pending, pieces)
                 .map_err(|_| gone())?
             {
                 return Ok(());
@@ -270,6 +293,9 @@ fn write_now(stream: &TcpStream, bufs: &mut [IoSlice<'_>]) -> std::io::Result<us
     }
     Ok(written)
 }
+
+/// Pieces of a frame gathered on the stack (more go to the heap).
+const STACK_PIECES: usize = 8;
 
 /// Frames written in one vectored call, at most.
 const BATCH_FRAMES: usize = 64;
