@@ -9,6 +9,7 @@
 //! cargo bench --bench net -- --quick   # 4 KiB, 1 MiB, 16 MiB
 //! cargo bench --bench net -- --only all_reduce,barrier
 //! cargo bench --bench net -- --configs quic,tcp   # a subset of the columns
+//! NET_WORLD=16 cargo bench --bench net -- --quick --only barrier,all_reduce
 //! ```
 //!
 //! Timing, for both: a barrier, N calls, the mean per call, the maximum
@@ -31,7 +32,14 @@ use common::{join, parse_list, Rows};
 use meshwork::{Node, ProcessGroup, ReduceOp};
 use std::time::Instant;
 
-const WORLD: u32 = 4;
+/// Processes: 4, or `NET_WORLD` (e.g. 16 for many ranks per core).
+fn world() -> u32 {
+    std::env::var("NET_WORLD")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .filter(|&w: &u32| w >= 2)
+        .unwrap_or(4)
+}
 const COLLS: [&str; 6] = [
     "all_reduce",
     "broadcast",
@@ -50,15 +58,19 @@ fn call(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork:
         "all_reduce" => g.all_reduce(a, ReduceOp::Sum),
         "broadcast" => g.broadcast(a, 0),
         "all_gather" => {
-            let block = a.len() / WORLD as usize;
-            g.all_gather(&a[..block], &mut b[..block * WORLD as usize])
+            let block = a.len() / world() as usize;
+            g.all_gather(&a[..block], &mut b[..block * world() as usize])
         }
         "reduce_scatter" => {
-            let block = a.len() / WORLD as usize;
-            g.reduce_scatter(&a[..block * WORLD as usize], &mut b[..block], ReduceOp::Sum)
+            let block = a.len() / world() as usize;
+            g.reduce_scatter(
+                &a[..block * world() as usize],
+                &mut b[..block],
+                ReduceOp::Sum,
+            )
         }
         "all_to_all" => {
-            let n = a.len() / WORLD as usize * WORLD as usize;
+            let n = a.len() / world() as usize * world() as usize;
             g.all_to_all(&a[..n], &mut b[..n])
         }
         _ => g.barrier(),
@@ -66,7 +78,7 @@ fn call(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork:
 }
 
 fn wrong(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork::Result<u64> {
-    let (r, p) = (g.rank() as usize, WORLD as usize);
+    let (r, p) = (g.rank() as usize, world() as usize);
     for (i, x) in a.iter_mut().enumerate() {
         *x = val(r, i);
     }
@@ -151,7 +163,7 @@ fn meshwork_rows(
     iters: &str,
     colls: &str,
 ) -> Option<Rows> {
-    let mut cmd = common::meshrun(WORLD, topology)?;
+    let mut cmd = common::meshrun(world(), topology)?;
     cmd.env("BENCH_SIZES", sizes)
         .env("BENCH_ITERS", iters)
         .env("BENCH_COLLS", colls)
@@ -160,7 +172,7 @@ fn meshwork_rows(
 }
 
 fn bus_factor(coll: &str) -> f64 {
-    let n = f64::from(WORLD);
+    let n = f64::from(world());
     match coll {
         "all_reduce" => 2.0 * (n - 1.0) / n,
         "broadcast" => 1.0,
@@ -217,12 +229,12 @@ fn main() {
             (name, meshwork_rows(topology, env, &s, &i, &colls.join(",")))
         })
         .collect();
-    let mpi = common::mpi("mpi_bench.c", WORLD, &[s.clone(), i.clone()]);
+    let mpi = common::mpi("mpi_bench.c", world(), &[s.clone(), i.clone()]);
     if mpi.is_none() {
         println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
     }
     columns.push(("ompi", mpi));
-    println!("# {WORLD} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements");
+    println!("# {} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements", world());
     println!("# quic: QUIC + TCP sidecar (default); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
     println!("# ratios: the default (quic) against the others by time (> 1: quic faster)");
     for coll in colls {
