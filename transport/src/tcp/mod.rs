@@ -11,6 +11,8 @@
 //! is a sidecar. This module knows nothing of QUIC.
 
 mod rx;
+#[cfg(test)]
+mod tests;
 mod tx;
 
 use crate::auth::handshake::Keys;
