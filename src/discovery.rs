@@ -33,9 +33,9 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-const ANNOUNCE: &[u8; 8] = b"MWDISC01";
-const QUERY: &[u8; 8] = b"MWQUERY1";
-const LEN: usize = 64;
+pub(crate) const ANNOUNCE: &[u8; 8] = b"MWDISC01";
+pub(crate) const QUERY: &[u8; 8] = b"MWQUERY1";
+pub(crate) const LEN: usize = 64;
 /// How often a node repeats itself.
 const PERIOD: Duration = Duration::from_millis(50);
 /// How long a node keeps announcing after it has heard everyone.
@@ -85,7 +85,12 @@ impl Job {
         mac
     }
 
-    fn encode(&self, magic: &[u8; 8], rank: u32, addr: Option<SocketAddrV4>) -> [u8; LEN] {
+    pub(crate) fn encode(
+        &self,
+        magic: &[u8; 8],
+        rank: u32,
+        addr: Option<SocketAddrV4>,
+    ) -> [u8; LEN] {
         let mut d = [0u8; LEN];
         d[..8].copy_from_slice(magic);
         d[8..16].copy_from_slice(&self.id.to_le_bytes());
@@ -100,8 +105,9 @@ impl Job {
         d
     }
 
-    /// A datagram of this job, authentic: (kind, rank, address).
-    fn decode(&self, d: &[u8]) -> Option<(&'static [u8; 8], u32, SocketAddrV4)> {
+    /// A datagram of this job, authentic: (kind, rank, address). A pure
+    /// function (fuzzed).
+    pub(crate) fn decode(&self, d: &[u8]) -> Option<(&'static [u8; 8], u32, SocketAddrV4)> {
         if d.len() != LEN {
             return None;
         }

@@ -207,6 +207,8 @@
 mod discovery;
 pub mod env;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod group;
 mod iface;
 mod local;

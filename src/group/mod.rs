@@ -3,7 +3,7 @@
 mod collectives;
 mod comm_adapter;
 mod p2p;
-mod rpc;
+pub(crate) mod rpc;
 mod split;
 mod work;
 

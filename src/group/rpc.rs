@@ -127,20 +127,69 @@ fn start_workers(transport: &Arc<dyn Transport>, comm: u64, rpc: &Arc<Rpc>) -> S
     tx
 }
 
+/// A request's head: `fn_id`, then the request id (the arguments follow).
+pub(crate) fn request_head(fn_id: u32, id: u64) -> [u8; 12] {
+    let mut head = [0u8; 12];
+    head[..4].copy_from_slice(&fn_id.to_le_bytes());
+    head[4..].copy_from_slice(&id.to_le_bytes());
+    head
+}
+
+/// A request's `(fn_id, request id, arguments)`; `None`: shorter than its
+/// head.
+pub(crate) fn decode_request(bytes: &[u8]) -> Option<(u32, u64, &[u8])> {
+    let (fn_id, rest) = bytes.split_first_chunk::<4>()?;
+    let (id, args) = rest.split_first_chunk::<8>()?;
+    Some((u32::from_le_bytes(*fn_id), u64::from_le_bytes(*id), args))
+}
+
+/// What a response says.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Response<'a> {
+    /// The handler's result.
+    Ok(&'a [u8]),
+    /// No handler for the `fn_id`.
+    Unknown,
+    /// The handler panicked with this message (UTF-8 from an honest peer).
+    Failed(&'a [u8]),
+    /// Empty, or an unknown status byte.
+    Malformed,
+}
+
+impl Response<'_> {
+    /// The status byte and body that travel for `self` (`Malformed`
+    /// travels as an unknown status).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let (status, body): (u8, &[u8]) = match self {
+            Response::Ok(b) => (OK, b),
+            Response::Unknown => (UNKNOWN, &[]),
+            Response::Failed(b) => (FAILED, b),
+            Response::Malformed => (u8::MAX, &[]),
+        };
+        [&[status], body].concat()
+    }
+}
+
+/// Decode a response (a pure function: fuzzed).
+pub(crate) fn decode_response(bytes: &[u8]) -> Response<'_> {
+    match bytes.split_first() {
+        Some((&OK, body)) => Response::Ok(body),
+        Some((&UNKNOWN, _)) => Response::Unknown,
+        Some((&FAILED, body)) => Response::Failed(body),
+        _ => Response::Malformed,
+    }
+}
+
 fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
     let bytes = req.as_ref();
-    if bytes.len() < 12 {
+    let Some((fn_id, id, args)) = decode_request(bytes) else {
         tracing::warn!(
             src,
             "malformed RPC request of {} bytes dropped",
             bytes.len()
         );
         return;
-    }
-    let fn_id = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&bytes[4..12]);
-    let id = u64::from_le_bytes(id);
+    };
     let handler = rpc
         .handlers
         .read()
@@ -149,12 +198,10 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
         .cloned();
     let (status, body) = match handler {
         None => (UNKNOWN, Vec::new()),
-        Some(h) => {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, &bytes[12..]))) {
-                Ok(out) => (OK, out),
-                Err(p) => (FAILED, super::work::panic_message(&*p).into_bytes()),
-            }
-        }
+        Some(h) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, args))) {
+            Ok(out) => (OK, out),
+            Err(p) => (FAILED, super::work::panic_message(&*p).into_bytes()),
+        },
     };
     if let Err(e) = t.send(src, response_key(comm, id), &[&[status], &body]) {
         tracing::warn!(src, fn_id, "cannot answer an RPC: {e}");
@@ -197,7 +244,7 @@ impl GroupInner {
             .send(
                 dst,
                 request_key(self.comm_id),
-                &[&fn_id.to_le_bytes(), &id.to_le_bytes(), args],
+                &[&request_head(fn_id, id), args],
             )
             .map_err(op)?;
         self.discard_late_responses();
@@ -215,16 +262,15 @@ impl GroupInner {
                 return Err(op(e));
             }
         };
-        let bytes = reply.as_ref();
-        match bytes.first() {
-            Some(&OK) => Ok(bytes[1..].to_vec()),
-            Some(&UNKNOWN) => Err(Error::RpcUnknown { fn_id, rank: dst }),
-            Some(&FAILED) => Err(Error::RpcFailed {
+        match decode_response(reply.as_ref()) {
+            Response::Ok(body) => Ok(body.to_vec()),
+            Response::Unknown => Err(Error::RpcUnknown { fn_id, rank: dst }),
+            Response::Failed(body) => Err(Error::RpcFailed {
                 fn_id,
                 rank: dst,
-                reason: String::from_utf8_lossy(&bytes[1..]).into_owned(),
+                reason: String::from_utf8_lossy(body).into_owned(),
             }),
-            _ => Err(Error::RpcFailed {
+            Response::Malformed => Err(Error::RpcFailed {
                 fn_id,
                 rank: dst,
                 reason: "malformed response".into(),

@@ -22,6 +22,8 @@
 
 mod auth;
 mod form;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbox;
 mod link;
 pub mod mem;

@@ -32,7 +32,7 @@ use std::net::TcpStream;
 pub const PROTOCOL_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
-const HELLO_LEN: usize = 56;
+pub(crate) const HELLO_LEN: usize = 56;
 const REPLY_LEN: usize = HELLO_LEN + 4 + 32;
 const FLAG_STAR: u32 = 1;
 
@@ -157,24 +157,39 @@ pub(crate) fn derive_key(token: Option<&str>) -> [u8; 32] {
 }
 
 fn hello(id: &Identity) -> Result<[u8; HELLO_LEN], HandshakeError> {
-    let mut h = [0u8; HELLO_LEN];
-    h[..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&id.version.to_le_bytes());
-    h[12..16].copy_from_slice(&id.world.to_le_bytes());
-    h[16..20].copy_from_slice(&id.rank.to_le_bytes());
-    h[20..24].copy_from_slice(&(if id.star { FLAG_STAR } else { 0 }).to_le_bytes());
-    h[24..32].copy_from_slice(&id.transport.to_le_bytes());
-    getrandom::getrandom(&mut h[32..56]).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(h)
+    let mut nonce = [0u8; 24];
+    getrandom::getrandom(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let fields = Parsed {
+        version: id.version,
+        world: id.world,
+        rank: id.rank,
+        star: id.star,
+        transport: id.transport,
+    };
+    Ok(encode(&fields, &nonce))
 }
 
-#[derive(Debug)]
+/// A hello's fields (all but its nonce).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Parsed {
     version: u32,
     world: u32,
     rank: u32,
     star: bool,
     transport: u64,
+}
+
+/// A hello carrying `fields` and `nonce` (the inverse of [`parse`]).
+pub(crate) fn encode(fields: &Parsed, nonce: &[u8; 24]) -> [u8; HELLO_LEN] {
+    let mut h = [0u8; HELLO_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&fields.version.to_le_bytes());
+    h[12..16].copy_from_slice(&fields.world.to_le_bytes());
+    h[16..20].copy_from_slice(&fields.rank.to_le_bytes());
+    h[20..24].copy_from_slice(&(if fields.star { FLAG_STAR } else { 0 }).to_le_bytes());
+    h[24..32].copy_from_slice(&fields.transport.to_le_bytes());
+    h[32..56].copy_from_slice(nonce);
+    h
 }
 
 /// Decode a hello (a pure function: fuzzed). `None`: not a meshwork

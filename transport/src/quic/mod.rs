@@ -26,7 +26,7 @@
 
 mod engine;
 mod former;
-mod order;
+pub(crate) mod order;
 #[cfg(test)]
 mod tests;
 

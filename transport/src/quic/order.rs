@@ -27,6 +27,9 @@ use crate::wire::{FrameType, Header};
 use crate::Payload;
 use std::collections::{HashMap, VecDeque};
 
+/// Streams of one link (the receiving side is made with this many).
+pub(crate) use super::engine::STREAMS;
+
 /// The smallest sidecar threshold (see the module docs).
 pub const MIN_THRESHOLD: usize = 2 << 10;
 
@@ -44,9 +47,15 @@ pub(crate) struct Out {
 
 impl Out {
     pub(crate) fn new(streams: usize) -> Out {
+        Out::starting_at(streams, 0, 0)
+    }
+
+    /// Counters as if `frames` frames and `payloads` payloads had been sent
+    /// on every stream (the fuzz targets start near the 16-bit wrap).
+    pub(crate) fn starting_at(streams: usize, frames: u32, payloads: u16) -> Out {
         Out {
-            frames: vec![0; streams],
-            payloads: vec![0; streams],
+            frames: vec![frames; streams],
+            payloads: vec![payloads; streams],
         }
     }
 
@@ -98,8 +107,21 @@ pub(crate) struct In {
 
 impl In {
     pub(crate) fn new(streams: usize) -> In {
+        In::starting_at(streams, 0, 0)
+    }
+
+    /// The receiving side of a link on which `frames` frames and `payloads`
+    /// payloads of every stream were delivered already (see
+    /// [`Out::starting_at`]).
+    pub(crate) fn starting_at(streams: usize, frames: u32, payloads: u16) -> In {
         In {
-            streams: (0..streams).map(|_| InStream::default()).collect(),
+            streams: (0..streams)
+                .map(|_| InStream {
+                    frames_done: frames,
+                    payloads_done: payloads,
+                    ..InStream::default()
+                })
+                .collect(),
             gone_marks: HashMap::new(),
         }
     }

@@ -30,23 +30,27 @@ use crate::auth::handshake::{derive_key, proof, verify, PROTOCOL_VERSION};
 use crate::auth::seal::{Opener, Sealer};
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{poll_readable, Backoff, FormationError};
-use crate::wire::codec::{put_addr, ADDR_LEN};
-use crate::wire::{FrameType, Header, Reader};
+use crate::wire::codec::put_addr;
+use crate::wire::{FrameType, Header};
 use crate::BufferPool;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const MAGIC: &[u8; 8] = b"MWSEED01";
-const JOIN_LEN: usize = 80;
-const REPLY_LEN: usize = 76;
+mod wire;
+
+pub(crate) use wire::{
+    encode_table, encode_welcome, get_addr, read_table, read_welcome, JoinMsg, ReplyMsg, Table,
+    TableError, WelcomeError, WELCOME_PART_MAX,
+};
+use wire::{JOIN_LEN, REPLY_LEN};
+
 const PROOF_LEN: usize = 50;
 const ANY: u32 = u32::MAX;
-const FLAG_STAR: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -140,20 +144,6 @@ fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
     }
 }
 
-/// The little-endian `u32` at `i` (zero past the end: every caller
-/// has checked the length first).
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    Reader::new(b.get(i..).unwrap_or_default())
-        .u32()
-        .unwrap_or(0)
-}
-
-fn get_addr(b: &[u8]) -> SocketAddr {
-    Reader::new(b)
-        .addr()
-        .unwrap_or_else(|| SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
-}
-
 /// Which of `fds` are readable, waiting at most `timeout` (none if the
 /// wait itself failed: the caller's loop tries again).
 fn ready(fds: &[std::os::fd::RawFd], timeout: Duration) -> Vec<bool> {
@@ -208,20 +198,11 @@ fn serve(listener: TcpListener, cfg: &SeedConfig, stop: &AtomicBool) -> Result<(
     let missing: Vec<u32> = (0..cfg.world)
         .filter(|&r| members[r as usize].is_none())
         .collect();
-    let mut table = Vec::new();
-    if missing.is_empty() {
-        table.extend_from_slice(&0u32.to_le_bytes());
-        table.extend_from_slice(&cfg.world.to_le_bytes());
-        for m in members.iter().flatten() {
-            put_addr(&mut table, m.addr);
-        }
+    let table = encode_table(&if missing.is_empty() {
+        Table::Peers(members.iter().flatten().map(|m| m.addr).collect())
     } else {
-        table.extend_from_slice(&1u32.to_le_bytes());
-        table.extend_from_slice(&(missing.len() as u32).to_le_bytes());
-        for r in &missing {
-            table.extend_from_slice(&r.to_le_bytes());
-        }
-    }
+        Table::Missing(missing.clone())
+    });
     for m in members.iter_mut().flatten() {
         let _ = m.stream.write_all(&table);
     }
@@ -313,22 +294,22 @@ fn admit(
 ) -> Result<(u32, SocketAddr), String> {
     let mut join = [0u8; JOIN_LEN];
     s.read_exact(&mut join).map_err(|e| e.to_string())?;
-    if &join[..8] != MAGIC {
+    let Some(JoinMsg {
+        version,
+        world,
+        want,
+        star,
+    }) = JoinMsg::decode(&join)
+    else {
         return Err("not a meshwork joiner".into());
-    }
-    let (version, world, want, flags) = (
-        u32_at(&join, 8),
-        u32_at(&join, 12),
-        u32_at(&join, 16),
-        u32_at(&join, 20),
-    );
+    };
     let free = |r: u32| r < cfg.world && members[r as usize].is_none();
     let (status, rank) = if version != PROTOCOL_VERSION {
         // The rank field carries the seed's version, for the joiner's error.
         (Status::Protocol, PROTOCOL_VERSION)
     } else if world != cfg.world {
         (Status::World, 0)
-    } else if (flags & FLAG_STAR != 0) != cfg.star {
+    } else if star != cfg.star {
         (Status::Topology, 0)
     } else if want == ANY {
         match (0..cfg.world).find(|&r| free(r) && Some(r) != cfg.reserved) {
@@ -340,12 +321,14 @@ fn admit(
     } else {
         (Status::RankConflict, want)
     };
-    let mut reply = [0u8; REPLY_LEN];
-    reply[..8].copy_from_slice(MAGIC);
-    reply[8..12].copy_from_slice(&(status as u32).to_le_bytes());
-    reply[12..16].copy_from_slice(&rank.to_le_bytes());
-    reply[16..20].copy_from_slice(&cfg.world.to_le_bytes());
-    boring::rand::rand_bytes(&mut reply[20..44]).map_err(|e| e.to_string())?;
+    let mut nonce = [0u8; 24];
+    boring::rand::rand_bytes(&mut nonce).map_err(|e| e.to_string())?;
+    let mut reply = ReplyMsg {
+        status: status as u32,
+        rank,
+        world: cfg.world,
+    }
+    .encode(&nonce);
     let p = proof(key, b"seed", &join, &reply[..44]);
     reply[44..76].copy_from_slice(&p);
     s.write_all(&reply).map_err(|e| e.to_string())?;
@@ -369,10 +352,7 @@ fn admit(
     let mut h = Header::control(FrameType::Data, 0, 0);
     let sealed = Sealer::new(welcome_key(key, &join, &reply)).seal(&mut h, &[&leaf_key], &pool)?;
     let mut out = vec![1u8];
-    for part in [&ca_der, &cert, &sealed] {
-        out.extend_from_slice(&(part.len() as u32).to_le_bytes());
-        out.extend_from_slice(part);
-    }
+    out.extend_from_slice(&encode_welcome([&ca_der, &cert, &sealed]));
     s.write_all(&out).map_err(|e| e.to_string())?;
     Ok((rank, addr))
 }
@@ -464,32 +444,38 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
     let fail = |e: std::io::Error| io_fail(seed_rank, e);
     s.set_read_timeout(Some(step)).map_err(fail)?;
     s.set_write_timeout(Some(step)).map_err(fail)?;
-    let mut join = [0u8; JOIN_LEN];
-    join[..8].copy_from_slice(MAGIC);
-    join[8..12].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    join[12..16].copy_from_slice(&req.world.to_le_bytes());
-    join[16..20].copy_from_slice(&req.rank.unwrap_or(ANY).to_le_bytes());
-    join[20..24].copy_from_slice(&(if req.star { FLAG_STAR } else { 0 }).to_le_bytes());
-    boring::rand::rand_bytes(&mut join[32..56]).map_err(|e| FormationError::ConnectionFailed {
+    let mut nonce = [0u8; 24];
+    boring::rand::rand_bytes(&mut nonce).map_err(|e| FormationError::ConnectionFailed {
         rank: seed_rank,
         reason: e.to_string(),
     })?;
+    let join = JoinMsg {
+        version: PROTOCOL_VERSION,
+        world: req.world,
+        want: req.rank.unwrap_or(ANY),
+        star: req.star,
+    }
+    .encode(&nonce);
     s.write_all(&join).map_err(fail)?;
     let mut reply = [0u8; REPLY_LEN];
     s.read_exact(&mut reply).map_err(fail)?;
-    if &reply[..8] != MAGIC {
+    let Some(ReplyMsg {
+        status,
+        rank,
+        world,
+    }) = ReplyMsg::decode(&reply)
+    else {
         return Err(FormationError::ConnectionFailed {
             rank: seed_rank,
             reason: format!("{seed} is not a meshwork seed"),
         });
-    }
+    };
     // Nothing a seed says counts before it has proved the token.
     if !verify(&key, b"seed", &join, &reply[..44], &reply[44..76]) {
         // Tell the seed at once too; hand it nothing.
         let _ = s.write_all(&[0u8; PROOF_LEN]);
         return Err(FormationError::TokenMismatch { rank: seed_rank });
     }
-    let (status, rank, world) = (u32_at(&reply, 8), u32_at(&reply, 12), u32_at(&reply, 16));
     match status {
         s if s == Status::Ok as u32 => {}
         s if s == Status::Protocol as u32 => {
@@ -520,21 +506,13 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
     if admitted[0] != 1 {
         return Err(FormationError::TokenMismatch { rank: seed_rank });
     }
-    let mut parts: Vec<Vec<u8>> = Vec::new();
-    for _ in 0..3 {
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).map_err(fail)?;
-        let len = u32::from_le_bytes(len) as usize;
-        if len > 64 << 10 {
-            return Err(FormationError::ConnectionFailed {
-                rank: seed_rank,
-                reason: format!("a welcome part of {len} bytes"),
-            });
-        }
-        let mut part = vec![0u8; len];
-        s.read_exact(&mut part).map_err(fail)?;
-        parts.push(part);
-    }
+    let parts = read_welcome(&mut s).map_err(|e| match e {
+        WelcomeError::Io(e) => fail(e),
+        WelcomeError::TooLong(len) => FormationError::ConnectionFailed {
+            rank: seed_rank,
+            reason: format!("a welcome part of {len} bytes"),
+        },
+    })?;
     let pool = Arc::new(BufferPool::new());
     let mut h = Header::control(FrameType::Data, 0, 0);
     h.len = parts[2].len() as u64;
@@ -576,29 +554,17 @@ impl Admitted {
             deadline.saturating_duration_since(Instant::now()) + step,
         ))
         .map_err(fail)?;
-        let mut head = [0u8; 8];
-        s.read_exact(&mut head).map_err(|e| match e.kind() {
-            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-                FormationError::Timeout { missing: vec![] }
+        let peers = match read_table(&mut s, world) {
+            Ok(Table::Peers(peers)) => peers,
+            Ok(Table::Missing(missing)) => return Err(FormationError::Timeout { missing }),
+            Err(TableError::Head(e))
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+            {
+                return Err(FormationError::Timeout { missing: vec![] })
             }
-            _ => fail(e),
-        })?;
-        let (status, n) = (u32_at(&head, 0), u32_at(&head, 4));
-        if n > world {
-            return Err(bad("larger than the world"));
-        }
-        if status != 0 {
-            let mut raw = vec![0u8; 4 * n as usize];
-            s.read_exact(&mut raw).map_err(fail)?;
-            let missing = raw.chunks(4).map(|c| u32_at(c, 0)).collect();
-            return Err(FormationError::Timeout { missing });
-        }
-        if n != world {
-            return Err(bad("not one address per rank"));
-        }
-        let mut raw = vec![0u8; ADDR_LEN * n as usize];
-        s.read_exact(&mut raw).map_err(fail)?;
-        let peers = raw.chunks(ADDR_LEN).map(get_addr).collect();
+            Err(TableError::Head(e) | TableError::Body(e)) => return Err(fail(e)),
+            Err(TableError::Bad(what)) => return Err(bad(what)),
+        };
         Ok(Joined {
             rank,
             peers,
