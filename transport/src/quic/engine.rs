@@ -708,7 +708,7 @@ pub(crate) fn run(
             Serviced::Within(d) => d,
             Serviced::Ended => heartbeat_interval(core.timeout()),
         };
-        let hb = keep_alive_interval(core.timeout());
+        let hb = super::keep_alive_interval(core.timeout());
         let wait = {
             let mut e = lock(&link);
             let wait = if std::mem::take(&mut e.again) {
@@ -795,85 +795,4 @@ fn sidecar_readable(events: &mio::Events) -> bool {
     events
         .iter()
         .any(|e| e.token() == SIDECAR && (e.is_readable() || e.is_read_closed() || e.is_error()))
-}
-
-/// How often an idle QUIC connection sends a keep-alive: well within
-/// quiche's idle timeout (`quic::idle_timeout`) and the 30 s a NAT keeps
-/// a UDP binding, and never more often than the sidecar's heartbeat. The
-/// sidecar's heartbeats, not these, tell a silent peer.
-pub(crate) fn keep_alive_interval(timeout: Duration) -> Duration {
-    (super::idle_timeout(timeout) / 3).clamp(heartbeat_interval(timeout), Duration::from_secs(15))
-}
-
-/// The datagram socket of an accepted link: bound to the rank's port
-/// beside its listening socket (`SO_REUSEPORT`) and connected to the
-/// peer, so the kernel hands it that peer's datagrams.
-pub(crate) fn connected_socket(
-    local: SocketAddr,
-    remote: SocketAddr,
-) -> std::io::Result<mio::net::UdpSocket> {
-    let s = socket2::Socket::new(
-        socket2::Domain::for_address(local),
-        socket2::Type::DGRAM,
-        Some(socket2::Protocol::UDP),
-    )?;
-    s.set_reuse_port(true)?;
-    s.set_nonblocking(true)?;
-    s.bind(&local.into())?;
-    s.connect(&remote.into())?;
-    size_buffers(&s);
-    Ok(mio::net::UdpSocket::from_std(s.into()))
-}
-
-/// Ask for large socket buffers (root may exceed `rmem_max`).
-pub(crate) fn size_buffers(s: &socket2::Socket) {
-    const WANT: usize = 8 << 20;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
-        let v = libc::c_int::try_from(WANT).unwrap_or(libc::c_int::MAX);
-        let set = |opt| {
-            // SAFETY: a valid socket and a c_int option value of the size
-            // passed.
-            unsafe {
-                libc::setsockopt(
-                    std::os::fd::AsRawFd::as_raw_fd(s),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            }
-        };
-        if set(force) != 0 {
-            set(plain);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::LaneKind;
-
-    #[test]
-    fn a_lane_keeps_its_stream_and_credits_have_their_own() {
-        let mut h = Header::control(FrameType::Data, 0, 1);
-        h.kind = LaneKind::Collective;
-        let mut seen = std::collections::BTreeSet::new();
-        for tag in 0..64 {
-            h.tag = tag;
-            let s = stream_of(&h);
-            assert_eq!(s, stream_of(&h));
-            assert!((1..=LANE_STREAMS).contains(&s));
-            seen.insert(s);
-        }
-        assert_eq!(
-            seen.len() as u64,
-            LANE_STREAMS,
-            "lanes spread over every stream"
-        );
-        assert_eq!(stream_of(&Header::control(FrameType::Credit, 0, 1)), 0);
-    }
 }

@@ -2,7 +2,7 @@
 //! accept the others on the rank's one UDP port, check every leaf, and
 //! (after formation) keep refusing whoever comes later.
 
-use super::engine::{connected_socket, size_buffers, STREAMS};
+use super::engine::STREAMS;
 use crate::auth::tls;
 use crate::form::{FormationError, Refuser};
 use std::collections::{BTreeSet, HashMap};
@@ -359,4 +359,51 @@ pub(crate) fn refuse_latecomers(mut former: Former<'_>) -> Option<Refuser> {
     )
     .map_err(|e| tracing::warn!("cannot keep the QUIC port open after formation: {e}"))
     .ok()
+}
+
+/// The datagram socket of an accepted link: bound to the rank's port
+/// beside its listening socket (`SO_REUSEPORT`) and connected to the
+/// peer, so the kernel hands it that peer's datagrams.
+pub(crate) fn connected_socket(
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> std::io::Result<mio::net::UdpSocket> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&local.into())?;
+    s.connect(&remote.into())?;
+    size_buffers(&s);
+    Ok(mio::net::UdpSocket::from_std(s.into()))
+}
+
+/// Ask for large socket buffers (root may exceed `rmem_max`).
+pub(crate) fn size_buffers(s: &socket2::Socket) {
+    const WANT: usize = 8 << 20;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        let v = libc::c_int::try_from(WANT).unwrap_or(libc::c_int::MAX);
+        let set = |opt| {
+            // SAFETY: a valid socket and a c_int option value of the size
+            // passed.
+            unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(s),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            }
+        };
+        if set(force) != 0 {
+            set(plain);
+        }
+    }
 }

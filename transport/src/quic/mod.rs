@@ -438,6 +438,17 @@ fn derive_identity(cfg: &Spec) -> Result<RankIdentity, boring::error::ErrorStack
     ca.issue(cfg.rank)
 }
 
+/// How often an idle QUIC connection sends a keep-alive: well within
+/// quiche's idle timeout (`quic::idle_timeout`) and the 30 s a NAT keeps
+/// a UDP binding, and never more often than the sidecar's heartbeat. The
+/// sidecar's heartbeats, not these, tell a silent peer.
+pub(crate) fn keep_alive_interval(timeout: Duration) -> Duration {
+    (idle_timeout(timeout) / 3).clamp(
+        crate::link::heartbeat_interval(timeout),
+        Duration::from_secs(15),
+    )
+}
+
 /// quiche's idle timeout: well past the deadline (silence is reported by
 /// the deadline, through the sidecar's heartbeats).
 pub(crate) fn idle_timeout(timeout: Duration) -> Duration {

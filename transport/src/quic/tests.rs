@@ -263,3 +263,26 @@ fn garbage_over_quic_closes_the_link_and_ends_the_peer() {
         );
     }
 }
+
+#[test]
+fn a_lane_keeps_its_stream_and_credits_have_their_own() {
+    let mut h = Header::control(FrameType::Data, 0, 1);
+    h.kind = LaneKind::Collective;
+    let mut seen = std::collections::BTreeSet::new();
+    for tag in 0..64 {
+        h.tag = tag;
+        let s = engine::stream_of(&h);
+        assert_eq!(s, engine::stream_of(&h));
+        assert!((1..=engine::LANE_STREAMS).contains(&s));
+        seen.insert(s);
+    }
+    assert_eq!(
+        seen.len() as u64,
+        engine::LANE_STREAMS,
+        "lanes spread over every stream"
+    );
+    assert_eq!(
+        engine::stream_of(&Header::control(FrameType::Credit, 0, 1)),
+        0
+    );
+}
