@@ -30,7 +30,7 @@ pub(crate) enum Out {
 
 /// The write side of a link. Bytes reach the socket from two places: an
 /// application thread writing a frame itself (never blocking), or the
-/// writer thread draining the queue. `pending` (items queued, not yet
+/// I/O thread draining the queue. `pending` (items queued, not yet
 /// fully written) decides which, under a lock that is only ever held for a
 /// non-blocking write or a queue push: a thread may write directly only
 /// when nothing is pending, and a partial write queues its tail before the
@@ -103,14 +103,14 @@ pub(crate) struct TcpTx {
 }
 
 impl TcpTx {
-    /// Queue an item for the writer thread, after everything queued or
+    /// Queue an item for the I/O thread, after everything queued or
     /// written before.
     pub(crate) fn enqueue(&self, item: Out) -> bool {
         let mut pending = self.wire.pending();
         self.push(&mut pending, item)
     }
 
-    /// Queue a frame for the writer thread, sealing its payload if the
+    /// Queue a frame for the I/O thread, sealing its payload if the
     /// link seals (relays: never blocks).
     pub(crate) fn enqueue_frame(
         &self,
@@ -179,7 +179,7 @@ impl TcpTx {
 
     /// Send one frame. Fast path: nothing is queued, so this thread writes
     /// the frame itself without blocking — no copy, no hand-over to the
-    /// writer thread (one wake-up less per message, most of a small
+    /// I/O thread (one wake-up less per message, most of a small
     /// message's latency). Otherwise the frame is copied and queued, within
     /// the link's byte budget.
     pub(crate) fn send(
