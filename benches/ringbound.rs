@@ -34,6 +34,8 @@ const STREAM_PORT: u16 = 29_990;
 
 /// Bytes one TCP stream carries while its goodput is measured.
 const STREAM_BYTES: usize = 256 << 20;
+/// The longest any step of that measurement may wait.
+const STREAM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn rank_main() -> meshwork::Result<()> {
     let g = Node::from_env()?.connect()?;
@@ -84,7 +86,11 @@ fn stream_main(role: &str) -> std::io::Result<()> {
         let l = TcpListener::bind(("0.0.0.0", STREAM_PORT))?;
         println!("LISTENING");
         std::io::stdout().flush()?;
+        // The parent kills this process if the source fails before it
+        // connects; after that, no read waits past the deadline.
         let (mut s, _) = l.accept()?;
+        s.set_read_timeout(Some(STREAM_DEADLINE))?;
+        s.set_write_timeout(Some(STREAM_DEADLINE))?;
         let mut got = 0;
         while got < STREAM_BYTES {
             match s.read(&mut buf)? {
@@ -99,7 +105,9 @@ fn stream_main(role: &str) -> std::io::Result<()> {
     let addr: std::net::SocketAddr = format!("{peer}:{STREAM_PORT}")
         .parse()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut s = TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(10))?;
+    let mut s = TcpStream::connect_timeout(&addr, STREAM_DEADLINE)?;
+    s.set_read_timeout(Some(STREAM_DEADLINE))?;
+    s.set_write_timeout(Some(STREAM_DEADLINE))?;
     let t = Instant::now();
     let mut sent = 0;
     while sent < STREAM_BYTES {
@@ -121,14 +129,26 @@ fn goodput(hosts: &[String], exe: &str, sink_ip: &str) -> Option<f64> {
         .spawn()
         .ok()?;
     let mut line = [0u8; 10];
-    sink.stdout.as_mut()?.read_exact(&mut line).ok()?;
-    let out = Command::new("ip")
-        .args(["netns", "exec", &hosts[0], exe])
-        .env("BENCH_ROLE", "source")
-        .env("RB_PEER", sink_ip)
-        .output()
-        .ok()?;
+    let ready = sink
+        .stdout
+        .as_mut()
+        .is_some_and(|o| o.read_exact(&mut line).is_ok());
+    let out = ready
+        .then(|| {
+            Command::new("ip")
+                .args(["netns", "exec", &hosts[0], exe])
+                .env("BENCH_ROLE", "source")
+                .env("RB_PEER", sink_ip)
+                .output()
+                .ok()
+        })
+        .flatten();
+    if !out.as_ref().is_some_and(|o| o.status.success()) {
+        // The source never connected (or failed): the sink would wait.
+        let _ = sink.kill();
+    }
     let _ = sink.wait();
+    let out = out?;
     let text = String::from_utf8_lossy(&out.stdout);
     let secs: f64 = text
         .lines()

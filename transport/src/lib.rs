@@ -107,7 +107,17 @@ impl Payload {
     /// Concatenate `parts` into a buffer from `pool` (if given), which gets
     /// the buffer back when the payload is dropped.
     pub fn from_parts_in(parts: &[&[u8]], pool: Option<&Arc<BufferPool>>) -> Payload {
-        let len = parts.iter().map(|p| p.len()).sum();
+        Payload::concat_in(parts.iter().copied(), pool)
+    }
+
+    /// [`from_parts_in`](Self::from_parts_in) for pieces that are not in
+    /// a slice (a header before a message's parts), with nothing allocated
+    /// but the buffer.
+    pub(crate) fn concat_in<'a>(
+        parts: impl Iterator<Item = &'a [u8]> + Clone,
+        pool: Option<&Arc<BufferPool>>,
+    ) -> Payload {
+        let len = parts.clone().map(<[u8]>::len).sum();
         let mut bytes = match pool {
             Some(pool) => pool.take(len),
             None => Vec::with_capacity(len),

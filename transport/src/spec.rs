@@ -2,7 +2,7 @@
 
 use crate::auth::tls::RankIdentity;
 use crate::form::FormationError;
-use crate::link::LinkTransport;
+use crate::link::{CoreConfig, LinkTransport};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -109,6 +109,22 @@ impl Spec {
     /// Whether the ranks form a star.
     pub fn star(&self) -> bool {
         self.shape == Shape::Star
+    }
+
+    /// What the link core needs of it.
+    pub(crate) fn core_config(&self) -> CoreConfig {
+        // Ranks on this host (same address as ours), against its cores.
+        let me = self.peers.get(self.rank as usize).map(|a| a.ip());
+        CoreConfig {
+            rank: self.rank,
+            world: self.world,
+            star: self.star(),
+            timeout: self.timeout,
+            max_message_bytes: self.max_message_bytes,
+            peer_budget_bytes: self.peer_budget_bytes,
+            lane_depth: self.lane_depth,
+            ranks_here: self.peers.iter().filter(|a| Some(a.ip()) == me).count(),
+        }
     }
 
     /// The address of `rank`, or why there is none.

@@ -83,9 +83,11 @@ fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
 
 /// A thread that answers whoever dials after formation with a typed
 /// refusal, until stopped.
+/// Dropping it stops the thread and waits for it, so a formation that
+/// fails after the listener started leaves no thread behind.
 pub(crate) struct Refuser {
     stop: Box<dyn Fn() + Send + Sync>,
-    thread: JoinHandle<()>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Refuser {
@@ -104,14 +106,17 @@ impl Refuser {
         let thread = std::thread::Builder::new().name(name).spawn(body)?;
         Ok(Refuser {
             stop: Box::new(stop),
-            thread,
+            thread: Some(thread),
         })
     }
+}
 
-    /// Stop the thread and wait for it.
-    pub(crate) fn stop(self) {
+impl Drop for Refuser {
+    fn drop(&mut self) {
         (self.stop)();
-        let _ = self.thread.join();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 

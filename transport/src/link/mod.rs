@@ -13,12 +13,14 @@
 
 mod budget;
 mod dispatch;
+mod latch;
 #[cfg(test)]
 mod sim;
 mod transport;
 
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
+pub(crate) use latch::Latch;
 pub use transport::LinkTransport;
 
 use crate::inbox::Inbox;
@@ -297,10 +299,12 @@ impl Core {
         }
     }
 
-    /// Return consumed budget to `src` once enough has been taken (or its
-    /// queue here is empty, so a waiting sender is never left waiting).
+    /// A message of lane `key` from `src` was taken: return consumed
+    /// budget to `src` once enough has been (or its queue here is empty,
+    /// so a waiting sender is never left waiting). Only budgeted lanes
+    /// owe credit.
     pub(crate) fn credit(&self, src: u32, key: LaneKey) {
-        if src == self.rank {
+        if src == self.rank || !crate::inbox::budgeted(key.kind) {
             return;
         }
         let batch = self.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;

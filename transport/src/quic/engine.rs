@@ -25,8 +25,8 @@
 //! payloads its messages sent over the sidecar.
 
 use super::Order;
-use crate::link::{heartbeat_interval, Budget, Core, Next};
-use crate::tcp::{Serviced, TcpLink};
+use crate::link::{heartbeat_interval, Budget, Core, Latch, Next};
+use crate::tcp::{readable_in, Serviced, TcpLink};
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
@@ -35,7 +35,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Data streams per direction (plus stream 0 for credits).
@@ -96,7 +96,7 @@ pub(crate) struct QLink {
     alive: AtomicBool,
     /// Set when the QUIC connection is done with (the thread may go on
     /// serving the sidecar).
-    done: (Mutex<bool>, Condvar),
+    done: Latch,
 }
 
 /// The stream (index) of a frame: credits on 0, a lane always on the
@@ -144,7 +144,7 @@ impl QLink {
                 planned: Instant::now(),
             }),
             alive: AtomicBool::new(true),
-            done: (Mutex::new(false), Condvar::new()),
+            done: Latch::default(),
         }
     }
 
@@ -256,27 +256,10 @@ impl QLink {
         true
     }
 
-    fn mark_done(&self) {
-        *self.done.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.done.1.notify_all();
-    }
-
     /// Wait, at most `timeout`, until the QUIC connection is done with.
     pub(crate) fn wait_done(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        let mut done = self.done.0.lock().unwrap_or_else(|e| e.into_inner());
-        while !*done {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            done = self
-                .done
-                .1
-                .wait_timeout(done, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.done.wait(|| deadline);
     }
 
     pub(crate) fn close(&self) {
@@ -543,7 +526,7 @@ impl Engine {
         core: &Core,
         link: &QLink,
         order: &Order,
-        hb: Duration,
+        keep_alive: Duration,
     ) -> Option<Option<String>> {
         if let Some(e) = self.fatal.take() {
             return Some(Some(self.fail(e)));
@@ -578,7 +561,7 @@ impl Engine {
                 return Some(None);
             }
         }
-        if self.last_sent.elapsed() >= hb && self.io.conn.is_established() {
+        if self.last_sent.elapsed() >= keep_alive && self.io.conn.is_established() {
             // Keep-alive: holds NAT bindings and the idle timer.
             let _ = self.io.conn.send_ack_eliciting();
             if let Err(e) = self.flush() {
@@ -694,7 +677,7 @@ pub(crate) fn run(
     if let Err(e) = registered {
         tracing::error!(peer, "cannot poll the link's sockets: {e}");
         link.alive.store(false, Ordering::Release);
-        link.mark_done();
+        link.done.set();
         core.lost(peer);
         sidecar.shutdown();
         return;
@@ -708,19 +691,22 @@ pub(crate) fn run(
             Serviced::Within(d) => d,
             Serviced::Ended => heartbeat_interval(core.timeout()),
         };
-        let hb = super::keep_alive_interval(core.timeout());
+        let keep_alive = super::keep_alive_interval(core.timeout());
         let wait = {
             let mut e = lock(&link);
             let wait = if std::mem::take(&mut e.again) {
                 Duration::ZERO
             } else {
-                let timer = e.io.conn.timeout().map_or(hb, |t| t.min(hb));
+                let timer =
+                    e.io.conn
+                        .timeout()
+                        .map_or(keep_alive, |t| t.min(keep_alive));
                 // Busy: packets in flight (a loss timer under the
                 // keep-alive period), an ACK owed, or closing.
-                let busy = timer < hb || e.ack_owed.is_some() || e.closing.is_some();
-                let ack = e
-                    .ack_owed
-                    .map_or(hb, |since| ACK_DELAY.saturating_sub(since.elapsed()));
+                let busy = timer < keep_alive || e.ack_owed.is_some() || e.closing.is_some();
+                let ack = e.ack_owed.map_or(keep_alive, |since| {
+                    ACK_DELAY.saturating_sub(since.elapsed())
+                });
                 if busy {
                     timer.min(TICK).min(ack)
                 } else {
@@ -736,10 +722,10 @@ pub(crate) fn run(
                 break Some(format!("poll: {e}"));
             }
         }
-        side_readable = sidecar_readable(&events);
+        side_readable = readable_in(&events, SIDECAR);
         let mut e = lock(&link);
         e.planned = Instant::now();
-        match e.turn(&core, &link, &order, hb) {
+        match e.turn(&core, &link, &order, keep_alive) {
             None => {}
             Some(Some(failure)) => break Some(failure),
             Some(None) => break None,
@@ -770,29 +756,10 @@ pub(crate) fn run(
         (None, false) => true,
     };
     drop(e);
-    link.mark_done();
+    link.done.set();
     if lost {
         core.lost(peer);
     }
     // The sidecar alone, until it ends.
-    loop {
-        let wait = match sidecar.service(&core, side_readable) {
-            Serviced::Ended => return,
-            Serviced::Within(d) => d,
-        };
-        if let Err(e) = poll.poll(&mut events, Some(wait)) {
-            if e.kind() != ErrorKind::Interrupted {
-                tracing::error!(peer, "poll: {e}");
-                sidecar.shutdown();
-                return;
-            }
-        }
-        side_readable = sidecar_readable(&events);
-    }
-}
-
-fn sidecar_readable(events: &mio::Events) -> bool {
-    events
-        .iter()
-        .any(|e| e.token() == SIDECAR && (e.is_readable() || e.is_read_closed() || e.is_error()))
+    sidecar.serve(&core, &mut poll, SIDECAR, side_readable);
 }

@@ -35,7 +35,7 @@ use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{self, FormationError};
 use crate::link::{Core, Link, LinkTransport, Sink};
 use crate::spec::Spec;
-use crate::tcp::{core_config, TcpLink};
+use crate::tcp::TcpLink;
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
 use engine::{stream_of, Io, QLink, STREAMS};
@@ -104,26 +104,12 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
         Some(mio::net::UdpSocket::from_std(s.into()))
     };
     let formed = form::form(spec, transport_word(threshold))?;
+    // On any failure below, dropping it stops the TCP listener's thread.
     let mut refusers: Vec<form::Refuser> = formed.refuser.into_iter().collect();
-    let stop_all =
-        |refusers: Vec<form::Refuser>| refusers.into_iter().for_each(form::Refuser::stop);
     let deadline = Instant::now() + spec.timeout;
-    let poll = match mio::Poll::new() {
-        Ok(p) => p,
-        Err(e) => {
-            stop_all(refusers);
-            return Err(fail(rank, e));
-        }
-    };
+    let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
     let mut former = Former::new(rank, config, listener, poll, &accept_from);
-    let up = quic_links(spec, &mut former, &accept_from, &dial_to, deadline);
-    let up = match up {
-        Ok(up) => up,
-        Err(e) => {
-            stop_all(refusers);
-            return Err(e);
-        }
-    };
+    let up = quic_links(spec, &mut former, &accept_from, &dial_to, deadline)?;
     tracing::info!(
         rank,
         world = spec.world,
@@ -132,12 +118,11 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
         threshold,
         "QUIC group formed (mutual TLS, TCP sidecar)"
     );
-    let core = Arc::new(Core::new(&core_config(spec)));
+    let core = Arc::new(Core::new(&spec.core_config()));
     let mut streams = formed.streams;
     let mut links: Vec<Option<Arc<dyn Link>>> = vec![None; spec.world as usize];
     for (peer, p) in up {
         let Some(i) = streams.iter().position(|(r, ..)| *r == peer) else {
-            stop_all(refusers);
             return Err(fail(peer, "a QUIC link without a sidecar"));
         };
         let (_, stream, keys) = streams.swap_remove(i);
@@ -329,10 +314,8 @@ impl Link for QuicLink {
         out.frame(s, &mut header);
         // Header and payload in one buffer: one copy, one chunk for quiche.
         let head = header.encode();
-        let pieces: Vec<&[u8]> = std::iter::once(&head[..])
-            .chain(parts.iter().copied())
-            .collect();
-        let bytes = Payload::from_parts_in(&pieces, Some(&core.pool));
+        let pieces = std::iter::once(&head[..]).chain(parts.iter().copied());
+        let bytes = Payload::concat_in(pieces, Some(&core.pool));
         if self.quic.submit(core, bytes, s as u64, budgeted) {
             Ok(())
         } else {

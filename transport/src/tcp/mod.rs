@@ -18,16 +18,14 @@ mod tx;
 use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
-use crate::link::{
-    heartbeat_interval, Budget, Core, CoreConfig, Direct, Link, LinkTransport, Sink,
-};
+use crate::link::{heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Sink};
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
 use std::io::ErrorKind;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tx::{Flushed, Flusher, Out, TcpTx, Wire};
@@ -35,7 +33,7 @@ use tx::{Flushed, Flusher, Out, TcpTx, Wire};
 /// Form a TCP group.
 pub(crate) fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
     let formed = form::form(spec, 0)?;
-    let core = Arc::new(Core::new(&core_config(spec)));
+    let core = Arc::new(Core::new(&spec.core_config()));
     let mut links: Vec<Option<Arc<dyn Link>>> = vec![None; spec.world as usize];
     for (peer, stream, keys) in formed.streams {
         match TcpLink::new(&core, peer, stream, &keys, spec, Arc::new(Direct)) {
@@ -53,22 +51,6 @@ pub(crate) fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
     ))
 }
 
-/// What the core needs from a spec.
-pub(crate) fn core_config(spec: &Spec) -> CoreConfig {
-    // Ranks on this host (same address as ours) against its cores.
-    let me = spec.peers.get(spec.rank as usize).map(|a| a.ip());
-    CoreConfig {
-        rank: spec.rank,
-        world: spec.world,
-        star: spec.star(),
-        timeout: spec.timeout,
-        max_message_bytes: spec.max_message_bytes,
-        peer_budget_bytes: spec.peer_budget_bytes,
-        lane_depth: spec.lane_depth,
-        ranks_here: spec.peers.iter().filter(|a| Some(a.ip()) == me).count(),
-    }
-}
-
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct TcpLink {
@@ -78,10 +60,8 @@ pub(crate) struct TcpLink {
     sink: Arc<dyn Sink>,
     /// The I/O thread's writing state.
     flusher: Mutex<Flusher>,
-    /// When the I/O thread last sent a heartbeat.
-    beat: Mutex<Instant>,
     /// Set once the goodbye is written or the link has ended.
-    flushed: (Mutex<bool>, Condvar),
+    flushed: Latch,
     /// How long closing waits for the goodbye to be written.
     close_wait: Duration,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -131,8 +111,7 @@ impl TcpLink {
             rx: rx::Rx::new(peer, read_half, opener, core),
             sink,
             flusher: Mutex::new(Flusher::new(queue)),
-            beat: Mutex::new(Instant::now()),
-            flushed: (Mutex::new(false), Condvar::new()),
+            flushed: Latch::default(),
             close_wait: spec.timeout,
             thread: Mutex::new(None),
         })
@@ -171,53 +150,43 @@ impl TcpLink {
     /// idle, notice silence.
     pub(crate) fn service(&self, core: &Core, readable: bool) -> Serviced {
         if readable && self.rx.pump_now(core, &*self.sink) {
-            self.mark_flushed();
-            return Serviced::Ended;
+            return self.ended();
         }
         let hb = heartbeat_interval(core.timeout());
-        let flushed = {
-            let mut f = lock(&self.flusher);
-            let r = self.tx.flush(core, self.peer, &mut f);
-            if matches!(r, Ok(Flushed::Idle)) {
-                let mut beat = lock(&self.beat);
-                if beat.elapsed() >= hb {
-                    *beat = Instant::now();
-                    if !self.tx.heartbeat(core, self.peer) {
-                        drop(beat);
-                        drop(f);
-                        self.rx.fail(core, &*self.sink);
-                        self.mark_flushed();
-                        return Serviced::Ended;
-                    }
-                }
+        let mut f = lock(&self.flusher);
+        let flushed = self.tx.flush(core, self.peer, &mut f);
+        let written = match flushed {
+            Ok(Flushed::Idle) if f.last_beat.elapsed() >= hb => {
+                f.last_beat = Instant::now();
+                self.tx.heartbeat(core, self.peer)
             }
-            r
-        };
-        match flushed {
-            Err(e) if e.kind() != ErrorKind::WouldBlock => {
+            Ok(_) => true,
+            Err(ref e) => {
                 tracing::debug!(peer = self.peer, "write failed: {e}");
-                self.rx.fail(core, &*self.sink);
-                self.mark_flushed();
-                return Serviced::Ended;
+                false
             }
-            Ok(Flushed::Finished) => self.mark_flushed(),
-            _ => {}
+        };
+        let beat_due = hb.saturating_sub(f.last_beat.elapsed());
+        // Whoever waits for the goodbye reads the flusher: set it unlocked.
+        drop(f);
+        if matches!(flushed, Ok(Flushed::Finished)) {
+            self.flushed.set();
         }
-        if self.rx.ended() {
-            self.mark_flushed();
-            return Serviced::Ended;
+        if !written {
+            self.rx.fail(core, &*self.sink);
         }
-        let beat_due = hb.saturating_sub(lock(&self.beat).elapsed());
-        Serviced::Within(
-            beat_due
-                .min(self.rx.check_silence(core))
-                .max(Duration::from_millis(1)),
-        )
+        match self.rx.check_silence(core) {
+            None => self.ended(),
+            Some(silence_due) => {
+                Serviced::Within(beat_due.min(silence_due).max(Duration::from_millis(1)))
+            }
+        }
     }
 
-    fn mark_flushed(&self) {
-        *lock(&self.flushed.0) = true;
-        self.flushed.1.notify_all();
+    /// The link has ended: nothing more will be written.
+    fn ended(&self) -> Serviced {
+        self.flushed.set();
+        Serviced::Ended
     }
 
     /// Say goodbye after what is queued (the owner's thread writes it).
@@ -230,26 +199,13 @@ impl TcpLink {
     /// peer that stopped reading long ago is not waited for again).
     pub(crate) fn wait_flushed(&self) {
         let started = Instant::now();
-        let mut done = lock(&self.flushed.0);
-        while !*done {
-            let since = lock(&self.flusher)
-                .stalled_since
-                .map_or(started, |s| s.min(started));
-            let deadline = since + self.close_wait;
-            let now = Instant::now();
-            if now >= deadline {
-                tracing::debug!(peer = self.peer, "the peer does not read; closing anyway");
-                return;
-            }
-            // Woken when flushed; re-checked at least every 50 ms as the
-            // stall may begin meanwhile.
-            let nap = (deadline - now).min(Duration::from_millis(50));
-            done = self
-                .flushed
-                .1
-                .wait_timeout(done, nap)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        let flushed = self.flushed.wait(|| {
+            // Asked again as the wait goes on: the stall may begin meanwhile.
+            let stalled = lock(&self.flusher).stalled_since;
+            stalled.map_or(started, |s| s.min(started)) + self.close_wait
+        });
+        if !flushed {
+            tracing::debug!(peer = self.peer, "the peer does not read; closing anyway");
         }
     }
 
@@ -259,34 +215,53 @@ impl TcpLink {
     }
 }
 
+/// Whether `events` say the socket of `token` has something to read (data,
+/// its end, or an error the next read reports).
+pub(crate) fn readable_in(events: &mio::Events, token: mio::Token) -> bool {
+    events
+        .iter()
+        .any(|e| e.token() == token && (e.is_readable() || e.is_read_closed() || e.is_error()))
+}
+
 /// The I/O thread of a TCP link: wait for the socket or a wake-up, then
 /// service the link, until it ends.
 fn run(core: Arc<Core>, link: Arc<TcpLink>, mut poll: mio::Poll, waker: Arc<mio::Waker>) {
     if let Err(e) = link.attach(poll.registry(), SOCKET, waker) {
         tracing::error!(peer = link.peer, "cannot poll the link's socket: {e}");
         link.rx.fail(&core, &*link.sink);
-        link.mark_flushed();
+        link.flushed.set();
         return;
     }
-    let mut events = mio::Events::with_capacity(8);
     // The first turn writes whatever was queued before the thread started.
-    let mut readable = true;
-    loop {
-        let wait = match link.service(&core, readable) {
-            Serviced::Ended => return,
-            Serviced::Within(d) => d,
-        };
-        if let Err(e) = poll.poll(&mut events, Some(wait)) {
-            if e.kind() != ErrorKind::Interrupted {
-                tracing::error!(peer = link.peer, "poll: {e}");
-                link.rx.fail(&core, &*link.sink);
-                link.mark_flushed();
-                return;
+    link.serve(&core, &mut poll, SOCKET, true);
+}
+
+impl TcpLink {
+    /// Service the link whenever `poll` reports its socket (as `token`)
+    /// or a wake-up, until it ends; `readable`: read on the first turn.
+    pub(crate) fn serve(
+        &self,
+        core: &Core,
+        poll: &mut mio::Poll,
+        token: mio::Token,
+        mut readable: bool,
+    ) {
+        let mut events = mio::Events::with_capacity(8);
+        loop {
+            let wait = match self.service(core, readable) {
+                Serviced::Ended => return,
+                Serviced::Within(d) => d,
+            };
+            if let Err(e) = poll.poll(&mut events, Some(wait)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    tracing::error!(peer = self.peer, "poll: {e}");
+                    self.rx.fail(core, &*self.sink);
+                    self.flushed.set();
+                    return;
+                }
             }
+            readable = readable_in(&events, token);
         }
-        readable = events.iter().any(|e| {
-            e.token() == SOCKET && (e.is_readable() || e.is_read_closed() || e.is_error())
-        });
     }
 }
 
@@ -336,7 +311,7 @@ impl Link for TcpLink {
             Err(e) => {
                 tracing::error!(peer, "cannot start the link's thread: {e}");
                 self.rx.fail(core, &*self.sink);
-                self.mark_flushed();
+                self.flushed.set();
             }
         }
     }

@@ -189,23 +189,24 @@ impl Rx {
         self.refuse(&mut st, core, sink);
     }
 
-    /// Whether the link has ended.
-    pub(crate) fn ended(&self) -> bool {
-        self.lock().ended
-    }
-
-    /// Mark the link's ranks silent if nothing, not even a heartbeat, came
-    /// for a whole deadline; the time left until that check is due.
-    pub(crate) fn check_silence(&self, core: &Core) -> Duration {
+    /// `None` if the link has ended. Otherwise: mark the link's ranks
+    /// silent if nothing, not even a heartbeat, came for a whole deadline,
+    /// and say how long until that check is due.
+    pub(crate) fn check_silence(&self, core: &Core) -> Option<Duration> {
         let mut st = self.lock();
+        if st.ended {
+            return None;
+        }
         let quiet = st.last_byte.elapsed();
         if !st.silent && quiet >= core.timeout() {
             st.silent = true;
             core.silent(self.peer);
         }
-        core.timeout()
-            .saturating_sub(quiet)
-            .max(Duration::from_millis(1))
+        Some(
+            core.timeout()
+                .saturating_sub(quiet)
+                .max(Duration::from_millis(1)),
+        )
     }
 
     /// Cut the connection (both directions): the reader sees its end.

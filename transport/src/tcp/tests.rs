@@ -73,7 +73,7 @@ fn queued_frames_go_out_in_order_as_the_peer_reads() {
         all
     });
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !*link.flushed.0.lock().unwrap() {
+    while !link.flushed.is_set() {
         assert!(Instant::now() < deadline, "the queue did not drain");
         match link.service(&core, false) {
             Serviced::Ended => break,

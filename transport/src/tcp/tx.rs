@@ -28,6 +28,29 @@ pub(crate) enum Out {
     Close,
 }
 
+impl Out {
+    /// The bytes it puts on the wire, in order.
+    fn pieces(&self) -> [&[u8]; 2] {
+        match self {
+            Out::Frame(h, p) => [&h[..], p.as_ref()],
+            Out::Tail(t) => [&t[..], &[]],
+            Out::Close => [&[], &[]],
+        }
+    }
+}
+
+/// What is left of `pieces` once their first `n` bytes are written.
+fn after<'a>(
+    pieces: impl Iterator<Item = &'a [u8]>,
+    mut n: usize,
+) -> impl Iterator<Item = &'a [u8]> {
+    pieces.filter_map(move |p| {
+        let from = n.min(p.len());
+        n -= from;
+        (from < p.len()).then(|| &p[from..])
+    })
+}
+
 /// The write side of a link. Bytes reach the socket from two places: an
 /// application thread writing a frame itself (never blocking), or the
 /// I/O thread draining the queue. `pending` (items queued, not yet
@@ -142,33 +165,33 @@ impl TcpTx {
     /// With `pending` locked and zero: write `pieces` now, without
     /// blocking, and queue whatever the socket did not take. `Ok(true)`:
     /// handled; `Ok(false)`: the link is busy, queue normally.
-    fn write_or_queue_tail(&self, pending: &mut usize, pieces: &[&[u8]]) -> std::io::Result<bool> {
+    fn write_or_queue_tail<'a>(
+        &self,
+        pending: &mut usize,
+        pieces: impl Iterator<Item = &'a [u8]> + Clone,
+    ) -> std::io::Result<bool> {
         if *pending != 0 {
             return Ok(false);
         }
         // On the stack for the usual few pieces: no allocation per message.
+        let count = pieces.clone().count();
         let mut stack = [IoSlice::new(&[]); STACK_PIECES];
         let mut heap = Vec::new();
-        let slices: &mut [IoSlice<'_>] = if pieces.len() <= STACK_PIECES {
-            for (slot, p) in stack.iter_mut().zip(pieces) {
+        let slices: &mut [IoSlice<'_>] = if count <= STACK_PIECES {
+            for (slot, p) in stack.iter_mut().zip(pieces.clone()) {
                 *slot = IoSlice::new(p);
             }
-            &mut stack[..pieces.len()]
+            &mut stack[..count]
         } else {
-            heap.extend(pieces.iter().map(|p| IoSlice::new(p)));
+            heap.extend(pieces.clone().map(IoSlice::new));
             &mut heap
         };
-        let total: usize = pieces.iter().map(|p| p.len()).sum();
+        let total: usize = pieces.clone().map(<[u8]>::len).sum();
         let written = write_now(&self.wire.stream, slices)?;
         if written < total {
-            // The rest, from the original pieces (the slices were advanced
-            // in place).
             let mut tail = Vec::with_capacity(total - written);
-            let mut skip = written;
-            for p in pieces {
-                let from = skip.min(p.len());
-                skip -= from;
-                tail.extend_from_slice(&p[from..]);
+            for p in after(pieces, written) {
+                tail.extend_from_slice(p);
             }
             if !self.push(pending, Out::Tail(tail)) {
                 return Err(ErrorKind::BrokenPipe.into());
@@ -194,22 +217,9 @@ impl TcpTx {
             return self.send_sealed(header, parts, core, dst);
         }
         let header = header.encode();
-        let all = std::iter::once(&header[..])
+        let pieces = std::iter::once(&header[..])
             .chain(parts.iter().copied())
             .filter(|p| !p.is_empty());
-        let mut stack: [&[u8]; STACK_PIECES] = [&[]; STACK_PIECES];
-        let mut heap = Vec::new();
-        let pieces: &[&[u8]] = if parts.len() < STACK_PIECES {
-            let mut n = 0;
-            for p in all {
-                stack[n] = p;
-                n += 1;
-            }
-            &stack[..n]
-        } else {
-            heap.extend(all);
-            &heap
-        };
         {
             let mut pending = self.wire.pending();
             if self
@@ -254,7 +264,8 @@ impl TcpTx {
         };
         let head = h.encode();
         if *pending == 0 {
-            let written = self.write_or_queue_tail(&mut pending, &[&head, &body]);
+            let written =
+                self.write_or_queue_tail(&mut pending, [&head[..], &body[..]].into_iter());
             drop(pending);
             self.budget.release(n);
             return written.map(drop).map_err(|_| gone);
@@ -321,6 +332,8 @@ pub(crate) struct Flusher {
     pub(crate) finished: bool,
     /// Since when the socket has taken nothing of what is queued.
     pub(crate) stalled_since: Option<Instant>,
+    /// When the I/O thread last sent a heartbeat.
+    pub(crate) last_beat: Instant,
 }
 
 /// Where a flush stopped.
@@ -345,6 +358,7 @@ impl Flusher {
             closing: false,
             finished: false,
             stalled_since: None,
+            last_beat: Instant::now(),
         }
     }
 
@@ -395,24 +409,9 @@ impl TcpTx {
                     return Ok(Flushed::Idle);
                 }
             }
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(f.batch.len() * 2);
-            let mut skip = f.done;
-            let mut total = 0;
-            for item in &f.batch {
-                let pieces: [&[u8]; 2] = match item {
-                    Out::Frame(h, p) => [&h[..], p.as_ref()],
-                    Out::Tail(t) => [&t[..], &[]],
-                    Out::Close => [&[], &[]],
-                };
-                for piece in pieces {
-                    total += piece.len();
-                    let from = skip.min(piece.len());
-                    skip -= from;
-                    if from < piece.len() {
-                        slices.push(IoSlice::new(&piece[from..]));
-                    }
-                }
-            }
+            let pieces = f.batch.iter().flat_map(Out::pieces);
+            let total: usize = pieces.clone().map(<[u8]>::len).sum();
+            let mut slices: Vec<IoSlice<'_>> = after(pieces, f.done).map(IoSlice::new).collect();
             let written = write_now(&self.wire.stream, &mut slices)?;
             drop(slices);
             f.done += written;
@@ -440,10 +439,8 @@ impl TcpTx {
     pub(crate) fn heartbeat(&self, core: &Core, peer: u32) -> bool {
         let hb = Header::control(FrameType::Heartbeat, core.rank, peer).encode();
         let mut pending = self.wire.pending();
-        match self.write_or_queue_tail(&mut pending, &[&hb]) {
-            Ok(true) => true,
-            Ok(false) => true, // the link is busy: it needs no heartbeat
-            Err(_) => false,
-        }
+        // `Ok(false)`: the link is busy, and needs no heartbeat.
+        self.write_or_queue_tail(&mut pending, std::iter::once(&hb[..]))
+            .is_ok()
     }
 }
