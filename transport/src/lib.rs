@@ -35,6 +35,7 @@ mod tcp;
 mod wire;
 
 pub use auth::handshake::PROTOCOL_VERSION;
+pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;
 pub use inbox::{LANE_DEPTH, SEQ_WINDOW};

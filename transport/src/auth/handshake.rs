@@ -1,38 +1,48 @@
 //! The link handshake: who is on the other end, and may they join?
 //!
 //! ```text
-//! dialer → acceptor   Hello  (56 B): "MESHWORK", version, world, rank, flags,
-//!                                   transport settings (8 B), nonce_d (24 B)
-//! acceptor → dialer   Reply  (92 B): Hello of the acceptor (nonce_a) + status + proof_a
-//! dialer → acceptor   proof_d (32 B)
-//! acceptor → dialer   1 byte: 1 = admitted
+//! dialer → acceptor   Hello_d   (56 B): "MESHWORK", version, world, rank,
+//!                                      flags, transport settings, nonce_d
+//! acceptor → dialer   Challenge (36 B): "MESHWORK", version, nonce_a
+//! dialer → acceptor   proof_d   (32 B)
+//! acceptor → dialer   Reply     (92 B): Hello_a + status + proof_a
 //! ```
 //!
-//! `proof_a = HMAC-SHA256(key, "accept" ‖ hello_d ‖ hello_a)` and
-//! `proof_d = HMAC-SHA256(key, "dial" ‖ hello_a ‖ hello_d)`, with
-//! `key = SHA-256("meshwork cluster token" ‖ token)`: each side proves it
-//! holds the token for this exchange's fresh nonces; the token itself never
-//! crosses the wire, and a recorded exchange cannot be replayed. Without a
-//! token (loopback only) the key is a fixed public one: the handshake still
-//! checks protocol, world and ranks, but authenticates nobody.
+//! `proof_d = HMAC(key, "dial" ‖ hello_d ‖ challenge)` and
+//! `proof_a = HMAC(key, "accept" ‖ hello_d ‖ challenge ‖ hello_a ‖ status)`,
+//! with `key` from the token through the slow KDF (`kdf.rs`). The dialer
+//! proves the token first, over the acceptor's fresh nonce, and the
+//! acceptor says nothing about itself until that proof verifies: a
+//! stranger learns the protocol version and a nonce, no setting of the
+//! job, and gets no proof to guess the token against. The acceptor then
+//! compares world, topology, transport settings and rank, and answers with
+//! a status that its own proof covers, so the dialer trusts a refusal only
+//! from a holder of the token. Without a token (loopback only) the key is
+//! a fixed public one: the exchange checks settings and ranks but
+//! authenticates nobody.
 //!
-//! The acceptor checks magic (a stranger is dropped silently), protocol
-//! version, world size, topology, transport settings (TCP or QUIC, and
-//! QUIC's sidecar threshold) and whether it expects that rank, and
-//! answers with a status code so both sides fail with the same typed error.
+//! What cannot be authenticated — a peer of another protocol version, a
+//! proof that does not verify, a peer that is not meshwork at all — ends
+//! only that connection: the caller keeps forming and reports it at its
+//! deadline if that rank never came (`Outcome::Suspect`). Every read is
+//! bounded by the handshake's one deadline, so a silent or dribbling
+//! stranger costs its own connection and nothing else.
 
 use crate::wire::Reader;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::time::Instant;
 
 /// The wire protocol version; peers of another version are refused.
-/// Version 2 added the transport settings word to the hello.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Version 2 added the transport settings word to the hello; version 3
+/// made the dialer prove the token first and authenticated the status.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 56;
+const CHALLENGE_LEN: usize = 8 + 4 + 24;
 const REPLY_LEN: usize = HELLO_LEN + 4 + 32;
 const FLAG_STAR: u32 = 1;
 
@@ -41,7 +51,6 @@ const FLAG_STAR: u32 = 1;
 #[repr(u32)]
 pub(crate) enum Status {
     Ok = 0,
-    Protocol = 1,
     World = 2,
     RankConflict = 3,
     Topology = 4,
@@ -67,6 +76,22 @@ pub(crate) enum HandshakeError {
     Token,
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl HandshakeError {
+    /// Whether a holder of the token said so: only these may end a
+    /// formation at once. The others (a stranger, a proof that does not
+    /// verify, another protocol version, a broken connection) end one
+    /// connection and are reported at the deadline if nothing better came.
+    pub(crate) fn is_proven(&self) -> bool {
+        matches!(
+            self,
+            HandshakeError::World { .. }
+                | HandshakeError::RankConflict { .. }
+                | HandshakeError::Topology
+                | HandshakeError::Transport { .. }
+        )
+    }
 }
 
 /// What both sides need to know about themselves.
@@ -143,22 +168,25 @@ fn session_keys(key: &[u8; 32], hello_d: &[u8], hello_a: &[u8], dialer: bool) ->
     }
 }
 
-/// The HMAC key for `token` (or the public key when there is none).
-pub(crate) fn derive_key(token: Option<&str>) -> [u8; 32] {
-    let mut h = Sha256::new();
+/// The handshake key for `token` in a job of `world` ranks (through the
+/// slow KDF, `kdf.rs`), or the public key when there is none.
+pub(crate) fn derive_key(token: Option<&str>, world: u32) -> [u8; 32] {
     match token {
-        Some(t) => {
-            h.update(b"meshwork cluster token\0");
-            h.update(t.as_bytes());
-        }
-        None => h.update(b"meshwork unauthenticated\0"),
+        Some(t) => super::kdf::subkey(t, world, "link handshake"),
+        None => Sha256::digest(b"meshwork unauthenticated\0").into(),
     }
-    h.finalize().into()
 }
 
-fn hello(id: &Identity) -> Result<[u8; HELLO_LEN], HandshakeError> {
-    let mut nonce = [0u8; 24];
-    getrandom::getrandom(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+/// Our hello, with `nonce` (the acceptor's, from its challenge) or a fresh one.
+fn hello(id: &Identity, nonce: Option<[u8; 24]>) -> Result<[u8; HELLO_LEN], HandshakeError> {
+    let nonce = match nonce {
+        Some(n) => n,
+        None => {
+            let mut n = [0u8; 24];
+            getrandom::getrandom(&mut n).map_err(|e| std::io::Error::other(e.to_string()))?;
+            n
+        }
+    };
     let fields = Parsed {
         version: id.version,
         world: id.world,
@@ -209,11 +237,7 @@ pub(crate) fn parse(h: &[u8]) -> Option<Parsed> {
 }
 
 pub(crate) fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(label);
-    mac.update(first);
-    mac.update(second);
-    mac.finalize().into_bytes().into()
+    proof_of(key, label, &[first, second])
 }
 
 pub(crate) fn verify(
@@ -223,29 +247,124 @@ pub(crate) fn verify(
     second: &[u8],
     tag: &[u8],
 ) -> bool {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(label);
-    mac.update(first);
-    mac.update(second);
-    mac.verify_slice(tag).is_ok()
+    verify_of(key, label, &[first, second], tag)
 }
 
-/// Dial side: the acceptor's rank and the link's keys once admitted.
-pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<Admitted, HandshakeError> {
-    let mine = hello(id)?;
-    stream.write_all(&mine)?;
+fn mac_of(key: &[u8; 32], label: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(label);
+    for p in parts {
+        mac.update(p);
+    }
+    mac
+}
+
+/// `HMAC-SHA256(key, label ‖ parts…)`.
+pub(crate) fn proof_of(key: &[u8; 32], label: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    mac_of(key, label, parts).finalize().into_bytes().into()
+}
+
+/// Whether `tag` is `proof_of(key, label, parts)` (in constant time).
+pub(crate) fn verify_of(key: &[u8; 32], label: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    mac_of(key, label, parts).verify_slice(tag).is_ok()
+}
+
+/// Fill `buf` from `stream` before `deadline`, however the peer paces its
+/// bytes (a socket timeout alone bounds each read, not the message).
+pub(crate) fn read_by(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf[at..]) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Write all of `buf` before `deadline` (handshake messages are small: the
+/// socket buffer takes them unless the peer stalls a full window).
+fn write_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ErrorKind::TimedOut.into());
+    }
+    stream.set_write_timeout(Some(left))?;
+    stream.write_all(buf)
+}
+
+fn challenge(version: u32) -> Result<[u8; CHALLENGE_LEN], HandshakeError> {
+    let mut c = [0u8; CHALLENGE_LEN];
+    c[..8].copy_from_slice(MAGIC);
+    c[8..12].copy_from_slice(&version.to_le_bytes());
+    getrandom::getrandom(&mut c[12..]).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(c)
+}
+
+/// Dial side, on a connected `stream`: the acceptor's rank and the link's
+/// keys once admitted, all before `deadline`.
+pub(crate) fn dial(
+    stream: &mut TcpStream,
+    id: &Identity,
+    deadline: Instant,
+) -> Result<Admitted, HandshakeError> {
+    let mine = hello(id, None)?;
+    write_by(stream, &mine, deadline)?;
+    let mut chal = [0u8; CHALLENGE_LEN];
+    read_by(stream, &mut chal, deadline)?;
+    if &chal[..8] != MAGIC {
+        return Err(HandshakeError::Stranger);
+    }
+    let version = Reader::new(&chal[8..12]).u32().unwrap_or(0);
+    if version != id.version {
+        // Unauthenticated (a peer of another version cannot prove anything
+        // we can check): the caller treats it as a suspicion, not a verdict.
+        return Err(HandshakeError::Protocol {
+            ours: id.version,
+            theirs: version,
+        });
+    }
+    write_by(
+        stream,
+        &proof_of(&id.key, b"dial", &[&mine, &chal]),
+        deadline,
+    )?;
     let mut reply = [0u8; REPLY_LEN];
-    stream.read_exact(&mut reply)?;
-    let theirs = parse(&reply).ok_or(HandshakeError::Stranger)?;
-    let status = Reader::new(&reply[56..]).u32().unwrap_or(u32::MAX);
+    match read_by(stream, &mut reply, deadline) {
+        Ok(()) => {}
+        // The acceptor closes without a word when our proof fails: the
+        // token differs, or the acceptor is not who we think.
+        Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Err(HandshakeError::Token),
+        Err(e) => return Err(e.into()),
+    }
+    let (hello_a, rest) = reply.split_at(HELLO_LEN);
+    let (status_raw, proof_a) = rest.split_at(4);
+    if !verify_of(
+        &id.key,
+        b"accept",
+        &[&mine, &chal, hello_a, status_raw],
+        proof_a,
+    ) {
+        return Err(HandshakeError::Token);
+    }
+    let theirs = parse(hello_a).ok_or(HandshakeError::Stranger)?;
+    if hello_a[32..] != chal[12..] {
+        return Err(HandshakeError::Stranger);
+    }
+    let status = Reader::new(status_raw).u32().unwrap_or(u32::MAX);
     match status {
         s if s == Status::Ok as u32 => {}
-        s if s == Status::Protocol as u32 => {
-            return Err(HandshakeError::Protocol {
-                ours: id.version,
-                theirs: theirs.version,
-            })
-        }
         s if s == Status::World as u32 => {
             return Err(HandshakeError::World {
                 ours: id.world,
@@ -264,63 +383,56 @@ pub(crate) fn dial(stream: &mut TcpStream, id: &Identity) -> Result<Admitted, Ha
         }
         _ => return Err(HandshakeError::Stranger),
     }
-    if !verify(
-        &id.key,
-        b"accept",
-        &mine,
-        &reply[..HELLO_LEN],
-        &reply[60..92],
-    ) {
-        // Let the acceptor fail at once too, rather than at its deadline.
-        let _ = stream.write_all(&[0u8; 32]);
-        return Err(HandshakeError::Token);
-    }
-    stream.write_all(&proof(&id.key, b"dial", &reply[..HELLO_LEN], &mine))?;
-    let mut admitted = [0u8; 1];
-    stream.read_exact(&mut admitted)?;
-    if admitted[0] != 1 {
-        return Err(HandshakeError::Token);
-    }
     Ok(Admitted {
         rank: theirs.rank,
-        keys: session_keys(&id.key, &mine, &reply[..HELLO_LEN], true),
+        keys: session_keys(&id.key, &mine, hello_a, true),
     })
 }
 
-/// Accept side: `wanted(rank)` says whether a dialer claiming `rank` is
-/// expected now. Returns the dialer's rank once admitted; on failure, the
-/// rank it claimed (if it got that far) with the error.
+/// Accept side: `claim(rank)` reserves `rank` for this dialer if it is
+/// expected and not taken (and says whether it did). Returns the dialer's
+/// rank once admitted; on failure, the rank it claimed (if it got that
+/// far) with the error. Everything happens before `deadline`.
 pub(crate) fn accept(
     stream: &mut TcpStream,
     id: &Identity,
-    wanted: impl Fn(u32) -> bool,
+    claim: impl Fn(u32) -> bool,
+    deadline: Instant,
 ) -> Result<Admitted, (Option<u32>, HandshakeError)> {
     let mut theirs_raw = [0u8; HELLO_LEN];
-    stream
-        .read_exact(&mut theirs_raw)
-        .map_err(|e| (None, e.into()))?;
+    read_by(stream, &mut theirs_raw, deadline).map_err(|e| (None, e.into()))?;
     let theirs = parse(&theirs_raw).ok_or((None, HandshakeError::Stranger))?;
     let claimed = Some(theirs.rank);
-    accept_rest(stream, id, wanted, &theirs_raw, &theirs).map_err(|e| (claimed, e))
+    accept_rest(stream, id, claim, &theirs_raw, &theirs, deadline).map_err(|e| (claimed, e))
 }
 
 fn accept_rest(
     stream: &mut TcpStream,
     id: &Identity,
-    wanted: impl Fn(u32) -> bool,
+    claim: impl Fn(u32) -> bool,
     theirs_raw: &[u8; HELLO_LEN],
     theirs: &Parsed,
+    deadline: Instant,
 ) -> Result<Admitted, HandshakeError> {
-    let mine = hello(id)?;
-    let (status, err) = if theirs.version != id.version {
-        (
-            Status::Protocol,
-            Some(HandshakeError::Protocol {
-                ours: id.version,
-                theirs: theirs.version,
-            }),
-        )
-    } else if theirs.world != id.world {
+    let chal = challenge(id.version)?;
+    write_by(stream, &chal, deadline)?;
+    if theirs.version != id.version {
+        return Err(HandshakeError::Protocol {
+            ours: id.version,
+            theirs: theirs.version,
+        });
+    }
+    let mut proof_d = [0u8; 32];
+    read_by(stream, &mut proof_d, deadline)?;
+    if !verify_of(&id.key, b"dial", &[theirs_raw, &chal], &proof_d) {
+        // Close without a word: a stranger learns nothing.
+        return Err(HandshakeError::Token);
+    }
+    let nonce_a: [u8; 24] = chal[12..]
+        .try_into()
+        .expect("the challenge ends in 24 bytes");
+    let mine = hello(id, Some(nonce_a))?;
+    let (status, err) = if theirs.world != id.world {
         (
             Status::World,
             Some(HandshakeError::World {
@@ -338,7 +450,7 @@ fn accept_rest(
                 theirs: theirs.transport,
             }),
         )
-    } else if theirs.rank >= id.world || theirs.rank == id.rank || !wanted(theirs.rank) {
+    } else if theirs.rank >= id.world || theirs.rank == id.rank || !claim(theirs.rank) {
         (
             Status::RankConflict,
             Some(HandshakeError::RankConflict { rank: theirs.rank }),
@@ -346,23 +458,19 @@ fn accept_rest(
     } else {
         (Status::Ok, None)
     };
+    let status_raw = (status as u32).to_le_bytes();
     let mut reply = [0u8; REPLY_LEN];
     reply[..HELLO_LEN].copy_from_slice(&mine);
-    reply[56..60].copy_from_slice(&(status as u32).to_le_bytes());
-    if status == Status::Ok {
-        reply[60..92].copy_from_slice(&proof(&id.key, b"accept", theirs_raw, &mine));
-    }
-    stream.write_all(&reply)?;
+    reply[HELLO_LEN..HELLO_LEN + 4].copy_from_slice(&status_raw);
+    reply[HELLO_LEN + 4..].copy_from_slice(&proof_of(
+        &id.key,
+        b"accept",
+        &[theirs_raw, &chal, &mine, &status_raw],
+    ));
+    write_by(stream, &reply, deadline)?;
     if let Some(e) = err {
         return Err(e);
     }
-    let mut proof_d = [0u8; 32];
-    stream.read_exact(&mut proof_d)?;
-    if !verify(&id.key, b"dial", &mine, theirs_raw, &proof_d) {
-        let _ = stream.write_all(&[0]);
-        return Err(HandshakeError::Token);
-    }
-    stream.write_all(&[1])?;
     Ok(Admitted {
         rank: theirs.rank,
         keys: session_keys(&id.key, theirs_raw, &mine, false),
@@ -374,12 +482,19 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
+    const TOKEN: &str = "handshake test token";
+    const OTHER: &str = "another test token";
+
+    fn soon() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(5)
+    }
+
     fn id(rank: u32, world: u32, token: Option<&str>) -> Identity {
         Identity {
             rank,
             world,
             star: false,
-            key: derive_key(token),
+            key: derive_key(token, world),
             version: PROTOCOL_VERSION,
             transport: 0,
         }
@@ -393,10 +508,10 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
-            accept(&mut s, &a, |_| true).map_err(|(_, e)| e)
+            accept(&mut s, &a, |_| true, soon()).map_err(|(_, e)| e)
         });
         let mut s = TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).unwrap();
-        let dialed = dial(&mut s, &d);
+        let dialed = dial(&mut s, &d, soon());
         drop(s);
         let accepted = t.join().unwrap();
         (dialed.map(|a| a.rank), accepted.map(|a| a.rank))
@@ -404,15 +519,19 @@ mod tests {
 
     #[test]
     fn same_token_admits_both_ways() {
-        let (d, a) = pair(id(0, 2, Some("s3cret")), id(1, 2, Some("s3cret")));
+        let (d, a) = pair(id(0, 2, Some(TOKEN)), id(1, 2, Some(TOKEN)));
         assert_eq!((d.unwrap(), a.unwrap()), (1, 0));
     }
 
     #[test]
     fn each_mismatch_is_typed_on_both_sides() {
-        let (d, a) = pair(id(0, 2, Some("a")), id(1, 2, Some("b")));
+        let (d, a) = pair(id(0, 2, Some(TOKEN)), id(1, 2, Some(OTHER)));
         assert!(matches!(d, Err(HandshakeError::Token)), "{d:?}");
         assert!(matches!(a, Err(HandshakeError::Token)), "{a:?}");
+        assert!(
+            !d.unwrap_err().is_proven(),
+            "a token mismatch proves nothing"
+        );
         let (d, a) = pair(id(0, 3, None), id(1, 2, None));
         assert!(
             matches!(d, Err(HandshakeError::World { ours: 3, theirs: 2 })),
@@ -462,5 +581,89 @@ mod tests {
             matches!(d, Err(HandshakeError::RankConflict { rank: 1 })),
             "{d:?}"
         );
+    }
+
+    /// What a stranger without the token gets: the protocol version and a
+    /// nonce, then silence; the acceptor's settings never leave it.
+    #[test]
+    fn a_stranger_learns_nothing_and_proves_nothing() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let acceptor = id(1, 4, Some(TOKEN));
+        let t = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            for _ in 0..3 {
+                let (mut s, _) = l.accept().unwrap();
+                out.push(accept(&mut s, &acceptor, |_| true, soon()).map_err(|(_, e)| e));
+            }
+            out
+        });
+        let stranger = id(0, 4, Some(OTHER));
+        let mut hellos = Vec::new();
+        // Another version; the right one with a wrong proof; the right one
+        // then silence until the acceptor's deadline is near (cut short).
+        for version in [999, PROTOCOL_VERSION] {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let mut h = stranger.clone();
+            h.version = version;
+            s.write_all(&hello(&h, None).unwrap()).unwrap();
+            let mut got = Vec::new();
+            if version == PROTOCOL_VERSION {
+                let mut c = [0u8; CHALLENGE_LEN];
+                s.read_exact(&mut c).unwrap();
+                got.extend_from_slice(&c);
+                s.write_all(&[0u8; 32]).unwrap();
+            }
+            s.read_to_end(&mut got).unwrap();
+            hellos.push(got);
+        }
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&[b'M']).unwrap();
+        drop(s);
+        let results = t.join().unwrap();
+        assert_eq!(hellos[0].len(), CHALLENGE_LEN, "a challenge only");
+        assert_eq!(hellos[1].len(), CHALLENGE_LEN, "nothing after a bad proof");
+        for h in &hellos {
+            assert_eq!(&h[..8], MAGIC);
+            assert_eq!(h[8..12], PROTOCOL_VERSION.to_le_bytes());
+        }
+        assert!(matches!(
+            results[0],
+            Err(HandshakeError::Protocol { theirs: 999, .. })
+        ));
+        assert!(matches!(results[1], Err(HandshakeError::Token)));
+        assert!(matches!(results[2], Err(HandshakeError::Io(_))));
+        assert!(results.iter().all(|r| !r.as_ref().unwrap_err().is_proven()));
+    }
+
+    /// A peer that sends one byte at a time is cut off at the handshake's
+    /// deadline, not after each byte's timeout.
+    #[test]
+    fn a_dribbling_peer_is_cut_off_at_the_deadline() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let by = Instant::now() + std::time::Duration::from_millis(300);
+            let r = accept(&mut s, &id(1, 2, Some(TOKEN)), |_| true, by);
+            (r.map_err(|(_, e)| e), Instant::now() >= by)
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        let h = hello(&id(0, 2, Some(TOKEN)), None).unwrap();
+        let mut sent = 0;
+        // Dribble until the acceptor hangs up (a byte per 50 ms would take
+        // 2.8 s for the hello).
+        while sent < h.len() && s.write_all(&h[sent..sent + 1]).is_ok() {
+            sent += 1;
+            #[allow(clippy::disallowed_methods, reason = "the attacker's pacing")]
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if t.is_finished() {
+                break;
+            }
+        }
+        let (r, at_deadline) = t.join().unwrap();
+        assert!(matches!(r, Err(HandshakeError::Io(_))), "{r:?}");
+        assert!(at_deadline);
+        assert!(sent < h.len(), "cut off after {sent} bytes");
     }
 }

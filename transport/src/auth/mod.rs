@@ -4,5 +4,6 @@
 //! trusts (`tls.rs`).
 
 pub(crate) mod handshake;
+pub mod kdf;
 pub(crate) mod seal;
 pub mod tls;

@@ -12,7 +12,8 @@
 
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::spec::Spec;
-use std::collections::BTreeSet;
+use gate::{handshake_time, Accepted, Gate};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -20,6 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod gate;
 
 /// Why a group could not form.
 #[derive(Debug, thiserror::Error)]
@@ -67,11 +70,6 @@ impl FormationError {
             },
         }
     }
-}
-
-/// Handshake I/O deadline per attempt: a peer that says nothing is dropped.
-fn handshake_timeout(timeout: Duration) -> Duration {
-    timeout.clamp(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
@@ -138,7 +136,7 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
         rank: spec.rank,
         world: spec.world,
         star: spec.star(),
-        key: handshake::derive_key(spec.token.as_deref()),
+        key: handshake::derive_key(spec.token.as_deref(), spec.world),
         version: spec.protocol_version,
         transport: transport
             | if spec.seal {
@@ -149,6 +147,12 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
     }
 }
 
+/// What the formation loop hears from its dialers and its gate.
+enum Event {
+    Dialed(u32, Result<(TcpStream, Keys), FormationError>),
+    Accepted(Accepted),
+}
+
 /// Form the TCP streams of a group: listen, dial, authenticate.
 pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError> {
     let cfg = spec;
@@ -157,59 +161,81 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     let (accept_from, dial_to) = plan(cfg.star(), rank, world);
     let addr_of = |r: u32| cfg.addr_of(r);
     let deadline = Instant::now() + cfg.timeout;
-    let listener = match accept_from.is_empty() {
+    let mut gate = match accept_from.is_empty() {
         true => None,
-        false => Some(listen(
-            cfg.bind.map_or_else(|| addr_of(rank), Ok)?,
-            &id,
-            cfg.timeout,
-        )?),
+        false => {
+            let l = listen(
+                cfg.bind.map_or_else(|| addr_of(rank), Ok)?,
+                &id,
+                cfg.timeout,
+            )?;
+            Some(Gate::new(l, id.clone(), accept_from.clone(), cfg.timeout))
+        }
     };
 
     let mut poll = mio::Poll::new().map_err(|e| io_fail(rank, e))?;
     let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE).map_err(|e| io_fail(rank, e))?);
-    if let Some(l) = &listener {
+    if let Some(g) = &gate {
         poll.registry()
             .register(
-                &mut mio::unix::SourceFd(&l.as_raw_fd()),
+                &mut mio::unix::SourceFd(&g.listener().as_raw_fd()),
                 LISTEN,
                 mio::Interest::READABLE,
             )
             .map_err(|e| io_fail(rank, e))?;
     }
     let cancel = Arc::new(AtomicBool::new(false));
-    let (results_tx, results_rx) = crossbeam_channel::unbounded();
+    let (events_tx, events_rx) = crossbeam_channel::unbounded();
+    let (accepted_tx, accepted_rx) = crossbeam_channel::unbounded();
+    let mut dialers = Vec::new();
     for &peer in &dial_to {
         let addr = addr_of(peer)?;
         let (id, tx, waker, cancel) = (
             id.clone(),
-            results_tx.clone(),
+            events_tx.clone(),
             Arc::clone(&waker),
             Arc::clone(&cancel),
         );
         let timeout = cfg.timeout;
-        std::thread::Builder::new()
+        let t = std::thread::Builder::new()
             .name(format!("meshwork-dial-{peer}"))
             .spawn(move || {
                 let res = dial_until(addr, peer, &id, deadline, timeout, &cancel);
-                let _ = tx.send((peer, res));
+                let _ = tx.send(Event::Dialed(peer, res));
                 let _ = waker.wake();
             })
             .map_err(|e| io_fail(rank, e))?;
+        dialers.push(t);
     }
+    let wake: Arc<dyn Fn() + Send + Sync> = {
+        let waker = Arc::clone(&waker);
+        Arc::new(move || {
+            let _ = waker.wake();
+        })
+    };
 
     let mut formed: Vec<(u32, TcpStream, Keys)> = Vec::new();
     let mut dials_left = dial_to.len();
     let mut accepted: BTreeSet<u32> = BTreeSet::new();
+    // What could not be authenticated, by the rank it concerned: reported
+    // at the deadline if that rank never formed a link.
+    let mut suspects: BTreeMap<u32, FormationError> = BTreeMap::new();
     let mut events = mio::Events::with_capacity(16);
     let outcome: Result<(), FormationError> = loop {
         let mut failed = None;
-        while let Ok((peer, res)) = results_rx.try_recv() {
-            dials_left -= 1;
-            match res {
-                Ok((s, keys)) => formed.push((peer, s, keys)),
-                Err(FormationError::Timeout { .. }) => {}
-                Err(e) => failed = failed.or(Some(e)),
+        let heard = events_rx
+            .try_iter()
+            .chain(accepted_rx.try_iter().map(Event::Accepted));
+        for event in heard.collect::<Vec<_>>() {
+            let res = match event {
+                Event::Dialed(peer, res) => {
+                    dials_left -= 1;
+                    res.map(|(s, keys)| formed.push((peer, s, keys)))
+                }
+                Event::Accepted(a) => on_accepted(a, &mut accepted, &mut formed, &mut suspects),
+            };
+            if let Err(e) = res {
+                failed = failed.or(Some(e));
             }
         }
         if let Some(e) = failed {
@@ -224,10 +250,10 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
                     .filter(|&&p| !formed.iter().any(|(r, ..)| *r == p)),
             );
             missing.sort_unstable();
-            break if missing.is_empty() {
-                Ok(())
-            } else {
-                Err(FormationError::Timeout { missing })
+            break match missing.iter().find_map(|r| suspects.remove(r)) {
+                None if missing.is_empty() => Ok(()),
+                Some(e) => Err(e),
+                None => Err(FormationError::Timeout { missing }),
             };
         }
         if let Err(e) = poll.poll(&mut events, Some(deadline - now)) {
@@ -235,20 +261,14 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
                 break Err(io_fail(rank, e));
             }
         }
-        if let Some(l) = &listener {
-            if let Err(e) = accept_ready(
-                l,
-                &id,
-                &accept_from,
-                &mut accepted,
-                &mut formed,
-                cfg.timeout,
-            ) {
-                break Err(e);
-            }
+        if let Some(g) = &mut gate {
+            g.accept_ready(&accepted_tx, &wake);
         }
     };
     cancel.store(true, Ordering::Release);
+    for t in dialers {
+        let _ = t.join();
+    }
     outcome?;
     tracing::info!(
         rank,
@@ -257,15 +277,18 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         links = formed.len(),
         "TCP streams formed"
     );
-    let refuser = listener.and_then(|l| {
-        let timeout = cfg.timeout;
+    let refuser = gate.and_then(|mut g| {
+        // Handshakes still under way when the last link formed can only
+        // be strangers or duplicates now: let them end, then refuse all.
+        g.join();
+        g.admit_nobody();
         let stop = Arc::clone(&waker);
         Refuser::spawn(
             format!("meshwork-late-{rank}"),
             move || {
                 let _ = stop.wake();
             },
-            move || refuse_latecomers(l, poll, &id, timeout),
+            move || refuse_latecomers(g, poll, wake),
         )
         .map_err(|e| tracing::warn!("cannot keep the listener open after formation: {e}"))
         .ok()
@@ -274,6 +297,42 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         streams: formed,
         refuser,
     })
+}
+
+/// Act on one accepted handshake: a link, a verdict from a holder of the
+/// token (fatal at once, but a taken rank is the claimant's problem), or
+/// a suspicion about the rank a stranger claimed.
+fn on_accepted(
+    a: Accepted,
+    accepted: &mut BTreeSet<u32>,
+    formed: &mut Vec<(u32, TcpStream, Keys)>,
+    suspects: &mut BTreeMap<u32, FormationError>,
+) -> Result<(), FormationError> {
+    let from = a.from;
+    match a.result {
+        Ok((stream, admitted)) => {
+            accepted.insert(admitted.rank);
+            formed.push((admitted.rank, stream, admitted.keys));
+            Ok(())
+        }
+        Err((_, HandshakeError::RankConflict { rank })) => {
+            tracing::warn!(%from, "refused a process claiming rank {rank}, which is taken or not expected here");
+            Ok(())
+        }
+        Err((claimed, e)) if e.is_proven() => Err(FormationError::from_handshake(
+            e,
+            claimed.unwrap_or(u32::MAX),
+        )),
+        Err((claimed, e)) => {
+            tracing::warn!(%from, ?claimed, "dropped a connection that did not complete the handshake: {e}");
+            if let (Some(r), HandshakeError::Token | HandshakeError::Protocol { .. }) =
+                (claimed, &e)
+            {
+                suspects.insert(r, FormationError::from_handshake(e, r));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Whom `rank` accepts links from and whom it dials: in a mesh, every
@@ -286,11 +345,12 @@ pub(crate) fn plan(star: bool, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32
     }
 }
 
-/// After formation every rank is taken: anyone who dials gets a typed
-/// refusal (`RankConflict`, or the protocol/world mismatch it has), until
+/// After formation every rank is taken: whoever dials and proves the
+/// token gets a typed refusal (`RankConflict`), strangers nothing, until
 /// the waker says the transport is closing.
-fn refuse_latecomers(listener: TcpListener, mut poll: mio::Poll, id: &Identity, timeout: Duration) {
+fn refuse_latecomers(mut gate: Gate, mut poll: mio::Poll, wake: Arc<dyn Fn() + Send + Sync>) {
     let mut events = mio::Events::with_capacity(8);
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Accepted>();
     loop {
         if let Err(e) = poll.poll(&mut events, None) {
             if e.kind() == ErrorKind::Interrupted {
@@ -298,20 +358,15 @@ fn refuse_latecomers(listener: TcpListener, mut poll: mio::Poll, id: &Identity, 
             }
             return;
         }
-        if events.iter().any(|e| e.token() == WAKE) {
+        if events.iter().any(|e| e.token() == WAKE) && done_rx.is_empty() {
             return;
         }
-        let (mut none, mut refused) = (BTreeSet::new(), Vec::new());
-        if let Err(e) = accept_ready(
-            &listener,
-            id,
-            &BTreeSet::new(),
-            &mut none,
-            &mut refused,
-            timeout,
-        ) {
-            tracing::warn!("a latecomer was refused: {e}");
+        for a in done_rx.try_iter() {
+            if let Err((claimed, e)) = a.result {
+                tracing::warn!(from = %a.from, ?claimed, "a latecomer was refused: {e}");
+            }
         }
+        gate.accept_ready(&done_tx, &wake);
     }
 }
 
@@ -328,11 +383,9 @@ fn listen(
             Ok(l)
         }
         Err(e) if e.kind() == ErrorKind::AddrInUse => {
-            let probe =
-                TcpStream::connect_timeout(&addr, handshake_timeout(timeout)).and_then(|mut s| {
-                    s.set_read_timeout(Some(handshake_timeout(timeout)))?;
-                    Ok(handshake::dial(&mut s, id))
-                });
+            let hs = handshake_time(timeout);
+            let probe = TcpStream::connect_timeout(&addr, hs)
+                .map(|mut s| handshake::dial(&mut s, id, Instant::now() + hs));
             match probe {
                 Ok(Err(HandshakeError::RankConflict { rank })) => {
                     Err(FormationError::RankConflict { rank })
@@ -350,59 +403,9 @@ fn listen(
     }
 }
 
-/// Accept and authenticate every pending connection.
-fn accept_ready(
-    listener: &TcpListener,
-    id: &Identity,
-    accept_from: &BTreeSet<u32>,
-    accepted: &mut BTreeSet<u32>,
-    formed: &mut Vec<(u32, TcpStream, Keys)>,
-    timeout: Duration,
-) -> Result<(), FormationError> {
-    loop {
-        let (mut stream, from) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                return Ok(());
-            }
-        };
-        let hs = handshake_timeout(timeout);
-        let configured = stream
-            .set_nonblocking(false)
-            .and_then(|()| stream.set_read_timeout(Some(hs)))
-            .and_then(|()| stream.set_write_timeout(Some(hs)));
-        if let Err(e) = configured {
-            tracing::warn!(%from, "cannot configure an accepted socket: {e}");
-            continue;
-        }
-        let wanted = |r: u32| accept_from.contains(&r) && !accepted.contains(&r);
-        match handshake::accept(&mut stream, id, wanted) {
-            Ok(admitted) => {
-                let _ = stream.set_read_timeout(None);
-                let _ = stream.set_write_timeout(None);
-                accepted.insert(admitted.rank);
-                formed.push((admitted.rank, stream, admitted.keys));
-            }
-            Err((_, HandshakeError::Stranger | HandshakeError::Io(_))) => {
-                tracing::warn!(%from, "dropped a connection that did not complete the handshake");
-            }
-            Err((_, HandshakeError::RankConflict { rank })) => {
-                tracing::warn!(%from, "refused a process claiming rank {rank}, which is taken or not expected here");
-            }
-            Err((claimed, e)) => {
-                return Err(FormationError::from_handshake(
-                    e,
-                    claimed.unwrap_or(u32::MAX),
-                ))
-            }
-        }
-    }
-}
-
-/// Dial `peer` until admitted, refused for good, or past the deadline.
+/// Dial `peer` until admitted, refused by a holder of the token, or past
+/// the deadline (then: what could not be authenticated, if anything, else
+/// a timeout).
 fn dial_until(
     addr: SocketAddr,
     peer: u32,
@@ -412,20 +415,19 @@ fn dial_until(
     cancel: &AtomicBool,
 ) -> Result<(TcpStream, Keys), FormationError> {
     let mut backoff = Backoff::new();
+    let mut suspect = None;
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.load(Ordering::Acquire) {
-            return Err(FormationError::Timeout {
+            return Err(suspect.unwrap_or(FormationError::Timeout {
                 missing: vec![peer],
-            });
+            }));
         }
         let attempt = (deadline - now).min(Duration::from_secs(2));
         match TcpStream::connect_timeout(&addr, attempt) {
             Ok(mut s) => {
-                let hs = handshake_timeout(timeout);
-                let _ = s.set_read_timeout(Some(hs));
-                let _ = s.set_write_timeout(Some(hs));
-                match handshake::dial(&mut s, id) {
+                let by = (Instant::now() + handshake_time(timeout)).min(deadline);
+                match handshake::dial(&mut s, id, by) {
                     Ok(a) if a.rank == peer => {
                         let _ = s.set_read_timeout(None);
                         let _ = s.set_write_timeout(None);
@@ -437,10 +439,16 @@ fn dial_until(
                             reason: format!("{addr} answered as rank {}", a.rank),
                         })
                     }
-                    Err(HandshakeError::Io(e)) => {
-                        tracing::debug!(peer, "handshake interrupted: {e}; retrying")
+                    Err(e) if e.is_proven() => return Err(FormationError::from_handshake(e, peer)),
+                    Err(e) => {
+                        tracing::debug!(
+                            peer,
+                            "handshake with {addr} did not complete: {e}; retrying"
+                        );
+                        if matches!(e, HandshakeError::Token | HandshakeError::Protocol { .. }) {
+                            suspect = Some(FormationError::from_handshake(e, peer));
+                        }
                     }
-                    Err(e) => return Err(FormationError::from_handshake(e, peer)),
                 }
             }
             Err(e) => tracing::trace!(peer, "dial {addr}: {e}"),

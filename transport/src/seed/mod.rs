@@ -171,7 +171,7 @@ struct Member {
 /// The seed's thread: admit `world` ranks, send the table, run the ready
 /// barrier.
 fn serve(listener: TcpListener, cfg: &SeedConfig, stop: &AtomicBool) -> Result<(), FormationError> {
-    let key = derive_key(cfg.token.as_deref());
+    let key = derive_key(cfg.token.as_deref(), cfg.world);
     let ca = ClusterCa::random().map_err(|e| FormationError::ConnectionFailed {
         rank: 0,
         reason: format!("the seed cannot make a CA: {e}"),
@@ -423,7 +423,7 @@ pub fn join(seed: SocketAddr, req: &JoinRequest) -> Result<Joined, FormationErro
 /// The first half of `join`: be admitted (a rank and an identity).
 pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
     let deadline = Instant::now() + req.timeout;
-    let key = derive_key(req.token.as_deref());
+    let key = derive_key(req.token.as_deref(), req.world);
     // The seed may not be up yet: dial with back-off until the deadline.
     let mut backoff = Backoff::new();
     let mut s = loop {

@@ -1,0 +1,129 @@
+//! From the cluster token to keys: one slow, memory-hard derivation per
+//! process, then cheap labelled sub-keys.
+//!
+//! `master = Argon2id(token, salt = SHA-256("meshwork kdf salt v1" ‖ world))`
+//! with 32 MiB of memory and 3 passes (about a tenth of a second on one
+//! core), computed once per process and token and cached. Every key the
+//! job uses — the link handshake's, the seed's, discovery's and its job id,
+//! the QUIC CA's seed — is `HMAC-SHA256(master, label)` with a distinct
+//! label. Whatever an attacker records or provokes (a handshake, an
+//! announcement, a server certificate) can only be checked against a
+//! guess of the token by paying the Argon2id cost for that guess; a table
+//! built for one world size does not serve another.
+//!
+//! Tokens shorter than [`MIN_TOKEN_BYTES`] are refused: the KDF slows
+//! guessing, it does not make a short word safe. `meshrun token` prints a
+//! fresh random one.
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// The shortest cluster token accepted, in bytes.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// Argon2id's memory in KiB, passes and lanes.
+const MEMORY_KIB: u32 = 32 * 1024;
+const PASSES: u32 = 3;
+const LANES: u32 = 1;
+
+/// Why a token was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    #[error(
+        "CLUSTER_TOKEN is {len} bytes; at least {MIN_TOKEN_BYTES} are required \
+         (`meshrun token` prints a random one)"
+    )]
+    TooShort { len: usize },
+}
+
+/// Refuse a token too short to resist guessing.
+pub fn check_token(token: &str) -> Result<(), TokenError> {
+    match token.len() {
+        len if len < MIN_TOKEN_BYTES => Err(TokenError::TooShort { len }),
+        _ => Ok(()),
+    }
+}
+
+/// A fresh random token: 32 random bytes, hex (64 characters).
+pub fn random_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+type Cache = Mutex<HashMap<([u8; 32], u32), [u8; 32]>>;
+
+/// The master key for `token` in a job of `world` ranks (Argon2id, cached
+/// per process; the cache is keyed by a hash of the token, never the token).
+fn master(token: &str, world: u32) -> [u8; 32] {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let id: [u8; 32] = Sha256::new()
+        .chain_update(b"meshwork kdf cache\0")
+        .chain_update(token.as_bytes())
+        .finalize()
+        .into();
+    let mut held = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(k) = held.get(&(id, world)) {
+        return *k;
+    }
+    // Derive under the lock: ranks of one process asking at once pay once.
+    let key = argon2id(token.as_bytes(), world);
+    held.insert((id, world), key);
+    key
+}
+
+fn argon2id(token: &[u8], world: u32) -> [u8; 32] {
+    let salt: [u8; 32] = Sha256::new()
+        .chain_update(b"meshwork kdf salt v1\0")
+        .chain_update(world.to_le_bytes())
+        .finalize()
+        .into();
+    let params = argon2::Params::new(MEMORY_KIB, PASSES, LANES, Some(32))
+        .expect("the Argon2 parameters are constants within its bounds");
+    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+    let mut out = [0u8; 32];
+    argon
+        .hash_password_into(token, &salt, &mut out)
+        .expect("a non-empty salt of 32 bytes and a 32-byte output are valid");
+    out
+}
+
+/// `HMAC-SHA256(master(token, world), label)`: the key for one purpose.
+pub fn subkey(token: &str, world: u32, label: &str) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&master(token, world))
+        .expect("HMAC takes any key length");
+    mac.update(b"meshwork subkey\0");
+    mac.update(label.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subkeys_differ_by_token_world_and_label_and_are_stable() {
+        let t = "0123456789abcdef";
+        let a = subkey(t, 4, "link");
+        assert_eq!(a, subkey(t, 4, "link"));
+        assert_ne!(a, subkey(t, 4, "seed"));
+        assert_ne!(a, subkey(t, 5, "link"));
+        assert_ne!(a, subkey("0123456789abcdeF", 4, "link"));
+    }
+
+    #[test]
+    fn short_tokens_are_refused_by_name() {
+        let e = check_token("s3cret").unwrap_err();
+        assert_eq!(e, TokenError::TooShort { len: 6 });
+        assert!(e.to_string().contains("CLUSTER_TOKEN"), "{e}");
+        assert!(check_token("0123456789abcdef").is_ok());
+        let r = random_token().unwrap();
+        assert_eq!(r.len(), 64);
+        assert!(check_token(&r).is_ok());
+        assert_ne!(r, random_token().unwrap());
+    }
+}

@@ -1,0 +1,200 @@
+//! The listening side of formation: every accepted connection is
+//! handshaken on its own short-lived thread under one deadline, so a
+//! stranger who is silent, dribbles bytes or fails the proof holds up
+//! nobody but itself. Handshakes in flight are bounded per source address
+//! and in all; connections over the bound are closed at once.
+
+use crate::auth::handshake::{self, Admitted, HandshakeError, Identity};
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap};
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Handshakes in flight from one source address.
+pub(crate) const PENDING_PER_SOURCE: usize = 8;
+/// Handshakes in flight in all.
+pub(crate) const PENDING_TOTAL: usize = 64;
+
+/// One handshake's deadline: about a second, less under a shorter
+/// formation timeout. An honest peer answers in microseconds; a dialer
+/// whose handshake was cut short simply dials again.
+pub(crate) fn handshake_time(timeout: Duration) -> Duration {
+    timeout.clamp(Duration::from_millis(100), Duration::from_secs(1))
+}
+
+/// What one accepted connection's handshake came to.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    pub from: SocketAddr,
+    pub result: Result<(TcpStream, Admitted), (Option<u32>, HandshakeError)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The listener and the handshakes it has under way.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    listener: TcpListener,
+    id: Identity,
+    /// The ranks this side accepts links from.
+    expect: Arc<BTreeSet<u32>>,
+    /// The ranks admitted or being admitted.
+    claimed: Arc<Mutex<BTreeSet<u32>>>,
+    in_flight: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    threads: Vec<JoinHandle<()>>,
+    time: Duration,
+}
+
+impl Gate {
+    pub(crate) fn new(
+        listener: TcpListener,
+        id: Identity,
+        expect: BTreeSet<u32>,
+        timeout: Duration,
+    ) -> Gate {
+        Gate {
+            listener,
+            id,
+            expect: Arc::new(expect),
+            claimed: Arc::default(),
+            in_flight: Arc::default(),
+            threads: Vec::new(),
+            time: handshake_time(timeout),
+        }
+    }
+
+    pub(crate) fn listener(&self) -> &TcpListener {
+        &self.listener
+    }
+
+    /// Take every pending connection and start its handshake; each result
+    /// goes to `done`, then `wake` runs.
+    pub(crate) fn accept_ready(
+        &mut self,
+        done: &crossbeam_channel::Sender<Accepted>,
+        wake: &Arc<dyn Fn() + Send + Sync>,
+    ) {
+        self.threads.retain(|t| !t.is_finished());
+        loop {
+            let (stream, from) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            if !self.admit_pending(from.ip()) {
+                tracing::warn!(%from, "closed a connection: too many handshakes under way");
+                continue;
+            }
+            let (id, expect, claimed, in_flight) = (
+                self.id.clone(),
+                Arc::clone(&self.expect),
+                Arc::clone(&self.claimed),
+                Arc::clone(&self.in_flight),
+            );
+            let (done, wake, deadline) =
+                (done.clone(), Arc::clone(wake), Instant::now() + self.time);
+            let spawned = std::thread::Builder::new()
+                .name("meshwork-handshake".into())
+                .spawn(move || {
+                    let result = handshake_one(stream, &id, &expect, &claimed, deadline);
+                    finish_pending(&in_flight, from.ip());
+                    let _ = done.send(Accepted { from, result });
+                    wake();
+                });
+            match spawned {
+                Ok(t) => self.threads.push(t),
+                Err(e) => {
+                    finish_pending(&self.in_flight, from.ip());
+                    tracing::warn!(%from, "cannot start a handshake thread: {e}");
+                }
+            }
+        }
+    }
+
+    /// Count a handshake from `ip` in, if the bounds allow it.
+    fn admit_pending(&self, ip: IpAddr) -> bool {
+        let mut held = lock(&self.in_flight);
+        let total: usize = held.values().sum();
+        let mine = held.entry(ip).or_insert(0);
+        if *mine >= PENDING_PER_SOURCE || total >= PENDING_TOTAL {
+            if *mine == 0 {
+                held.remove(&ip);
+            }
+            return false;
+        }
+        *mine += 1;
+        true
+    }
+
+    /// From now on, every rank is refused (formation is over).
+    pub(crate) fn admit_nobody(&mut self) {
+        self.expect = Arc::new(BTreeSet::new());
+    }
+
+    /// Wait for the handshakes under way (each ends by its deadline).
+    pub(crate) fn join(&mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+fn finish_pending(in_flight: &Mutex<HashMap<IpAddr, usize>>, ip: IpAddr) {
+    let mut held = lock(in_flight);
+    if let Some(n) = held.get_mut(&ip) {
+        *n -= 1;
+        if *n == 0 {
+            held.remove(&ip);
+        }
+    }
+}
+
+/// One connection's handshake: a rank it claims is released again if
+/// the handshake fails after claiming it.
+fn handshake_one(
+    mut stream: TcpStream,
+    id: &Identity,
+    expect: &BTreeSet<u32>,
+    claimed: &Mutex<BTreeSet<u32>>,
+    deadline: Instant,
+) -> Result<(TcpStream, Admitted), (Option<u32>, HandshakeError)> {
+    if let Err(e) = stream.set_nonblocking(false) {
+        return Err((None, e.into()));
+    }
+    let took = Cell::new(None);
+    let claim = |r: u32| {
+        let fresh = expect.contains(&r) && lock(claimed).insert(r);
+        if fresh {
+            took.set(Some(r));
+        }
+        fresh
+    };
+    match handshake::accept(&mut stream, id, claim, deadline) {
+        Ok(admitted) => {
+            let _ = stream.set_read_timeout(None);
+            let _ = stream.set_write_timeout(None);
+            Ok((stream, admitted))
+        }
+        Err(e) => {
+            if let Some(r) = took.get() {
+                lock(claimed).remove(&r);
+            }
+            Err(e)
+        }
+    }
+}
