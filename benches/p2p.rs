@@ -158,7 +158,7 @@ fn main() {
             &[
                 ("TRANSPORT", "quic"),
                 ("ENCRYPT_BULK", "1"),
-                ("CLUSTER_TOKEN", "bench"),
+                ("CLUSTER_TOKEN", "bench cluster token"),
             ],
         ),
         (

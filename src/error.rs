@@ -26,6 +26,15 @@ pub enum Error {
     #[error("a cluster token is required off loopback; set CLUSTER_TOKEN on every process")]
     TokenRequired,
 
+    /// The cluster token is shorter than
+    /// [`meshwork_transport::kdf::MIN_TOKEN_BYTES`] (16) bytes. Remedy: set
+    /// `CLUSTER_TOKEN` to a random secret (`meshrun token` prints one).
+    #[error("CLUSTER_TOKEN is {len} bytes; at least 16 are required (`meshrun token` prints a random one)")]
+    TokenTooShort {
+        /// The length of the token given, in bytes.
+        len: usize,
+    },
+
     /// A peer speaks another wire protocol version. Remedy: run the same
     /// meshwork version everywhere.
     #[error("peer speaks protocol version {theirs}, we speak {ours}; run the same meshwork version on every process")]

@@ -134,10 +134,15 @@
 //!   or in containers; mDNS (`_meshwork._udp.local.`, the `mdns` feature,
 //!   on by default) for a star when no host is given.
 //!
-//! A cluster token ([`Node::cluster_token`], `CLUSTER_TOKEN`) is required
-//! as soon as any address is not loopback; it never crosses the wire.
-//! Handshakes prove it both ways, and a rank with another token, protocol
-//! version or world size fails at once with a typed error.
+//! A cluster token ([`Node::cluster_token`], `CLUSTER_TOKEN`, at least
+//! [`MIN_TOKEN_BYTES`] bytes; [`random_token`] or `meshrun token` makes
+//! one) is required as soon as any address is not loopback; it never
+//! crosses the wire. Handshakes prove it both ways before either side says
+//! anything about the job; a rank with another world size or settings fails
+//! at once with a typed error, one with another token or protocol version
+//! at the formation deadline (a stranger could claim either, so neither
+//! stops formation on its own). With a token every frame is authenticated;
+//! see `docs/security.md`.
 //!
 //! ```no_run
 //! use meshwork::Node;
@@ -220,8 +225,15 @@ pub use error::{Error, Result};
 pub use group::{ProcessGroup, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
 pub use local::local;
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
+pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
 pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_PEER_BUDGET};
 pub use node::{serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES, WIRE_PROTOCOL_VERSION};
+
+/// A fresh random cluster token (32 random bytes as 64 hex characters),
+/// what `meshrun token` prints.
+pub fn random_token() -> std::io::Result<String> {
+    meshwork_transport::kdf::random_token()
+}
 
 /// The older name of [`ReduceOp`].
 pub type ReduceKind = ReduceOp;

@@ -428,6 +428,9 @@ impl Node {
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
+        if let Some(t) = &self.token {
+            check_token(t)?;
+        }
         if let Some(seed) = self.seed {
             return self.connect_via_seed(seed);
         }
@@ -627,6 +630,9 @@ pub fn serve_seed(
     token: Option<String>,
     timeout: Duration,
 ) -> Result<()> {
+    if let Some(t) = &token {
+        check_token(t)?;
+    }
     if token.is_none() && !bind.ip().is_loopback() {
         return Err(Error::TokenRequired);
     }
@@ -783,4 +789,12 @@ fn resolve(hostport: &str) -> std::result::Result<SocketAddr, String> {
         .map_err(|e| format!("{hostport}: {e}"))?
         .next()
         .ok_or_else(|| format!("{hostport} resolves to nothing"))
+}
+
+/// Refuse a cluster token too short to resist guessing.
+fn check_token(token: &str) -> Result<()> {
+    meshwork_transport::kdf::check_token(token).map_err(|e| match e {
+        meshwork_transport::kdf::TokenError::TooShort { len } => Error::TokenTooShort { len },
+        e => Error::InvalidArgument(e.to_string()),
+    })
 }

@@ -8,7 +8,10 @@
 //! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
 //! `TOPOLOGY` and `TRANSPORT` (from `--transport`, else the launcher's own
 //! `TRANSPORT`, else quic; and `TIMEOUT_S` if given); every line it
-//! prints is prefixed with `[rank]`. When a rank fails, the others are
+//! prints is prefixed with `[rank]`. Unless `CLUSTER_TOKEN` is set, every
+//! launch gives its processes a fresh random token, so no other user of
+//! the host can join or disturb the job. `meshrun token` prints a random
+//! token for jobs started some other way. When a rank fails, the others are
 //! stopped and `meshrun` exits with that rank's status; it exits 0 when all
 //! ranks do.
 #![allow(
@@ -23,7 +26,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
 
 struct Options {
     n: u32,
@@ -180,6 +183,18 @@ fn main() -> ExitCode {
     if args.first().is_some_and(|a| a == "seed") {
         return seed(&args[1..]);
     }
+    if args.first().is_some_and(|a| a == "token") {
+        return match meshwork::random_token() {
+            Ok(t) => {
+                println!("{t}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshrun token: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let o = match parse(&args) {
         Ok(o) => o,
         Err(e) => {
@@ -218,6 +233,22 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     drop(held);
+    // A fresh token per launch unless one is given: another user of this
+    // host cannot join or stop the job (a child's environment is readable
+    // by its owner only).
+    let token = match std::env::var("CLUSTER_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        Some(t) => t,
+        None => match meshwork::random_token() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("meshrun: cannot make a cluster token: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
     let lock = Arc::new(Mutex::new(()));
     let mut children: Vec<(u32, Child)> = Vec::new();
     let mut relays = Vec::new();
@@ -229,6 +260,7 @@ fn main() -> ExitCode {
             .env("PEERS", peers.join(","))
             .env("TOPOLOGY", &o.topology)
             .env("TRANSPORT", &o.transport)
+            .env("CLUSTER_TOKEN", &token)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

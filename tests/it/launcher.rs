@@ -116,13 +116,14 @@ fn meshrun_seed_bootstraps_a_job_as_its_own_process() {
     let at = crate::support::free_ports(1)[0].to_string();
     let mut seed = meshrun()
         .args(["seed", "--world", "3", "--bind", &at, "--timeout", "20"])
-        .env("CLUSTER_TOKEN", "own seed")
+        .env("CLUSTER_TOKEN", "own seed token, long enough")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start meshrun seed");
     let mut l = crate::procs::Launch::loopback(3, "mesh", 20.0);
     l.env.push(("SEED".into(), at));
-    l.env.push(("CLUSTER_TOKEN".into(), "own seed".into()));
+    l.env
+        .push(("CLUSTER_TOKEN".into(), "own seed token, long enough".into()));
     let per_rank = vec![
         vec![("RANK".to_string(), String::new())],
         vec![("RANK".to_string(), String::new())],

@@ -27,7 +27,9 @@ fn every_collective_type_and_op_across_4_processes_star() {
 fn every_collective_type_and_op_across_4_processes_star_encrypted() {
     let mut launch = Launch::loopback(4, "star", 20.0);
     launch.env.push(("ENCRYPT_BULK".into(), "1".into()));
-    launch.env.push(("CLUSTER_TOKEN".into(), "sealed".into()));
+    launch
+        .env
+        .push(("CLUSTER_TOKEN".into(), "sealed job token 0123".into()));
     let mut ranks = spawn(&launch, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
 }
@@ -140,13 +142,32 @@ fn disagreeing_pair(env0: &[(&str, String)], env1: &[(&str, String)], expect: &s
     }
 }
 
+/// Two processes holding different tokens: neither can prove anything to
+/// the other, so neither gives up at once (a stranger could claim the
+/// same); both name the mismatch at the formation deadline.
 #[test]
-fn processes_with_different_tokens_both_fail_at_once() {
-    disagreeing_pair(
-        &[("CLUSTER_TOKEN", "red".into())],
-        &[("CLUSTER_TOKEN", "blue".into())],
-        "ClusterTokenMismatch",
-    );
+fn processes_with_different_tokens_both_name_it_at_the_deadline() {
+    let l = Launch::loopback(2, "mesh", 3.0);
+    let per_rank = vec![
+        vec![(
+            "CLUSTER_TOKEN".to_string(),
+            "red cluster token 0123".to_string(),
+        )],
+        vec![(
+            "CLUSTER_TOKEN".to_string(),
+            "blue cluster token 0123".to_string(),
+        )],
+    ];
+    let started = Instant::now();
+    let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
+    let results = ranks.results(Duration::from_secs(30));
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    for (r, line) in &results {
+        assert!(
+            line.starts_with("RESULT err ClusterTokenMismatch"),
+            "rank {r}: {line}"
+        );
+    }
 }
 
 #[test]

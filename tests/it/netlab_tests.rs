@@ -30,7 +30,7 @@ fn launch(
             ("PEERS".into(), peers.into()),
             ("TOPOLOGY".into(), topology.into()),
             ("TIMEOUT_S".into(), timeout_s.to_string()),
-            ("CLUSTER_TOKEN".into(), "netlab-secret".into()),
+            ("CLUSTER_TOKEN".into(), "netlab-secret-token".into()),
             ("TRANSPORT".into(), "quic".into()),
         ],
         wrap,
@@ -167,8 +167,14 @@ fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
     let hosts = lab.lan_hosts("h", 1..=6).unwrap();
     let wrap_a = Lab::exec_in_each(&hosts[..4]);
     let wrap_b = Lab::exec_in_each(&hosts[4..]);
-    let mut a = spawn(&discovery_env(4, "mesh", "job-a", None, wrap_a), "all");
-    let mut b = spawn(&discovery_env(2, "mesh", "job-b", None, wrap_b), "all");
+    let mut a = spawn(
+        &discovery_env(4, "mesh", "job-a cluster token", None, wrap_a),
+        "all",
+    );
+    let mut b = spawn(
+        &discovery_env(2, "mesh", "job-b cluster token", None, wrap_b),
+        "all",
+    );
     let ra = a.results(Duration::from_secs(240));
     let rb = b.results(Duration::from_secs(240));
     assert!(
@@ -191,7 +197,13 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
     let wrap = Lab::exec_in_each([&coord, &natted, &w2]);
     let coordinator = format!("10.77.{n}.10");
     let mut ranks = spawn(
-        &discovery_env(3, "star", "star-job", Some(&coordinator), wrap),
+        &discovery_env(
+            3,
+            "star",
+            "star-job cluster token",
+            Some(&coordinator),
+            wrap,
+        ),
         "all",
     );
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -204,12 +216,15 @@ fn netlab_faults_discovery_ignores_a_wrong_token() {
     let mut lab = lab_or_skip!("disc-token");
     let hosts = lab.lan_hosts("h", 1..=3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
-    let mut l = discovery_env(3, "mesh", "right", None, wrap);
+    let mut l = discovery_env(3, "mesh", "the right cluster token", None, wrap);
     l.set("TIMEOUT_S", "2");
     let per_rank = vec![
         Vec::new(),
         Vec::new(),
-        vec![("CLUSTER_TOKEN".to_string(), "wrong".to_string())],
+        vec![(
+            "CLUSTER_TOKEN".to_string(),
+            "a wrong cluster token".to_string(),
+        )],
     ];
     let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
     let results = ranks.results(Duration::from_secs(30));
@@ -263,7 +278,7 @@ fn seed_launch(world: u32, topology: &str, seed_host: &str, wrap: Vec<Vec<String
             ("SEED".into(), format!("{seed_host}:29400")),
             ("TOPOLOGY".into(), topology.into()),
             ("TIMEOUT_S".into(), "20".into()),
-            ("CLUSTER_TOKEN".into(), "seed-secret".into()),
+            ("CLUSTER_TOKEN".into(), "seed-secret-token".into()),
             ("TRANSPORT".into(), "quic".into()),
         ],
         wrap,
@@ -330,7 +345,10 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
         &[vec![
             ("RANK".to_string(), String::new()),
             ("WORLD".to_string(), "3".to_string()),
-            ("CLUSTER_TOKEN".to_string(), "wrong".to_string()),
+            (
+                "CLUSTER_TOKEN".to_string(),
+                "a wrong cluster token".to_string(),
+            ),
         ]],
     );
     let refused = bad.results(Duration::from_secs(30));
