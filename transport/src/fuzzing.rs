@@ -13,7 +13,7 @@
 //! Not a stable API: hidden from the docs, for `fuzz/` and tests only.
 
 use crate::auth::handshake;
-use crate::auth::seal::{Opener, Sealer, SEAL_OVERHEAD};
+use crate::auth::seal::{open_record, seal_record, Opener, Protect, TAG_LEN};
 use crate::link::{Core, CoreConfig};
 use crate::quic::order::{In, Out, STREAMS};
 use crate::seed;
@@ -335,23 +335,22 @@ pub fn seed(data: &[u8]) {
 /// Open `sealed` as a sealed leaf key (refused: it was not sealed under
 /// this key), and seal then open it as a plaintext.
 fn open_sealed(sealed: &[u8]) {
-    let pool = Arc::new(BufferPool::new());
     let key = [0x5A; 32];
-    let mut h = Header::control(FrameType::Data, 0, 0);
-    h.len = sealed.len() as u64;
-    let opened = Opener::new(key).open(&mut h, sealed, &pool);
-    assert!(opened.is_err() || sealed.len() >= SEAL_OVERHEAD);
-    let mut h = Header::control(FrameType::Data, 0, 0);
-    let Ok(boxed) = Sealer::new(key).seal(&mut h, &[sealed], &pool) else {
-        panic!("sealing failed");
-    };
-    assert_eq!(boxed.len(), sealed.len() + SEAL_OVERHEAD);
-    let mut opener = Opener::new(key);
-    assert_eq!(opener.open(&mut h, &boxed, &pool).as_deref(), Ok(sealed));
-    assert_eq!(h.len, sealed.len() as u64);
-    // Once only.
-    h.len = boxed.len() as u64;
-    assert!(opener.open(&mut h, &boxed, &pool).is_err());
+    assert!(open_record(&key, 0, b"leaf key", sealed).is_err());
+    let boxed = seal_record(&key, 0, b"leaf key", sealed).expect("sealing");
+    assert_eq!(boxed.len(), sealed.len() + TAG_LEN);
+    assert_eq!(
+        open_record(&key, 0, b"leaf key", &boxed).as_deref(),
+        Ok(sealed)
+    );
+    // Only in its place.
+    assert!(open_record(&key, 1, b"leaf key", &boxed).is_err());
+    // Bytes nobody sealed never open as a link's envelope either.
+    let pool = Arc::new(BufferPool::new());
+    for protect in [Protect::Authenticate, Protect::Encrypt] {
+        let opened = Opener::new(key, protect).open(sealed.to_vec(), 4, 1 << 20, &pool);
+        assert!(opened.is_err());
+    }
 }
 
 fn core(rank: u32, world: u32, star: bool) -> Core {

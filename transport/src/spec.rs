@@ -75,6 +75,18 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// What the envelopes of this rank's TCP links protect: with a token,
+    /// every frame is authenticated (and with `seal`, payloads encrypted
+    /// too); without one (loopback only) nothing is.
+    pub(crate) fn protect(&self) -> Option<crate::auth::seal::Protect> {
+        use crate::auth::seal::Protect;
+        match (self.seal, &self.token) {
+            (true, _) => Some(Protect::Encrypt),
+            (false, Some(_)) => Some(Protect::Authenticate),
+            (false, None) => None,
+        }
+    }
+
     /// Defaults for everything but the addresses: a QUIC mesh.
     pub fn new(rank: u32, world: u32, peers: Vec<SocketAddr>) -> Spec {
         Spec {

@@ -1,23 +1,48 @@
-//! Sealed payloads (`ENCRYPT_BULK`): every data frame's payload on a TCP
-//! link becomes `nonce (8 B) ‖ AES-256-GCM ciphertext ‖ tag (16 B)`, with
-//! the frame's header (carrying the plaintext length) as associated data.
+//! Authenticated frames on TCP links: whenever a cluster token is set,
+//! every frame a TCP link carries — data, heartbeat, goodbye, credit,
+//! peer-gone; the TCP transport's and QUIC's sidecar alike — travels in an
+//! envelope that only the two ends of the link can make:
 //!
-//! Each direction of a link has its own key, from the handshake
-//! (`handshake::Keys`: HMAC of the token-derived key over both fresh
-//! hellos), so only the two ends can read or forge a payload. Nonces count
-//! up from 0 per direction and must arrive strictly increasing: a replayed,
-//! reordered or altered payload is a protocol error that closes the link.
-//! Sealing happens where the link's wire order is decided (under its
-//! lock), so nonce order is wire order. Header-only control frames
-//! (heartbeats, goodbyes, credits) are not sealed.
+//! ```text
+//! outer header (40 B, framing only: a data frame of len = 40 + n + 16)
+//! inner header (40 B, the frame's own)  ─┐ authenticated
+//! payload      (n B, data frames only)   │ (encrypted with ENCRYPT_BULK)
+//! tag          (16 B)                   ─┘
+//! ```
+//!
+//! The tag is AES-256-GCM's, under the link's key for that direction
+//! (`handshake::Keys`: from the token and both fresh hellos, known only to
+//! the two ends), with a nonce that counts up from 0 and never travels:
+//! each side knows which frame comes next, so a frame altered, inserted,
+//! dropped, replayed or reordered fails its tag. By default the inner
+//! header and the payload are associated data (authenticated, in clear:
+//! GMAC, which hashes what it is given without copying it); with
+//! `ENCRYPT_BULK` the payload is the plaintext, so it is also secret. The
+//! outer header is only framing: what it says is acted on only after the
+//! envelope opens, and then only as the inner header says.
+//!
+//! A receiver acts on nothing before the tag verifies; a tag that fails
+//! closes the link. Sealing happens where the link's wire order is decided
+//! (under its lock), so nonce order is wire order.
 
-use crate::wire::Header;
-use crate::BufferPool;
+use crate::wire::{FrameType, Header, HEADER_LEN};
+use crate::{BufferPool, LaneKind, Payload};
 use boring::symm::{Cipher, Crypter, Mode};
 use std::sync::Arc;
 
-/// Bytes a sealed payload adds: nonce and tag.
-pub(crate) const SEAL_OVERHEAD: usize = 8 + 16;
+/// Bytes of a tag.
+pub(crate) const TAG_LEN: usize = 16;
+/// Bytes an envelope adds to a frame: the outer header and the tag.
+pub(crate) const SEAL_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+
+/// What a link's envelopes protect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protect {
+    /// Integrity: headers and payloads authenticated, payloads in clear.
+    Authenticate,
+    /// Integrity and secrecy of payloads (`ENCRYPT_BULK`).
+    Encrypt,
+}
 
 fn iv(nonce: u64) -> [u8; 12] {
     let mut iv = [0u8; 12];
@@ -25,165 +50,342 @@ fn iv(nonce: u64) -> [u8; 12] {
     iv
 }
 
-/// An AES-256-GCM cipher for payload `nonce` of a frame with header `h`
-/// and `plain_len` plaintext bytes (the header, with that length, is the
-/// associated data).
-fn crypter(
-    mode: Mode,
-    key: &[u8; 32],
-    nonce: u64,
-    h: &Header,
-    plain_len: usize,
-) -> Result<Crypter, boring::error::ErrorStack> {
-    let mut c = Crypter::new(Cipher::aes_256_gcm(), mode, key, Some(&iv(nonce)))?;
-    let mut aad = *h;
-    aad.len = plain_len as u64;
-    c.aad_update(&aad.encode())?;
-    Ok(c)
+fn crypter(mode: Mode, key: &[u8; 32], nonce: u64) -> Result<Crypter, String> {
+    Crypter::new(Cipher::aes_256_gcm(), mode, key, Some(&iv(nonce))).map_err(|e| e.to_string())
+}
+
+/// A frame in its envelope, ready for the wire: `head` (outer and inner
+/// header), then `cipher` if encrypted, else the payload as given, then
+/// `tag`.
+#[derive(Debug)]
+pub(crate) struct Envelope {
+    pub head: [u8; 2 * HEADER_LEN],
+    pub cipher: Option<Vec<u8>>,
+    pub tag: [u8; TAG_LEN],
+}
+
+impl Envelope {
+    /// The outer header (what a queue item's header is).
+    pub(crate) fn outer(&self) -> [u8; HEADER_LEN] {
+        let mut o = [0u8; HEADER_LEN];
+        o.copy_from_slice(&self.head[..HEADER_LEN]);
+        o
+    }
+
+    /// The bytes after the outer header, copied into one buffer (for a
+    /// frame that waits in a queue).
+    pub(crate) fn rest_in(&self, parts: &[&[u8]], pool: &Arc<BufferPool>) -> Payload {
+        let inner = &self.head[HEADER_LEN..];
+        match &self.cipher {
+            Some(c) => Payload::from_parts_in(&[inner, c, &self.tag], Some(pool)),
+            None => {
+                let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
+                all.push(inner);
+                all.extend_from_slice(parts);
+                all.push(&self.tag);
+                Payload::from_parts_in(&all, Some(pool))
+            }
+        }
+    }
 }
 
 /// One direction's sealing side.
 pub(crate) struct Sealer {
     key: [u8; 32],
     next: u64,
+    protect: Protect,
 }
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sealer(next {})", self.next)
+        write!(f, "Sealer({:?}, next {})", self.protect, self.next)
     }
 }
 
 impl Sealer {
-    pub(crate) fn new(key: [u8; 32]) -> Sealer {
-        Sealer { key, next: 0 }
+    pub(crate) fn new(key: [u8; 32], protect: Protect) -> Sealer {
+        Sealer {
+            key,
+            next: 0,
+            protect,
+        }
     }
 
-    /// Seal the concatenation of `parts` for a frame with header `h`;
-    /// `h.len` becomes the sealed length.
+    /// The envelope of frame `h` whose payload is the concatenation of
+    /// `parts` (none for a control frame; a data frame's `h.len` is set to
+    /// their length). The nonce is spent only if sealing succeeds.
     pub(crate) fn seal(
         &mut self,
-        h: &mut Header,
+        h: &Header,
         parts: &[&[u8]],
         pool: &Arc<BufferPool>,
-    ) -> Result<Vec<u8>, String> {
-        let plain: usize = parts.iter().map(|p| p.len()).sum();
-        let nonce = self.next;
-        self.next += 1;
-        let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
-        let mut c = crypter(Mode::Encrypt, &self.key, nonce, h, plain).map_err(err)?;
-        // The cipher may write up to a block more than it is given.
-        let mut out = pool.take_filled(plain + SEAL_OVERHEAD + 16);
-        out[..8].copy_from_slice(&nonce.to_le_bytes());
-        let mut at = 8;
-        for p in parts {
-            at += c.update(p, &mut out[at..]).map_err(err)?;
+    ) -> Result<Envelope, String> {
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        let mut inner = *h;
+        if h.ftype == FrameType::Data {
+            inner.len = n as u64;
+        } else if n != 0 {
+            return Err(format!("a {:?} frame with a payload", h.ftype));
         }
-        at += c.finalize(&mut out[at..]).map_err(err)?;
-        c.get_tag(&mut out[at..at + 16]).map_err(err)?;
-        out.truncate(at + 16);
-        h.len = out.len() as u64;
-        Ok(out)
+        let outer = Header {
+            ftype: FrameType::Data,
+            kind: LaneKind::Control,
+            src: h.src,
+            dst: h.dst,
+            comm: 0,
+            tag: 0,
+            len: (HEADER_LEN + n + TAG_LEN) as u64,
+            aux: 0,
+            seq: 0,
+        };
+        let mut head = [0u8; 2 * HEADER_LEN];
+        head[..HEADER_LEN].copy_from_slice(&outer.encode());
+        head[HEADER_LEN..].copy_from_slice(&inner.encode());
+        let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
+        let mut c = crypter(Mode::Encrypt, &self.key, self.next)?;
+        c.aad_update(&head[HEADER_LEN..]).map_err(err)?;
+        let cipher = match self.protect {
+            Protect::Authenticate => {
+                for p in parts {
+                    c.aad_update(p).map_err(err)?;
+                }
+                c.finalize(&mut []).map_err(err)?;
+                None
+            }
+            Protect::Encrypt => {
+                // The cipher may write up to a block more than it is given.
+                let mut out = pool.take_filled(n + 16);
+                let mut at = 0;
+                for p in parts {
+                    at += c.update(p, &mut out[at..]).map_err(err)?;
+                }
+                at += c.finalize(&mut out[at..]).map_err(err)?;
+                out.truncate(at);
+                Some(out)
+            }
+        };
+        let mut tag = [0u8; TAG_LEN];
+        c.get_tag(&mut tag).map_err(err)?;
+        self.next += 1;
+        Ok(Envelope { head, cipher, tag })
     }
 }
 
 /// One direction's opening side.
 pub(crate) struct Opener {
     key: [u8; 32],
-    /// The nonce the next payload must exceed (none yet: any).
-    last: Option<u64>,
+    next: u64,
+    protect: Protect,
 }
 
 impl std::fmt::Debug for Opener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Opener(last {:?})", self.last)
+        write!(f, "Opener({:?}, next {})", self.protect, self.next)
     }
 }
 
 impl Opener {
-    pub(crate) fn new(key: [u8; 32]) -> Opener {
-        Opener { key, last: None }
+    pub(crate) fn new(key: [u8; 32], protect: Protect) -> Opener {
+        Opener {
+            key,
+            next: 0,
+            protect,
+        }
     }
 
-    /// Open a sealed payload of a frame with header `h` (whose `len` is
-    /// the sealed length; it becomes the plaintext length).
+    /// Open the body of an envelope (what follows its outer header): the
+    /// frame's own header and payload, or why it does not open. Nothing
+    /// of it may be acted on before this returns `Ok`.
     pub(crate) fn open(
         &mut self,
-        h: &mut Header,
-        sealed: &[u8],
+        mut body: Vec<u8>,
+        world: u32,
+        max_len: u64,
         pool: &Arc<BufferPool>,
-    ) -> Result<Vec<u8>, String> {
-        if sealed.len() < SEAL_OVERHEAD {
-            return Err(format!("a sealed payload of {} bytes", sealed.len()));
+    ) -> Result<(Header, Payload), String> {
+        if body.len() < HEADER_LEN + TAG_LEN {
+            return Err(format!("an envelope of {} bytes", body.len()));
         }
-        let nonce = u64::from_le_bytes(sealed[..8].try_into().map_err(|_| "nonce")?);
-        if self.last.is_some_and(|l| nonce <= l) {
-            return Err(format!("payload nonce {nonce} replayed or out of order"));
-        }
-        let plain = sealed.len() - SEAL_OVERHEAD;
-        let (body, tag) = sealed[8..].split_at(plain);
-        let err = |e: boring::error::ErrorStack| format!("a payload that does not open: {e}");
-        let mut c = crypter(Mode::Decrypt, &self.key, nonce, h, plain).map_err(err)?;
+        let n = body.len() - HEADER_LEN - TAG_LEN;
+        let (inner, rest) = body.split_at(HEADER_LEN);
+        let (payload, tag) = rest.split_at(n);
+        let err = |e: boring::error::ErrorStack| format!("a frame that fails authentication ({e})");
+        let mut c = crypter(Mode::Decrypt, &self.key, self.next)?;
+        c.aad_update(inner).map_err(err)?;
         c.set_tag(tag).map_err(err)?;
-        let mut out = pool.take_filled(plain + 16);
-        let mut at = c.update(body, &mut out).map_err(err)?;
-        at += c.finalize(&mut out[at..]).map_err(err)?;
-        out.truncate(at);
-        self.last = Some(nonce);
-        h.len = plain as u64;
-        Ok(out)
+        let plain = match self.protect {
+            Protect::Authenticate => {
+                c.aad_update(payload).map_err(err)?;
+                c.finalize(&mut []).map_err(err)?;
+                None
+            }
+            Protect::Encrypt => {
+                let mut out = pool.take_filled(n + 16);
+                let mut at = c.update(payload, &mut out).map_err(err)?;
+                at += c.finalize(&mut out[at..]).map_err(err)?;
+                out.truncate(at);
+                Some(out)
+            }
+        };
+        // Authentic from here on.
+        self.next += 1;
+        let head: &[u8; HEADER_LEN] = inner.try_into().map_err(|_| "header")?;
+        let h = Header::decode(head, world, max_len).map_err(|e| e.to_string())?;
+        let expect = if h.ftype == FrameType::Data { h.len } else { 0 };
+        if expect != n as u64 {
+            return Err(format!(
+                "an envelope of {n} payload bytes for a frame of {expect}"
+            ));
+        }
+        let payload = match plain {
+            Some(p) => {
+                pool.give(body);
+                Payload::from_vec_in(p, Some(pool))
+            }
+            None => {
+                body.truncate(HEADER_LEN + n);
+                let mut p = Payload::from_vec_in(body, Some(pool));
+                p.advance(HEADER_LEN);
+                p
+            }
+        };
+        Ok((h, payload))
     }
+}
+
+/// One AES-256-GCM record outside a link (the seed's welcome and what
+/// follows it): `ciphertext ‖ tag` of `plain` under `key` and record
+/// number `nonce` (each used once per key), with `aad` authenticated.
+pub(crate) fn seal_record(
+    key: &[u8; 32],
+    nonce: u64,
+    aad: &[u8],
+    plain: &[u8],
+) -> Result<Vec<u8>, String> {
+    let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
+    let mut c = crypter(Mode::Encrypt, key, nonce)?;
+    c.aad_update(aad).map_err(err)?;
+    let mut out = vec![0u8; plain.len() + 16 + TAG_LEN];
+    let mut at = c.update(plain, &mut out).map_err(err)?;
+    at += c.finalize(&mut out[at..]).map_err(err)?;
+    c.get_tag(&mut out[at..at + TAG_LEN]).map_err(err)?;
+    out.truncate(at + TAG_LEN);
+    Ok(out)
+}
+
+/// The plaintext of a record made by [`seal_record`] with the same key,
+/// nonce and `aad`, or why not (altered, another key, another place).
+pub(crate) fn open_record(
+    key: &[u8; 32],
+    nonce: u64,
+    aad: &[u8],
+    sealed: &[u8],
+) -> Result<Vec<u8>, String> {
+    if sealed.len() < TAG_LEN {
+        return Err(format!("a sealed record of {} bytes", sealed.len()));
+    }
+    let (body, tag) = sealed.split_at(sealed.len() - TAG_LEN);
+    let err = |e: boring::error::ErrorStack| format!("a record that does not open ({e})");
+    let mut c = crypter(Mode::Decrypt, key, nonce)?;
+    c.aad_update(aad).map_err(err)?;
+    c.set_tag(tag).map_err(err)?;
+    let mut out = vec![0u8; body.len() + 16];
+    let mut at = c.update(body, &mut out).map_err(err)?;
+    at += c.finalize(&mut out[at..]).map_err(err)?;
+    out.truncate(at);
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::FrameType;
 
-    #[test]
-    fn sealed_payloads_open_once_in_order_and_unaltered() {
-        let pool = Arc::new(BufferPool::new());
-        let key = [7u8; 32];
-        let (mut s, mut o) = (Sealer::new(key), Opener::new(key));
+    fn data(tag: u64) -> Header {
         let mut h = Header::control(FrameType::Data, 0, 1);
-        h.tag = 9;
-        let mut h1 = h;
-        let a = s.seal(&mut h1, &[b"hello ", b"world"], &pool).unwrap();
-        assert_eq!(h1.len as usize, 11 + SEAL_OVERHEAD);
-        assert!(!a.windows(5).any(|w| w == b"hello"), "ciphertext");
-        let mut h2 = h;
-        let b = s.seal(&mut h2, &[b"again"], &pool).unwrap();
-
-        let mut r1 = h1;
-        assert_eq!(o.open(&mut r1, &a, &pool).unwrap(), b"hello world");
-        assert_eq!(r1.len, 11);
-        // A replay of the first is refused; the second opens.
-        assert!(o.open(&mut h1.clone(), &a, &pool).is_err());
-        let mut r2 = h2;
-        assert_eq!(o.open(&mut r2, &b, &pool).unwrap(), b"again");
-
-        // Altered ciphertext, altered header, wrong key: refused.
-        let mut h3 = h;
-        let c = s.seal(&mut h3, &[b"third"], &pool).unwrap();
-        let mut bad = c.clone();
-        bad[10] ^= 1;
-        assert!(o.clone_fresh().open(&mut h3.clone(), &bad, &pool).is_err());
-        let mut other_lane = h3;
-        other_lane.tag = 10;
-        assert!(o.clone_fresh().open(&mut other_lane, &c, &pool).is_err());
-        assert!(Opener::new([8u8; 32])
-            .open(&mut h3.clone(), &c, &pool)
-            .is_err());
-        assert!(o.open(&mut h3.clone(), &c, &pool).is_ok());
-        assert!(o.open(&mut h3.clone(), &c[..10], &pool).is_err());
+        h.kind = LaneKind::PointToPoint;
+        h.tag = tag;
+        h
     }
 
-    impl Opener {
-        fn clone_fresh(&self) -> Opener {
-            Opener {
-                key: self.key,
-                last: self.last,
-            }
+    /// The envelope's body as the receiver reads it (after the outer header).
+    fn wire(e: &Envelope, parts: &[&[u8]]) -> Vec<u8> {
+        let mut v = e.head[HEADER_LEN..].to_vec();
+        match &e.cipher {
+            Some(c) => v.extend_from_slice(c),
+            None => parts.iter().for_each(|p| v.extend_from_slice(p)),
         }
+        v.extend_from_slice(&e.tag);
+        let outer = Header::decode(&e.outer(), 2, u64::MAX).unwrap();
+        assert_eq!(outer.len as usize, v.len());
+        v
+    }
+
+    #[test]
+    fn envelopes_open_once_in_order_and_unaltered() {
+        let pool = Arc::new(BufferPool::new());
+        for protect in [Protect::Authenticate, Protect::Encrypt] {
+            let key = [7u8; 32];
+            let (mut s, mut o) = (Sealer::new(key, protect), Opener::new(key, protect));
+            let parts: [&[u8]; 2] = [b"hello ", b"world"];
+            let a = s.seal(&data(9), &parts, &pool).unwrap();
+            let a = wire(&a, &parts);
+            assert_eq!(
+                a.windows(5).any(|w| w == b"hello"),
+                protect == Protect::Authenticate
+            );
+            let mut credit = Header::control(FrameType::Credit, 0, 1);
+            credit.len = 4096;
+            let b = wire(&s.seal(&credit, &[], &pool).unwrap(), &[]);
+            let c = wire(&s.seal(&data(10), &[b"third"], &pool).unwrap(), &[b"third"]);
+
+            // Out of order (the second first), a flipped bit anywhere, a
+            // wrong key: refused, and the opener still expects the first.
+            assert!(o.open(b.clone(), 2, 1 << 20, &pool).is_err());
+            for i in [0, 33, 40, a.len() - 1] {
+                let mut bad = a.clone();
+                bad[i] ^= 1;
+                assert!(
+                    o.open(bad, 2, 1 << 20, &pool).is_err(),
+                    "{protect:?} bit {i}"
+                );
+            }
+            assert!(Opener::new([8u8; 32], protect)
+                .open(a.clone(), 2, 1 << 20, &pool)
+                .is_err());
+            let (h, p) = o.open(a.clone(), 2, 1 << 20, &pool).unwrap();
+            assert_eq!((h.tag, h.len, p.as_ref()), (9, 11, &b"hello world"[..]));
+            // A replay of the first is refused; then the credit, in order.
+            assert!(o.open(a, 2, 1 << 20, &pool).is_err());
+            let (h, p) = o.open(b, 2, 1 << 20, &pool).unwrap();
+            assert_eq!((h.ftype, h.len, p.len()), (FrameType::Credit, 4096, 0));
+            let (h, p) = o.open(c, 2, 1 << 20, &pool).unwrap();
+            assert_eq!((h.tag, p.as_ref()), (10, &b"third"[..]));
+        }
+    }
+
+    #[test]
+    fn records_open_only_as_sealed() {
+        let key = [1u8; 32];
+        let r = seal_record(&key, 0, b"aad", b"secret").unwrap();
+        assert_eq!(r.len(), 6 + TAG_LEN);
+        assert_eq!(open_record(&key, 0, b"aad", &r).unwrap(), b"secret");
+        assert!(open_record(&key, 1, b"aad", &r).is_err(), "another place");
+        assert!(open_record(&key, 0, b"aaD", &r).is_err(), "another context");
+        let mut bad = r.clone();
+        bad[0] ^= 1;
+        assert!(open_record(&key, 0, b"aad", &bad).is_err());
+        assert!(open_record(&[2u8; 32], 0, b"aad", &r).is_err());
+        assert!(open_record(&key, 0, b"aad", &r[..5]).is_err());
+    }
+
+    #[test]
+    fn a_dropped_envelope_is_noticed_by_the_next() {
+        let pool = Arc::new(BufferPool::new());
+        let key = [3u8; 32];
+        let mut s = Sealer::new(key, Protect::Authenticate);
+        let mut o = Opener::new(key, Protect::Authenticate);
+        let _dropped = s.seal(&data(1), &[b"x"], &pool).unwrap();
+        let next = wire(&s.seal(&data(2), &[b"y"], &pool).unwrap(), &[b"y"]);
+        assert!(o.open(next, 2, 1 << 20, &pool).is_err());
     }
 }

@@ -27,12 +27,10 @@
 //! admitted by this seed hold leaves from it.
 
 use crate::auth::handshake::{derive_key, proof, verify, PROTOCOL_VERSION};
-use crate::auth::seal::{Opener, Sealer};
+use crate::auth::seal::{open_record, seal_record};
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{poll_readable, Backoff, FormationError};
 use crate::wire::codec::put_addr;
-use crate::wire::{FrameType, Header};
-use crate::BufferPool;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -348,9 +346,7 @@ fn admit(
     }
     let identity = ca.issue(rank).map_err(|e| e.to_string())?;
     let [ca_der, cert, leaf_key] = identity.to_der().map_err(|e| e.to_string())?;
-    let pool = Arc::new(BufferPool::new());
-    let mut h = Header::control(FrameType::Data, 0, 0);
-    let sealed = Sealer::new(welcome_key(key, &join, &reply)).seal(&mut h, &[&leaf_key], &pool)?;
+    let sealed = seal_record(&welcome_key(key, &join, &reply), 0, b"leaf key", &leaf_key)?;
     let mut out = vec![1u8];
     out.extend_from_slice(&encode_welcome([&ca_der, &cert, &sealed]));
     s.write_all(&out).map_err(|e| e.to_string())?;
@@ -513,15 +509,11 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
             reason: format!("a welcome part of {len} bytes"),
         },
     })?;
-    let pool = Arc::new(BufferPool::new());
-    let mut h = Header::control(FrameType::Data, 0, 0);
-    h.len = parts[2].len() as u64;
     let bad = |what: &str| FormationError::ConnectionFailed {
         rank: seed_rank,
         reason: format!("the seed's welcome: {what}"),
     };
-    let leaf_key = Opener::new(welcome_key(&key, &join, &reply))
-        .open(&mut h, &parts[2], &pool)
+    let leaf_key = open_record(&welcome_key(&key, &join, &reply), 0, b"leaf key", &parts[2])
         .map_err(|e| bad(&e))?;
     let identity = RankIdentity::from_der(rank, &parts[0], &parts[1], &leaf_key)
         .ok_or_else(|| bad("certificates that do not parse or name another rank"))?;

@@ -21,7 +21,7 @@ use crate::form::{self, FormationError};
 use crate::link::{heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Sink};
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
-use crate::{LinkKind, Payload, TransportError};
+use crate::{BufferPool, LinkKind, Payload, TransportError};
 use std::io::ErrorKind;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -55,6 +55,9 @@ pub(crate) fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
 #[derive(Debug)]
 pub(crate) struct TcpLink {
     peer: u32,
+    /// This end's rank, and the pool the goodbye's envelope comes from.
+    rank: u32,
+    pool: Arc<BufferPool>,
     tx: TcpTx,
     rx: rx::Rx,
     sink: Arc<dyn Sink>,
@@ -97,12 +100,15 @@ impl TcpLink {
     ) -> std::io::Result<TcpLink> {
         let _ = stream.set_nodelay(true);
         stream.set_nonblocking(true)?;
-        let sealer = spec.seal.then(|| Sealer::new(keys.send));
-        let opener = spec.seal.then(|| Opener::new(keys.recv));
+        let protect = spec.protect();
+        let sealer = protect.map(|p| Sealer::new(keys.send, p));
+        let opener = protect.map(|p| Opener::new(keys.recv, p));
         let (tx, queue) = crossbeam_channel::unbounded::<Out>();
         let read_half = stream.try_clone()?;
         Ok(TcpLink {
             peer,
+            rank: core.rank,
+            pool: Arc::clone(&core.pool),
             tx: TcpTx {
                 tx,
                 budget: Arc::new(Budget::new(spec.send_budget_bytes)),
@@ -154,7 +160,7 @@ impl TcpLink {
         }
         let hb = heartbeat_interval(core.timeout());
         let mut f = lock(&self.flusher);
-        let flushed = self.tx.flush(core, self.peer, &mut f);
+        let flushed = self.tx.flush(&mut f);
         let written = match flushed {
             Ok(Flushed::Idle) if f.last_beat.elapsed() >= hb => {
                 f.last_beat = Instant::now();
@@ -191,7 +197,7 @@ impl TcpLink {
 
     /// Say goodbye after what is queued (the owner's thread writes it).
     pub(crate) fn begin_close(&self) {
-        self.tx.enqueue(Out::Close);
+        self.tx.close(self.rank, self.peer, &self.pool);
     }
 
     /// Wait until the goodbye is written or the link has ended — at most

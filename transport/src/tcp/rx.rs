@@ -7,7 +7,8 @@
 
 use crate::auth::seal::{Opener, SEAL_OVERHEAD};
 use crate::link::{Core, Next, Sink};
-use crate::wire::{Assembler, Header};
+use crate::wire::Assembler;
+use crate::wire::FrameType;
 use crate::Payload;
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
@@ -21,7 +22,7 @@ struct State {
     last_byte: Instant,
     silent: bool,
     ended: bool,
-    /// `ENCRYPT_BULK`: opens data payloads.
+    /// With a token: opens every frame's envelope (`auth/seal.rs`).
     opener: Option<Opener>,
 }
 
@@ -107,7 +108,16 @@ impl Rx {
                 return true;
             }
             if let Some((h, buf)) = st.asm.take_frame() {
-                if !self.deliver(h, buf, st.opener.as_mut(), core, sink) {
+                let delivered = match st.opener.as_mut() {
+                    Some(o) => self.open(o, buf, core, sink),
+                    None => sink.data(
+                        core,
+                        self.peer,
+                        h,
+                        Payload::from_vec_in(buf, Some(&core.pool)),
+                    ),
+                };
+                if !delivered {
                     return self.refuse(st, core, sink);
                 }
                 continue;
@@ -125,6 +135,18 @@ impl Rx {
                     }
                     match st.asm.advance(n) {
                         Ok(None) => {}
+                        // An envelope: read it whole; nothing in it counts
+                        // before it opens.
+                        Ok(Some(h)) if st.opener.is_some() => {
+                            if h.ftype != FrameType::Data {
+                                tracing::error!(
+                                    peer = self.peer,
+                                    "a frame outside its envelope on an authenticated link; closing the link"
+                                );
+                                return self.refuse(st, core, sink);
+                            }
+                            st.asm.start_body(h, &core.pool);
+                        }
                         Ok(Some(h)) => match core.on_header(self.peer, h) {
                             Next::Continue => {}
                             Next::Body(h) => st.asm.start_body(h, &core.pool),
@@ -146,32 +168,25 @@ impl Rx {
         }
     }
 
-    /// A complete data frame: opened if sealed, then to the sink.
-    fn deliver(
-        &self,
-        mut h: Header,
-        mut buf: Vec<u8>,
-        opener: Option<&mut Opener>,
-        core: &Core,
-        sink: &dyn Sink,
-    ) -> bool {
-        if let Some(o) = opener {
-            match o.open(&mut h, &buf, &core.pool) {
-                Ok(plain) => {
-                    core.pool.give(std::mem::replace(&mut buf, plain));
-                }
-                Err(e) => {
-                    tracing::error!(peer = self.peer, "{e}; closing the link");
-                    return false;
-                }
+    /// A complete envelope: opened, then acted on as any frame read
+    /// off an unauthenticated link would be. `false`: the link must close.
+    fn open(&self, o: &mut Opener, body: Vec<u8>, core: &Core, sink: &dyn Sink) -> bool {
+        let (h, payload) = match o.open(body, core.world, core.max_message_bytes, &core.pool) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!(
+                    peer = self.peer,
+                    "{e} on the link to rank {}; closing the link",
+                    self.peer
+                );
+                return false;
             }
+        };
+        match core.on_header(self.peer, h) {
+            Next::Continue => true,
+            Next::End => false,
+            Next::Body(h) => sink.data(core, self.peer, h, payload),
         }
-        sink.data(
-            core,
-            self.peer,
-            h,
-            Payload::from_vec_in(buf, Some(&core.pool)),
-        )
     }
 
     /// Read and process what has arrived, waiting for the lock if another

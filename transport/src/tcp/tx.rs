@@ -8,7 +8,7 @@
 //! [`Flusher`]'s state carried between turns). A per-link budget bounds
 //! what is queued here. The receiving side is `rx.rs`.
 
-use crate::auth::seal::{Sealer, SEAL_OVERHEAD};
+use crate::auth::seal::{Envelope, Sealer, SEAL_OVERHEAD};
 use crate::link::{Budget, Core};
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload, TransportError};
@@ -24,8 +24,9 @@ pub(crate) enum Out {
     Frame([u8; HEADER_LEN], Payload),
     /// The unwritten tail of a frame an application thread began writing.
     Tail(Vec<u8>),
-    /// Flush, say bye, close the write half.
-    Close,
+    /// Flush, say bye (these bytes: the goodbye frame, sealed when the
+    /// link seals), close the write half.
+    Close(Vec<u8>),
 }
 
 impl Out {
@@ -34,7 +35,7 @@ impl Out {
         match self {
             Out::Frame(h, p) => [&h[..], p.as_ref()],
             Out::Tail(t) => [&t[..], &[]],
-            Out::Close => [&[], &[]],
+            Out::Close(_) => [&[], &[]],
         }
     }
 }
@@ -64,8 +65,8 @@ pub(crate) struct Wire {
     pending: Mutex<usize>,
     /// Wakes the I/O thread that drains the queue (set when it starts).
     waker: OnceLock<Arc<mio::Waker>>,
-    /// `ENCRYPT_BULK`: seals data payloads, under `pending` (so nonce
-    /// order is wire order).
+    /// With a token: puts every frame in its envelope (`auth/seal.rs`),
+    /// under `pending` (so nonce order is wire order).
     sealer: Option<Mutex<Sealer>>,
 }
 
@@ -79,17 +80,14 @@ impl Wire {
         }
     }
 
-    /// Seal a data frame's payload if this link seals.
+    /// Frame `h`'s envelope, if this link seals (call under `pending`).
     fn seal(
         &self,
-        h: &mut Header,
+        h: &Header,
         parts: &[&[u8]],
         pool: &Arc<BufferPool>,
-    ) -> Option<Result<Vec<u8>, String>> {
-        let sealer = self
-            .sealer
-            .as_ref()
-            .filter(|_| h.ftype == FrameType::Data)?;
+    ) -> Option<Result<Envelope, String>> {
+        let sealer = self.sealer.as_ref()?;
         Some(
             sealer
                 .lock()
@@ -133,24 +131,40 @@ impl TcpTx {
         self.push(&mut pending, item)
     }
 
-    /// Queue a frame for the I/O thread, sealing its payload if the
-    /// link seals (relays: never blocks).
+    /// Queue a frame for the I/O thread, in its envelope if the link
+    /// seals (relays, credits: never blocks).
     pub(crate) fn enqueue_frame(
         &self,
-        mut h: Header,
+        h: Header,
         payload: Payload,
         pool: &Arc<BufferPool>,
     ) -> bool {
         let mut pending = self.wire.pending();
-        let item = match self.wire.seal(&mut h, &[payload.as_ref()], pool) {
+        let item = match self.wire.seal(&h, &[payload.as_ref()], pool) {
             None => Out::Frame(h.encode(), payload),
-            Some(Ok(body)) => Out::Frame(h.encode(), Payload::from_vec_in(body, Some(pool))),
+            Some(Ok(env)) => Out::Frame(env.outer(), env.rest_in(&[payload.as_ref()], pool)),
             Some(Err(e)) => {
                 tracing::error!("{e}");
                 return false;
             }
         };
         self.push(&mut pending, item)
+    }
+
+    /// Queue the goodbye after everything queued: once written, the I/O
+    /// thread closes the write half.
+    pub(crate) fn close(&self, rank: u32, peer: u32, pool: &Arc<BufferPool>) -> bool {
+        let mut pending = self.wire.pending();
+        let bye = Header::control(FrameType::Bye, rank, peer);
+        let bytes = match self.wire.seal(&bye, &[], pool) {
+            None => bye.encode().to_vec(),
+            Some(Ok(env)) => [&env.head[..], &env.tag[..]].concat(),
+            Some(Err(e)) => {
+                tracing::error!("{e}");
+                return false;
+            }
+        };
+        self.push(&mut pending, Out::Close(bytes))
     }
 
     fn push(&self, pending: &mut usize, item: Out) -> bool {
@@ -213,7 +227,7 @@ impl TcpTx {
         dst: u32,
     ) -> Result<(), TransportError> {
         let gone = || TransportError::PeerDisconnected { rank: dst };
-        if self.wire.sealer.is_some() && header.ftype == FrameType::Data {
+        if self.wire.sealer.is_some() {
             return self.send_sealed(header, parts, core, dst);
         }
         let header = header.encode();
@@ -242,10 +256,11 @@ impl TcpTx {
 
 impl TcpTx {
     /// `send` on a sealing link: room first, then seal and write (or
-    /// queue) under the wire's lock.
+    /// queue) under the wire's lock. Written at once, an authenticated
+    /// payload goes from the caller's buffers to the socket uncopied.
     fn send_sealed(
         &self,
-        mut h: Header,
+        h: Header,
         parts: &[&[u8]],
         core: &Core,
         dst: u32,
@@ -254,18 +269,24 @@ impl TcpTx {
         let n = parts.iter().map(|p| p.len()).sum::<usize>() + SEAL_OVERHEAD + HEADER_LEN;
         self.budget.acquire(n, core.timeout(), dst)?;
         let mut pending = self.wire.pending();
-        let body = match self.wire.seal(&mut h, parts, &core.pool) {
-            Some(Ok(body)) => body,
+        let env = match self.wire.seal(&h, parts, &core.pool) {
+            Some(Ok(env)) => env,
             _ => {
                 drop(pending);
                 self.budget.release(n);
                 return Err(gone);
             }
         };
-        let head = h.encode();
         if *pending == 0 {
-            let written =
-                self.write_or_queue_tail(&mut pending, [&head[..], &body[..]].into_iter());
+            let body: &[&[u8]] = match &env.cipher {
+                Some(c) => &[&c[..]],
+                None => parts,
+            };
+            let pieces = std::iter::once(&env.head[..])
+                .chain(body.iter().copied())
+                .chain(std::iter::once(&env.tag[..]))
+                .filter(|p| !p.is_empty());
+            let written = self.write_or_queue_tail(&mut pending, pieces);
             drop(pending);
             self.budget.release(n);
             return written.map(drop).map_err(|_| gone);
@@ -273,7 +294,7 @@ impl TcpTx {
         // The writer returns `n` to the budget once written.
         if self.push(
             &mut pending,
-            Out::Frame(head, Payload::from_vec_in(body, Some(&core.pool))),
+            Out::Frame(env.outer(), env.rest_in(parts, &core.pool)),
         ) {
             Ok(())
         } else {
@@ -363,7 +384,7 @@ impl Flusher {
     }
 
     /// Take queued items into an empty batch.
-    fn fill(&mut self, core: &Core, peer: u32) {
+    fn fill(&mut self) {
         let mut bytes = 0;
         while !self.closing && self.batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
             let Ok(item) = self.queue.try_recv() else {
@@ -371,10 +392,9 @@ impl Flusher {
             };
             self.items += 1;
             match item {
-                Out::Close => {
+                Out::Close(bye) => {
                     self.closing = true;
-                    let bye = Header::control(FrameType::Bye, core.rank, peer).encode();
-                    self.batch.push(Out::Tail(bye.to_vec()));
+                    self.batch.push(Out::Tail(bye));
                 }
                 Out::Frame(h, p) => {
                     bytes += p.len();
@@ -393,18 +413,13 @@ impl Flusher {
 impl TcpTx {
     /// Write what is queued, as far as the socket takes it without
     /// blocking. `Err`: the connection failed.
-    pub(crate) fn flush(
-        &self,
-        core: &Core,
-        peer: u32,
-        f: &mut Flusher,
-    ) -> std::io::Result<Flushed> {
+    pub(crate) fn flush(&self, f: &mut Flusher) -> std::io::Result<Flushed> {
         loop {
             if f.finished {
                 return Ok(Flushed::Finished);
             }
             if f.batch.is_empty() {
-                f.fill(core, peer);
+                f.fill();
                 if f.batch.is_empty() {
                     return Ok(Flushed::Idle);
                 }
@@ -437,10 +452,23 @@ impl TcpTx {
     /// A heartbeat, written like any frame: at once if nothing is queued,
     /// else behind what is. `false`: the connection failed.
     pub(crate) fn heartbeat(&self, core: &Core, peer: u32) -> bool {
-        let hb = Header::control(FrameType::Heartbeat, core.rank, peer).encode();
+        let hb = Header::control(FrameType::Heartbeat, core.rank, peer);
         let mut pending = self.wire.pending();
-        // `Ok(false)`: the link is busy, and needs no heartbeat.
-        self.write_or_queue_tail(&mut pending, std::iter::once(&hb[..]))
-            .is_ok()
+        if *pending != 0 {
+            // The link is busy, and needs no heartbeat.
+            return true;
+        }
+        match self.wire.seal(&hb, &[], &core.pool) {
+            None => self
+                .write_or_queue_tail(&mut pending, std::iter::once(&hb.encode()[..]))
+                .is_ok(),
+            Some(Ok(env)) => self
+                .write_or_queue_tail(&mut pending, [&env.head[..], &env.tag[..]].into_iter())
+                .is_ok(),
+            Some(Err(e)) => {
+                tracing::error!("{e}");
+                false
+            }
+        }
     }
 }
