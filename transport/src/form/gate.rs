@@ -2,11 +2,14 @@
 //! handshaken on its own short-lived thread under one deadline, so a
 //! stranger who is silent, dribbles bytes or fails the proof holds up
 //! nobody but itself. Handshakes in flight are bounded per source address
-//! and in all; connections over the bound are closed at once.
+//! and in all; a newcomer over a bound evicts the oldest handshake it
+//! competes with (a stranger flooding connections only evicts its own,
+//! while an honest peer's handshake, done in a round trip, is rarely the
+//! oldest).
 
 use crate::auth::handshake::{self, Admitted, HandshakeError, Identity};
 use std::cell::Cell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -17,6 +20,41 @@ use std::time::{Duration, Instant};
 pub(crate) const PENDING_PER_SOURCE: usize = 8;
 /// Handshakes in flight in all.
 pub(crate) const PENDING_TOTAL: usize = 64;
+
+/// The handshakes under way, oldest first: a clone of each one's socket
+/// (to cut it when evicted) by a serial number.
+#[derive(Debug, Default)]
+struct InFlight {
+    next: u64,
+    list: std::collections::VecDeque<(u64, IpAddr, TcpStream)>,
+}
+
+impl InFlight {
+    /// Make room for a handshake from `ip`, evicting the oldest over a
+    /// bound, and count it in; its serial number.
+    fn admit(&mut self, ip: IpAddr, stream: &TcpStream) -> std::io::Result<u64> {
+        let from_ip = self.list.iter().filter(|(_, i, _)| *i == ip).count();
+        let evict = if from_ip >= PENDING_PER_SOURCE {
+            self.list.iter().position(|(_, i, _)| *i == ip)
+        } else if self.list.len() >= PENDING_TOTAL {
+            Some(0)
+        } else {
+            None
+        };
+        if let Some((_, old, s)) = evict.and_then(|at| self.list.remove(at)) {
+            tracing::warn!(from = %old, "cut a handshake short: too many under way");
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let id = self.next;
+        self.next += 1;
+        self.list.push_back((id, ip, stream.try_clone()?));
+        Ok(id)
+    }
+
+    fn done(&mut self, id: u64) {
+        self.list.retain(|(i, ..)| *i != id);
+    }
+}
 
 /// One handshake's deadline: about a second, less under a shorter
 /// formation timeout. An honest peer answers in microseconds; a dialer
@@ -45,7 +83,7 @@ pub(crate) struct Gate {
     expect: Arc<BTreeSet<u32>>,
     /// The ranks admitted or being admitted.
     claimed: Arc<Mutex<BTreeSet<u32>>>,
-    in_flight: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    in_flight: Arc<Mutex<InFlight>>,
     threads: Vec<JoinHandle<()>>,
     time: Duration,
 }
@@ -90,10 +128,13 @@ impl Gate {
                     return;
                 }
             };
-            if !self.admit_pending(from.ip()) {
-                tracing::warn!(%from, "closed a connection: too many handshakes under way");
-                continue;
-            }
+            let serial = match lock(&self.in_flight).admit(from.ip(), &stream) {
+                Ok(serial) => serial,
+                Err(e) => {
+                    tracing::warn!(%from, "cannot track a handshake: {e}");
+                    continue;
+                }
+            };
             let (id, expect, claimed, in_flight) = (
                 self.id.clone(),
                 Arc::clone(&self.expect),
@@ -106,60 +147,34 @@ impl Gate {
                 .name("meshwork-handshake".into())
                 .spawn(move || {
                     let result = handshake_one(stream, &id, &expect, &claimed, deadline);
-                    finish_pending(&in_flight, from.ip());
+                    lock(&in_flight).done(serial);
                     let _ = done.send(Accepted { from, result });
                     wake();
                 });
             match spawned {
                 Ok(t) => self.threads.push(t),
                 Err(e) => {
-                    finish_pending(&self.in_flight, from.ip());
+                    lock(&self.in_flight).done(serial);
                     tracing::warn!(%from, "cannot start a handshake thread: {e}");
                 }
             }
         }
     }
 
-    /// Count a handshake from `ip` in, if the bounds allow it.
-    fn admit_pending(&self, ip: IpAddr) -> bool {
-        let mut held = lock(&self.in_flight);
-        let total: usize = held.values().sum();
-        let mine = held.entry(ip).or_insert(0);
-        if *mine >= PENDING_PER_SOURCE || total >= PENDING_TOTAL {
-            if *mine == 0 {
-                held.remove(&ip);
-            }
-            return false;
-        }
-        *mine += 1;
-        true
-    }
-
     /// From now on, every rank is refused (formation is over).
     pub(crate) fn admit_nobody(&mut self) {
         self.expect = Arc::new(BTreeSet::new());
     }
-
-    /// Wait for the handshakes under way (each ends by its deadline).
-    pub(crate) fn join(&mut self) {
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
 }
 
 impl Drop for Gate {
+    /// Cut the handshakes under way and wait for their threads.
     fn drop(&mut self) {
-        self.join();
-    }
-}
-
-fn finish_pending(in_flight: &Mutex<HashMap<IpAddr, usize>>, ip: IpAddr) {
-    let mut held = lock(in_flight);
-    if let Some(n) = held.get_mut(&ip) {
-        *n -= 1;
-        if *n == 0 {
-            held.remove(&ip);
+        for (_, _, s) in lock(&self.in_flight).list.drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }

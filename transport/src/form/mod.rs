@@ -278,9 +278,8 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         "TCP streams formed"
     );
     let refuser = gate.and_then(|mut g| {
-        // Handshakes still under way when the last link formed can only
-        // be strangers or duplicates now: let them end, then refuse all.
-        g.join();
+        // Handshakes still under way (strangers, duplicates) end by their
+        // deadlines; every rank is now taken.
         g.admit_nobody();
         let stop = Arc::clone(&waker);
         Refuser::spawn(
