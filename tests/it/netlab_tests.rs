@@ -260,7 +260,10 @@ fn netlab_a_busy_discovery_port_is_an_error() {
     let mut holder = spawn(&holder_launch, "hold_udp_port");
     holder.wait_for(&[0], "READY", Duration::from_secs(20));
     let wrap = vec![Lab::exec_in(&h1), Lab::exec_in(&h2)];
-    let mut ranks = spawn(&discovery_env(2, "mesh", "busy", None, wrap), "connect");
+    let mut ranks = spawn(
+        &discovery_env(2, "mesh", "busy cluster token", None, wrap),
+        "connect",
+    );
     let results = ranks.wait_for(&[0], "RESULT ", Duration::from_secs(20));
     let line = &results[0].1;
     assert!(
@@ -377,7 +380,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
     }
     let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
     // Without IFNAME: the announcements leave through the dummy interface.
-    let mut blind = discovery_env(3, "mesh", "ifname-job", None, wrap.clone());
+    let mut blind = discovery_env(3, "mesh", "ifname-job cluster token", None, wrap.clone());
     blind.set("TIMEOUT_S", "2");
     let mut ranks = spawn(&blind, "connect");
     let results = ranks.results(Duration::from_secs(30));
@@ -388,7 +391,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
         "{results:#?}"
     );
     // With IFNAME by CIDR: the LAN.
-    let mut l = discovery_env(3, "mesh", "ifname-job", None, wrap);
+    let mut l = discovery_env(3, "mesh", "ifname-job cluster token", None, wrap);
     l.env.push(("IFNAME".into(), format!("10.77.{n}.0/24")));
     let mut ranks = spawn(&l, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -402,6 +405,9 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
     let mut lab = lab_or_skip!("mdns-star");
     let hosts = lab.lan_hosts("d", 0..3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
-    let mut ranks = spawn(&discovery_env(3, "star", "mdns-job", None, wrap), "all");
+    let mut ranks = spawn(
+        &discovery_env(3, "star", "mdns-job cluster token", None, wrap),
+        "all",
+    );
     all_ok(&ranks.results(Duration::from_secs(240)));
 }

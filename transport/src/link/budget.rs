@@ -34,7 +34,7 @@ impl Budget {
     ) -> Result<(), TransportError> {
         let deadline = Instant::now() + timeout;
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        while *q > 0 && *q + n > self.max {
+        while *q > 0 && q.saturating_add(n) > self.max {
             let now = Instant::now();
             if now >= deadline {
                 return Err(TransportError::Timeout { waiting_on: dst });
@@ -45,7 +45,7 @@ impl Budget {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        *q += n;
+        *q = q.saturating_add(n);
         Ok(())
     }
 

@@ -64,7 +64,7 @@ impl Rx {
             peer,
             stream,
             state: Mutex::new(State {
-                asm: Assembler::new(core.world, core.max_message_bytes + overhead),
+                asm: Assembler::new(core.world, core.max_message_bytes.saturating_add(overhead)),
                 last_byte: Instant::now(),
                 silent: false,
                 ended: false,
