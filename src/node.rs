@@ -53,6 +53,7 @@ pub struct Node {
     lane_depth: u32,
     sidecar_threshold: usize,
     encrypt_bulk: bool,
+    frame_auth: bool,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
     join_any: bool,
@@ -98,6 +99,7 @@ impl Node {
             lane_depth: meshwork_transport::LANE_DEPTH,
             sidecar_threshold: DEFAULT_SIDECAR_THRESHOLD,
             encrypt_bulk: false,
+            frame_auth: true,
             seed: None,
             join_any: false,
             advertise: None,
@@ -177,6 +179,13 @@ impl Node {
                 0 => false,
                 1 => true,
                 _ => return Err(bad("ENCRYPT_BULK", &e.to_string(), "expected 0 or 1")),
+            };
+        }
+        if let Some(e) = parse::<u8>("FRAME_AUTH")? {
+            node.frame_auth = match e {
+                0 => false,
+                1 => true,
+                _ => return Err(bad("FRAME_AUTH", &e.to_string(), "expected 0 or 1")),
             };
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
@@ -353,6 +362,18 @@ impl Node {
         self
     }
 
+    /// Authenticate every frame that travels over TCP (the default with a
+    /// token; `FRAME_AUTH=0` turns it off). Off, an attacker on the path
+    /// can alter or inject what travels over TCP — QUIC's sidecar payloads
+    /// from 4 KiB, or everything on the TCP transport — unnoticed: only
+    /// for a fabric nobody else can touch, and logged as a warning. Every
+    /// rank must agree, or formation fails saying so. `encrypt_bulk`
+    /// authenticates whatever this says.
+    pub fn frame_authentication(mut self, on: bool) -> Node {
+        self.frame_auth = on;
+        self
+    }
+
     /// Bootstrap through a seed at `addr` (`SEED`, or `MASTER_ADDR` +
     /// `MASTER_PORT`): it assigns ranks (`RankConflict` for a taken one;
     /// `Node::join` takes the lowest free one), hands out the peer table
@@ -508,6 +529,12 @@ impl Node {
         spec.peer_budget_bytes = self.peer_budget_bytes;
         spec.lane_depth = self.lane_depth;
         spec.seal = self.encrypt_bulk;
+        spec.authenticate_frames = self.frame_auth;
+        if !self.frame_auth && !self.encrypt_bulk && self.token.is_some() {
+            tracing::warn!(
+                "FRAME_AUTH=0: frames over TCP are not authenticated; an attacker on the path can alter them"
+            );
+        }
         spec.bind = bind;
         spec.identity = identity;
         Ok(Arc::new(

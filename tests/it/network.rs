@@ -118,6 +118,27 @@ fn a_wrong_token_is_named_at_the_deadline_on_both_sides() {
     assert!(started.elapsed() >= Duration::from_secs(2));
 }
 
+/// Authenticated frames on one side only: a setting the peers must share,
+/// refused at once on both sides, saying which.
+#[test]
+fn frame_authentication_must_agree() {
+    let addrs = free_ports(2);
+    let node = |r: u32| {
+        Node::new(r, 2)
+            .peers(addrs.clone())
+            .unwrap()
+            .transport(meshwork::TransportKind::Tcp)
+            .cluster_token("frame auth cluster token")
+            .timeout(Duration::from_secs(20))
+    };
+    let started = Instant::now();
+    let (a, b) = two_nodes(node(0), node(1).frame_authentication(false));
+    for e in [a.unwrap_err(), b.unwrap_err()] {
+        assert!(e.to_string().contains("frames unauthenticated"), "{e}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
 #[test]
 fn a_short_token_is_refused_naming_cluster_token() {
     let addrs = free_ports(1);

@@ -66,6 +66,9 @@ pub struct Spec {
     /// Seal every data payload sent over TCP with AES-256-GCM under
     /// per-link keys from the handshake (`ENCRYPT_BULK`; needs a token).
     pub seal: bool,
+    /// With a token, authenticate every frame over TCP (`FRAME_AUTH`; on
+    /// by default; `seal` implies it).
+    pub authenticate_frames: bool,
     /// Where to listen, if not this rank's own entry of `peers` (which is
     /// then only the address others dial: behind NAT, in a container).
     pub bind: Option<SocketAddr>,
@@ -82,8 +85,8 @@ impl Spec {
         use crate::auth::seal::Protect;
         match (self.seal, &self.token) {
             (true, _) => Some(Protect::Encrypt),
-            (false, Some(_)) => Some(Protect::Authenticate),
-            (false, None) => None,
+            (false, Some(_)) if self.authenticate_frames => Some(Protect::Authenticate),
+            (false, _) => None,
         }
     }
 
@@ -105,6 +108,7 @@ impl Spec {
             lane_depth: crate::LANE_DEPTH,
             protocol_version: crate::PROTOCOL_VERSION,
             seal: false,
+            authenticate_frames: true,
             bind: None,
             identity: None,
         }

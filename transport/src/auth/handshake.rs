@@ -114,19 +114,26 @@ pub(crate) const TRANSPORT_QUIC: u64 = 1 << 63;
 /// (`ENCRYPT_BULK`).
 pub(crate) const TRANSPORT_SEALED: u64 = 1 << 62;
 
+/// The settings word's bit that means frames over TCP are not
+/// authenticated although a token is set (`FRAME_AUTH=0`).
+pub(crate) const TRANSPORT_UNAUTHENTICATED: u64 = 1 << 61;
+
 /// A settings word in words.
 pub(crate) fn describe_transport(word: u64) -> String {
     let sealed = if word & TRANSPORT_SEALED != 0 {
         ", payloads encrypted"
+    } else if word & TRANSPORT_UNAUTHENTICATED != 0 {
+        ", frames unauthenticated"
     } else {
         ""
     };
+    let flags = TRANSPORT_QUIC | TRANSPORT_SEALED | TRANSPORT_UNAUTHENTICATED;
     if word & TRANSPORT_QUIC == 0 {
         format!("TCP{sealed}")
     } else {
         format!(
             "QUIC with the TCP sidecar from {} bytes{sealed}",
-            word & !(TRANSPORT_QUIC | TRANSPORT_SEALED)
+            word & !flags
         )
     }
 }

@@ -11,6 +11,7 @@
 //!   workers need no inbound port (NAT, containers).
 
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
+use crate::auth::seal::Protect;
 use crate::spec::Spec;
 use gate::{handshake_time, Accepted, Gate};
 use std::collections::{BTreeMap, BTreeSet};
@@ -139,10 +140,11 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
         key: handshake::derive_key(spec.token.as_deref(), spec.world),
         version: spec.protocol_version,
         transport: transport
-            | if spec.seal {
-                handshake::TRANSPORT_SEALED
-            } else {
-                0
+            | match spec.protect() {
+                Some(Protect::Encrypt) => handshake::TRANSPORT_SEALED,
+                Some(Protect::Authenticate) => 0,
+                None if spec.token.is_some() => handshake::TRANSPORT_UNAUTHENTICATED,
+                None => 0,
             },
     }
 }

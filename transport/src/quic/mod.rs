@@ -64,7 +64,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The handshake's transport word for QUIC with `threshold`.
 fn transport_word(threshold: usize) -> u64 {
     handshake::TRANSPORT_QUIC
-        | (threshold as u64 & !(handshake::TRANSPORT_QUIC | handshake::TRANSPORT_SEALED))
+        | (threshold as u64
+            & !(handshake::TRANSPORT_QUIC
+                | handshake::TRANSPORT_SEALED
+                | handshake::TRANSPORT_UNAUTHENTICATED))
 }
 
 /// Form a QUIC group: the TCP sidecar streams first, then the QUIC
