@@ -151,8 +151,11 @@ fn main() {
 
     // Two processes through meshrun, per transport; Open MPI on the same
     // sizes.
-    let configs: [(&str, &[(&str, &str)]); 4] = [
+    // meshrun gives its ranks a fresh token, so frames over TCP are
+    // authenticated unless FRAME_AUTH=0.
+    let configs: [(&str, &[(&str, &str)]); 6] = [
         ("quic", &[("TRANSPORT", "quic")]),
+        ("quic-noauth", &[("TRANSPORT", "quic"), ("FRAME_AUTH", "0")]),
         (
             "quic-enc",
             &[
@@ -169,6 +172,7 @@ fn main() {
             ],
         ),
         ("tcp", &[("TRANSPORT", "tcp")]),
+        ("tcp-noauth", &[("TRANSPORT", "tcp"), ("FRAME_AUTH", "0")]),
     ];
     let mut columns: Vec<(&str, Option<Measured>)> = vec![("mem", Some((mem_rows, Some(mem_rpc))))];
     for (name, env) in configs {
@@ -184,7 +188,7 @@ fn main() {
     columns.push(("ompi", mpi));
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
-    println!("# quic: QUIC + TCP sidecar (default); quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
+    println!("# quic: QUIC + TCP sidecar (default; frames over TCP authenticated); -noauth: FRAME_AUTH=0; quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
     let mut head = format!("{:>10}", "size(B)");
     for (name, _) in &columns {
         head += &format!(" | {:>9} {:>7} {:>3}", format!("{name}(us)"), "GB/s", "#w");
@@ -215,6 +219,20 @@ fn main() {
             };
         }
         println!("{line}");
+    }
+    println!();
+    println!("# cost of frame authentication: one-way time authenticated ÷ FRAME_AUTH=0");
+    println!("{:>10} {:>10} {:>10}", "size(B)", "quic", "tcp");
+    for &n in &sizes {
+        let ratio = |a: &str, b: &str| match (time(a, n), time(b, n)) {
+            (Some(x), Some(y)) => format!("{:>10.3}", x / y),
+            _ => format!("{:>10}", "-"),
+        };
+        println!(
+            "{n:>10} {} {}",
+            ratio("quic", "quic-noauth"),
+            ratio("tcp", "tcp-noauth")
+        );
     }
     println!();
     println!("# RPC round trip, 8-byte echo (µs)");
