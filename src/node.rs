@@ -385,8 +385,9 @@ impl Node {
         self
     }
 
-    /// A star worker without `DISCOVER_HOST`: the coordinator's host by
-    /// mDNS, browsing on the chosen interface.
+    /// A star worker without `DISCOVER_HOST`: the coordinator's data
+    /// address, asking every host mDNS finds (browsing on the chosen
+    /// interface).
     #[cfg(feature = "mdns")]
     fn find_by_mdns(
         &self,
@@ -394,12 +395,13 @@ impl Node {
         disc_port: u16,
         iface: Option<&crate::iface::Iface>,
         deadline: std::time::Instant,
-    ) -> Result<String> {
+    ) -> Result<SocketAddr> {
         let on = match iface {
             Some(i) => i.addr,
             None => crate::discovery::lan_address(disc_port)?,
         };
-        Ok(crate::mdns::find(job.id(), on, deadline)?.to_string())
+        let found = crate::mdns::find(job, self.rank, on, disc_port, deadline)?;
+        Ok(SocketAddr::V4(found))
     }
 
     #[cfg(not(feature = "mdns"))]
@@ -409,7 +411,7 @@ impl Node {
         _disc_port: u16,
         _iface: Option<&crate::iface::Iface>,
         _deadline: std::time::Instant,
-    ) -> Result<String> {
+    ) -> Result<SocketAddr> {
         Err(Error::InvalidArgument(
             "star discovery needs the coordinator's host (DISCOVER_HOST or Node::discover_via); mDNS is off in this build (cargo feature `mdns`)".into(),
         ))
@@ -721,15 +723,10 @@ impl Node {
                 )?;
                 Ok(vec![SocketAddr::V4(me)])
             }
-            (Topology::Star, rank) => {
-                let host = match &self.discover_host {
-                    Some(h) => h.clone(),
-                    None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
-                };
-                Ok(vec![crate::discovery::query(
-                    &job, rank, &host, disc_port, deadline,
-                )?])
-            }
+            (Topology::Star, rank) => Ok(vec![match &self.discover_host {
+                Some(host) => crate::discovery::query(&job, rank, host, disc_port, deadline)?,
+                None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
+            }]),
         }
     }
 }

@@ -167,8 +167,14 @@ fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
     let hosts = lab.lan_hosts("h", 1..=6).unwrap();
     let wrap_a = Lab::exec_in_each(&hosts[..4]);
     let wrap_b = Lab::exec_in_each(&hosts[4..]);
-    let mut a = spawn(&discovery_env(4, "mesh", "job-a", None, wrap_a), "all");
-    let mut b = spawn(&discovery_env(2, "mesh", "job-b", None, wrap_b), "all");
+    let mut a = spawn(
+        &discovery_env(4, "mesh", "netlab discovery job a", None, wrap_a),
+        "all",
+    );
+    let mut b = spawn(
+        &discovery_env(2, "mesh", "netlab discovery job b", None, wrap_b),
+        "all",
+    );
     let ra = a.results(Duration::from_secs(240));
     let rb = b.results(Duration::from_secs(240));
     assert!(
@@ -191,7 +197,13 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
     let wrap = Lab::exec_in_each([&coord, &natted, &w2]);
     let coordinator = format!("10.77.{n}.10");
     let mut ranks = spawn(
-        &discovery_env(3, "star", "star-job", Some(&coordinator), wrap),
+        &discovery_env(
+            3,
+            "star",
+            "netlab star discovery job",
+            Some(&coordinator),
+            wrap,
+        ),
         "all",
     );
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -204,12 +216,15 @@ fn netlab_faults_discovery_ignores_a_wrong_token() {
     let mut lab = lab_or_skip!("disc-token");
     let hosts = lab.lan_hosts("h", 1..=3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
-    let mut l = discovery_env(3, "mesh", "right", None, wrap);
+    let mut l = discovery_env(3, "mesh", "netlab the right token", None, wrap);
     l.set("TIMEOUT_S", "2");
     let per_rank = vec![
         Vec::new(),
         Vec::new(),
-        vec![("CLUSTER_TOKEN".to_string(), "wrong".to_string())],
+        vec![(
+            "CLUSTER_TOKEN".to_string(),
+            "netlab the wrong token".to_string(),
+        )],
     ];
     let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
     let results = ranks.results(Duration::from_secs(30));
@@ -245,7 +260,10 @@ fn netlab_a_busy_discovery_port_is_an_error() {
     let mut holder = spawn(&holder_launch, "hold_udp_port");
     holder.wait_for(&[0], "READY", Duration::from_secs(20));
     let wrap = vec![Lab::exec_in(&h1), Lab::exec_in(&h2)];
-    let mut ranks = spawn(&discovery_env(2, "mesh", "busy", None, wrap), "connect");
+    let mut ranks = spawn(
+        &discovery_env(2, "mesh", "netlab busy port job", None, wrap),
+        "connect",
+    );
     let results = ranks.wait_for(&[0], "RESULT ", Duration::from_secs(20));
     let line = &results[0].1;
     assert!(
@@ -330,7 +348,10 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
         &[vec![
             ("RANK".to_string(), String::new()),
             ("WORLD".to_string(), "3".to_string()),
-            ("CLUSTER_TOKEN".to_string(), "wrong".to_string()),
+            (
+                "CLUSTER_TOKEN".to_string(),
+                "netlab the wrong token".to_string(),
+            ),
         ]],
     );
     let refused = bad.results(Duration::from_secs(30));
@@ -359,7 +380,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
     }
     let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
     // Without IFNAME: the announcements leave through the dummy interface.
-    let mut blind = discovery_env(3, "mesh", "ifname-job", None, wrap.clone());
+    let mut blind = discovery_env(3, "mesh", "netlab ifname discovery job", None, wrap.clone());
     blind.set("TIMEOUT_S", "2");
     let mut ranks = spawn(&blind, "connect");
     let results = ranks.results(Duration::from_secs(30));
@@ -370,7 +391,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
         "{results:#?}"
     );
     // With IFNAME by CIDR: the LAN.
-    let mut l = discovery_env(3, "mesh", "ifname-job", None, wrap);
+    let mut l = discovery_env(3, "mesh", "netlab ifname discovery job", None, wrap);
     l.env.push(("IFNAME".into(), format!("10.77.{n}.0/24")));
     let mut ranks = spawn(&l, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -384,6 +405,9 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
     let mut lab = lab_or_skip!("mdns-star");
     let hosts = lab.lan_hosts("d", 0..3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
-    let mut ranks = spawn(&discovery_env(3, "star", "mdns-job", None, wrap), "all");
+    let mut ranks = spawn(
+        &discovery_env(3, "star", "netlab mdns discovery job", None, wrap),
+        "all",
+    );
     all_ok(&ranks.results(Duration::from_secs(240)));
 }
