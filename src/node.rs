@@ -269,7 +269,9 @@ impl Node {
     /// then listens on `data_base + rank`); in a star, rank 0 answers
     /// queries on `disc_port` and workers ask the host given to
     /// [`Node::discover_via`]. Needs a cluster token: announcements are
-    /// authenticated with it and tied to this job.
+    /// authenticated with it and tied to this job. They are also stamped
+    /// with the sender's clock and refused more than 30 s off, so the
+    /// hosts' clocks must agree that well (NTP).
     pub fn discover(mut self, disc_port: u16, data_base: u16) -> Node {
         self.discover = Some((disc_port, data_base));
         self
