@@ -6,7 +6,7 @@
 //!
 //! Not a stable API: hidden from the docs, for `fuzz/` and tests only.
 
-use crate::discovery::{Job, ANNOUNCE, LEN, QUERY};
+use crate::discovery::{Datagram, Job, ANNOUNCE, FRESH_MS, LEN, QUERY};
 use crate::group::rpc::{decode_request, decode_response, request_head, Response};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -24,19 +24,31 @@ fn u32_at(data: &[u8], i: usize) -> u32 {
     ])
 }
 
+fn u64_at(data: &[u8], i: usize) -> u64 {
+    u64::from(u32_at(data, i)) | u64::from(u32_at(data, i + 4)) << 32
+}
+
+/// The token the discovery target's job uses.
+const FUZZ_TOKEN: &str = "fuzz token, sixteen bytes or more";
+
 /// A discovery datagram: raw bytes never decode unless they are an
-/// authentic datagram of the job (then they are exactly what `encode`
-/// makes); a datagram made from the input's fields decodes to them when
-/// its rank is in the world, and to nothing once any byte is changed, it
-/// is cut or lengthened, or another job reads it.
+/// authentic, fresh datagram of the job (then they are exactly what
+/// `encode` makes); a datagram made from the input's fields decodes to
+/// them when its rank is in the world and its stamp within `FRESH_MS` of
+/// the receiver's clock, and to nothing once any byte is changed, it is
+/// cut or lengthened, another job reads it, or it is read a minute later.
 pub fn discovery(data: &[u8]) {
     let world = 4;
-    let job = Job::new("fuzz token", world, 29_500, 29_600);
-    if let Some((kind, rank, addr)) = job.decode(data) {
-        assert_eq!(job.encode(kind, rank, Some(addr))[..], data[..]);
+    let job = Job::new(FUZZ_TOKEN, world, 29_500, 29_600);
+    // The receiver's clock: the input's own stamp, moved by up to ±32 s.
+    let skew = i64::from(i16::from_le_bytes([at(data, 48), at(data, 49)]));
+    let now = u64_at(data, 32).saturating_add_signed(skew);
+    if let Some(d) = job.decode(data, now) {
+        assert_eq!(job.encode(&d)[..], data[..]);
+        assert!(d.sent_ms.abs_diff(now) <= FRESH_MS);
     }
 
-    let magic: [u8; 8] = match at(data, 0) % 3 {
+    let kind: [u8; 8] = match at(data, 0) % 3 {
         0 => *ANNOUNCE,
         1 => *QUERY,
         _ => std::array::from_fn(|i| at(data, 14 + i)),
@@ -47,30 +59,45 @@ pub fn discovery(data: &[u8]) {
     };
     let ip = Ipv4Addr::from(u32_at(data, 6));
     let port = u16::from_le_bytes([at(data, 10), at(data, 11)]);
-    let addr = (at(data, 5) & 2 != 0).then_some(SocketAddrV4::new(ip, port));
-    let d = job.encode(&magic, rank, addr);
-    let known = magic == *ANNOUNCE || magic == *QUERY;
-    match job.decode(&d) {
-        Some((kind, r, a)) => {
-            assert!(known && rank < world);
-            assert_eq!((kind, r), (&magic, rank));
-            assert_eq!(
-                a,
-                addr.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-            );
+    let sent = Datagram {
+        kind,
+        rank,
+        addr: SocketAddrV4::new(ip, port),
+        sent_ms: u64_at(data, 22),
+        nonce: std::array::from_fn(|i| at(data, 50 + i)),
+    };
+    // The receiver's clock: up to about ±64 s from the stamp.
+    let skew = i64::from(i16::from_le_bytes([at(data, 30), at(data, 31)])) * 2;
+    let now = sent.sent_ms.saturating_add_signed(skew);
+    let d = job.encode(&sent);
+    let valid = (kind == *ANNOUNCE || kind == *QUERY) && rank < world;
+    match job.decode(&d, now) {
+        Some(got) => {
+            assert!(valid && sent.sent_ms.abs_diff(now) <= FRESH_MS);
+            assert_eq!(got, sent);
         }
-        None => assert!(!known || rank >= world),
+        None => assert!(!valid || sent.sent_ms.abs_diff(now) > FRESH_MS),
+    }
+    let at_send = sent.sent_ms;
+    assert_eq!(job.decode(&d, at_send).is_some(), valid);
+    assert_eq!(job.decode(&d, at_send.saturating_add(60_000)), None);
+    if at_send >= 60_000 {
+        assert_eq!(job.decode(&d, at_send - 60_000), None);
     }
     let (i, flip) = (usize::from(at(data, 12)) % LEN, at(data, 13));
     if flip != 0 {
         let mut bad = d;
         bad[i] ^= flip;
-        assert_eq!(job.decode(&bad), None, "byte {i} changed by {flip:#x}");
+        assert_eq!(
+            job.decode(&bad, at_send),
+            None,
+            "byte {i} changed by {flip:#x}"
+        );
     }
-    assert_eq!(job.decode(&d[..LEN - 1]), None);
-    assert_eq!(job.decode(&[&d[..], &[0]].concat()), None);
-    let other = Job::new("another token", world, 29_500, 29_600);
-    assert_eq!(other.decode(&d), None);
+    assert_eq!(job.decode(&d[..LEN - 1], at_send), None);
+    assert_eq!(job.decode(&[&d[..], &[0]].concat(), at_send), None);
+    let other = Job::new("another token, also long enough", world, 29_500, 29_600);
+    assert_eq!(other.decode(&d, at_send), None);
 }
 
 /// The RPC envelope: a request is `fn_id`, request id, arguments; a
@@ -99,13 +126,32 @@ mod tests {
 
     #[test]
     fn discovery_datagrams_survive_random_and_mutated_input() {
-        let job = Job::new("fuzz token", 4, 29_500, 29_600);
+        let job = Job::new(FUZZ_TOKEN, 4, 29_500, 29_600);
+        // A fixed clock: decode takes it as a parameter.
+        let at: u64 = 1_700_000_000_000;
         let announce = job
-            .encode(ANNOUNCE, 2, Some("10.0.0.7:29602".parse().unwrap()))
+            .encode(&Datagram {
+                kind: *ANNOUNCE,
+                rank: 2,
+                addr: "10.0.0.7:29602".parse().unwrap(),
+                sent_ms: at,
+                nonce: [0; 16],
+            })
             .to_vec();
-        let query = job.encode(QUERY, 1, None).to_vec();
-        let fields = vec![0, 3, 0, 0, 0, 2, 10, 0, 0, 7, 0x9A, 0x73, 40, 1];
-        sweep(11, 50_000, 80, &[announce, query, fields], discovery);
+        let query = job
+            .encode(&Datagram {
+                kind: *QUERY,
+                rank: 1,
+                addr: "0.0.0.0:0".parse().unwrap(),
+                sent_ms: at,
+                nonce: [7; 16],
+            })
+            .to_vec();
+        let mut fields = vec![0, 3, 0, 0, 0, 2, 10, 0, 0, 7, 0x9A, 0x73, 40, 1];
+        fields.extend_from_slice(&[0; 8]);
+        fields.extend_from_slice(&at.to_le_bytes());
+        fields.extend_from_slice(&[0x98, 0x3A]); // 15 000 × 2: 30 s of skew, the bound
+        sweep(11, 50_000, 100, &[announce, query, fields], discovery);
     }
 
     #[test]

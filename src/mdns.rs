@@ -1,13 +1,15 @@
 //! mDNS for star discovery on a LAN (`DISCOVER=1`, `TOPOLOGY=star`, no
 //! `DISCOVER_HOST`): the coordinator publishes `_meshwork._udp.local.`
-//! with its job's id; a worker browses for the instance with its job's id
-//! and then asks that host by the authenticated unicast query (mDNS only
-//! says where to ask; the token still decides who is answered). Both
+//! with its job's id; a worker browses for instances with its job's id
+//! and asks each of their hosts by the authenticated unicast query (mDNS
+//! only says where to ask; the token still decides who is answered, and
+//! the first authentic answer wins). Both
 //! bind to the chosen interface only (`IFNAME`, else the default route's).
 
+use crate::discovery::Job;
 use crate::error::{Error, Result};
 use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;
 
 const SERVICE: &str = "_meshwork._udp.local.";
@@ -55,28 +57,41 @@ pub(crate) fn publish(job: u64, ip: Ipv4Addr, disc_port: u16) -> Result<Advert> 
     Ok(Advert { daemon })
 }
 
-/// The host publishing job `job`, browsing from `on` until `deadline`.
-pub(crate) fn find(job: u64, on: Ipv4Addr, deadline: Instant) -> Result<Ipv4Addr> {
+/// The coordinator of `job`, found by browsing from `on` until
+/// `deadline`: every instance whose TXT record carries the job's id (a
+/// public value: a stranger can publish one too) is a candidate, and each
+/// of its addresses is asked by the authenticated unicast query at
+/// `disc_port`; the first authentic reply wins. A stranger's instance
+/// costs nothing but a query; only the deadline ends the search.
+pub(crate) fn find(
+    job: &Job,
+    rank: u32,
+    on: Ipv4Addr,
+    disc_port: u16,
+    deadline: Instant,
+) -> Result<SocketAddrV4> {
     let daemon = daemon(on)?;
     let events = daemon.browse(SERVICE).map_err(fail)?;
-    let id = format!("{job:016x}");
-    let found = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break None;
-        }
-        match events.recv_timeout(left) {
-            Ok(ServiceEvent::ServiceResolved(s)) if s.get_property_val_str("job") == Some(&id) => {
-                if let Some(ip) = s.get_addresses_v4().into_iter().next() {
-                    break Some(ip);
+    let id = format!("{:016x}", job.id());
+    let found = crate::discovery::ask_each(
+        job,
+        rank,
+        disc_port,
+        || {
+            let mut hosts = Vec::new();
+            while let Ok(event) = events.try_recv() {
+                if let ServiceEvent::ServiceResolved(s) = event {
+                    if s.get_property_val_str("job") == Some(&id) {
+                        hosts.extend(s.get_addresses_v4());
+                    }
                 }
             }
-            Ok(_) => {}
-            Err(_) => break None,
-        }
-    };
+            hosts
+        },
+        deadline,
+    );
     let _ = daemon.shutdown();
-    let ip = found.ok_or(Error::FormationTimeout { missing: vec![0] })?;
-    tracing::info!(%ip, "found the coordinator by mDNS");
-    Ok(ip)
+    let addr = found?;
+    tracing::info!(%addr, "found the coordinator by mDNS");
+    Ok(addr)
 }

@@ -278,7 +278,9 @@ impl Node {
     /// then listens on `data_base + rank`); in a star, rank 0 answers
     /// queries on `disc_port` and workers ask the host given to
     /// [`Node::discover_via`]. Needs a cluster token: announcements are
-    /// authenticated with it and tied to this job.
+    /// authenticated with it and tied to this job. They are also stamped
+    /// with the sender's clock and refused more than 30 s off, so the
+    /// hosts' clocks must agree that well (NTP).
     pub fn discover(mut self, disc_port: u16, data_base: u16) -> Node {
         self.discover = Some((disc_port, data_base));
         self
@@ -406,8 +408,9 @@ impl Node {
         self
     }
 
-    /// A star worker without `DISCOVER_HOST`: the coordinator's host by
-    /// mDNS, browsing on the chosen interface.
+    /// A star worker without `DISCOVER_HOST`: the coordinator's data
+    /// address, asking every host mDNS finds (browsing on the chosen
+    /// interface).
     #[cfg(feature = "mdns")]
     fn find_by_mdns(
         &self,
@@ -415,12 +418,13 @@ impl Node {
         disc_port: u16,
         iface: Option<&crate::iface::Iface>,
         deadline: std::time::Instant,
-    ) -> Result<String> {
+    ) -> Result<SocketAddr> {
         let on = match iface {
             Some(i) => i.addr,
             None => crate::discovery::lan_address(disc_port)?,
         };
-        Ok(crate::mdns::find(job.id(), on, deadline)?.to_string())
+        let found = crate::mdns::find(job, self.rank, on, disc_port, deadline)?;
+        Ok(SocketAddr::V4(found))
     }
 
     #[cfg(not(feature = "mdns"))]
@@ -430,7 +434,7 @@ impl Node {
         _disc_port: u16,
         _iface: Option<&crate::iface::Iface>,
         _deadline: std::time::Instant,
-    ) -> Result<String> {
+    ) -> Result<SocketAddr> {
         Err(Error::InvalidArgument(
             "star discovery needs the coordinator's host (DISCOVER_HOST or Node::discover_via); mDNS is off in this build (cargo feature `mdns`)".into(),
         ))
@@ -754,15 +758,10 @@ impl Node {
                 )?;
                 Ok(vec![SocketAddr::V4(me)])
             }
-            (Topology::Star, rank) => {
-                let host = match &self.discover_host {
-                    Some(h) => h.clone(),
-                    None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
-                };
-                Ok(vec![crate::discovery::query(
-                    &job, rank, &host, disc_port, deadline,
-                )?])
-            }
+            (Topology::Star, rank) => Ok(vec![match &self.discover_host {
+                Some(host) => crate::discovery::query(&job, rank, host, disc_port, deadline)?,
+                None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
+            }]),
         }
     }
 }

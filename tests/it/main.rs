@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod bitwise;
+mod discovery;
 mod faults;
 mod groups;
 mod large;

@@ -168,11 +168,11 @@ fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
     let wrap_a = Lab::exec_in_each(&hosts[..4]);
     let wrap_b = Lab::exec_in_each(&hosts[4..]);
     let mut a = spawn(
-        &discovery_env(4, "mesh", "job-a cluster token", None, wrap_a),
+        &discovery_env(4, "mesh", "netlab discovery job a", None, wrap_a),
         "all",
     );
     let mut b = spawn(
-        &discovery_env(2, "mesh", "job-b cluster token", None, wrap_b),
+        &discovery_env(2, "mesh", "netlab discovery job b", None, wrap_b),
         "all",
     );
     let ra = a.results(Duration::from_secs(240));
@@ -200,7 +200,7 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
         &discovery_env(
             3,
             "star",
-            "star-job cluster token",
+            "netlab star discovery job",
             Some(&coordinator),
             wrap,
         ),
@@ -216,14 +216,14 @@ fn netlab_faults_discovery_ignores_a_wrong_token() {
     let mut lab = lab_or_skip!("disc-token");
     let hosts = lab.lan_hosts("h", 1..=3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
-    let mut l = discovery_env(3, "mesh", "the right cluster token", None, wrap);
+    let mut l = discovery_env(3, "mesh", "netlab the right token", None, wrap);
     l.set("TIMEOUT_S", "2");
     let per_rank = vec![
         Vec::new(),
         Vec::new(),
         vec![(
             "CLUSTER_TOKEN".to_string(),
-            "a wrong cluster token".to_string(),
+            "netlab the wrong token".to_string(),
         )],
     ];
     let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
@@ -261,7 +261,7 @@ fn netlab_a_busy_discovery_port_is_an_error() {
     holder.wait_for(&[0], "READY", Duration::from_secs(20));
     let wrap = vec![Lab::exec_in(&h1), Lab::exec_in(&h2)];
     let mut ranks = spawn(
-        &discovery_env(2, "mesh", "busy cluster token", None, wrap),
+        &discovery_env(2, "mesh", "netlab busy port job", None, wrap),
         "connect",
     );
     let results = ranks.wait_for(&[0], "RESULT ", Duration::from_secs(20));
@@ -350,7 +350,7 @@ fn netlab_faults_seed_refuses_a_wrong_token_at_once() {
             ("WORLD".to_string(), "3".to_string()),
             (
                 "CLUSTER_TOKEN".to_string(),
-                "a wrong cluster token".to_string(),
+                "netlab the wrong token".to_string(),
             ),
         ]],
     );
@@ -380,7 +380,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
     }
     let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
     // Without IFNAME: the announcements leave through the dummy interface.
-    let mut blind = discovery_env(3, "mesh", "ifname-job cluster token", None, wrap.clone());
+    let mut blind = discovery_env(3, "mesh", "netlab ifname discovery job", None, wrap.clone());
     blind.set("TIMEOUT_S", "2");
     let mut ranks = spawn(&blind, "connect");
     let results = ranks.results(Duration::from_secs(30));
@@ -391,7 +391,7 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
         "{results:#?}"
     );
     // With IFNAME by CIDR: the LAN.
-    let mut l = discovery_env(3, "mesh", "ifname-job cluster token", None, wrap);
+    let mut l = discovery_env(3, "mesh", "netlab ifname discovery job", None, wrap);
     l.env.push(("IFNAME".into(), format!("10.77.{n}.0/24")));
     let mut ranks = spawn(&l, "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
@@ -406,7 +406,7 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
     let hosts = lab.lan_hosts("d", 0..3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
     let mut ranks = spawn(
-        &discovery_env(3, "star", "mdns-job cluster token", None, wrap),
+        &discovery_env(3, "star", "netlab mdns discovery job", None, wrap),
         "all",
     );
     all_ok(&ranks.results(Duration::from_secs(240)));

@@ -1,6 +1,17 @@
 //! Setting up a rank's QUIC connections: dial the peers this rank dials,
 //! accept the others on the rank's one UDP port, check every leaf, and
 //! (after formation) keep refusing whoever comes later.
+//!
+//! Anyone can start a handshake (Initial keys are public), so what the
+//! acceptor holds for connections that have not yet shown a leaf naming
+//! an expected rank is bounded ([`Limits`]): a datagram under 1200 bytes
+//! never opens one (RFC 9000 §14.1: a client pads its Initial to that);
+//! each has a handshake deadline of its own; one source IP holds a few at
+//! once and the table a few hundred, beyond the peers expected; and when
+//! either is full the oldest gives way to the newcomer, so strangers who
+//! start handshakes and go silent cannot lock a real peer out. A
+//! connection dropped so is closed with `CONNECTION_REFUSED`, and a
+//! dialer told that dials again (until the formation deadline).
 
 use super::engine::STREAMS;
 use crate::auth::tls;
@@ -42,6 +53,42 @@ pub(crate) fn random_cid() -> Result<quiche::ConnectionId<'static>, String> {
     Ok(quiche::ConnectionId::from_vec(id.to_vec()))
 }
 
+/// Bounds on accepted connections that have not yet shown a leaf naming
+/// an expected rank (strangers' included).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// At once, beyond the peers this rank accepts.
+    pub pending: usize,
+    /// At once from one source IP, beyond the peers expected from it.
+    pub per_source: usize,
+    /// How long one may take from its first Initial to its leaf.
+    pub handshake: Duration,
+}
+
+impl Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
+        pending: 256,
+        per_source: 4,
+        handshake: Duration::from_secs(2),
+    };
+}
+
+/// The smallest datagram that may carry a client's first Initial (RFC
+/// 9000 §14.1); a shorter one is dropped before quiche sees it.
+pub(crate) const MIN_INITIAL: usize = 1200;
+/// Datagrams read off the listening socket in one turn, at most, so that
+/// a flood of new ones does not starve the handshakes under way.
+const ACCEPT_PER_TURN: usize = 64;
+/// The transport error `CONNECTION_REFUSED`: an acceptor closes with it a
+/// handshake it drops (too slow, or crowded out); the dialer dials again.
+const REFUSED: u64 = 0x2;
+
+/// Whether the other side closed `conn` with [`REFUSED`].
+pub(crate) fn refused_by_peer(conn: &quiche::Connection) -> bool {
+    conn.peer_error()
+        .is_some_and(|e| !e.is_app && e.error_code == REFUSED)
+}
+
 /// A connection being set up.
 pub(crate) struct Pending {
     pub conn: quiche::Connection,
@@ -54,6 +101,8 @@ pub(crate) struct Pending {
     refused: bool,
     /// This side dialled (it writes on client-initiated streams).
     pub dialed: bool,
+    /// When it was dialled or its first Initial came.
+    opened: Instant,
 }
 
 impl Pending {
@@ -83,7 +132,7 @@ impl Pending {
 
 /// Sets up the QUIC links of one rank (and, after formation, refuses
 /// latecomers on the listening socket).
-pub(crate) struct Former<'a> {
+pub(crate) struct Former {
     rank: u32,
     config: quiche::Config,
     pub listener: Option<mio::net::UdpSocket>,
@@ -91,8 +140,16 @@ pub(crate) struct Former<'a> {
     pending: HashMap<usize, Pending>,
     by_addr: HashMap<SocketAddr, usize>,
     next_token: usize,
-    accept_from: &'a BTreeSet<u32>,
+    accept_from: BTreeSet<u32>,
+    /// How many of the accepted peers have each address (room is kept
+    /// for them beyond the limits).
+    expected: HashMap<IpAddr, usize>,
+    limits: Limits,
+    /// The listening socket may hold more: the last turn read its quota.
+    backlog: bool,
     buf: Vec<u8>,
+    /// Evictions' buffer (`buf` may hold the datagram being accepted).
+    spare: Vec<u8>,
 }
 
 /// The acceptor's one-byte "admitted" message: the server-initiated
@@ -101,17 +158,22 @@ const ADMIT_STREAM: u64 = 4 * STREAMS + 3;
 
 pub(crate) const LISTEN: mio::Token = mio::Token(0);
 const STOP: mio::Token = mio::Token(1);
-/// Connections being set up at once, at most (strangers included).
-const MAX_PENDING: usize = 256;
 
-impl<'a> Former<'a> {
+impl Former {
+    /// A rank's former: it accepts the ranks in `accept_from`, whose
+    /// addresses are `expected` (as far as known).
     pub(crate) fn new(
         rank: u32,
         config: quiche::Config,
         listener: Option<mio::net::UdpSocket>,
         poll: mio::Poll,
-        accept_from: &'a BTreeSet<u32>,
-    ) -> Former<'a> {
+        accept_from: BTreeSet<u32>,
+        expected: impl IntoIterator<Item = IpAddr>,
+    ) -> Former {
+        let mut by_ip = HashMap::new();
+        for ip in expected {
+            *by_ip.entry(ip.to_canonical()).or_insert(0) += 1;
+        }
         Former {
             rank,
             config,
@@ -122,7 +184,11 @@ impl<'a> Former<'a> {
             // Tokens 0 and 1: the listener and the stop waker.
             next_token: 2,
             accept_from,
+            expected: by_ip,
+            limits: Limits::DEFAULT,
+            backlog: false,
             buf: vec![0; 65_535],
+            spare: vec![0; 65_535],
         }
     }
 
@@ -151,85 +217,170 @@ impl<'a> Former<'a> {
             expect: Some(peer),
             refused: false,
             dialed: true,
+            opened: Instant::now(),
         };
         p.pump(&mut self.buf);
         self.pending.insert(token, p);
         Ok(())
     }
 
-    /// Take every datagram waiting on the listening socket: a known peer's
-    /// goes to its connection, a new peer's Initial opens one.
+    /// Take the datagrams waiting on the listening socket (up to a
+    /// quota): a known peer's goes to its connection, a new peer's
+    /// Initial may open one.
     fn accept(&mut self) {
-        let Some(listener) = &self.listener else {
+        self.backlog = false;
+        let Some(Ok(local)) = self.listener.as_ref().map(|l| l.local_addr()) else {
             return;
         };
-        let Ok(local) = listener.local_addr() else {
-            return;
-        };
-        loop {
-            let (n, from) = match listener.recv_from(&mut self.buf) {
+        for _ in 0..ACCEPT_PER_TURN {
+            let got = match &self.listener {
+                Some(l) => l.recv_from(&mut self.buf),
+                None => return,
+            };
+            let (n, from) = match got {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            let info = quiche::RecvInfo { from, to: local };
             if let Some(p) = self
                 .by_addr
                 .get(&from)
                 .and_then(|t| self.pending.get_mut(t))
             {
+                let info = quiche::RecvInfo { from, to: local };
                 let _ = p.conn.recv(&mut self.buf[..n], info);
                 continue;
             }
-            let Ok(hdr) = quiche::Header::from_slice(&mut self.buf[..n], quiche::MAX_CONN_ID_LEN)
-            else {
-                continue;
-            };
-            if hdr.ty != quiche::Type::Initial
-                || !quiche::version_is_supported(hdr.version)
-                || self.pending.len() >= MAX_PENDING
-            {
-                continue;
+            self.open(local, from, n);
+        }
+        self.backlog = true;
+    }
+
+    /// The `n`-byte datagram in `buf` from `from`, a source without a
+    /// connection: a client's first Initial opens one, within the limits.
+    fn open(&mut self, local: SocketAddr, from: SocketAddr, n: usize) {
+        if n < MIN_INITIAL {
+            return;
+        }
+        let Ok(hdr) = quiche::Header::from_slice(&mut self.buf[..n], quiche::MAX_CONN_ID_LEN)
+        else {
+            return;
+        };
+        if hdr.ty != quiche::Type::Initial || !quiche::version_is_supported(hdr.version) {
+            return;
+        }
+        self.make_room(from.ip());
+        let opened = connected_socket(local, from).and_then(|mut socket| {
+            let token = self.next_token;
+            self.poll.registry().register(
+                &mut socket,
+                mio::Token(token),
+                mio::Interest::READABLE,
+            )?;
+            Ok((token, socket))
+        });
+        let (token, mut socket) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(%from, "cannot open a socket for a new QUIC peer: {e}");
+                return;
             }
-            let opened = connected_socket(local, from).and_then(|mut socket| {
-                let token = self.next_token;
-                self.poll.registry().register(
-                    &mut socket,
-                    mio::Token(token),
-                    mio::Interest::READABLE,
-                )?;
-                Ok((token, socket))
-            });
-            let (token, socket) = match opened {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(%from, "cannot open a socket for a new QUIC peer: {e}");
-                    continue;
-                }
-            };
-            let Ok(scid) = random_cid() else { continue };
-            let mut conn = match quiche::accept(&scid, None, local, from, &mut self.config) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::debug!(%from, "QUIC accept: {e}");
-                    continue;
-                }
-            };
-            let _ = conn.recv(&mut self.buf[..n], info);
-            self.next_token += 1;
-            self.by_addr.insert(from, token);
-            self.pending.insert(
-                token,
-                Pending {
-                    conn,
-                    socket,
-                    local,
-                    remote: from,
-                    expect: None,
-                    refused: false,
-                    dialed: false,
-                },
-            );
+        };
+        let accepted = random_cid().map_err(|e| e.to_string()).and_then(|scid| {
+            quiche::accept(&scid, None, local, from, &mut self.config).map_err(|e| e.to_string())
+        });
+        let mut conn = match accepted {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%from, "QUIC accept: {e}");
+                let _ = self.poll.registry().deregister(&mut socket);
+                return;
+            }
+        };
+        let info = quiche::RecvInfo { from, to: local };
+        let _ = conn.recv(&mut self.buf[..n], info);
+        self.next_token += 1;
+        self.by_addr.insert(from, token);
+        self.pending.insert(
+            token,
+            Pending {
+                conn,
+                socket,
+                local,
+                remote: from,
+                expect: None,
+                refused: false,
+                dialed: false,
+                opened: Instant::now(),
+            },
+        );
+    }
+
+    /// Room for one more accepted connection from `ip`: where that source
+    /// or the table is at its limit, its oldest accepted one gives way.
+    fn make_room(&mut self, ip: IpAddr) {
+        let ip = ip.to_canonical();
+        let oldest = |pending: &HashMap<usize, Pending>, same_source: bool| {
+            let accepted = pending
+                .iter()
+                .filter(|(_, p)| !p.dialed && (!same_source || p.remote.ip().to_canonical() == ip));
+            let count = accepted.clone().count();
+            (
+                count,
+                accepted.min_by_key(|(_, p)| p.opened).map(|(&t, _)| t),
+            )
+        };
+        let share = self.limits.per_source + self.expected.get(&ip).copied().unwrap_or(0);
+        if let (count, Some(token)) = oldest(&self.pending, true) {
+            if count >= share {
+                self.evict(token, b"too many handshakes from one address");
+            }
+        }
+        let room = self.limits.pending + self.accept_from.len();
+        if let (count, Some(token)) = oldest(&self.pending, false) {
+            if count >= room {
+                self.evict(token, b"too many handshakes");
+            }
+        }
+    }
+
+    /// Close an accepted connection with `CONNECTION_REFUSED` and forget it.
+    fn evict(&mut self, token: usize, why: &[u8]) {
+        let Some(mut p) = self.pending.remove(&token) else {
+            return;
+        };
+        tracing::debug!(
+            remote = %p.remote,
+            "dropped a QUIC handshake: {}",
+            String::from_utf8_lossy(why)
+        );
+        // What it owes first: quiche cannot seal a close on a connection
+        // that has sent nothing yet (CryptoFail), and the close must reach
+        // a dialer crowded out, so that it dials again.
+        p.pump(&mut self.spare);
+        let _ = p.conn.close(false, REFUSED, why);
+        p.pump(&mut self.spare);
+        self.forget(&mut p);
+    }
+
+    fn forget(&mut self, p: &mut Pending) {
+        if !p.dialed {
+            self.by_addr.remove(&p.remote);
+        }
+        let _ = self.poll.registry().deregister(&mut p.socket);
+    }
+
+    /// Drop the accepted connections whose handshake deadline is past at
+    /// `now`.
+    pub(crate) fn expire(&mut self, now: Instant) {
+        let late: Vec<usize> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| !p.dialed && now >= p.opened + self.limits.handshake)
+            .map(|(&t, _)| t)
+            .collect();
+        for token in late {
+            self.evict(token, b"handshake too slow");
         }
     }
 
@@ -240,11 +391,18 @@ impl<'a> Former<'a> {
         formed: &BTreeSet<u32>,
         events: &mut mio::Events,
     ) -> Turn {
-        let mut wait = until.saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        let mut wait = until.saturating_duration_since(now);
         for p in self.pending.values() {
             if let Some(t) = p.conn.timeout() {
                 wait = wait.min(t);
             }
+            if !p.dialed {
+                wait = wait.min((p.opened + self.limits.handshake).saturating_duration_since(now));
+            }
+        }
+        if self.backlog {
+            wait = Duration::ZERO;
         }
         if let Err(e) = self.poll.poll(events, Some(wait)) {
             if e.kind() != ErrorKind::Interrupted {
@@ -252,11 +410,19 @@ impl<'a> Former<'a> {
             }
         }
         self.accept();
+        self.expire(Instant::now());
         let mut turn = Turn::default();
         let mut gone = Vec::new();
+        let mut again = Vec::new();
         let mut admitted: BTreeSet<u32> = formed.clone();
         for (&token, p) in self.pending.iter_mut() {
             p.pump(&mut self.buf);
+            if p.dialed && refused_by_peer(&p.conn) {
+                // The acceptor dropped the handshake (too slow, or crowded
+                // out by strangers): dial again.
+                again.push(token);
+                continue;
+            }
             if p.conn.is_closed() {
                 gone.push(token);
                 if let (Some(peer), false) = (p.expect, p.refused) {
@@ -312,11 +478,24 @@ impl<'a> Former<'a> {
         }
         for token in gone {
             if let Some(mut p) = self.pending.remove(&token) {
-                self.by_addr.remove(&p.remote);
-                let _ = self.poll.registry().deregister(&mut p.socket);
+                self.forget(&mut p);
                 if !p.conn.is_closed() {
                     if let Some(peer) = p.expect {
                         turn.up.push((peer, p));
+                    }
+                }
+            }
+        }
+        for token in again {
+            if let Some(mut p) = self.pending.remove(&token) {
+                self.forget(&mut p);
+                if let Some(peer) = p.expect {
+                    tracing::debug!(
+                        peer,
+                        "the QUIC handshake was refused for now; dialling again"
+                    );
+                    if let Err(e) = self.dial(peer, p.remote) {
+                        turn.failed.push((peer, e.to_string()));
                     }
                 }
             }
@@ -327,8 +506,9 @@ impl<'a> Former<'a> {
 
 /// After formation the listening socket stays open: whoever completes a
 /// handshake (a member's duplicate) is closed with "rank taken or not
-/// expected"; a stranger fails the TLS handshake.
-pub(crate) fn refuse_latecomers(mut former: Former<'_>) -> Option<Refuser> {
+/// expected"; a stranger fails the TLS handshake. The same limits hold,
+/// and the handshakes still under way keep their deadlines.
+pub(crate) fn refuse_latecomers(mut former: Former) -> Option<Refuser> {
     former.listener.as_ref()?;
     let stop = Arc::new(AtomicBool::new(false));
     let waker = match mio::Waker::new(former.poll.registry(), STOP) {
@@ -338,8 +518,10 @@ pub(crate) fn refuse_latecomers(mut former: Former<'_>) -> Option<Refuser> {
             return None;
         }
     };
-    let (flag, config) = (Arc::clone(&stop), former.config);
-    let (listener, poll, rank) = (former.listener.take(), former.poll, former.rank);
+    // Nobody is admitted any more, and nobody is owed room.
+    former.accept_from.clear();
+    former.expected.clear();
+    let (flag, rank) = (Arc::clone(&stop), former.rank);
     Refuser::spawn(
         format!("meshwork-qlate-{rank}"),
         move || {
@@ -348,12 +530,10 @@ pub(crate) fn refuse_latecomers(mut former: Former<'_>) -> Option<Refuser> {
         },
         move || {
             let none = BTreeSet::new();
-            let mut f = Former::new(rank, config, listener, poll, &none);
             let mut events = mio::Events::with_capacity(16);
             while !flag.load(Ordering::Acquire) {
                 let until = Instant::now() + Duration::from_secs(1);
-                // Nobody is admitted.
-                drop(f.turn(until, &none, &mut events));
+                drop(former.turn(until, &none, &mut events));
             }
         },
     )
@@ -407,3 +587,7 @@ pub(crate) fn size_buffers(s: &socket2::Socket) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "former_tests.rs"]
+pub(super) mod tests;

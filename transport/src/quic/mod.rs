@@ -19,6 +19,9 @@
 //! needs no connection-id demultiplexing. After formation the listening
 //! socket stays open to refuse latecomers (a stranger fails the TLS
 //! handshake; a member's duplicate is closed with "formation is over").
+//! What strangers can hold there, before and after formation, is bounded
+//! (`former.rs`: the 1200-byte Initial, a handshake deadline, a share per
+//! source address and in all, the oldest giving way).
 //!
 //! Messages under the threshold travel as frames on QUIC streams
 //! (`engine.rs`); larger ones on the sidecar, announced by a descriptor on
@@ -111,7 +114,11 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
     let mut refusers: Vec<form::Refuser> = formed.refuser.into_iter().collect();
     let deadline = Instant::now() + spec.timeout;
     let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
-    let mut former = Former::new(rank, config, listener, poll, &accept_from);
+    let expected = accept_from
+        .iter()
+        .filter_map(|&r| spec.peers.get(r as usize))
+        .map(|a| a.ip());
+    let mut former = Former::new(rank, config, listener, poll, accept_from.clone(), expected);
     let up = quic_links(spec, &mut former, &accept_from, &dial_to, deadline)?;
     tracing::info!(
         rank,
@@ -145,7 +152,7 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
 /// Dial and accept until every QUIC link of this rank is up.
 fn quic_links(
     spec: &Spec,
-    former: &mut Former<'_>,
+    former: &mut Former,
     accept_from: &BTreeSet<u32>,
     dial_to: &[u32],
     deadline: Instant,

@@ -287,3 +287,70 @@ fn a_lane_keeps_its_stream_and_credits_have_their_own() {
         0
     );
 }
+
+/// F3: strangers' real QUIC clients (30 from the honest peer's own
+/// address on distinct ports, 20 from other addresses) send their Initial
+/// to rank 1's port before rank 0 has started, then go silent. Rank 1's
+/// strangers over its per-source share give way at once, the rest at
+/// their handshake deadline, each told `CONNECTION_REFUSED`; the group
+/// forms well before its deadline and works.
+#[test]
+fn a_rank_forms_while_silent_quic_clients_hold_handshakes() {
+    use super::former::tests::Silent;
+    use std::net::{IpAddr, Ipv4Addr};
+    let addrs = free_addrs(2);
+    let timeout = Duration::from_secs(10);
+    let spec = |r| {
+        let mut s = Spec::new(r, 2, addrs.clone());
+        s.token = Some(TOKEN.into());
+        s.timeout = timeout;
+        s
+    };
+    let rank1 = {
+        let s = spec(1);
+        std::thread::spawn(move || crate::connect(&s))
+    };
+    // Rank 1's UDP port is bound before its TCP formation waits for rank
+    // 0: once a probe datagram draws no "port unreachable", it is.
+    let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+    probe.connect(addrs[1]).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let bound_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(Instant::now() < bound_by, "rank 1 never bound its UDP port");
+        let _ = probe.send(&[0]);
+        match probe.recv(&mut [0u8; 16]) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            _ => break,
+        }
+    }
+    let here = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut strangers: Vec<Silent> = (0..30)
+        .map(|_| Silent::sent(here, addrs[1]))
+        .chain((1..=20).map(|i| Silent::sent(IpAddr::V4(Ipv4Addr::new(127, 0, 7, i)), addrs[1])))
+        .collect();
+    let started = Instant::now();
+    let rank0 = {
+        let s = spec(0);
+        std::thread::spawn(move || crate::connect(&s))
+    };
+    let t0 = rank0.join().unwrap().unwrap();
+    let t1 = rank1.join().unwrap().unwrap();
+    let formed = started.elapsed();
+    assert!(formed < timeout / 2, "formed after {formed:?}");
+    let key = LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag: 1,
+    };
+    t0.send(1, key, &[b"through"]).unwrap();
+    assert_eq!(t1.recv(0, key, timeout, None).unwrap().as_ref(), b"through");
+    // Every stranger is told, within its deadline (the last ones by the
+    // refuser that keeps the port after formation).
+    let by = started + former::Limits::DEFAULT.handshake + Duration::from_secs(3);
+    for (i, s) in strangers.iter_mut().enumerate() {
+        assert!(s.refused(by), "stranger {i} still holds a handshake");
+    }
+}
