@@ -492,6 +492,15 @@ mod tests {
     const TOKEN: &str = "handshake test token";
     const OTHER: &str = "another test token";
 
+    /// A connection with deadlines on its reads and writes.
+    fn connect(addr: std::net::SocketAddr) -> TcpStream {
+        let t = std::time::Duration::from_secs(5);
+        let s = TcpStream::connect_timeout(&addr, t).unwrap();
+        s.set_read_timeout(Some(t)).unwrap();
+        s.set_write_timeout(Some(t)).unwrap();
+        s
+    }
+
     fn soon() -> Instant {
         Instant::now() + std::time::Duration::from_secs(5)
     }
@@ -610,7 +619,7 @@ mod tests {
         // Another version; the right one with a wrong proof; the right one
         // then silence until the acceptor's deadline is near (cut short).
         for version in [999, PROTOCOL_VERSION] {
-            let mut s = TcpStream::connect(addr).unwrap();
+            let mut s = connect(addr);
             let mut h = stranger.clone();
             h.version = version;
             s.write_all(&hello(&h, None).unwrap()).unwrap();
@@ -624,8 +633,8 @@ mod tests {
             s.read_to_end(&mut got).unwrap();
             hellos.push(got);
         }
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(&[b'M']).unwrap();
+        let mut s = connect(addr);
+        s.write_all(b"M").unwrap();
         drop(s);
         let results = t.join().unwrap();
         assert_eq!(hellos[0].len(), CHALLENGE_LEN, "a challenge only");
@@ -655,7 +664,7 @@ mod tests {
             let r = accept(&mut s, &id(1, 2, Some(TOKEN)), |_| true, by);
             (r.map_err(|(_, e)| e), Instant::now() >= by)
         });
-        let mut s = TcpStream::connect(addr).unwrap();
+        let mut s = connect(addr);
         let h = hello(&id(0, 2, Some(TOKEN)), None).unwrap();
         let mut sent = 0;
         // Dribble until the acceptor hangs up (a byte per 50 ms would take
