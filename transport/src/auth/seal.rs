@@ -10,16 +10,20 @@
 //! tag          (16 B)                   ─┘
 //! ```
 //!
-//! The tag is AES-256-GCM's, under the link's key for that direction
+//! The tag is keyed by the link's key for that direction
 //! (`handshake::Keys`: from the token and both fresh hellos, known only to
-//! the two ends), with a nonce that counts up from 0 and never travels:
+//! the two ends) over a nonce that counts up from 0 and never travels:
 //! each side knows which frame comes next, so a frame altered, inserted,
 //! dropped, replayed or reordered fails its tag. By default the inner
-//! header and the payload are associated data (authenticated, in clear:
-//! GMAC, which hashes what it is given without copying it); with
-//! `ENCRYPT_BULK` the payload is the plaintext, so it is also secret. The
-//! outer header is only framing: what it says is acted on only after the
-//! envelope opens, and then only as the inner header says.
+//! header and the payload are authenticated and travel in clear: the tag
+//! is keyed BLAKE3 of `nonce ‖ inner header ‖ payload`, truncated to 16
+//! bytes (hashed where the bytes lie, without a copy; BLAKE3 runs several
+//! times faster than GHASH here, which matters on loopback and fast
+//! networks). With `ENCRYPT_BULK` the tag is AES-256-GCM's, the inner
+//! header its associated data and the payload its plaintext, so the
+//! payload is also secret. The outer header is only framing: what it says
+//! is acted on only after the envelope opens, and then only as the inner
+//! header says.
 //!
 //! A receiver acts on nothing before the tag verifies; a tag that fails
 //! closes the link. Sealing happens where the link's wire order is decided
@@ -38,7 +42,8 @@ pub(crate) const SEAL_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 /// What a link's envelopes protect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Protect {
-    /// Integrity: headers and payloads authenticated, payloads in clear.
+    /// Integrity: headers and payloads authenticated (keyed BLAKE3),
+    /// payloads in clear.
     Authenticate,
     /// Integrity and secrecy of payloads (`ENCRYPT_BULK`).
     Encrypt,
@@ -48,6 +53,25 @@ fn iv(nonce: u64) -> [u8; 12] {
     let mut iv = [0u8; 12];
     iv[4..].copy_from_slice(&nonce.to_le_bytes());
     iv
+}
+
+/// The keyed-BLAKE3 tag of envelope `nonce`: its inner header, then the
+/// payload in `parts`.
+fn mac(key: &[u8; 32], nonce: u64, inner: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&nonce.to_le_bytes());
+    h.update(inner);
+    for p in parts {
+        h.update(p);
+    }
+    let mut tag = [0u8; TAG_LEN];
+    tag.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
+    tag
+}
+
+/// Whether two tags are equal, in time independent of where they differ.
+fn same_tag(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn crypter(mode: Mode, key: &[u8; 32], nonce: u64) -> Result<Crypter, String> {
@@ -141,18 +165,12 @@ impl Sealer {
         let mut head = [0u8; 2 * HEADER_LEN];
         head[..HEADER_LEN].copy_from_slice(&outer.encode());
         head[HEADER_LEN..].copy_from_slice(&inner.encode());
-        let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
-        let mut c = crypter(Mode::Encrypt, &self.key, self.next)?;
-        c.aad_update(&head[HEADER_LEN..]).map_err(err)?;
-        let cipher = match self.protect {
-            Protect::Authenticate => {
-                for p in parts {
-                    c.aad_update(p).map_err(err)?;
-                }
-                c.finalize(&mut []).map_err(err)?;
-                None
-            }
+        let (cipher, tag) = match self.protect {
+            Protect::Authenticate => (None, mac(&self.key, self.next, &head[HEADER_LEN..], parts)),
             Protect::Encrypt => {
+                let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
+                let mut c = crypter(Mode::Encrypt, &self.key, self.next)?;
+                c.aad_update(&head[HEADER_LEN..]).map_err(err)?;
                 // The cipher may write up to a block more than it is given.
                 let mut out = pool.take_filled(n + 16);
                 let mut at = 0;
@@ -161,11 +179,11 @@ impl Sealer {
                 }
                 at += c.finalize(&mut out[at..]).map_err(err)?;
                 out.truncate(at);
-                Some(out)
+                let mut tag = [0u8; TAG_LEN];
+                c.get_tag(&mut tag).map_err(err)?;
+                (Some(out), tag)
             }
         };
-        let mut tag = [0u8; TAG_LEN];
-        c.get_tag(&mut tag).map_err(err)?;
         self.next += 1;
         Ok(Envelope { head, cipher, tag })
     }
@@ -210,16 +228,17 @@ impl Opener {
         let (inner, rest) = body.split_at(HEADER_LEN);
         let (payload, tag) = rest.split_at(n);
         let err = |e: boring::error::ErrorStack| format!("a frame that fails authentication ({e})");
-        let mut c = crypter(Mode::Decrypt, &self.key, self.next)?;
-        c.aad_update(inner).map_err(err)?;
-        c.set_tag(tag).map_err(err)?;
         let plain = match self.protect {
             Protect::Authenticate => {
-                c.aad_update(payload).map_err(err)?;
-                c.finalize(&mut []).map_err(err)?;
+                if !same_tag(&mac(&self.key, self.next, inner, &[payload]), tag) {
+                    return Err("a frame that fails authentication".into());
+                }
                 None
             }
             Protect::Encrypt => {
+                let mut c = crypter(Mode::Decrypt, &self.key, self.next)?;
+                c.aad_update(inner).map_err(err)?;
+                c.set_tag(tag).map_err(err)?;
                 let mut out = pool.take_filled(n + 16);
                 let mut at = c.update(payload, &mut out).map_err(err)?;
                 at += c.finalize(&mut out[at..]).map_err(err)?;
