@@ -14,6 +14,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod seed;
+pub use seed::serve_seed;
+
 /// Which wire carries the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -384,8 +387,11 @@ impl Node {
     /// it) unless another process (`meshrun seed`) already does; with a
     /// seed of its own, let it assign the ranks (no `RANK`), or give every
     /// process one, since a process without one takes the lowest free
-    /// rank. In a star, the seed's host is the coordinator. Tokens are
-    /// proved both ways before anything is handed out.
+    /// rank. In a star, the seed's host is the coordinator. The joiner
+    /// proves the token first and all the seed hands out is sealed under
+    /// the token; without a token the seed and the ranks listen on
+    /// loopback only, and an address off loopback (`ADVERTISE`, `IFNAME`)
+    /// is `TokenRequired`.
     pub fn seed(mut self, addr: SocketAddr) -> Node {
         self.seed = Some(addr);
         self
@@ -554,168 +560,6 @@ impl Node {
         }
         Ok(Arc::new(group))
     }
-
-    /// `connect` through a seed (see `Node::seed`).
-    fn connect_via_seed(self, seed_addr: SocketAddr) -> Result<Arc<ProcessGroup>> {
-        use meshwork_transport::seed::{self, JoinRequest, Seed, SeedConfig};
-        let world = self.world;
-        let wanted = (!self.join_any).then_some(self.rank);
-        if world == 0 || wanted.is_some_and(|r| r >= world) {
-            return Err(Error::InvalidArgument(format!(
-                "rank {} is not in a world of {world}",
-                self.rank
-            )));
-        }
-        let off_loopback =
-            !seed_addr.ip().is_loopback() || self.advertise.is_some_and(|a| !a.ip().is_loopback());
-        if self.token.is_none() && (off_loopback || self.encrypt_bulk) {
-            return Err(Error::TokenRequired);
-        }
-        let star = self.topology == Topology::Star;
-        // Rank 0 hosts the seed, unless the address is another process's.
-        let hosted = match wanted {
-            Some(0) => Seed::start(
-                seed_addr,
-                SeedConfig {
-                    world,
-                    star,
-                    token: self.token.clone(),
-                    timeout: self.timeout,
-                    // This process joins as rank 0 after starting the seed:
-                    // joiners without a rank must not take it first.
-                    reserved: Some(0),
-                },
-            )
-            .map_err(|e| tracing::info!("not hosting the seed ({e}); joining it"))
-            .ok(),
-            _ => None,
-        };
-        // This rank's data port: the advertised one, else a free one,
-        // held until formation binds it (see `free_port`).
-        let (port, reserved) = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
-            Some(p) => (p, None),
-            None => {
-                let (p, held) = free_port(seed_addr.is_ipv6()).map_err(Error::Io)?;
-                (p, Some(held))
-            }
-        };
-        let unspecified: std::net::IpAddr = if seed_addr.is_ipv6() {
-            std::net::Ipv6Addr::UNSPECIFIED.into()
-        } else {
-            std::net::Ipv4Addr::UNSPECIFIED.into()
-        };
-        // The IP: the one given, else IFNAME's, else the one the seed sees.
-        let ip = match (self.advertise, self.chosen_interface()?) {
-            (Some(a), _) => a.ip(),
-            (None, Some(i)) => i.addr.into(),
-            (None, None) => unspecified,
-        };
-        let advertise = SocketAddr::new(ip, port);
-        let joined = seed::join(
-            seed_addr,
-            &JoinRequest {
-                world,
-                rank: wanted,
-                star,
-                token: self.token.clone(),
-                timeout: self.timeout,
-                advertise,
-            },
-        )
-        .map_err(from_formation)?;
-        let rank = joined.rank;
-        tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
-        let bind = SocketAddr::new(unspecified, port);
-        drop(reserved);
-        let formed = if world == 1 {
-            Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
-        } else {
-            self.form(
-                rank,
-                joined.peers.clone(),
-                Some(bind),
-                Some(joined.identity.clone()),
-            )
-        };
-        let ready = joined
-            .ready(formed.is_ok(), self.timeout)
-            .map_err(from_formation);
-        if let Some(seed) = hosted {
-            // It refuses latecomers a little longer, then ends.
-            seed.detach();
-        }
-        let transport = formed?;
-        ready?;
-        self.group(rank, transport)
-    }
-}
-
-/// Run a seed as its own process (what `meshrun seed` does): serve the
-/// bootstrap of one job of `world` ranks on `bind` — every rank joins with
-/// `SEED` — and return once the job has formed (every rank ready), or with
-/// `FormationTimeout` naming the ranks that never joined.
-pub fn serve_seed(
-    bind: SocketAddr,
-    world: u32,
-    topology: Topology,
-    token: Option<String>,
-    timeout: Duration,
-) -> Result<()> {
-    if let Some(t) = &token {
-        check_token(t)?;
-    }
-    if token.is_none() && !bind.ip().is_loopback() {
-        return Err(Error::TokenRequired);
-    }
-    meshwork_transport::seed::Seed::start(
-        bind,
-        meshwork_transport::seed::SeedConfig {
-            world,
-            star: topology == Topology::Star,
-            token,
-            timeout,
-            reserved: None,
-        },
-    )
-    .and_then(meshwork_transport::seed::Seed::wait)
-    .map_err(from_formation)
-}
-
-/// A port free for both TCP and UDP (QUIC and its sidecar share the
-/// number), and the two sockets that hold it until they are dropped.
-///
-/// This is a pick-then-bind, and cannot be otherwise yet: the port goes to
-/// the seed, and through it to every peer, before formation starts, and
-/// the transport binds from an address (its config's `bind`), not from a
-/// socket it could be handed. So the caller holds the sockets through the
-/// seed exchange, which lasts until the slowest rank has joined, and drops
-/// them just before formation binds the port: another process can take it
-/// only in the microseconds between. The TCP socket is bound but not
-/// listening, and neither socket sets `SO_REUSEADDR` or `SO_REUSEPORT`, so
-/// no other socket can bind the port meanwhile and no outgoing connection
-/// takes it as its source port; a peer that dials early is refused, and
-/// retries as it does for a peer not yet up.
-fn free_port(v6: bool) -> std::io::Result<(u16, (socket2::Socket, std::net::UdpSocket))> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let any: SocketAddr = if v6 {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    for _ in 0..64 {
-        let tcp = Socket::new(Domain::for_address(any), Type::STREAM, Some(Protocol::TCP))?;
-        tcp.bind(&any.into())?;
-        let port = tcp
-            .local_addr()?
-            .as_socket()
-            .map_or(0, |a: SocketAddr| a.port());
-        match std::net::UdpSocket::bind(SocketAddr::new(any.ip(), port)) {
-            Ok(udp) => return Ok((port, (tcp, udp))),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other("no port free for both TCP and UDP"))
 }
 
 impl Node {
@@ -783,6 +627,10 @@ fn from_formation(e: FormationError) -> Error {
         FormationError::ConnectionFailed { rank, reason } => {
             Error::ConnectionFailed { rank, reason }
         }
+        e @ FormationError::SeedTampered { .. } => Error::ConnectionFailed {
+            rank: 0,
+            reason: e.to_string(),
+        },
         // A failure the transport added after this match was written:
         // still an error naming what happened.
         other => Error::ConnectionFailed {

@@ -247,16 +247,6 @@ pub(crate) fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -
     proof_of(key, label, &[first, second])
 }
 
-pub(crate) fn verify(
-    key: &[u8; 32],
-    label: &[u8],
-    first: &[u8],
-    second: &[u8],
-    tag: &[u8],
-) -> bool {
-    verify_of(key, label, &[first, second], tag)
-}
-
 fn mac_of(key: &[u8; 32], label: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(label);

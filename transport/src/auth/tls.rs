@@ -18,8 +18,10 @@ use boring::hash::MessageDigest;
 use boring::nid::Nid;
 use boring::pkey::{PKey, Private};
 use boring::ssl::{SslContextBuilder, SslMethod, SslVerifyMode, SslVersion};
+use boring::stack::Stack;
 use boring::x509::extension::{BasicConstraints, KeyUsage, SubjectAlternativeName};
-use boring::x509::{X509Name, X509};
+use boring::x509::store::X509StoreBuilder;
+use boring::x509::{X509Name, X509StoreContext, X509};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -189,6 +191,16 @@ impl ClusterCa {
     }
 }
 
+/// Whether `leaf` verifies with `ca` as its only trust anchor (signature,
+/// validity, the CA's constraints).
+fn chains_to(ca: &X509, leaf: &X509) -> Result<bool, ErrorStack> {
+    let mut store = X509StoreBuilder::new()?;
+    store.add_cert(ca.clone())?;
+    let store = store.build();
+    let chain = Stack::new()?;
+    X509StoreContext::new()?.init(&store, leaf, &chain, |c| c.verify_cert())
+}
+
 impl RankIdentity {
     /// The rank this identity's leaf names.
     pub fn rank(&self) -> u32 {
@@ -205,17 +217,20 @@ impl RankIdentity {
         ])
     }
 
-    /// The inverse of `to_der`; `None` if any part does not parse or the
-    /// leaf does not name `rank`.
+    /// The inverse of `to_der`; `None` if any part does not parse, the
+    /// leaf does not name `rank`, does not chain to `ca` or is not `key`'s.
     pub(crate) fn from_der(rank: u32, ca: &[u8], cert: &[u8], key: &[u8]) -> Option<RankIdentity> {
         if rank_of(cert) != Some(rank) {
             return None;
         }
-        Some(RankIdentity {
+        let (ca, cert) = (X509::from_der(ca).ok()?, X509::from_der(cert).ok()?);
+        let key = PKey::private_key_from_der(key).ok()?;
+        let fits = cert.public_key().ok()?.public_eq(&key);
+        (fits && chains_to(&ca, &cert).unwrap_or(false)).then_some(RankIdentity {
             rank,
-            ca: X509::from_der(ca).ok()?,
-            cert: X509::from_der(cert).ok()?,
-            key: PKey::private_key_from_der(key).ok()?,
+            ca,
+            cert,
+            key,
         })
     }
 
@@ -252,6 +267,29 @@ mod tests {
         let leaf = a.issue(3).unwrap();
         assert!(leaf.cert.verify(&b.cert.public_key().unwrap()).unwrap());
         assert!(!leaf.cert.verify(&c.cert.public_key().unwrap()).unwrap());
+    }
+
+    #[test]
+    fn an_identity_is_taken_only_with_a_leaf_that_chains_to_its_ca() {
+        let (ca, other) = (ClusterCa::random().unwrap(), ClusterCa::random().unwrap());
+        let [ca_der, cert, key] = ca.issue(2).unwrap().to_der().unwrap();
+        assert!(RankIdentity::from_der(2, &ca_der, &cert, &key).is_some());
+        assert!(RankIdentity::from_der(3, &ca_der, &cert, &key).is_none());
+        let [other_ca, _, other_key] = other.issue(2).unwrap().to_der().unwrap();
+        assert!(RankIdentity::from_der(2, &other_ca, &cert, &key).is_none());
+        assert!(RankIdentity::from_der(2, &ca_der, &cert, &other_key).is_none());
+        // One flipped byte of the CA's subject name or public key: refused.
+        let find = |what: &[u8]| ca_der.windows(what.len()).rposition(|w| w == what).unwrap();
+        let point = ca.cert.public_key().unwrap().public_key_to_der().unwrap();
+        let in_key = find(&point[point.len() - 40..]) + 10;
+        for at in [find(b"meshwork cluster CA") + 3, in_key] {
+            let mut bad = ca_der.clone();
+            bad[at] ^= 1;
+            assert!(
+                RankIdentity::from_der(2, &bad, &cert, &key).is_none(),
+                "{at}"
+            );
+        }
     }
 
     #[test]

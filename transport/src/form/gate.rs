@@ -22,9 +22,10 @@ pub(crate) const PENDING_PER_SOURCE: usize = 8;
 pub(crate) const PENDING_TOTAL: usize = 64;
 
 /// The handshakes under way, oldest first: a clone of each one's socket
-/// (to cut it when evicted) by a serial number.
+/// (to cut it when evicted) by a serial number. Formation's gate and the
+/// seed's admissions each keep one.
 #[derive(Debug, Default)]
-struct InFlight {
+pub(crate) struct InFlight {
     next: u64,
     list: std::collections::VecDeque<(u64, IpAddr, TcpStream)>,
 }
@@ -32,7 +33,7 @@ struct InFlight {
 impl InFlight {
     /// Make room for a handshake from `ip`, evicting the oldest over a
     /// bound, and count it in; its serial number.
-    fn admit(&mut self, ip: IpAddr, stream: &TcpStream) -> std::io::Result<u64> {
+    pub(crate) fn admit(&mut self, ip: IpAddr, stream: &TcpStream) -> std::io::Result<u64> {
         let from_ip = self.list.iter().filter(|(_, i, _)| *i == ip).count();
         let evict = if from_ip >= PENDING_PER_SOURCE {
             self.list.iter().position(|(_, i, _)| *i == ip)
@@ -51,8 +52,15 @@ impl InFlight {
         Ok(id)
     }
 
-    fn done(&mut self, id: u64) {
+    pub(crate) fn done(&mut self, id: u64) {
         self.list.retain(|(i, ..)| *i != id);
+    }
+
+    /// Cut every handshake under way.
+    pub(crate) fn cut_all(&mut self) {
+        for (_, _, s) in self.list.drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -170,9 +178,7 @@ impl Gate {
 impl Drop for Gate {
     /// Cut the handshakes under way and wait for their threads.
     fn drop(&mut self) {
-        for (_, _, s) in lock(&self.in_flight).list.drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
+        lock(&self.in_flight).cut_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

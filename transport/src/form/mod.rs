@@ -13,7 +13,8 @@
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::auth::seal::Protect;
 use crate::spec::Spec;
-use gate::{handshake_time, Accepted, Gate};
+pub(crate) use gate::{handshake_time, InFlight};
+use gate::{Accepted, Gate};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -43,6 +44,14 @@ pub enum FormationError {
     Timeout { missing: Vec<u32> },
     #[error("cannot connect to rank {rank}: {reason}")]
     ConnectionFailed { rank: u32, reason: String },
+    /// What the seed sent after proving the token did not hold up: altered
+    /// in transit (an on-path attacker), or a broken seed. Nothing it sent
+    /// was used.
+    #[error("the seed at {seed} sent {what}; altered in transit? nothing from it was used")]
+    SeedTampered {
+        seed: SocketAddr,
+        what: &'static str,
+    },
 }
 
 impl FormationError {

@@ -1,15 +1,29 @@
 //! The seed's messages as pure functions (fuzzed): the socket code in
-//! `mod.rs` reads bytes and hands them to these (see its docs for the
-//! exchange).
+//! `server.rs` and `joiner.rs` reads bytes and hands them to these (see
+//! `mod.rs` for the exchange).
 
 use crate::wire::codec::{put_addr, ADDR_LEN};
 use crate::wire::Reader;
 use std::io::Read;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-const MAGIC: &[u8; 8] = b"MWSEED01";
-pub(crate) const JOIN_LEN: usize = 80;
-pub(crate) const REPLY_LEN: usize = 76;
+/// Every message that opens a direction starts with this: version 2 of
+/// the seed protocol (version 1, `MWSEED01`, proved nothing before it
+/// answered and sent its welcome in the clear).
+const MAGIC: &[u8; 8] = b"MWSEED02";
+/// What the messages of the first version began with.
+const MAGIC_V1: &[u8; 8] = b"MWSEED01";
+/// The seed protocol's version, in the Join and the Challenge.
+pub const SEED_VERSION: u32 = 2;
+
+/// Magic and version: what either side reads first.
+pub(crate) const HEAD_LEN: usize = 12;
+/// An ephemeral P-256 public key, compressed.
+pub(crate) const SHARE_LEN: usize = 33;
+pub(crate) const JOIN_LEN: usize = HEAD_LEN + 12 + 24 + SHARE_LEN;
+pub(crate) const CHALLENGE_LEN: usize = HEAD_LEN + 24 + SHARE_LEN;
+pub(crate) const PROOF_LEN: usize = ADDR_LEN + 32;
+pub(crate) const REPLY_LEN: usize = 12 + 32;
 const FLAG_STAR: u32 = 1;
 
 /// The little-endian `u32` at `i` (zero past the end: every caller
@@ -27,7 +41,33 @@ pub(crate) fn get_addr(b: &[u8]) -> SocketAddr {
         .unwrap_or_else(|| SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
 }
 
-/// A Join's fields (all but the joiner's nonce).
+/// The seed protocol version a message's first 12 bytes announce: `None`
+/// if they are not a seed's message at all (1 for the first version,
+/// whose version field meant something else).
+pub(crate) fn version_of(head: &[u8]) -> Option<u32> {
+    match head.get(..8)? {
+        m if m == MAGIC && head.len() >= HEAD_LEN => Some(u32_at(head, 8)),
+        m if m == MAGIC_V1 => Some(1),
+        _ => None,
+    }
+}
+
+fn head(version: u32) -> [u8; HEAD_LEN] {
+    let mut h = [0u8; HEAD_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..].copy_from_slice(&version.to_le_bytes());
+    h
+}
+
+fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(src) = b.get(at..at + N) {
+        out.copy_from_slice(src);
+    }
+    out
+}
+
+/// A joiner's first message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JoinMsg {
     pub version: u32,
@@ -35,23 +75,26 @@ pub(crate) struct JoinMsg {
     /// The rank wanted; `ANY`: the lowest free one.
     pub want: u32,
     pub star: bool,
+    pub nonce: [u8; 24],
+    /// The joiner's ephemeral key share.
+    pub share: [u8; SHARE_LEN],
 }
 
 impl JoinMsg {
-    pub(crate) fn encode(&self, nonce: &[u8; 24]) -> [u8; JOIN_LEN] {
+    pub(crate) fn encode(&self) -> [u8; JOIN_LEN] {
         let mut join = [0u8; JOIN_LEN];
-        join[..8].copy_from_slice(MAGIC);
-        join[8..12].copy_from_slice(&self.version.to_le_bytes());
+        join[..HEAD_LEN].copy_from_slice(&head(self.version));
         join[12..16].copy_from_slice(&self.world.to_le_bytes());
         join[16..20].copy_from_slice(&self.want.to_le_bytes());
         join[20..24].copy_from_slice(&(if self.star { FLAG_STAR } else { 0 }).to_le_bytes());
-        join[32..56].copy_from_slice(nonce);
+        join[24..48].copy_from_slice(&self.nonce);
+        join[48..].copy_from_slice(&self.share);
         join
     }
 
-    /// `None`: not a meshwork joiner (another magic, or too short).
+    /// `None`: not a Join of this version (another magic, or too short).
     pub(crate) fn decode(join: &[u8]) -> Option<JoinMsg> {
-        if join.len() < JOIN_LEN || &join[..8] != MAGIC {
+        if join.len() < JOIN_LEN || join[..8] != *MAGIC {
             return None;
         }
         Some(JoinMsg {
@@ -59,51 +102,89 @@ impl JoinMsg {
             world: u32_at(join, 12),
             want: u32_at(join, 16),
             star: u32_at(join, 20) & FLAG_STAR != 0,
+            nonce: array(join, 24),
+            share: array(join, 48),
         })
     }
 }
 
-/// A seed's Reply's fields (all but its nonce and proof).
+/// The seed's answer to a Join: its version, a fresh nonce and its own
+/// ephemeral key share; nothing about the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChallengeMsg {
+    pub version: u32,
+    pub nonce: [u8; 24],
+    pub share: [u8; SHARE_LEN],
+}
+
+impl ChallengeMsg {
+    pub(crate) fn encode(&self) -> [u8; CHALLENGE_LEN] {
+        let mut c = [0u8; CHALLENGE_LEN];
+        c[..HEAD_LEN].copy_from_slice(&head(self.version));
+        c[12..36].copy_from_slice(&self.nonce);
+        c[36..].copy_from_slice(&self.share);
+        c
+    }
+
+    /// `None`: not a Challenge of this version's layout.
+    pub(crate) fn decode(c: &[u8]) -> Option<ChallengeMsg> {
+        if c.len() < CHALLENGE_LEN || c[..8] != *MAGIC {
+            return None;
+        }
+        Some(ChallengeMsg {
+            version: u32_at(c, 8),
+            nonce: array(c, 12),
+            share: array(c, 36),
+        })
+    }
+}
+
+/// The joiner's proof message: its advertised address, then the proof
+/// (which covers that address).
+pub(crate) fn encode_proof(advertise: SocketAddr, proof: &[u8; 32]) -> [u8; PROOF_LEN] {
+    let mut out = Vec::with_capacity(PROOF_LEN);
+    put_addr(&mut out, advertise);
+    out.extend_from_slice(proof);
+    array(&out, 0)
+}
+
+/// The seed's verdict on an authenticated joiner (its proof follows it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReplyMsg {
     pub status: u32,
-    /// The rank admitted (or refused; the seed's protocol version when the
-    /// status is `Protocol`).
+    /// The rank admitted (or refused).
     pub rank: u32,
     pub world: u32,
 }
 
 impl ReplyMsg {
-    /// The reply with its proof zero (the seed computes it over the
-    /// first 44 bytes and writes it at 44).
-    pub(crate) fn encode(&self, nonce: &[u8; 24]) -> [u8; REPLY_LEN] {
-        let mut reply = [0u8; REPLY_LEN];
-        reply[..8].copy_from_slice(MAGIC);
-        reply[8..12].copy_from_slice(&self.status.to_le_bytes());
-        reply[12..16].copy_from_slice(&self.rank.to_le_bytes());
-        reply[16..20].copy_from_slice(&self.world.to_le_bytes());
-        reply[20..44].copy_from_slice(nonce);
-        reply
+    /// The reply's first 12 bytes (the seed's proof follows).
+    pub(crate) fn encode(&self) -> [u8; 12] {
+        let mut r = [0u8; 12];
+        r[..4].copy_from_slice(&self.status.to_le_bytes());
+        r[4..8].copy_from_slice(&self.rank.to_le_bytes());
+        r[8..].copy_from_slice(&self.world.to_le_bytes());
+        r
     }
 
-    /// `None`: not a meshwork seed (another magic, or too short).
-    pub(crate) fn decode(reply: &[u8]) -> Option<ReplyMsg> {
-        if reply.len() < REPLY_LEN || &reply[..8] != MAGIC {
-            return None;
-        }
-        Some(ReplyMsg {
-            status: u32_at(reply, 8),
-            rank: u32_at(reply, 12),
-            world: u32_at(reply, 16),
+    /// `None`: shorter than 12 bytes.
+    pub(crate) fn decode(r: &[u8]) -> Option<ReplyMsg> {
+        (r.len() >= 12).then(|| ReplyMsg {
+            status: u32_at(r, 0),
+            rank: u32_at(r, 4),
+            world: u32_at(r, 8),
         })
     }
 }
 
 /// Most bytes one part of the welcome may have.
 pub(crate) const WELCOME_PART_MAX: usize = 64 << 10;
+/// Most bytes a sealed record's body may have (a welcome of three parts
+/// at most, and its tag).
+pub(crate) const RECORD_MAX: usize = 3 * (4 + WELCOME_PART_MAX) + 16;
 
-/// The welcome's parts (CA cert, leaf cert, sealed leaf key), each after
-/// its length.
+/// The welcome's parts (CA cert, leaf cert, leaf key), each after its
+/// length: the plaintext of the welcome record.
 pub(crate) fn encode_welcome(parts: [&[u8]; 3]) -> Vec<u8> {
     let mut out = Vec::new();
     for part in parts {
@@ -116,25 +197,32 @@ pub(crate) fn encode_welcome(parts: [&[u8]; 3]) -> Vec<u8> {
 /// Why a welcome could not be read.
 #[derive(Debug)]
 pub(crate) enum WelcomeError {
-    Io(std::io::Error),
+    /// The bytes ended before the parts did.
+    Short,
     /// A part claimed more than `WELCOME_PART_MAX` bytes.
     TooLong(usize),
 }
 
-/// Read the welcome's three parts off `r` (the seed's stream, or a slice).
+/// Read the welcome's three parts off `r` (a record's plaintext).
 pub(crate) fn read_welcome(r: &mut impl Read) -> Result<[Vec<u8>; 3], WelcomeError> {
     let mut part = || {
         let mut len = [0u8; 4];
-        r.read_exact(&mut len).map_err(WelcomeError::Io)?;
+        r.read_exact(&mut len).map_err(|_| WelcomeError::Short)?;
         let len = u32::from_le_bytes(len) as usize;
         if len > WELCOME_PART_MAX {
             return Err(WelcomeError::TooLong(len));
         }
         let mut part = vec![0u8; len];
-        r.read_exact(&mut part).map_err(WelcomeError::Io)?;
+        r.read_exact(&mut part).map_err(|_| WelcomeError::Short)?;
         Ok(part)
     };
     Ok([part()?, part()?, part()?])
+}
+
+/// The three parts of a welcome record's plaintext, if it is exactly that.
+pub(crate) fn decode_welcome(mut plain: &[u8]) -> Option<[Vec<u8>; 3]> {
+    let parts = read_welcome(&mut plain).ok()?;
+    plain.is_empty().then_some(parts)
 }
 
 /// The seed's table: every rank's address, or the ranks that never joined.
@@ -147,11 +235,8 @@ pub(crate) enum Table {
 /// Why a table could not be read.
 #[derive(Debug)]
 pub(crate) enum TableError {
-    /// Reading its first 8 bytes failed (a timeout here: the job did not
-    /// form in time).
-    Head(std::io::Error),
-    /// Reading the rest failed.
-    Body(std::io::Error),
+    /// The bytes ended before the table did.
+    Short,
     /// A table this joiner cannot use.
     Bad(&'static str),
 }
@@ -179,18 +264,18 @@ pub(crate) fn encode_table(table: &Table) -> Vec<u8> {
     out
 }
 
-/// Read a table for a world of `world` ranks off `r` (nothing is
-/// allocated for more than `world` entries).
+/// Read a table for a world of `world` ranks off `r` (a record's
+/// plaintext; nothing is allocated for more than `world` entries).
 pub(crate) fn read_table(r: &mut impl Read, world: u32) -> Result<Table, TableError> {
     let mut head = [0u8; 8];
-    r.read_exact(&mut head).map_err(TableError::Head)?;
+    r.read_exact(&mut head).map_err(|_| TableError::Short)?;
     let (status, n) = (u32_at(&head, 0), u32_at(&head, 4));
     if n > world {
         return Err(TableError::Bad("larger than the world"));
     }
     if status != 0 {
         let mut raw = vec![0u8; 4 * n as usize];
-        r.read_exact(&mut raw).map_err(TableError::Body)?;
+        r.read_exact(&mut raw).map_err(|_| TableError::Short)?;
         return Ok(Table::Missing(
             raw.chunks(4).map(|c| u32_at(c, 0)).collect(),
         ));
@@ -199,6 +284,15 @@ pub(crate) fn read_table(r: &mut impl Read, world: u32) -> Result<Table, TableEr
         return Err(TableError::Bad("not one address per rank"));
     }
     let mut raw = vec![0u8; ADDR_LEN * n as usize];
-    r.read_exact(&mut raw).map_err(TableError::Body)?;
+    r.read_exact(&mut raw).map_err(|_| TableError::Short)?;
     Ok(Table::Peers(raw.chunks(ADDR_LEN).map(get_addr).collect()))
+}
+
+/// The table in a table record's plaintext, if it is exactly one.
+pub(crate) fn decode_table(mut plain: &[u8], world: u32) -> Result<Table, TableError> {
+    let table = read_table(&mut plain, world)?;
+    if !plain.is_empty() {
+        return Err(TableError::Bad("bytes after the table"));
+    }
+    Ok(table)
 }

@@ -1,0 +1,254 @@
+//! Bootstrap through a seed (`Node::seed`): host it or join it, listen
+//! where the token allows, form, and pass the seed's ready barrier.
+
+use super::{check_token, from_formation, Node};
+use crate::error::{Error, Result};
+use crate::group::ProcessGroup;
+use meshwork_collectives::Topology;
+use meshwork_transport::mem::MemHub;
+use meshwork_transport::Transport;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Node {
+    /// `connect` through a seed (see `Node::seed`).
+    pub(super) fn connect_via_seed(self, seed_addr: SocketAddr) -> Result<Arc<ProcessGroup>> {
+        use meshwork_transport::seed::{self, JoinRequest, Seed, SeedConfig};
+        let world = self.world;
+        let wanted = (!self.join_any).then_some(self.rank);
+        if world == 0 || wanted.is_some_and(|r| r >= world) {
+            return Err(Error::InvalidArgument(format!(
+                "rank {} is not in a world of {world}",
+                self.rank
+            )));
+        }
+        // The IP to announce: the one given, else IFNAME's, else (none)
+        // the one the seed sees.
+        let chosen = self.chosen_interface()?;
+        let announced = self
+            .advertise
+            .map(|a| a.ip())
+            .or(chosen.map(|i| i.addr.into()));
+        let listen_ip = seed_listen_ip(
+            seed_addr,
+            announced,
+            self.token.is_some(),
+            self.encrypt_bulk,
+        )?;
+        let star = self.topology == Topology::Star;
+        // Rank 0 hosts the seed, unless the address is another process's.
+        let hosted = match wanted {
+            Some(0) => Seed::start(
+                seed_addr,
+                SeedConfig {
+                    world,
+                    star,
+                    token: self.token.clone(),
+                    timeout: self.timeout,
+                    // This process joins as rank 0 after starting the seed:
+                    // joiners without a rank must not take it first.
+                    reserved: Some(0),
+                },
+            )
+            .map_err(|e| tracing::info!("not hosting the seed ({e}); joining it"))
+            .ok(),
+            _ => None,
+        };
+        // This rank's data port: the advertised one, else a free one,
+        // held until formation binds it (see `free_port`).
+        let (port, reserved) = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
+            Some(p) => (p, None),
+            None => {
+                let (p, held) = free_port(listen_ip).map_err(Error::Io)?;
+                (p, Some(held))
+            }
+        };
+        let unspecified: std::net::IpAddr = if seed_addr.is_ipv6() {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        let advertise = SocketAddr::new(announced.unwrap_or(unspecified), port);
+        let joined = seed::join(
+            seed_addr,
+            &JoinRequest {
+                world,
+                rank: wanted,
+                star,
+                token: self.token.clone(),
+                timeout: self.timeout,
+                advertise,
+            },
+        )
+        .map_err(from_formation)?;
+        let rank = joined.rank;
+        tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
+        let bind = SocketAddr::new(listen_ip, port);
+        drop(reserved);
+        let formed = if world == 1 {
+            Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
+        } else {
+            self.form(
+                rank,
+                joined.peers.clone(),
+                Some(bind),
+                Some(joined.identity.clone()),
+            )
+        };
+        let ready = joined
+            .ready(formed.is_ok(), self.timeout)
+            .map_err(from_formation);
+        if let Some(seed) = hosted {
+            // It refuses latecomers a little longer, then ends.
+            seed.detach();
+        }
+        let transport = formed?;
+        ready?;
+        self.group(rank, transport)
+    }
+}
+
+/// Run a seed as its own process (what `meshrun seed` does): serve the
+/// bootstrap of one job of `world` ranks on `bind` — every rank joins with
+/// `SEED` — and return once the job has formed (every rank ready), or with
+/// `FormationTimeout` naming the ranks that never joined.
+pub fn serve_seed(
+    bind: SocketAddr,
+    world: u32,
+    topology: Topology,
+    token: Option<String>,
+    timeout: Duration,
+) -> Result<()> {
+    if let Some(t) = &token {
+        check_token(t)?;
+    }
+    if token.is_none() && !bind.ip().is_loopback() {
+        return Err(Error::TokenRequired);
+    }
+    meshwork_transport::seed::Seed::start(
+        bind,
+        meshwork_transport::seed::SeedConfig {
+            world,
+            star: topology == Topology::Star,
+            token,
+            timeout,
+            reserved: None,
+        },
+    )
+    .and_then(meshwork_transport::seed::Seed::wait)
+    .map_err(from_formation)
+}
+
+/// Where a seed-bootstrapped rank listens. With a token, every address.
+/// Without one the handshake key is public, so nothing may be reachable
+/// from elsewhere: the seed and any address announced (`ADVERTISE`, or
+/// the one `IFNAME` chose) must be on loopback, else `TokenRequired`, and
+/// the rank listens on the loopback address of the seed's IP family.
+fn seed_listen_ip(
+    seed: SocketAddr,
+    announced: Option<std::net::IpAddr>,
+    token: bool,
+    encrypt_bulk: bool,
+) -> Result<std::net::IpAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let (any, loopback) = if seed.is_ipv6() {
+        (Ipv6Addr::UNSPECIFIED.into(), Ipv6Addr::LOCALHOST.into())
+    } else {
+        (Ipv4Addr::UNSPECIFIED.into(), Ipv4Addr::LOCALHOST.into())
+    };
+    if token {
+        return Ok(any);
+    }
+    let off_loopback = !seed.ip().is_loopback() || announced.is_some_and(|ip| !ip.is_loopback());
+    if off_loopback || encrypt_bulk {
+        return Err(Error::TokenRequired);
+    }
+    Ok(loopback)
+}
+
+/// A port free for both TCP and UDP on `ip` (QUIC and its sidecar share
+/// the number), and the two sockets that hold it until they are dropped.
+///
+/// This is a pick-then-bind, and cannot be otherwise yet: the port goes to
+/// the seed, and through it to every peer, before formation starts, and
+/// the transport binds from an address (its config's `bind`), not from a
+/// socket it could be handed. So the caller holds the sockets through the
+/// seed exchange, which lasts until the slowest rank has joined, and drops
+/// them just before formation binds the port: another process can take it
+/// only in the microseconds between. The TCP socket is bound but not
+/// listening, and neither socket sets `SO_REUSEADDR` or `SO_REUSEPORT`, so
+/// no other socket can bind the port meanwhile and no outgoing connection
+/// takes it as its source port; a peer that dials early is refused, and
+/// retries as it does for a peer not yet up.
+fn free_port(
+    ip: std::net::IpAddr,
+) -> std::io::Result<(u16, (socket2::Socket, std::net::UdpSocket))> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let local = SocketAddr::new(ip, 0);
+    for _ in 0..64 {
+        let tcp = Socket::new(
+            Domain::for_address(local),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        tcp.bind(&local.into())?;
+        let port = tcp
+            .local_addr()?
+            .as_socket()
+            .map_or(0, |a: SocketAddr| a.port());
+        match std::net::UdpSocket::bind(SocketAddr::new(ip, port)) {
+            Ok(udp) => return Ok((port, (tcp, udp))),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no port free for both TCP and UDP"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn without_a_token_a_seed_job_listens_on_loopback_and_announces_nothing_else() {
+        let v4: SocketAddr = "127.0.0.1:29400".parse().unwrap();
+        let v6: SocketAddr = "[::1]:29400".parse().unwrap();
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        let listen = |seed, announced, token| seed_listen_ip(seed, announced, token, false);
+        assert_eq!(listen(v4, None, false).unwrap(), ip("127.0.0.1").unwrap());
+        assert_eq!(listen(v6, None, false).unwrap(), ip("::1").unwrap());
+        assert_eq!(
+            listen(v4, ip("127.0.0.9"), false).unwrap(),
+            ip("127.0.0.1").unwrap()
+        );
+        // An address off loopback, given (ADVERTISE) or chosen (IFNAME),
+        // a seed off loopback, sealing with no key: the token is needed.
+        for (seed, announced) in [
+            (v4, ip("10.77.0.3")),
+            (v4, ip("0.0.0.0")),
+            ("10.77.0.1:29400".parse().unwrap(), None),
+        ] {
+            let e = listen(seed, announced, false).unwrap_err();
+            assert!(
+                matches!(e, Error::TokenRequired),
+                "{seed} {announced:?}: {e:?}"
+            );
+        }
+        assert!(matches!(
+            seed_listen_ip(v4, None, false, true),
+            Err(Error::TokenRequired)
+        ));
+        // With one, every address.
+        assert_eq!(
+            listen(v4, ip("10.77.0.3"), true).unwrap(),
+            ip("0.0.0.0").unwrap()
+        );
+        assert_eq!(listen(v6, None, true).unwrap(), ip("::").unwrap());
+        // The port held for the rank is held on that address.
+        let (_, (tcp, _)) = free_port(listen(v4, None, false).unwrap()).unwrap();
+        let held = tcp.local_addr().unwrap().as_socket().unwrap();
+        assert!(held.ip().is_loopback(), "{held}");
+    }
+}

@@ -1,0 +1,351 @@
+//! The joiner's side: dial the seed until admitted (or refused by a
+//! holder of the token), then the table and the ready barrier (see
+//! `mod.rs`).
+
+use super::session::{joiner_proof, seed_key, seed_proof_ok, Ephemeral, Record, Session};
+use super::wire::{
+    decode_table, decode_welcome, encode_proof, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table,
+    TableError, CHALLENGE_LEN, HEAD_LEN, RECORD_MAX, REPLY_LEN, SEED_VERSION,
+};
+use super::{read_record, table_record_max, write_by, Status, ANY, FLAG_RECORD_LEN};
+use crate::auth::handshake::read_by;
+use crate::auth::tls::RankIdentity;
+use crate::form::{handshake_time, Backoff, FormationError};
+use crate::wire::codec::ADDR_LEN;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The seed, in errors that name a rank.
+const SEED_RANK: u32 = 0;
+
+/// What a joiner asks for.
+#[derive(Clone, Debug)]
+pub struct JoinRequest {
+    pub world: u32,
+    /// The rank wanted; `None`: the lowest free one.
+    pub rank: Option<u32>,
+    pub star: bool,
+    pub token: Option<String>,
+    /// Deadline of the whole bootstrap.
+    pub timeout: Duration,
+    /// The data address to announce; an unspecified IP means "the one the
+    /// seed sees" (NAT, containers); port 0 means this rank has none (a
+    /// star worker).
+    pub advertise: SocketAddr,
+}
+
+/// A rank the seed admitted: who it is, whom it links to, its identity.
+#[derive(Debug)]
+pub struct Joined {
+    pub rank: u32,
+    /// Every rank's data address, in rank order.
+    pub peers: Vec<SocketAddr>,
+    pub identity: RankIdentity,
+    link: SeedLink,
+}
+
+/// The connection to the seed after admission, and its sealed records.
+#[derive(Debug)]
+struct SeedLink {
+    at: SocketAddr,
+    stream: TcpStream,
+    session: Session,
+}
+
+impl SeedLink {
+    fn tampered(&self, what: &'static str) -> FormationError {
+        FormationError::SeedTampered {
+            seed: self.at,
+            what,
+        }
+    }
+
+    fn gone(&self, e: impl std::fmt::Display) -> FormationError {
+        FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!("the seed at {} went away: {e}", self.at),
+        }
+    }
+}
+
+impl Joined {
+    /// The ready barrier: report whether this rank's links are up, and
+    /// learn whether everyone's are.
+    pub fn ready(self, ok: bool, timeout: Duration) -> Result<(), FormationError> {
+        let mut link = self.link;
+        let by = Instant::now() + timeout * 2;
+        let sealed = link
+            .session
+            .seal(Record::Ready, &[u8::from(ok)])
+            .map_err(|e| link.gone(e))?;
+        write_by(&mut link.stream, &sealed, by).map_err(|e| link.gone(e))?;
+        let verdict =
+            read_record(&mut link.stream, FLAG_RECORD_LEN, by).map_err(|e| link.gone(e))?;
+        match link.session.open(Record::Verdict, &verdict).as_deref() {
+            Ok([1]) => Ok(()),
+            Ok(_) => Err(FormationError::ConnectionFailed {
+                rank: SEED_RANK,
+                reason: "another rank could not link to its peers".into(),
+            }),
+            Err(_) => Err(link.tampered("a ready verdict that does not authenticate")),
+        }
+    }
+}
+
+/// A rank the seed has admitted, before the table.
+#[derive(Debug)]
+pub struct Admitted {
+    pub rank: u32,
+    pub identity: RankIdentity,
+    link: SeedLink,
+    /// When the table is late: the seed sends it once everyone has joined
+    /// or at its own deadline, which need not be ours.
+    table_by: Instant,
+}
+
+/// Join through the seed at `seed` (retrying until it answers, within the
+/// deadline): admission, then the table once every rank has joined.
+pub fn join(seed: SocketAddr, req: &JoinRequest) -> Result<Joined, FormationError> {
+    admit_me(seed, req)?.table(req.world)
+}
+
+/// How one attempt at admission failed.
+enum Failed {
+    /// A holder of the token said no, or what it sent after proving the
+    /// token did not hold up: reported at once.
+    Final(FormationError),
+    /// Nothing could be authenticated: try again, and report it at the
+    /// deadline if nothing better came.
+    Suspect(FormationError),
+    /// The connection ended before the seed said anything (not up yet,
+    /// too busy): try again.
+    Again(std::io::Error),
+}
+
+/// The first half of `join`: be admitted (a rank and an identity).
+pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
+    let deadline = Instant::now() + req.timeout;
+    // The slow KDF runs before any connection, not on the seed's clock.
+    let key = seed_key(req.token.as_deref(), req.world);
+    let attempt_time = 2 * handshake_time(req.timeout);
+    let mut backoff = Backoff::new();
+    let mut suspect = None;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(suspect.unwrap_or(FormationError::Timeout {
+                missing: vec![SEED_RANK],
+            }));
+        }
+        match TcpStream::connect_timeout(&seed, (deadline - now).min(Duration::from_secs(2))) {
+            Ok(mut s) => {
+                let by = (Instant::now() + attempt_time).min(deadline);
+                match attempt(&mut s, seed, req, &key, by) {
+                    Ok((rank, identity, session)) => {
+                        return Ok(Admitted {
+                            rank,
+                            identity,
+                            link: SeedLink {
+                                at: seed,
+                                stream: s,
+                                session,
+                            },
+                            table_by: deadline
+                                + req
+                                    .timeout
+                                    .clamp(Duration::from_millis(100), Duration::from_secs(5)),
+                        })
+                    }
+                    Err(Failed::Final(e)) => return Err(e),
+                    Err(Failed::Suspect(e)) => {
+                        tracing::debug!(%seed, "admission did not complete: {e}; retrying");
+                        suspect = Some(e);
+                    }
+                    Err(Failed::Again(e)) => tracing::trace!(%seed, "the seed hung up: {e}"),
+                }
+            }
+            Err(e) => tracing::trace!(%seed, "dial the seed: {e}"),
+        }
+        backoff.pause(deadline);
+    }
+}
+
+/// One admission exchange on a connected `s`, all before `by`.
+fn attempt(
+    s: &mut TcpStream,
+    at: SocketAddr,
+    req: &JoinRequest,
+    key: &[u8; 32],
+    by: Instant,
+) -> Result<(u32, RankIdentity, Session), Failed> {
+    let not_seed = || {
+        Failed::Suspect(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!("{at} is not a meshwork seed"),
+        })
+    };
+    let broken = |e: &dyn std::fmt::Display| {
+        Failed::Final(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: e.to_string(),
+        })
+    };
+    let ephemeral = Ephemeral::new().map_err(|e| broken(&e))?;
+    let mut nonce = [0u8; 24];
+    boring::rand::rand_bytes(&mut nonce).map_err(|e| broken(&e))?;
+    let join = JoinMsg {
+        version: SEED_VERSION,
+        world: req.world,
+        want: req.rank.unwrap_or(ANY),
+        star: req.star,
+        nonce,
+        share: ephemeral.share(),
+    }
+    .encode();
+    write_by(s, &join, by).map_err(Failed::Again)?;
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    read_by(s, &mut challenge[..HEAD_LEN], by).map_err(Failed::Again)?;
+    match version_of(&challenge[..HEAD_LEN]) {
+        None => return Err(not_seed()),
+        // Unauthenticated, like everything before the reply.
+        Some(v) if v != SEED_VERSION => {
+            return Err(Failed::Suspect(FormationError::ProtocolMismatch {
+                rank: SEED_RANK,
+                ours: SEED_VERSION,
+                theirs: v,
+            }))
+        }
+        Some(_) => {}
+    }
+    read_by(s, &mut challenge[HEAD_LEN..], by).map_err(Failed::Again)?;
+    let theirs = ChallengeMsg::decode(&challenge).ok_or_else(not_seed)?;
+    let shared = ephemeral.agree(&theirs.share).ok_or_else(not_seed)?;
+    let mut advertised = Vec::with_capacity(ADDR_LEN);
+    crate::wire::codec::put_addr(&mut advertised, req.advertise);
+    let proof = encode_proof(
+        req.advertise,
+        &joiner_proof(key, &join, &challenge, &advertised),
+    );
+    write_by(s, &proof, by).map_err(Failed::Again)?;
+    let mut reply = [0u8; REPLY_LEN];
+    match read_by(s, &mut reply, by) {
+        Ok(()) => {}
+        // The seed closes without a word when our proof fails.
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
+            ) =>
+        {
+            return Err(Failed::Suspect(FormationError::TokenMismatch {
+                rank: SEED_RANK,
+            }))
+        }
+        Err(e) => return Err(Failed::Again(e)),
+    }
+    let (body, tag) = reply.split_at(12);
+    if !seed_proof_ok(key, &join, &challenge, &proof, body, tag) {
+        return Err(Failed::Suspect(FormationError::TokenMismatch {
+            rank: SEED_RANK,
+        }));
+    }
+    let verdict = ReplyMsg::decode(body).ok_or_else(not_seed)?;
+    let refused = match verdict.status {
+        s if s == Status::Ok as u32 => None,
+        s if s == Status::World as u32 => Some(FormationError::WorldMismatch {
+            rank: SEED_RANK,
+            ours: req.world,
+            theirs: verdict.world,
+        }),
+        s if s == Status::Topology as u32 => {
+            Some(FormationError::TopologyMismatch { rank: SEED_RANK })
+        }
+        s if s == Status::RankConflict as u32 => {
+            Some(FormationError::RankConflict { rank: verdict.rank })
+        }
+        _ => Some(FormationError::SeedTampered {
+            seed: at,
+            what: "a status this joiner does not know",
+        }),
+    };
+    if let Some(e) = refused {
+        return Err(Failed::Final(e));
+    }
+    // Admitted: the seed has proved the token, so from here on every
+    // failure is final.
+    let mut session = Session::new(key, &join, &challenge, &proof, &shared);
+    let sealed = read_record(s, RECORD_MAX, by).map_err(|e| {
+        broken(&format!(
+            "the seed at {at} went away during the welcome: {e}"
+        ))
+    })?;
+    let identity = open_welcome(&mut session, &sealed, verdict.rank)
+        .map_err(|what| Failed::Final(FormationError::SeedTampered { seed: at, what }))?;
+    Ok((verdict.rank, identity, session))
+}
+
+/// The identity in a sealed welcome for `rank`: the record must open,
+/// hold three parts, and its leaf must name `rank`, chain to the CA it
+/// came with and be its key's. What did not hold up, otherwise.
+pub(super) fn open_welcome(
+    session: &mut Session,
+    sealed: &[u8],
+    rank: u32,
+) -> Result<RankIdentity, &'static str> {
+    let plain = session
+        .open(Record::Welcome, sealed)
+        .map_err(|_| "a welcome that does not authenticate")?;
+    let [ca, cert, key] = decode_welcome(&plain).ok_or("a welcome of another shape")?;
+    RankIdentity::from_der(rank, &ca, &cert, &key)
+        .ok_or("a leaf that does not chain to its CA, names another rank or is not its key's")
+}
+
+/// The peer table in a sealed table record for a world of `world`.
+pub(super) fn open_table(
+    session: &mut Session,
+    sealed: &[u8],
+    world: u32,
+) -> Result<Table, &'static str> {
+    let plain = session
+        .open(Record::Table, sealed)
+        .map_err(|_| "a table that does not authenticate")?;
+    decode_table(&plain, world).map_err(|e| match e {
+        TableError::Bad(what) => what,
+        TableError::Short => "a table cut short",
+    })
+}
+
+impl Admitted {
+    /// The second half of `join`: everyone's addresses, once everyone has
+    /// joined (or the ranks that never did).
+    pub fn table(self, world: u32) -> Result<Joined, FormationError> {
+        let Admitted {
+            rank,
+            identity,
+            mut link,
+            table_by,
+        } = self;
+        let sealed = match read_record(&mut link.stream, table_record_max(world), table_by) {
+            Ok(sealed) => sealed,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(FormationError::Timeout { missing: vec![] })
+            }
+            Err(e) => return Err(link.gone(e)),
+        };
+        let peers = match open_table(&mut link.session, &sealed, world) {
+            Ok(Table::Peers(peers)) => peers,
+            Ok(Table::Missing(missing)) => return Err(FormationError::Timeout { missing }),
+            Err(what) => {
+                tracing::warn!(seed = %link.at, "the seed's table: {what}");
+                return Err(link.tampered("a table that does not authenticate or fit the world"));
+            }
+        };
+        Ok(Joined {
+            rank,
+            peers,
+            identity,
+            link,
+        })
+    }
+}

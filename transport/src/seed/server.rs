@@ -1,0 +1,575 @@
+//! The seed's side: a loop that accepts connections and waits for its
+//! members, and one short-lived thread per admission (see `mod.rs`).
+
+use super::session::{
+    joiner_proof_ok, seed_key, seed_proof, Ephemeral, Record, RecordError, Session,
+};
+use super::wire::{
+    encode_table, encode_welcome, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table, HEAD_LEN,
+    JOIN_LEN, PROOF_LEN, REPLY_LEN, SEED_VERSION,
+};
+use super::{io_fail, read_record, table_addr, write_by, Status, ANY, FLAG_RECORD_LEN};
+use crate::auth::handshake::read_by;
+use crate::auth::tls::ClusterCa;
+use crate::form::{handshake_time, poll_readable, FormationError, InFlight};
+use crate::wire::codec::ADDR_LEN;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a seed serves.
+#[derive(Clone, Debug)]
+pub struct SeedConfig {
+    pub world: u32,
+    pub star: bool,
+    pub token: Option<String>,
+    /// How long the seed waits for every rank to join, and then for the
+    /// ready barrier.
+    pub timeout: Duration,
+    /// A rank only a joiner asking for it by number gets (the hosting
+    /// rank 0's): joiners without a rank take the lowest other free one.
+    pub reserved: Option<u32>,
+}
+
+/// A running seed (its thread). Dropping it stops it.
+#[derive(Debug)]
+pub struct Seed {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    bell: Arc<Bell>,
+    thread: Option<JoinHandle<Result<(), FormationError>>>,
+}
+
+impl Seed {
+    /// Listen on `bind` and serve one job's bootstrap in a thread.
+    pub fn start(bind: SocketAddr, cfg: SeedConfig) -> Result<Seed, FormationError> {
+        let listener = TcpListener::bind(bind).map_err(|e| FormationError::ConnectionFailed {
+            rank: 0,
+            reason: format!("the seed cannot listen on {bind}: {e}"),
+        })?;
+        listener.set_nonblocking(true).map_err(|e| io_fail(0, e))?;
+        let addr = listener.local_addr().map_err(|e| io_fail(0, e))?;
+        let (ring, heard) = UnixStream::pair().map_err(|e| io_fail(0, e))?;
+        ring.set_nonblocking(true).map_err(|e| io_fail(0, e))?;
+        heard.set_nonblocking(true).map_err(|e| io_fail(0, e))?;
+        let bell = Arc::new(Bell(ring));
+        let ca = ClusterCa::random().map_err(|e| FormationError::ConnectionFailed {
+            rank: 0,
+            reason: format!("the seed cannot make a CA: {e}"),
+        })?;
+        let job = Arc::new(Job {
+            world: cfg.world,
+            star: cfg.star,
+            reserved: cfg.reserved,
+            key: seed_key(cfg.token.as_deref(), cfg.world),
+            ca,
+            slots: Mutex::new(Slots {
+                ranks: (0..cfg.world).map(|_| Slot::Free).collect(),
+                open: true,
+            }),
+            bell: Arc::clone(&bell),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let timeout = cfg.timeout;
+        let thread = std::thread::Builder::new()
+            .name("meshwork-seed".into())
+            .spawn(move || {
+                Server {
+                    listener,
+                    heard,
+                    job,
+                    stop: flag,
+                    admissions: Admissions::new(handshake_time(timeout)),
+                }
+                .serve(timeout)
+            })
+            .map_err(|e| io_fail(0, e))?;
+        tracing::info!(%addr, "seed listening");
+        Ok(Seed {
+            addr,
+            stop,
+            bell,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Let the seed finish on its own (it refuses latecomers for a while
+    /// after its job has formed), without waiting for it.
+    pub fn detach(mut self) {
+        drop(self.thread.take());
+    }
+
+    /// Wait until the job has formed (everyone ready) or failed.
+    pub fn wait(mut self) -> Result<(), FormationError> {
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(FormationError::ConnectionFailed {
+                rank: 0,
+                reason: "the seed's thread panicked".into(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Seed {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.stop.store(true, Ordering::Release);
+            self.bell.ring();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Wakes the seed's loop from another thread: a byte on a socket whose
+/// peer the loop polls (a full socket means a wake is already pending).
+#[derive(Debug)]
+struct Bell(UnixStream);
+
+impl Bell {
+    fn ring(&self) {
+        let _ = (&self.0).write(&[1]);
+    }
+}
+
+/// How long a seed goes on refusing latecomers once its job has formed.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// A joiner admitted by the seed, waiting for the others.
+#[derive(Debug)]
+struct Member {
+    stream: TcpStream,
+    addr: SocketAddr,
+    session: Session,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Free,
+    /// An admission has claimed this rank and is sending the welcome.
+    Claimed,
+    Member(Member),
+}
+
+#[derive(Debug)]
+struct Slots {
+    ranks: Vec<Slot>,
+    /// Whether ranks may still be claimed.
+    open: bool,
+}
+
+/// What every admission thread shares with the loop.
+struct Job {
+    world: u32,
+    star: bool,
+    reserved: Option<u32>,
+    key: [u8; 32],
+    ca: ClusterCa,
+    slots: Mutex<Slots>,
+    bell: Arc<Bell>,
+}
+
+impl Job {
+    fn slots(&self) -> MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The verdict on a joiner that proved the token; with `Ok`, its rank
+    /// is claimed for it.
+    fn claim(&self, join: &JoinMsg) -> (Status, u32) {
+        if join.world != self.world {
+            return (Status::World, 0);
+        }
+        if join.star != self.star {
+            return (Status::Topology, 0);
+        }
+        let refused = (
+            Status::RankConflict,
+            if join.want == ANY { 0 } else { join.want },
+        );
+        let mut slots = self.slots();
+        if !slots.open {
+            return refused;
+        }
+        let free = |r: u32| matches!(slots.ranks.get(r as usize), Some(Slot::Free));
+        let rank = match join.want {
+            ANY => (0..self.world).find(|&r| free(r) && Some(r) != self.reserved),
+            r => free(r).then_some(r),
+        };
+        match rank {
+            Some(r) => {
+                slots.ranks[r as usize] = Slot::Claimed;
+                (Status::Ok, r)
+            }
+            None => refused,
+        }
+    }
+
+    /// The claimed `rank` becomes `member`'s (`None`: free again).
+    fn settle(&self, rank: u32, member: Option<Member>) {
+        if let Some(slot) = self.slots().ranks.get_mut(rank as usize) {
+            *slot = member.map_or(Slot::Free, Slot::Member);
+        }
+        self.bell.ring();
+    }
+}
+
+/// Why an admission ended without a member (logged only).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("not a meshwork joiner")]
+    Stranger,
+    #[error("seed protocol version {0}, ours {SEED_VERSION}")]
+    Version(u32),
+    #[error("its proof does not verify (another token, or none)")]
+    Proof,
+    #[error("its key share is not a point of P-256")]
+    Share,
+    #[error("{0:?} (rank {1})")]
+    Verdict(Status, u32),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Crypto(#[from] boring::error::ErrorStack),
+    #[error("{0}")]
+    Record(#[from] RecordError),
+}
+
+/// The admissions under way: one thread each, bounded per source and in
+/// all until the joiner has proved the token (a newcomer over a bound
+/// evicts the oldest it competes with, as formation's gate does).
+#[derive(Debug)]
+struct Admissions {
+    in_flight: Arc<Mutex<InFlight>>,
+    threads: Vec<JoinHandle<()>>,
+    time: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Admissions {
+    fn new(time: Duration) -> Admissions {
+        Admissions {
+            in_flight: Arc::default(),
+            threads: Vec::new(),
+            time,
+        }
+    }
+
+    /// Take every pending connection and start its admission.
+    fn accept_ready(&mut self, listener: &TcpListener, job: &Arc<Job>) {
+        self.threads.retain(|t| !t.is_finished());
+        loop {
+            let (stream, from) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("seed accept: {e}");
+                    return;
+                }
+            };
+            let serial = match lock(&self.in_flight).admit(from.ip(), &stream) {
+                Ok(serial) => serial,
+                Err(e) => {
+                    tracing::warn!(%from, "the seed cannot track an admission: {e}");
+                    continue;
+                }
+            };
+            let (job, in_flight) = (Arc::clone(job), Arc::clone(&self.in_flight));
+            let deadline = Instant::now() + self.time;
+            let spawned = std::thread::Builder::new()
+                .name("meshwork-seed-admit".into())
+                .spawn(move || {
+                    // Once the joiner has proved the token it is no
+                    // stranger: nobody may evict it any more.
+                    let proved = || lock(&in_flight).done(serial);
+                    match admit(stream, from, &job, deadline, proved) {
+                        Ok(rank) => tracing::info!(rank, %from, "seed admitted a rank"),
+                        Err(e) => tracing::warn!(%from, "seed refused a joiner: {e}"),
+                    }
+                    lock(&in_flight).done(serial);
+                });
+            match spawned {
+                Ok(t) => self.threads.push(t),
+                Err(e) => {
+                    lock(&self.in_flight).done(serial);
+                    tracing::warn!(%from, "cannot start an admission thread: {e}");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Admissions {
+    /// Cut the admissions of strangers under way and wait for every
+    /// thread (a proved joiner's ends by its deadline).
+    fn drop(&mut self) {
+        lock(&self.in_flight).cut_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One connection's admission, all before `deadline`: its rank once it
+/// is a member.
+fn admit(
+    mut s: TcpStream,
+    from: SocketAddr,
+    job: &Job,
+    deadline: Instant,
+    proved: impl FnOnce(),
+) -> Result<u32, Refused> {
+    s.set_nonblocking(false)?;
+    let mut join = [0u8; JOIN_LEN];
+    read_by(&mut s, &mut join[..HEAD_LEN], deadline)?;
+    let theirs = version_of(&join[..HEAD_LEN]).ok_or(Refused::Stranger)?;
+    let ephemeral = Ephemeral::new()?;
+    let mut nonce = [0u8; 24];
+    boring::rand::rand_bytes(&mut nonce)?;
+    let challenge = ChallengeMsg {
+        version: SEED_VERSION,
+        nonce,
+        share: ephemeral.share(),
+    }
+    .encode();
+    if theirs != SEED_VERSION {
+        // Our version, so that the joiner can say what differs; no more.
+        let _ = write_by(&mut s, &challenge, deadline);
+        return Err(Refused::Version(theirs));
+    }
+    read_by(&mut s, &mut join[HEAD_LEN..], deadline)?;
+    let msg = JoinMsg::decode(&join).ok_or(Refused::Stranger)?;
+    write_by(&mut s, &challenge, deadline)?;
+    let mut proof = [0u8; PROOF_LEN];
+    read_by(&mut s, &mut proof, deadline)?;
+    let (advertised, tag) = proof.split_at(ADDR_LEN);
+    if !joiner_proof_ok(&job.key, &join, &challenge, advertised, tag) {
+        // Closed without a word: a stranger learns nothing of the job.
+        return Err(Refused::Proof);
+    }
+    proved();
+    let shared = ephemeral.agree(&msg.share).ok_or(Refused::Share)?;
+    let (status, rank) = job.claim(&msg);
+    let body = ReplyMsg {
+        status: status as u32,
+        rank,
+        world: job.world,
+    }
+    .encode();
+    let mut reply = [0u8; REPLY_LEN];
+    reply[..12].copy_from_slice(&body);
+    reply[12..].copy_from_slice(&seed_proof(&job.key, &join, &challenge, &proof, &body));
+    if status != Status::Ok {
+        let _ = write_by(&mut s, &reply, deadline);
+        return Err(Refused::Verdict(status, rank));
+    }
+    let welcomed = (|| -> Result<Session, Refused> {
+        write_by(&mut s, &reply, deadline)?;
+        let mut session = Session::new(&job.key, &join, &challenge, &proof, &shared);
+        let [ca, cert, key] = job.ca.issue(rank)?.to_der()?;
+        let welcome = session.seal(Record::Welcome, &encode_welcome([&ca, &cert, &key]))?;
+        write_by(&mut s, &welcome, deadline)?;
+        Ok(session)
+    })();
+    match welcomed {
+        Ok(session) => {
+            let addr = table_addr(super::get_addr(advertised), from);
+            job.settle(
+                rank,
+                Some(Member {
+                    stream: s,
+                    addr,
+                    session,
+                }),
+            );
+            Ok(rank)
+        }
+        Err(e) => {
+            job.settle(rank, None);
+            Err(e)
+        }
+    }
+}
+
+/// Which of `fds` are readable, waiting at most `timeout` (none if the
+/// wait itself failed: the caller's loop tries again).
+fn ready(fds: &[RawFd], timeout: Duration) -> Vec<bool> {
+    poll_readable(fds, timeout).unwrap_or_else(|| vec![false; fds.len()])
+}
+
+/// The seed's thread.
+struct Server {
+    listener: TcpListener,
+    /// The bell's other end.
+    heard: UnixStream,
+    job: Arc<Job>,
+    stop: Arc<AtomicBool>,
+    admissions: Admissions,
+}
+
+impl Server {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Wait at most `timeout` for the listener, the bell or `more`;
+    /// accept what came, and say which of `more` are readable.
+    fn turn(&mut self, more: &[RawFd], timeout: Duration) -> Vec<bool> {
+        let mut fds = vec![self.listener.as_raw_fd(), self.heard.as_raw_fd()];
+        fds.extend_from_slice(more);
+        let woke = ready(&fds, timeout);
+        if woke[1] {
+            let mut sink = [0u8; 64];
+            while matches!((&self.heard).read(&mut sink), Ok(n) if n > 0) {}
+        }
+        if woke[0] {
+            self.admissions.accept_ready(&self.listener, &self.job);
+        }
+        woke[2..].to_vec()
+    }
+
+    /// Admit `world` ranks, send the table, run the ready barrier, then
+    /// refuse latecomers for a while.
+    fn serve(mut self, timeout: Duration) -> Result<(), FormationError> {
+        let deadline = Instant::now() + timeout;
+        let everyone = |slots: &Slots| slots.ranks.iter().all(|s| matches!(s, Slot::Member(_)));
+        while !everyone(&self.job.slots()) {
+            let now = Instant::now();
+            if self.stopped() {
+                return Ok(());
+            }
+            if now >= deadline {
+                break;
+            }
+            self.turn(&[], deadline - now);
+        }
+        // No more claims; the ones under way end by their deadline.
+        self.job.slots().open = false;
+        let settle_by = Instant::now() + self.admissions.time + Duration::from_millis(100);
+        while self
+            .job
+            .slots()
+            .ranks
+            .iter()
+            .any(|s| matches!(s, Slot::Claimed))
+        {
+            let now = Instant::now();
+            if now >= settle_by || self.stopped() {
+                break;
+            }
+            self.turn(&[], settle_by - now);
+        }
+        let mut members: Vec<Option<Member>> = std::mem::take(&mut self.job.slots().ranks)
+            .into_iter()
+            .map(|s| match s {
+                Slot::Member(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<u32> = (0..self.job.world)
+            .filter(|&r| members[r as usize].is_none())
+            .collect();
+        let table = encode_table(&if missing.is_empty() {
+            Table::Peers(members.iter().flatten().map(|m| m.addr).collect())
+        } else {
+            Table::Missing(missing.clone())
+        });
+        self.send_all(&mut members, Record::Table, &table);
+        if !missing.is_empty() {
+            return Err(FormationError::Timeout { missing });
+        }
+        let all = self.barrier(&mut members, timeout);
+        self.send_all(&mut members, Record::Verdict, &[u8::from(all)]);
+        let linger_end = Instant::now() + LINGER;
+        while !self.stopped() {
+            let now = Instant::now();
+            if now >= linger_end {
+                break;
+            }
+            self.turn(&[], linger_end - now);
+        }
+        if all {
+            Ok(())
+        } else {
+            Err(FormationError::ConnectionFailed {
+                rank: 0,
+                reason: "not every rank could link to its peers".into(),
+            })
+        }
+    }
+
+    /// Seal `plain` as `what` for every member and send it (a member that
+    /// cannot take it fails the barrier).
+    fn send_all(&self, members: &mut [Option<Member>], what: Record, plain: &[u8]) {
+        for (rank, m) in members.iter_mut().enumerate() {
+            let Some(m) = m else { continue };
+            let by = Instant::now() + self.admissions.time;
+            let sent = m
+                .session
+                .seal(what, plain)
+                .map_err(|e| e.to_string())
+                .and_then(|r| write_by(&mut m.stream, &r, by).map_err(|e| e.to_string()));
+            if let Err(e) = sent {
+                tracing::warn!(rank, "the seed could not send the {what:?}: {e}");
+            }
+        }
+    }
+
+    /// The ready barrier: every member reports whether its links are up
+    /// (within its own formation's deadline); whether all are.
+    fn barrier(&mut self, members: &mut [Option<Member>], timeout: Duration) -> bool {
+        let end = Instant::now() + timeout + self.admissions.time;
+        let mut heard: Vec<Option<bool>> = vec![None; members.len()];
+        while !self.stopped() {
+            let waiting: Vec<usize> = (0..members.len()).filter(|&r| heard[r].is_none()).collect();
+            let now = Instant::now();
+            if waiting.is_empty() || now >= end {
+                break;
+            }
+            let polled: Vec<(usize, RawFd)> = waiting
+                .iter()
+                .filter_map(|&r| members[r].as_ref().map(|m| (r, m.stream.as_raw_fd())))
+                .collect();
+            let fds: Vec<RawFd> = polled.iter().map(|&(_, fd)| fd).collect();
+            let woke = self.turn(&fds, end - now);
+            for (&(r, _), _) in polled.iter().zip(&woke).filter(|(_, &w)| w) {
+                let Some(m) = &mut members[r] else { continue };
+                let by = Instant::now() + self.admissions.time;
+                let report = match read_record(&mut m.stream, FLAG_RECORD_LEN, by) {
+                    Ok(sealed) => m
+                        .session
+                        .open(Record::Ready, &sealed)
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                heard[r] = Some(match report {
+                    Ok(flag) => flag == [1],
+                    Err(e) => {
+                        tracing::warn!(rank = r, "no ready report from the rank: {e}");
+                        false
+                    }
+                });
+            }
+            // A member the seed never had cannot report.
+            for r in waiting.iter().filter(|&&r| members[r].is_none()) {
+                heard[*r] = Some(false);
+            }
+        }
+        heard.iter().all(|h| *h == Some(true))
+    }
+}
