@@ -97,16 +97,15 @@ impl Job {
     /// each a sub-key of the token's Argon2id master key (the id mixed
     /// with the world size and ports, so two jobs of one token differ).
     pub(crate) fn new(token: &str, world: u32, disc_port: u16, data_base: u16) -> Job {
-        let mut id =
-            <Hmac<Sha256> as Mac>::new_from_slice(&kdf::subkey(token, world, "discovery job id"))
-                .expect("HMAC takes any key length");
+        let mut id = <Hmac<Sha256> as Mac>::new_from_slice(&kdf::subkey(token, "discovery job id"))
+            .expect("HMAC takes any key length");
         id.update(&world.to_le_bytes());
         id.update(&disc_port.to_le_bytes());
         id.update(&data_base.to_le_bytes());
         let id = id.finalize().into_bytes();
         Job {
             id: u64::from_le_bytes([id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]]),
-            key: kdf::subkey(token, world, "discovery mac"),
+            key: kdf::subkey(token, "discovery mac"),
             world,
         }
     }

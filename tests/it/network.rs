@@ -155,14 +155,29 @@ fn a_short_token_is_refused_naming_cluster_token() {
 
 #[test]
 fn world_mismatch_fails_at_once() {
+    world_mismatch_fails_at_once_with(None);
+}
+
+/// Holders of one token who were given different world sizes: a refusal
+/// under the token, so typed and at once.
+#[test]
+fn world_mismatch_among_holders_fails_at_once() {
+    world_mismatch_fails_at_once_with(Some("world mismatch cluster token"));
+}
+
+fn world_mismatch_fails_at_once_with(token: Option<&str>) {
     let addrs = free_ports(3);
     let started = Instant::now();
+    let with = |n: Node| match token {
+        Some(t) => n.cluster_token(t),
+        None => n,
+    };
     let (a, b) = two_nodes(
-        Node::new(0, 3)
+        with(Node::new(0, 3))
             .peers(addrs.clone())
             .unwrap()
             .timeout(Duration::from_secs(20)),
-        Node::new(1, 2)
+        with(Node::new(1, 2))
             .peers(&addrs[..2])
             .unwrap()
             .timeout(Duration::from_secs(20)),

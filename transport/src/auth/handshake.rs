@@ -175,11 +175,11 @@ fn session_keys(key: &[u8; 32], hello_d: &[u8], hello_a: &[u8], dialer: bool) ->
     }
 }
 
-/// The handshake key for `token` in a job of `world` ranks (through the
+/// The handshake key for `token` (through the
 /// slow KDF, `kdf.rs`), or the public key when there is none.
-pub(crate) fn derive_key(token: Option<&str>, world: u32) -> [u8; 32] {
+pub(crate) fn derive_key(token: Option<&str>) -> [u8; 32] {
     match token {
-        Some(t) => super::kdf::subkey(t, world, "link handshake"),
+        Some(t) => super::kdf::subkey(t, "link handshake"),
         None => Sha256::digest(b"meshwork unauthenticated\0").into(),
     }
 }
@@ -500,7 +500,7 @@ mod tests {
             rank,
             world,
             star: false,
-            key: derive_key(token, world),
+            key: derive_key(token),
             version: PROTOCOL_VERSION,
             transport: 0,
         }

@@ -1,15 +1,20 @@
 //! From the cluster token to keys: one slow, memory-hard derivation per
 //! process, then cheap labelled sub-keys.
 //!
-//! `master = Argon2id(token, salt = SHA-256("meshwork kdf salt v1" ‖ world))`
-//! with 32 MiB of memory and 3 passes (about a tenth of a second on one
-//! core), computed once per process and token and cached. Every key the
-//! job uses — the link handshake's, the seed's, discovery's and its job id,
-//! the QUIC CA's seed — is `HMAC-SHA256(master, label)` with a distinct
-//! label. Whatever an attacker records or provokes (a handshake, an
-//! announcement, a server certificate) can only be checked against a
-//! guess of the token by paying the Argon2id cost for that guess; a table
-//! built for one world size does not serve another.
+//! `master = Argon2id(token, salt = SHA-256("meshwork kdf salt v1"))` with
+//! 32 MiB of memory and 3 passes (about a tenth of a second on one core),
+//! computed once per process and token and cached. Every key the job uses
+//! — the link handshake's, the seed's, discovery's and its job id, the
+//! QUIC CA's seed — is `HMAC-SHA256(master, label)` with a distinct label.
+//! Whatever an attacker records or provokes (a handshake, an announcement,
+//! a server certificate) can only be checked against a guess of the token
+//! by paying the Argon2id cost for that guess; a table built against
+//! meshwork's salt serves meshwork alone.
+//!
+//! The salt names meshwork, not the job: everything a job could add (its
+//! world size, its ports) is also what two of its ranks may have been
+//! given differently by mistake, and that mistake must stay a typed error
+//! at once (`WorldMismatch`) rather than look like another token.
 //!
 //! Tokens shorter than [`MIN_TOKEN_BYTES`] are refused: the KDF slows
 //! guessing, it does not make a short word safe. `meshrun token` prints a
@@ -54,11 +59,11 @@ pub fn random_token() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-type Cache = Mutex<HashMap<([u8; 32], u32), [u8; 32]>>;
+type Cache = Mutex<HashMap<[u8; 32], [u8; 32]>>;
 
-/// The master key for `token` in a job of `world` ranks (Argon2id, cached
-/// per process; the cache is keyed by a hash of the token, never the token).
-fn master(token: &str, world: u32) -> [u8; 32] {
+/// The master key for `token` (Argon2id, cached per process; the cache is
+/// keyed by a hash of the token, never the token).
+fn master(token: &str) -> [u8; 32] {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let id: [u8; 32] = Sha256::new()
@@ -67,21 +72,17 @@ fn master(token: &str, world: u32) -> [u8; 32] {
         .finalize()
         .into();
     let mut held = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(k) = held.get(&(id, world)) {
+    if let Some(k) = held.get(&id) {
         return *k;
     }
     // Derive under the lock: ranks of one process asking at once pay once.
-    let key = argon2id(token.as_bytes(), world);
-    held.insert((id, world), key);
+    let key = argon2id(token.as_bytes());
+    held.insert(id, key);
     key
 }
 
-fn argon2id(token: &[u8], world: u32) -> [u8; 32] {
-    let salt: [u8; 32] = Sha256::new()
-        .chain_update(b"meshwork kdf salt v1\0")
-        .chain_update(world.to_le_bytes())
-        .finalize()
-        .into();
+fn argon2id(token: &[u8]) -> [u8; 32] {
+    let salt: [u8; 32] = Sha256::digest(b"meshwork kdf salt v1\0").into();
     let params = argon2::Params::new(MEMORY_KIB, PASSES, LANES, Some(32))
         .expect("the Argon2 parameters are constants within its bounds");
     let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
@@ -92,10 +93,10 @@ fn argon2id(token: &[u8], world: u32) -> [u8; 32] {
     out
 }
 
-/// `HMAC-SHA256(master(token, world), label)`: the key for one purpose.
-pub fn subkey(token: &str, world: u32, label: &str) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&master(token, world))
-        .expect("HMAC takes any key length");
+/// `HMAC-SHA256(master(token), label)`: the key for one purpose.
+pub fn subkey(token: &str, label: &str) -> [u8; 32] {
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(&master(token)).expect("HMAC takes any key length");
     mac.update(b"meshwork subkey\0");
     mac.update(label.as_bytes());
     mac.finalize().into_bytes().into()
@@ -106,13 +107,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn subkeys_differ_by_token_world_and_label_and_are_stable() {
+    fn subkeys_differ_by_token_and_label_and_are_stable() {
         let t = "0123456789abcdef";
-        let a = subkey(t, 4, "link");
-        assert_eq!(a, subkey(t, 4, "link"));
-        assert_ne!(a, subkey(t, 4, "seed"));
-        assert_ne!(a, subkey(t, 5, "link"));
-        assert_ne!(a, subkey("0123456789abcdeF", 4, "link"));
+        let a = subkey(t, "link");
+        assert_eq!(a, subkey(t, "link"));
+        assert_ne!(a, subkey(t, "seed"));
+        assert_ne!(a, subkey("0123456789abcdeF", "link"));
     }
 
     #[test]

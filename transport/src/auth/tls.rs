@@ -146,10 +146,10 @@ impl ClusterCa {
         ClusterCa::derive(&secret)
     }
 
-    /// The CA of a token-protected job of `world` ranks (its key from the
+    /// The CA of a token-protected job (its key from the
     /// token through the slow KDF).
-    pub fn from_token(token: &str, world: u32) -> Result<ClusterCa, ErrorStack> {
-        ClusterCa::derive(&super::kdf::subkey(token, world, "cluster CA"))
+    pub fn from_token(token: &str) -> Result<ClusterCa, ErrorStack> {
+        ClusterCa::derive(&super::kdf::subkey(token, "cluster CA"))
     }
 
     /// A leaf for `rank` with a fresh key, signed by this CA.
@@ -257,9 +257,9 @@ mod tests {
 
     #[test]
     fn the_ca_is_the_same_for_every_holder_of_the_token() {
-        let a = ClusterCa::from_token("s3cret s3cret s3cret", 2).unwrap();
-        let b = ClusterCa::from_token("s3cret s3cret s3cret", 2).unwrap();
-        let c = ClusterCa::from_token("other other other", 2).unwrap();
+        let a = ClusterCa::from_token("s3cret s3cret s3cret").unwrap();
+        let b = ClusterCa::from_token("s3cret s3cret s3cret").unwrap();
+        let c = ClusterCa::from_token("other other other").unwrap();
         let pk = |ca: &ClusterCa| ca.cert.public_key().unwrap().public_key_to_der().unwrap();
         assert_eq!(pk(&a), pk(&b));
         assert_ne!(pk(&a), pk(&c));
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_leaf_names_its_rank() {
-        let ca = ClusterCa::from_token("a test token of enough bytes", 2).unwrap();
+        let ca = ClusterCa::from_token("a test token of enough bytes").unwrap();
         let leaf = ca.issue(7).unwrap();
         assert_eq!(rank_of(&leaf.cert.to_der().unwrap()), Some(7));
         assert_eq!(rank_of(&ca.cert.to_der().unwrap()), None);

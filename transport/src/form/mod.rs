@@ -146,7 +146,7 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
         rank: spec.rank,
         world: spec.world,
         star: spec.star(),
-        key: handshake::derive_key(spec.token.as_deref(), spec.world),
+        key: handshake::derive_key(spec.token.as_deref()),
         version: spec.protocol_version,
         transport: transport
             | match spec.protect() {

@@ -12,10 +12,7 @@ const TOKEN: &str = "former test token, 16+ bytes";
 
 /// A rank of a two-rank job's QUIC settings.
 fn config(rank: u32) -> quiche::Config {
-    let id = ClusterCa::from_token(TOKEN, 2)
-        .unwrap()
-        .issue(rank)
-        .unwrap();
+    let id = ClusterCa::from_token(TOKEN).unwrap().issue(rank).unwrap();
     quiche_config(&id, Duration::from_secs(5), true).unwrap()
 }
 

@@ -414,7 +414,7 @@ impl Link for QuicLink {
 /// The identity a rank derives for itself when none is given.
 fn derive_identity(cfg: &Spec) -> Result<RankIdentity, boring::error::ErrorStack> {
     let ca = match &cfg.token {
-        Some(t) => ClusterCa::from_token(t, cfg.world)?,
+        Some(t) => ClusterCa::from_token(t)?,
         None => {
             // Loopback without a token: a CA per job, from what every rank
             // of the job knows. It authenticates nobody (anyone who knows

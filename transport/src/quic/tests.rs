@@ -41,13 +41,13 @@ fn impostor(addr: SocketAddr, stream: u64, garbage: &[u8]) -> TcpStream {
         rank: 0,
         world: 2,
         star: false,
-        key: handshake::derive_key(Some(TOKEN), 2),
+        key: handshake::derive_key(Some(TOKEN)),
         version: handshake::PROTOCOL_VERSION,
         transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
     };
     let by = Instant::now() + Duration::from_secs(5);
     assert_eq!(handshake::dial(&mut tcp, &id, by).unwrap().rank, 1);
-    let leaf = ClusterCa::from_token(TOKEN, 2).unwrap().issue(0).unwrap();
+    let leaf = ClusterCa::from_token(TOKEN).unwrap().issue(0).unwrap();
     let mut cfg = quiche_config(&leaf, Duration::from_secs(10), true).unwrap();
     let conn = client(
         addr,
@@ -190,7 +190,7 @@ fn strangers_and_other_clusters_are_refused() {
     let code = rogue_dial(addrs[1], self_signed_context(), "rank-1.meshwork");
     assert_eq!(code, UNKNOWN_CA, "a self-signed leaf: unknown CA");
 
-    let other = ClusterCa::from_token("another cluster token", 2)
+    let other = ClusterCa::from_token("another cluster token")
         .unwrap()
         .issue(0)
         .unwrap();

@@ -127,7 +127,7 @@ enum Failed {
 pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
     let deadline = Instant::now() + req.timeout;
     // The slow KDF runs before any connection, not on the seed's clock.
-    let key = seed_key(req.token.as_deref(), req.world);
+    let key = seed_key(req.token.as_deref());
     let attempt_time = 2 * handshake_time(req.timeout);
     let mut backoff = Backoff::new();
     let mut suspect = None;

@@ -66,7 +66,7 @@ impl Seed {
             world: cfg.world,
             star: cfg.star,
             reserved: cfg.reserved,
-            key: seed_key(cfg.token.as_deref(), cfg.world),
+            key: seed_key(cfg.token.as_deref()),
             ca,
             slots: Mutex::new(Slots {
                 ranks: (0..cfg.world).map(|_| Slot::Free).collect(),

@@ -14,12 +14,12 @@ use boring::nid::Nid;
 use boring::pkey::{PKey, Private};
 use sha2::{Digest, Sha256};
 
-/// The seed's key for `token` in a job of `world` ranks (through the slow
+/// The seed's key for `token` (through the slow
 /// KDF, a label of its own), or a public one without a token (loopback
 /// only: it then authenticates nobody).
-pub(crate) fn seed_key(token: Option<&str>, world: u32) -> [u8; 32] {
+pub(crate) fn seed_key(token: Option<&str>) -> [u8; 32] {
     match token {
-        Some(t) => crate::auth::kdf::subkey(t, world, "seed bootstrap"),
+        Some(t) => crate::auth::kdf::subkey(t, "seed bootstrap"),
         None => Sha256::digest(b"meshwork unauthenticated seed\0").into(),
     }
 }

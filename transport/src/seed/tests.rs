@@ -131,7 +131,7 @@ fn forms_despite(attack: impl FnOnce(SocketAddr, &AtomicBool, &dyn Fn()) + Send)
 
 #[test]
 fn ranks_tables_and_identities_are_handed_out_and_latecomers_refused() {
-    let wrong = seed_key(Some(WRONG), 4);
+    let wrong = seed_key(Some(WRONG));
     let seed = start(4, LONG);
     let at = seed.local_addr();
     four_form(at);
@@ -230,7 +230,7 @@ fn guess(at: SocketAddr, wrong_key: &[u8; 32]) -> Vec<u8> {
 
 #[test]
 fn a_stranger_with_a_wrong_proof_holds_up_nobody_and_learns_nothing() {
-    let wrong = seed_key(Some(WRONG), 4);
+    let wrong = seed_key(Some(WRONG));
     forms_despite(|at, stop, started| {
         let mut tries = 0;
         while !stop.load(Ordering::Acquire) {
@@ -291,7 +291,7 @@ fn a_joiner_of_the_first_protocol_gets_our_version_and_nothing_else() {
 
 /// A seed's side of one admitted join's records, and the joiner's.
 fn sessions() -> (Session, Session) {
-    let key = seed_key(Some(TOKEN), 1);
+    let key = seed_key(Some(TOKEN));
     let join = [3u8; JOIN_LEN];
     let new = || Session::new(&key, &join, b"challenge", b"proof", &[9; 32]);
     (new(), new())
