@@ -7,6 +7,7 @@
 //! cargo build --release --bin meshrun   # not needed: ranks start directly
 //! cargo bench --bench ringbound          # needs root, iproute2
 //! RB_RATE=500mbit RB_SIZES=16777216 cargo bench --bench ringbound
+//! FRAME_AUTH=0 TRANSPORT=tcp cargo bench --bench ringbound   # the cost of authentication
 //! ```
 //!
 //! Each rank runs in its host's namespace (`ip netns exec`), a barrier,
@@ -254,8 +255,12 @@ fn main() {
     }
     let p = f64::from(WORLD);
     println!(
-        "# {WORLD} hosts on a bridge, every host link {rate} (tbf, both ends); transport {}",
-        std::env::var("TRANSPORT").unwrap_or_else(|_| "quic".into())
+        "# {WORLD} hosts on a bridge, every host link {rate} (tbf, both ends); transport {}; frames over TCP {}",
+        std::env::var("TRANSPORT").unwrap_or_else(|_| "quic".into()),
+        match std::env::var("FRAME_AUTH").as_deref() {
+            Ok("0") => "unauthenticated (FRAME_AUTH=0)",
+            _ => "authenticated",
+        }
     );
     println!(
         "# one TCP stream between two hosts: {:.1} MB/s goodput",

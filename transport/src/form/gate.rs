@@ -52,8 +52,12 @@ impl InFlight {
         Ok(id)
     }
 
-    pub(crate) fn done(&mut self, id: u64) {
+    /// Count handshake `id` out; whether it was still counted (not
+    /// evicted, its socket not cut).
+    pub(crate) fn done(&mut self, id: u64) -> bool {
+        let before = self.list.len();
         self.list.retain(|(i, ..)| *i != id);
+        self.list.len() < before
     }
 
     /// Cut every handshake under way.
@@ -154,7 +158,8 @@ impl Gate {
             let spawned = std::thread::Builder::new()
                 .name("meshwork-handshake".into())
                 .spawn(move || {
-                    let result = handshake_one(stream, &id, &expect, &claimed, deadline);
+                    let result =
+                        handshake_one(stream, &id, &expect, &claimed, &in_flight, serial, deadline);
                     lock(&in_flight).done(serial);
                     let _ = done.send(Accepted { from, result });
                     wake();
@@ -186,12 +191,16 @@ impl Drop for Gate {
 }
 
 /// One connection's handshake: a rank it claims is released again if
-/// the handshake fails after claiming it.
+/// the handshake fails after claiming it. A dialer that proved the token
+/// stops counting as a stranger before it is told it is admitted, so no
+/// newcomer can evict an admitted link.
 fn handshake_one(
     mut stream: TcpStream,
     id: &Identity,
     expect: &BTreeSet<u32>,
     claimed: &Mutex<BTreeSet<u32>>,
+    in_flight: &Mutex<InFlight>,
+    serial: u64,
     deadline: Instant,
 ) -> Result<(TcpStream, Admitted), (Option<u32>, HandshakeError)> {
     if let Err(e) = stream.set_nonblocking(false) {
@@ -199,6 +208,10 @@ fn handshake_one(
     }
     let took = Cell::new(None);
     let claim = |r: u32| {
+        // Evicted already: its socket is cut, the reply will not go out.
+        if !lock(in_flight).done(serial) {
+            return false;
+        }
         let fresh = expect.contains(&r) && lock(claimed).insert(r);
         if fresh {
             took.set(Some(r));

@@ -332,7 +332,7 @@ fn admit(
     from: SocketAddr,
     job: &Job,
     deadline: Instant,
-    proved: impl FnOnce(),
+    proved: impl FnOnce() -> bool,
 ) -> Result<u32, Refused> {
     s.set_nonblocking(false)?;
     let mut join = [0u8; JOIN_LEN];
@@ -362,7 +362,10 @@ fn admit(
         // Closed without a word: a stranger learns nothing of the job.
         return Err(Refused::Proof);
     }
-    proved();
+    if !proved() {
+        // Evicted by a newcomer a moment ago: the socket is cut.
+        return Err(Refused::Io(ErrorKind::ConnectionAborted.into()));
+    }
     let shared = ephemeral.agree(&msg.share).ok_or(Refused::Share)?;
     let (status, rank) = job.claim(&msg);
     let body = ReplyMsg {
