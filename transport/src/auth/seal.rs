@@ -58,12 +58,21 @@ fn iv(nonce: u64) -> [u8; 12] {
 /// The keyed-BLAKE3 tag of envelope `nonce`: its inner header, then the
 /// payload in `parts`.
 fn mac(key: &[u8; 32], nonce: u64, inner: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(&nonce.to_le_bytes());
+    let mut h = mac_start(key, nonce);
     h.update(inner);
     for p in parts {
         h.update(p);
     }
+    mac_end(&h)
+}
+
+fn mac_start(key: &[u8; 32], nonce: u64) -> blake3::Hasher {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&nonce.to_le_bytes());
+    h
+}
+
+fn mac_end(h: &blake3::Hasher) -> [u8; TAG_LEN] {
     let mut tag = [0u8; TAG_LEN];
     tag.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
     tag
@@ -194,6 +203,10 @@ pub(crate) struct Opener {
     key: [u8; 32],
     next: u64,
     protect: Protect,
+    /// Authenticating: the tag of the envelope being read, computed as its
+    /// bytes arrive (so the receiver hashes while the sender still sends),
+    /// and how many bytes it has taken.
+    running: Option<(blake3::Hasher, usize)>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -208,6 +221,25 @@ impl Opener {
             key,
             next: 0,
             protect,
+            running: None,
+        }
+    }
+
+    /// `read` (what has arrived of the envelope body being read, whose
+    /// length is `total`) grew: hash what is new, up to the tag.
+    /// Authenticating only; whatever is not absorbed, `open` hashes.
+    pub(crate) fn absorb(&mut self, read: &[u8], total: usize) {
+        if self.protect != Protect::Authenticate {
+            return;
+        }
+        let (key, nonce) = (&self.key, self.next);
+        let (h, done) = self
+            .running
+            .get_or_insert_with(|| (mac_start(key, nonce), 0));
+        let upto = read.len().min(total.saturating_sub(TAG_LEN));
+        if upto > *done {
+            h.update(&read[*done..upto]);
+            *done = upto;
         }
     }
 
@@ -230,7 +262,12 @@ impl Opener {
         let err = |e: boring::error::ErrorStack| format!("a frame that fails authentication ({e})");
         let plain = match self.protect {
             Protect::Authenticate => {
-                if !same_tag(&mac(&self.key, self.next, inner, &[payload]), tag) {
+                let (mut h, done) = self
+                    .running
+                    .take()
+                    .unwrap_or_else(|| (mac_start(&self.key, self.next), 0));
+                h.update(&body[done.min(HEADER_LEN + n)..HEADER_LEN + n]);
+                if !same_tag(&mac_end(&h), tag) {
                     return Err("a frame that fails authentication".into());
                 }
                 None
@@ -379,6 +416,35 @@ mod tests {
             assert_eq!((h.ftype, h.len, p.len()), (FrameType::Credit, 4096, 0));
             let (h, p) = o.open(c, 2, 1 << 20, &pool).unwrap();
             assert_eq!((h.tag, p.as_ref()), (10, &b"third"[..]));
+        }
+    }
+
+    /// Hashing an envelope as its bytes arrive, in any pieces, opens just
+    /// as hashing it whole; an altered byte fails either way.
+    #[test]
+    fn hashing_as_bytes_arrive_opens_the_same() {
+        let pool = Arc::new(BufferPool::new());
+        let key = [9u8; 32];
+        let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        for step in [1usize, 7, 40, 1000, 65536, usize::MAX] {
+            for flip in [None, Some(30), Some(5000), Some(100_030)] {
+                let mut s = Sealer::new(key, Protect::Authenticate);
+                let mut w = wire(&s.seal(&data(4), &[&payload], &pool).unwrap(), &[&payload]);
+                if let Some(i) = flip {
+                    w[i] ^= 4;
+                }
+                let mut o = Opener::new(key, Protect::Authenticate);
+                let mut at = 0;
+                while at < w.len() {
+                    at = at.saturating_add(step).min(w.len());
+                    o.absorb(&w[..at], w.len());
+                }
+                let opened = o.open(w, 2, 1 << 20, &pool);
+                match flip {
+                    None => assert_eq!(opened.unwrap().1.as_ref(), &payload[..], "step {step}"),
+                    Some(i) => assert!(opened.is_err(), "step {step}, flipped byte {i}"),
+                }
+            }
         }
     }
 
