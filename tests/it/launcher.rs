@@ -240,3 +240,56 @@ fn open_mpi_and_slurm_names_work_as_aliases() {
         assert!(stdout.contains("RESULT ok"), "{stdout}");
     }
 }
+
+#[test]
+fn meshrun_token_prints_a_fresh_random_token() {
+    let token = || {
+        let out = meshrun().arg("token").output().expect("run meshrun token");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let (a, b) = (token(), token());
+    for t in [&a, &b] {
+        assert_eq!(t.len(), 64, "{t}");
+        assert!(t.chars().all(|c| c.is_ascii_hexdigit()), "{t}");
+    }
+    assert_ne!(a, b);
+}
+
+/// Each launch gives its ranks one fresh token (so another user of the
+/// host cannot join or disturb the job); a token given to meshrun is
+/// passed on instead.
+#[test]
+fn meshrun_gives_its_ranks_a_fresh_token_unless_given_one() {
+    let tokens = |given: Option<&str>| -> Vec<String> {
+        let mut cmd = meshrun();
+        cmd.args([
+            "-n",
+            "2",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"token=$CLUSTER_TOKEN\"",
+        ]);
+        cmd.env_remove("CLUSTER_TOKEN");
+        if let Some(t) = given {
+            cmd.env("CLUSTER_TOKEN", t);
+        }
+        let out = cmd.output().expect("run meshrun");
+        assert!(out.status.success(), "{out:?}");
+        let mut seen: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once("token=").map(|(_, t)| t.to_string()))
+            .collect();
+        seen.sort();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        seen
+    };
+    let first = tokens(None);
+    assert_eq!(first[0], first[1], "one token per launch");
+    assert_eq!(first[0].len(), 64);
+    let second = tokens(None);
+    assert_ne!(first[0], second[0], "a fresh token per launch");
+    let given = tokens(Some("a token given to meshrun"));
+    assert!(given.iter().all(|t| t == "a token given to meshrun"));
+}

@@ -139,6 +139,50 @@ fn frame_authentication_must_agree() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// Another process on the host, without the token, claims rank 1 before
+/// the real rank 1 starts: it is not admitted, and the job forms with the
+/// real one.
+#[test]
+fn a_process_without_the_token_cannot_join() {
+    let addrs = free_ports(2);
+    let token = "only the job holds this token";
+    let (p0, p1, p2) = (addrs.clone(), addrs.clone(), addrs);
+    let rank0 = std::thread::spawn(move || {
+        Node::new(0, 2)
+            .peers(p0)?
+            .cluster_token(token)
+            .timeout(Duration::from_secs(20))
+            .connect()
+    });
+    // The impostor listens as rank 1 first (rank 0 dials it) and fails;
+    // then the real rank 1 takes the port.
+    let impostor = Node::new(1, 2)
+        .peers(p1)
+        .unwrap()
+        .timeout(Duration::from_secs(1))
+        .connect()
+        .map(drop);
+    assert!(
+        matches!(impostor, Err(Error::ClusterTokenMismatch)),
+        "{impostor:?}"
+    );
+    let g1 = Node::new(1, 2)
+        .peers(p2)
+        .unwrap()
+        .cluster_token(token)
+        .timeout(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    let g0 = rank0.join().unwrap().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut x = [1u32];
+        g1.all_reduce(&mut x, ReduceOp::Sum).map(|()| x)
+    });
+    let mut x = [2u32];
+    g0.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+    assert_eq!((x, t.join().unwrap().unwrap()), ([3], [3]));
+}
+
 #[test]
 fn a_short_token_is_refused_naming_cluster_token() {
     let addrs = free_ports(1);

@@ -480,4 +480,3 @@ mod tests {
         assert!(o.open(next, 2, 1 << 20, &pool).is_err());
     }
 }
-
