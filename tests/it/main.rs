@@ -15,5 +15,6 @@ mod nonblocking;
 mod procs;
 mod scenarios;
 mod seed;
+mod siege;
 mod support;
 mod sweep;

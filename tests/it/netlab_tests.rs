@@ -412,3 +412,49 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
     );
     all_ok(&ranks.results(Duration::from_secs(240)));
 }
+
+/// A stranger on a host of its own strikes and besieges every rank's port
+/// (another version; wrong settings with a proof of nothing; 50 idle
+/// connections and a dribbler each) while three hosts form a mesh, on
+/// QUIC and on TCP: each forms as fast as it would unattacked (a stranger
+/// that held up a handshake would cost its one-second deadline) and runs
+/// every collective.
+#[test]
+fn netlab_siege_by_a_stranger_stops_nothing() {
+    for transport in ["quic", "tcp"] {
+        let mut lab = lab_or_skip!("siege");
+        let n = lab.net;
+        let hosts = lab.lan_hosts("r", 0..3).unwrap();
+        let (stranger, _) = lab.lan_host("x", 20).unwrap();
+        let peers: Vec<String> = (0..3)
+            .map(|i| format!("10.77.{n}.{}:29500", 10 + i))
+            .collect();
+        let siege = Launch {
+            world: 1,
+            env: vec![
+                ("SIEGE_TARGETS".into(), peers[1..].join(",")),
+                ("SIEGE_S".into(), "4".into()),
+            ],
+            wrap: vec![Lab::exec_in(&stranger)],
+        };
+        let mut attacker = spawn(&siege, "siege");
+        // The targets are not up yet: ranks 1 and 2 (the ones that
+        // accept) start first, so they are struck before their peers dial.
+        let mut l = launch(3, &peers.join(","), "mesh", 10.0, Lab::exec_in_each(&hosts));
+        l.set("TRANSPORT", transport);
+        let mut ranks = spawn(&l, "connect_timed");
+        attacker.wait_for(&[0], "READY", Duration::from_secs(30));
+        let results = ranks.results(Duration::from_secs(60));
+        all_ok(&results);
+        for (r, line) in &results {
+            let ms: u64 = line
+                .split("formed_ms=")
+                .nth(1)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(u64::MAX);
+            assert!(ms < 1000, "{transport}: rank {r} formed in {ms} ms");
+        }
+        let said = attacker.results(Duration::from_secs(30));
+        assert!(said[0].1.starts_with("RESULT ok siege"), "{said:?}");
+    }
+}

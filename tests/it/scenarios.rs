@@ -40,18 +40,25 @@ fn rank_process_entry() {
             let _ = sock.recv_from(&mut buf);
         }
     }
+    if scenario == "siege" {
+        crate::siege::run();
+        return;
+    }
     if scenario == "exit_rank1" && std::env::var("RANK").is_ok_and(|r| r == "1") {
         println!("RESULT err Exit rank 1 leaves at once");
         let _ = std::io::stdout().flush();
         std::process::exit(3);
     }
+    let started = std::time::Instant::now();
     let outcome = Node::from_env().and_then(|n| n.connect()).and_then(|g| {
+        let formed_ms = started.elapsed().as_millis();
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
             "soak" => soak(&g),
             "slow" => slow(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
+            "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {
                 let mut x = [g.rank() + 1; 4];
                 g.all_reduce(&mut x, ReduceOp::Sum)?;
