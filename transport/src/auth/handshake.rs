@@ -292,7 +292,11 @@ pub(crate) fn read_by(
 
 /// Write all of `buf` before `deadline` (handshake messages are small: the
 /// socket buffer takes them unless the peer stalls a full window).
-fn write_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant) -> std::io::Result<()> {
+pub(crate) fn write_by(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    deadline: Instant,
+) -> std::io::Result<()> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(ErrorKind::TimedOut.into());

@@ -54,8 +54,9 @@
 //! Without a token the key is public: such a seed must listen on loopback
 //! only (the caller's rule; see `meshwork::Node::seed`).
 
+pub(crate) use crate::auth::handshake::write_by;
 use crate::form::FormationError;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
@@ -96,16 +97,6 @@ fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
         rank,
         reason: e.to_string(),
     }
-}
-
-/// Write all of `buf` before `deadline`.
-fn write_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant) -> std::io::Result<()> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(ErrorKind::TimedOut.into());
-    }
-    stream.set_write_timeout(Some(left))?;
-    stream.write_all(buf)
 }
 
 /// Read one sealed record's bytes after its length (at most `max`)
