@@ -37,7 +37,7 @@ use std::sync::Arc;
 /// Bytes of a tag.
 pub(crate) const TAG_LEN: usize = 16;
 /// The least a receiver hashes at once while an envelope arrives.
-const ABSORB_STEP: usize = 256 << 10;
+const ABSORB_STEP: usize = 128 << 10;
 
 /// Bytes an envelope adds to a frame: the outer header and the tag.
 pub(crate) const SEAL_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
@@ -125,6 +125,58 @@ impl Envelope {
     }
 }
 
+/// The outer and inner headers of frame `h` carrying `n` payload bytes.
+fn heads(h: &Header, n: usize) -> Result<[u8; 2 * HEADER_LEN], String> {
+    let mut inner = *h;
+    if h.ftype == FrameType::Data {
+        inner.len = n as u64;
+    } else if n != 0 {
+        return Err(format!("a {:?} frame with a payload", h.ftype));
+    }
+    let outer = Header {
+        ftype: FrameType::Data,
+        kind: LaneKind::Control,
+        src: h.src,
+        dst: h.dst,
+        comm: 0,
+        tag: 0,
+        len: (HEADER_LEN + n + TAG_LEN) as u64,
+        aux: 0,
+        seq: 0,
+    };
+    let mut head = [0u8; 2 * HEADER_LEN];
+    head[..HEADER_LEN].copy_from_slice(&outer.encode());
+    head[HEADER_LEN..].copy_from_slice(&inner.encode());
+    Ok(head)
+}
+
+/// An authenticated envelope whose payload is hashed as it is written
+/// ([`Sealer::begin`]): the sender hashes what it has just handed to the
+/// socket while the receiver reads and hashes it, instead of hashing all
+/// of it before the first byte leaves.
+pub(crate) struct Streaming {
+    pub head: [u8; 2 * HEADER_LEN],
+    hasher: blake3::Hasher,
+}
+
+impl std::fmt::Debug for Streaming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Streaming(..)")
+    }
+}
+
+impl Streaming {
+    /// Payload bytes, in order.
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+    }
+
+    /// The tag, once every payload byte went through `update`.
+    pub(crate) fn tag(&self) -> [u8; TAG_LEN] {
+        mac_end(&self.hasher)
+    }
+}
+
 /// One direction's sealing side.
 pub(crate) struct Sealer {
     key: [u8; 32],
@@ -147,6 +199,20 @@ impl Sealer {
         }
     }
 
+    /// Begin the authenticated envelope of data frame `h` whose payload
+    /// of `n` bytes the caller hashes as it writes it (`Streaming`); the
+    /// nonce is spent. Encrypting sealers cannot stream: `None`.
+    pub(crate) fn begin(&mut self, h: &Header, n: usize) -> Option<Streaming> {
+        if self.protect != Protect::Authenticate {
+            return None;
+        }
+        let head = heads(h, n).ok()?;
+        let mut hasher = mac_start(&self.key, self.next);
+        hasher.update(&head[HEADER_LEN..]);
+        self.next += 1;
+        Some(Streaming { head, hasher })
+    }
+
     /// The envelope of frame `h` whose payload is the concatenation of
     /// `parts` (none for a control frame; a data frame's `h.len` is set to
     /// their length). The nonce is spent only if sealing succeeds.
@@ -157,26 +223,7 @@ impl Sealer {
         pool: &Arc<BufferPool>,
     ) -> Result<Envelope, String> {
         let n: usize = parts.iter().map(|p| p.len()).sum();
-        let mut inner = *h;
-        if h.ftype == FrameType::Data {
-            inner.len = n as u64;
-        } else if n != 0 {
-            return Err(format!("a {:?} frame with a payload", h.ftype));
-        }
-        let outer = Header {
-            ftype: FrameType::Data,
-            kind: LaneKind::Control,
-            src: h.src,
-            dst: h.dst,
-            comm: 0,
-            tag: 0,
-            len: (HEADER_LEN + n + TAG_LEN) as u64,
-            aux: 0,
-            seq: 0,
-        };
-        let mut head = [0u8; 2 * HEADER_LEN];
-        head[..HEADER_LEN].copy_from_slice(&outer.encode());
-        head[HEADER_LEN..].copy_from_slice(&inner.encode());
+        let head = heads(h, n)?;
         let (cipher, tag) = match self.protect {
             Protect::Authenticate => (None, mac(&self.key, self.next, &head[HEADER_LEN..], parts)),
             Protect::Encrypt => {
