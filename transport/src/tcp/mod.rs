@@ -189,10 +189,17 @@ impl TcpLink {
         }
     }
 
-    /// The link has ended: nothing more will be written.
+    /// The link has ended: nothing more will be written, or queued.
     fn ended(&self) -> Serviced {
-        self.flushed.set();
+        self.finish();
         Serviced::Ended
+    }
+
+    /// The I/O thread stops: sends fail at once from now on, and whoever
+    /// waits for the goodbye stops waiting.
+    fn finish(&self) {
+        self.tx.wire.end();
+        self.flushed.set();
     }
 
     /// Say goodbye after what is queued (the owner's thread writes it).
@@ -235,7 +242,7 @@ fn run(core: Arc<Core>, link: Arc<TcpLink>, mut poll: mio::Poll, waker: Arc<mio:
     if let Err(e) = link.attach(poll.registry(), SOCKET, waker) {
         tracing::error!(peer = link.peer, "cannot poll the link's socket: {e}");
         link.rx.fail(&core, &*link.sink);
-        link.flushed.set();
+        link.finish();
         return;
     }
     // The first turn writes whatever was queued before the thread started.
@@ -262,7 +269,7 @@ impl TcpLink {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!(peer = self.peer, "poll: {e}");
                     self.rx.fail(core, &*self.sink);
-                    self.flushed.set();
+                    self.finish();
                     return;
                 }
             }
@@ -317,7 +324,7 @@ impl Link for TcpLink {
             Err(e) => {
                 tracing::error!(peer, "cannot start the link's thread: {e}");
                 self.rx.fail(core, &*self.sink);
-                self.flushed.set();
+                self.finish();
             }
         }
     }

@@ -145,3 +145,20 @@ fn closing_gives_up_on_a_peer_stalled_past_the_deadline_at_once_timeout() {
     );
     drop(theirs);
 }
+
+/// Once the link has ended (the peer hung up), nothing more is queued:
+/// a relay or a credit is refused at once rather than left to wait.
+#[test]
+fn an_ended_link_queues_nothing() {
+    let (core, link, theirs) = pair(Duration::from_secs(5));
+    let (h, p) = frame(1, 16);
+    assert!(link.enqueue(&core, h, p), "a live link queues");
+    drop(theirs);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !matches!(link.service(&core, true), Serviced::Ended) {
+        assert!(Instant::now() < deadline, "the hang-up was not noticed");
+        std::thread::yield_now();
+    }
+    let (h, p) = frame(2, 16);
+    assert!(!link.enqueue(&core, h, p), "an ended link refuses");
+}

@@ -15,6 +15,7 @@ use crate::{BufferPool, Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{ErrorKind, IoSlice};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -68,6 +69,8 @@ pub(crate) struct Wire {
     /// With a token: puts every frame in its envelope (`auth/seal.rs`),
     /// under `pending` (so nonce order is wire order).
     sealer: Option<Mutex<Sealer>>,
+    /// The link's I/O thread has stopped: nothing queued would be written.
+    ended: AtomicBool,
 }
 
 impl Wire {
@@ -77,7 +80,14 @@ impl Wire {
             pending: Mutex::new(0),
             waker: OnceLock::new(),
             sealer: sealer.map(Mutex::new),
+            ended: AtomicBool::new(false),
         }
+    }
+
+    /// The I/O thread has stopped: refuse to queue from now on.
+    pub(crate) fn end(&self) {
+        let _pending = self.pending();
+        self.ended.store(true, Ordering::Release);
     }
 
     /// Frame `h`'s envelope, if this link seals (call under `pending`).
@@ -178,6 +188,10 @@ impl TcpTx {
     }
 
     fn push(&self, pending: &mut usize, item: Out) -> bool {
+        // Under `pending`, like `Wire::end`: nothing slips in after it.
+        if self.wire.ended.load(Ordering::Acquire) {
+            return false;
+        }
         let sent = self.tx.send(item).is_ok();
         if sent {
             *pending += 1;
