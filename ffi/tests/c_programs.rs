@@ -133,3 +133,18 @@ fn the_c_example_runs_every_collective_in_four_processes() {
     };
     run_in_four(&meshrun, &exe, &[]);
 }
+
+#[test]
+fn a_c_program_runs_two_ranks_on_threads_and_every_bad_argument_is_refused() {
+    let src = Path::new(CRATE).join("tests/c/local_threads.c");
+    let Some(exe) = compile("cc", "c11", &src, "local_threads") else {
+        return;
+    };
+    let out = Command::new(&exe).output().expect("run local_threads");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("RESULT ok"),
+        "{}",
+        show(&out)
+    );
+}
