@@ -86,7 +86,7 @@ fn check_buf<T>(p: *const c_void, count: usize, what: &str) -> Result<usize, Fai
             "{what} is NULL with a count of {count}"
         )));
     }
-    if (p as usize) % align_of::<T>() != 0 {
+    if !p.cast::<T>().is_aligned() {
         return Err(Failure::invalid(format!(
             "{what} is not aligned to {} bytes",
             align_of::<T>()

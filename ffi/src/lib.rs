@@ -43,7 +43,8 @@ pub(crate) fn set_last_error(msg: &str) {
     // A message with an interior NUL is cut there rather than lost.
     let bytes: Vec<u8> = msg.bytes().take_while(|&b| b != 0).collect();
     let c = CString::new(bytes).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    // During thread teardown the slot may be gone; the message is then lost.
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
 }
 
 /// A failure of one call: its status and message.
@@ -152,8 +153,8 @@ pub unsafe extern "C" fn mw_local(n: u32, out: *mut *mut mw_group) -> mw_status 
 /// `g` is NULL or a live group.
 #[no_mangle]
 pub unsafe extern "C" fn mw_rank(g: *const mw_group) -> u32 {
-    // SAFETY: the caller passes NULL or a live group.
     catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller passes NULL or a live group.
         unsafe { g.as_ref() }.map_or(u32::MAX, |g| g.inner.rank())
     }))
     .unwrap_or(u32::MAX)
@@ -165,8 +166,8 @@ pub unsafe extern "C" fn mw_rank(g: *const mw_group) -> u32 {
 /// `g` is NULL or a live group.
 #[no_mangle]
 pub unsafe extern "C" fn mw_world_size(g: *const mw_group) -> u32 {
-    // SAFETY: the caller passes NULL or a live group.
     catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller passes NULL or a live group.
         unsafe { g.as_ref() }.map_or(0, |g| g.inner.world_size())
     }))
     .unwrap_or(0)
@@ -207,7 +208,9 @@ pub unsafe extern "C" fn mw_free(g: *mut mw_group) {
 /// thread.
 #[no_mangle]
 pub extern "C" fn mw_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|e| e.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// A static, NUL-terminated name for `s` (`"MW_TIMEOUT"`, …);

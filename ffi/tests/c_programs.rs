@@ -2,7 +2,7 @@
 //! example `examples/collectives.c` compiled with the README's line and run
 //! by `meshrun -n 4` (as C, on QUIC and TCP, and as C++), and
 //! `tests/c/local_threads.c`, a world of two ranks on two threads of one
-//! process (`mw_local`).
+//! process (`mw_local`), linked statically and against `libmeshwork.so`.
 //!
 //! The library is this test's own build of the crate (cargo builds the
 //! rlib, the staticlib and the cdylib together, next to the test
@@ -57,10 +57,19 @@ fn show(out: &Output) -> String {
     )
 }
 
+/// How a program links libmeshwork.
+#[derive(Clone, Copy, PartialEq)]
+enum Link {
+    /// `libmeshwork.a -lpthread -ldl -lm`, as the README's line.
+    Static,
+    /// `-L dir -lmeshwork -Wl,-rpath,dir`, the README's alternative.
+    Shared,
+}
+
 /// Compile `src` with `compiler` (`cc`, or `c++` to compile as C++) and
 /// the README's flags into the test's scratch directory; `None` (after
 /// `skip`) when the compiler is not installed.
-fn compile(compiler: &str, std: &str, src: &Path, name: &str) -> Option<PathBuf> {
+fn compile(compiler: &str, std: &str, src: &Path, name: &str, link: Link) -> Option<PathBuf> {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut cmd = Command::new(compiler);
     if compiler == "c++" {
@@ -75,9 +84,22 @@ fn compile(compiler: &str, std: &str, src: &Path, name: &str) -> Option<PathBuf>
         // A C++ program links the C library the same way.
         cmd.args(["-x", "none"]);
     }
-    cmd.arg(static_lib())
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&exe);
+    match link {
+        Link::Static => cmd.arg(static_lib()).args(["-lpthread", "-ldl", "-lm"]),
+        Link::Shared => {
+            let dir = deps_dir();
+            assert!(
+                dir.join("libmeshwork.so").exists(),
+                "libmeshwork.so is missing in {}",
+                dir.display()
+            );
+            cmd.arg("-L")
+                .arg(&dir)
+                .arg("-lmeshwork")
+                .arg(format!("-Wl,-rpath,{}", dir.display()))
+        }
+    };
+    cmd.arg("-o").arg(&exe);
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
@@ -122,13 +144,13 @@ fn the_c_example_runs_every_collective_in_four_processes() {
         return;
     };
     let src = Path::new(CRATE).join("examples/collectives.c");
-    let Some(exe) = compile("cc", "c11", &src, "collectives") else {
+    let Some(exe) = compile("cc", "c11", &src, "collectives", Link::Static) else {
         return;
     };
     run_in_four(&meshrun, &exe, &[]);
     run_in_four(&meshrun, &exe, &["--transport", "tcp"]);
     // The header and the example are valid C++ too.
-    let Some(exe) = compile("c++", "c++11", &src, "collectives_cpp") else {
+    let Some(exe) = compile("c++", "c++11", &src, "collectives_cpp", Link::Static) else {
         return;
     };
     run_in_four(&meshrun, &exe, &[]);
@@ -137,14 +159,20 @@ fn the_c_example_runs_every_collective_in_four_processes() {
 #[test]
 fn a_c_program_runs_two_ranks_on_threads_and_every_bad_argument_is_refused() {
     let src = Path::new(CRATE).join("tests/c/local_threads.c");
-    let Some(exe) = compile("cc", "c11", &src, "local_threads") else {
-        return;
-    };
-    let out = Command::new(&exe).output().expect("run local_threads");
-    assert!(out.status.success(), "{}", show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("RESULT ok"),
-        "{}",
-        show(&out)
-    );
+    // Linked statically and against the shared library.
+    for (link, name) in [
+        (Link::Static, "local_threads"),
+        (Link::Shared, "local_threads_so"),
+    ] {
+        let Some(exe) = compile("cc", "c11", &src, name, link) else {
+            return;
+        };
+        let out = Command::new(&exe).output().expect("run local_threads");
+        assert!(out.status.success(), "{name}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("RESULT ok"),
+            "{name}: {}",
+            show(&out)
+        );
+    }
 }
