@@ -219,3 +219,76 @@ pub extern "C" fn mw_last_error() -> *const c_char {
 pub extern "C" fn mw_status_string(s: mw_status) -> *const c_char {
     status_name(s).as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last_error() -> String {
+        // SAFETY: mw_last_error returns a NUL-terminated string that lives
+        // until the next failure on this thread.
+        unsafe { CStr::from_ptr(mw_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_mw_internal_with_its_message() {
+        assert_eq!(last_error(), "");
+        let s = guard("mw_test", || panic!("boom {}", 42));
+        assert_eq!(s, MW_INTERNAL);
+        assert_eq!(last_error(), "mw_test: internal error: boom 42");
+        // A success leaves the last failure in place.
+        assert_eq!(guard("mw_test", || Ok(())), MW_OK);
+        assert_eq!(last_error(), "mw_test: internal error: boom 42");
+    }
+
+    #[test]
+    fn every_status_has_its_own_name_and_every_variant_its_own_status() {
+        let names: std::collections::HashSet<_> = (MW_OK..=MW_INTERNAL).map(status_name).collect();
+        assert_eq!(names.len(), (MW_INTERNAL + 1) as usize);
+        assert!(!names.contains(c"MW_UNKNOWN_STATUS"));
+        assert_eq!(status_name(MW_INTERNAL + 1), c"MW_UNKNOWN_STATUS");
+        let errors = [
+            mw::Error::InvalidArgument(String::new()),
+            mw::Error::Timeout {
+                op: String::new(),
+                waiting_on: vec![],
+            },
+            mw::Error::PeerDisconnected { rank: 1 },
+            mw::Error::RankConflict { rank: 1 },
+            mw::Error::ClusterTokenMismatch,
+            mw::Error::TokenRequired,
+            mw::Error::TokenTooShort { len: 3 },
+            mw::Error::ProtocolMismatch { ours: 1, theirs: 2 },
+            mw::Error::WorldMismatch { ours: 1, theirs: 2 },
+            mw::Error::FormationTimeout { missing: vec![] },
+            mw::Error::ConnectionFailed {
+                rank: 1,
+                reason: String::new(),
+            },
+            mw::Error::CollectiveMismatch {
+                op: String::new(),
+                ours: String::new(),
+                theirs: String::new(),
+                rank: 1,
+            },
+            mw::Error::MessageTooLarge { len: 2, max: 1 },
+            mw::Error::RpcUnknown { fn_id: 1, rank: 1 },
+            mw::Error::RpcFailed {
+                fn_id: 1,
+                rank: 1,
+                reason: String::new(),
+            },
+            mw::Error::ShutdownIncomplete { ranks: vec![] },
+            mw::Error::ShutDown,
+            mw::Error::Io(std::io::Error::other("x")),
+        ];
+        let codes: Vec<mw_status> = errors.iter().map(status_of).collect();
+        assert_eq!(
+            codes,
+            (MW_INVALID_ARGUMENT..MW_INTERNAL).collect::<Vec<_>>()
+        );
+    }
+}
