@@ -13,8 +13,12 @@
 //! with `key` from the token through the slow KDF (`kdf.rs`). The dialer
 //! proves the token first, over the acceptor's fresh nonce, and the
 //! acceptor says nothing about itself until that proof verifies: a
-//! stranger learns the protocol version and a nonce, no setting of the
-//! job, and gets no proof to guess the token against. The acceptor then
+//! stranger who dials learns the protocol version and a nonce, no setting
+//! of the job, and gets no proof to guess the token against. (One who
+//! answers a dial — on the path, or squatting a peer's address — sees the
+//! dialer's hello and its proof: the settings, and a guess check that
+//! costs one Argon2id evaluation per guess. Removing that would take a
+//! password-authenticated key exchange.) The acceptor then
 //! compares world, topology, transport settings and rank, and answers with
 //! a status that its own proof covers, so the dialer trusts a refusal only
 //! from a holder of the token. Without a token (loopback only) the key is

@@ -9,7 +9,7 @@
 
 use crate::auth::handshake::{self, Admitted, HandshakeError, Identity};
 use std::cell::Cell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -31,11 +31,17 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    /// Make room for a handshake from `ip`, evicting the oldest over a
-    /// bound, and count it in; its serial number.
-    pub(crate) fn admit(&mut self, ip: IpAddr, stream: &TcpStream) -> std::io::Result<u64> {
+    /// Make room for a handshake from `ip` (which may have `room` under
+    /// way at once), evicting the oldest over a bound, and count it in;
+    /// its serial number.
+    pub(crate) fn admit(
+        &mut self,
+        ip: IpAddr,
+        room: usize,
+        stream: &TcpStream,
+    ) -> std::io::Result<u64> {
         let from_ip = self.list.iter().filter(|(_, i, _)| *i == ip).count();
-        let evict = if from_ip >= PENDING_PER_SOURCE {
+        let evict = if from_ip >= room {
             self.list.iter().position(|(_, i, _)| *i == ip)
         } else if self.list.len() >= PENDING_TOTAL {
             Some(0)
@@ -96,18 +102,33 @@ pub(crate) struct Gate {
     /// The ranks admitted or being admitted.
     claimed: Arc<Mutex<BTreeSet<u32>>>,
     in_flight: Arc<Mutex<InFlight>>,
+    /// Handshakes from each address of an expected peer allowed beyond
+    /// `PENDING_PER_SOURCE` (one per peer there).
+    room: HashMap<IpAddr, usize>,
     threads: Vec<JoinHandle<()>>,
     time: Duration,
 }
 
+/// Connections taken off the listener in one turn, at most: a flood of
+/// them does not keep formation from its deadline and its events.
+const ACCEPT_PER_TURN: usize = 64;
+
 impl Gate {
+    /// A gate admitting the ranks in `expect`, whose addresses (as far
+    /// as known) are `addresses`.
     pub(crate) fn new(
         listener: TcpListener,
         id: Identity,
         expect: BTreeSet<u32>,
+        addresses: impl IntoIterator<Item = IpAddr>,
         timeout: Duration,
     ) -> Gate {
+        let mut room = HashMap::new();
+        for ip in addresses {
+            *room.entry(ip.to_canonical()).or_insert(0) += 1;
+        }
         Gate {
+            room,
             listener,
             id,
             expect: Arc::new(expect),
@@ -122,25 +143,29 @@ impl Gate {
         &self.listener
     }
 
-    /// Take every pending connection and start its handshake; each result
-    /// goes to `done`, then `wake` runs.
+    /// Take the pending connections (up to [`ACCEPT_PER_TURN`]) and start
+    /// their handshakes; each result goes to `done`, then `wake` runs.
+    /// `true`: more may wait (the listener is edge-triggered: call again
+    /// without waiting for an event).
     pub(crate) fn accept_ready(
         &mut self,
         done: &crossbeam_channel::Sender<Accepted>,
         wake: &Arc<dyn Fn() + Send + Sync>,
-    ) {
+    ) -> bool {
         self.threads.retain(|t| !t.is_finished());
-        loop {
+        for _ in 0..ACCEPT_PER_TURN {
             let (stream, from) = match self.listener.accept() {
                 Ok(x) => x,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
-                    return;
+                    return false;
                 }
             };
-            let serial = match lock(&self.in_flight).admit(from.ip(), &stream) {
+            let ip = from.ip().to_canonical();
+            let room = PENDING_PER_SOURCE + self.room.get(&ip).copied().unwrap_or(0);
+            let serial = match lock(&self.in_flight).admit(ip, room, &stream) {
                 Ok(serial) => serial,
                 Err(e) => {
                     tracing::warn!(%from, "cannot track a handshake: {e}");
@@ -172,6 +197,7 @@ impl Gate {
                 }
             }
         }
+        true
     }
 
     /// From now on, every rank is refused (formation is over).

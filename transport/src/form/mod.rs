@@ -13,7 +13,7 @@
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::auth::seal::Protect;
 use crate::spec::Spec;
-pub(crate) use gate::{handshake_time, InFlight};
+pub(crate) use gate::{handshake_time, InFlight, PENDING_PER_SOURCE};
 use gate::{Accepted, Gate};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
@@ -180,7 +180,18 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
                 &id,
                 cfg.timeout,
             )?;
-            Some(Gate::new(l, id.clone(), accept_from.clone(), cfg.timeout))
+            // Room beyond the per-source bound for the peers expected from
+            // each address (ranks on one host share one).
+            let expected = accept_from
+                .iter()
+                .filter_map(|&r| addr_of(r).ok().map(|a| a.ip()));
+            Some(Gate::new(
+                l,
+                id.clone(),
+                accept_from.clone(),
+                expected,
+                cfg.timeout,
+            ))
         }
     };
 
@@ -232,6 +243,9 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     // at the deadline if that rank never formed a link.
     let mut suspects: BTreeMap<u32, FormationError> = BTreeMap::new();
     let mut events = mio::Events::with_capacity(16);
+    // The gate left connections in the listener's queue (it takes a
+    // bounded number a turn): poll without waiting.
+    let mut backlog = false;
     let outcome: Result<(), FormationError> = loop {
         let mut failed = None;
         let heard = events_rx
@@ -267,13 +281,18 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
                 None => Err(FormationError::Timeout { missing }),
             };
         }
-        if let Err(e) = poll.poll(&mut events, Some(deadline - now)) {
+        let wait = if backlog {
+            Duration::ZERO
+        } else {
+            deadline - now
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != ErrorKind::Interrupted {
                 break Err(io_fail(rank, e));
             }
         }
         if let Some(g) = &mut gate {
-            g.accept_ready(&accepted_tx, &wake);
+            backlog = g.accept_ready(&accepted_tx, &wake);
         }
     };
     cancel.store(true, Ordering::Release);
@@ -292,13 +311,15 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         // Handshakes still under way (strangers, duplicates) end by their
         // deadlines; every rank is now taken.
         g.admit_nobody();
-        let stop = Arc::clone(&waker);
+        let (stop, stopped) = (Arc::new(AtomicBool::new(false)), Arc::clone(&waker));
+        let flag = Arc::clone(&stop);
         Refuser::spawn(
             format!("meshwork-late-{rank}"),
             move || {
-                let _ = stop.wake();
+                flag.store(true, Ordering::Release);
+                let _ = stopped.wake();
             },
-            move || refuse_latecomers(g, poll, wake),
+            move || refuse_latecomers(g, poll, wake, &stop),
         )
         .map_err(|e| tracing::warn!("cannot keep the listener open after formation: {e}"))
         .ok()
@@ -358,17 +379,23 @@ pub(crate) fn plan(star: bool, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32
 /// After formation every rank is taken: whoever dials and proves the
 /// token gets a typed refusal (`RankConflict`), strangers nothing, until
 /// the waker says the transport is closing.
-fn refuse_latecomers(mut gate: Gate, mut poll: mio::Poll, wake: Arc<dyn Fn() + Send + Sync>) {
+fn refuse_latecomers(
+    mut gate: Gate,
+    mut poll: mio::Poll,
+    wake: Arc<dyn Fn() + Send + Sync>,
+    stop: &AtomicBool,
+) {
     let mut events = mio::Events::with_capacity(8);
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<Accepted>();
-    loop {
-        if let Err(e) = poll.poll(&mut events, None) {
+    // Handshake threads wake the same waker as `stop`: only the flag says
+    // the transport is closing.
+    let mut backlog = false;
+    while !stop.load(Ordering::Acquire) {
+        let wait = backlog.then_some(Duration::ZERO);
+        if let Err(e) = poll.poll(&mut events, wait) {
             if e.kind() == ErrorKind::Interrupted {
                 continue;
             }
-            return;
-        }
-        if events.iter().any(|e| e.token() == WAKE) && done_rx.is_empty() {
             return;
         }
         for a in done_rx.try_iter() {
@@ -376,7 +403,7 @@ fn refuse_latecomers(mut gate: Gate, mut poll: mio::Poll, wake: Arc<dyn Fn() + S
                 tracing::warn!(from = %a.from, ?claimed, "a latecomer was refused: {e}");
             }
         }
-        gate.accept_ready(&done_tx, &wake);
+        backlog = gate.accept_ready(&done_tx, &wake);
     }
 }
 
@@ -436,7 +463,10 @@ fn dial_until(
         let attempt = (deadline - now).min(Duration::from_secs(2));
         match TcpStream::connect_timeout(&addr, attempt) {
             Ok(mut s) => {
-                let by = (Instant::now() + handshake_time(timeout)).min(deadline);
+                // Twice the acceptor's time: an acceptor that claimed this
+                // rank and answered is never left holding a stream its
+                // dialer gave up on (it would refuse the retry as taken).
+                let by = (Instant::now() + 2 * handshake_time(timeout)).min(deadline);
                 match handshake::dial(&mut s, id, by) {
                     Ok(a) if a.rank == peer => {
                         let _ = s.set_read_timeout(None);

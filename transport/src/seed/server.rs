@@ -11,7 +11,7 @@ use super::wire::{
 use super::{io_fail, read_record, table_addr, write_by, Status, ANY, FLAG_RECORD_LEN};
 use crate::auth::handshake::read_by;
 use crate::auth::tls::ClusterCa;
-use crate::form::{handshake_time, poll_readable, FormationError, InFlight};
+use crate::form::{handshake_time, poll_readable, FormationError, InFlight, PENDING_PER_SOURCE};
 use crate::wire::codec::ADDR_LEN;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -269,10 +269,12 @@ impl Admissions {
         }
     }
 
-    /// Take every pending connection and start its admission.
+    /// Take the pending connections (64 at most: the listener is polled
+    /// level-triggered, so the rest wait for the next turn, after the
+    /// seed's other work) and start their admissions.
     fn accept_ready(&mut self, listener: &TcpListener, job: &Arc<Job>) {
         self.threads.retain(|t| !t.is_finished());
-        loop {
+        for _ in 0..64 {
             let (stream, from) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -282,7 +284,8 @@ impl Admissions {
                     return;
                 }
             };
-            let serial = match lock(&self.in_flight).admit(from.ip(), &stream) {
+            let ip = from.ip().to_canonical();
+            let serial = match lock(&self.in_flight).admit(ip, PENDING_PER_SOURCE, &stream) {
                 Ok(serial) => serial,
                 Err(e) => {
                     tracing::warn!(%from, "the seed cannot track an admission: {e}");

@@ -232,6 +232,9 @@ impl TcpTx {
                 tail.extend_from_slice(p);
             }
             if !self.push(pending, Out::Tail(tail)) {
+                // Half a frame is on the wire and the rest cannot follow:
+                // cut the connection, so nothing is ever appended to it.
+                let _ = self.wire.stream.shutdown(Shutdown::Both);
                 return Err(ErrorKind::BrokenPipe.into());
             }
         }
@@ -365,6 +368,7 @@ impl TcpTx {
         } else {
             rest.extend_from_slice(&tag);
             if !self.push(pending, Out::Tail(rest)) {
+                let _ = self.wire.stream.shutdown(Shutdown::Both);
                 return Err(ErrorKind::BrokenPipe.into());
             }
         }
