@@ -202,8 +202,10 @@
 //!
 //! # What meshwork does not do (yet)
 //!
-//! Not yet: a same-host shared-memory link, fault tolerance and elastic
-//! membership, a C ABI and Python bindings, sparse topologies and
+//! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
+//! `ffi/include/meshwork.h`). Not yet: a same-host shared-memory link,
+//! fault tolerance and elastic membership, Python bindings, sparse
+//! topologies and
 //! compressed all_reduce, one-sided operations; later, CUDA/NCCL and RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
