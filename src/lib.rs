@@ -205,8 +205,8 @@
 //! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
 //! `ffi/include/meshwork.h`). Not yet: a same-host shared-memory link,
 //! fault tolerance and elastic membership, Python bindings, sparse
-//! topologies and
-//! compressed all_reduce, one-sided operations; later, CUDA/NCCL and RDMA.
+//! topologies and compressed all_reduce, one-sided operations; later,
+//! CUDA/NCCL and RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
 #![warn(missing_docs)]
