@@ -36,9 +36,6 @@ use std::sync::Arc;
 
 /// Bytes of a tag.
 pub(crate) const TAG_LEN: usize = 16;
-/// The least a receiver hashes at once while an envelope arrives.
-const ABSORB_STEP: usize = 128 << 10;
-
 /// Bytes an envelope adds to a frame: the outer header and the tag.
 pub(crate) const SEAL_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 
@@ -61,21 +58,12 @@ fn iv(nonce: u64) -> [u8; 12] {
 /// The keyed-BLAKE3 tag of envelope `nonce`: its inner header, then the
 /// payload in `parts`.
 fn mac(key: &[u8; 32], nonce: u64, inner: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
-    let mut h = mac_start(key, nonce);
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&nonce.to_le_bytes());
     h.update(inner);
     for p in parts {
         h.update(p);
     }
-    mac_end(&h)
-}
-
-fn mac_start(key: &[u8; 32], nonce: u64) -> blake3::Hasher {
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(&nonce.to_le_bytes());
-    h
-}
-
-fn mac_end(h: &blake3::Hasher) -> [u8; TAG_LEN] {
     let mut tag = [0u8; TAG_LEN];
     tag.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
     tag
@@ -150,33 +138,6 @@ fn heads(h: &Header, n: usize) -> Result<[u8; 2 * HEADER_LEN], String> {
     Ok(head)
 }
 
-/// An authenticated envelope whose payload is hashed as it is written
-/// ([`Sealer::begin`]): the sender hashes what it has just handed to the
-/// socket while the receiver reads and hashes it, instead of hashing all
-/// of it before the first byte leaves.
-pub(crate) struct Streaming {
-    pub head: [u8; 2 * HEADER_LEN],
-    hasher: blake3::Hasher,
-}
-
-impl std::fmt::Debug for Streaming {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Streaming(..)")
-    }
-}
-
-impl Streaming {
-    /// Payload bytes, in order.
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
-        self.hasher.update(bytes);
-    }
-
-    /// The tag, once every payload byte went through `update`.
-    pub(crate) fn tag(&self) -> [u8; TAG_LEN] {
-        mac_end(&self.hasher)
-    }
-}
-
 /// One direction's sealing side.
 pub(crate) struct Sealer {
     key: [u8; 32],
@@ -197,20 +158,6 @@ impl Sealer {
             next: 0,
             protect,
         }
-    }
-
-    /// Begin the authenticated envelope of data frame `h` whose payload
-    /// of `n` bytes the caller hashes as it writes it (`Streaming`); the
-    /// nonce is spent. Encrypting sealers cannot stream: `None`.
-    pub(crate) fn begin(&mut self, h: &Header, n: usize) -> Option<Streaming> {
-        if self.protect != Protect::Authenticate {
-            return None;
-        }
-        let head = heads(h, n).ok()?;
-        let mut hasher = mac_start(&self.key, self.next);
-        hasher.update(&head[HEADER_LEN..]);
-        self.next += 1;
-        Some(Streaming { head, hasher })
     }
 
     /// The envelope of frame `h` whose payload is the concatenation of
@@ -253,10 +200,6 @@ pub(crate) struct Opener {
     key: [u8; 32],
     next: u64,
     protect: Protect,
-    /// Authenticating: the tag of the envelope being read, computed as its
-    /// bytes arrive (so the receiver hashes while the sender still sends),
-    /// and how many bytes it has taken.
-    running: Option<(blake3::Hasher, usize)>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -271,28 +214,6 @@ impl Opener {
             key,
             next: 0,
             protect,
-            running: None,
-        }
-    }
-
-    /// `read` (what has arrived of the envelope body being read, whose
-    /// length is `total`) grew: hash what is new, up to the tag.
-    /// Authenticating only; whatever is not absorbed, `open` hashes.
-    pub(crate) fn absorb(&mut self, read: &[u8], total: usize) {
-        if self.protect != Protect::Authenticate {
-            return;
-        }
-        let (key, nonce) = (&self.key, self.next);
-        let (h, done) = self
-            .running
-            .get_or_insert_with(|| (mac_start(key, nonce), 0));
-        let upto = read.len().min(total.saturating_sub(TAG_LEN));
-        // In large steps: BLAKE3 hashes many chunks at once only when
-        // given many (a read of a few KiB at a time would run it at a
-        // fraction of its speed).
-        if upto >= *done + ABSORB_STEP {
-            h.update(&read[*done..upto]);
-            *done = upto;
         }
     }
 
@@ -315,12 +236,7 @@ impl Opener {
         let err = |e: boring::error::ErrorStack| format!("a frame that fails authentication ({e})");
         let plain = match self.protect {
             Protect::Authenticate => {
-                let (mut h, done) = self
-                    .running
-                    .take()
-                    .unwrap_or_else(|| (mac_start(&self.key, self.next), 0));
-                h.update(&body[done.min(HEADER_LEN + n)..HEADER_LEN + n]);
-                if !same_tag(&mac_end(&h), tag) {
+                if !same_tag(&mac(&self.key, self.next, inner, &[payload]), tag) {
                     return Err("a frame that fails authentication".into());
                 }
                 None
@@ -469,35 +385,6 @@ mod tests {
             assert_eq!((h.ftype, h.len, p.len()), (FrameType::Credit, 4096, 0));
             let (h, p) = o.open(c, 2, 1 << 20, &pool).unwrap();
             assert_eq!((h.tag, p.as_ref()), (10, &b"third"[..]));
-        }
-    }
-
-    /// Hashing an envelope as its bytes arrive, in any pieces, opens just
-    /// as hashing it whole; an altered byte fails either way.
-    #[test]
-    fn hashing_as_bytes_arrive_opens_the_same() {
-        let pool = Arc::new(BufferPool::new());
-        let key = [9u8; 32];
-        let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
-        for step in [1usize, 7, 40, 1000, 65536, usize::MAX] {
-            for flip in [None, Some(30), Some(5000), Some(100_030)] {
-                let mut s = Sealer::new(key, Protect::Authenticate);
-                let mut w = wire(&s.seal(&data(4), &[&payload], &pool).unwrap(), &[&payload]);
-                if let Some(i) = flip {
-                    w[i] ^= 4;
-                }
-                let mut o = Opener::new(key, Protect::Authenticate);
-                let mut at = 0;
-                while at < w.len() {
-                    at = at.saturating_add(step).min(w.len());
-                    o.absorb(&w[..at], w.len());
-                }
-                let opened = o.open(w, 2, 1 << 20, &pool);
-                match flip {
-                    None => assert_eq!(opened.unwrap().1.as_ref(), &payload[..], "step {step}"),
-                    Some(i) => assert!(opened.is_err(), "step {step}, flipped byte {i}"),
-                }
-            }
         }
     }
 

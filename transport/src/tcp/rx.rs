@@ -134,14 +134,7 @@ impl Rx {
                         core.inbox.progress(h.src);
                     }
                     match st.asm.advance(n) {
-                        Ok(None) => {
-                            // An envelope's bytes are hashed as they come.
-                            if let (Some(o), Some((read, total))) =
-                                (st.opener.as_mut(), st.asm.body_read())
-                            {
-                                o.absorb(read, total);
-                            }
-                        }
+                        Ok(None) => {}
                         // An envelope: read it whole; nothing in it counts
                         // before it opens.
                         Ok(Some(h)) if st.opener.is_some() => {

@@ -8,7 +8,7 @@
 //! [`Flusher`]'s state carried between turns). A per-link budget bounds
 //! what is queued here. The receiving side is `rx.rs`.
 
-use crate::auth::seal::{Envelope, Sealer, Streaming, SEAL_OVERHEAD};
+use crate::auth::seal::{Envelope, Sealer, SEAL_OVERHEAD};
 use crate::link::{Budget, Core};
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload, TransportError};
@@ -104,16 +104,6 @@ impl Wire {
                 .unwrap_or_else(|e| e.into_inner())
                 .seal(h, parts, pool),
         )
-    }
-
-    /// An authenticated envelope for data frame `h` to hash as it is
-    /// written, if this link only authenticates (call under `pending`).
-    fn begin(&self, h: &Header, n: usize) -> Option<Streaming> {
-        self.sealer
-            .as_ref()?
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .begin(h, n)
     }
 
     fn pending(&self) -> MutexGuard<'_, usize> {
@@ -293,18 +283,9 @@ impl TcpTx {
         dst: u32,
     ) -> Result<(), TransportError> {
         let gone = TransportError::PeerDisconnected { rank: dst };
-        let len = parts.iter().map(|p| p.len()).sum::<usize>();
-        let n = len + SEAL_OVERHEAD + HEADER_LEN;
+        let n = parts.iter().map(|p| p.len()).sum::<usize>() + SEAL_OVERHEAD + HEADER_LEN;
         self.budget.acquire(n, core.timeout(), dst)?;
         let mut pending = self.wire.pending();
-        if *pending == 0 && h.ftype == FrameType::Data && len >= STREAM_FROM {
-            if let Some(st) = self.wire.begin(&h, len) {
-                let written = self.write_streaming(&mut pending, st, parts);
-                drop(pending);
-                self.budget.release(n);
-                return written.map_err(|_| gone);
-            }
-        }
         let env = match self.wire.seal(&h, parts, &core.pool) {
             Some(Ok(env)) => env,
             _ => {
@@ -340,46 +321,6 @@ impl TcpTx {
         }
     }
 }
-
-impl TcpTx {
-    /// With nothing queued: write an authenticated envelope, hashing each
-    /// piece of the payload once the socket has taken it (the receiver
-    /// reads and hashes it meanwhile); what the socket does not take goes
-    /// to the queue, the tag last.
-    fn write_streaming(
-        &self,
-        pending: &mut usize,
-        mut st: Streaming,
-        parts: &[&[u8]],
-    ) -> std::io::Result<()> {
-        self.write_or_queue_tail(pending, std::iter::once(&st.head[..]))?;
-        let mut rest = Vec::new();
-        for piece in parts.iter().flat_map(|p| p.chunks(STREAM_STEP)) {
-            if *pending == 0 {
-                self.write_or_queue_tail(pending, std::iter::once(piece))?;
-            } else {
-                rest.extend_from_slice(piece);
-            }
-            st.update(piece);
-        }
-        let tag = st.tag();
-        if *pending == 0 {
-            self.write_or_queue_tail(pending, std::iter::once(&tag[..]))?;
-        } else {
-            rest.extend_from_slice(&tag);
-            if !self.push(pending, Out::Tail(rest)) {
-                let _ = self.wire.stream.shutdown(Shutdown::Both);
-                return Err(ErrorKind::BrokenPipe.into());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Payloads from this size are hashed as they are written, in steps of
-/// `STREAM_STEP` (BLAKE3 is at full speed from a few tens of KiB).
-const STREAM_FROM: usize = 64 << 10;
-const STREAM_STEP: usize = 128 << 10;
 
 /// Write as much of `bufs` as the socket takes without blocking; returns
 /// the bytes written and leaves `bufs` advanced past them.

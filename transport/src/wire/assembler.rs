@@ -118,11 +118,6 @@ impl Assembler {
         matches!(&self.body, Some(b) if b.read == b.total)
     }
 
-    /// What has arrived of the body being read, and the body's length.
-    pub(crate) fn body_read(&self) -> Option<(&[u8], usize)> {
-        self.body.as_ref().map(|b| (&b.buf[..b.read], b.total))
-    }
-
     /// The header of the body being read, if any.
     pub(crate) fn body_header(&self) -> Option<&Header> {
         self.body.as_ref().map(|b| &b.header)
