@@ -23,8 +23,11 @@ pub struct MemHub {
 impl MemHub {
     /// A world of `world` endpoints, in rank order.
     pub fn world(world: u32) -> Vec<MemTransport> {
+        // Spinning pays while every rank's thread has a core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin = world as usize <= cores;
         let hub = Arc::new(MemHub {
-            inboxes: (0..world).map(|_| Inbox::new(world)).collect(),
+            inboxes: (0..world).map(|_| Inbox::new(world, spin)).collect(),
             pool: Arc::new(BufferPool::new()),
         });
         (0..world)

@@ -142,11 +142,12 @@ pub(crate) struct CoreConfig {
 impl Core {
     pub(crate) fn new(cfg: &CoreConfig) -> Core {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin = cfg.ranks_here.max(1) <= cores;
         Core {
             rank: cfg.rank,
             world: cfg.world,
             star: cfg.star,
-            inbox: Inbox::new(cfg.world),
+            inbox: Inbox::new(cfg.world, spin),
             pool: Arc::new(BufferPool::new()),
             timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
             max_message_bytes: cfg.max_message_bytes,
@@ -160,7 +161,7 @@ impl Core {
             lanes_freed: Condvar::new(),
             lane_depth: cfg.lane_depth.max(1),
             links: OnceLock::new(),
-            spin: cfg.ranks_here.max(1) <= cores,
+            spin,
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
         }
