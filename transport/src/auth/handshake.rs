@@ -164,8 +164,8 @@ pub(crate) struct Admitted {
 }
 
 fn session_keys(key: &[u8; 32], hello_d: &[u8], hello_a: &[u8], dialer: bool) -> Keys {
-    let d2a = proof(key, b"sidecar dialer to acceptor", hello_d, hello_a);
-    let a2d = proof(key, b"sidecar acceptor to dialer", hello_d, hello_a);
+    let d2a = proof_of(key, b"sidecar dialer to acceptor", &[hello_d, hello_a]);
+    let a2d = proof_of(key, b"sidecar acceptor to dialer", &[hello_d, hello_a]);
     if dialer {
         Keys {
             send: d2a,
@@ -245,10 +245,6 @@ pub(crate) fn parse(h: &[u8]) -> Option<Parsed> {
         star: r.u32()? & FLAG_STAR != 0,
         transport: r.u64()?,
     })
-}
-
-pub(crate) fn proof(key: &[u8; 32], label: &[u8], first: &[u8], second: &[u8]) -> [u8; 32] {
-    proof_of(key, label, &[first, second])
 }
 
 fn mac_of(key: &[u8; 32], label: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {

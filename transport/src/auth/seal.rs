@@ -96,20 +96,30 @@ impl Envelope {
         o
     }
 
+    /// Its bytes on the wire, in order (`parts`: the payload it was
+    /// sealed over, which goes as it is unless encrypted).
+    pub(crate) fn pieces<'a>(
+        &'a self,
+        parts: &'a [&'a [u8]],
+    ) -> impl Iterator<Item = &'a [u8]> + Clone {
+        std::iter::once(&self.head[..HEADER_LEN]).chain(self.after_outer(parts))
+    }
+
+    /// Its bytes after the outer header.
+    fn after_outer<'a>(&'a self, parts: &'a [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + Clone {
+        let plain: &[&[u8]] = if self.cipher.is_some() { &[] } else { parts };
+        std::iter::once(&self.head[HEADER_LEN..])
+            .chain(self.cipher.as_deref())
+            .chain(plain.iter().copied())
+            .chain(std::iter::once(&self.tag[..]))
+            .filter(|p| !p.is_empty())
+    }
+
     /// The bytes after the outer header, copied into one buffer (for a
-    /// frame that waits in a queue).
+    /// frame that waits in a queue behind its outer header).
     pub(crate) fn rest_in(&self, parts: &[&[u8]], pool: &Arc<BufferPool>) -> Payload {
-        let inner = &self.head[HEADER_LEN..];
-        match &self.cipher {
-            Some(c) => Payload::from_parts_in(&[inner, c, &self.tag], Some(pool)),
-            None => {
-                let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
-                all.push(inner);
-                all.extend_from_slice(parts);
-                all.push(&self.tag);
-                Payload::from_parts_in(&all, Some(pool))
-            }
-        }
+        let all: Vec<&[u8]> = self.after_outer(parts).collect();
+        Payload::from_parts_in(&all, Some(pool))
     }
 }
 

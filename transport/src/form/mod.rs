@@ -82,7 +82,7 @@ impl FormationError {
     }
 }
 
-fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
+pub(crate) fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
     FormationError::ConnectionFailed {
         rank,
         reason: e.to_string(),

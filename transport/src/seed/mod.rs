@@ -55,7 +55,7 @@
 //! only (the caller's rule; see `meshwork::Node::seed`).
 
 pub(crate) use crate::auth::handshake::write_by;
-use crate::form::FormationError;
+use crate::form::io_fail;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
@@ -90,13 +90,6 @@ enum Status {
     World = 2,
     RankConflict = 3,
     Topology = 4,
-}
-
-fn io_fail(rank: u32, e: std::io::Error) -> FormationError {
-    FormationError::ConnectionFailed {
-        rank,
-        reason: e.to_string(),
-    }
 }
 
 /// Read one sealed record's bytes after its length (at most `max`)

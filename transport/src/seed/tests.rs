@@ -6,7 +6,7 @@ use super::session::{joiner_proof, seed_key, Ephemeral, Record, Session};
 use super::wire::{encode_proof, CHALLENGE_LEN, REPLY_LEN, SEED_VERSION};
 use super::*;
 use crate::auth::tls::ClusterCa;
-use crate::form::poll_readable;
+use crate::form::{poll_readable, FormationError};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener};
 use std::os::fd::AsRawFd;

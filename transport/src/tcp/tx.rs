@@ -168,7 +168,7 @@ impl TcpTx {
         let bye = Header::control(FrameType::Bye, rank, peer);
         let bytes = match self.wire.seal(&bye, &[], pool) {
             None => bye.encode().to_vec(),
-            Some(Ok(env)) => [&env.head[..], &env.tag[..]].concat(),
+            Some(Ok(env)) => env.pieces(&[]).collect::<Vec<_>>().concat(),
             Some(Err(e)) => {
                 tracing::error!("{e}");
                 return false;
@@ -295,15 +295,7 @@ impl TcpTx {
             }
         };
         if *pending == 0 {
-            let body: &[&[u8]] = match &env.cipher {
-                Some(c) => &[&c[..]],
-                None => parts,
-            };
-            let pieces = std::iter::once(&env.head[..])
-                .chain(body.iter().copied())
-                .chain(std::iter::once(&env.tag[..]))
-                .filter(|p| !p.is_empty());
-            let written = self.write_or_queue_tail(&mut pending, pieces);
+            let written = self.write_or_queue_tail(&mut pending, env.pieces(parts));
             drop(pending);
             self.budget.release(n);
             return written.map(drop).map_err(|_| gone);
@@ -480,7 +472,7 @@ impl TcpTx {
                 .write_or_queue_tail(&mut pending, std::iter::once(&hb.encode()[..]))
                 .is_ok(),
             Some(Ok(env)) => self
-                .write_or_queue_tail(&mut pending, [&env.head[..], &env.tag[..]].into_iter())
+                .write_or_queue_tail(&mut pending, env.pieces(&[]))
                 .is_ok(),
             Some(Err(e)) => {
                 tracing::error!("{e}");
