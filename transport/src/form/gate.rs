@@ -92,6 +92,123 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Connections taken off a listener in one turn, at most: a flood of
+/// them does not keep formation (or the seed) from its deadline and its
+/// other work.
+const ACCEPT_PER_TURN: usize = 64;
+
+/// Accepted connections, each handshaken on a thread of its own, bounded
+/// as [`InFlight`] says until the peer proves the token. Formation's gate
+/// and the seed's admissions each keep one; dropping it cuts the
+/// handshakes of strangers and waits for every thread.
+#[derive(Debug)]
+pub(crate) struct Doorway {
+    in_flight: Arc<Mutex<InFlight>>,
+    threads: Vec<JoinHandle<()>>,
+    time: Duration,
+}
+
+/// What a handshake thread holds: its deadline, and its place among the
+/// handshakes under way (given up when it ends).
+#[derive(Debug)]
+pub(crate) struct Pass {
+    in_flight: Arc<Mutex<InFlight>>,
+    serial: u64,
+    pub(crate) deadline: Instant,
+}
+
+impl Pass {
+    /// The peer proved the token: it stops counting as a stranger, and no
+    /// newcomer can evict it. `false`: it was evicted already (its socket
+    /// is cut).
+    pub(crate) fn proved(&self) -> bool {
+        lock(&self.in_flight).done(self.serial)
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        lock(&self.in_flight).done(self.serial);
+    }
+}
+
+/// A handshake thread's body: the connection, its source and its pass.
+pub(crate) type Handshake = Arc<dyn Fn(TcpStream, SocketAddr, Pass) + Send + Sync>;
+
+impl Doorway {
+    /// Handshakes of `time` each (see [`handshake_time`]).
+    pub(crate) fn new(time: Duration) -> Doorway {
+        Doorway {
+            in_flight: Arc::default(),
+            threads: Vec::new(),
+            time,
+        }
+    }
+
+    /// Each handshake's time.
+    pub(crate) fn time(&self) -> Duration {
+        self.time
+    }
+
+    /// Take the pending connections off `listener` (up to
+    /// [`ACCEPT_PER_TURN`]) and run `run` for each on a thread named
+    /// `name`; `room(ip)`: how many handshakes `ip` may have under way.
+    /// `true`: more may wait (an edge-triggered listener must be called
+    /// again without waiting for an event).
+    pub(crate) fn accept_ready(
+        &mut self,
+        listener: &TcpListener,
+        name: &str,
+        room: impl Fn(IpAddr) -> usize,
+        run: &Handshake,
+    ) -> bool {
+        self.threads.retain(|t| !t.is_finished());
+        for _ in 0..ACCEPT_PER_TURN {
+            let (stream, from) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return false;
+                }
+            };
+            let ip = from.ip().to_canonical();
+            let serial = match lock(&self.in_flight).admit(ip, room(ip), &stream) {
+                Ok(serial) => serial,
+                Err(e) => {
+                    tracing::warn!(%from, "cannot track a handshake: {e}");
+                    continue;
+                }
+            };
+            let pass = Pass {
+                in_flight: Arc::clone(&self.in_flight),
+                serial,
+                deadline: Instant::now() + self.time,
+            };
+            let run = Arc::clone(run);
+            // A thread that cannot start drops its pass with the closure.
+            match std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || run(stream, from, pass))
+            {
+                Ok(t) => self.threads.push(t),
+                Err(e) => tracing::warn!(%from, "cannot start a handshake thread: {e}"),
+            }
+        }
+        true
+    }
+}
+
+impl Drop for Doorway {
+    fn drop(&mut self) {
+        lock(&self.in_flight).cut_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The listener and the handshakes it has under way.
 #[derive(Debug)]
 pub(crate) struct Gate {
@@ -101,17 +218,11 @@ pub(crate) struct Gate {
     expect: Arc<BTreeSet<u32>>,
     /// The ranks admitted or being admitted.
     claimed: Arc<Mutex<BTreeSet<u32>>>,
-    in_flight: Arc<Mutex<InFlight>>,
     /// Handshakes from each address of an expected peer allowed beyond
     /// `PENDING_PER_SOURCE` (one per peer there).
     room: HashMap<IpAddr, usize>,
-    threads: Vec<JoinHandle<()>>,
-    time: Duration,
+    doorway: Doorway,
 }
-
-/// Connections taken off the listener in one turn, at most: a flood of
-/// them does not keep formation from its deadline and its events.
-const ACCEPT_PER_TURN: usize = 64;
 
 impl Gate {
     /// A gate admitting the ranks in `expect`, whose addresses (as far
@@ -133,9 +244,7 @@ impl Gate {
             id,
             expect: Arc::new(expect),
             claimed: Arc::default(),
-            in_flight: Arc::default(),
-            threads: Vec::new(),
-            time: handshake_time(timeout),
+            doorway: Doorway::new(handshake_time(timeout)),
         }
     }
 
@@ -143,76 +252,35 @@ impl Gate {
         &self.listener
     }
 
-    /// Take the pending connections (up to [`ACCEPT_PER_TURN`]) and start
-    /// their handshakes; each result goes to `done`, then `wake` runs.
-    /// `true`: more may wait (the listener is edge-triggered: call again
-    /// without waiting for an event).
+    /// Take the pending connections and start their handshakes; each
+    /// result goes to `done`, then `wake` runs. `true`: more may wait
+    /// (the listener is edge-triggered: call again without waiting for
+    /// an event).
     pub(crate) fn accept_ready(
         &mut self,
         done: &crossbeam_channel::Sender<Accepted>,
         wake: &Arc<dyn Fn() + Send + Sync>,
     ) -> bool {
-        self.threads.retain(|t| !t.is_finished());
-        for _ in 0..ACCEPT_PER_TURN {
-            let (stream, from) = match self.listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    return false;
-                }
-            };
-            let ip = from.ip().to_canonical();
-            let room = PENDING_PER_SOURCE + self.room.get(&ip).copied().unwrap_or(0);
-            let serial = match lock(&self.in_flight).admit(ip, room, &stream) {
-                Ok(serial) => serial,
-                Err(e) => {
-                    tracing::warn!(%from, "cannot track a handshake: {e}");
-                    continue;
-                }
-            };
-            let (id, expect, claimed, in_flight) = (
-                self.id.clone(),
-                Arc::clone(&self.expect),
-                Arc::clone(&self.claimed),
-                Arc::clone(&self.in_flight),
-            );
-            let (done, wake, deadline) =
-                (done.clone(), Arc::clone(wake), Instant::now() + self.time);
-            let spawned = std::thread::Builder::new()
-                .name("meshwork-handshake".into())
-                .spawn(move || {
-                    let result =
-                        handshake_one(stream, &id, &expect, &claimed, &in_flight, serial, deadline);
-                    lock(&in_flight).done(serial);
-                    let _ = done.send(Accepted { from, result });
-                    wake();
-                });
-            match spawned {
-                Ok(t) => self.threads.push(t),
-                Err(e) => {
-                    lock(&self.in_flight).done(serial);
-                    tracing::warn!(%from, "cannot start a handshake thread: {e}");
-                }
-            }
-        }
-        true
+        let (id, expect, claimed) = (
+            self.id.clone(),
+            Arc::clone(&self.expect),
+            Arc::clone(&self.claimed),
+        );
+        let (done, wake) = (done.clone(), Arc::clone(wake));
+        let run: Handshake = Arc::new(move |stream, from, pass| {
+            let result = handshake_one(stream, &id, &expect, &claimed, &pass);
+            drop(pass);
+            let _ = done.send(Accepted { from, result });
+            wake();
+        });
+        let room = |ip| PENDING_PER_SOURCE + self.room.get(&ip).copied().unwrap_or(0);
+        self.doorway
+            .accept_ready(&self.listener, "meshwork-handshake", room, &run)
     }
 
     /// From now on, every rank is refused (formation is over).
     pub(crate) fn admit_nobody(&mut self) {
         self.expect = Arc::new(BTreeSet::new());
-    }
-}
-
-impl Drop for Gate {
-    /// Cut the handshakes under way and wait for their threads.
-    fn drop(&mut self) {
-        lock(&self.in_flight).cut_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 
@@ -225,9 +293,7 @@ fn handshake_one(
     id: &Identity,
     expect: &BTreeSet<u32>,
     claimed: &Mutex<BTreeSet<u32>>,
-    in_flight: &Mutex<InFlight>,
-    serial: u64,
-    deadline: Instant,
+    pass: &Pass,
 ) -> Result<(TcpStream, Admitted), (Option<u32>, HandshakeError)> {
     if let Err(e) = stream.set_nonblocking(false) {
         return Err((None, e.into()));
@@ -235,7 +301,7 @@ fn handshake_one(
     let took = Cell::new(None);
     let claim = |r: u32| {
         // Evicted already: its socket is cut, the reply will not go out.
-        if !lock(in_flight).done(serial) {
+        if !pass.proved() {
             return false;
         }
         let fresh = expect.contains(&r) && lock(claimed).insert(r);
@@ -244,7 +310,7 @@ fn handshake_one(
         }
         fresh
     };
-    match handshake::accept(&mut stream, id, claim, deadline) {
+    match handshake::accept(&mut stream, id, claim, pass.deadline) {
         Ok(admitted) => {
             let _ = stream.set_read_timeout(None);
             let _ = stream.set_write_timeout(None);

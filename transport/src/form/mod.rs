@@ -13,7 +13,7 @@
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::auth::seal::Protect;
 use crate::spec::Spec;
-pub(crate) use gate::{handshake_time, InFlight, PENDING_PER_SOURCE};
+pub(crate) use gate::{handshake_time, Doorway, Handshake, PENDING_PER_SOURCE};
 use gate::{Accepted, Gate};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;

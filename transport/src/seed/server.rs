@@ -11,7 +11,9 @@ use super::wire::{
 use super::{io_fail, read_record, table_addr, write_by, Status, ANY, FLAG_RECORD_LEN};
 use crate::auth::handshake::read_by;
 use crate::auth::tls::ClusterCa;
-use crate::form::{handshake_time, poll_readable, FormationError, InFlight, PENDING_PER_SOURCE};
+use crate::form::{
+    handshake_time, poll_readable, Doorway, FormationError, Handshake, PENDING_PER_SOURCE,
+};
 use crate::wire::codec::ADDR_LEN;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -85,7 +87,7 @@ impl Seed {
                     heard,
                     job,
                     stop: flag,
-                    admissions: Admissions::new(handshake_time(timeout)),
+                    admissions: Doorway::new(handshake_time(timeout)),
                 }
                 .serve(timeout)
             })
@@ -246,86 +248,27 @@ enum Refused {
     Record(#[from] RecordError),
 }
 
-/// The admissions under way: one thread each, bounded per source and in
-/// all until the joiner has proved the token (a newcomer over a bound
-/// evicts the oldest it competes with, as formation's gate does).
-#[derive(Debug)]
-struct Admissions {
-    in_flight: Arc<Mutex<InFlight>>,
-    threads: Vec<JoinHandle<()>>,
-    time: Duration,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Admissions {
-    fn new(time: Duration) -> Admissions {
-        Admissions {
-            in_flight: Arc::default(),
-            threads: Vec::new(),
-            time,
+/// Start the admission of every connection waiting on `listener`, each
+/// on a thread of its own, bounded per source and in all until the
+/// joiner has proved the token, as formation's gate is (`Doorway`); the
+/// listener is polled level-triggered, so what is left waits for the
+/// next turn, after the seed's other work.
+fn accept_ready(admissions: &mut Doorway, listener: &TcpListener, job: &Arc<Job>) {
+    let job = Arc::clone(job);
+    let run: Handshake = Arc::new(move |stream, from, pass| {
+        // Once the joiner has proved the token it is no stranger: nobody
+        // may evict it any more.
+        match admit(stream, from, &job, pass.deadline, || pass.proved()) {
+            Ok(rank) => tracing::info!(rank, %from, "seed admitted a rank"),
+            Err(e) => tracing::warn!(%from, "seed refused a joiner: {e}"),
         }
-    }
-
-    /// Take the pending connections (64 at most: the listener is polled
-    /// level-triggered, so the rest wait for the next turn, after the
-    /// seed's other work) and start their admissions.
-    fn accept_ready(&mut self, listener: &TcpListener, job: &Arc<Job>) {
-        self.threads.retain(|t| !t.is_finished());
-        for _ in 0..64 {
-            let (stream, from) = match listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!("seed accept: {e}");
-                    return;
-                }
-            };
-            let ip = from.ip().to_canonical();
-            let serial = match lock(&self.in_flight).admit(ip, PENDING_PER_SOURCE, &stream) {
-                Ok(serial) => serial,
-                Err(e) => {
-                    tracing::warn!(%from, "the seed cannot track an admission: {e}");
-                    continue;
-                }
-            };
-            let (job, in_flight) = (Arc::clone(job), Arc::clone(&self.in_flight));
-            let deadline = Instant::now() + self.time;
-            let spawned = std::thread::Builder::new()
-                .name("meshwork-seed-admit".into())
-                .spawn(move || {
-                    // Once the joiner has proved the token it is no
-                    // stranger: nobody may evict it any more.
-                    let proved = || lock(&in_flight).done(serial);
-                    match admit(stream, from, &job, deadline, proved) {
-                        Ok(rank) => tracing::info!(rank, %from, "seed admitted a rank"),
-                        Err(e) => tracing::warn!(%from, "seed refused a joiner: {e}"),
-                    }
-                    lock(&in_flight).done(serial);
-                });
-            match spawned {
-                Ok(t) => self.threads.push(t),
-                Err(e) => {
-                    lock(&self.in_flight).done(serial);
-                    tracing::warn!(%from, "cannot start an admission thread: {e}");
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Admissions {
-    /// Cut the admissions of strangers under way and wait for every
-    /// thread (a proved joiner's ends by its deadline).
-    fn drop(&mut self) {
-        lock(&self.in_flight).cut_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
+    });
+    admissions.accept_ready(
+        listener,
+        "meshwork-seed-admit",
+        |_| PENDING_PER_SOURCE,
+        &run,
+    );
 }
 
 /// One connection's admission, all before `deadline`: its rank once it
@@ -425,7 +368,7 @@ struct Server {
     heard: UnixStream,
     job: Arc<Job>,
     stop: Arc<AtomicBool>,
-    admissions: Admissions,
+    admissions: Doorway,
 }
 
 impl Server {
@@ -444,7 +387,7 @@ impl Server {
             while matches!((&self.heard).read(&mut sink), Ok(n) if n > 0) {}
         }
         if woke[0] {
-            self.admissions.accept_ready(&self.listener, &self.job);
+            accept_ready(&mut self.admissions, &self.listener, &self.job);
         }
         woke[2..].to_vec()
     }
@@ -466,7 +409,7 @@ impl Server {
         }
         // No more claims; the ones under way end by their deadline.
         self.job.slots().open = false;
-        let settle_by = Instant::now() + self.admissions.time + Duration::from_millis(100);
+        let settle_by = Instant::now() + self.admissions.time() + Duration::from_millis(100);
         while self
             .job
             .slots()
@@ -524,7 +467,7 @@ impl Server {
     fn send_all(&self, members: &mut [Option<Member>], what: Record, plain: &[u8]) {
         for (rank, m) in members.iter_mut().enumerate() {
             let Some(m) = m else { continue };
-            let by = Instant::now() + self.admissions.time;
+            let by = Instant::now() + self.admissions.time();
             let sent = m
                 .session
                 .seal(what, plain)
@@ -539,7 +482,7 @@ impl Server {
     /// The ready barrier: every member reports whether its links are up
     /// (within its own formation's deadline); whether all are.
     fn barrier(&mut self, members: &mut [Option<Member>], timeout: Duration) -> bool {
-        let end = Instant::now() + timeout + self.admissions.time;
+        let end = Instant::now() + timeout + self.admissions.time();
         let mut heard: Vec<Option<bool>> = vec![None; members.len()];
         while !self.stopped() {
             let waiting: Vec<usize> = (0..members.len()).filter(|&r| heard[r].is_none()).collect();
@@ -555,7 +498,7 @@ impl Server {
             let woke = self.turn(&fds, end - now);
             for (&(r, _), _) in polled.iter().zip(&woke).filter(|(_, &w)| w) {
                 let Some(m) = &mut members[r] else { continue };
-                let by = Instant::now() + self.admissions.time;
+                let by = Instant::now() + self.admissions.time();
                 let report = match read_record(&mut m.stream, FLAG_RECORD_LEN, by) {
                     Ok(sealed) => m
                         .session
