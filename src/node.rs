@@ -177,19 +177,19 @@ impl Node {
         if let Some(t) = parse::<usize>("SIDECAR_THRESHOLD")? {
             node.sidecar_threshold = t;
         }
-        if let Some(e) = parse::<u8>("ENCRYPT_BULK")? {
-            node.encrypt_bulk = match e {
-                0 => false,
-                1 => true,
-                _ => return Err(bad("ENCRYPT_BULK", &e.to_string(), "expected 0 or 1")),
-            };
+        // A switch: 0 or 1.
+        let switch = |name: &str| -> Result<Option<bool>> {
+            match parse::<u8>(name)? {
+                None => Ok(None),
+                Some(e @ (0 | 1)) => Ok(Some(e == 1)),
+                Some(e) => Err(bad(name, &e.to_string(), "expected 0 or 1")),
+            }
+        };
+        if let Some(on) = switch("ENCRYPT_BULK")? {
+            node.encrypt_bulk = on;
         }
-        if let Some(e) = parse::<u8>("FRAME_AUTH")? {
-            node.frame_auth = match e {
-                0 => false,
-                1 => true,
-                _ => return Err(bad("FRAME_AUTH", &e.to_string(), "expected 0 or 1")),
-            };
+        if let Some(on) = switch("FRAME_AUTH")? {
+            node.frame_auth = on;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v
