@@ -86,12 +86,13 @@ impl Rng {
     }
 }
 
-const FRAME_TYPES: [FrameType; 5] = [
+const FRAME_TYPES: [FrameType; 6] = [
     FrameType::Data,
     FrameType::Heartbeat,
     FrameType::Bye,
     FrameType::PeerGone,
     FrameType::Credit,
+    FrameType::CreditWanted,
 ];
 
 const LANE_KINDS: [LaneKind; 4] = [

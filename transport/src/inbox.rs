@@ -12,8 +12,8 @@
 
 use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +29,8 @@ struct Peer {
     budgeted_bytes: u64,
     /// Budgeted bytes consumed but not yet credited back to the sender.
     credit_due: u64,
+    /// The sender waits for room: what is owed goes back at once.
+    credit_wanted: bool,
 }
 
 /// Default number of messages one sender may have queued on one budgeted
@@ -70,6 +72,48 @@ pub(crate) fn lane_bound(kind: LaneKind) -> usize {
     }
 }
 
+/// What a parked thread waits for, so that a change wakes only the
+/// threads it concerns: a thread asleep on one lane (an RPC server, say)
+/// is not woken by every message of every other lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// A message from `src` on `key` (or news of `src`).
+    From(u32, LaneKey),
+    /// A message on `key` from anyone.
+    Any(LaneKey),
+    /// Room for `src`'s messages here (an in-process sender).
+    Room(u32),
+}
+
+/// What changed, for [`State::wake`].
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Delivered(u32, LaneKey),
+    /// A budgeted message from `src` was taken.
+    Taken(u32),
+    /// A peer's standing or the inbox's: every waiter looks again.
+    All,
+}
+
+impl Wait {
+    fn concerns(self, change: Change) -> bool {
+        match (self, change) {
+            (_, Change::All) => true,
+            (Wait::From(s, k), Change::Delivered(src, key)) => s == src && k == key,
+            (Wait::Any(k), Change::Delivered(_, key)) => k == key,
+            (Wait::Room(s), Change::Taken(src)) => s == src,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Parked {
+    id: u64,
+    wait: Wait,
+    thread: std::thread::Thread,
+}
+
 #[derive(Debug)]
 struct State {
     lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
@@ -79,18 +123,29 @@ struct State {
     lane_due: HashMap<(u32, LaneKey), u32>,
     /// Highest collective sequence number issued, per communicator.
     issued: HashMap<u64, u64>,
+    /// Threads parked on the inbox, and what each waits for.
+    parked: Vec<Parked>,
+    next_park: u64,
+}
+
+impl State {
+    /// Wake the parked threads that `change` concerns (they look again
+    /// under the lock; a wake-up that finds nothing is harmless).
+    fn wake(&self, change: Change) {
+        for p in &self.parked {
+            if p.wait.concerns(change) {
+                p.thread.unpark();
+            }
+        }
+    }
 }
 
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Inbox {
     state: Mutex<State>,
-    changed: Condvar,
     /// Bumped on every delivery, so a waiter can spin without the lock.
     deliveries: AtomicU64,
-    /// Threads parked on `changed` (counted under the state's lock), so
-    /// a delivery nobody waits for costs no futex call.
-    waiters: AtomicUsize,
     /// The threads that deliver here each have a core of their own: a
     /// receiver spins on the CPU a moment before it yields it.
     spin: bool,
@@ -122,16 +177,17 @@ impl Inbox {
                         max_queued_bytes: 0,
                         budgeted_bytes: 0,
                         credit_due: 0,
+                        credit_wanted: false,
                     };
                     world as usize
                 ],
                 closed: false,
                 lane_due: HashMap::new(),
                 issued: HashMap::new(),
+                parked: Vec::new(),
+                next_park: 0,
             }),
-            changed: Condvar::new(),
             deliveries: AtomicU64::new(0),
-            waiters: AtomicUsize::new(0),
             spin,
         }
     }
@@ -177,9 +233,9 @@ impl Inbox {
             }
         }
         st.lanes.entry((src, key)).or_default().push_back(msg);
+        st.wake(Change::Delivered(src, key));
         drop(st);
         self.deliveries.fetch_add(1, Ordering::Release);
-        self.wake();
         true
     }
 
@@ -193,10 +249,11 @@ impl Inbox {
 
     /// `src` is gone for good (EOF, reset, exited, closed).
     pub(crate) fn set_gone(&self, src: u32) {
-        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+        let mut st = self.lock();
+        if let Some(p) = st.peers.get_mut(src as usize) {
             p.gone = true;
         }
-        self.wake();
+        st.wake(Change::All);
     }
 
     /// Whether `src` is known gone.
@@ -207,16 +264,18 @@ impl Inbox {
     /// The link to `src` carried nothing, not even heartbeats, for a whole
     /// deadline (or it did again: `silent = false`).
     pub(crate) fn set_silent(&self, src: u32, silent: bool) {
-        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+        let mut st = self.lock();
+        if let Some(p) = st.peers.get_mut(src as usize) {
             p.silent = silent;
         }
-        self.wake();
+        st.wake(Change::All);
     }
 
     /// This rank closed: every wait ends with `Closed`.
     pub(crate) fn close(&self) {
-        self.lock().closed = true;
-        self.wake();
+        let mut st = self.lock();
+        st.closed = true;
+        st.wake(Change::All);
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -239,10 +298,12 @@ impl Inbox {
     }
 
     /// What `src` is owed after a receive on `key`: everything consumed
-    /// since the last credit, once enough bytes are due, or a lane is half
-    /// consumed, or `key`'s lane (or the whole budget) is drained — so a
-    /// sender waiting for room is never left waiting on a receiver that is
-    /// waiting on it.
+    /// since the last credit, once enough bytes are due, or `key`'s lane
+    /// is half consumed, or `src` has said it waits for room
+    /// ([`want_credit`](Self::want_credit)) — so a sender waiting for room
+    /// is never left waiting on a receiver that is waiting on it, and a
+    /// sender that is not waiting gets its credit in batches (not a frame
+    /// back per message).
     pub(crate) fn take_credit(
         &self,
         src: u32,
@@ -251,14 +312,14 @@ impl Inbox {
         depth: u32,
     ) -> Option<Credit> {
         let mut st = self.lock();
-        let drained = !st.lanes.contains_key(&(src, key));
         let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
+        let owed = st.lane_due.keys().any(|(s, _)| *s == src);
         let p = st.peers.get_mut(src as usize)?;
-        let flush =
-            p.credit_due >= at_least || p.budgeted_bytes == 0 || drained || lane_due >= depth / 2;
-        if !flush || (p.credit_due == 0 && lane_due == 0) {
+        let flush = p.credit_due >= at_least || lane_due >= depth / 2 || p.credit_wanted;
+        if !flush || (p.credit_due == 0 && !owed) {
             return None;
         }
+        p.credit_wanted = false;
         let bytes = std::mem::take(&mut p.credit_due);
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
@@ -271,6 +332,14 @@ impl Inbox {
             .filter_map(|k| st.lane_due.remove(&k).map(|n| (k.1, n)))
             .collect();
         Some(Credit { bytes, lanes })
+    }
+
+    /// `src` waits for room to send here: its credit goes back with the
+    /// next [`take_credit`](Self::take_credit), whatever the batch.
+    pub(crate) fn want_credit(&self, src: u32) {
+        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+            p.credit_wanted = true;
+        }
     }
 
     /// This rank issued collective `seq` on `comm`.
@@ -314,7 +383,7 @@ impl Inbox {
                     waiting_on: u32::MAX,
                 });
             }
-            st = self.wait_until(st, deadline);
+            st = self.wait_until(st, deadline, Wait::Room(src));
         }
     }
 
@@ -329,39 +398,40 @@ impl Inbox {
     ) -> Option<Result<Payload, TransportError>> {
         let mut st = self.lock();
         let taken = take_front(&mut st, src, key, want_len);
-        drop(st);
         if matches!(taken, Some(Ok(_))) && budgeted(key.kind) {
             // Senders in this process may be waiting for room.
-            self.wake();
+            st.wake(Change::Taken(src));
         }
         taken
     }
 
     /// Wait on the condvar until `deadline` at most.
+    /// Park until a change that concerns `wait`, or `deadline` (or a
+    /// spurious wake-up: callers look again either way).
     fn wait_until<'a>(
         &'a self,
-        st: MutexGuard<'a, State>,
+        mut st: MutexGuard<'a, State>,
         deadline: Instant,
+        wait: Wait,
     ) -> MutexGuard<'a, State> {
         let left = deadline.saturating_duration_since(Instant::now());
-        // Counted while the state is locked: whoever changes the state
-        // after this (under the lock) sees the count and notifies.
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let st = self
-            .changed
-            .wait_timeout(st, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        st
-    }
-
-    /// Wake the threads parked on the state, if any (call after changing
-    /// it under the lock).
-    fn wake(&self) {
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            self.changed.notify_all();
+        // Listed while the state is locked: whoever changes the state
+        // after this (under the lock) finds this thread and unparks it;
+        // an unpark before the park makes the park return at once.
+        let id = st.next_park;
+        st.next_park += 1;
+        st.parked.push(Parked {
+            id,
+            wait,
+            thread: std::thread::current(),
+        });
+        drop(st);
+        std::thread::park_timeout(left);
+        let mut st = self.lock();
+        if let Some(i) = st.parked.iter().position(|p| p.id == id) {
+            st.parked.swap_remove(i);
         }
+        st
     }
 
     /// The next message on `key` from any rank, with its sender; waits at
@@ -376,8 +446,9 @@ impl Inbox {
         loop {
             for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
-                    drop(st);
-                    self.wake();
+                    if taken.is_ok() && budgeted(key.kind) {
+                        st.wake(Change::Taken(src));
+                    }
                     return taken.map(|msg| (src, msg));
                 }
             }
@@ -389,7 +460,7 @@ impl Inbox {
                     waiting_on: u32::MAX,
                 });
             }
-            st = self.wait_until(st, deadline);
+            st = self.wait_until(st, deadline, Wait::Any(key));
         }
     }
 
@@ -407,10 +478,9 @@ impl Inbox {
         let mut st = self.lock();
         loop {
             if let Some(taken) = take_front(&mut st, src, key, want_len) {
-                drop(st);
                 if taken.is_ok() && budgeted(key.kind) {
                     // Senders in this process may be waiting for room.
-                    self.wake();
+                    st.wake(Change::Taken(src));
                 }
                 return taken;
             }
@@ -455,7 +525,7 @@ impl Inbox {
                 st = self.lock();
                 continue;
             }
-            st = self.wait_until(st, since + timeout);
+            st = self.wait_until(st, since + timeout, Wait::From(src, key));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! deadline, for the bytes to drain or be credited back.
 
 use crate::TransportError;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Budget {
     queued: Mutex<usize>,
     drained: Condvar,
+    /// Threads waiting on `drained` (counted under `queued`'s lock), so a
+    /// release nobody waits for costs no futex call.
+    waiting: AtomicUsize,
     max: usize,
 }
 
@@ -20,6 +24,7 @@ impl Budget {
         Budget {
             queued: Mutex::new(0),
             drained: Condvar::new(),
+            waiting: AtomicUsize::new(0),
             max,
         }
     }
@@ -32,18 +37,41 @@ impl Budget {
         timeout: Duration,
         dst: u32,
     ) -> Result<(), TransportError> {
+        self.acquire_asking(n, timeout, dst, || {})
+    }
+
+    /// [`acquire`](Self::acquire), calling `ask` (with no lock held)
+    /// each time before it waits: a sender of credited bytes asks the
+    /// receiver for what it owes.
+    pub(crate) fn acquire_asking(
+        &self,
+        n: usize,
+        timeout: Duration,
+        dst: u32,
+        ask: impl Fn(),
+    ) -> Result<(), TransportError> {
         let deadline = Instant::now() + timeout;
-        let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        while *q > 0 && q.saturating_add(n) > self.max {
+        let lock = || self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        let fits = |q: usize| q == 0 || q.saturating_add(n) <= self.max;
+        let mut q = lock();
+        while !fits(*q) {
             let now = Instant::now();
             if now >= deadline {
                 return Err(TransportError::Timeout { waiting_on: dst });
             }
+            drop(q);
+            ask();
+            q = lock();
+            if fits(*q) {
+                break;
+            }
+            self.waiting.fetch_add(1, Ordering::SeqCst);
             q = self
                 .drained
-                .wait_timeout(q, deadline - now)
+                .wait_timeout(q, deadline.saturating_duration_since(Instant::now()))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
         *q = q.saturating_add(n);
         Ok(())
@@ -64,7 +92,9 @@ impl Budget {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
         *q = q.saturating_sub(n);
         drop(q);
-        self.drained.notify_all();
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.drained.notify_all();
+        }
     }
 }
 
@@ -105,5 +135,25 @@ mod tests {
         b.release(10);
         waiter.join().unwrap().unwrap();
         assert_eq!(b.reserved(), 5);
+    }
+
+    #[test]
+    fn a_waiting_sender_asks_before_it_waits() {
+        let b = std::sync::Arc::new(Budget::new(10));
+        b.acquire(10, Duration::ZERO, 3).unwrap();
+        let (asked_tx, asked) = std::sync::mpsc::channel();
+        let b2 = std::sync::Arc::clone(&b);
+        let waiter = std::thread::spawn(move || {
+            b2.acquire_asking(5, Duration::from_secs(30), 3, || {
+                let _ = asked_tx.send(());
+            })
+        });
+        asked.recv().unwrap();
+        b.release(10);
+        waiter.join().unwrap().unwrap();
+        assert_eq!(b.reserved(), 5);
+        // Room at once: nobody is asked.
+        b.acquire_asking(5, Duration::ZERO, 3, || panic!("asked"))
+            .unwrap();
     }
 }

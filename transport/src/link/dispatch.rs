@@ -7,7 +7,7 @@
 //! | frame | accepted when |
 //! |---|---|
 //! | data | its source is a rank this link serves (`Core::serves`); it is for this rank, or this rank is a star coordinator (relay); a collective's sequence number is inside the window; the lane is under its bound |
-//! | credit | for this rank: from a rank this link serves; for another rank: only at a star coordinator, from the link's own peer (relayed) |
+//! | credit, credit wanted | for this rank: from a rank this link serves; for another rank: only at a star coordinator, from the link's own peer (relayed) |
 //! | peer gone | only on a star worker's link to the coordinator, and not about this rank or the coordinator |
 //! | heartbeat, bye | always |
 
@@ -66,9 +66,21 @@ impl Core {
                 self.release_lane(h.src, key, h.aux);
                 Next::Continue
             }
-            FrameType::Credit => {
+            FrameType::CreditWanted if h.dst == self.rank => {
+                if !self.serves(peer, h.src) {
+                    return refuse(peer, &h, "a credit request from a rank this link does not serve");
+                }
+                let key = LaneKey {
+                    comm: h.comm,
+                    kind: h.kind,
+                    tag: h.tag,
+                };
+                self.credit_wanted(h.src, key);
+                Next::Continue
+            }
+            FrameType::Credit | FrameType::CreditWanted => {
                 if !(self.star && self.rank == 0 && h.src == peer) {
-                    return refuse(peer, &h, "a credit for another rank");
+                    return refuse(peer, &h, "a credit (or a request for one) for another rank");
                 }
                 self.relay(h, Payload::default());
                 Next::Continue
@@ -156,6 +168,8 @@ mod tests {
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {
             false
         }
+
+        fn caller_polls(&self, _on: bool) {}
         fn start(self: Arc<Self>, _: &Arc<Core>) {}
         fn close_begin(&self) {}
         fn close_flush(&self) {}
@@ -343,5 +357,86 @@ mod tests {
         assert_eq!(*links[1].told_gone.lock().unwrap(), [2]);
         assert_eq!(*links[3].told_gone.lock().unwrap(), [2]);
         assert!(links[2].told_gone.lock().unwrap().is_empty());
+    }
+
+    fn credits(links: &[Arc<Recorder>], to: usize) -> Vec<(u32, u64)> {
+        links[to]
+            .forwarded
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| h.ftype == FrameType::Credit)
+            .map(|h| (h.aux, h.len))
+            .collect()
+    }
+
+    #[test]
+    fn credit_goes_back_in_batches_or_when_the_sender_asks() {
+        let (core, links) = core(1, 3, false);
+        let k = key(LaneKind::PointToPoint, 7);
+        let take = || {
+            let h = data(0, 1, LaneKind::PointToPoint, 7);
+            assert_eq!(core.on_header(0, h), Next::Body(h));
+            assert!(core.on_data(0, h, Payload::from_parts(&[b"abc"])));
+            core.inbox.try_take(0, k, None).unwrap().unwrap();
+            core.credit(0, k);
+        };
+        // A message taken: no credit frame back for it alone.
+        take();
+        assert!(credits(&links, 0).is_empty());
+        // The sender says it waits: what is owed goes back at once.
+        let mut ask = Header::control(FrameType::CreditWanted, 0, 1);
+        (ask.comm, ask.kind, ask.tag) = (k.comm, k.kind, k.tag);
+        assert_eq!(core.on_header(0, ask), Next::Continue);
+        assert_eq!(credits(&links, 0), [(1, 3)]);
+        // Batched again afterwards; asked again, paid at once.
+        take();
+        assert_eq!(credits(&links, 0).len(), 1);
+        assert_eq!(core.on_header(0, ask), Next::Continue);
+        assert_eq!(credits(&links, 0), [(1, 3), (1, 3)]);
+        // Asked when nothing is owed: the next message taken is credited.
+        assert_eq!(core.on_header(0, ask), Next::Continue);
+        assert_eq!(credits(&links, 0).len(), 2);
+        take();
+        assert_eq!(credits(&links, 0).len(), 3);
+        // Half the lane depth (4) taken: credited without being asked.
+        take();
+        assert_eq!(credits(&links, 0).len(), 3);
+        take();
+        assert_eq!(credits(&links, 0), [(1, 3), (1, 3), (1, 3), (2, 6)]);
+        // Rank 0 asking on behalf of rank 2 is refused.
+        ask.src = 2;
+        assert_eq!(core.on_header(0, ask), Next::End);
+    }
+
+    #[test]
+    fn a_sender_out_of_lane_room_asks_for_credit_and_goes_on() {
+        let (core, links) = core(0, 2, false);
+        let core = Arc::new(core);
+        let k = key(LaneKind::PointToPoint, 3);
+        for _ in 0..4 {
+            core.acquire_lane(1, k).unwrap();
+        }
+        let waiter = {
+            let core = Arc::clone(&core);
+            std::thread::spawn(move || core.acquire_lane(1, k))
+        };
+        // The waiting sender asks rank 1 for what it owes.
+        let start = std::time::Instant::now();
+        while !links[1]
+            .forwarded
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.ftype == FrameType::CreditWanted && h.dst == 1 && h.tag == 3)
+        {
+            assert!(start.elapsed() < Duration::from_secs(5), "no credit request");
+            std::thread::yield_now();
+        }
+        let mut credit = Header::control(FrameType::Credit, 1, 0);
+        (credit.kind, credit.tag, credit.aux) = (k.kind, k.tag, 2);
+        assert_eq!(core.on_header(1, credit), Next::Continue);
+        waiter.join().unwrap().unwrap();
+        assert_eq!(core.in_flight(1, k), 3);
     }
 }

@@ -17,10 +17,12 @@ mod latch;
 #[cfg(test)]
 mod sim;
 mod transport;
+mod watch;
 
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
+pub(crate) use watch::Watch;
 pub use transport::LinkTransport;
 
 use crate::inbox::Inbox;
@@ -28,7 +30,7 @@ use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -56,6 +58,10 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
     fn poll(&self, core: &Core, want_len: Option<usize>) -> bool;
+    /// A caller is about to `poll` the link in a loop (`true`), or has
+    /// stopped (`false`): meanwhile the link's I/O thread need not be
+    /// woken by what arrives (see `watch.rs`). Calls pair up.
+    fn caller_polls(&self, on: bool);
     /// Start the link's I/O thread (once every link is in the core's
     /// table).
     fn start(self: Arc<Self>, core: &Arc<Core>);
@@ -111,6 +117,8 @@ pub struct Core {
     /// Budgeted messages sent but not yet credited, per (destination, lane).
     lanes_in_flight: Mutex<HashMap<(u32, LaneKey), u32>>,
     lanes_freed: Condvar,
+    /// Threads waiting on `lanes_freed` (counted under its lock).
+    lane_waiters: AtomicUsize,
     /// Messages this rank may have queued on one lane of one receiver.
     pub(crate) lane_depth: u32,
     /// Links by peer rank, set once formation is done.
@@ -159,6 +167,7 @@ impl Core {
                 .collect(),
             lanes_in_flight: Mutex::new(HashMap::new()),
             lanes_freed: Condvar::new(),
+            lane_waiters: AtomicUsize::new(0),
             lane_depth: cfg.lane_depth.max(1),
             links: OnceLock::new(),
             spin,
@@ -214,11 +223,31 @@ impl Core {
             if now >= deadline || self.inbox.is_gone(dst) {
                 return Err(TransportError::Timeout { waiting_on: dst });
             }
+            drop(lanes);
+            self.ask_credit(dst, key);
             lanes = self
-                .lanes_freed
-                .wait_timeout(lanes, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .lanes_in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if lanes.get(&(dst, key)).is_some_and(|n| *n >= self.lane_depth) {
+                self.lane_waiters.fetch_add(1, Ordering::SeqCst);
+                lanes = self
+                    .lanes_freed
+                    .wait_timeout(lanes, deadline.saturating_duration_since(Instant::now()))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                self.lane_waiters.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// This rank waits for room to send to `dst` on lane `key`: ask `dst`
+    /// for the credit it owes (it returns credit in batches otherwise).
+    pub(crate) fn ask_credit(&self, dst: u32, key: LaneKey) {
+        let mut h = Header::control(FrameType::CreditWanted, self.rank, dst);
+        (h.comm, h.kind, h.tag) = (key.comm, key.kind, key.tag);
+        if self.transmit(self.hop(dst), h, &[], dst).is_err() {
+            tracing::debug!(dst, "cannot ask for credit; the link is gone");
         }
     }
 
@@ -237,7 +266,9 @@ impl Core {
             }
         }
         drop(lanes);
-        self.lanes_freed.notify_all();
+        if self.lane_waiters.load(Ordering::SeqCst) > 0 {
+            self.lanes_freed.notify_all();
+        }
     }
 
     /// Messages of lane `key` sent to `dst` and not yet credited.
@@ -301,10 +332,21 @@ impl Core {
     }
 
     /// A message of lane `key` from `src` was taken: return consumed
-    /// budget to `src` once enough has been (or its queue here is empty,
-    /// so a waiting sender is never left waiting). Only budgeted lanes
-    /// owe credit.
+    /// budget to `src` once enough has been, or at once when `src` has
+    /// asked for it (it waits for room). Only budgeted lanes owe credit.
     pub(crate) fn credit(&self, src: u32, key: LaneKey) {
+        self.return_credit(src, key, false);
+    }
+
+    /// `src` waits for room on lane `key` (a `CreditWanted` frame): what
+    /// is owed goes back now, or with the next receive from `src`. Never
+    /// blocks (it runs on whichever thread reads the link).
+    pub(crate) fn credit_wanted(&self, src: u32, key: LaneKey) {
+        self.inbox.want_credit(src);
+        self.return_credit(src, key, true);
+    }
+
+    fn return_credit(&self, src: u32, key: LaneKey, queue: bool) {
         if src == self.rank || !crate::inbox::budgeted(key.kind) {
             return;
         }
@@ -318,7 +360,18 @@ impl Core {
             let mut h = Header::control(FrameType::Credit, self.rank, src);
             (h.comm, h.kind, h.tag, h.aux, h.len) = (lane.comm, lane.kind, lane.tag, count, bytes);
             bytes = 0;
-            if self.transmit(hop, h, &[], src).is_err() {
+            let sent = if queue {
+                match self.link(hop) {
+                    Some(link) => {
+                        link.forward(self, h, Payload::default());
+                        Ok(())
+                    }
+                    None => Err(TransportError::PeerDisconnected { rank: src }),
+                }
+            } else {
+                self.transmit(hop, h, &[], src)
+            };
+            if sent.is_err() {
                 tracing::debug!(src, "cannot return credit; the link is gone");
                 return;
             }

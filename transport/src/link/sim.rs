@@ -58,6 +58,8 @@ impl Link for SimLink {
     fn poll(&self, _: &Core, _: Option<usize>) -> bool {
         false
     }
+
+    fn caller_polls(&self, _on: bool) {}
     fn start(self: Arc<Self>, _: &Arc<Core>) {}
     fn close_begin(&self) {}
     fn close_flush(&self) {}

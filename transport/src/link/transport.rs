@@ -3,7 +3,7 @@
 //! their peer's link themselves for a moment first (caller-driven
 //! progress: a prompt reply needs no thread hand-off).
 
-use super::Core;
+use super::{Core, Link};
 use crate::form::Refuser;
 use crate::inbox::budgeted;
 use crate::wire::{FrameType, Header};
@@ -89,7 +89,8 @@ impl Transport for LinkTransport {
         };
         if budgeted(key.kind) {
             core.acquire_lane(dst, key)?;
-            if let Err(e) = core.flow[dst as usize].acquire(len, core.timeout(), dst) {
+            let ask = || core.ask_credit(dst, key);
+            if let Err(e) = core.flow[dst as usize].acquire_asking(len, core.timeout(), dst, ask) {
                 core.release_lane(dst, key, 1);
                 return Err(e);
             }
@@ -112,6 +113,8 @@ impl Transport for LinkTransport {
     ) -> Result<Payload, TransportError> {
         let core = &self.core;
         if let Some(link) = core.link(core.hop(src)) {
+            link.caller_polls(true);
+            let _done = Stop(&**link);
             let until = Instant::now() + CALLER_POLL.min(timeout);
             let mut turns = 0u32;
             loop {
@@ -210,6 +213,15 @@ impl Transport for LinkTransport {
         for l in &links {
             l.close_end();
         }
+    }
+}
+
+/// Ends a caller's polling of a link however its loop ends.
+struct Stop<'a>(&'a dyn Link);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.caller_polls(false);
     }
 }
 

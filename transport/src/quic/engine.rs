@@ -25,7 +25,7 @@
 //! payloads its messages sent over the sidecar.
 
 use super::Order;
-use crate::link::{heartbeat_interval, Budget, Core, Latch, Next};
+use crate::link::{heartbeat_interval, Budget, Core, Latch, Next, Watch};
 use crate::tcp::{readable_in, Serviced, TcpLink};
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
@@ -33,6 +33,7 @@ use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
@@ -97,12 +98,15 @@ pub(crate) struct QLink {
     /// Set when the QUIC connection is done with (the thread may go on
     /// serving the sidecar).
     done: Latch,
+    /// Whether the thread is woken when datagrams arrive (not while
+    /// callers read the socket themselves).
+    pub(crate) watch: Watch,
 }
 
 /// The stream (index) of a frame: credits on 0, a lane always on the
 /// same one of the rest.
 pub(crate) fn stream_of(h: &Header) -> u64 {
-    if h.ftype == FrameType::Credit {
+    if matches!(h.ftype, FrameType::Credit | FrameType::CreditWanted) {
         return 0;
     }
     let mut x = h
@@ -145,6 +149,7 @@ impl QLink {
             }),
             alive: AtomicBool::new(true),
             done: Latch::default(),
+            watch: Watch::default(),
         }
     }
 
@@ -670,9 +675,10 @@ pub(crate) fn run(
     mut poll: mio::Poll,
 ) {
     let peer = link.peer;
-    let registered = poll
-        .registry()
-        .register(&mut lock(&link).io.socket, SOCKET, mio::Interest::READABLE)
+    let fd = lock(&link).io.socket.as_raw_fd();
+    let registered = link
+        .watch
+        .attach(poll.registry(), SOCKET, fd)
         .and_then(|()| sidecar.attach(poll.registry(), SIDECAR, Arc::clone(&link.waker)));
     if let Err(e) = registered {
         tracing::error!(peer, "cannot poll the link's sockets: {e}");

@@ -367,6 +367,15 @@ impl Link for QuicLink {
         self.sidecar.pump(core)
     }
 
+    fn caller_polls(&self, on: bool) {
+        if on {
+            self.quic.watch.begin();
+        } else {
+            self.quic.watch.end();
+        }
+        self.sidecar.caller_polls(on);
+    }
+
     fn start(self: Arc<Self>, core: &Arc<Core>) {
         let Some(poll) = lock(&self.poll).take() else {
             return;

@@ -18,7 +18,9 @@ mod tx;
 use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
-use crate::link::{heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Sink};
+use crate::link::{
+    heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Sink, Watch,
+};
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LinkKind, Payload, TransportError};
@@ -60,6 +62,9 @@ pub(crate) struct TcpLink {
     pool: Arc<BufferPool>,
     tx: TcpTx,
     rx: rx::Rx,
+    /// Whether its I/O thread is woken when bytes arrive (not while
+    /// callers read the socket themselves).
+    watch: Watch,
     sink: Arc<dyn Sink>,
     /// The I/O thread's writing state.
     flusher: Mutex<Flusher>,
@@ -115,6 +120,7 @@ impl TcpLink {
                 wire: Arc::new(Wire::new(stream, sealer)),
             },
             rx: rx::Rx::new(peer, read_half, opener, core),
+            watch: Watch::default(),
             sink,
             flusher: Mutex::new(Flusher::new(queue)),
             flushed: Latch::default(),
@@ -126,6 +132,15 @@ impl TcpLink {
     /// Queue a frame without blocking (relays); `false`: the link ended.
     pub(crate) fn enqueue(&self, core: &Core, header: Header, payload: Payload) -> bool {
         self.tx.enqueue_frame(header, payload, &core.pool)
+    }
+
+    /// A caller starts (`true`) or stops reading the socket itself.
+    pub(crate) fn caller_polls(&self, on: bool) {
+        if on {
+            self.watch.begin();
+        } else {
+            self.watch.end();
+        }
     }
 
     /// Read what has arrived, if no other thread is; whether it ended.
@@ -142,11 +157,8 @@ impl TcpLink {
         token: mio::Token,
         waker: Arc<mio::Waker>,
     ) -> std::io::Result<()> {
-        registry.register(
-            &mut mio::unix::SourceFd(&self.tx.wire.stream.as_raw_fd()),
-            token,
-            mio::Interest::READABLE | mio::Interest::WRITABLE,
-        )?;
+        self.watch
+            .attach(registry, token, self.tx.wire.stream.as_raw_fd())?;
         self.tx.wire.set_waker(waker);
         Ok(())
     }
@@ -172,6 +184,8 @@ impl TcpLink {
                 false
             }
         };
+        // Woken when the socket takes more, only while it would not.
+        self.watch.writing(matches!(flushed, Ok(Flushed::Blocked)));
         let beat_due = hb.saturating_sub(f.last_beat.elapsed());
         // Whoever waits for the goodbye reads the flusher: set it unlocked.
         drop(f);
@@ -304,6 +318,10 @@ impl Link for TcpLink {
 
     fn poll(&self, core: &Core, _want_len: Option<usize>) -> bool {
         self.pump(core)
+    }
+
+    fn caller_polls(&self, on: bool) {
+        self.caller_polls(on);
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {

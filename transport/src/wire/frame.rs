@@ -35,6 +35,10 @@ pub(crate) enum FrameType {
     /// budgeted bytes from `dst`, who may send that much more (flow
     /// control, end to end; relayed in a star).
     Credit = 5,
+    /// `src` waits for room to send to `dst` on the lane (comm, kind,
+    /// tag): `dst` returns what it owes at once, or at its next receive
+    /// from `src` (credits are otherwise returned in batches).
+    CreditWanted = 6,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +123,7 @@ impl Header {
             3 => FrameType::Bye,
             4 => FrameType::PeerGone,
             5 => FrameType::Credit,
+            6 => FrameType::CreditWanted,
             t => return Err(FrameError::Type(t)),
         };
         let kind = LaneKind::from_u8(k).ok_or(FrameError::Kind(k))?;
