@@ -513,3 +513,62 @@ fn lane_depth_and_peer_budget_are_configurable() {
     g.barrier().unwrap();
     receiver.join().unwrap().unwrap();
 }
+
+/// A root that broadcasts in a loop runs ahead of a receiver that has not
+/// called yet by at most its collective byte budget (the peer budget):
+/// the receiver never holds more of what it sent than that, and every
+/// broadcast still arrives intact.
+#[test]
+fn a_root_broadcasting_in_a_loop_runs_at_most_a_budget_ahead() {
+    for kind in [meshwork::TransportKind::Tcp, meshwork::TransportKind::Quic] {
+        root_runs_at_most_a_budget_ahead(kind);
+    }
+}
+
+fn root_runs_at_most_a_budget_ahead(kind: meshwork::TransportKind) {
+    const BUDGET: u64 = 1 << 20;
+    const CALLS: u32 = 160;
+    const ELEMS: usize = 16 << 10; // 64 KiB of u32: 16 calls fill the budget
+    let addrs = free_ports(2);
+    let node = |rank, addrs| {
+        Node::new(rank, 2)
+            .peers(addrs)
+            .unwrap()
+            .transport(kind)
+            .peer_budget_bytes(BUDGET)
+            .timeout(Duration::from_secs(20))
+    };
+    let root = {
+        let n = node(0, addrs.clone());
+        std::thread::spawn(move || -> meshwork::Result<()> {
+            let g = n.connect()?;
+            for call in 0..CALLS {
+                let mut buf = vec![call; ELEMS];
+                g.broadcast(&mut buf, 0)?;
+            }
+            g.barrier()
+        })
+    };
+    let g = node(1, addrs).connect().unwrap();
+    // Let the root fill its budget (bounded wait), and give it a moment
+    // to overrun it if it could (the bound below holds at every moment).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while g.stats()[0].queued_bytes < BUDGET * 3 / 4 {
+        assert!(Instant::now() < deadline, "the root sent less than its budget");
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for call in 0..CALLS {
+        let mut buf = vec![u32::MAX; ELEMS];
+        g.broadcast(&mut buf, 0).unwrap();
+        assert!(buf.iter().all(|&x| x == call), "{kind:?}: call {call}");
+    }
+    g.barrier().unwrap();
+    root.join().unwrap().unwrap();
+    let most = g.stats()[0].max_queued_bytes;
+    // One message over the budget at most (a message is admitted whole).
+    assert!(
+        most <= BUDGET + (ELEMS * 4) as u64 + 1024,
+        "{kind:?}: {most} bytes queued at once"
+    );
+}

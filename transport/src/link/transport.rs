@@ -5,7 +5,6 @@
 
 use super::{Core, Link};
 use crate::form::Refuser;
-use crate::inbox::budgeted;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::Ordering;
@@ -87,14 +86,7 @@ impl Transport for LinkTransport {
             aux: 0,
             seq: 0,
         };
-        if budgeted(key.kind) {
-            core.acquire_lane(dst, key)?;
-            let ask = || core.ask_credit(dst, key);
-            if let Err(e) = core.flow[dst as usize].acquire_asking(len, core.timeout(), dst, ask) {
-                core.release_lane(dst, key, 1);
-                return Err(e);
-            }
-        }
+        core.acquire_room(dst, key, len)?;
         let sent = core.transmit(core.hop(dst), header, parts, dst);
         if sent.is_ok() {
             let (m, b) = &core.sent[dst as usize];
@@ -113,6 +105,19 @@ impl Transport for LinkTransport {
     ) -> Result<Payload, TransportError> {
         let core = &self.core;
         if let Some(link) = core.link(core.hop(src)) {
+            // What has already arrived needs no change of who watches the
+            // socket (that costs a system call each way).
+            let ended = link.poll(core, want_len);
+            if let Some(taken) = core.inbox.try_take(src, key, want_len) {
+                let msg = taken?;
+                core.credit(src, key);
+                return Ok(msg);
+            }
+            if ended {
+                let msg = core.inbox.recv(src, key, timeout, want_len)?;
+                core.credit(src, key);
+                return Ok(msg);
+            }
             link.caller_polls(true);
             let _done = Stop(&**link);
             let until = Instant::now() + CALLER_POLL.min(timeout);
