@@ -176,7 +176,7 @@ mod tests {
             false
         }
 
-        fn caller_polls(&self, _on: bool) {}
+        fn caller_polls(&self, _on: bool, _want_len: Option<usize>) {}
         fn start(self: Arc<Self>, _: &Arc<Core>) {}
         fn close_begin(&self) {}
         fn close_flush(&self) {}

@@ -59,9 +59,11 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// waits for, if known. Returns whether the link has ended.
     fn poll(&self, core: &Core, want_len: Option<usize>) -> bool;
     /// A caller is about to `poll` the link in a loop (`true`), or has
-    /// stopped (`false`): meanwhile the link's I/O thread need not be
-    /// woken by what arrives (see `watch.rs`). Calls pair up.
-    fn caller_polls(&self, on: bool);
+    /// stopped (`false`), waiting for a message of `want_len` bytes if
+    /// known: meanwhile the link's I/O thread need not be woken by what
+    /// arrives for it (see `watch.rs`). Calls pair up, with equal
+    /// `want_len`.
+    fn caller_polls(&self, on: bool, want_len: Option<usize>);
     /// Start the link's I/O thread (once every link is in the core's
     /// table).
     fn start(self: Arc<Self>, core: &Arc<Core>);

@@ -59,7 +59,7 @@ impl Link for SimLink {
         false
     }
 
-    fn caller_polls(&self, _on: bool) {}
+    fn caller_polls(&self, _on: bool, _want_len: Option<usize>) {}
     fn start(self: Arc<Self>, _: &Arc<Core>) {}
     fn close_begin(&self) {}
     fn close_flush(&self) {}

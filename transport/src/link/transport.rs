@@ -118,8 +118,8 @@ impl Transport for LinkTransport {
                 core.credit(src, key);
                 return Ok(msg);
             }
-            link.caller_polls(true);
-            let _done = Stop(&**link);
+            link.caller_polls(true, want_len);
+            let _done = Stop(&**link, want_len);
             let until = Instant::now() + CALLER_POLL.min(timeout);
             let mut turns = 0u32;
             loop {
@@ -222,11 +222,11 @@ impl Transport for LinkTransport {
 }
 
 /// Ends a caller's polling of a link however its loop ends.
-struct Stop<'a>(&'a dyn Link);
+struct Stop<'a>(&'a dyn Link, Option<usize>);
 
 impl Drop for Stop<'_> {
     fn drop(&mut self) {
-        self.0.caller_polls(false);
+        self.0.caller_polls(false, self.1);
     }
 }
 

@@ -367,13 +367,19 @@ impl Link for QuicLink {
         self.sidecar.pump(core)
     }
 
-    fn caller_polls(&self, on: bool) {
-        if on {
-            self.quic.watch.begin();
-        } else {
-            self.quic.watch.end();
+    fn caller_polls(&self, on: bool, want_len: Option<usize>) {
+        // Only the path the awaited message takes (as `poll` reads it):
+        // QUIC below the threshold, the sidecar from it.
+        if want_len.is_none_or(|n| n < self.threshold) {
+            if on {
+                self.quic.watch.begin();
+            } else {
+                self.quic.watch.end();
+            }
         }
-        self.sidecar.caller_polls(on);
+        if want_len.is_none_or(|n| n >= self.threshold) {
+            self.sidecar.caller_polls(on);
+        }
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {

@@ -320,7 +320,7 @@ impl Link for TcpLink {
         self.pump(core)
     }
 
-    fn caller_polls(&self, on: bool) {
+    fn caller_polls(&self, on: bool, _want_len: Option<usize>) {
         self.caller_polls(on);
     }
 
