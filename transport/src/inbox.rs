@@ -135,6 +135,9 @@ struct State {
     /// Threads parked on the inbox, and what each waits for.
     parked: Vec<Parked>,
     next_park: u64,
+    /// Queues of lanes that emptied, kept for new lanes (a lane that
+    /// empties is removed: collective lanes live for one call).
+    spare: Vec<VecDeque<Payload>>,
 }
 
 impl State {
@@ -159,6 +162,9 @@ pub(crate) struct Inbox {
     /// receiver spins on the CPU a moment before it yields it.
     spin: bool,
 }
+
+/// Emptied lane queues kept for reuse.
+const SPARE_QUEUES: usize = 64;
 
 /// How long a receiver polls for its message before parking on the
 /// condvar: a small message usually arrives within it, and parking then
@@ -197,6 +203,7 @@ impl Inbox {
                 issued: HashMap::new(),
                 parked: Vec::new(),
                 next_park: 0,
+                spare: Vec::new(),
             }),
             deliveries: AtomicU64::new(0),
             spin,
@@ -243,7 +250,12 @@ impl Inbox {
                 p.budgeted_bytes += n;
             }
         }
-        st.lanes.entry((src, key)).or_default().push_back(msg);
+        let state = &mut *st;
+        state
+            .lanes
+            .entry((src, key))
+            .or_insert_with(|| state.spare.pop().unwrap_or_default())
+            .push_back(msg);
         st.wake(Change::Delivered(src, key));
         drop(st);
         self.deliveries.fetch_add(1, Ordering::Release);
@@ -577,7 +589,11 @@ fn take_front(
     }
     let msg = queue.pop_front()?;
     if queue.is_empty() {
-        st.lanes.remove(&(src, key));
+        if let Some(q) = st.lanes.remove(&(src, key)) {
+            if st.spare.len() < SPARE_QUEUES {
+                st.spare.push(q);
+            }
+        }
     }
     consumed(st, src, key, msg.len());
     Some(Ok(msg))

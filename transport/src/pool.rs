@@ -11,13 +11,30 @@
 //! at most 12.5 % slack): messages of nearly the same size — the segments of
 //! a ring over a buffer whose length changes by a few elements — reuse the
 //! same buffers instead of each new size adding one.
+//!
+//! Small buffers (under [`BufferPool::MIN_POOLED_BYTES`]) are kept too, in
+//! bins by power of two, a few dozen per bin: a small message's receive
+//! then allocates nothing in steady state.
 
 use std::sync::Mutex;
 
-/// A bounded free list of large byte buffers.
+/// A bounded free list of large byte buffers, and bins of small ones.
 #[derive(Debug, Default)]
 pub struct BufferPool {
     free: Mutex<Vec<Vec<u8>>>,
+    small: Mutex<[Vec<Vec<u8>>; SMALL_BINS]>,
+}
+
+/// Bins of small buffers: capacities 2^6 (64 B) … 2^15 (32 KiB).
+const SMALL_BINS: usize = 10;
+const SMALL_MIN_LOG2: u32 = 6;
+/// Buffers kept per small bin (at most about 2 MiB in all).
+const SMALL_PER_BIN: usize = 32;
+
+/// The bin whose buffers hold `len` bytes (`len` < 32 KiB).
+fn bin_for(len: usize) -> usize {
+    let log2 = len.max(1).next_power_of_two().trailing_zeros();
+    log2.saturating_sub(SMALL_MIN_LOG2) as usize
 }
 
 impl BufferPool {
@@ -71,6 +88,9 @@ impl BufferPool {
     /// holds it whole if there is one, else a new one of at most
     /// `reserve` bytes' capacity (it grows as the message arrives).
     pub fn take_reusing(&self, len: usize, reserve: usize) -> Vec<u8> {
+        if len < Self::MIN_POOLED_BYTES {
+            return self.take_small(len);
+        }
         if let Some(buf) = self.pooled(len) {
             return buf;
         }
@@ -79,6 +99,35 @@ impl BufferPool {
             return Vec::with_capacity(want);
         }
         Vec::with_capacity(Self::class(want))
+    }
+
+    /// An empty buffer of at least `len` (< 64 KiB) bytes' capacity: from
+    /// its bin, or new at the bin's size (so that it goes back there).
+    fn take_small(&self, len: usize) -> Vec<u8> {
+        if len >= 1 << (SMALL_MIN_LOG2 as usize + SMALL_BINS) {
+            return Vec::with_capacity(len);
+        }
+        let bin = bin_for(len);
+        let kept = self.small.lock().unwrap_or_else(|e| e.into_inner())[bin].pop();
+        let mut buf = kept.unwrap_or_else(|| Vec::with_capacity(1 << (bin as u32 + SMALL_MIN_LOG2)));
+        buf.clear();
+        buf
+    }
+
+    /// Keep a small buffer in the bin its capacity fills, if there is room.
+    fn give_small(&self, buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if cap < 1 << SMALL_MIN_LOG2 {
+            return;
+        }
+        // The largest bin whose size the capacity covers.
+        let bin = ((usize::BITS - 1 - cap.leading_zeros()) - SMALL_MIN_LOG2) as usize;
+        let mut small = self.small.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = small.get_mut(bin) {
+            if b.len() < SMALL_PER_BIN {
+                b.push(buf);
+            }
+        }
     }
 
     /// The smallest pooled buffer that holds `len` bytes, if any (none
@@ -98,16 +147,17 @@ impl BufferPool {
     }
 
     fn best_fit(&self, len: usize) -> Vec<u8> {
+        if len < Self::MIN_POOLED_BYTES {
+            return self.take_small(len);
+        }
         self.pooled(len)
-            .unwrap_or_else(|| match len < Self::MIN_POOLED_BYTES {
-                true => Vec::with_capacity(len),
-                false => Vec::with_capacity(Self::class(len)),
-            })
+            .unwrap_or_else(|| Vec::with_capacity(Self::class(len)))
     }
 
     /// Return a buffer; kept if it is large and the pool has room.
     pub fn give(&self, buf: Vec<u8>) {
         if buf.capacity() < Self::MIN_POOLED_BYTES {
+            self.give_small(buf);
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
@@ -157,7 +207,7 @@ mod tests {
         let again = pool.take(100 << 10);
         assert_eq!(again.as_ptr(), ptr, "the pooled buffer is reused");
         assert!(again.is_empty());
-        pool.give(vec![0u8; 10]); // small: not kept
+        pool.give(vec![0u8; 10]); // small: binned, not counted here
         assert_eq!(pool.retained_bytes(), 0);
         for _ in 0..BufferPool::MAX_BUFFERS + 10 {
             pool.give(Vec::with_capacity(BufferPool::MIN_POOLED_BYTES));
@@ -165,5 +215,29 @@ mod tests {
         assert!(pool.retained_bytes() <= BufferPool::MAX_BUFFERS * BufferPool::MIN_POOLED_BYTES);
         pool.give(Vec::with_capacity(BufferPool::MAX_RETAINED_BYTES));
         assert!(pool.retained_bytes() <= BufferPool::MAX_RETAINED_BYTES);
+    }
+
+    #[test]
+    fn small_buffers_come_back_from_their_bin() {
+        let pool = BufferPool::new();
+        let a = pool.take_reusing(100, 1 << 20);
+        assert!(a.capacity() >= 100 && a.capacity() == 128);
+        let ptr = a.as_ptr();
+        pool.give(a);
+        let b = pool.take_reusing(70, 1 << 20);
+        assert_eq!(b.as_ptr(), ptr, "the 128-byte bin's buffer is reused");
+        assert!(b.is_empty());
+        // A bin holds a bounded number.
+        for _ in 0..100 {
+            pool.give(Vec::with_capacity(4096));
+        }
+        let kept = pool.small.lock().unwrap()[bin_for(4096)].len();
+        assert_eq!(kept, SMALL_PER_BIN);
+        // Odd capacities go to the largest bin they cover; tiny ones to none.
+        pool.give(Vec::with_capacity(200));
+        assert_eq!(pool.small.lock().unwrap()[bin_for(128)].len(), 1);
+        pool.give(Vec::with_capacity(10));
+        assert!(pool.take_reusing(0, 1).capacity() >= 1);
+        drop(b);
     }
 }
