@@ -33,6 +33,14 @@ pub trait Comm {
     fn send(&mut self, to: usize, data: &[u8]) -> Result<(), Self::Error>;
     /// The next message from `from`, which must be `len` bytes long.
     fn recv(&mut self, from: usize, len: usize) -> Result<Self::Buf, Self::Error>;
+    /// The next message from `from`, into `dst` (it must be `dst.len()`
+    /// bytes long). A transport may read it there directly; by default it
+    /// is received and copied.
+    fn recv_into_bytes(&mut self, from: usize, dst: &mut [u8]) -> Result<(), Self::Error> {
+        let msg = self.recv(from, dst.len())?;
+        dst.copy_from_slice(msg.as_ref());
+        Ok(())
+    }
 }
 
 /// Send a slice of elements.
@@ -50,9 +58,7 @@ pub(crate) fn recv_into<T: Element, C: Comm>(
     from: usize,
     dst: &mut [T],
 ) -> Result<(), C::Error> {
-    let msg = comm.recv(from, std::mem::size_of_val(dst))?;
-    bytemuck::cast_slice_mut::<T, u8>(dst).copy_from_slice(msg.as_ref());
-    Ok(())
+    comm.recv_into_bytes(from, bytemuck::cast_slice_mut::<T, u8>(dst))
 }
 
 /// Receive `acc.len()` elements from `from` and fold them into `acc`, the

@@ -173,18 +173,7 @@ impl Comm for CollComm<'_> {
             .transport()
             .recv(from, self.key, self.inner.timeout(), None)
             .map_err(|e| self.map_err(e))?;
-        match Descriptor::decode(msg.as_ref()) {
-            Some((MARK_DATA, theirs)) if theirs == self.desc => {}
-            Some((MARK_ABORT, theirs)) => return Err(self.mismatch(from, theirs.describe())),
-            Some((_, theirs)) => {
-                self.abort_all();
-                return Err(self.mismatch(from, theirs.describe()));
-            }
-            None => {
-                self.abort_all();
-                return Err(self.mismatch(from, "an undecodable message".into()));
-            }
-        }
+        self.check(from, msg.as_ref())?;
         msg.advance(HEADER_LEN);
         if msg.len() != len {
             self.abort_all();
@@ -194,6 +183,43 @@ impl Comm for CollComm<'_> {
             ));
         }
         Ok(msg)
+    }
+
+    fn recv_into_bytes(&mut self, from: usize, dst: &mut [u8]) -> Result<(), Error> {
+        let mut head = [0u8; HEADER_LEN];
+        let got =
+            self.transport()
+                .recv_into(from as u32, self.key, self.inner.timeout(), &mut head, dst);
+        match got {
+            Ok(()) => self.check(from as u32, &head),
+            // Of another length (an abort, a mismatched call): taken and
+            // reported as `recv` reports it.
+            Err(TransportError::LengthMismatch { .. }) => {
+                let msg = self.recv(from, dst.len())?;
+                dst.copy_from_slice(msg.as_ref());
+                Ok(())
+            }
+            Err(e) => Err(self.map_err(e)),
+        }
+    }
+}
+
+impl CollComm<'_> {
+    /// A received message's descriptor against this call's: a mismatch
+    /// voids the call on every rank.
+    fn check(&self, from: u32, msg: &[u8]) -> Result<(), Error> {
+        match Descriptor::decode(msg) {
+            Some((MARK_DATA, theirs)) if theirs == self.desc => Ok(()),
+            Some((MARK_ABORT, theirs)) => Err(self.mismatch(from, theirs.describe())),
+            Some((_, theirs)) => {
+                self.abort_all();
+                Err(self.mismatch(from, theirs.describe()))
+            }
+            None => {
+                self.abort_all();
+                Err(self.mismatch(from, "an undecodable message".into()))
+            }
+        }
     }
 }
 

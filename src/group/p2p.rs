@@ -45,18 +45,10 @@ impl ProcessGroup {
     pub fn recv<T: Element>(&self, buf: &mut [T], src: u32, tag: u64) -> Result<()> {
         self.check_rank("recv", "source", src)?;
         let bytes = bytemuck::cast_slice_mut::<T, u8>(buf);
-        let msg = self
-            .inner
+        self.inner
             .transport
-            .recv(
-                src,
-                self.p2p_key(tag),
-                self.inner.timeout(),
-                Some(bytes.len()),
-            )
-            .map_err(|e| Error::from_transport(e, "recv"))?;
-        bytes.copy_from_slice(msg.as_ref());
-        Ok(())
+            .recv_into(src, self.p2p_key(tag), self.inner.timeout(), &mut [], bytes)
+            .map_err(|e| Error::from_transport(e, "recv"))
     }
 
     /// Send raw bytes to `dst` under `tag`.

@@ -554,7 +554,10 @@ fn root_runs_at_most_a_budget_ahead(kind: meshwork::TransportKind) {
     // to overrun it if it could (the bound below holds at every moment).
     let deadline = Instant::now() + Duration::from_secs(20);
     while g.stats()[0].queued_bytes < BUDGET * 3 / 4 {
-        assert!(Instant::now() < deadline, "the root sent less than its budget");
+        assert!(
+            Instant::now() < deadline,
+            "the root sent less than its budget"
+        );
         std::thread::yield_now();
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -571,4 +574,39 @@ fn root_runs_at_most_a_budget_ahead(kind: meshwork::TransportKind) {
         most <= BUDGET + (ELEMS * 4) as u64 + 1024,
         "{kind:?}: {most} bytes queued at once"
     );
+}
+
+/// A message whose bytes pause midway — longer than a receiver waiting
+/// for it reads them straight into its buffer — still arrives whole, and
+/// so does the message after it on the same link.
+#[test]
+fn a_message_that_pauses_midway_arrives_whole() {
+    let addrs = free_ports(2);
+    let a1 = addrs[1];
+    let node = std::thread::spawn(move || -> meshwork::Result<(Vec<u8>, Vec<u8>)> {
+        let g = Node::new(1, 2)
+            .transport(meshwork::TransportKind::Tcp)
+            .peers(addrs)?
+            .timeout(Duration::from_secs(10))
+            .connect()?;
+        let mut big = vec![0u8; 1 << 20];
+        g.recv(&mut big, 0, 7)?;
+        let mut next = [0u8; 4];
+        g.recv(&mut next, 0, 7)?;
+        Ok((big, next.to_vec()))
+    });
+    let mut s = impostor_rank0(a1);
+    let payload: Vec<u8> = (0..1usize << 20).map(|i| (i * 7 + 3) as u8).collect();
+    let f = frame(1, 1, 7, &payload);
+    let half = 40 + payload.len() / 2;
+    s.write_all(&f[..half]).unwrap();
+    // The pause is what is tested (it outlasts a direct read's patience),
+    // not a synchronisation: the result is the same however it falls.
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(&f[half..]).unwrap();
+    s.write_all(&frame(1, 1, 7, b"next")).unwrap();
+    let (big, next) = node.join().unwrap().unwrap();
+    assert!(big == payload, "the paused message arrived altered");
+    assert_eq!(next, b"next");
+    drop(s);
 }

@@ -262,6 +262,29 @@ impl Inbox {
         true
     }
 
+    /// Whether nothing from `src` is queued on `key`.
+    pub(crate) fn lane_is_empty(&self, src: u32, key: LaneKey) -> bool {
+        !self.lock().lanes.contains_key(&(src, key))
+    }
+
+    /// A message of `len` bytes from `src` on `key` was read straight into
+    /// the buffers of the receive waiting for it: counted as delivered and
+    /// taken at once.
+    pub(crate) fn took_direct(&self, src: u32, key: LaneKey, len: usize) {
+        let mut st = self.lock();
+        if let Some(p) = st.peers.get_mut(src as usize) {
+            p.last_progress = Instant::now();
+            p.silent = false;
+            p.received_messages += 1;
+            p.received_bytes += len as u64;
+            if budgeted(key.kind) {
+                p.budgeted_bytes += len as u64;
+            }
+            p.queued_bytes += len as u64;
+        }
+        consumed(&mut st, src, key, len);
+    }
+
     /// Part of a message from `src` arrived: it is making progress.
     pub(crate) fn progress(&self, src: u32) {
         if let Some(p) = self.lock().peers.get_mut(src as usize) {

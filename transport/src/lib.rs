@@ -280,6 +280,27 @@ pub trait Transport: Send + Sync + fmt::Debug {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError>;
+    /// [`recv`](Self::recv) of a message of exactly `head.len() +
+    /// body.len()` bytes into `head`, then `body`. A transport whose link
+    /// reads the message while this call waits for it reads it there
+    /// directly (the one copy on this side is the kernel's); otherwise
+    /// the message is received and copied. A message of another length
+    /// stays queued (`LengthMismatch`); on any error the buffers' contents
+    /// are unspecified.
+    fn recv_into(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        head: &mut [u8],
+        body: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let msg = self.recv(src, key, timeout, Some(head.len() + body.len()))?;
+        let (h, b) = msg.as_ref().split_at(head.len());
+        head.copy_from_slice(h);
+        body.copy_from_slice(b);
+        Ok(())
+    }
     /// This rank issued collective `seq` on communicator `comm`: messages
     /// for sequence numbers far beyond it (`SEQ_WINDOW`) are refused.
     fn note_collective(&self, comm: u64, seq: u64);

@@ -104,12 +104,14 @@ impl BufferPool {
     /// An empty buffer of at least `len` (< 64 KiB) bytes' capacity: from
     /// its bin, or new at the bin's size (so that it goes back there).
     fn take_small(&self, len: usize) -> Vec<u8> {
-        if len >= 1 << (SMALL_MIN_LOG2 as usize + SMALL_BINS) {
+        // Over the largest bin's size (32 KiB): not binned.
+        if len > 1 << (SMALL_MIN_LOG2 as usize + SMALL_BINS - 1) {
             return Vec::with_capacity(len);
         }
         let bin = bin_for(len);
         let kept = self.small.lock().unwrap_or_else(|e| e.into_inner())[bin].pop();
-        let mut buf = kept.unwrap_or_else(|| Vec::with_capacity(1 << (bin as u32 + SMALL_MIN_LOG2)));
+        let mut buf =
+            kept.unwrap_or_else(|| Vec::with_capacity(1 << (bin as u32 + SMALL_MIN_LOG2)));
         buf.clear();
         buf
     }
@@ -238,6 +240,12 @@ mod tests {
         assert_eq!(pool.small.lock().unwrap()[bin_for(128)].len(), 1);
         pool.give(Vec::with_capacity(10));
         assert!(pool.take_reusing(0, 1).capacity() >= 1);
+        // Every size under the pooled minimum, the bins' edges included.
+        for len in [32 << 10, (32 << 10) + 1, 40_000, (64 << 10) - 1] {
+            let buf = pool.take_reusing(len, 1 << 20);
+            assert!(buf.capacity() >= len, "{len}");
+            pool.give(buf);
+        }
         drop(b);
     }
 }

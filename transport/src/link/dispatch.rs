@@ -75,7 +75,11 @@ impl Core {
             }
             FrameType::CreditWanted if h.dst == self.rank => {
                 if !self.serves(peer, h.src) {
-                    return refuse(peer, &h, "a credit request from a rank this link does not serve");
+                    return refuse(
+                        peer,
+                        &h,
+                        "a credit request from a rank this link does not serve",
+                    );
                 }
                 let key = LaneKey {
                     comm: h.comm,
@@ -437,7 +441,10 @@ mod tests {
             .iter()
             .any(|h| h.ftype == FrameType::CreditWanted && h.dst == 1 && h.tag == 3)
         {
-            assert!(start.elapsed() < Duration::from_secs(5), "no credit request");
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no credit request"
+            );
             std::thread::yield_now();
         }
         let mut credit = Header::control(FrameType::Credit, 1, 0);
@@ -463,7 +470,10 @@ mod tests {
         assert_eq!(receiver.on_header(0, ask), Next::Continue);
         let sent: Vec<Header> = links[0].forwarded.lock().unwrap().clone();
         assert_eq!(sent.len(), 1);
-        assert_eq!((sent[0].kind, sent[0].aux, sent[0].len), (LaneKind::Collective, 0, 3));
+        assert_eq!(
+            (sent[0].kind, sent[0].aux, sent[0].len),
+            (LaneKind::Collective, 0, 3)
+        );
 
         // The sender's side: a collective credit frees collective bytes
         // only, never point-to-point budget.

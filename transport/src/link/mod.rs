@@ -22,8 +22,8 @@ mod watch;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
-pub(crate) use watch::Watch;
 pub use transport::LinkTransport;
+pub(crate) use watch::Watch;
 
 use crate::inbox::Inbox;
 use crate::wire::{FrameType, Header};
@@ -58,6 +58,12 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
     fn poll(&self, core: &Core, want_len: Option<usize>) -> bool;
+    /// [`poll`](Self::poll) for a caller that posted its buffers: a link
+    /// that can read the awaited message straight into them does (and
+    /// sets `posted.filled`); others poll as usual.
+    fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
+        self.poll(core, Some(posted.len()))
+    }
     /// A caller is about to `poll` the link in a loop (`true`), or has
     /// stopped (`false`), waiting for a message of `want_len` bytes if
     /// known: meanwhile the link's I/O thread need not be woken by what
@@ -78,6 +84,36 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     fn close_end(&self);
 }
 
+/// A receive posted by a caller waiting on its link: the message from
+/// `src` on lane `key` of exactly `head.len() + body.len()` payload bytes,
+/// to be read into `head`, then `body`, if it is the next on its lane.
+#[derive(Debug)]
+pub(crate) struct Posted<'a> {
+    pub src: u32,
+    pub key: LaneKey,
+    pub head: &'a mut [u8],
+    pub body: &'a mut [u8],
+    /// The message was read into the buffers and accounted as taken.
+    pub filled: bool,
+}
+
+impl Posted<'_> {
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// Whether `h` (a data frame that passed dispatch's checks) is the
+    /// posted message, and nothing is queued before it on its lane.
+    pub(crate) fn wants(&self, core: &Core, h: &Header) -> bool {
+        h.ftype == FrameType::Data
+            && h.dst == core.rank
+            && h.src == self.src
+            && (h.comm, h.kind, h.tag) == (self.key.comm, self.key.kind, self.key.tag)
+            && h.len == self.len() as u64
+            && core.inbox.lane_is_empty(self.src, self.key)
+    }
+}
+
 /// Where a byte stream's decoded frames go: the core, or (for QUIC's
 /// sidecar) the QUIC link's order keeper first.
 pub(crate) trait Sink: Send + Sync + fmt::Debug {
@@ -86,6 +122,11 @@ pub(crate) trait Sink: Send + Sync + fmt::Debug {
     fn data(&self, core: &Core, peer: u32, h: Header, payload: Payload) -> bool;
     /// The stream from `peer` ended.
     fn ended(&self, core: &Core, peer: u32);
+    /// Whether data frames go straight to the core (so a posted receive
+    /// may take one off the stream itself).
+    fn is_core(&self) -> bool {
+        false
+    }
 }
 
 /// The sink of a link that is the peer's whole link: straight to the core.
@@ -99,6 +140,10 @@ impl Sink for Direct {
 
     fn ended(&self, core: &Core, peer: u32) {
         core.lost(peer);
+    }
+
+    fn is_core(&self) -> bool {
+        true
     }
 }
 
@@ -238,7 +283,10 @@ impl Core {
                 .lanes_in_flight
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if lanes.get(&(dst, key)).is_some_and(|n| *n >= self.lane_depth) {
+            if lanes
+                .get(&(dst, key))
+                .is_some_and(|n| *n >= self.lane_depth)
+            {
                 self.lane_waiters.fetch_add(1, Ordering::SeqCst);
                 lanes = self
                     .lanes_freed

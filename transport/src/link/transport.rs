@@ -3,7 +3,7 @@
 //! their peer's link themselves for a moment first (caller-driven
 //! progress: a prompt reply needs no thread hand-off).
 
-use super::{Core, Link};
+use super::{Core, Link, Posted};
 use crate::form::Refuser;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
@@ -14,6 +14,16 @@ use std::time::{Duration, Instant};
 /// How long a receiving thread reads its peer's link itself before it
 /// parks and leaves the link to the link's own thread.
 const CALLER_POLL: Duration = Duration::from_micros(60);
+
+/// How long a receiving thread reads its link itself for a message of
+/// `len` bytes: [`CALLER_POLL`], and for a large message as long again as
+/// its bytes take to come at 1 GB/s — the sender is often still busy with
+/// the previous one, and a receive that is waiting when they come reads
+/// them straight into its buffer (no copy, no hand-off).
+fn poll_for(len: Option<usize>) -> Duration {
+    let bytes = len.unwrap_or(0) as u64;
+    CALLER_POLL + Duration::from_nanos(bytes.min(1 << 30))
+}
 
 /// One rank's endpoint of a group formed over network links ([`connect`]
 /// makes one). Dropping it closes it.
@@ -37,6 +47,78 @@ impl LinkTransport {
             core,
             refusers: Mutex::new(refusers),
         }
+    }
+}
+
+impl LinkTransport {
+    /// A receive: the message, or `None` when it was read straight into
+    /// `posted`'s buffers.
+    fn receive(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        want_len: Option<usize>,
+        mut posted: Option<&mut Posted<'_>>,
+    ) -> Result<Option<Payload>, TransportError> {
+        let core = &self.core;
+        let taken = |msg: Result<Payload, TransportError>| {
+            let msg = msg?;
+            core.credit(src, key);
+            Ok(Some(msg))
+        };
+        if let Some(link) = core.link(core.hop(src)) {
+            // One read of the link, into the posted buffers if any;
+            // whether the link ended, and whether the buffers were filled.
+            let poll = |posted: &mut Option<&mut Posted<'_>>| match posted {
+                Some(p) => (link.poll_into(core, p), p.filled),
+                None => (link.poll(core, want_len), false),
+            };
+            // What has already arrived needs no change of who watches the
+            // socket (that costs a system call each way).
+            if let Some(msg) = core.inbox.try_take(src, key, want_len) {
+                return taken(msg);
+            }
+            let (mut ended, mut filled) = poll(&mut posted);
+            if !filled {
+                if let Some(msg) = core.inbox.try_take(src, key, want_len) {
+                    return taken(msg);
+                }
+            }
+            if !filled && !ended {
+                link.caller_polls(true, want_len);
+                let _done = Stop(&**link, want_len);
+                let until = Instant::now() + poll_for(want_len).min(timeout);
+                let mut turns = 0u32;
+                loop {
+                    if core.spin {
+                        std::hint::spin_loop();
+                    } else {
+                        // More ranks than cores here: the peer we wait for
+                        // may need this core.
+                        std::thread::yield_now();
+                    }
+                    (ended, filled) = poll(&mut posted);
+                    if filled {
+                        break;
+                    }
+                    if let Some(msg) = core.inbox.try_take(src, key, want_len) {
+                        return taken(msg);
+                    }
+                    turns = turns.wrapping_add(1);
+                    // The clock every few turns: a turn costs about one
+                    // non-blocking read, less than reading the clock.
+                    if ended || (turns.is_multiple_of(8) && Instant::now() >= until) {
+                        break;
+                    }
+                }
+            }
+            if filled {
+                core.credit(src, key);
+                return Ok(None);
+            }
+        }
+        taken(core.inbox.recv(src, key, timeout, want_len))
     }
 }
 
@@ -103,50 +185,32 @@ impl Transport for LinkTransport {
         timeout: Duration,
         want_len: Option<usize>,
     ) -> Result<Payload, TransportError> {
-        let core = &self.core;
-        if let Some(link) = core.link(core.hop(src)) {
-            // What has already arrived needs no change of who watches the
-            // socket (that costs a system call each way).
-            let ended = link.poll(core, want_len);
-            if let Some(taken) = core.inbox.try_take(src, key, want_len) {
-                let msg = taken?;
-                core.credit(src, key);
-                return Ok(msg);
-            }
-            if ended {
-                let msg = core.inbox.recv(src, key, timeout, want_len)?;
-                core.credit(src, key);
-                return Ok(msg);
-            }
-            link.caller_polls(true, want_len);
-            let _done = Stop(&**link, want_len);
-            let until = Instant::now() + CALLER_POLL.min(timeout);
-            let mut turns = 0u32;
-            loop {
-                if let Some(taken) = core.inbox.try_take(src, key, want_len) {
-                    let msg = taken?;
-                    core.credit(src, key);
-                    return Ok(msg);
-                }
-                turns = turns.wrapping_add(1);
-                // The clock every few turns: a turn costs about one
-                // non-blocking read, less than reading the clock each time.
-                if link.poll(core, want_len) || (turns.is_multiple_of(8) && Instant::now() >= until)
-                {
-                    break;
-                }
-                if core.spin {
-                    std::hint::spin_loop();
-                } else {
-                    // More ranks than cores here: the peer we wait for may
-                    // need this core.
-                    std::thread::yield_now();
-                }
-            }
+        self.receive(src, key, timeout, want_len, None)
+            .map(Option::unwrap_or_default)
+    }
+
+    fn recv_into(
+        &self,
+        src: u32,
+        key: LaneKey,
+        timeout: Duration,
+        head: &mut [u8],
+        body: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let want = Some(head.len() + body.len());
+        let mut posted = Posted {
+            src,
+            key,
+            head,
+            body,
+            filled: false,
+        };
+        if let Some(msg) = self.receive(src, key, timeout, want, Some(&mut posted))? {
+            let (h, b) = msg.as_ref().split_at(posted.head.len());
+            posted.head.copy_from_slice(h);
+            posted.body.copy_from_slice(b);
         }
-        let msg = core.inbox.recv(src, key, timeout, want_len)?;
-        core.credit(src, key);
-        Ok(msg)
+        Ok(())
     }
 
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {

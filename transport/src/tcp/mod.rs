@@ -19,7 +19,7 @@ use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
 use crate::link::{
-    heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Sink, Watch,
+    heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Posted, Sink, Watch,
 };
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
@@ -318,6 +318,14 @@ impl Link for TcpLink {
 
     fn poll(&self, core: &Core, _want_len: Option<usize>) -> bool {
         self.pump(core)
+    }
+
+    fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
+        if self.sink.is_core() {
+            self.rx.try_pump_into(core, &*self.sink, posted)
+        } else {
+            self.pump(core)
+        }
     }
 
     fn caller_polls(&self, on: bool, _want_len: Option<usize>) {

@@ -5,16 +5,54 @@
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
-use crate::auth::seal::{Opener, SEAL_OVERHEAD};
-use crate::link::{Core, Next, Sink};
-use crate::wire::Assembler;
+use crate::auth::seal::{Opener, SEAL_OVERHEAD, TAG_LEN};
+use crate::link::{Core, Next, Posted, Sink};
 use crate::wire::FrameType;
+use crate::wire::{Assembler, Header, HEADER_LEN};
 use crate::Payload;
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// How long a direct read into a waiting caller's buffers goes on
+/// without a byte before the assembler takes over.
+const DIRECT_STALL: Duration = Duration::from_micros(200);
+
+/// Where a direct read stopped.
+enum Read {
+    Full,
+    /// After this many bytes, none came for a while.
+    Stalled(usize),
+    Ended,
+}
+
+/// Where reading a posted message's envelope stopped.
+enum Direct {
+    /// Read, authentic, and accounted as taken.
+    Full,
+    /// Not the posted message, or its bytes stopped coming: the assembler
+    /// has it.
+    Stalled,
+    Ended,
+    /// It failed authentication, or dispatch refused it.
+    Refused,
+}
+
+/// The first `n` bytes of `pieces`, as pieces.
+fn prefix<'a>(n: usize, pieces: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let mut left = n;
+    pieces
+        .iter()
+        .map(|p| {
+            let take = left.min(p.len());
+            left -= take;
+            &p[..take]
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
 
 #[derive(Debug)]
 struct State {
@@ -81,7 +119,22 @@ impl Rx {
     /// Returns whether the link has ended.
     pub(crate) fn try_pump(&self, core: &Core, sink: &dyn Sink) -> bool {
         match self.state.try_lock() {
-            Ok(mut st) => self.pump(&mut st, core, sink),
+            Ok(mut st) => self.pump(&mut st, core, sink, None),
+            Err(_) => false,
+        }
+    }
+
+    /// [`try_pump`](Self::try_pump) for a caller that posted its buffers
+    /// (the link's frames go straight to the core): the awaited message,
+    /// if it comes now, is read into them (`posted.filled`).
+    pub(crate) fn try_pump_into(
+        &self,
+        core: &Core,
+        sink: &dyn Sink,
+        posted: &mut Posted<'_>,
+    ) -> bool {
+        match self.state.try_lock() {
+            Ok(mut st) => self.pump(&mut st, core, sink, Some(posted)),
             Err(_) => false,
         }
     }
@@ -101,8 +154,15 @@ impl Rx {
         self.end(st, core, sink)
     }
 
-    /// Process every complete frame that can be read without blocking.
-    fn pump(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
+    /// Process every complete frame that can be read without blocking
+    /// (with `posted`: until the posted message is read into its buffers).
+    fn pump(
+        &self,
+        st: &mut State,
+        core: &Core,
+        sink: &dyn Sink,
+        mut posted: Option<&mut Posted<'_>>,
+    ) -> bool {
         loop {
             if st.ended {
                 return true;
@@ -145,11 +205,40 @@ impl Rx {
                                 );
                                 return self.refuse(st, core, sink);
                             }
-                            st.asm.start_body(h, &core.pool);
+                            match posted.as_deref_mut() {
+                                Some(p) => match self.envelope_into(st, core, h, p) {
+                                    Direct::Full => return false,
+                                    Direct::Ended => return self.end(st, core, sink),
+                                    Direct::Refused => return self.refuse(st, core, sink),
+                                    Direct::Stalled => {}
+                                },
+                                None => st.asm.start_body(h, &core.pool),
+                            }
                         }
                         Ok(Some(h)) => match core.on_header(self.peer, h) {
                             Next::Continue => {}
-                            Next::Body(h) => st.asm.start_body(h, &core.pool),
+                            Next::Body(h) => match posted.as_deref_mut() {
+                                Some(p) if p.wants(core, &h) => {
+                                    match self.read_direct(
+                                        st,
+                                        core,
+                                        p.src,
+                                        &mut [&mut *p.head, &mut *p.body],
+                                    ) {
+                                        Read::Full => {
+                                            core.inbox.took_direct(p.src, p.key, p.len());
+                                            p.filled = true;
+                                            return false;
+                                        }
+                                        Read::Ended => return self.end(st, core, sink),
+                                        Read::Stalled(n) => {
+                                            let got = prefix(n, &[&*p.head, &*p.body]);
+                                            st.asm.resume_body(h, &core.pool, &got);
+                                        }
+                                    }
+                                }
+                                _ => st.asm.start_body(h, &core.pool),
+                            },
                             Next::End => return self.refuse(st, core, sink),
                         },
                         Err(e) => {
@@ -165,6 +254,116 @@ impl Rx {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(_) => return self.end(st, core, sink),
             }
+        }
+    }
+
+    /// Read `pieces` full from the socket for a caller waiting for them,
+    /// as long as bytes keep coming; after [`DIRECT_STALL`] without a byte
+    /// it stops (the bytes read so far are then handed to the assembler).
+    fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
+        let mut read = 0;
+        let mut quiet = Instant::now();
+        let mut turns = 0u32;
+        for piece in pieces.iter_mut() {
+            let mut at = 0;
+            while at < piece.len() {
+                match read_now(&self.stream, &mut piece[at..]) {
+                    Ok(0) => return Read::Ended,
+                    Ok(n) => {
+                        at += n;
+                        read += n;
+                        quiet = Instant::now();
+                        st.last_byte = quiet;
+                        if st.silent {
+                            st.silent = false;
+                            core.heard(self.peer);
+                        }
+                        core.inbox.progress(src);
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        turns = turns.wrapping_add(1);
+                        if turns.is_multiple_of(8) && quiet.elapsed() >= DIRECT_STALL {
+                            return Read::Stalled(read);
+                        }
+                        if core.spin {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                    Err(_) => return Read::Ended,
+                }
+            }
+        }
+        Read::Full
+    }
+
+    /// An envelope (outer header `outer`) that may be the posted message:
+    /// its frame header is read first, and if it claims to be that
+    /// message, the payload goes into the posted buffers and the tag is
+    /// checked where they lie. Otherwise, or if the bytes stop coming, the
+    /// assembler takes over with what was read.
+    fn envelope_into(
+        &self,
+        st: &mut State,
+        core: &Core,
+        outer: Header,
+        p: &mut Posted<'_>,
+    ) -> Direct {
+        let in_place = st.opener.as_ref().is_some_and(Opener::in_place);
+        if !in_place || outer.len != (HEADER_LEN + p.len() + TAG_LEN) as u64 {
+            st.asm.start_body(outer, &core.pool);
+            return Direct::Stalled;
+        }
+        let mut inner = [0u8; HEADER_LEN];
+        match self.read_direct(st, core, p.src, &mut [&mut inner]) {
+            Read::Full => {}
+            Read::Ended => return Direct::Ended,
+            Read::Stalled(n) => {
+                st.asm.resume_body(outer, &core.pool, &[&inner[..n]]);
+                return Direct::Stalled;
+            }
+        }
+        // Not yet authentic: only where the payload goes is decided by it.
+        let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
+        if !claimed.is_ok_and(|c| p.wants(core, &c)) {
+            st.asm.resume_body(outer, &core.pool, &[&inner]);
+            return Direct::Stalled;
+        }
+        let mut tag = [0u8; TAG_LEN];
+        match self.read_direct(st, core, p.src, &mut [&mut *p.head, &mut *p.body, &mut tag]) {
+            Read::Full => {}
+            Read::Ended => return Direct::Ended,
+            Read::Stalled(n) => {
+                let mut got = vec![&inner[..]];
+                got.extend(prefix(n, &[&*p.head, &*p.body, &tag]));
+                st.asm.resume_body(outer, &core.pool, &got);
+                return Direct::Stalled;
+            }
+        }
+        let Some(o) = st.opener.as_mut() else {
+            return Direct::Refused;
+        };
+        let parts: [&[u8]; 2] = [&*p.head, &*p.body];
+        let h = match o.verify(&inner, &parts, &tag, core.world, core.max_message_bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(
+                    peer = self.peer,
+                    "{e} on the link to rank {}; closing the link",
+                    self.peer
+                );
+                return Direct::Refused;
+            }
+        };
+        match core.on_header(self.peer, h) {
+            Next::Body(h) if p.wants(core, &h) => {
+                core.inbox.took_direct(p.src, p.key, p.len());
+                p.filled = true;
+                Direct::Full
+            }
+            _ => Direct::Refused,
         }
     }
 
@@ -195,7 +394,7 @@ impl Rx {
     /// Returns whether the link has ended.
     pub(crate) fn pump_now(&self, core: &Core, sink: &dyn Sink) -> bool {
         let mut st = self.lock();
-        self.pump(&mut st, core, sink)
+        self.pump(&mut st, core, sink, None)
     }
 
     /// The connection failed (a write did): cut it and end the link.

@@ -103,6 +103,27 @@ impl Assembler {
         });
     }
 
+    /// [`start_body`](Self::start_body) for a body whose first bytes,
+    /// `read`, were read elsewhere (a direct read that stopped part way):
+    /// they are copied in, and reading goes on after them.
+    pub(crate) fn resume_body(&mut self, h: Header, pool: &BufferPool, read: &[&[u8]]) {
+        self.start_body(h, pool);
+        let Some(b) = self.body.as_mut() else {
+            return;
+        };
+        let n: usize = read.iter().map(|p| p.len()).sum::<usize>().min(b.total);
+        if b.buf.len() < n {
+            set_len(&mut b.buf, n);
+        }
+        let mut at = 0;
+        for p in read {
+            let take = p.len().min(n - at);
+            b.buf[at..at + take].copy_from_slice(&p[..take]);
+            at += take;
+        }
+        b.read = n;
+    }
+
     /// The data frame just completed, if one has.
     pub(crate) fn take_frame(&mut self) -> Option<(Header, Vec<u8>)> {
         if !self.frame_ready() {
