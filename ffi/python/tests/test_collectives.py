@@ -28,6 +28,11 @@ def expect(got: np.ndarray, want, dtype, what: str) -> None:
     assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), f"{what}: got {got}, want {want}"
 
 
+# Each case_<collective>(g, n, count, dtype) makes the call on rank
+# g.rank of a world of n and returns a check of its result; the
+# multi-process tests (test_world.py) run the same cases.
+
+
 def sweep(dtype_name: str, body) -> None:
     dtype = np_dtype(dtype_name)
     for n in WORLDS:
@@ -37,133 +42,143 @@ def sweep(dtype_name: str, body) -> None:
                 check(f"world {n} count {count} rank {rank}")
 
 
+def case_all_reduce(g, n, count, dt):
+    a = vals(g.rank, count, dt)
+    g.all_reduce(a, op="sum")
+    want = sum(f(r, np.arange(count)) for r in range(n))
+    return lambda what: expect(a, want, dt, what)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_all_reduce(dtype):
-    def body(g, n, count, dt):
-        a = vals(g.rank, count, dt)
-        g.all_reduce(a, op="sum")
-        want = sum(f(r, np.arange(count)) for r in range(n))
-        return lambda what: expect(a, want, dt, what)
+    sweep(dtype, case_all_reduce)
 
-    sweep(dtype, body)
+
+def case_broadcast(g, n, count, dt):
+    root = n - 1
+    a = vals(g.rank, count, dt)
+    g.broadcast(a, root=root)
+    return lambda what: expect(a, f(root, np.arange(count)), dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_broadcast(dtype):
-    def body(g, n, count, dt):
-        root = n - 1
-        a = vals(g.rank, count, dt)
-        g.broadcast(a, root=root)
-        return lambda what: expect(a, f(root, np.arange(count)), dt, what)
+    sweep(dtype, case_broadcast)
 
-    sweep(dtype, body)
+
+def case_all_gather(g, n, count, dt):
+    send = vals(g.rank, count, dt)
+    recv = np.zeros(n * count, dtype=dt)
+    g.all_gather(send, recv)
+    want = np.concatenate([f(r, np.arange(count)) for r in range(n)])
+    return lambda what: expect(recv, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_all_gather(dtype):
-    def body(g, n, count, dt):
-        send = vals(g.rank, count, dt)
-        recv = np.zeros(n * count, dtype=dt)
-        g.all_gather(send, recv)
-        want = np.concatenate([f(r, np.arange(count)) for r in range(n)])
-        return lambda what: expect(recv, want, dt, what)
+    sweep(dtype, case_all_gather)
 
-    sweep(dtype, body)
+
+def case_reduce_scatter(g, n, count, dt):
+    send = vals(g.rank, n * count, dt)
+    recv = np.zeros(count, dtype=dt)
+    g.reduce_scatter(send, recv, op="sum")
+    block = np.arange(g.rank * count, (g.rank + 1) * count)
+    want = sum(f(r, block) for r in range(n))
+    return lambda what: expect(recv, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_reduce_scatter(dtype):
-    def body(g, n, count, dt):
-        send = vals(g.rank, n * count, dt)
-        recv = np.zeros(count, dtype=dt)
-        g.reduce_scatter(send, recv, op="sum")
-        block = np.arange(g.rank * count, (g.rank + 1) * count)
-        want = sum(f(r, block) for r in range(n))
-        return lambda what: expect(recv, want, dt, what)
+    sweep(dtype, case_reduce_scatter)
 
-    sweep(dtype, body)
+
+def case_reduce(g, n, count, dt):
+    root = n // 2
+    a = vals(g.rank, count, dt)
+    g.reduce(a, op="max", root=root)
+    want = np.max([f(r, np.arange(count)) for r in range(n)], axis=0) if count else []
+    if g.rank != root:
+        return lambda what: None  # partial results; not specified
+    return lambda what: expect(a, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_reduce(dtype):
-    def body(g, n, count, dt):
-        root = n // 2
-        a = vals(g.rank, count, dt)
-        g.reduce(a, op="max", root=root)
-        want = np.max([f(r, np.arange(count)) for r in range(n)], axis=0) if count else []
-        if g.rank != root:
-            return lambda what: None  # partial results; not specified
-        return lambda what: expect(a, want, dt, what)
+    sweep(dtype, case_reduce)
 
-    sweep(dtype, body)
+
+def case_all_to_all(g, n, count, dt):
+    # Block j of rank i holds 1 + (i + 2j + k) % 7.
+    def block(i, j):
+        return 1 + (i + 2 * j + np.arange(count)) % 7
+
+    send = np.concatenate([block(g.rank, j) for j in range(n)]).astype(dt)
+    recv = np.zeros(n * count, dtype=dt)
+    g.all_to_all(send, recv)
+    want = np.concatenate([block(i, g.rank) for i in range(n)])
+    return lambda what: expect(recv, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_all_to_all(dtype):
-    def body(g, n, count, dt):
-        # Block j of rank i holds 1 + (i + 2j + k) % 7.
-        def block(i, j):
-            return 1 + (i + 2 * j + np.arange(count)) % 7
+    sweep(dtype, case_all_to_all)
 
-        send = np.concatenate([block(g.rank, j) for j in range(n)]).astype(dt)
+
+def case_gather(g, n, count, dt):
+    root = n - 1
+    send = vals(g.rank, count, dt)
+    if g.rank == root:
         recv = np.zeros(n * count, dtype=dt)
-        g.all_to_all(send, recv)
-        want = np.concatenate([block(i, g.rank) for i in range(n)])
+        g.gather(send, recv, root=root)
+        want = np.concatenate([f(r, np.arange(count)) for r in range(n)])
         return lambda what: expect(recv, want, dt, what)
-
-    sweep(dtype, body)
+    g.gather(send, None, root=root)
+    return lambda what: None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gather(dtype):
-    def body(g, n, count, dt):
-        root = n - 1
-        send = vals(g.rank, count, dt)
-        if g.rank == root:
-            recv = np.zeros(n * count, dtype=dt)
-            g.gather(send, recv, root=root)
-            want = np.concatenate([f(r, np.arange(count)) for r in range(n)])
-            return lambda what: expect(recv, want, dt, what)
-        g.gather(send, None, root=root)
-        return lambda what: None
+    sweep(dtype, case_gather)
 
-    sweep(dtype, body)
+
+def case_scatter(g, n, count, dt):
+    root = 0
+    recv = np.zeros(count, dtype=dt)
+    send = vals(root, n * count, dt) if g.rank == root else None
+    g.scatter(send, recv, root=root)
+    want = f(root, np.arange(g.rank * count, (g.rank + 1) * count))
+    return lambda what: expect(recv, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_scatter(dtype):
-    def body(g, n, count, dt):
-        root = 0
-        recv = np.zeros(count, dtype=dt)
-        send = vals(root, n * count, dt) if g.rank == root else None
-        g.scatter(send, recv, root=root)
-        want = f(root, np.arange(g.rank * count, (g.rank + 1) * count))
-        return lambda what: expect(recv, want, dt, what)
+    sweep(dtype, case_scatter)
 
-    sweep(dtype, body)
+
+def case_scan(g, n, count, dt):
+    a = vals(g.rank, count, dt)
+    g.scan(a, op="sum")
+    want = sum(f(r, np.arange(count)) for r in range(g.rank + 1))
+    return lambda what: expect(a, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_scan(dtype):
-    def body(g, n, count, dt):
-        a = vals(g.rank, count, dt)
-        g.scan(a, op="sum")
-        want = sum(f(r, np.arange(count)) for r in range(g.rank + 1))
-        return lambda what: expect(a, want, dt, what)
+    sweep(dtype, case_scan)
 
-    sweep(dtype, body)
+
+def case_exclusive_scan(g, n, count, dt):
+    a = vals(g.rank, count, dt)
+    g.exclusive_scan(a, op="sum")
+    # Rank 0 gets the identity of sum.
+    want = sum((f(r, np.arange(count)) for r in range(g.rank)), np.zeros(count, dtype=np.int64))
+    return lambda what: expect(a, want, dt, what)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_exclusive_scan(dtype):
-    def body(g, n, count, dt):
-        a = vals(g.rank, count, dt)
-        g.exclusive_scan(a, op="sum")
-        # Rank 0 gets the identity of sum.
-        want = sum((f(r, np.arange(count)) for r in range(g.rank)), np.zeros(count, dtype=np.int64))
-        return lambda what: expect(a, want, dt, what)
-
-    sweep(dtype, body)
+    sweep(dtype, case_exclusive_scan)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
