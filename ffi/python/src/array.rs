@@ -419,7 +419,10 @@ fn from_torch<'py>(
             format!("{what} is a torch tensor on {device}; meshwork takes CPU tensors (t.cpu())"),
         ));
     }
-    if !obj.getattr(intern!(py, "layout"))?.is(torch.strided.bind(py)) {
+    if !obj
+        .getattr(intern!(py, "layout"))?
+        .is(torch.strided.bind(py))
+    {
         return Err(invalid(
             py,
             format!("{what} is a sparse torch tensor; pass a dense one (t.to_dense())"),
@@ -432,7 +435,9 @@ fn from_torch<'py>(
         return Err(not_contiguous(py, what));
     }
     if access == Access::Write
-        && obj.getattr(intern!(py, "requires_grad"))?.extract::<bool>()?
+        && obj
+            .getattr(intern!(py, "requires_grad"))?
+            .extract::<bool>()?
         && torch.is_grad_enabled.bind(py).call0()?.extract::<bool>()?
     {
         // As torch refuses an in-place op on a leaf that requires grad:

@@ -145,9 +145,17 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
         ("ClusterTokenMismatch", E::ClusterTokenMismatch),
         ("TokenRequired", E::TokenRequired),
         ("TokenTooShort", E::TokenTooShort { len: 3 }),
-        ("ProtocolMismatch", E::ProtocolMismatch { ours: 1, theirs: 2 }),
+        (
+            "ProtocolMismatch",
+            E::ProtocolMismatch { ours: 1, theirs: 2 },
+        ),
         ("WorldMismatch", E::WorldMismatch { ours: 4, theirs: 2 }),
-        ("FormationTimeout", E::FormationTimeout { missing: vec![2, 3] }),
+        (
+            "FormationTimeout",
+            E::FormationTimeout {
+                missing: vec![2, 3],
+            },
+        ),
         (
             "ConnectionFailed",
             E::ConnectionFailed {
@@ -174,7 +182,10 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
                 reason: "boom".into(),
             },
         ),
-        ("ShutdownIncomplete", E::ShutdownIncomplete { ranks: vec![1] }),
+        (
+            "ShutdownIncomplete",
+            E::ShutdownIncomplete { ranks: vec![1] },
+        ),
         ("ShutDown", E::ShutDown),
         // errno 111: ECONNREFUSED on Linux; any errno round-trips.
         ("Io", E::Io(std::io::Error::from_raw_os_error(111))),

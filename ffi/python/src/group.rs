@@ -126,12 +126,7 @@ impl ProcessGroup {
 
     /// An in-place collective on one array: check, then run `f` with the
     /// GIL released.
-    fn in_place(
-        &self,
-        py: Python<'_>,
-        a: &Bound<'_, PyAny>,
-        f: impl InPlace,
-    ) -> PyResult<()> {
+    fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, f: impl InPlace) -> PyResult<()> {
         let mut a = array(a, "a", Access::Write)?;
         let g = &*self.inner;
         with_dtype!(a.dtype(py)?, T => {
@@ -179,8 +174,12 @@ impl InPlace for ExclusiveScan {
 
 /// A collective from one buffer into another, for every element type.
 trait SendRecv: Send {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, send: &[T], recv: &mut [T])
-        -> mw::Result<()>;
+    fn run<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        send: &[T],
+        recv: &mut [T],
+    ) -> mw::Result<()>;
 }
 
 struct AllGather;
@@ -273,7 +272,12 @@ impl ProcessGroup {
         let t = Duration::try_from_secs_f64(seconds)
             .ok()
             .filter(|t| !t.is_zero())
-            .ok_or_else(|| invalid(py, format!("timeout {seconds} is not a positive number of seconds")))?;
+            .ok_or_else(|| {
+                invalid(
+                    py,
+                    format!("timeout {seconds} is not a positive number of seconds"),
+                )
+            })?;
         self.inner.set_timeout(t);
         Ok(())
     }
@@ -409,7 +413,8 @@ impl ProcessGroup {
         let a = array(a, "a", Access::Read)?;
         let g = &*self.inner;
         let data = a.bytes();
-        py.detach(|| g.send_bytes(data, dst, tag)).map_err(|e| to_py(py, e))
+        py.detach(|| g.send_bytes(data, dst, tag))
+            .map_err(|e| to_py(py, e))
     }
 
     /// Receive the next message from rank `src` under `tag` into `a`
@@ -423,7 +428,8 @@ impl ProcessGroup {
         let mut a = array(a, "a", Access::Write)?;
         let g = &*self.inner;
         let buf = a.bytes_mut();
-        py.detach(|| g.recv(buf, src, tag)).map_err(|e| to_py(py, e))
+        py.detach(|| g.recv(buf, src, tag))
+            .map_err(|e| to_py(py, e))
     }
 
     /// Flush, confirm with every peer and close; every rank calls it.

@@ -21,7 +21,9 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn connect(py: Python<'_>) -> PyResult<ProcessGroup> {
     let node = mw::Node::from_env().map_err(|e| to_py(py, e))?;
-    let inner = py.detach(move || node.connect()).map_err(|e| to_py(py, e))?;
+    let inner = py
+        .detach(move || node.connect())
+        .map_err(|e| to_py(py, e))?;
     Ok(ProcessGroup { inner })
 }
 
