@@ -168,7 +168,8 @@ impl<'py> Array<'py> {
     fn parts<T>(&self) -> (*mut T, usize) {
         let size = std::mem::size_of::<T>();
         assert!(
-            self.bytes % size == 0 && (self.ptr as usize) % std::mem::align_of::<T>() == 0,
+            self.bytes.is_multiple_of(size)
+                && (self.ptr as usize).is_multiple_of(std::mem::align_of::<T>()),
             "{}: checked on entry",
             self.what
         );
@@ -211,7 +212,8 @@ impl<'py> Array<'py> {
             ));
         }
         if let Ok(d) = self.dtype {
-            if self.bytes % d.size() != 0 || (self.ptr as usize) % d.size() != 0 {
+            if !self.bytes.is_multiple_of(d.size()) || !(self.ptr as usize).is_multiple_of(d.size())
+            {
                 return Err(invalid(
                     py,
                     format!(
