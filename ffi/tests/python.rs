@@ -331,11 +331,7 @@ fn python_torch_training_through_meshwork_matches_gloo_in_four_processes() {
     };
     // The script asserts the match; its report is in rank 0's output.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("[0] 1377 parameters; max |meshwork - gloo|"),
-        "{}",
-        show(&out)
-    );
+    assert!(stdout.contains("max |meshwork - gloo| ="), "{}", show(&out));
 }
 
 #[test]
