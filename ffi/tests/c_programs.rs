@@ -9,27 +9,13 @@
 //! executable); `meshrun` is the root crate's binary in `target/<profile>/`,
 //! which `cargo nextest run --workspace` builds.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use support::{deps_dir, meshrun, show, skip};
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Skip (or, under `CI=true`, fail) a test that cannot run here.
-fn skip(reason: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("cannot run under CI: {reason}");
-    }
-    #[allow(clippy::print_stdout, reason = "the SKIPPED line is the test's report")]
-    {
-        println!("SKIPPED: {reason}");
-    }
-}
-
-/// `target/<profile>/deps`, where cargo put this test and the library.
-fn deps_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    exe.parent().expect("target/<profile>/deps").to_path_buf()
-}
 
 /// `libmeshwork.a` of this build.
 fn static_lib() -> PathBuf {
@@ -40,21 +26,6 @@ fn static_lib() -> PathBuf {
         lib.display()
     );
     lib
-}
-
-/// `target/<profile>/meshrun`, if built.
-fn meshrun() -> Option<PathBuf> {
-    let p = deps_dir().parent()?.join("meshrun");
-    p.exists().then_some(p)
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "{}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// How a program links libmeshwork.

@@ -1,0 +1,495 @@
+//! `meshwork.ProcessGroup`: one rank's handle on a group. Every method
+//! checks its arguments with the GIL held, then releases the GIL for the
+//! whole of the blocking call (`Python::detach`), so other Python threads
+//! run while it waits.
+
+use crate::array::{array, Access, Array, DType};
+use crate::errors::{invalid, to_py};
+use mw::half::{bf16, f16};
+use mw::ReduceOp;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run `$body` with `$T` the element type of the `DType` `$d`.
+macro_rules! with_dtype {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::F16 => {
+                type $T = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::U64 => {
+                type $T = u64;
+                $body
+            }
+        }
+    };
+}
+
+/// The operator named `op`: "sum", "prod", "min", "max" or "avg".
+fn reduce_op(py: Python<'_>, op: &str) -> PyResult<ReduceOp> {
+    Ok(match op {
+        "sum" => ReduceOp::Sum,
+        "prod" => ReduceOp::Prod,
+        "min" => ReduceOp::Min,
+        "max" => ReduceOp::Max,
+        "avg" => ReduceOp::Avg,
+        other => {
+            return Err(invalid(
+                py,
+                format!("unknown op {other:?}; use \"sum\", \"prod\", \"min\", \"max\" or \"avg\""),
+            ))
+        }
+    })
+}
+
+/// The one element type of `send` and `recv`.
+fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> PyResult<DType> {
+    let (s, r) = (send.dtype(py)?, recv.dtype(py)?);
+    if s != r {
+        return Err(invalid(
+            py,
+            format!(
+                "send is {} but recv is {}; give both the same dtype",
+                s.name(),
+                r.name()
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// A group of ranks, as seen by one rank: from `meshwork.connect()` or
+/// `meshwork.local(n)`.
+///
+/// Every rank must call a group's collectives in the same order with
+/// matching arguments. Arrays are used in place (no copy): numpy arrays or
+/// CPU torch tensors, C-contiguous, writable where the call writes them.
+/// Each call blocks until this rank's part is done, with the GIL released,
+/// and fails with a `meshwork.Error` subclass; nothing waits longer than
+/// the group's `timeout` without progress. A group may be used from
+/// several threads at once.
+#[pyclass(frozen, module = "meshwork", name = "ProcessGroup")]
+#[derive(Debug)]
+pub(crate) struct ProcessGroup {
+    pub(crate) inner: Arc<mw::ProcessGroup>,
+}
+
+impl ProcessGroup {
+    /// `rank` as a rank of this group, or `InvalidArgument` naming `what`.
+    fn rank_arg(&self, py: Python<'_>, rank: i64, what: &str) -> PyResult<u32> {
+        let world = self.inner.world_size();
+        u32::try_from(rank)
+            .ok()
+            .filter(|&r| r < world)
+            .ok_or_else(|| {
+                invalid(
+                    py,
+                    format!("{what} {rank} is out of range; this group has ranks 0..{world}"),
+                )
+            })
+    }
+
+    /// An in-place collective on one array: check, then run `f` with the
+    /// GIL released.
+    fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, f: impl InPlace) -> PyResult<()> {
+        let mut a = array(a, "a", Access::Write)?;
+        let g = &*self.inner;
+        with_dtype!(a.dtype(py)?, T => {
+            let buf = a.slice_mut::<T>();
+            py.detach(|| f.run(g, buf)).map_err(|e| to_py(py, e))
+        })
+    }
+}
+
+/// A collective that works on one buffer in place, for every element type.
+trait InPlace: Send {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()>;
+}
+
+struct AllReduce(ReduceOp);
+impl InPlace for AllReduce {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
+        g.all_reduce(buf, self.0)
+    }
+}
+struct Broadcast(u32);
+impl InPlace for Broadcast {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
+        g.broadcast(buf, self.0)
+    }
+}
+struct Reduce(ReduceOp, u32);
+impl InPlace for Reduce {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
+        g.reduce(buf, self.0, self.1)
+    }
+}
+struct Scan(ReduceOp);
+impl InPlace for Scan {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
+        g.scan(buf, self.0)
+    }
+}
+struct ExclusiveScan(ReduceOp);
+impl InPlace for ExclusiveScan {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
+        g.exclusive_scan(buf, self.0)
+    }
+}
+
+/// A collective from one buffer into another, for every element type.
+trait SendRecv: Send {
+    fn run<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        send: &[T],
+        recv: &mut [T],
+    ) -> mw::Result<()>;
+}
+
+struct AllGather;
+impl SendRecv for AllGather {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
+        g.all_gather(s, r)
+    }
+}
+struct ReduceScatter(ReduceOp);
+impl SendRecv for ReduceScatter {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
+        g.reduce_scatter(s, r, self.0)
+    }
+}
+struct AllToAll;
+impl SendRecv for AllToAll {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
+        g.all_to_all(s, r)
+    }
+}
+struct Gather(u32);
+impl SendRecv for Gather {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
+        g.gather(s, r, self.0)
+    }
+}
+struct Scatter(u32);
+impl SendRecv for Scatter {
+    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
+        g.scatter(s, r, self.0)
+    }
+}
+
+impl ProcessGroup {
+    /// A collective from `send` into `recv`; either may be `None` where
+    /// the call does not use it on this rank (then it is empty).
+    fn send_recv(
+        &self,
+        py: Python<'_>,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: Option<&Bound<'_, PyAny>>,
+        f: impl SendRecv,
+    ) -> PyResult<()> {
+        let g = &*self.inner;
+        let send = send.map(|s| array(s, "send", Access::Read)).transpose()?;
+        let mut recv = recv.map(|r| array(r, "recv", Access::Write)).transpose()?;
+        let dtype = match (&send, &recv) {
+            (Some(s), Some(r)) => {
+                s.disjoint(r, py)?;
+                same_dtype(py, s, r)?
+            }
+            (Some(a), None) | (None, Some(a)) => a.dtype(py)?,
+            (None, None) => return Err(invalid(py, "send and recv are both None".into())),
+        };
+        with_dtype!(dtype, T => {
+            let s: &[T] = send.as_ref().map_or(&[], |s| s.slice::<T>());
+            let r: &mut [T] = match recv.as_mut() {
+                Some(r) => r.slice_mut::<T>(),
+                None => &mut [],
+            };
+            py.detach(|| f.run(g, s, r)).map_err(|e| to_py(py, e))
+        })
+    }
+}
+
+#[pymethods]
+impl ProcessGroup {
+    /// This rank's number, 0 .. world_size - 1.
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.inner.rank()
+    }
+
+    /// The number of ranks in the group.
+    #[getter]
+    fn world_size(&self) -> u32 {
+        self.inner.world_size()
+    }
+
+    /// The deadline of every blocking call, in seconds: a call fails with
+    /// `meshwork.Timeout` when the ranks it waits on make no progress for
+    /// that long (default 60, or `TIMEOUT_S`).
+    #[getter]
+    fn timeout(&self) -> f64 {
+        self.inner.timeout().as_secs_f64()
+    }
+
+    /// Set the deadline of every blocking call, in seconds (> 0).
+    fn set_timeout(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        let t = Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                invalid(
+                    py,
+                    format!("timeout {seconds} is not a positive number of seconds"),
+                )
+            })?;
+        self.inner.set_timeout(t);
+        Ok(())
+    }
+
+    /// Reduce `a` over every rank with `op` ("sum", "prod", "min", "max",
+    /// "avg" — avg for float dtypes only); every rank receives the result
+    /// in `a`, in place. Float results are bitwise identical on every rank.
+    #[pyo3(signature = (a, op = "sum"))]
+    fn all_reduce(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
+        let op = reduce_op(py, op)?;
+        self.in_place(py, a, AllReduce(op))
+    }
+
+    /// Copy `root`'s `a` into every rank's `a` (same size everywhere).
+    #[pyo3(signature = (a, root = 0))]
+    fn broadcast(&self, py: Python<'_>, a: &Bound<'_, PyAny>, root: i64) -> PyResult<()> {
+        let root = self.rank_arg(py, root, "root")?;
+        self.in_place(py, a, Broadcast(root))
+    }
+
+    /// Every rank's `send`, concatenated in rank order, into every rank's
+    /// `recv` (world_size × send.size elements).
+    fn all_gather(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.send_recv(py, Some(send), Some(recv), AllGather)
+    }
+
+    /// Reduce `send` (world_size × recv.size elements) over every rank with
+    /// `op`; rank r receives block r of the result in `recv`.
+    #[pyo3(signature = (send, recv, op = "sum"))]
+    fn reduce_scatter(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        op: &str,
+    ) -> PyResult<()> {
+        let op = reduce_op(py, op)?;
+        self.send_recv(py, Some(send), Some(recv), ReduceScatter(op))
+    }
+
+    /// Reduce `a` over every rank with `op` into `root`'s `a`; the other
+    /// ranks' `a` may be overwritten with partial results.
+    #[pyo3(signature = (a, op = "sum", root = 0))]
+    fn reduce(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str, root: i64) -> PyResult<()> {
+        let op = reduce_op(py, op)?;
+        let root = self.rank_arg(py, root, "root")?;
+        self.in_place(py, a, Reduce(op, root))
+    }
+
+    /// Block j of rank i's `send` into block i of rank j's `recv`; both
+    /// hold world_size equal blocks.
+    fn all_to_all(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.send_recv(py, Some(send), Some(recv), AllToAll)
+    }
+
+    /// Every rank's `send`, concatenated in rank order, into `root`'s
+    /// `recv` (world_size × send.size elements). `recv` is not used on the
+    /// other ranks and may be None there.
+    #[pyo3(signature = (send, recv = None, root = 0))]
+    fn gather(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: Option<&Bound<'_, PyAny>>,
+        root: i64,
+    ) -> PyResult<()> {
+        let root = self.rank_arg(py, root, "root")?;
+        let recv = recv.filter(|_| self.inner.rank() == root);
+        if self.inner.rank() == root && recv.is_none() {
+            return Err(invalid(py, "gather: the root needs a recv array".into()));
+        }
+        self.send_recv(py, Some(send), recv, Gather(root))
+    }
+
+    /// Block r of `root`'s `send` (world_size equal blocks) into rank r's
+    /// `recv`. `send` is not used on the other ranks and may be None there.
+    #[pyo3(signature = (send, recv, root = 0))]
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: &Bound<'_, PyAny>,
+        root: i64,
+    ) -> PyResult<()> {
+        let root = self.rank_arg(py, root, "root")?;
+        let send = send.filter(|_| self.inner.rank() == root);
+        if self.inner.rank() == root && send.is_none() {
+            return Err(invalid(py, "scatter: the root needs a send array".into()));
+        }
+        self.send_recv(py, send, Some(recv), Scatter(root))
+    }
+
+    /// Inclusive prefix reduction in place: rank r's `a` becomes the
+    /// reduction with `op` of ranks 0..=r's.
+    #[pyo3(signature = (a, op = "sum"))]
+    fn scan(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
+        let op = reduce_op(py, op)?;
+        self.in_place(py, a, Scan(op))
+    }
+
+    /// Exclusive prefix reduction in place: rank r's `a` becomes the
+    /// reduction with `op` of ranks 0..r's; rank 0's becomes the
+    /// operator's identity.
+    #[pyo3(signature = (a, op = "sum"))]
+    fn exclusive_scan(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
+        let op = reduce_op(py, op)?;
+        self.in_place(py, a, ExclusiveScan(op))
+    }
+
+    /// Wait until every rank has called it.
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        let g = &*self.inner;
+        py.detach(|| g.barrier()).map_err(|e| to_py(py, e))
+    }
+
+    /// Send the bytes of `a` (any dtype, C-contiguous) to rank `dst` under
+    /// `tag` (0 .. 2**64 - 1). Returns once they are buffered: `a` may be
+    /// reused at once. Messages on one (sender, tag) arrive in order.
+    #[pyo3(signature = (a, dst, tag = 0))]
+    fn send(&self, py: Python<'_>, a: &Bound<'_, PyAny>, dst: i64, tag: i128) -> PyResult<()> {
+        let dst = self.rank_arg(py, dst, "dst")?;
+        let tag = tag_arg(py, tag)?;
+        let a = array(a, "a", Access::Read)?;
+        let g = &*self.inner;
+        let data = a.bytes();
+        py.detach(|| g.send_bytes(data, dst, tag))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Receive the next message from rank `src` under `tag` into `a`
+    /// (writable, C-contiguous), whose size in bytes must be the message's:
+    /// a message of another length raises `InvalidArgument` and stays
+    /// queued for a receive with the right size.
+    #[pyo3(signature = (a, src, tag = 0))]
+    fn recv(&self, py: Python<'_>, a: &Bound<'_, PyAny>, src: i64, tag: i128) -> PyResult<()> {
+        let src = self.rank_arg(py, src, "src")?;
+        let tag = tag_arg(py, tag)?;
+        let mut a = array(a, "a", Access::Write)?;
+        let g = &*self.inner;
+        let buf = a.bytes_mut();
+        py.detach(|| g.recv(buf, src, tag))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Flush, confirm with every peer and close; every rank calls it.
+    /// Afterwards every call raises `meshwork.ShutDown`. Idempotent.
+    fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
+        let g = &*self.inner;
+        py.detach(|| g.shutdown()).map_err(|e| to_py(py, e))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Leaving a `with` block shuts the group down (exceptions propagate).
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.shutdown(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<meshwork.ProcessGroup rank {} of {}>",
+            self.inner.rank(),
+            self.inner.world_size()
+        )
+    }
+}
+
+/// A tag: an int in 0 .. 2**64 - 1, else `InvalidArgument`.
+fn tag_arg(py: Python<'_>, tag: i128) -> PyResult<u64> {
+    u64::try_from(tag).map_err(|_| invalid(py, format!("tag {tag} is not in 0 .. 2**64 - 1")))
+}
+
+/// Time `iters` calls of `all_reduce(a, op)` made from Rust on `group`'s
+/// rank: the very call `ProcessGroup.all_reduce` makes, without Python
+/// between calls. Returns the seconds they took. Every rank calls it with
+/// the same arguments. For `examples/python/bench.py`, which compares it
+/// with the same loop written in Python in the same run.
+#[pyfunction]
+#[pyo3(signature = (group, a, iters, op = "sum"))]
+pub(crate) fn _rust_all_reduce_loop(
+    py: Python<'_>,
+    group: &ProcessGroup,
+    a: &Bound<'_, PyAny>,
+    iters: u32,
+    op: &str,
+) -> PyResult<f64> {
+    let op = reduce_op(py, op)?;
+    let mut a = array(a, "a", Access::Write)?;
+    let g = &*group.inner;
+    with_dtype!(a.dtype(py)?, T => {
+        let buf = a.slice_mut::<T>();
+        py.detach(|| {
+            let start = std::time::Instant::now();
+            for _ in 0..iters {
+                g.all_reduce(buf, op)?;
+            }
+            Ok(start.elapsed().as_secs_f64())
+        })
+        .map_err(|e| to_py(py, e))
+    })
+}

@@ -1,0 +1,53 @@
+//! `meshwork._meshwork`, the extension module behind the Python package
+//! `meshwork` (`ffi/python/python/meshwork`): groups from the environment
+//! or in-process, every collective, send/recv and shutdown on numpy arrays
+//! and CPU torch tensors used in place, with the GIL released while a call
+//! blocks. The contract is DESIGN.md, "C ABI and Python"; the Python-facing
+//! reference is the docstrings and `_meshwork.pyi`.
+
+mod array;
+mod errors;
+mod group;
+
+use errors::to_py;
+use group::ProcessGroup;
+use pyo3::prelude::*;
+
+/// Join the group the environment describes (RANK, WORLD, PEERS, SEED,
+/// CLUSTER_TOKEN, TRANSPORT, TIMEOUT_S, ... as `meshrun` sets them):
+/// `Node::from_env().connect()`. Blocks, with the GIL released, until
+/// every rank has joined or the formation deadline passes
+/// (`meshwork.FormationTimeout`).
+#[pyfunction]
+fn connect(py: Python<'_>) -> PyResult<ProcessGroup> {
+    let node = mw::Node::from_env().map_err(|e| to_py(py, e))?;
+    let inner = py
+        .detach(move || node.connect())
+        .map_err(|e| to_py(py, e))?;
+    Ok(ProcessGroup { inner })
+}
+
+/// A world of `n` ranks inside this process: a list of `n` groups, rank r
+/// at index r. Drive each from its own thread, as ranks in separate
+/// processes would be; for tests and examples.
+#[pyfunction]
+fn local(py: Python<'_>, n: i64) -> PyResult<Vec<ProcessGroup>> {
+    let n = u32::try_from(n)
+        .map_err(|_| errors::invalid(py, format!("local: {n} is not a number of ranks")))?;
+    let world = mw::local(n).map_err(|e| to_py(py, e))?;
+    Ok(world
+        .into_iter()
+        .map(|inner| ProcessGroup { inner })
+        .collect())
+}
+
+#[pymodule]
+fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ProcessGroup>()?;
+    m.add_function(wrap_pyfunction!(connect, m)?)?;
+    m.add_function(wrap_pyfunction!(local, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_error_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(group::_rust_all_reduce_loop, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

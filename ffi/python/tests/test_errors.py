@@ -1,0 +1,207 @@
+"""meshwork.Error and one subclass per kind of failure: the classes, the
+mapping from every Rust variant, and the failures a program can cause,
+raised for real."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import meshwork
+from conftest import free_ports, run_world, spawn_world
+
+VARIANTS = [
+    "InvalidArgument",
+    "Timeout",
+    "PeerDisconnected",
+    "RankConflict",
+    "ClusterTokenMismatch",
+    "TokenRequired",
+    "TokenTooShort",
+    "ProtocolMismatch",
+    "WorldMismatch",
+    "FormationTimeout",
+    "ConnectionFailed",
+    "CollectiveMismatch",
+    "MessageTooLarge",
+    "RpcUnknown",
+    "RpcFailed",
+    "ShutdownIncomplete",
+    "ShutDown",
+    "Io",
+]
+
+
+def test_every_variant_raises_its_own_subclass_with_its_fields():
+    samples = meshwork._meshwork._error_samples()
+    assert [name for name, _ in samples] == VARIANTS
+    classes = set()
+    for name, exc in samples:
+        cls = getattr(meshwork, name)
+        assert type(exc) is cls, name
+        assert isinstance(exc, meshwork.Error) and cls is not meshwork.Error
+        assert cls.__module__ == "meshwork" and cls.__doc__
+        assert str(exc)
+        classes.add(cls)
+    assert len(classes) == len(VARIANTS)
+    by_name = dict(samples)
+    assert by_name["Timeout"].op == "recv" and by_name["Timeout"].waiting_on == [1]
+    assert by_name["PeerDisconnected"].rank == 1
+    assert by_name["TokenTooShort"].length == 3
+    assert (by_name["WorldMismatch"].ours, by_name["WorldMismatch"].theirs) == (4, 2)
+    assert by_name["FormationTimeout"].missing == [2, 3]
+    assert by_name["CollectiveMismatch"].theirs == "broadcast"
+    assert by_name["MessageTooLarge"].max == 1
+    assert by_name["ShutdownIncomplete"].ranks == [1]
+    assert by_name["Io"].errno == 111
+
+
+def test_the_standard_bases():
+    assert issubclass(meshwork.Error, Exception)
+    assert issubclass(meshwork.InvalidArgument, ValueError)
+    assert issubclass(meshwork.Timeout, TimeoutError)
+    assert issubclass(meshwork.FormationTimeout, TimeoutError)
+    assert issubclass(meshwork.Io, OSError)
+    assert not issubclass(meshwork.PeerDisconnected, (ValueError, TimeoutError))
+    assert sorted(n for n in meshwork.__all__ if n[0].isupper() and n != "ProcessGroup") == sorted(
+        ["Error", *VARIANTS]
+    )
+
+
+def test_timeout_names_the_call_and_the_rank_and_is_a_timeout_error():
+    def body(g):
+        if g.rank == 1:
+            return None  # sends nothing
+        g.set_timeout(0.2)
+        start = time.monotonic()
+        with pytest.raises(TimeoutError) as info:
+            g.recv(np.zeros(1), src=1, tag=4)
+        elapsed = time.monotonic() - start
+        assert isinstance(info.value, meshwork.Timeout)
+        assert info.value.op == "recv" and info.value.waiting_on == [1]
+        assert 0.2 <= elapsed < 2.2, elapsed
+        return None
+
+    run_world(2, body)
+
+
+def test_calls_after_shutdown_raise_shut_down():
+    def body(g):
+        g.shutdown()
+        g.shutdown()  # idempotent
+        with pytest.raises(meshwork.ShutDown):
+            g.all_reduce(np.zeros(2))
+        with pytest.raises(meshwork.ShutDown):
+            g.send(b"x", dst=0)
+
+    run_world(2, body)
+
+
+def test_with_block_shuts_down():
+    def body(g):
+        with g as same:
+            assert same is g
+            g.barrier()
+        with pytest.raises(meshwork.ShutDown):
+            g.barrier()
+
+    run_world(2, body)
+
+
+def test_ranks_calling_different_collectives_get_collective_mismatch():
+    def body(g):
+        a = np.zeros(4, dtype=np.float32)
+        with pytest.raises(meshwork.CollectiveMismatch) as info:
+            if g.rank == 0:
+                g.all_reduce(a)
+            else:
+                g.broadcast(a, root=0)
+        assert info.value.rank == 1 - g.rank
+        return info.value
+
+    run_world(2, body)
+
+
+def test_local_needs_a_rank():
+    with pytest.raises(meshwork.InvalidArgument, match="at least one rank"):
+        meshwork.local(0)
+    with pytest.raises(meshwork.InvalidArgument):
+        meshwork.local(-1)
+
+
+# --- failures of real processes (meshwork.connect) -------------------------
+
+PROGRAM = textwrap.dedent(
+    """
+    import os, sys, numpy as np, meshwork
+    def report(kind):
+        print("RAISED", kind, flush=True)
+    try:
+        g = meshwork.connect()
+    except meshwork.Error as e:
+        report(type(e).__name__ + " " + str(e))
+        sys.exit(0)
+    {body}
+    """
+)
+
+
+def outputs(procs):
+    return [p.stdout + p.stderr for p in procs]
+
+
+def test_connect_forms_a_group_from_the_environment():
+    body = """
+    a = np.full(4, g.rank + 1, dtype=np.float32)
+    g.all_reduce(a)
+    assert (g.rank, g.world_size) == (int(os.environ["RANK"]), 3)
+    assert list(a) == [6.0] * 4, a
+    g.shutdown()
+    print("OK", g.rank, flush=True)
+    """
+    procs = spawn_world(3, PROGRAM.format(body=textwrap.dedent(body)))
+    for rank, p in enumerate(procs):
+        assert p.returncode == 0 and f"OK {rank}" in p.stdout, outputs(procs)
+
+
+def test_a_peer_that_exits_is_peer_disconnected():
+    body = """
+    g.barrier()
+    if g.rank == 1:
+        os._exit(0)  # gone, without shutdown
+    try:
+        g.recv(np.zeros(1), src=1)
+    except meshwork.PeerDisconnected as e:
+        report("PeerDisconnected rank=%d" % e.rank)
+    """
+    procs = spawn_world(2, PROGRAM.format(body=textwrap.dedent(body)), timeout_s=10)
+    assert "RAISED PeerDisconnected rank=1" in procs[0].stdout, outputs(procs)
+
+
+def test_a_short_token_is_token_too_short():
+    procs = spawn_world(1, PROGRAM.format(body=""), env={0: {"CLUSTER_TOKEN": "short"}})
+    assert "RAISED TokenTooShort" in procs[0].stdout, outputs(procs)
+
+
+def test_a_missing_rank_is_formation_timeout():
+    start = time.monotonic()
+    # Rank 1 of 2 never starts.
+    procs = spawn_world(1, PROGRAM.format(body=""), world=2, timeout_s=1)
+    assert "RAISED FormationTimeout" in procs[0].stdout, outputs(procs)
+    assert time.monotonic() - start < 15
+
+
+def test_ranks_started_with_different_world_sizes_get_world_mismatch():
+    # Rank 1 is told of a third rank, at a free address, and WORLD=3.
+    extra = free_ports(1)[0]
+    procs = spawn_world(
+        2,
+        PROGRAM.format(body=""),
+        env={1: {"WORLD": "3", "PEERS": "{peers}," + extra}},
+        timeout_s=3,
+    )
+    for p in procs:
+        assert "RAISED WorldMismatch" in p.stdout, outputs(procs)

@@ -1,0 +1,94 @@
+//! What the ffi crate's integration tests share: skipping, finding this
+//! build's outputs, and running a command with a deadline.
+#![allow(dead_code, reason = "each test binary uses a part")]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Skip (or, under `CI=true`, fail) a test that cannot run here.
+pub fn skip(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("cannot run under CI: {reason}");
+    }
+    #[allow(clippy::print_stdout, reason = "the SKIPPED line is the test's report")]
+    {
+        println!("SKIPPED: {reason}");
+    }
+}
+
+/// `target/<profile>/deps`, where cargo put this test and the library.
+pub fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    exe.parent().expect("target/<profile>/deps").to_path_buf()
+}
+
+/// `target/<profile>/meshrun`, if built.
+pub fn meshrun() -> Option<PathBuf> {
+    let p = deps_dir().parent()?.join("meshrun");
+    p.exists().then_some(p)
+}
+
+pub fn show(out: &Output) -> String {
+    format!(
+        "{}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Run `cmd` to completion, or kill it and everything it started (its
+/// own process group) after `limit` and panic with what it printed.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id();
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped stderr")));
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(limit) {
+        Ok(status) => Some(status.expect("wait for the child")),
+        Err(_) => {
+            // The whole group: a launcher's ranks too.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+            None
+        }
+    };
+    waiter.join().expect("the waiting thread");
+    let out = Output {
+        status: status.unwrap_or_else(|| {
+            // Reaped by the waiter after the kill; report it as killed.
+            use std::os::unix::process::ExitStatusExt;
+            std::process::ExitStatus::from_raw(9)
+        }),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    };
+    assert!(
+        status.is_some(),
+        "{cmd:?} ran past {limit:?} and was killed: {}",
+        show(&out)
+    );
+    out
+}
