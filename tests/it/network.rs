@@ -560,6 +560,10 @@ fn root_runs_at_most_a_budget_ahead(kind: meshwork::TransportKind) {
         );
         std::thread::yield_now();
     }
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "an observation window, not synchronisation: it gives a root without flow control time to overrun its budget"
+    )]
     std::thread::sleep(Duration::from_millis(300));
     for call in 0..CALLS {
         let mut buf = vec![u32::MAX; ELEMS];
@@ -602,6 +606,7 @@ fn a_message_that_pauses_midway_arrives_whole() {
     s.write_all(&f[..half]).unwrap();
     // The pause is what is tested (it outlasts a direct read's patience),
     // not a synchronisation: the result is the same however it falls.
+    #[allow(clippy::disallowed_methods, reason = "the sender's pacing")]
     std::thread::sleep(Duration::from_millis(50));
     s.write_all(&f[half..]).unwrap();
     s.write_all(&frame(1, 1, 7, b"next")).unwrap();
