@@ -38,6 +38,7 @@ pub const VARS: &[Var] = &[
     Var { name: "SEED", aliases: &["MASTER_ADDR"], meaning: "seed bootstrap at host:port (MASTER_ADDR: the host, with MASTER_PORT); rank 0 hosts it unless meshrun seed does; without RANK the seed assigns one", default: "" },
     Var { name: "MASTER_PORT", aliases: &[], meaning: "the seed's port, with MASTER_ADDR", default: "" },
     Var { name: "IFNAME", aliases: &[], meaning: "multi-homed hosts: the interface to announce (discovery) and advertise (seed), by name, name prefix or CIDR; the choice is logged", default: "the default route's" },
+    Var { name: "MESHRUN_SOCKETS", aliases: &[], meaning: "set by meshrun: this rank's listening TCP and UDP sockets (descriptors), bound before it started so no other program can take its port", default: "" },
     Var { name: "ADVERTISE", aliases: &[], meaning: "with a seed: the data address to announce (IP[:port]); an unspecified IP (0.0.0.0) means the one the seed sees (NAT, containers)", default: "the IP the seed sees, a free port" },
 ];
 

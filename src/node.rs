@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod seed;
+mod sockets;
 pub use seed::serve_seed;
 
 /// Which wire carries the group.
@@ -547,6 +548,9 @@ impl Node {
         }
         spec.bind = bind;
         spec.identity = identity;
+        // However the node was built: a launcher's sockets are this
+        // process's to listen on (taken by the first formation).
+        spec.sockets = sockets::from_launcher();
         Ok(Arc::new(
             meshwork_transport::connect(&spec).map_err(from_formation)?,
         ))

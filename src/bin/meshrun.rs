@@ -21,7 +21,9 @@
 )]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -205,17 +207,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Ports free for TCP and UDP alike (QUIC and its sidecar share the
-    // number), held until every address is chosen so none repeats.
+    // Each rank's port, bound here for TCP and UDP alike (QUIC and its
+    // sidecar share the number) and handed to that rank open: no other
+    // program can take it between this choice and the rank's start.
     let mut held: Vec<(TcpListener, UdpSocket)> = Vec::new();
     for _ in 0..o.n * 64 {
         if held.len() == o.n as usize {
             break;
         }
-        let pair = TcpListener::bind("127.0.0.1:0")
-            .and_then(|t| Ok((UdpSocket::bind(t.local_addr()?)?, t)));
-        match pair {
-            Ok((u, t)) => held.push((t, u)),
+        match bind_pair() {
+            Ok(pair) => held.push(pair),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
             Err(e) => {
                 eprintln!("meshrun: cannot find free ports: {e}");
@@ -232,7 +233,6 @@ fn main() -> ExitCode {
         eprintln!("meshrun: cannot find {} free ports", o.n);
         return ExitCode::from(1);
     }
-    drop(held);
     // A fresh token per launch unless one is given: another user of this
     // host cannot join or stop the job (a child's environment is readable
     // by its owner only).
@@ -267,6 +267,23 @@ fn main() -> ExitCode {
         if let Some(t) = &o.timeout {
             cmd.env("TIMEOUT_S", t);
         }
+        let (tcp, udp) = &held[rank as usize];
+        let fds = [tcp.as_raw_fd(), udp.as_raw_fd()];
+        cmd.env("MESHRUN_SOCKETS", format!("{},{}", fds[0], fds[1]));
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only calls fcntl(2), which is async-signal-safe; it keeps this
+        // rank's two sockets open across exec (every other descriptor of
+        // ours is close-on-exec).
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in fds {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
         match cmd.spawn() {
             Ok(mut child) => {
                 if let Some(out) = child.stdout.take() {
@@ -287,6 +304,8 @@ fn main() -> ExitCode {
             }
         }
     }
+    // The ranks have their own copies now.
+    drop(held);
     // Wait for all; the first failure stops the rest.
     let mut failed: Option<(u32, i32)> = None;
     let mut running: Vec<(u32, Child)> = children;
@@ -332,4 +351,20 @@ fn main() -> ExitCode {
         None => ExitCode::SUCCESS,
         Some((_, code)) => ExitCode::from(u8::try_from(code.clamp(1, 255)).unwrap_or(1)),
     }
+}
+
+/// A TCP listener on a free loopback port and a UDP socket on the same
+/// number, bound as the transport binds them (the UDP socket shares its
+/// port: QUIC gives each accepted peer a socket of its own on it).
+fn bind_pair() -> std::io::Result<(TcpListener, UdpSocket)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let tcp = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    tcp.set_reuse_address(true)?;
+    tcp.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())?;
+    tcp.listen(1024)?;
+    let tcp: TcpListener = tcp.into();
+    let udp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    udp.set_reuse_port(true)?;
+    udp.bind(&tcp.local_addr()?.into())?;
+    Ok((tcp, udp.into()))
 }

@@ -293,3 +293,37 @@ fn meshrun_gives_its_ranks_a_fresh_token_unless_given_one() {
     let given = tokens(Some("a token given to meshrun"));
     assert!(given.iter().all(|t| t == "a token given to meshrun"));
 }
+
+/// `meshrun` binds each rank's port before it starts the rank and hands it
+/// the sockets (`MESHRUN_SOCKETS`): from its first instruction, the rank
+/// holds a listening TCP socket and a UDP socket on its own address, so no
+/// other program can take the port in between. (Formation listens on
+/// them: every example above runs that way.)
+#[test]
+fn meshrun_hands_each_rank_its_bound_sockets() {
+    let script = "import os, socket\n\
+tcp, udp = (int(f) for f in os.environ['MESHRUN_SOCKETS'].split(','))\n\
+host, port = os.environ['PEERS'].split(',')[int(os.environ['RANK'])].rsplit(':', 1)\n\
+t = socket.socket(fileno=tcp)\n\
+u = socket.socket(fileno=udp)\n\
+ok = (t.type == socket.SOCK_STREAM and u.type == socket.SOCK_DGRAM\n\
+      and t.getsockname() == (host, int(port)) and u.getsockname() == (host, int(port))\n\
+      and t.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1)\n\
+print('held', os.environ['RANK'], ok)\n";
+    let out = meshrun()
+        .args(["-n", "3", "--", "python3", "-c", script])
+        .output()
+        .expect("run meshrun");
+    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cannot start") {
+        skip("python3 is not installed");
+        return;
+    }
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for rank in 0..3 {
+        assert!(
+            stdout.contains(&format!("held {rank} True")),
+            "rank {rank}: {stdout}"
+        );
+    }
+}

@@ -42,7 +42,7 @@ pub use inbox::{LANE_DEPTH, SEQ_WINDOW};
 pub use link::LinkTransport;
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
-pub use spec::{connect, Backend, Shape, Spec};
+pub use spec::{connect, Backend, BoundSockets, Shape, Spec};
 
 use std::fmt;
 use std::sync::Arc;

@@ -3,8 +3,46 @@
 use crate::auth::tls::RankIdentity;
 use crate::form::FormationError;
 use crate::link::{CoreConfig, LinkTransport};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A rank's listening sockets, bound before it started: a launcher
+/// (`meshrun`) binds every rank's port and hands each child its own, so no
+/// other program can take the port between the launcher's choice and the
+/// rank's bind. Formation uses them for this rank's own address instead of
+/// binding; a socket bound elsewhere is not used (and is closed).
+#[derive(Clone, Debug, Default)]
+pub struct BoundSockets {
+    tcp: Arc<Mutex<Option<TcpListener>>>,
+    udp: Arc<Mutex<Option<UdpSocket>>>,
+}
+
+impl BoundSockets {
+    /// A TCP listener and, for QUIC, a UDP socket on the same port (bound
+    /// with `SO_REUSEPORT`: QUIC gives each accepted peer a socket of its
+    /// own on that port).
+    pub fn new(tcp: TcpListener, udp: Option<UdpSocket>) -> BoundSockets {
+        BoundSockets {
+            tcp: Arc::new(Mutex::new(Some(tcp))),
+            udp: Arc::new(Mutex::new(udp)),
+        }
+    }
+
+    /// The TCP listener, if it is bound to `addr` (taken once).
+    pub(crate) fn take_tcp(&self, addr: SocketAddr) -> Option<TcpListener> {
+        let l = self.tcp.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        (l.local_addr().ok() == Some(addr)).then_some(l)
+    }
+
+    /// The UDP socket, if it is bound to `addr` and shares its port
+    /// (`SO_REUSEPORT`) (taken once).
+    pub(crate) fn take_udp(&self, addr: SocketAddr) -> Option<UdpSocket> {
+        let s = self.udp.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let shared = socket2::SockRef::from(&s).reuse_port().unwrap_or(false);
+        (s.local_addr().ok() == Some(addr) && shared).then_some(s)
+    }
+}
 
 /// Which links carry the group's traffic between hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +113,8 @@ pub struct Spec {
     /// QUIC: this rank's leaf and the CA it trusts; `None` derives them
     /// from the token (or, without one, from the job's parameters).
     pub identity: Option<RankIdentity>,
+    /// Listening sockets bound for this rank before it started.
+    pub sockets: Option<BoundSockets>,
 }
 
 impl Spec {
@@ -111,6 +151,7 @@ impl Spec {
             authenticate_frames: true,
             bind: None,
             identity: None,
+            sockets: None,
         }
     }
 

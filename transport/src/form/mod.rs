@@ -175,11 +175,15 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     let mut gate = match accept_from.is_empty() {
         true => None,
         false => {
-            let l = listen(
-                cfg.bind.map_or_else(|| addr_of(rank), Ok)?,
-                &id,
-                cfg.timeout,
-            )?;
+            let addr = cfg.bind.map_or_else(|| addr_of(rank), Ok)?;
+            let bound = cfg.sockets.as_ref().and_then(|s| s.take_tcp(addr));
+            let l = match bound {
+                Some(l) => {
+                    l.set_nonblocking(true).map_err(|e| io_fail(rank, e))?;
+                    l
+                }
+                None => listen(addr, &id, cfg.timeout)?,
+            };
             // Room beyond the per-source bound for the peers expected from
             // each address (ranks on one host share one).
             let expected = accept_from

@@ -95,19 +95,25 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
         None
     } else {
         let addr = spec.bind.map_or_else(|| spec.addr_of(rank), Ok)?;
-        let s = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::DGRAM,
-            Some(socket2::Protocol::UDP),
-        )
-        .and_then(|s| {
-            s.set_reuse_port(true)?;
-            s.set_nonblocking(true)?;
-            s.bind(&addr.into())?;
-            Ok(s)
-        })
-        .map_err(|e| fail(rank, format!("cannot listen on UDP {addr}: {e}")))?;
-        Some(mio::net::UdpSocket::from_std(s.into()))
+        let s = match spec.sockets.as_ref().and_then(|s| s.take_udp(addr)) {
+            Some(s) => s
+                .set_nonblocking(true)
+                .map(|()| s)
+                .map_err(|e| fail(rank, format!("cannot use the UDP socket on {addr}: {e}")))?,
+            None => socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::DGRAM,
+                Some(socket2::Protocol::UDP),
+            )
+            .and_then(|s| {
+                s.set_reuse_port(true)?;
+                s.set_nonblocking(true)?;
+                s.bind(&addr.into())?;
+                Ok(s.into())
+            })
+            .map_err(|e| fail(rank, format!("cannot listen on UDP {addr}: {e}")))?,
+        };
+        Some(mio::net::UdpSocket::from_std(s))
     };
     let formed = form::form(spec, transport_word(threshold))?;
     // On any failure below, dropping it stops the TCP listener's thread.
