@@ -72,6 +72,56 @@ pub(crate) struct Rx {
     state: Mutex<State>,
 }
 
+/// Most pieces one direct read fills (an envelope: frame header,
+/// descriptor, payload, tag).
+const MAX_PIECES: usize = 4;
+
+/// One non-blocking read into `pieces` after their first `skip` bytes
+/// (a single `recvmsg(2)` however many pieces); `Ok(0)` is end of stream.
+fn read_pieces_now(
+    stream: &TcpStream,
+    pieces: &mut [&mut [u8]],
+    mut skip: usize,
+) -> std::io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_PIECES];
+    let mut count = 0;
+    for piece in pieces.iter_mut() {
+        let from = skip.min(piece.len());
+        skip -= from;
+        let rest = &mut piece[from..];
+        if rest.is_empty() {
+            continue;
+        }
+        let Some(slot) = iov.get_mut(count) else {
+            break;
+        };
+        *slot = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        count += 1;
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = count;
+    // SAFETY: each of the first `count` iovecs points into a distinct,
+    // exclusively borrowed slice of its stated length, alive for the call;
+    // recvmsg(2) writes at most that many bytes into them.
+    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// One non-blocking read; `Ok(0)` is end of stream.
 fn read_now(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     // SAFETY: `buf` is an initialised, exclusively borrowed slice of
@@ -261,49 +311,48 @@ impl Rx {
     /// as long as bytes keep coming; after [`DIRECT_STALL`] without a byte
     /// it stops (the bytes read so far are then handed to the assembler).
     fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
+        let total: usize = pieces.iter().map(|p| p.len()).sum();
         let mut read = 0;
         let mut quiet = Instant::now();
         let mut turns = 0u32;
-        for piece in pieces.iter_mut() {
-            let mut at = 0;
-            while at < piece.len() {
-                match read_now(&self.stream, &mut piece[at..]) {
-                    Ok(0) => return Read::Ended,
-                    Ok(n) => {
-                        at += n;
-                        read += n;
-                        quiet = Instant::now();
-                        st.last_byte = quiet;
-                        if st.silent {
-                            st.silent = false;
-                            core.heard(self.peer);
-                        }
-                        core.inbox.progress(src);
+        while read < total {
+            match read_pieces_now(&self.stream, pieces, read) {
+                Ok(0) => return Read::Ended,
+                Ok(n) => {
+                    read += n;
+                    quiet = Instant::now();
+                    st.last_byte = quiet;
+                    if st.silent {
+                        st.silent = false;
+                        core.heard(self.peer);
                     }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        turns = turns.wrapping_add(1);
-                        if turns.is_multiple_of(8) && quiet.elapsed() >= DIRECT_STALL {
-                            return Read::Stalled(read);
-                        }
-                        if core.spin {
-                            std::hint::spin_loop();
-                        } else {
-                            std::thread::yield_now();
-                        }
-                    }
-                    Err(_) => return Read::Ended,
+                    core.inbox.progress(src);
                 }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    turns = turns.wrapping_add(1);
+                    if turns.is_multiple_of(8) && quiet.elapsed() >= DIRECT_STALL {
+                        return Read::Stalled(read);
+                    }
+                    if core.spin {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                Err(_) => return Read::Ended,
             }
         }
         Read::Full
     }
 
-    /// An envelope (outer header `outer`) that may be the posted message:
-    /// its frame header is read first, and if it claims to be that
-    /// message, the payload goes into the posted buffers and the tag is
-    /// checked where they lie. Otherwise, or if the bytes stop coming, the
-    /// assembler takes over with what was read.
+    /// An envelope (outer header `outer`) of the posted message's length:
+    /// read whole in one go — its frame header aside, its payload into the
+    /// posted buffers, its tag aside — and, if the frame header claims to
+    /// be the posted message, its tag is checked where the payload lies.
+    /// Otherwise (another message of that length: the posted buffers are
+    /// the caller's to overwrite until its message comes), or if the bytes
+    /// stop coming, the assembler takes over with what was read.
     fn envelope_into(
         &self,
         st: &mut State,
@@ -317,30 +366,28 @@ impl Rx {
             return Direct::Stalled;
         }
         let mut inner = [0u8; HEADER_LEN];
-        match self.read_direct(st, core, p.src, &mut [&mut inner]) {
+        let mut tag = [0u8; TAG_LEN];
+        let got = self.read_direct(
+            st,
+            core,
+            p.src,
+            &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
+        );
+        match got {
             Read::Full => {}
             Read::Ended => return Direct::Ended,
             Read::Stalled(n) => {
-                st.asm.resume_body(outer, &core.pool, &[&inner[..n]]);
+                let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
+                st.asm.resume_body(outer, &core.pool, &read);
                 return Direct::Stalled;
             }
         }
-        // Not yet authentic: only where the payload goes is decided by it.
+        // Not yet authentic: it only decides whether the payload stays.
         let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
         if !claimed.is_ok_and(|c| p.wants(core, &c)) {
-            st.asm.resume_body(outer, &core.pool, &[&inner]);
+            let read: [&[u8]; 4] = [&inner, &*p.head, &*p.body, &tag];
+            st.asm.resume_body(outer, &core.pool, &read);
             return Direct::Stalled;
-        }
-        let mut tag = [0u8; TAG_LEN];
-        match self.read_direct(st, core, p.src, &mut [&mut *p.head, &mut *p.body, &mut tag]) {
-            Read::Full => {}
-            Read::Ended => return Direct::Ended,
-            Read::Stalled(n) => {
-                let mut got = vec![&inner[..]];
-                got.extend(prefix(n, &[&*p.head, &*p.body, &tag]));
-                st.asm.resume_body(outer, &core.pool, &got);
-                return Direct::Stalled;
-            }
         }
         let Some(o) = st.opener.as_mut() else {
             return Direct::Refused;
