@@ -89,6 +89,14 @@ pub struct LaneKey {
     pub tag: u64,
 }
 
+/// Copy `msg` (exactly `head.len() + body.len()` bytes) into `head`,
+/// then `body`.
+pub(crate) fn split_into(msg: &[u8], head: &mut [u8], body: &mut [u8]) {
+    let (h, b) = msg.split_at(head.len());
+    head.copy_from_slice(h);
+    body.copy_from_slice(b);
+}
+
 /// A received message's bytes, with a movable start so a protocol header can
 /// be stripped without copying the payload. A payload taken from a
 /// [`BufferPool`] returns its buffer there when dropped.
@@ -296,9 +304,7 @@ pub trait Transport: Send + Sync + fmt::Debug {
         body: &mut [u8],
     ) -> Result<(), TransportError> {
         let msg = self.recv(src, key, timeout, Some(head.len() + body.len()))?;
-        let (h, b) = msg.as_ref().split_at(head.len());
-        head.copy_from_slice(h);
-        body.copy_from_slice(b);
+        split_into(msg.as_ref(), head, body);
         Ok(())
     }
     /// This rank issued collective `seq` on communicator `comm`: messages

@@ -206,9 +206,7 @@ impl Transport for LinkTransport {
             filled: false,
         };
         if let Some(msg) = self.receive(src, key, timeout, want, Some(&mut posted))? {
-            let (h, b) = msg.as_ref().split_at(posted.head.len());
-            posted.head.copy_from_slice(h);
-            posted.body.copy_from_slice(b);
+            crate::split_into(msg.as_ref(), posted.head, posted.body);
         }
         Ok(())
     }
