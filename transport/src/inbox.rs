@@ -31,10 +31,6 @@ struct Peer {
     credit_due: u64,
     /// The sender waits for room: what is owed goes back at once.
     credit_wanted: bool,
-    /// Collective bytes consumed, not yet credited (link transports hold
-    /// collectives to a byte budget of their own, see [`Credit`]).
-    coll_due: u64,
-    coll_wanted: bool,
 }
 
 /// Default number of messages one sender may have queued on one budgeted
@@ -50,12 +46,7 @@ pub const LANE_DEPTH: u32 = 256;
 /// ahead of a slow receiver.
 pub const SEQ_WINDOW: u64 = 1 << 20;
 
-/// Credits owed to one sender: bytes, and messages per lane (budgeted
-/// lanes); or, for collectives, bytes alone. A collective's lane lives for
-/// one call, so its depth is not credited; its bytes are, under a budget of
-/// their own (a root that broadcasts in a loop, or a leaf that only sends,
-/// would otherwise run ahead of a slower receiver without bound, and the
-/// receiver would buffer what it sent).
+/// Credits owed to one sender: bytes, and messages per lane.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Credit {
     pub bytes: u64,
@@ -193,8 +184,6 @@ impl Inbox {
                         budgeted_bytes: 0,
                         credit_due: 0,
                         credit_wanted: false,
-                        coll_due: 0,
-                        coll_wanted: false,
                     };
                     world as usize
                 ],
@@ -358,17 +347,6 @@ impl Inbox {
         depth: u32,
     ) -> Option<Credit> {
         let mut st = self.lock();
-        if key.kind == LaneKind::Collective {
-            let p = st.peers.get_mut(src as usize)?;
-            if p.coll_due == 0 || (p.coll_due < at_least && !p.coll_wanted) {
-                return None;
-            }
-            p.coll_wanted = false;
-            return Some(Credit {
-                bytes: std::mem::take(&mut p.coll_due),
-                lanes: Vec::new(),
-            });
-        }
         let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
         let owed = st.lane_due.keys().any(|(s, _)| *s == src);
         let p = st.peers.get_mut(src as usize)?;
@@ -393,13 +371,9 @@ impl Inbox {
 
     /// `src` waits for room to send here: its credit goes back with the
     /// next [`take_credit`](Self::take_credit), whatever the batch.
-    pub(crate) fn want_credit(&self, src: u32, kind: LaneKind) {
+    pub(crate) fn want_credit(&self, src: u32) {
         if let Some(p) = self.lock().peers.get_mut(src as usize) {
-            if kind == LaneKind::Collective {
-                p.coll_wanted = true;
-            } else {
-                p.credit_wanted = true;
-            }
+            p.credit_wanted = true;
         }
     }
 
@@ -631,8 +605,6 @@ fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
             p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
             p.credit_due += n;
             *st.lane_due.entry((src, key)).or_insert(0) += 1;
-        } else if key.kind == LaneKind::Collective {
-            p.coll_due += n;
         }
     }
 }

@@ -55,15 +55,8 @@ impl Core {
                 if !self.serves(peer, h.src) {
                     return refuse(peer, &h, "a credit from a rank this link does not serve");
                 }
-                let bytes = usize::try_from(h.len).unwrap_or(usize::MAX);
-                if h.kind == LaneKind::Collective {
-                    if let Some(b) = self.coll_flow.get(h.src as usize) {
-                        b.release(bytes);
-                    }
-                    return Next::Continue;
-                }
                 if let Some(b) = self.flow.get(h.src as usize) {
-                    b.release(bytes);
+                    b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
                 }
                 let key = LaneKey {
                     comm: h.comm,
@@ -452,41 +445,5 @@ mod tests {
         assert_eq!(core.on_header(1, credit), Next::Continue);
         waiter.join().unwrap().unwrap();
         assert_eq!(core.in_flight(1, k), 3);
-    }
-
-    #[test]
-    fn collectives_are_credited_by_bytes_under_their_own_budget() {
-        let (receiver, links) = core(1, 3, false);
-        let k = key(LaneKind::Collective, 5);
-        let h = data(0, 1, LaneKind::Collective, 5);
-        assert_eq!(receiver.on_header(0, h), Next::Body(h));
-        assert!(receiver.on_data(0, h, Payload::from_parts(&[b"abc"])));
-        receiver.inbox.try_take(0, k, None).unwrap().unwrap();
-        receiver.credit(0, k);
-        // Batched: nothing back for three bytes, until rank 0 asks.
-        assert!(credits(&links, 0).is_empty());
-        let mut ask = Header::control(FrameType::CreditWanted, 0, 1);
-        (ask.kind, ask.tag) = (k.kind, k.tag);
-        assert_eq!(receiver.on_header(0, ask), Next::Continue);
-        let sent: Vec<Header> = links[0].forwarded.lock().unwrap().clone();
-        assert_eq!(sent.len(), 1);
-        assert_eq!(
-            (sent[0].kind, sent[0].aux, sent[0].len),
-            (LaneKind::Collective, 0, 3)
-        );
-
-        // The sender's side: a collective credit frees collective bytes
-        // only, never point-to-point budget.
-        let (sender, _) = core(0, 3, false);
-        sender.coll_flow[1].acquire(100, Duration::ZERO, 1).unwrap();
-        sender.flow[1].acquire(100, Duration::ZERO, 1).unwrap();
-        let mut credit = Header::control(FrameType::Credit, 1, 0);
-        (credit.kind, credit.len) = (LaneKind::Collective, 60);
-        assert_eq!(sender.on_header(1, credit), Next::Continue);
-        assert_eq!(sender.coll_flow[1].reserved(), 40);
-        assert_eq!(sender.flow[1].reserved(), 100);
-        // From a rank the link does not serve: refused.
-        credit.src = 2;
-        assert_eq!(sender.on_header(1, credit), Next::End);
     }
 }

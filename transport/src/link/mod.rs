@@ -27,7 +27,7 @@ pub(crate) use watch::Watch;
 
 use crate::inbox::Inbox;
 use crate::wire::{FrameType, Header};
-use crate::{BufferPool, LaneKey, LaneKind, LinkKind, Payload, TransportError};
+use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -159,10 +159,6 @@ pub struct Core {
     pub(crate) max_message_bytes: u64,
     /// Budgeted bytes this rank may still send to each rank (credits).
     pub(crate) flow: Vec<Budget>,
-    /// Collective bytes likewise, under a budget of their own (a
-    /// collective must never wait behind point-to-point messages the
-    /// application has not received yet).
-    pub(crate) coll_flow: Vec<Budget>,
     /// (messages, bytes) this rank sent to each rank.
     pub(crate) sent: Vec<(AtomicU64, AtomicU64)>,
     /// Budgeted messages sent but not yet credited, per (destination, lane).
@@ -211,9 +207,6 @@ impl Core {
             timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
             max_message_bytes: cfg.max_message_bytes,
             flow: (0..cfg.world)
-                .map(|_| Budget::new(usize::try_from(cfg.peer_budget_bytes).unwrap_or(usize::MAX)))
-                .collect(),
-            coll_flow: (0..cfg.world)
                 .map(|_| Budget::new(usize::try_from(cfg.peer_budget_bytes).unwrap_or(usize::MAX)))
                 .collect(),
             sent: (0..cfg.world)
@@ -389,22 +382,20 @@ impl Core {
     }
 
     /// Wait (up to the deadline) for room for `len` bytes on lane `key`
-    /// to `dst`: lane depth and bytes for point-to-point and RPC, bytes
-    /// for collectives; asking `dst` for its credit while waiting.
+    /// to `dst` — lane depth and bytes, for point-to-point and RPC —
+    /// asking `dst` for its credit while waiting. Collectives are bounded
+    /// by their algorithms' own pipelines, not here.
     pub(crate) fn acquire_room(
         &self,
         dst: u32,
         key: LaneKey,
         len: usize,
     ) -> Result<(), TransportError> {
-        let ask = || self.ask_credit(dst, key);
-        if key.kind == LaneKind::Collective {
-            return self.coll_flow[dst as usize].acquire_asking(len, self.timeout(), dst, ask);
-        }
         if !crate::inbox::budgeted(key.kind) {
             return Ok(());
         }
         self.acquire_lane(dst, key)?;
+        let ask = || self.ask_credit(dst, key);
         let got = self.flow[dst as usize].acquire_asking(len, self.timeout(), dst, ask);
         if got.is_err() {
             self.release_lane(dst, key, 1);
@@ -423,12 +414,12 @@ impl Core {
     /// is owed goes back now, or with the next receive from `src`. Never
     /// blocks (it runs on whichever thread reads the link).
     pub(crate) fn credit_wanted(&self, src: u32, key: LaneKey) {
-        self.inbox.want_credit(src, key.kind);
+        self.inbox.want_credit(src);
         self.return_credit(src, key, true);
     }
 
     fn return_credit(&self, src: u32, key: LaneKey, queue: bool) {
-        if src == self.rank || !credited(key.kind) {
+        if src == self.rank || !crate::inbox::budgeted(key.kind) {
             return;
         }
         let batch = self.flow.first().map_or(1, |b| b.max() / 16).max(1) as u64;
@@ -437,8 +428,7 @@ impl Core {
         };
         let hop = self.hop(src);
         let mut bytes = credit.bytes;
-        let collective = (key.kind == LaneKind::Collective).then_some((key, 0));
-        for (lane, count) in credit.lanes.into_iter().chain(collective) {
+        for (lane, count) in credit.lanes {
             let mut h = Header::control(FrameType::Credit, self.rank, src);
             (h.comm, h.kind, h.tag, h.aux, h.len) = (lane.comm, lane.kind, lane.tag, count, bytes);
             bytes = 0;
@@ -501,10 +491,4 @@ impl Core {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Lanes whose bytes a link transport's receivers credit back: budgeted
-/// ones (point-to-point, RPC) and collectives (see `inbox::Credit`).
-pub(crate) fn credited(kind: LaneKind) -> bool {
-    crate::inbox::budgeted(kind) || kind == LaneKind::Collective
 }

@@ -6,7 +6,7 @@
 //! holding it.
 
 use crate::auth::seal::{Opener, SEAL_OVERHEAD, TAG_LEN};
-use crate::link::{Core, Next, Posted, Sink};
+use crate::link::{heartbeat_interval, Core, Next, Posted, Sink};
 use crate::wire::FrameType;
 use crate::wire::{Assembler, Header, HEADER_LEN};
 use crate::Payload;
@@ -17,7 +17,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a direct read into a waiting caller's buffers goes on
-/// without a byte before the assembler takes over.
+/// without a byte before the assembler takes over (it also gives way,
+/// bytes or not, after half a heartbeat period).
 const DIRECT_STALL: Duration = Duration::from_micros(200);
 
 /// Where a direct read stopped.
@@ -313,9 +314,16 @@ impl Rx {
     fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
         let total: usize = pieces.iter().map(|p| p.len()).sum();
         let mut read = 0;
-        let mut quiet = Instant::now();
+        let started = Instant::now();
+        let mut quiet = started;
         let mut turns = 0u32;
+        // The link's thread waits for this lock to send its heartbeats and
+        // check silence: hold it at most half a heartbeat period.
+        let hold = heartbeat_interval(core.timeout()) / 2;
         while read < total {
+            if read > 0 && quiet.duration_since(started) >= hold {
+                return Read::Stalled(read);
+            }
             match read_pieces_now(&self.stream, pieces, read) {
                 Ok(0) => return Read::Ended,
                 Ok(n) => {
