@@ -348,12 +348,13 @@ impl Inbox {
     ) -> Option<Credit> {
         let mut st = self.lock();
         let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
-        let owed = st.lane_due.keys().any(|(s, _)| *s == src);
-        let p = st.peers.get_mut(src as usize)?;
+        let p = st.peers.get(src as usize)?;
         let flush = p.credit_due >= at_least || lane_due >= depth / 2 || p.credit_wanted;
-        if !flush || (p.credit_due == 0 && !owed) {
+        // Only when flushing: is anything owed on any of `src`'s lanes?
+        if !flush || (p.credit_due == 0 && !st.lane_due.keys().any(|(s, _)| *s == src)) {
             return None;
         }
+        let p = st.peers.get_mut(src as usize)?;
         p.credit_wanted = false;
         let bytes = std::mem::take(&mut p.credit_due);
         let keys: Vec<(u32, LaneKey)> = st

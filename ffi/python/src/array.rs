@@ -40,6 +40,20 @@ pub(crate) enum DType {
 }
 
 impl DType {
+    /// Every type.
+    const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U32,
+        DType::U64,
+    ];
+
     /// numpy's name for it.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -372,22 +386,11 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
     let Some(torch) = modules.cast::<PyDict>()?.get_item("torch")? else {
         return Ok(None);
     };
-    let names = [
-        ("float32", DType::F32),
-        ("float64", DType::F64),
-        ("float16", DType::F16),
-        ("bfloat16", DType::BF16),
-        ("int8", DType::I8),
-        ("int32", DType::I32),
-        ("int64", DType::I64),
-        ("uint8", DType::U8),
-        ("uint32", DType::U32),
-        ("uint64", DType::U64),
-    ];
     let mut dtypes = Vec::new();
-    for (name, d) in names {
+    // torch names its dtypes as numpy does.
+    for d in DType::ALL {
         // uint32/uint64 came in torch 2.3; older versions lack them.
-        if let Ok(t) = torch.getattr(name) {
+        if let Ok(t) = torch.getattr(d.name()) {
             dtypes.push((t.unbind(), d));
         }
     }

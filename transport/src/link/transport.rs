@@ -17,9 +17,10 @@ const CALLER_POLL: Duration = Duration::from_micros(60);
 
 /// How long a receiving thread reads its link itself for a message of
 /// `len` bytes: [`CALLER_POLL`], and for a large message as long again as
-/// its bytes take to come at 1 GB/s (at most about 34 ms) — the sender is often still busy with
-/// the previous one, and a receive that is waiting when they come reads
-/// them straight into its buffer (no copy, no hand-off).
+/// its bytes take to come at 1 GB/s (at most about 34 ms) — the sender is
+/// often still busy with the previous one, and a receive that is waiting
+/// when they come reads them straight into its buffer (no copy, no
+/// hand-off).
 fn poll_for(len: Option<usize>) -> Duration {
     let bytes = len.unwrap_or(0) as u64;
     CALLER_POLL + Duration::from_nanos(bytes.min(32 << 20))

@@ -123,25 +123,6 @@ fn read_pieces_now(
     }
 }
 
-/// One non-blocking read; `Ok(0)` is end of stream.
-fn read_now(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
-    // SAFETY: `buf` is an initialised, exclusively borrowed slice of
-    // `buf.len()` bytes; recv(2) writes at most that many into it.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            buf.as_mut_ptr().cast::<libc::c_void>(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
 impl Rx {
     pub(crate) fn new(peer: u32, stream: TcpStream, opener: Option<Opener>, core: &Core) -> Rx {
         let overhead = if opener.is_some() {
@@ -233,7 +214,7 @@ impl Rx {
                 }
                 continue;
             }
-            match read_now(&self.stream, st.asm.space()) {
+            match read_pieces_now(&self.stream, &mut [st.asm.space()], 0) {
                 Ok(0) => return self.end(st, core, sink),
                 Ok(n) => {
                     st.last_byte = Instant::now();
