@@ -290,6 +290,53 @@ fn back_pressure_bounds_the_receivers_queue() {
     }
 }
 
+/// Rank 0 queues eight 1 MiB broadcasts (the pipelined chain) before the
+/// other ranks call any: each rank's predecessor in the chain still never
+/// has more than one call's bytes queued at it, because a rank sends
+/// nothing of a call before its successor has entered that call.
+fn broadcast_loop(g: &ProcessGroup) -> meshwork::Result<()> {
+    const ELEMS: usize = 1 << 18;
+    const CALLS: usize = 8;
+    if g.rank() == 0 {
+        let work: Vec<_> = (0..CALLS)
+            .map(|i| g.broadcast_nb(vec![i as f32; ELEMS], 0))
+            .collect();
+        for peer in 1..g.world_size() {
+            g.send_bytes(b"go", peer, 7)?;
+        }
+        for w in work {
+            w.wait()?;
+        }
+    } else {
+        g.recv_bytes(0, 7)?;
+        for i in 0..CALLS {
+            let mut buf = vec![0f32; ELEMS];
+            g.broadcast(&mut buf, 0)?;
+            assert!(buf.iter().all(|&x| x == i as f32), "call {i}");
+        }
+        let from_pred = g.stats()[g.rank() as usize - 1];
+        // One call's payload, its segments' descriptors and the "go".
+        let one_call = (ELEMS * 4 + 4096) as u64;
+        assert!(
+            from_pred.max_queued_bytes <= one_call,
+            "rank {} had {} bytes queued from its predecessor",
+            g.rank(),
+            from_pred.max_queued_bytes
+        );
+    }
+    g.barrier()
+}
+
+#[test]
+fn a_broadcast_loop_runs_at_most_one_call_ahead() {
+    for o in run_world(4, broadcast_loop) {
+        o.unwrap();
+    }
+    for o in run_nodes(4, Topology::Mesh, broadcast_loop) {
+        o.unwrap();
+    }
+}
+
 #[test]
 fn faults_shutdown_right_after_the_last_collective_loses_nothing_over_tcp() {
     for round in 0..10 {

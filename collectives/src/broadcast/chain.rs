@@ -8,6 +8,12 @@
 //! which tends to `nβ` for large `n`: every link, the root's included,
 //! carries the buffer exactly once.
 //!
+//! Before its first segment each rank sends its predecessor an empty
+//! message and waits for its successor's: a rank sends nothing of a call
+//! before the next in line has entered it. A root calling in a loop then
+//! runs at most one call ahead of each hop, and each segment meets a
+//! receive that is already waiting, instead of piling up in buffers.
+//!
 //! # Trace, P = 4, root 0, S = 2
 //!
 //! ```text
@@ -34,6 +40,21 @@ pub fn broadcast_chain<T: Element, C: Comm>(
     }
     let vr = relative(comm.rank(), root, p);
     let nseg = crate::topo::segment_count(buf.len(), seg_elems);
+    let (pred, succ) = (
+        (vr > 0).then(|| absolute(vr - 1, root, p)),
+        (vr + 1 < p).then(|| absolute(vr + 1, root, p)),
+    );
+    // Each rank tells its predecessor it has entered this call, and sends
+    // nothing before its successor has: a rank calling broadcast in a loop
+    // runs at most one call ahead of the next in line, so the segments
+    // land in a receive that is already waiting (read into `buf`, no
+    // backlog, no fresh buffers) instead of piling up.
+    if let Some(pred) = pred {
+        comm.send(pred, &[])?;
+    }
+    if let Some(succ) = succ {
+        comm.recv(succ, 0)?;
+    }
     for j in 0..nseg {
         let seg = chunk(buf.len(), nseg, j);
         if vr > 0 {
