@@ -229,7 +229,10 @@ pub use local::local;
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
 pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_PEER_BUDGET};
-pub use node::{serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES, WIRE_PROTOCOL_VERSION};
+pub use node::{
+    bind_rank_sockets, serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES,
+    WIRE_PROTOCOL_VERSION,
+};
 
 /// A fresh random cluster token (32 random bytes as 64 hex characters),
 /// what `meshrun token` prints.

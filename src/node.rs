@@ -16,7 +16,9 @@ use std::time::Duration;
 
 mod seed;
 mod sockets;
+
 pub use seed::serve_seed;
+pub use sockets::bind_rank_sockets;
 
 /// Which wire carries the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -68,6 +70,8 @@ pub struct Node {
     /// Discovery ports (discovery port, data port base), if discovering.
     discover: Option<(u16, u16)>,
     discover_host: Option<String>,
+    /// Sockets bound beforehand for this rank's own address.
+    listen: Option<meshwork_transport::BoundSockets>,
 }
 
 impl fmt::Debug for Node {
@@ -111,6 +115,7 @@ impl Node {
             algorithms: Vec::new(),
             discover: None,
             discover_host: None,
+            listen: None,
         }
     }
 
@@ -406,6 +411,23 @@ impl Node {
         self
     }
 
+    /// Listen on sockets bound beforehand for this rank's own address: a
+    /// TCP listener and, for QUIC, a UDP socket on the same port that
+    /// shares it (`SO_REUSEPORT`), as [`bind_rank_sockets`] makes them. A
+    /// program that chooses its ranks' ports binds first and hands the
+    /// sockets over, so no other program can take a port between the
+    /// choice and formation. Sockets not bound to the rank's address are
+    /// not used (formation binds as usual). `meshrun` hands its ranks their
+    /// sockets through `MESHRUN_SOCKETS` instead.
+    pub fn listen_on(
+        mut self,
+        tcp: std::net::TcpListener,
+        udp: Option<std::net::UdpSocket>,
+    ) -> Node {
+        self.listen = Some(meshwork_transport::BoundSockets::new(tcp, udp));
+        self
+    }
+
     /// On a multi-homed host, the interface whose address discovery
     /// announces and a seed is told (`IFNAME`): by name (`eth1`), name
     /// prefix (`enp`) or CIDR (`10.77.0.0/16`); the choice is logged.
@@ -509,7 +531,7 @@ impl Node {
                     "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
                 );
             }
-            node.form(rank, node.peers.clone(), None, None)?
+            node.form(rank, node.peers.clone(), None, None, None)?
         };
         node.group(rank, transport)
     }
@@ -522,6 +544,7 @@ impl Node {
         peers: Vec<SocketAddr>,
         bind: Option<SocketAddr>,
         identity: Option<meshwork_transport::RankIdentity>,
+        held: Option<meshwork_transport::BoundSockets>,
     ) -> Result<Arc<dyn Transport>> {
         let mut spec = Spec::new(rank, self.world, peers);
         spec.shape = match self.topology {
@@ -548,9 +571,12 @@ impl Node {
         }
         spec.bind = bind;
         spec.identity = identity;
-        // However the node was built: a launcher's sockets are this
-        // process's to listen on (taken by the first formation).
-        spec.sockets = sockets::from_launcher();
+        // Sockets held for this rank: the seed path's, else those handed
+        // to `listen_on`, else — however the node was built — a launcher's
+        // (this process's to listen on, taken by the first formation).
+        spec.sockets = held
+            .or_else(|| self.listen.clone())
+            .or_else(sockets::from_launcher);
         Ok(Arc::new(
             meshwork_transport::connect(&spec).map_err(from_formation)?,
         ))

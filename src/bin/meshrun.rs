@@ -21,7 +21,7 @@
 )]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -211,13 +211,9 @@ fn main() -> ExitCode {
     // sidecar share the number) and handed to that rank open: no other
     // program can take it between this choice and the rank's start.
     let mut held: Vec<(TcpListener, UdpSocket)> = Vec::new();
-    for _ in 0..o.n * 64 {
-        if held.len() == o.n as usize {
-            break;
-        }
-        match bind_pair() {
+    for _ in 0..o.n {
+        match meshwork::bind_rank_sockets(std::net::Ipv4Addr::LOCALHOST.into()) {
             Ok(pair) => held.push(pair),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
             Err(e) => {
                 eprintln!("meshrun: cannot find free ports: {e}");
                 return ExitCode::from(1);
@@ -351,20 +347,4 @@ fn main() -> ExitCode {
         None => ExitCode::SUCCESS,
         Some((_, code)) => ExitCode::from(u8::try_from(code.clamp(1, 255)).unwrap_or(1)),
     }
-}
-
-/// A TCP listener on a free loopback port and a UDP socket on the same
-/// number, bound as the transport binds them (the UDP socket shares its
-/// port: QUIC gives each accepted peer a socket of its own on it).
-fn bind_pair() -> std::io::Result<(TcpListener, UdpSocket)> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let tcp = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
-    tcp.set_reuse_address(true)?;
-    tcp.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())?;
-    tcp.listen(1024)?;
-    let tcp: TcpListener = tcp.into();
-    let udp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    udp.set_reuse_port(true)?;
-    udp.bind(&tcp.local_addr()?.into())?;
-    Ok((tcp, udp.into()))
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::group::ProcessGroup;
 use meshwork_collectives::Topology;
 use meshwork_transport::mem::MemHub;
+use meshwork_transport::BoundSockets;
 use meshwork_transport::Transport;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,12 +57,14 @@ impl Node {
             _ => None,
         };
         // This rank's data port: the advertised one, else a free one,
-        // held until formation binds it (see `free_port`).
-        let (port, reserved) = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
+        // bound here and listened on by formation (no moment in which
+        // another program could take it).
+        let (port, held) = match self.advertise.map(|a| a.port()).filter(|&p| p != 0) {
             Some(p) => (p, None),
             None => {
-                let (p, held) = free_port(listen_ip).map_err(Error::Io)?;
-                (p, Some(held))
+                let (tcp, udp) = super::bind_rank_sockets(listen_ip).map_err(Error::Io)?;
+                let port = tcp.local_addr().map_err(Error::Io)?.port();
+                (port, Some(BoundSockets::new(tcp, Some(udp))))
             }
         };
         let unspecified: std::net::IpAddr = if seed_addr.is_ipv6() {
@@ -85,7 +88,6 @@ impl Node {
         let rank = joined.rank;
         tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
         let bind = SocketAddr::new(listen_ip, port);
-        drop(reserved);
         let formed = if world == 1 {
             Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
         } else {
@@ -94,6 +96,7 @@ impl Node {
                 joined.peers.clone(),
                 Some(bind),
                 Some(joined.identity.clone()),
+                held,
             )
         };
         let ready = joined
@@ -167,45 +170,6 @@ fn seed_listen_ip(
     Ok(loopback)
 }
 
-/// A port free for both TCP and UDP on `ip` (QUIC and its sidecar share
-/// the number), and the two sockets that hold it until they are dropped.
-///
-/// This is a pick-then-bind, and cannot be otherwise yet: the port goes to
-/// the seed, and through it to every peer, before formation starts, and
-/// the transport binds from an address (its config's `bind`), not from a
-/// socket it could be handed. So the caller holds the sockets through the
-/// seed exchange, which lasts until the slowest rank has joined, and drops
-/// them just before formation binds the port: another process can take it
-/// only in the microseconds between. The TCP socket is bound but not
-/// listening, and neither socket sets `SO_REUSEADDR` or `SO_REUSEPORT`, so
-/// no other socket can bind the port meanwhile and no outgoing connection
-/// takes it as its source port; a peer that dials early is refused, and
-/// retries as it does for a peer not yet up.
-fn free_port(
-    ip: std::net::IpAddr,
-) -> std::io::Result<(u16, (socket2::Socket, std::net::UdpSocket))> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let local = SocketAddr::new(ip, 0);
-    for _ in 0..64 {
-        let tcp = Socket::new(
-            Domain::for_address(local),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )?;
-        tcp.bind(&local.into())?;
-        let port = tcp
-            .local_addr()?
-            .as_socket()
-            .map_or(0, |a: SocketAddr| a.port());
-        match std::net::UdpSocket::bind(SocketAddr::new(ip, port)) {
-            Ok(udp) => return Ok((port, (tcp, udp))),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other("no port free for both TCP and UDP"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,8 +211,8 @@ mod tests {
         );
         assert_eq!(listen(v6, None, true).unwrap(), ip("::").unwrap());
         // The port held for the rank is held on that address.
-        let (_, (tcp, _)) = free_port(listen(v4, None, false).unwrap()).unwrap();
-        let held = tcp.local_addr().unwrap().as_socket().unwrap();
+        let (tcp, _) = super::super::bind_rank_sockets(listen(v4, None, false).unwrap()).unwrap();
+        let held = tcp.local_addr().unwrap();
         assert!(held.ip().is_loopback(), "{held}");
     }
 }

@@ -1,12 +1,14 @@
-//! Listening sockets handed down by a launcher: `meshrun` binds every
-//! rank's port (TCP, and UDP on the same number for QUIC) and passes each
-//! child its own two sockets, open across `exec`, named in
-//! `MESHRUN_SOCKETS=<tcp fd>,<udp fd>`. Formation then listens on them
-//! instead of binding, so no other program can take a rank's port between
-//! the launcher's choice and the rank's start.
+//! Listening sockets bound before formation: a launcher (`meshrun`) binds
+//! every rank's port (TCP, and UDP on the same number for QUIC) and passes
+//! each child its own two sockets, open across `exec`, named in
+//! `MESHRUN_SOCKETS=<tcp fd>,<udp fd>`; a program that places ranks itself
+//! hands them over with [`Node::listen_on`](crate::Node::listen_on); a
+//! seed job's rank holds the port it announces. Formation then listens on
+//! them instead of binding, so no other program can take a rank's port
+//! between its choice and the rank's start.
 
 use meshwork_transport::BoundSockets;
-use std::net::{TcpListener, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,6 +48,37 @@ pub(crate) fn from_launcher() -> Option<BoundSockets> {
     // sure they are wrapped (and later closed) once only.
     let (tcp, udp) = unsafe { (TcpListener::from_raw_fd(tcp), UdpSocket::from_raw_fd(udp)) };
     Some(BoundSockets::new(tcp, Some(udp)))
+}
+
+/// A rank's listening sockets on a free port of `ip`, bound as formation
+/// binds them: a TCP listener, and a UDP socket on the same number that
+/// shares it (`SO_REUSEPORT`: QUIC gives each accepted peer a socket of its
+/// own on that port). Hand them to [`Node::listen_on`](crate::Node::listen_on)
+/// (or to a child process, as `meshrun` does) and the port is the rank's
+/// from this moment on.
+///
+/// # Errors
+///
+/// The bind's error; no port free for both protocols after 64 tries.
+pub fn bind_rank_sockets(ip: IpAddr) -> std::io::Result<(TcpListener, UdpSocket)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let any = SocketAddr::new(ip, 0);
+    for _ in 0..64 {
+        let tcp = Socket::new(Domain::for_address(any), Type::STREAM, Some(Protocol::TCP))?;
+        tcp.set_reuse_address(true)?;
+        tcp.bind(&any.into())?;
+        tcp.listen(1024)?;
+        let tcp: TcpListener = tcp.into();
+        let udp = Socket::new(Domain::for_address(any), Type::DGRAM, Some(Protocol::UDP))?;
+        udp.set_reuse_port(true)?;
+        match udp.bind(&tcp.local_addr()?.into()) {
+            Ok(()) => return Ok((tcp, udp.into())),
+            // The number is taken for UDP: another one.
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no port free for both TCP and UDP"))
 }
 
 /// Whether `fd` is an open socket of type `kind` (and, with `listening`,

@@ -184,14 +184,16 @@ fn rpc_over_tcp_mesh_and_star() {
 fn a_handler_may_call_rpc_itself() {
     // Worker 1 calls worker 2 (relayed by the coordinator), whose handler
     // calls the coordinator before answering.
-    let addrs = crate::support::free_ports(3);
+    let (addrs, held) = crate::support::bound_ports(3);
     let out: Vec<meshwork::Result<()>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..3)
-            .map(|r| {
+            .zip(held)
+            .map(|(r, (tcp, udp))| {
                 let addrs = addrs.clone();
                 s.spawn(move || {
                     let g = meshwork::Node::new(r, 3)
                         .peers(addrs)?
+                        .listen_on(tcp, Some(udp))
                         .topology(Topology::Star)
                         .timeout(Duration::from_secs(20))
                         .connect()?;
@@ -477,11 +479,14 @@ fn point_to_point_rules_in_process_and_over_tcp() {
 fn dropping_a_group_flushes_what_it_sent() {
     // Rank 0 sends 32 MiB and drops its group at once; rank 1 still gets
     // every byte, then sees rank 0 leave.
-    let addrs = crate::support::free_ports(2);
+    let (addrs, mut held) = crate::support::bound_ports(2);
     let (a0, a1) = (addrs.clone(), addrs);
+    let (tcp1, udp1) = held.pop().expect("rank 1's sockets");
+    let (tcp0, udp0) = held.pop().expect("rank 0's sockets");
     let receiver = std::thread::spawn(move || -> meshwork::Result<()> {
         let g = meshwork::Node::new(1, 2)
             .peers(a1)?
+            .listen_on(tcp1, Some(udp1))
             .timeout(Duration::from_secs(20))
             .connect()?;
         let got = g.recv_bytes(0, 3)?;
@@ -497,6 +502,7 @@ fn dropping_a_group_flushes_what_it_sent() {
     let g = meshwork::Node::new(0, 2)
         .peers(a0)
         .unwrap()
+        .listen_on(tcp0, Some(udp0))
         .timeout(Duration::from_secs(20))
         .connect()
         .unwrap();

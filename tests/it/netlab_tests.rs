@@ -34,6 +34,7 @@ fn launch(
             ("TRANSPORT".into(), "quic".into()),
         ],
         wrap,
+        sockets: Default::default(),
     }
 }
 
@@ -155,7 +156,12 @@ fn discovery_env(
     if let Some(h) = host {
         env.push(("DISCOVER_HOST".into(), h.into()));
     }
-    Launch { world, env, wrap }
+    Launch {
+        world,
+        env,
+        wrap,
+        sockets: Default::default(),
+    }
 }
 
 /// Four hosts form a mesh by UDP broadcast discovery and run every
@@ -256,6 +262,7 @@ fn netlab_a_busy_discovery_port_is_an_error() {
         world: 1,
         env: vec![("HOLD_PORT".into(), "29600".into())],
         wrap: vec![Lab::exec_in(&h1)],
+        sockets: Default::default(),
     };
     let mut holder = spawn(&holder_launch, "hold_udp_port");
     holder.wait_for(&[0], "READY", Duration::from_secs(20));
@@ -285,6 +292,7 @@ fn seed_launch(world: u32, topology: &str, seed_host: &str, wrap: Vec<Vec<String
             ("TRANSPORT".into(), "quic".into()),
         ],
         wrap,
+        sockets: Default::default(),
     }
 }
 
@@ -436,6 +444,7 @@ fn netlab_siege_by_a_stranger_stops_nothing() {
                 ("SIEGE_S".into(), "4".into()),
             ],
             wrap: vec![Lab::exec_in(&stranger)],
+            sockets: Default::default(),
         };
         let mut attacker = spawn(&siege, "siege");
         // The targets are not up yet: ranks 1 and 2 (the ones that

@@ -6,7 +6,11 @@
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct Ranks {
@@ -21,15 +25,17 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Per-rank wrapper, e.g. `ip netns exec NS`; empty for none.
     pub wrap: Vec<Vec<String>>,
+    /// Per-rank listening sockets, bound before the ranks start and handed
+    /// to each through `MESHRUN_SOCKETS` (as meshrun does); taken by the
+    /// first spawn, after which this process holds them no more.
+    pub sockets: Mutex<Vec<Option<(TcpListener, UdpSocket)>>>,
 }
 
 impl Launch {
     /// A loopback group with free ports, on QUIC (the default transport).
     pub fn loopback(world: u32, topology: &str, timeout_s: f64) -> Launch {
-        let peers: Vec<String> = crate::support::free_ports(world as usize)
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+        let (addrs, held) = crate::support::bound_ports(world as usize);
+        let peers: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
         Launch {
             world,
             env: vec![
@@ -39,6 +45,7 @@ impl Launch {
                 ("TRANSPORT".into(), "quic".into()),
             ],
             wrap: Vec::new(),
+            sockets: Mutex::new(held.into_iter().map(Some).collect()),
         }
     }
 
@@ -103,7 +110,33 @@ pub fn spawn_with(launch: &Launch, scenario: &str, per_rank: &[Vec<(String, Stri
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+        let held = launch
+            .sockets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(rank as usize)
+            .and_then(Option::take);
+        if let Some((tcp, udp)) = &held {
+            let fds = [tcp.as_raw_fd(), udp.as_raw_fd()];
+            cmd.env("MESHRUN_SOCKETS", format!("{},{}", fds[0], fds[1]));
+            // SAFETY: the closure runs in the child between fork and exec
+            // and only calls fcntl(2), which is async-signal-safe; it keeps
+            // this rank's two sockets open across exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    for fd in fds {
+                        if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = cmd.spawn().expect("spawn a rank process");
+        // The child has its own copies; this process lets its go, so a
+        // rank that dies leaves nothing listening on its port.
+        drop(held);
         let out = child.stdout.take().expect("piped stdout");
         let tx = tx.clone();
         std::thread::spawn(move || {

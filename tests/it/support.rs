@@ -314,10 +314,36 @@ pub fn compare<T: TestElem>(
     Ok(())
 }
 
+/// Listening sockets for `n` loopback ranks, bound as formation binds them
+/// ([`meshwork::bind_rank_sockets`]), and their addresses: handed to each
+/// rank (`Node::listen_on`, or a child's `MESHRUN_SOCKETS`), the ports are
+/// the ranks' from the start — no other test can take one meanwhile.
+pub fn bound_ports(
+    n: usize,
+) -> (
+    Vec<std::net::SocketAddr>,
+    Vec<(std::net::TcpListener, std::net::UdpSocket)>,
+) {
+    let held: Vec<_> = (0..n)
+        .map(|_| {
+            meshwork::bind_rank_sockets(std::net::Ipv4Addr::LOCALHOST.into())
+                .expect("bind a rank's sockets")
+        })
+        .collect();
+    let addrs = held
+        .iter()
+        .map(|(t, _)| t.local_addr().expect("a bound address"))
+        .collect();
+    (addrs, held)
+}
+
 /// `n` loopback addresses whose ports are free right now for both TCP and
-/// UDP (QUIC and its TCP sidecar share the number).
+/// UDP (QUIC and its TCP sidecar share the number), for the tests whose
+/// ports cannot be handed over bound: a seed's address, a rank a test
+/// starts late, stands in for or leaves unstarted. Ranks started at once
+/// take [`bound_ports`] instead.
 ///
-/// The ranks bind these ports later (the addresses must be known to every
+/// Whoever uses these binds them later (the addresses must be known to every
 /// rank before any of them binds), so another socket may take one in
 /// between. Three things keep that window narrow:
 /// - the ports come from 20000..29000, below Linux's ephemeral range
@@ -371,14 +397,16 @@ pub fn run_nodes<R: Send>(
     topology: meshwork::Topology,
     f: impl Fn(&ProcessGroup) -> meshwork::Result<R> + Sync,
 ) -> Vec<meshwork::Result<R>> {
-    let addrs = free_ports(world as usize);
+    let (addrs, held) = bound_ports(world as usize);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)
-            .map(|r| {
+            .zip(held)
+            .map(|(r, (tcp, udp))| {
                 let (addrs, f) = (addrs.clone(), &f);
                 s.spawn(move || {
                     let g = meshwork::Node::new(r, world)
                         .peers(addrs)?
+                        .listen_on(tcp, Some(udp))
                         .topology(topology)
                         .timeout(Duration::from_secs(20))
                         .connect()?;
