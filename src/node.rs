@@ -60,6 +60,7 @@ pub struct Node {
     sidecar_threshold: usize,
     encrypt_bulk: bool,
     frame_auth: bool,
+    shared_memory: bool,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
     join_any: bool,
@@ -108,6 +109,7 @@ impl Node {
             sidecar_threshold: DEFAULT_SIDECAR_THRESHOLD,
             encrypt_bulk: false,
             frame_auth: true,
+            shared_memory: true,
             seed: None,
             join_any: false,
             advertise: None,
@@ -196,6 +198,9 @@ impl Node {
         }
         if let Some(on) = switch("FRAME_AUTH")? {
             node.frame_auth = on;
+        }
+        if let Some(on) = switch("SHM")? {
+            node.shared_memory = on;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v
@@ -385,6 +390,17 @@ impl Node {
         self
     }
 
+    /// Reach ranks on this host through shared memory (on by default;
+    /// `SHM=0` turns it off). "This host" is the same kernel boot, network
+    /// namespace and user; other ranks keep the network link. A pair where
+    /// either side has it off, or where a segment cannot be made (no
+    /// `/dev/shm`, a full tmpfs), keeps the network link too (logged);
+    /// the job never fails for it. `g.links()` tells which peers use it.
+    pub fn shared_memory(mut self, on: bool) -> Node {
+        self.shared_memory = on;
+        self
+    }
+
     /// Bootstrap through a seed at `addr` (`SEED`, or `MASTER_ADDR` +
     /// `MASTER_PORT`): it assigns ranks (`RankConflict` for a taken one;
     /// `Node::join` takes the lowest free one), hands out the peer table
@@ -564,6 +580,7 @@ impl Node {
         spec.lane_depth = self.lane_depth;
         spec.seal = self.encrypt_bulk;
         spec.authenticate_frames = self.frame_auth;
+        spec.shared_memory = self.shared_memory;
         if !self.frame_auth && !self.encrypt_bulk && self.token.is_some() {
             tracing::warn!(
                 "FRAME_AUTH=0: frames over TCP are not authenticated; an attacker on the path can alter them"

@@ -30,6 +30,11 @@ pub mod mem;
 mod pool;
 mod quic;
 pub mod seed;
+mod shm;
+/// Bytes of the same-host negotiation each way after a formation
+/// handshake (for tests that relay formation streams byte by byte).
+#[doc(hidden)]
+pub use shm::NEGOTIATION_LEN as SHM_NEGOTIATION_LEN;
 mod spec;
 mod tcp;
 mod wire;

@@ -115,6 +115,10 @@ pub struct Spec {
     pub identity: Option<RankIdentity>,
     /// Listening sockets bound for this rank before it started.
     pub sockets: Option<BoundSockets>,
+    /// Reach peers on this host (same kernel boot, same network
+    /// namespace, same user) through shared memory (`SHM`; on by
+    /// default). Either side off keeps the network link for that pair.
+    pub shared_memory: bool,
 }
 
 impl Spec {
@@ -152,6 +156,7 @@ impl Spec {
             bind: None,
             identity: None,
             sockets: None,
+            shared_memory: true,
         }
     }
 
@@ -198,8 +203,13 @@ impl Spec {
 
 /// Form this rank's links as `spec` says; returns once every link is up.
 pub fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
+    // Peers on this host get a shared-memory link, whichever backend
+    // links the others.
+    let upgrade: crate::form::Upgrade = crate::shm::upgrade;
     match spec.backend {
-        Backend::Tcp => crate::tcp::connect(spec),
-        Backend::Quic { sidecar_threshold } => crate::quic::connect(spec, sidecar_threshold),
+        Backend::Tcp => crate::tcp::connect(spec, upgrade),
+        Backend::Quic { sidecar_threshold } => {
+            crate::quic::connect(spec, sidecar_threshold, upgrade)
+        }
     }
 }

@@ -7,8 +7,8 @@
 mod common;
 
 use common::{every_pair_talks_on, free_addrs, key, T};
-use meshwork_transport::PROTOCOL_VERSION;
 use meshwork_transport::{connect, LinkTransport, Spec, Transport, TransportError};
+use meshwork_transport::{PROTOCOL_VERSION, SHM_NEGOTIATION_LEN};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,6 +205,18 @@ fn tcp_proxy(
             && to.write_all(&hello).is_ok()
             && from.read_exact(&mut proof).is_ok()
             && to.write_all(&proof).is_ok();
+        // The same-host negotiation (shared memory off: the link stays
+        // on TCP, through this proxy), passed on as it is.
+        // Each round waits for the other side's: pass on what comes.
+        let mut rounds = [0u8; SHM_NEGOTIATION_LEN];
+        let mut passed = 0;
+        while handshake && passed < rounds.len() {
+            match from.read(&mut rounds[passed..]) {
+                Ok(n) if n > 0 && to.write_all(&rounds[passed..passed + n]).is_ok() => passed += n,
+                _ => break,
+            }
+        }
+        let handshake = handshake && passed == rounds.len();
         if handshake {
             let mut head = [0u8; 40];
             while from.read_exact(&mut head).is_ok() {
@@ -279,6 +291,9 @@ fn through_proxy(
     let udp = udp_relay(UdpSocket::bind(proxy).unwrap(), a1, Arc::clone(&stop));
     let make = move |r: u32| {
         let mut s = spec(quic, r, 2, vec![a0, proxy]);
+        // Loopback is one host: without this the pair would share memory
+        // and never send the proxy a frame.
+        s.shared_memory = false;
         if !token {
             s.token = None;
         }

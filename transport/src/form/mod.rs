@@ -128,6 +128,16 @@ impl Drop for Refuser {
     }
 }
 
+/// Builds a link once the core exists.
+pub(crate) type LinkMaker =
+    Box<dyn FnOnce(&Arc<crate::link::Core>) -> Arc<dyn crate::link::Link> + Send>;
+
+/// Turns some of a formed rank's streams into links of another kind
+/// before the backend makes its own (the factory hands the backends the
+/// same-host upgrade); the streams it takes leave the list.
+pub(crate) type Upgrade =
+    fn(&Spec, &mut Vec<(u32, TcpStream, Keys)>) -> Result<Vec<(u32, LinkMaker)>, FormationError>;
+
 /// The authenticated TCP streams of a formed rank, and the listener's
 /// thread that refuses latecomers.
 #[derive(Debug)]

@@ -75,7 +75,11 @@ fn transport_word(threshold: usize) -> u64 {
 
 /// Form a QUIC group: the TCP sidecar streams first, then the QUIC
 /// connections.
-pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, FormationError> {
+pub(crate) fn connect(
+    spec: &Spec,
+    threshold: usize,
+    upgrade: form::Upgrade,
+) -> Result<LinkTransport, FormationError> {
     let threshold = threshold.max(MIN_THRESHOLD);
     let rank = spec.rank;
     let identity = match spec.identity.clone() {
@@ -88,7 +92,7 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
         spec.peers.iter().all(|a| a.ip().is_loopback()),
     )
     .map_err(|e| fail(rank, format!("QUIC setup: {e}")))?;
-    let (accept_from, dial_to) = form::plan(spec.star(), rank, spec.world);
+    let (mut accept_from, mut dial_to) = form::plan(spec.star(), rank, spec.world);
     // The UDP port is bound before the TCP streams form, so that a peer
     // done with them early finds it (its datagrams queue meanwhile).
     let listener = if accept_from.is_empty() {
@@ -115,9 +119,15 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
         };
         Some(mio::net::UdpSocket::from_std(s))
     };
-    let formed = form::form(spec, transport_word(threshold))?;
+    let mut formed = form::form(spec, transport_word(threshold))?;
     // On any failure below, dropping it stops the TCP listener's thread.
-    let mut refusers: Vec<form::Refuser> = formed.refuser.into_iter().collect();
+    let mut refusers: Vec<form::Refuser> = formed.refuser.take().into_iter().collect();
+    // Peers on this host need no QUIC connection.
+    let upgraded = upgrade(spec, &mut formed.streams)?;
+    for (peer, _) in &upgraded {
+        accept_from.remove(peer);
+        dial_to.retain(|p| p != peer);
+    }
     let deadline = Instant::now() + spec.timeout;
     let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
     let expected = accept_from
@@ -137,6 +147,9 @@ pub(crate) fn connect(spec: &Spec, threshold: usize) -> Result<LinkTransport, Fo
     let core = Arc::new(Core::new(&spec.core_config()));
     let mut streams = formed.streams;
     let mut links: Vec<Option<Arc<dyn Link>>> = vec![None; spec.world as usize];
+    for (peer, make) in upgraded {
+        links[peer as usize] = Some(make(&core));
+    }
     for (peer, p) in up {
         let Some(i) = streams.iter().position(|(r, ..)| *r == peer) else {
             return Err(fail(peer, "a QUIC link without a sidecar"));

@@ -46,7 +46,9 @@ fn impostor(addr: SocketAddr, stream: u64, garbage: &[u8]) -> TcpStream {
         transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
     };
     let by = Instant::now() + Duration::from_secs(5);
-    assert_eq!(handshake::dial(&mut tcp, &id, by).unwrap().rank, 1);
+    let admitted = handshake::dial(&mut tcp, &id, by).unwrap();
+    assert_eq!(admitted.rank, 1);
+    crate::shm::decline(&tcp, &admitted.keys).unwrap();
     let leaf = ClusterCa::from_token(TOKEN).unwrap().issue(0).unwrap();
     let mut cfg = quiche_config(&leaf, Duration::from_secs(10), true).unwrap();
     let conn = client(

@@ -33,10 +33,17 @@ use std::time::{Duration, Instant};
 use tx::{Flushed, Flusher, Out, TcpTx, Wire};
 
 /// Form a TCP group.
-pub(crate) fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
-    let formed = form::form(spec, 0)?;
+pub(crate) fn connect(
+    spec: &Spec,
+    upgrade: form::Upgrade,
+) -> Result<LinkTransport, FormationError> {
+    let mut formed = form::form(spec, 0)?;
+    let upgraded = upgrade(spec, &mut formed.streams)?;
     let core = Arc::new(Core::new(&spec.core_config()));
     let mut links: Vec<Option<Arc<dyn Link>>> = vec![None; spec.world as usize];
+    for (peer, make) in upgraded {
+        links[peer as usize] = Some(make(&core));
+    }
     for (peer, stream, keys) in formed.streams {
         match TcpLink::new(&core, peer, stream, &keys, spec, Arc::new(Direct)) {
             Ok(link) => links[peer as usize] = Some(Arc::new(link)),

@@ -1,0 +1,721 @@
+//! The shared-memory link: a peer on this host, reached through two
+//! byte rings in memory both processes map (`ring.rs`), one each way.
+//!
+//! Formation authenticates over TCP as for every link, then the rounds in
+//! `setup.rs` find the peers on this host and map their rings. Frames
+//! travel exactly as on a TCP stream (header, then payload, decoded by the
+//! one frame assembler and checked by the core's dispatch), but a send is
+//! a copy into the ring and a receive a copy out of it: no system call
+//! while both sides are busy.
+//!
+//! The formation stream stays open for two things only:
+//!
+//! * **Doorbell.** A reader whose I/O thread sleeps (and which no caller
+//!   is reading itself) is woken by one byte on it; so is a writer that
+//!   waits for room. Busy rings ring no bells.
+//! * **Liveness.** A peer that dies closes it (the kernel does): its link
+//!   ends at once, after what it wrote whole is delivered; a frame it had
+//!   half written is not. A frozen peer is met by the deadline, as on any
+//!   link.
+//!
+//! One I/O thread per link, asleep in `poll` on that stream when there is
+//! nothing to do (no timer: an idle link costs nothing). It reads the ring
+//! when no caller does, writes what others queued without blocking
+//! (relays, credits, the goodbye), and wakes senders waiting for room.
+
+mod ring;
+mod setup;
+
+#[cfg(test)]
+pub(crate) use setup::decline;
+pub use setup::NEGOTIATION_LEN;
+
+use crate::auth::handshake::Keys;
+use crate::form::{FormationError, LinkMaker};
+use crate::link::{Core, Latch, Link, Next, Posted};
+use crate::spec::Spec;
+use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
+use crate::{LinkKind, Payload, TransportError};
+use ring::{Corrupt, Segment};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes a writer copies before it makes them readable: a large frame is
+/// read while it is still being written.
+const CHUNK: usize = 64 << 10;
+/// How long a thread waits for ring room (or for the rest of a frame it
+/// reads straight into a caller's buffers) by polling, before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+/// A frame read straight into a caller's buffers that stops coming for
+/// this long goes on in the assembler.
+const DIRECT_STALL: Duration = Duration::from_micros(200);
+
+const WAKE: mio::Token = mio::Token(0);
+const SOCKET: mio::Token = mio::Token(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The same-host upgrade the factory gives the backends: the peers on
+/// this host leave `streams` as shared-memory links (made once the core
+/// exists).
+pub(crate) fn upgrade(
+    spec: &Spec,
+    streams: &mut Vec<(u32, TcpStream, Keys)>,
+) -> Result<Vec<(u32, LinkMaker)>, FormationError> {
+    let paired = setup::pair_up(spec, streams)?;
+    let close_wait = spec.timeout;
+    Ok(paired
+        .into_iter()
+        .map(|p| {
+            let peer = p.peer;
+            let make: LinkMaker = Box::new(move |core: &Arc<Core>| {
+                let link: Arc<dyn Link> = Arc::new(ShmLink::new(core, p, close_wait));
+                link
+            });
+            tracing::debug!(peer, "shared-memory link");
+            (peer, make)
+        })
+        .collect())
+}
+
+/// The reading side's state (one reader at a time).
+#[derive(Debug)]
+struct Rx {
+    asm: Assembler,
+    /// Bytes read from the ring (the ring's own word is the peer's to
+    /// corrupt; this one is not).
+    tail: u64,
+    ended: bool,
+}
+
+/// A frame queued for the I/O thread, and the one part-written.
+#[derive(Debug, Default)]
+struct Queue {
+    frames: VecDeque<(Header, Payload)>,
+}
+
+#[derive(Debug)]
+struct Partial {
+    header: [u8; HEADER_LEN],
+    payload: Payload,
+    /// Bytes of header and payload written.
+    at: usize,
+}
+
+/// The writing side's state (one writer at a time).
+#[derive(Debug)]
+struct Tx {
+    head: u64,
+    /// A queued frame the ring had no room for all of: it goes on before
+    /// anything else.
+    partial: Option<Partial>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct ShmLink {
+    peer: u32,
+    rank: u32,
+    /// The ring this rank reads, and the one it writes.
+    inn: Segment,
+    out: Segment,
+    sock: TcpStream,
+    rx: Mutex<Rx>,
+    tx: Mutex<Tx>,
+    queue: Mutex<Queue>,
+    /// Senders waiting for room sleep here; the I/O thread wakes them.
+    room: (Mutex<()>, Condvar),
+    room_waiters: AtomicUsize,
+    /// The link has ended (the peer closed, died, or broke the protocol).
+    ended: AtomicBool,
+    stop: AtomicBool,
+    waker: Mutex<Option<Arc<mio::Waker>>>,
+    /// Closing: the goodbye is queued.
+    flushing: AtomicBool,
+    /// Set once the goodbye is written or the link has ended.
+    flushed: Latch,
+    close_wait: Duration,
+    spin: bool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ShmLink {
+    fn new(core: &Core, p: setup::Paired, close_wait: Duration) -> ShmLink {
+        if let Err(e) = p.sock.set_nonblocking(true) {
+            tracing::warn!(peer = p.peer, "doorbell stream: {e}");
+        }
+        let _ = p.sock.set_nodelay(true);
+        ShmLink {
+            peer: p.peer,
+            rank: core.rank,
+            inn: p.inn,
+            out: p.out,
+            sock: p.sock,
+            rx: Mutex::new(Rx {
+                asm: Assembler::new(core.world, core.max_message_bytes),
+                tail: 0,
+                ended: false,
+            }),
+            tx: Mutex::new(Tx {
+                head: 0,
+                partial: None,
+            }),
+            queue: Mutex::new(Queue::default()),
+            room: (Mutex::new(()), Condvar::new()),
+            room_waiters: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            waker: Mutex::new(None),
+            flushing: AtomicBool::new(false),
+            flushed: Latch::default(),
+            close_wait,
+            spin: core.spin,
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// One byte to the peer: its I/O thread wakes and looks at both rings.
+    fn ring_bell(&self) {
+        match (&self.sock).write(&[1]) {
+            // A full socket holds bells enough already.
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!(peer = self.peer, "doorbell: {e}"),
+        }
+    }
+
+    fn pause(&self) {
+        if self.spin {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    // ---- writing ----
+
+    /// Make `head` readable, waking the reader if it sleeps.
+    fn publish(&self, head: u64) {
+        if self.out.publish(head) {
+            self.ring_bell();
+        }
+    }
+
+    /// Write `pieces` whole, waiting (within the deadline, counted from
+    /// the last byte the ring took) for room.
+    fn write_all(
+        &self,
+        tx: &mut Tx,
+        pieces: &[&[u8]],
+        core: &Core,
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        let mut since = Instant::now();
+        for piece in pieces {
+            let mut rest: &[u8] = piece;
+            while !rest.is_empty() {
+                let step = rest.len().min(CHUNK);
+                let n = self
+                    .out
+                    .write(&mut tx.head, &rest[..step])
+                    .map_err(|Corrupt| self.corrupt(core, dst))?;
+                rest = &rest[n..];
+                if n > 0 {
+                    since = Instant::now();
+                    self.publish(tx.head);
+                } else {
+                    self.wait_room(tx.head, since + core.timeout(), dst)?;
+                }
+            }
+        }
+        self.publish(tx.head);
+        Ok(())
+    }
+
+    fn corrupt(&self, core: &Core, dst: u32) -> TransportError {
+        tracing::error!(
+            peer = self.peer,
+            "the peer corrupted the ring's control words; closing the link"
+        );
+        self.fail(core);
+        TransportError::PeerDisconnected { rank: dst }
+    }
+
+    /// Wait for room in the ring: poll a moment, then ask the reader to
+    /// ring and sleep until the I/O thread hears it.
+    fn wait_room(&self, head: u64, deadline: Instant, dst: u32) -> Result<(), TransportError> {
+        let started = Instant::now();
+        loop {
+            if self.ended.load(Ordering::Acquire) {
+                return Err(TransportError::PeerDisconnected { rank: dst });
+            }
+            if self.out.room(head).map_or(true, |n| n > 0) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
+            if now < started + SPIN {
+                self.pause();
+                continue;
+            }
+            if self.out.want_room(head).map_or(true, |n| n > 0) {
+                return Ok(());
+            }
+            let (m, cv) = &self.room;
+            let g = lock(m);
+            self.room_waiters.fetch_add(1, Ordering::SeqCst);
+            // Bounded: the bell may have rung between the check and here.
+            let wait = deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(1));
+            drop(cv.wait_timeout(g, wait));
+            self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Write queued frames as far as the ring takes them, never waiting;
+    /// whether everything queued is written.
+    fn flush_queued(&self, tx: &mut Tx, core: &Core) -> bool {
+        loop {
+            if tx.partial.is_none() {
+                let Some((h, payload)) = lock(&self.queue).frames.pop_front() else {
+                    return true;
+                };
+                tx.partial = Some(Partial {
+                    header: h.encode(),
+                    payload,
+                    at: 0,
+                });
+            }
+            let Some(p) = tx.partial.as_mut() else {
+                continue;
+            };
+            let total = HEADER_LEN + p.payload.len();
+            while p.at < total {
+                let src = if p.at < HEADER_LEN {
+                    &p.header[p.at..]
+                } else {
+                    &p.payload.as_ref()[p.at - HEADER_LEN..]
+                };
+                let step = src.len().min(CHUNK);
+                match self.out.write(&mut tx.head, &src[..step]) {
+                    Ok(0) => {
+                        self.publish(tx.head);
+                        // Woken by the reader's bell once it frees room.
+                        if self.out.want_room(tx.head).map_or(true, |n| n == 0) {
+                            return false;
+                        }
+                    }
+                    Ok(n) => p.at += n,
+                    Err(Corrupt) => {
+                        self.corrupt(core, self.peer);
+                        return true;
+                    }
+                }
+            }
+            tx.partial = None;
+            self.publish(tx.head);
+        }
+    }
+
+    /// Queue a frame for the I/O thread (never blocks), and write it now
+    /// if no one else writes.
+    fn enqueue(&self, core: &Core, header: Header, payload: Payload) {
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        lock(&self.queue).frames.push_back((header, payload));
+        self.flush_now(core);
+    }
+
+    /// Write what is queued if the writer is free; otherwise whoever holds
+    /// it writes it on leaving ([`leave_tx`](Self::leave_tx)).
+    fn flush_now(&self, core: &Core) -> bool {
+        match self.tx.try_lock() {
+            Ok(mut tx) => {
+                let all = self.flush_queued(&mut tx, core);
+                drop(tx);
+                all && self.leave_tx(core)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// After the writer is let go: frames queued meanwhile are written.
+    fn leave_tx(&self, core: &Core) -> bool {
+        if lock(&self.queue).frames.is_empty() {
+            return true;
+        }
+        self.flush_now(core)
+    }
+
+    fn queue_empty(&self) -> bool {
+        lock(&self.queue).frames.is_empty() && lock(&self.tx).partial.is_none()
+    }
+
+    // ---- reading ----
+
+    /// Process every complete frame in the ring (with `posted`: until the
+    /// posted message is read into its buffers); whether the link ended.
+    fn pump(&self, rx: &mut Rx, core: &Core, mut posted: Option<&mut Posted<'_>>) -> bool {
+        loop {
+            if rx.ended {
+                return true;
+            }
+            if self.ended.load(Ordering::Acquire) {
+                return self.end(rx, core);
+            }
+            if let Some((h, buf)) = rx.asm.take_frame() {
+                if !core.on_data(self.peer, h, Payload::from_vec_in(buf, Some(&core.pool))) {
+                    return self.refuse(rx, core);
+                }
+                continue;
+            }
+            let n = match self.inn.read(&mut rx.tail, rx.asm.space()) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(Corrupt) => {
+                    tracing::error!(
+                        peer = self.peer,
+                        "the peer corrupted the ring's control words; closing the link"
+                    );
+                    return self.refuse(rx, core);
+                }
+            };
+            self.freed();
+            if let Some(h) = rx.asm.body_header() {
+                core.inbox.progress(h.src);
+            }
+            match rx.asm.advance(n) {
+                Ok(None) => {}
+                Ok(Some(h)) => match core.on_header(self.peer, h) {
+                    Next::Continue => {}
+                    Next::Body(h) => match posted.as_deref_mut() {
+                        Some(p) if p.wants(core, &h) => {
+                            if self.read_direct(rx, core, h, p) {
+                                return false;
+                            }
+                        }
+                        _ => rx.asm.start_body(h, &core.pool),
+                    },
+                    Next::End => return self.refuse(rx, core),
+                },
+                Err(e) => {
+                    tracing::error!(peer = self.peer, "protocol error: {e}; closing the link");
+                    return self.refuse(rx, core);
+                }
+            }
+        }
+    }
+
+    /// Room was freed: wake the writer if it waits for it.
+    fn freed(&self) {
+        if self.inn.producer_waits() {
+            self.ring_bell();
+        }
+    }
+
+    /// Read the body of `h` straight into the caller's buffers as its
+    /// bytes come; whether it was read whole (otherwise what was read goes
+    /// to the assembler, which reads the rest).
+    fn read_direct(&self, rx: &mut Rx, core: &Core, h: Header, p: &mut Posted<'_>) -> bool {
+        let total = p.len();
+        let mut read = 0;
+        let mut quiet = Instant::now();
+        while read < total {
+            let (n, corrupt) = {
+                let dst = if read < p.head.len() {
+                    &mut p.head[read..]
+                } else {
+                    &mut p.body[read - p.head.len()..]
+                };
+                match self.inn.read(&mut rx.tail, dst) {
+                    Ok(n) => (n, false),
+                    Err(Corrupt) => (0, true),
+                }
+            };
+            if corrupt {
+                self.refuse(rx, core);
+                return false;
+            }
+            if n > 0 {
+                read += n;
+                quiet = Instant::now();
+                self.freed();
+                continue;
+            }
+            if quiet.elapsed() >= DIRECT_STALL {
+                core.inbox.progress(h.src);
+                let got = prefix(read, &[&*p.head, &*p.body]);
+                rx.asm.resume_body(h, &core.pool, &got);
+                return false;
+            }
+            self.pause();
+        }
+        core.inbox.took_direct(p.src, p.key, total);
+        p.filled = true;
+        true
+    }
+
+    fn end(&self, rx: &mut Rx, core: &Core) -> bool {
+        if !rx.ended {
+            rx.ended = true;
+            rx.asm.discard(&core.pool);
+            self.ended.store(true, Ordering::Release);
+            core.lost(self.peer);
+            self.wake_room();
+            self.flushed.set();
+        }
+        true
+    }
+
+    /// A protocol error: cut the doorbell (the peer sees this side gone)
+    /// and end the link.
+    fn refuse(&self, rx: &mut Rx, core: &Core) -> bool {
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.end(rx, core)
+    }
+
+    fn fail(&self, core: &Core) {
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.ended.store(true, Ordering::Release);
+        // The reader, whoever it is, finds the link ended on its next turn;
+        // the I/O thread ends it now if it can.
+        if let Ok(mut rx) = self.rx.try_lock() {
+            self.end(&mut rx, core);
+        }
+        self.wake_room();
+        self.wake_io();
+    }
+
+    fn wake_room(&self) {
+        if self.room_waiters.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.room.0);
+            self.room.1.notify_all();
+        }
+    }
+
+    // ---- the I/O thread ----
+
+    /// Read the doorbell's bytes; `false` once the peer has closed it.
+    fn drain_bells(&self) -> bool {
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.sock).read(&mut buf) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn run(&self, core: &Core, mut poll: mio::Poll) {
+        let fd = self.sock.as_raw_fd();
+        if let Err(e) = poll.registry().register(
+            &mut mio::unix::SourceFd(&fd),
+            SOCKET,
+            mio::Interest::READABLE,
+        ) {
+            tracing::error!(peer = self.peer, "cannot poll the doorbell: {e}");
+            self.fail(core);
+            return;
+        }
+        let mut events = mio::Events::with_capacity(4);
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let open = self.drain_bells();
+            {
+                // What it wrote before closing is all in the ring: read
+                // it (waiting for a caller that reads) before ending.
+                let rx = if open {
+                    self.rx.try_lock().ok()
+                } else {
+                    Some(lock(&self.rx))
+                };
+                if let Some(mut rx) = rx {
+                    let ended = self.pump(&mut rx, core, None);
+                    if !open && !ended {
+                        self.end(&mut rx, core);
+                    }
+                }
+            }
+            if self.ended.load(Ordering::Acquire) {
+                self.flushed.set();
+                return;
+            }
+            let all = self.flush_now(core);
+            if all && self.flushing.load(Ordering::Acquire) {
+                self.flushed.set();
+            }
+            self.wake_room();
+            // Asleep from here: a writer that publishes rings.
+            let tail = self.inn.tail_hint();
+            if self.inn.set_asleep(true, tail) && self.rx.try_lock().is_ok() {
+                self.inn.set_asleep(false, tail);
+                continue;
+            }
+            if let Err(e) = poll.poll(&mut events, None) {
+                if e.kind() != ErrorKind::Interrupted {
+                    tracing::error!(peer = self.peer, "poll: {e}");
+                    self.fail(core);
+                    return;
+                }
+            }
+            self.inn.set_asleep(false, tail);
+        }
+    }
+}
+
+/// The first `n` bytes of `pieces`, as slices.
+fn prefix<'a>(n: usize, pieces: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let mut left = n;
+    let mut out = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        let take = p.len().min(left);
+        out.push(&p[..take]);
+        left -= take;
+    }
+    out
+}
+
+impl Link for ShmLink {
+    fn kind(&self) -> LinkKind {
+        LinkKind::SharedMemory
+    }
+
+    fn send(
+        &self,
+        core: &Core,
+        header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(TransportError::PeerDisconnected { rank: dst });
+        }
+        let h = header.encode();
+        let mut pieces: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        pieces.push(&h);
+        pieces.extend_from_slice(parts);
+        let mut tx = lock(&self.tx);
+        // A queued frame part-written goes on first (the stream must not
+        // interleave); the rest of the queue may follow this frame.
+        let since = Instant::now();
+        while tx.partial.is_some() {
+            if self.flush_queued(&mut tx, core) {
+                break;
+            }
+            self.wait_room(tx.head, since + core.timeout(), dst)?;
+        }
+        let sent = self.write_all(&mut tx, &pieces, core, dst);
+        self.flush_queued(&mut tx, core);
+        drop(tx);
+        self.leave_tx(core);
+        sent
+    }
+
+    fn forward(&self, core: &Core, header: Header, payload: Payload) {
+        self.enqueue(core, header, payload);
+    }
+
+    fn tell_gone(&self, core: &Core, gone: u32) {
+        let h = Header::control(FrameType::PeerGone, gone, self.peer);
+        self.enqueue(core, h, Payload::default());
+    }
+
+    fn poll(&self, core: &Core, _want_len: Option<usize>) -> bool {
+        match self.rx.try_lock() {
+            Ok(mut rx) => self.pump(&mut rx, core, None),
+            Err(_) => self.ended.load(Ordering::Acquire),
+        }
+    }
+
+    fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
+        match self.rx.try_lock() {
+            Ok(mut rx) => self.pump(&mut rx, core, Some(posted)),
+            Err(_) => self.ended.load(Ordering::Acquire),
+        }
+    }
+
+    fn caller_polls(&self, on: bool, _want_len: Option<usize>) {
+        let tail = self.inn.tail_hint();
+        if self.inn.caller_reads(on, tail) {
+            // A writer that saw a caller reading rang no bell: what came
+            // meanwhile is read now, or by the I/O thread.
+            self.wake_io();
+        }
+    }
+
+    fn start(self: Arc<Self>, core: &Arc<Core>) {
+        let peer = self.peer;
+        let spawned = mio::Poll::new()
+            .and_then(|poll| {
+                let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+                *lock(&self.waker) = Some(waker);
+                Ok(poll)
+            })
+            .and_then(|poll| {
+                let (c, l) = (Arc::clone(core), Arc::clone(&self));
+                std::thread::Builder::new()
+                    .name(format!("meshwork-s{}-{peer}", core.rank))
+                    .spawn(move || l.run(&c, poll))
+            });
+        match spawned {
+            Ok(t) => *lock(&self.thread) = Some(t),
+            Err(e) => {
+                tracing::error!(peer, "cannot start the link's thread: {e}");
+                self.fail(core);
+            }
+        }
+    }
+
+    fn close_begin(&self) {
+        let bye = Header::control(FrameType::Bye, self.rank, self.peer);
+        if !self.ended.load(Ordering::Acquire) {
+            lock(&self.queue)
+                .frames
+                .push_back((bye, Payload::default()));
+        }
+        self.flushing.store(true, Ordering::Release);
+        self.wake_io();
+    }
+
+    fn close_flush(&self) {
+        let started = Instant::now();
+        let flushed = self.flushed.wait(|| started + self.close_wait);
+        if !flushed && !self.queue_empty() {
+            tracing::debug!(peer = self.peer, "the peer does not read; closing anyway");
+        }
+    }
+
+    fn close_end(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake_io();
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+        let _ = self.sock.shutdown(Shutdown::Both);
+    }
+}
+
+impl ShmLink {
+    fn wake_io(&self) {
+        if let Some(w) = lock(&self.waker).as_ref() {
+            let _ = w.wake();
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! A segment of memory shared with one peer process, holding one
+//! single-producer, single-consumer byte ring.
+//!
+//! Each rank creates the segment of the ring it reads from a peer (a file
+//! in `/dev/shm`, mode 0600, unlinked once the peer has mapped it) and
+//! maps the peer's for the ring it writes. The ring is a byte stream like
+//! a socket: frames go in whole (header, then payload), a large one in
+//! pieces as room frees, and the reader runs them through the frame
+//! assembler.
+//!
+//! The first page holds the control words, each on a cache line of its
+//! own: `head` (bytes written, the producer's), `tail` (bytes read, the
+//! consumer's), `asleep` (the consumer's I/O thread waits for a doorbell),
+//! `callers` (threads of the consumer's process are reading the ring
+//! themselves: no doorbell needed) and `waiting` (the producer waits for
+//! room). The data follows, `capacity` bytes (a power of two).
+//!
+//! The peer can write anything into the segment at any time: every word
+//! read from it is checked (a `head` that runs more than `capacity` ahead
+//! of the reader's own `tail`, or behind it, is [`Corrupt`]), each side
+//! keeps its own position in its own memory, and bytes are copied out
+//! before anything is decoded from them.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Identifies a meshwork ring segment (and its layout version).
+const MAGIC: u64 = u64::from_le_bytes(*b"mwshring");
+/// Where the data starts: the control words' page.
+const DATA_AT: usize = 4096;
+/// Smallest and largest ring this side accepts from a peer.
+pub(crate) const MIN_CAPACITY: usize = 64 << 10;
+pub(crate) const MAX_CAPACITY: usize = 64 << 20;
+
+/// A control word alone on its cache line (no false sharing between the
+/// producer's and the consumer's words).
+#[repr(C, align(128))]
+struct Line<T>(T);
+
+#[repr(C)]
+struct Control {
+    magic: Line<AtomicU64>,
+    capacity: Line<AtomicU64>,
+    head: Line<AtomicU64>,
+    tail: Line<AtomicU64>,
+    asleep: Line<AtomicU32>,
+    callers: Line<AtomicU32>,
+    waiting: Line<AtomicU32>,
+}
+
+const _: () = assert!(std::mem::size_of::<Control>() <= DATA_AT);
+
+/// The peer wrote control words no honest producer or consumer writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Corrupt;
+
+/// A mapped ring segment; unmapped when dropped (and unlinked, if this
+/// side created it and has not unlinked it yet).
+#[derive(Debug)]
+pub(crate) struct Segment {
+    base: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+    /// The file's path while it still has one (this side created it).
+    path: Option<CString>,
+}
+
+// SAFETY: the mapping is plain shared memory; every access to it goes
+// through atomics or raw copies, whichever thread makes it.
+unsafe impl Send for Segment {}
+// SAFETY: as above; `&Segment` methods never hand out references into the
+// mapping, only copies.
+unsafe impl Sync for Segment {}
+
+fn cpath(path: &str) -> io::Result<CString> {
+    CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+/// The ring capacity a rank with `peers_here` same-host peers gives each
+/// inbound ring: memory in `/dev/shm` grows with the square of the ranks
+/// on a host, so rings shrink as they multiply.
+pub(crate) fn capacity_for(peers_here: usize) -> usize {
+    match peers_here {
+        0..=7 => 1 << 20,
+        8..=31 => 256 << 10,
+        _ => MIN_CAPACITY,
+    }
+}
+
+impl Segment {
+    /// Create the segment file `path` (which must not exist) for a ring of
+    /// `capacity` bytes, with its pages reserved (a full tmpfs fails here,
+    /// not later with a bus error), and map it.
+    pub(crate) fn create(path: &str, capacity: usize) -> io::Result<Segment> {
+        assert!(capacity.is_power_of_two() && capacity >= MIN_CAPACITY);
+        let c = cpath(path)?;
+        // SAFETY: `c` is a valid NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `open` returned a descriptor this function now owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let len = DATA_AT + capacity;
+        let made = (|| {
+            // The umask may have narrowed 0600; never widened.
+            // SAFETY: `fd` is an open descriptor.
+            let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) };
+            if r != 0 {
+                return Err(io::Error::from_raw_os_error(r));
+            }
+            let mut seg = map(&fd, len, capacity)?;
+            seg.path = Some(c.clone());
+            seg.control()
+                .capacity
+                .0
+                .store(capacity as u64, Ordering::Relaxed);
+            seg.control().magic.0.store(MAGIC, Ordering::Release);
+            Ok(seg)
+        })();
+        if made.is_err() {
+            // SAFETY: `c` is a valid path; the file is this call's.
+            unsafe { libc::unlink(c.as_ptr()) };
+        }
+        made
+    }
+
+    /// Map the peer's segment `path`, which must be a regular file of this
+    /// user's, private to it (mode 0600), sized for a ring of `capacity`
+    /// bytes, and marked as a ring of that capacity.
+    pub(crate) fn open(path: &str, capacity: usize) -> io::Result<Segment> {
+        let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+        if !(capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)) {
+            return Err(bad("the announced ring capacity is out of range"));
+        }
+        let c = cpath(path)?;
+        // SAFETY: `c` is a valid NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `open` returned a descriptor this function now owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: all-zero is a valid `stat`, filled in by `fstat`.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open and `st` is a valid out-pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let len = DATA_AT + capacity;
+        // SAFETY: `geteuid` has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(bad("not a regular file"));
+        }
+        if st.st_uid != me || st.st_mode & 0o077 != 0 {
+            return Err(bad("not private to this user"));
+        }
+        if st.st_size != len as libc::off_t {
+            return Err(bad("not the announced size"));
+        }
+        let seg = map(&fd, len, capacity)?;
+        let c = seg.control();
+        if c.magic.0.load(Ordering::Acquire) != MAGIC
+            || c.capacity.0.load(Ordering::Relaxed) != capacity as u64
+        {
+            return Err(bad("not a meshwork ring of the announced capacity"));
+        }
+        Ok(seg)
+    }
+
+    /// Remove the segment's file (the mapping stays); once both sides
+    /// have mapped it, nothing else can.
+    pub(crate) fn unlink(&mut self) {
+        if let Some(c) = self.path.take() {
+            // SAFETY: `c` is a valid path.
+            unsafe { libc::unlink(c.as_ptr()) };
+        }
+    }
+
+    fn control(&self) -> &Control {
+        // SAFETY: the mapping is at least `DATA_AT` bytes, page-aligned,
+        // lives as long as `self`, and `Control` is atomics only (any bit
+        // pattern is valid, and concurrent writers are expected).
+        unsafe { &*self.base.as_ptr().cast::<Control>() }
+    }
+
+    /// Bytes readable at the consumer's `tail`.
+    pub(crate) fn readable(&self, tail: u64) -> Result<usize, Corrupt> {
+        let head = self.control().head.0.load(Ordering::Acquire);
+        let n = head.wrapping_sub(tail);
+        if n > self.capacity as u64 {
+            return Err(Corrupt);
+        }
+        Ok(n as usize)
+    }
+
+    /// Copy up to `dst.len()` readable bytes at `*tail` out of the ring
+    /// and free their room; how many.
+    pub(crate) fn read(&self, tail: &mut u64, dst: &mut [u8]) -> Result<usize, Corrupt> {
+        let n = self.readable(*tail)?.min(dst.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        self.copy_out(*tail, &mut dst[..n]);
+        *tail = tail.wrapping_add(n as u64);
+        self.control().tail.0.store(*tail, Ordering::SeqCst);
+        Ok(n)
+    }
+
+    /// Room for the producer at its own `head`.
+    pub(crate) fn room(&self, head: u64) -> Result<usize, Corrupt> {
+        let tail = self.control().tail.0.load(Ordering::Acquire);
+        let used = head.wrapping_sub(tail);
+        if used > self.capacity as u64 {
+            return Err(Corrupt);
+        }
+        Ok(self.capacity - used as usize)
+    }
+
+    /// Copy as much of `src` as there is room for at `*head`; how much.
+    /// Not visible to the consumer before [`publish`](Self::publish).
+    pub(crate) fn write(&self, head: &mut u64, src: &[u8]) -> Result<usize, Corrupt> {
+        let n = self.room(*head)?.min(src.len());
+        self.copy_in(*head, &src[..n]);
+        *head = head.wrapping_add(n as u64);
+        Ok(n)
+    }
+
+    /// Make what was written up to `head` readable. Returns whether the
+    /// consumer must be woken (its I/O thread sleeps and none of its
+    /// threads reads the ring).
+    pub(crate) fn publish(&self, head: u64) -> bool {
+        let c = self.control();
+        c.head.0.store(head, Ordering::SeqCst);
+        c.asleep.0.load(Ordering::SeqCst) != 0
+            && c.callers.0.load(Ordering::SeqCst) == 0
+            && c.asleep.0.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// The producer waits for room: the consumer is to ring once it frees
+    /// some. Returns the room there is now (after asking).
+    pub(crate) fn want_room(&self, head: u64) -> Result<usize, Corrupt> {
+        self.control().waiting.0.store(1, Ordering::SeqCst);
+        self.room(head)
+    }
+
+    /// After reading: whether the producer waits for room (and must be
+    /// woken; asked once per wait).
+    pub(crate) fn producer_waits(&self) -> bool {
+        let w = &self.control().waiting.0;
+        w.load(Ordering::SeqCst) != 0 && w.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// The consumer's I/O thread is about to sleep (`true`) or woke.
+    /// Going to sleep, returns whether there is something to read after
+    /// all (then it must not sleep).
+    pub(crate) fn set_asleep(&self, on: bool, tail: u64) -> bool {
+        self.control()
+            .asleep
+            .0
+            .store(u32::from(on), Ordering::SeqCst);
+        on && self.readable(tail).map_or(true, |n| n > 0)
+    }
+
+    /// A thread of the consumer's process starts (`true`) or stops reading
+    /// the ring itself. Stopping, returns whether there is something to
+    /// read (a producer that saw it reading rang no bell).
+    pub(crate) fn caller_reads(&self, on: bool, tail: u64) -> bool {
+        let c = &self.control().callers.0;
+        if on {
+            c.fetch_add(1, Ordering::SeqCst);
+            return false;
+        }
+        // Never below zero, whatever the peer wrote.
+        let _ = c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        self.readable(tail).map_or(true, |n| n > 0)
+    }
+
+    /// The consumer's position as last stored (a hint for whoever does
+    /// not hold the reader's own).
+    pub(crate) fn tail_hint(&self) -> u64 {
+        self.control().tail.0.load(Ordering::Acquire)
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: the mapping is `DATA_AT + capacity` bytes long.
+        unsafe { self.base.as_ptr().add(DATA_AT) }
+    }
+
+    fn copy_out(&self, at: u64, dst: &mut [u8]) {
+        let off = (at as usize) & (self.capacity - 1);
+        let first = dst.len().min(self.capacity - off);
+        // SAFETY: `off + first <= capacity` and `dst.len() - first <=
+        // capacity`: both ranges lie inside the data area; `dst` is this
+        // process's own memory, never inside the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data().add(off), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(
+                self.data(),
+                dst.as_mut_ptr().add(first),
+                dst.len() - first,
+            );
+        }
+    }
+
+    fn copy_in(&self, at: u64, src: &[u8]) {
+        let off = (at as usize) & (self.capacity - 1);
+        let first = src.len().min(self.capacity - off);
+        // SAFETY: as in `copy_out`, with the directions swapped.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(off), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data(), src.len() - first);
+        }
+    }
+}
+
+fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {
+    // SAFETY: a fresh shared mapping of an open file; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Segment {
+        base: NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?,
+        len,
+        capacity,
+        path: None,
+    })
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.unlink();
+        // SAFETY: `base`/`len` are the mapping made in `map`, unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(what: &str) -> String {
+        format!("/dev/shm/meshwork-test-{}-{what}", std::process::id())
+    }
+
+    #[test]
+    fn bytes_wrap_around_the_end_of_the_ring() {
+        let p = path("wrap");
+        let mut a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        a.unlink();
+        let (mut head, mut tail) = (0u64, 0u64);
+        // Step through every offset class of a wrap: writes of a prime
+        // length never line up with the end.
+        let msg: Vec<u8> = (0..7919u32).map(|i| (i * 31 % 251) as u8).collect();
+        for round in 0..100 {
+            let n = b.write(&mut head, &msg).expect("write");
+            assert_eq!(n, msg.len(), "room in round {round}");
+            b.publish(head);
+            let mut got = vec![0u8; msg.len()];
+            assert_eq!(a.read(&mut tail, &mut got), Ok(msg.len()));
+            assert_eq!(got, msg, "round {round}");
+        }
+        assert_eq!(a.readable(tail), Ok(0));
+    }
+
+    #[test]
+    fn a_full_ring_takes_nothing_until_read() {
+        let p = path("full");
+        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let mut head = 0;
+        let big = vec![7u8; MIN_CAPACITY + 10];
+        assert_eq!(b.write(&mut head, &big), Ok(MIN_CAPACITY));
+        assert_eq!(b.write(&mut head, &big), Ok(0));
+        b.publish(head);
+        let mut tail = 0;
+        let mut out = vec![0u8; 100];
+        assert_eq!(a.read(&mut tail, &mut out), Ok(100));
+        assert_eq!(b.room(head), Ok(100));
+    }
+
+    #[test]
+    fn a_head_beyond_the_ring_is_corrupt() {
+        let p = path("corrupt");
+        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        // A hostile producer claims more than the ring holds, or less than
+        // was read.
+        b.publish(MIN_CAPACITY as u64 + 1);
+        assert_eq!(a.readable(0), Err(Corrupt));
+        b.publish(5);
+        assert_eq!(a.readable(10), Err(Corrupt));
+        let mut out = [0u8; 8];
+        assert_eq!(a.read(&mut 10, &mut out), Err(Corrupt));
+    }
+
+    #[test]
+    fn a_bell_is_asked_for_only_while_the_reader_sleeps_and_no_caller_reads() {
+        let p = path("bell");
+        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let mut head = 0;
+        b.write(&mut head, b"x").expect("write");
+        assert!(!b.publish(head), "the reader is awake");
+        let mut tail = 0;
+        let mut one = [0u8; 1];
+        a.read(&mut tail, &mut one).expect("read");
+        assert!(!a.set_asleep(true, tail), "nothing to read");
+        b.write(&mut head, b"y").expect("write");
+        assert!(b.publish(head), "asleep: ring");
+        assert!(!b.publish(head), "rung once per sleep");
+        assert!(a.set_asleep(true, tail), "something to read: do not sleep");
+        a.caller_reads(true, tail);
+        assert!(!b.publish(head), "a caller reads");
+        assert!(
+            a.caller_reads(false, tail),
+            "left unread: the caller reads it"
+        );
+    }
+
+    #[test]
+    fn a_segment_not_private_to_this_user_is_refused() {
+        let p = path("mode");
+        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let c = cpath(&p).expect("path");
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::chmod(c.as_ptr(), 0o644) }, 0);
+        let e = Segment::open(&p, MIN_CAPACITY).expect_err("0644 is refused");
+        assert!(e.to_string().contains("private"), "{e}");
+        assert!(Segment::open(&p, MIN_CAPACITY * 2).is_err(), "wrong size");
+        drop(a);
+        assert!(Segment::open(&p, MIN_CAPACITY).is_err(), "unlinked");
+    }
+}
