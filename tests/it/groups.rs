@@ -1,6 +1,7 @@
 //! split, federated averaging and RPC, in-process and over TCP (mesh and
 //! star).
 
+use crate::support::run_nodes_with;
 use crate::support::{run_nodes, run_world};
 use meshwork::{Error, ProcessGroup, ReduceOp, Topology};
 use std::time::{Duration, Instant};
@@ -564,9 +565,10 @@ fn late_rpc_responses_do_not_accumulate() {
 /// direct QUIC link in a mesh, and through the coordinator in a star.
 #[test]
 fn links_report_what_carries_each_peer() {
-    use meshwork::LinkKind::{Local, Quic, Relayed};
+    use meshwork::LinkKind::{Local, Quic, Relayed, SharedMemory};
+    // Ranks of one host share memory (the default)...
     for o in run_nodes(3, Topology::Mesh, |g| {
-        let mut want = vec![Quic; 3];
+        let mut want = vec![SharedMemory; 3];
         want[g.rank() as usize] = Local;
         assert_eq!(g.links(), want, "rank {}", g.rank());
         g.shutdown()
@@ -575,13 +577,43 @@ fn links_report_what_carries_each_peer() {
     }
     for o in run_nodes(3, Topology::Star, |g| {
         let want = match g.rank() {
-            0 => vec![Local, Quic, Quic],
-            1 => vec![Quic, Local, Relayed],
-            _ => vec![Quic, Relayed, Local],
+            0 => vec![Local, SharedMemory, SharedMemory],
+            1 => vec![SharedMemory, Local, Relayed],
+            _ => vec![SharedMemory, Relayed, Local],
         };
         assert_eq!(g.links(), want, "rank {}", g.rank());
         g.shutdown()
     }) {
+        o.unwrap();
+    }
+    // ...unless it is off.
+    for o in run_nodes_with(
+        3,
+        Topology::Mesh,
+        |n| n.shared_memory(false),
+        |g| {
+            let mut want = vec![Quic; 3];
+            want[g.rank() as usize] = Local;
+            assert_eq!(g.links(), want, "rank {}", g.rank());
+            g.shutdown()
+        },
+    ) {
+        o.unwrap();
+    }
+    for o in run_nodes_with(
+        3,
+        Topology::Star,
+        |n| n.shared_memory(false),
+        |g| {
+            let want = match g.rank() {
+                0 => vec![Local, Quic, Quic],
+                1 => vec![Quic, Local, Relayed],
+                _ => vec![Quic, Relayed, Local],
+            };
+            assert_eq!(g.links(), want, "rank {}", g.rank());
+            g.shutdown()
+        },
+    ) {
         o.unwrap();
     }
 }

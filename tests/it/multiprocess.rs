@@ -1,14 +1,43 @@
-//! Groups of real processes on loopback: every collective in mesh and star,
-//! a rank killed or frozen mid-collective, and a soak — on QUIC (the
-//! default) and, for the collectives and the faults, on TCP too.
+//! Groups of real processes on one host: every collective in mesh and
+//! star, a rank killed or frozen mid-collective, every pair exchanging
+//! large messages, and a soak — over shared memory (the default between
+//! ranks of one host) and, with `SHM=0`, over QUIC and TCP. Each rank
+//! checks that its links are of the kind the test is about.
 
 use crate::procs::{all_ok, spawn, Launch};
 use std::time::{Duration, Instant};
 
-fn every_collective(topology: &str, transport: &str) {
-    let launch = Launch::loopback(4, topology, 20.0).on(transport);
-    let mut ranks = spawn(&launch, "all");
+/// A loopback group whose ranks link by `link`: `shm` (the default), or
+/// `quic` / `tcp` with shared memory off.
+fn launch(world: u32, topology: &str, timeout_s: f64, link: &str) -> Launch {
+    let mut l = Launch::loopback(world, topology, timeout_s);
+    let kind = match link {
+        "shm" => "SharedMemory",
+        "quic" => "Quic",
+        "tcp" => "Tcp",
+        other => panic!("unknown link {other}"),
+    };
+    if link != "shm" {
+        l = l.on(link);
+        l.set("SHM", "0");
+    }
+    l.set("EXPECT_LINKS", kind);
+    l
+}
+
+fn every_collective(topology: &str, link: &str) {
+    let mut ranks = spawn(&launch(4, topology, 20.0, link), "all");
     all_ok(&ranks.results(Duration::from_secs(240)));
+}
+
+#[test]
+fn every_collective_type_and_op_across_4_processes_mesh_shared_memory() {
+    every_collective("mesh", "shm");
+}
+
+#[test]
+fn every_collective_type_and_op_across_4_processes_star_shared_memory() {
+    every_collective("star", "shm");
 }
 
 #[test]
@@ -21,11 +50,19 @@ fn every_collective_type_and_op_across_4_processes_star() {
     every_collective("star", "quic");
 }
 
+/// Every pair of 4 processes exchanges 8 MiB + 3 B each way over shared
+/// memory (more than the rings hold: pipelined through them).
+#[test]
+fn every_pair_exchanges_8_mib_and_3_bytes_over_shared_memory() {
+    let mut ranks = spawn(&launch(4, "mesh", 20.0, "shm"), "pairs");
+    all_ok(&ranks.results(Duration::from_secs(120)));
+}
+
 /// `ENCRYPT_BULK=1`: the sidecar's payloads sealed, in a star (the
 /// coordinator opens and re-seals what it relays).
 #[test]
 fn every_collective_type_and_op_across_4_processes_star_encrypted() {
-    let mut launch = Launch::loopback(4, "star", 20.0);
+    let mut launch = launch(4, "star", 20.0, "quic");
     launch.env.push(("ENCRYPT_BULK".into(), "1".into()));
     launch
         .env
@@ -48,12 +85,12 @@ fn every_collective_type_and_op_across_4_processes_star_tcp() {
 /// 4 MiB all-reduces; every survivor must report a typed error within the
 /// deadline plus 2 s.
 fn fault_mid_collective(topology: &str, signal: i32) {
-    fault_mid_collective_on(topology, signal, "quic");
+    fault_mid_collective_on(topology, signal, "shm");
 }
 
-fn fault_mid_collective_on(topology: &str, signal: i32, transport: &str) {
+fn fault_mid_collective_on(topology: &str, signal: i32, link: &str) {
     const DEADLINE_S: f64 = 2.0;
-    let launch = Launch::loopback(4, topology, DEADLINE_S).on(transport);
+    let launch = launch(4, topology, DEADLINE_S, link);
     let mut ranks = spawn(&launch, "loop");
     ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
     let hit = Instant::now();
@@ -86,23 +123,23 @@ fn fault_mid_collective_on(topology: &str, signal: i32, transport: &str) {
 }
 
 #[test]
-fn faults_sigkill_mid_collective_mesh() {
+fn faults_sigkill_mid_collective_mesh_shared_memory() {
     fault_mid_collective("mesh", libc::SIGKILL);
 }
 
 #[test]
-fn faults_sigkill_mid_collective_star() {
+fn faults_sigkill_mid_collective_star_shared_memory() {
     fault_mid_collective("star", libc::SIGKILL);
 }
 
 #[test]
-fn faults_sigstop_mid_collective_mesh() {
+fn faults_sigstop_mid_collective_mesh_shared_memory() {
     fault_mid_collective("mesh", libc::SIGSTOP);
 }
 
 #[test]
 fn faults_sigstop_mid_collective_star() {
-    fault_mid_collective("star", libc::SIGSTOP);
+    fault_mid_collective_on("star", libc::SIGSTOP, "quic");
 }
 
 #[test]
@@ -117,7 +154,7 @@ fn faults_sigstop_mid_collective_star_tcp() {
 
 #[test]
 fn faults_soak_70000_small_then_large_mesh() {
-    let mut ranks = spawn(&Launch::loopback(4, "mesh", 20.0), "soak");
+    let mut ranks = spawn(&launch(4, "mesh", 20.0, "shm"), "soak");
     let results = ranks.results(Duration::from_secs(280));
     all_ok(&results);
 }

@@ -393,6 +393,12 @@ fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     let mut reply = [0u8; 92];
     s.read_exact(&mut reply).unwrap();
     assert_eq!(reply[56..60], [0; 4], "admitted");
+    // The same-host negotiation, spoken with tags that cannot hold (no
+    // session keys here): the rank keeps this link on TCP.
+    let rounds = [0u8; meshwork_transport::SHM_NEGOTIATION_LEN];
+    s.write_all(&rounds).unwrap();
+    let mut theirs = [0u8; meshwork_transport::SHM_NEGOTIATION_LEN];
+    s.read_exact(&mut theirs).unwrap();
     s
 }
 

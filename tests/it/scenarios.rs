@@ -52,10 +52,12 @@ fn rank_process_entry() {
     let started = std::time::Instant::now();
     let outcome = Node::from_env().and_then(|n| n.connect()).and_then(|g| {
         let formed_ms = started.elapsed().as_millis();
+        check_links(&g)?;
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
             "soak" => soak(&g),
+            "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
@@ -85,6 +87,53 @@ fn rank_process_entry() {
     };
     let _ = std::io::stdout().flush();
     std::process::exit(code);
+}
+
+/// `EXPECT_LINKS=<kind>`: every peer this rank links to directly (not
+/// through a star's coordinator) must be linked by `<kind>` (`LinkKind`'s
+/// `Debug` name, e.g. `SharedMemory`, `Quic`, `Tcp`).
+fn check_links(g: &ProcessGroup) -> meshwork::Result<()> {
+    let Ok(want) = std::env::var("EXPECT_LINKS") else {
+        return Ok(());
+    };
+    let links = g.links();
+    let ok = links.iter().enumerate().all(|(r, k)| {
+        let name = format!("{k:?}");
+        r == g.rank() as usize || name == "Relayed" || name == want
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "links {links:?}, expected {want} to every direct peer"
+        )))
+    }
+}
+
+/// Every pair of ranks exchanges a message of 8 MiB + 3 B each way (odd
+/// length: the rings' wrap-around and the last partial chunk), checked
+/// byte for byte.
+fn every_pair_large(g: &ProcessGroup) -> meshwork::Result<String> {
+    let (me, p) = (g.rank(), g.world_size());
+    const LEN: usize = (8 << 20) + 3;
+    let fill = |from: u32, to: u32| -> Vec<u8> {
+        (0..LEN)
+            .map(|i| (i as u32 ^ from.wrapping_mul(131) ^ to.wrapping_mul(7)) as u8)
+            .collect()
+    };
+    for d in 1..p {
+        let (to, from) = ((me + d) % p, (me + p - d) % p);
+        g.send(&fill(me, to), to, 7)?;
+        let mut got = vec![0u8; LEN];
+        g.recv(&mut got, from, 7)?;
+        if got != fill(from, me) {
+            let at = got.iter().zip(fill(from, me)).position(|(a, b)| *a != b);
+            return Err(Error::InvalidArgument(format!(
+                "8 MiB + 3 B from rank {from}: first wrong byte at {at:?}"
+            )));
+        }
+    }
+    Ok(format!("{} pairs exact", p - 1))
 }
 
 fn variant(e: &Error) -> String {

@@ -390,11 +390,22 @@ fn next_free_candidate() -> u16 {
     FREE_LOW + i as u16
 }
 
-/// Form a `world`-rank TCP group on loopback, one thread per rank, and run
-/// `f` on each; results in rank order.
+/// Form a `world`-rank group on loopback (default settings: QUIC, ranks
+/// sharing memory), one thread per rank, and run `f` on each; results in
+/// rank order.
 pub fn run_nodes<R: Send>(
     world: u32,
     topology: meshwork::Topology,
+    f: impl Fn(&ProcessGroup) -> meshwork::Result<R> + Sync,
+) -> Vec<meshwork::Result<R>> {
+    run_nodes_with(world, topology, |n| n, f)
+}
+
+/// [`run_nodes`] with every rank's `Node` adjusted by `tweak` first.
+pub fn run_nodes_with<R: Send>(
+    world: u32,
+    topology: meshwork::Topology,
+    tweak: impl Fn(meshwork::Node) -> meshwork::Node + Sync,
     f: impl Fn(&ProcessGroup) -> meshwork::Result<R> + Sync,
 ) -> Vec<meshwork::Result<R>> {
     let (addrs, held) = bound_ports(world as usize);
@@ -402,9 +413,9 @@ pub fn run_nodes<R: Send>(
         let handles: Vec<_> = (0..world)
             .zip(held)
             .map(|(r, (tcp, udp))| {
-                let (addrs, f) = (addrs.clone(), &f);
+                let (addrs, f, tweak) = (addrs.clone(), &f, &tweak);
                 s.spawn(move || {
-                    let g = meshwork::Node::new(r, world)
+                    let g = tweak(meshwork::Node::new(r, world))
                         .peers(addrs)?
                         .listen_on(tcp, Some(udp))
                         .topology(topology)

@@ -41,7 +41,7 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -136,6 +136,14 @@ pub(crate) struct ShmLink {
     room_waiters: AtomicUsize,
     /// The link has ended (the peer closed, died, or broke the protocol).
     ended: AtomicBool,
+    /// A writer waited a whole deadline for room: the peer has stopped
+    /// reading. Later writers fail at once until it reads again (as a
+    /// silent network link's senders and receivers do).
+    stalled: AtomicBool,
+    /// When the ring last refused a write it could not take (nanoseconds
+    /// after `born`; 0: it takes what it is given).
+    full_since: AtomicU64,
+    born: Instant,
     stop: AtomicBool,
     waker: Mutex<Option<Arc<mio::Waker>>>,
     /// Closing: the goodbye is queued.
@@ -172,6 +180,9 @@ impl ShmLink {
             room: (Mutex::new(()), Condvar::new()),
             room_waiters: AtomicUsize::new(0),
             ended: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            full_since: AtomicU64::new(0),
+            born: Instant::now(),
             stop: AtomicBool::new(false),
             waker: Mutex::new(None),
             flushing: AtomicBool::new(false),
@@ -228,16 +239,29 @@ impl ShmLink {
                     .write(&mut tx.head, &rest[..step])
                     .map_err(|Corrupt| self.corrupt(core, dst))?;
                 rest = &rest[n..];
+                self.took(n);
                 if n > 0 {
                     since = Instant::now();
                     self.publish(tx.head);
                 } else {
-                    self.wait_room(tx.head, since + core.timeout(), dst)?;
+                    self.wait_room(core, tx.head, since + core.timeout(), dst)?;
                 }
             }
         }
         self.publish(tx.head);
         Ok(())
+    }
+
+    /// The ring took `n` bytes of a write (0: it is full).
+    fn took(&self, n: usize) {
+        if n > 0 {
+            if self.full_since.load(Ordering::Relaxed) != 0 {
+                self.full_since.store(0, Ordering::Relaxed);
+            }
+        } else if self.full_since.load(Ordering::Relaxed) == 0 {
+            let at = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.full_since.store(at.max(1), Ordering::Relaxed);
+        }
     }
 
     fn corrupt(&self, core: &Core, dst: u32) -> TransportError {
@@ -251,17 +275,31 @@ impl ShmLink {
 
     /// Wait for room in the ring: poll a moment, then ask the reader to
     /// ring and sleep until the I/O thread hears it.
-    fn wait_room(&self, head: u64, deadline: Instant, dst: u32) -> Result<(), TransportError> {
+    fn wait_room(
+        &self,
+        core: &Core,
+        head: u64,
+        deadline: Instant,
+        dst: u32,
+    ) -> Result<(), TransportError> {
         let started = Instant::now();
         loop {
             if self.ended.load(Ordering::Acquire) {
                 return Err(TransportError::PeerDisconnected { rank: dst });
             }
             if self.out.room(head).map_or(true, |n| n > 0) {
+                if self.stalled.swap(false, Ordering::AcqRel) {
+                    core.heard(self.peer);
+                }
                 return Ok(());
             }
             let now = Instant::now();
+            if self.stalled.load(Ordering::Acquire) {
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
             if now >= deadline {
+                self.stalled.store(true, Ordering::Release);
+                core.silent(self.peer);
                 return Err(TransportError::Timeout { waiting_on: dst });
             }
             if now < started + SPIN {
@@ -308,7 +346,11 @@ impl ShmLink {
                     &p.payload.as_ref()[p.at - HEADER_LEN..]
                 };
                 let step = src.len().min(CHUNK);
-                match self.out.write(&mut tx.head, &src[..step]) {
+                let wrote = self.out.write(&mut tx.head, &src[..step]);
+                if let Ok(n) = wrote {
+                    self.took(n);
+                }
+                match wrote {
                     Ok(0) => {
                         self.publish(tx.head);
                         // Woken by the reader's bell once it frees room.
@@ -619,7 +661,7 @@ impl Link for ShmLink {
             if self.flush_queued(&mut tx, core) {
                 break;
             }
-            self.wait_room(tx.head, since + core.timeout(), dst)?;
+            self.wait_room(core, tx.head, since + core.timeout(), dst)?;
         }
         let sent = self.write_all(&mut tx, &pieces, core, dst);
         self.flush_queued(&mut tx, core);
@@ -695,8 +737,18 @@ impl Link for ShmLink {
     }
 
     fn close_flush(&self) {
+        // At most the deadline, counted from when the ring last took
+        // anything: a peer that stopped reading long ago is not waited
+        // for again.
         let started = Instant::now();
-        let flushed = self.flushed.wait(|| started + self.close_wait);
+        let flushed = self.flushed.wait(|| {
+            let full = self.full_since.load(Ordering::Relaxed);
+            let since = match full {
+                0 => started,
+                n => started.min(self.born + Duration::from_nanos(n)),
+            };
+            since + self.close_wait
+        });
         if !flushed && !self.queue_empty() {
             tracing::debug!(peer = self.peer, "the peer does not read; closing anyway");
         }
