@@ -142,18 +142,20 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
 /// Environment variables, as (name, value).
 type Env = &'static [(&'static str, &'static str)];
 
-const CONFIGS: [(&str, &str, Env); 4] = [
-    ("quic", "mesh", &[("TRANSPORT", "quic")]),
+const CONFIGS: [(&str, &str, Env); 5] = [
+    ("quic", "mesh", &[("TRANSPORT", "quic"), ("SHM", "0")]),
     (
         "quic-only",
         "mesh",
         &[
             ("TRANSPORT", "quic"),
             ("SIDECAR_THRESHOLD", "18446744073709551615"),
+            ("SHM", "0"),
         ],
     ),
-    ("tcp", "mesh", &[("TRANSPORT", "tcp")]),
-    ("star", "star", &[("TRANSPORT", "quic")]),
+    ("tcp", "mesh", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
+    ("star", "star", &[("TRANSPORT", "quic"), ("SHM", "0")]),
+    ("shm", "mesh", &[("SHM", "1")]),
 ];
 
 fn meshwork_rows(
@@ -234,9 +236,22 @@ fn main() {
         println!("# Open MPI: mpicc/mpirun not available; install openmpi-bin libopenmpi-dev for its columns");
     }
     columns.push(("ompi", mpi));
+    let wants = |name: &str| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == name));
+    if wants("shm") {
+        let sm = common::mpi_over(
+            "mpi_bench.c",
+            world(),
+            &[s.clone(), i.clone()],
+            common::Btl::SharedMemory,
+        );
+        columns.push(("ompi-sm", sm));
+    }
     println!("# {} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements", world());
-    println!("# quic: QUIC + TCP sidecar (default); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
-    println!("# ratios: the default (quic) against the others by time (> 1: quic faster)");
+    println!("# with SHM=0 (the network links): quic: QUIC + TCP sidecar (default between hosts); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
+    println!(
+        "# shm: shared memory (the default on one host); ompi-sm: Open MPI shared memory (vader)"
+    );
+    println!("# ratios: the others' time ÷ quic's (> 1: quic faster); sm/shm: ompi-sm's ÷ shm's (> 1: shm faster)");
     for coll in colls {
         println!();
         println!("# {coll}");
@@ -247,6 +262,7 @@ fn main() {
         for (name, _) in columns.iter().skip(1) {
             head += &format!(" {:>10}", format!("q/{name}"));
         }
+        head += &format!(" {:>10}", "sm/shm");
         println!("{head}");
         for &bytes in &sizes {
             let key = (coll.to_string(), if coll == "barrier" { 0 } else { bytes });
@@ -272,6 +288,14 @@ fn main() {
                     _ => format!(" {:>10}", "-"),
                 };
             }
+            let cell = |name: &str| {
+                let at = columns.iter().position(|(n, _)| *n == name)?;
+                cells[at]
+            };
+            line += &match (cell("shm"), cell("ompi-sm")) {
+                (Some((ts, _)), Some((to, _))) => format!(" {:>10.2}", to / ts),
+                _ => format!(" {:>10}", "-"),
+            };
             println!("{line}");
             if coll == "barrier" {
                 break;

@@ -1,7 +1,9 @@
 //! Point-to-point ping-pong (8 B … 64 MiB) and RPC round trips: in-process,
-//! between two processes over QUIC (the default, with the TCP sidecar from
-//! 4 KiB), QUIC alone and the TCP transport, and Open MPI's ping-pong over
-//! TCP on the same sizes and iteration counts, in the same run.
+//! between two processes over shared memory (the default on one host),
+//! and with `SHM=0` over QUIC (with the TCP sidecar from 4 KiB), QUIC alone
+//! and the TCP transport; Open MPI's ping-pong over TCP and over its
+//! shared memory (vader) on the same sizes and iteration counts, in the
+//! same run.
 //!
 //! ```text
 //! cargo bench --bench p2p
@@ -153,12 +155,17 @@ fn main() {
     // sizes.
     // meshrun gives its ranks a fresh token, so frames over TCP are
     // authenticated unless FRAME_AUTH=0.
-    let configs: [(&str, &[(&str, &str)]); 6] = [
-        ("quic", &[("TRANSPORT", "quic")]),
-        ("quic-noauth", &[("TRANSPORT", "quic"), ("FRAME_AUTH", "0")]),
+    let configs: [(&str, &[(&str, &str)]); 7] = [
+        ("shm", &[("SHM", "1")]),
+        ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
+        (
+            "quic-noauth",
+            &[("TRANSPORT", "quic"), ("FRAME_AUTH", "0"), ("SHM", "0")],
+        ),
         (
             "quic-enc",
             &[
+                ("SHM", "0"),
                 ("TRANSPORT", "quic"),
                 ("ENCRYPT_BULK", "1"),
                 ("CLUSTER_TOKEN", "bench cluster token"),
@@ -169,10 +176,14 @@ fn main() {
             &[
                 ("TRANSPORT", "quic"),
                 ("SIDECAR_THRESHOLD", "18446744073709551615"),
+                ("SHM", "0"),
             ],
         ),
-        ("tcp", &[("TRANSPORT", "tcp")]),
-        ("tcp-noauth", &[("TRANSPORT", "tcp"), ("FRAME_AUTH", "0")]),
+        ("tcp", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
+        (
+            "tcp-noauth",
+            &[("TRANSPORT", "tcp"), ("FRAME_AUTH", "0"), ("SHM", "0")],
+        ),
     ];
     let mut columns: Vec<(&str, Option<Measured>)> = vec![("mem", Some((mem_rows, Some(mem_rpc))))];
     for (name, env) in configs {
@@ -184,16 +195,19 @@ fn main() {
         });
         columns.push((name, rows));
     }
-    let mpi = common::mpi("mpi_pingpong.c", 2, &[join(&sizes), join(&iters)]).map(split_rows);
+    let args = [join(&sizes), join(&iters)];
+    let mpi = common::mpi("mpi_pingpong.c", 2, &args).map(split_rows);
     columns.push(("ompi", mpi));
+    let sm = common::mpi_over("mpi_pingpong.c", 2, &args, common::Btl::SharedMemory);
+    columns.push(("ompi-sm", sm.map(split_rows)));
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
-    println!("# quic: QUIC + TCP sidecar (default; frames over TCP authenticated); -noauth: FRAME_AUTH=0; quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP");
+    println!("# shm: shared memory (the default on one host); the rest with SHM=0: quic: QUIC + TCP sidecar (frames over TCP authenticated); -noauth: FRAME_AUTH=0; quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP; ompi-sm: Open MPI shared memory (vader)");
     let mut head = format!("{:>10}", "size(B)");
     for (name, _) in &columns {
         head += &format!(" | {:>9} {:>7} {:>3}", format!("{name}(us)"), "GB/s", "#w");
     }
-    head += &format!(" {:>9} {:>9}", "tcp/quic", "ompi/quic");
+    head += &format!(" {:>9} {:>9} {:>9}", "tcp/quic", "ompi/quic", "shm/sm");
     println!("{head}");
     let time = |name: &str, n: usize| -> Option<f64> {
         columns
@@ -218,6 +232,11 @@ fn main() {
                 _ => format!(" {:>9}", "-"),
             };
         }
+        // Shared memory against Open MPI's: > 1 means ours is slower.
+        line += &match (time("shm", n), time("ompi-sm", n)) {
+            (Some(a), Some(b)) => format!(" {:>9.2}", a / b),
+            _ => format!(" {:>9}", "-"),
+        };
         println!("{line}");
     }
     println!();
@@ -238,7 +257,7 @@ fn main() {
     println!("# RPC round trip, 8-byte echo (µs)");
     let mut names = String::new();
     let mut values = String::new();
-    for (name, rows) in columns.iter().filter(|(c, _)| *c != "ompi") {
+    for (name, rows) in columns.iter().filter(|(c, _)| !c.starts_with("ompi")) {
         names += &format!("{name:>10} ");
         values += &match rows.as_ref().and_then(|(_, r)| *r) {
             Some(v) => format!("{v:>10.2} "),

@@ -11,7 +11,8 @@
 //! in a program started by `meshrun -n 4 -- ./prog`, or
 //! `Node::new(rank, world).peers([...])?.connect()?` — over QUIC with
 //! mutual TLS and a TCP sidecar for large payloads (the default) or plain
-//! TCP ([`TransportKind`]), in a mesh or (for workers behind NAT) a star.
+//! TCP ([`TransportKind`]), in a mesh or (for workers behind NAT) a star;
+//! ranks on one host talk through shared memory ([`Node::shared_memory`]).
 //! [`local`] makes a whole world inside one process (each rank on its own
 //! thread), which is how the examples below run.
 //!
@@ -203,10 +204,10 @@
 //! # What meshwork does not do (yet)
 //!
 //! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
-//! `ffi/include/meshwork.h`). Not yet: a same-host shared-memory link,
-//! fault tolerance and elastic membership, Python bindings, sparse
-//! topologies and compressed all_reduce, one-sided operations; later,
-//! CUDA/NCCL and RDMA.
+//! `ffi/include/meshwork.h`), Python bindings in `ffi/python`. Not yet:
+//! fault tolerance and elastic membership, sparse topologies and
+//! compressed all_reduce, one-sided operations; later, CUDA/NCCL and
+//! RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
 #![warn(missing_docs)]

@@ -58,6 +58,20 @@ pub fn meshrun(n: u32, topology: &str) -> Option<Command> {
 /// Build `benches/baselines/<source>` with mpicc and run it on `np` ranks
 /// over TCP on loopback with `args`; `None` without Open MPI.
 pub fn mpi(source: &str, np: u32, args: &[String]) -> Option<Rows> {
+    mpi_over(source, np, args, Btl::Tcp)
+}
+
+/// Which of Open MPI's transports (byte transfer layers) carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Btl {
+    /// TCP on loopback (`--mca btl tcp,self`).
+    Tcp,
+    /// Shared memory (`--mca btl vader,self`; `sm` in Open MPI 5).
+    SharedMemory,
+}
+
+/// [`mpi`] over the chosen transport.
+pub fn mpi_over(source: &str, np: u32, args: &[String], btl: Btl) -> Option<Rows> {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("benches/baselines")
         .join(source);
@@ -79,20 +93,28 @@ pub fn mpi(source: &str, np: u32, args: &[String]) -> Option<Rows> {
         "-np",
         &np.to_string(),
     ])
-    .args([
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "tcp,self",
-        "--mca",
-        "btl_tcp_if_include",
-        "lo",
-    ])
+    .args(["--mca", "pml", "ob1", "--mca", "btl"]);
+    match btl {
+        Btl::Tcp => c.args(["tcp,self", "--mca", "btl_tcp_if_include", "lo"]),
+        Btl::SharedMemory => c.arg(shared_memory_btl()),
+    }
     .arg(&bin)
     .args(args);
     run_rows(c)
+}
+
+/// Open MPI's shared-memory transport: `vader` up to 4.x, `sm` from 5.
+fn shared_memory_btl() -> &'static str {
+    let info = Command::new("ompi_info")
+        .args(["--param", "btl", "vader"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("vader"))
+        .unwrap_or(false);
+    if info {
+        "vader,self"
+    } else {
+        "sm,self"
+    }
 }
 
 /// A comma-separated list.

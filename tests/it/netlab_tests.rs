@@ -57,6 +57,34 @@ fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
     all_ok(&ranks.results(Duration::from_secs(240)));
 }
 
+/// Two hosts with two ranks each: the pair on each host shares memory,
+/// the pairs across hosts use QUIC, in one group, and every collective is
+/// exact (each rank checks its links, by kind, rank by rank).
+#[test]
+fn netlab_two_hosts_of_two_ranks_mix_shared_memory_and_quic() {
+    let mut lab = lab_or_skip!("mixed");
+    let n = lab.net;
+    let hosts = lab.lan_hosts("m", 0..2).unwrap();
+    let peers: Vec<String> = [(0, 29500), (0, 29501), (1, 29500), (1, 29501)]
+        .iter()
+        .map(|(h, port)| format!("10.77.{n}.{}:{port}", 10 + h))
+        .collect();
+    let wrap = Lab::exec_in_each([&hosts[0], &hosts[0], &hosts[1], &hosts[1]]);
+    let l = launch(4, &peers.join(","), "mesh", 20.0, wrap);
+    let expect = [
+        "Local,SharedMemory,Quic,Quic",
+        "SharedMemory,Local,Quic,Quic",
+        "Quic,Quic,Local,SharedMemory",
+        "Quic,Quic,SharedMemory,Local",
+    ];
+    let per_rank: Vec<Vec<(String, String)>> = expect
+        .iter()
+        .map(|e| vec![("EXPECT_LINKS".to_string(), e.to_string())])
+        .collect();
+    let mut ranks = crate::procs::spawn_with(&l, "all", &per_rank);
+    all_ok(&ranks.results(Duration::from_secs(240)));
+}
+
 #[test]
 fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
     let mut lab = lab_or_skip!("nat-star");

@@ -91,16 +91,22 @@ fn rank_process_entry() {
 
 /// `EXPECT_LINKS=<kind>`: every peer this rank links to directly (not
 /// through a star's coordinator) must be linked by `<kind>` (`LinkKind`'s
-/// `Debug` name, e.g. `SharedMemory`, `Quic`, `Tcp`).
+/// `Debug` name, e.g. `SharedMemory`, `Quic`, `Tcp`). A comma-separated
+/// list instead names every rank's link in rank order.
 fn check_links(g: &ProcessGroup) -> meshwork::Result<()> {
     let Ok(want) = std::env::var("EXPECT_LINKS") else {
         return Ok(());
     };
     let links = g.links();
-    let ok = links.iter().enumerate().all(|(r, k)| {
-        let name = format!("{k:?}");
-        r == g.rank() as usize || name == "Relayed" || name == want
-    });
+    let names: Vec<String> = links.iter().map(|k| format!("{k:?}")).collect();
+    let ok = if want.contains(',') {
+        names.join(",") == want
+    } else {
+        names
+            .iter()
+            .enumerate()
+            .all(|(r, n)| r == g.rank() as usize || n == "Relayed" || *n == want)
+    };
     if ok {
         Ok(())
     } else {

@@ -213,6 +213,9 @@ fn rounds(
         t.same = here.is_some() && theirs.as_deref().and_then(Host::decode).as_ref() == here;
     }
     // 2: rings.
+    if talks.iter().any(|t| t.same) {
+        sweep_stale();
+    }
     let capacity = capacity_for(talks.iter().filter(|t| t.same).count());
     for t in talks.iter_mut() {
         let mut m = [0u8; RING];
@@ -315,10 +318,80 @@ pub(crate) fn decline(sock: &TcpStream, keys: &Keys) -> std::io::Result<()> {
     t.sock.set_read_timeout(None)
 }
 
+/// Remove ring files of this user's left by processes that died between
+/// creating and unlinking them (a crash during formation): files named
+/// for a process id that no longer exists.
+fn sweep_stale() {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    // SAFETY: `geteuid` has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("meshwork-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let mine = entry.metadata().is_ok_and(|m| m.uid() == me);
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if mine && gone && pid > 0 {
+            tracing::debug!(file = ?name, "removing a ring file its creator left");
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn random() -> u64 {
     let mut b = [0u8; 8];
     // A name collision only makes `create` fail (O_EXCL): then the pair
     // keeps the network link.
     let _ = getrandom::getrandom(&mut b);
     u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_files_of_dead_processes_are_swept_and_live_ones_kept() {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let dead = child.id();
+        child.wait().expect("reap");
+        let stale = format!("/dev/shm/meshwork-{dead}-r0-p1-test");
+        let live = format!("/dev/shm/meshwork-{}-r0-p1-test", std::process::id());
+        for p in [&stale, &live] {
+            std::fs::write(p, b"x").expect("write");
+        }
+        sweep_stale();
+        assert!(
+            !std::path::Path::new(&stale).exists(),
+            "a dead process's file stays"
+        );
+        assert!(
+            std::path::Path::new(&live).exists(),
+            "a live process's file went"
+        );
+        std::fs::remove_file(&live).expect("remove");
+    }
+
+    #[test]
+    fn offers_match_only_on_the_same_host() {
+        let here = Host::here().expect("host");
+        let m = Host::encode(Some(&here));
+        assert_eq!(m.len(), OFFER);
+        assert_eq!(Host::decode(&m), Some(here.clone()));
+        assert_eq!(Host::decode(&Host::encode(None)), None, "off");
+        let mut other = here.clone();
+        other.netns.1 ^= 1;
+        assert_ne!(Host::decode(&Host::encode(Some(&other))), Some(here));
+        assert_eq!(Host::decode(&[0u8; OFFER]), None, "garbage");
+    }
 }
