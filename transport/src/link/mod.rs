@@ -70,6 +70,19 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// arrives for it (see `watch.rs`). Calls pair up, with equal
     /// `want_len`.
     fn caller_polls(&self, on: bool, want_len: Option<usize>);
+    /// A thread parks (`on`) waiting for a message of lane kind `kind` that
+    /// comes over this link, or is done waiting. Parking, returns whether
+    /// the link holds unread bytes the thread must read first (a link
+    /// that leaves what nobody waits for unread until someone comes).
+    fn want(&self, _kind: crate::LaneKind, _on: bool) -> bool {
+        false
+    }
+    /// How long a receiving thread reads this link itself before it parks
+    /// (and leaves the link to the link's own thread, whose wake-up and
+    /// hand-off cost two context switches).
+    fn patience(&self) -> std::time::Duration {
+        transport::CALLER_POLL
+    }
     /// Start the link's I/O thread (once every link is in the core's
     /// table).
     fn start(self: Arc<Self>, core: &Arc<Core>);

@@ -6,14 +6,14 @@
 use super::{Core, Link, Posted};
 use crate::form::Refuser;
 use crate::wire::{FrameType, Header};
-use crate::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
+use crate::{LaneKey, LaneKind, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a receiving thread reads its peer's link itself before it
 /// parks and leaves the link to the link's own thread.
-const CALLER_POLL: Duration = Duration::from_micros(60);
+pub(super) const CALLER_POLL: Duration = Duration::from_micros(60);
 
 /// How long a receiving thread reads its link itself for a message of
 /// `len` bytes: [`CALLER_POLL`], and for a large message as long again as
@@ -21,9 +21,9 @@ const CALLER_POLL: Duration = Duration::from_micros(60);
 /// often still busy with the previous one, and a receive that is waiting
 /// when they come reads them straight into its buffer (no copy, no
 /// hand-off).
-fn poll_for(len: Option<usize>) -> Duration {
+fn poll_for(patience: Duration, len: Option<usize>) -> Duration {
     let bytes = len.unwrap_or(0) as u64;
-    CALLER_POLL + Duration::from_nanos(bytes.min(32 << 20))
+    patience + Duration::from_nanos(bytes.min(32 << 20))
 }
 
 /// One rank's endpoint of a group formed over network links ([`connect`]
@@ -89,7 +89,7 @@ impl LinkTransport {
             if !filled && !ended {
                 link.caller_polls(true, want_len);
                 let _done = Stop(&**link, want_len);
-                let until = Instant::now() + poll_for(want_len).min(timeout);
+                let until = Instant::now() + poll_for(link.patience(), want_len).min(timeout);
                 let mut turns = 0u32;
                 loop {
                     if core.spin {
@@ -118,6 +118,9 @@ impl LinkTransport {
                 core.credit(src, key);
                 return Ok(None);
             }
+            // Parking: the link must wake its thread for this message.
+            let _wanted = Want::new(core, &**link, key.kind);
+            return taken(core.inbox.recv(src, key, timeout, want_len));
         }
         taken(core.inbox.recv(src, key, timeout, want_len))
     }
@@ -213,6 +216,11 @@ impl Transport for LinkTransport {
     }
 
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
+        let core = &self.core;
+        let _wanted: Vec<Want<'_>> = core
+            .links()
+            .map(|(_, l)| Want::new(core, &**l, key.kind))
+            .collect();
         let (src, msg) = self.core.inbox.recv_any(key, timeout)?;
         self.core.credit(src, key);
         Ok((src, msg))
@@ -281,6 +289,26 @@ impl Transport for LinkTransport {
         for l in &links {
             l.close_end();
         }
+    }
+}
+
+/// A parked thread's wait for messages of one lane kind over one link,
+/// ended however the wait ends.
+struct Want<'a>(&'a dyn Link, LaneKind);
+
+impl<'a> Want<'a> {
+    fn new(core: &Core, link: &'a dyn Link, kind: LaneKind) -> Want<'a> {
+        if link.want(kind, true) {
+            // Bytes that came before the wait was known: read them now.
+            link.poll(core, None);
+        }
+        Want(link, kind)
+    }
+}
+
+impl Drop for Want<'_> {
+    fn drop(&mut self) {
+        self.0.want(self.1, false);
     }
 }
 

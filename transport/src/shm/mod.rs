@@ -35,7 +35,7 @@ use crate::form::{FormationError, LinkMaker};
 use crate::link::{Core, Latch, Link, Next, Posted};
 use crate::spec::Spec;
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
-use crate::{LinkKind, Payload, TransportError};
+use crate::{LaneKind, LinkKind, Payload, TransportError};
 use ring::{Corrupt, Segment};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -55,6 +55,9 @@ const SPIN: Duration = Duration::from_micros(50);
 /// A frame read straight into a caller's buffers that stops coming for
 /// this long goes on in the assembler.
 const DIRECT_STALL: Duration = Duration::from_micros(200);
+
+/// How long a receiving thread reads the ring itself before it parks.
+const PATIENCE: Duration = Duration::from_millis(1);
 
 const WAKE: mio::Token = mio::Token(0);
 const SOCKET: mio::Token = mio::Token(1);
@@ -104,6 +107,8 @@ struct Queue {
 
 #[derive(Debug)]
 struct Partial {
+    /// Whom its bytes must wake ([`ShmLink::bell_for`]).
+    bell: Option<usize>,
     header: [u8; HEADER_LEN],
     payload: Payload,
     /// Bytes of header and payload written.
@@ -213,11 +218,20 @@ impl ShmLink {
 
     // ---- writing ----
 
-    /// Make `head` readable, waking the reader if it sleeps.
-    fn publish(&self, head: u64) {
-        if self.out.publish(head) {
+    /// Make `head` readable, waking the reader if it sleeps and needs
+    /// these bytes now (`bell`: see [`bell_for`](Self::bell_for)).
+    fn publish(&self, head: u64, bell: Option<usize>) {
+        if self.out.publish(head, bell) {
             self.ring_bell();
         }
+    }
+
+    /// Which frames wake a sleeping reader: a data frame for the peer
+    /// itself only if one of its threads waits for that lane kind
+    /// (`Some(kind)`); anything else (control frames, frames the peer
+    /// relays) always (`None`).
+    fn bell_for(&self, h: &Header) -> Option<usize> {
+        (h.ftype == FrameType::Data && h.dst == self.peer).then_some(h.kind as usize)
     }
 
     /// Write `pieces` whole, waiting (within the deadline, counted from
@@ -226,6 +240,7 @@ impl ShmLink {
         &self,
         tx: &mut Tx,
         pieces: &[&[u8]],
+        bell: Option<usize>,
         core: &Core,
         dst: u32,
     ) -> Result<(), TransportError> {
@@ -242,13 +257,13 @@ impl ShmLink {
                 self.took(n);
                 if n > 0 {
                     since = Instant::now();
-                    self.publish(tx.head);
+                    self.publish(tx.head, bell);
                 } else {
                     self.wait_room(core, tx.head, since + core.timeout(), dst)?;
                 }
             }
         }
-        self.publish(tx.head);
+        self.publish(tx.head, bell);
         Ok(())
     }
 
@@ -309,6 +324,8 @@ impl ShmLink {
             if self.out.want_room(head).map_or(true, |n| n > 0) {
                 return Ok(());
             }
+            // Whatever the bytes are, the reader must read them now.
+            self.publish(head, None);
             let (m, cv) = &self.room;
             let g = lock(m);
             self.room_waiters.fetch_add(1, Ordering::SeqCst);
@@ -330,6 +347,7 @@ impl ShmLink {
                     return true;
                 };
                 tx.partial = Some(Partial {
+                    bell: self.bell_for(&h),
                     header: h.encode(),
                     payload,
                     at: 0,
@@ -352,9 +370,11 @@ impl ShmLink {
                 }
                 match wrote {
                     Ok(0) => {
-                        self.publish(tx.head);
-                        // Woken by the reader's bell once it frees room.
-                        if self.out.want_room(tx.head).map_or(true, |n| n == 0) {
+                        // Woken by the reader's bell once it frees room;
+                        // the reader must read now, whatever the bytes.
+                        let room = self.out.want_room(tx.head);
+                        self.publish(tx.head, None);
+                        if room.map_or(true, |n| n == 0) {
                             return false;
                         }
                     }
@@ -365,8 +385,9 @@ impl ShmLink {
                     }
                 }
             }
+            let bell = p.bell;
             tx.partial = None;
-            self.publish(tx.head);
+            self.publish(tx.head, bell);
         }
     }
 
@@ -663,7 +684,7 @@ impl Link for ShmLink {
             }
             self.wait_room(core, tx.head, since + core.timeout(), dst)?;
         }
-        let sent = self.write_all(&mut tx, &pieces, core, dst);
+        let sent = self.write_all(&mut tx, &pieces, self.bell_for(&header), core, dst);
         self.flush_queued(&mut tx, core);
         drop(tx);
         self.leave_tx(core);
@@ -700,6 +721,16 @@ impl Link for ShmLink {
             // meanwhile is read now, or by the I/O thread.
             self.wake_io();
         }
+    }
+
+    fn want(&self, kind: LaneKind, on: bool) -> bool {
+        self.inn.want(kind as usize, on, self.inn.tail_hint())
+    }
+
+    /// Reading the ring costs a load, not a system call, and parking costs
+    /// a doorbell and two context switches: wait longer before it.
+    fn patience(&self) -> Duration {
+        PATIENCE
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {

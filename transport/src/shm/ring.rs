@@ -12,8 +12,16 @@
 //! own: `head` (bytes written, the producer's), `tail` (bytes read, the
 //! consumer's), `asleep` (the consumer's I/O thread waits for a doorbell),
 //! `callers` (threads of the consumer's process are reading the ring
-//! themselves: no doorbell needed) and `waiting` (the producer waits for
-//! room). The data follows, `capacity` bytes (a power of two).
+//! themselves: no doorbell needed), `wanted` (per lane kind, threads of the
+//! consumer's process parked waiting for such a message) and `waiting`
+//! (the producer waits for room). The data follows, `capacity` bytes (a
+//! power of two).
+//!
+//! A doorbell is rung only when someone needs it: a frame of a lane kind
+//! a parked thread waits for, a frame the consumer must act on at once
+//! (control frames, frames it relays), or a producer out of room. A
+//! message nobody waits for yet stays in the ring, and the thread that
+//! comes for it reads it there: no system call on either side.
 //!
 //! The peer can write anything into the segment at any time: every word
 //! read from it is checked (a `head` that runs more than `capacity` ahead
@@ -48,8 +56,12 @@ struct Control {
     tail: Line<AtomicU64>,
     asleep: Line<AtomicU32>,
     callers: Line<AtomicU32>,
+    wanted: Line<[AtomicU32; KINDS]>,
     waiting: Line<AtomicU32>,
 }
+
+/// Lane kinds a consumer may wait for (`LaneKind as u8` indexes them).
+pub(crate) const KINDS: usize = 4;
 
 const _: () = assert!(std::mem::size_of::<Control>() <= DATA_AT);
 
@@ -242,14 +254,40 @@ impl Segment {
     }
 
     /// Make what was written up to `head` readable. Returns whether the
-    /// consumer must be woken (its I/O thread sleeps and none of its
-    /// threads reads the ring).
-    pub(crate) fn publish(&self, head: u64) -> bool {
+    /// consumer must be woken: its I/O thread sleeps, none of its threads
+    /// reads the ring, and the bytes are `urgent` (`None`) or of a lane
+    /// kind a thread of its waits for (`Some(kind)`).
+    pub(crate) fn publish(&self, head: u64, kind: Option<usize>) -> bool {
         let c = self.control();
         c.head.0.store(head, Ordering::SeqCst);
-        c.asleep.0.load(Ordering::SeqCst) != 0
+        let needed = match kind {
+            None => true,
+            Some(k) => c
+                .wanted
+                .0
+                .get(k)
+                .is_some_and(|w| w.load(Ordering::SeqCst) != 0),
+        };
+        needed
+            && c.asleep.0.load(Ordering::SeqCst) != 0
             && c.callers.0.load(Ordering::SeqCst) == 0
             && c.asleep.0.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// A thread of the consumer's process parks waiting for a message of
+    /// lane kind `kind` (`true`), or is done waiting. Parking, returns
+    /// whether there is something to read first (a producer that saw
+    /// nobody waiting rang no bell).
+    pub(crate) fn want(&self, kind: usize, on: bool, tail: u64) -> bool {
+        let Some(w) = self.control().wanted.0.get(kind) else {
+            return false;
+        };
+        if on {
+            w.fetch_add(1, Ordering::SeqCst);
+            return self.readable(tail).map_or(true, |n| n > 0);
+        }
+        let _ = w.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        false
     }
 
     /// The producer waits for room: the consumer is to ring once it frees
@@ -381,7 +419,7 @@ mod tests {
         for round in 0..100 {
             let n = b.write(&mut head, &msg).expect("write");
             assert_eq!(n, msg.len(), "room in round {round}");
-            b.publish(head);
+            b.publish(head, None);
             let mut got = vec![0u8; msg.len()];
             assert_eq!(a.read(&mut tail, &mut got), Ok(msg.len()));
             assert_eq!(got, msg, "round {round}");
@@ -398,7 +436,7 @@ mod tests {
         let big = vec![7u8; MIN_CAPACITY + 10];
         assert_eq!(b.write(&mut head, &big), Ok(MIN_CAPACITY));
         assert_eq!(b.write(&mut head, &big), Ok(0));
-        b.publish(head);
+        b.publish(head, None);
         let mut tail = 0;
         let mut out = vec![0u8; 100];
         assert_eq!(a.read(&mut tail, &mut out), Ok(100));
@@ -412,9 +450,9 @@ mod tests {
         let b = Segment::open(&p, MIN_CAPACITY).expect("open");
         // A hostile producer claims more than the ring holds, or less than
         // was read.
-        b.publish(MIN_CAPACITY as u64 + 1);
+        b.publish(MIN_CAPACITY as u64 + 1, None);
         assert_eq!(a.readable(0), Err(Corrupt));
-        b.publish(5);
+        b.publish(5, None);
         assert_eq!(a.readable(10), Err(Corrupt));
         let mut out = [0u8; 8];
         assert_eq!(a.read(&mut 10, &mut out), Err(Corrupt));
@@ -427,21 +465,45 @@ mod tests {
         let b = Segment::open(&p, MIN_CAPACITY).expect("open");
         let mut head = 0;
         b.write(&mut head, b"x").expect("write");
-        assert!(!b.publish(head), "the reader is awake");
+        assert!(!b.publish(head, None), "the reader is awake");
         let mut tail = 0;
         let mut one = [0u8; 1];
         a.read(&mut tail, &mut one).expect("read");
         assert!(!a.set_asleep(true, tail), "nothing to read");
         b.write(&mut head, b"y").expect("write");
-        assert!(b.publish(head), "asleep: ring");
-        assert!(!b.publish(head), "rung once per sleep");
+        assert!(b.publish(head, None), "asleep: ring");
+        assert!(!b.publish(head, None), "rung once per sleep");
         assert!(a.set_asleep(true, tail), "something to read: do not sleep");
         a.caller_reads(true, tail);
-        assert!(!b.publish(head), "a caller reads");
+        assert!(!b.publish(head, None), "a caller reads");
         assert!(
             a.caller_reads(false, tail),
             "left unread: the caller reads it"
         );
+    }
+
+    #[test]
+    fn a_message_rings_only_if_a_thread_waits_for_its_kind() {
+        let p = path("wanted");
+        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
+        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let (mut head, tail) = (0, 0);
+        assert!(!a.set_asleep(true, tail));
+        b.write(&mut head, b"p2p").expect("write");
+        assert!(
+            !b.publish(head, Some(1)),
+            "nobody waits: it stays in the ring"
+        );
+        assert!(
+            a.want(0, true, tail),
+            "parking with bytes unread: read them first"
+        );
+        assert!(!b.publish(head, Some(1)), "a wait for another kind");
+        assert!(b.publish(head, Some(0)), "a wait for this kind: ring");
+        assert!(!a.want(0, false, tail));
+        assert!(!a.set_asleep(false, tail));
+        assert!(a.set_asleep(true, tail), "still unread");
+        assert!(b.publish(head, None), "urgent: rings whoever waits");
     }
 
     #[test]
