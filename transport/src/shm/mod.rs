@@ -627,11 +627,18 @@ impl ShmLink {
             self.wake_room();
             // Asleep from here: a writer that publishes rings.
             let tail = self.inn.tail_hint();
-            if self.inn.set_asleep(true, tail) && self.rx.try_lock().is_ok() {
+            let unread = self.inn.set_asleep(true, tail);
+            if unread && self.rx.try_lock().is_ok() {
                 self.inn.set_asleep(false, tail);
                 continue;
             }
-            if let Err(e) = poll.poll(&mut events, None) {
+            // Work left to another thread (a reader holding the ring, a
+            // writer holding the stream) is looked at again soon, in case
+            // that thread left before it saw the rest; otherwise sleep
+            // until a bell or a wake-up.
+            let pending = unread || !all || !lock(&self.queue).frames.is_empty();
+            let wait = pending.then_some(Duration::from_millis(1));
+            if let Err(e) = poll.poll(&mut events, wait) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!(peer = self.peer, "poll: {e}");
                     self.fail(core);
