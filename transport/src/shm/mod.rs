@@ -404,13 +404,22 @@ impl ShmLink {
     /// Write what is queued if the writer is free; otherwise whoever holds
     /// it writes it on leaving ([`leave_tx`](Self::leave_tx)).
     fn flush_now(&self, core: &Core) -> bool {
-        match self.tx.try_lock() {
-            Ok(mut tx) => {
-                let all = self.flush_queued(&mut tx, core);
-                drop(tx);
-                all && self.leave_tx(core)
+        loop {
+            let Ok(mut tx) = self.tx.try_lock() else {
+                return false;
+            };
+            let all = self.flush_queued(&mut tx, core);
+            let head = tx.head;
+            drop(tx);
+            if all {
+                return self.leave_tx(core);
             }
-            Err(_) => false,
+            // Out of room, it asked the reader to ring once room frees. If
+            // room freed while this thread still held the writer, the bell
+            // may have woken a thread that could not take it: look again.
+            if !self.out.room(head).is_ok_and(|n| n > 0) {
+                return false;
+            }
         }
     }
 
@@ -633,9 +642,10 @@ impl ShmLink {
                 continue;
             }
             // Work left to another thread (a reader holding the ring, a
-            // writer holding the stream) is looked at again soon, in case
-            // that thread left before it saw the rest; otherwise sleep
-            // until a bell or a wake-up.
+            // writer holding the stream, frames still queued) is looked at
+            // again within a millisecond: a hand-off missed by a race this
+            // code does not know of costs that, not the deadline. With
+            // nothing pending, sleep until a bell or a wake-up.
             let pending = unread || !all || !lock(&self.queue).frames.is_empty();
             let wait = pending.then_some(Duration::from_millis(1));
             if let Err(e) = poll.poll(&mut events, wait) {
