@@ -277,6 +277,13 @@ pub fn hello(data: &[u8]) {
     assert_eq!(handshake::parse(&again), Some(p));
 }
 
+/// The same-host negotiation's offer and ring messages (`shm/setup.rs`):
+/// what decodes re-encodes to the same bytes; a ring path is one of
+/// meshwork's names in `/dev/shm`, nothing else.
+pub fn shm_negotiation(data: &[u8]) {
+    crate::shm::fuzz_negotiation(data);
+}
+
 /// The seed's messages: Join, Challenge, Reply, a sealed record, the
 /// welcome's parts, the table, an advertised address, and the input as a
 /// sealed record or a link's envelope. Every decoder reads the whole
@@ -614,6 +621,17 @@ mod tests {
         huge.extend_from_slice(&h.encode());
         huge.extend_from_slice(&[7; 100]);
         sweep(2, 30_000, 300, &[stream, huge], assembler);
+    }
+
+    #[test]
+    fn shm_negotiation_survives_random_and_mutated_messages() {
+        let mut offer = b"mwshm001\x01".to_vec();
+        offer.extend((0..56).map(|i| i as u8));
+        let mut ring = vec![30u8];
+        ring.extend_from_slice(b"/dev/shm/meshwork-1-r0-p1-abcd");
+        ring.resize(1 + 96, 0);
+        ring.extend_from_slice(&(1u64 << 20).to_le_bytes());
+        sweep(9, 100_000, 120, &[offer, ring], shm_negotiation);
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod setup;
 
 #[cfg(test)]
 pub(crate) use setup::decline;
+pub(crate) use setup::fuzz_negotiation;
 pub use setup::NEGOTIATION_LEN;
 
 use crate::auth::handshake::Keys;

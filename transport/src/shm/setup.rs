@@ -86,7 +86,7 @@ impl Host {
     }
 
     fn decode(m: &[u8]) -> Option<Host> {
-        if m.get(..8)? != MAGIC || m[8] != 1 {
+        if m.len() < OFFER || &m[..8] != MAGIC || m[8] != 1 {
             return None;
         }
         let u64_at = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().unwrap_or_default());
@@ -248,13 +248,10 @@ fn rounds(
         let (Some(m), true, true) = (theirs, t.same, t.inn.is_some()) else {
             continue;
         };
-        let n = usize::from(m[0]).min(PATH_MAX);
-        let cap = u64::from_le_bytes(m[1 + PATH_MAX..].try_into().unwrap_or_default());
-        let path = std::str::from_utf8(&m[1..1 + n]).unwrap_or("");
-        if n == 0 || !path.starts_with("/dev/shm/meshwork-") || path.contains("..") {
+        let Some((path, cap)) = parse_ring(&m) else {
             continue;
-        }
-        match Segment::open(path, usize::try_from(cap).unwrap_or(0)) {
+        };
+        match Segment::open(path, cap) {
             Ok(s) => t.out = Some(s),
             Err(e) => tracing::warn!(
                 peer = t.peer,
@@ -287,6 +284,32 @@ fn rounds(
         t.sock.set_read_timeout(None).map_err(fail(t.peer))?;
     }
     Ok(())
+}
+
+/// A ring message's path and capacity: `None` for "no ring", or for a
+/// path outside meshwork's names in `/dev/shm`.
+fn parse_ring(m: &[u8]) -> Option<(&str, usize)> {
+    let n = usize::from(*m.first()?);
+    if n == 0 || n > PATH_MAX || m.len() < RING {
+        return None;
+    }
+    let cap = u64::from_le_bytes(m[1 + PATH_MAX..RING].try_into().ok()?);
+    let path = std::str::from_utf8(&m[1..1 + n]).ok()?;
+    let ours =
+        path.starts_with("/dev/shm/meshwork-") && !path.contains("..") && !path[9..].contains('/');
+    ours.then_some((path, usize::try_from(cap).ok()?))
+}
+
+/// Fuzzing entry point: the offer and the ring message decode without a
+/// panic, and what decodes is what would be acted on.
+pub(crate) fn fuzz_negotiation(data: &[u8]) {
+    if let Some(h) = Host::decode(data) {
+        assert_eq!(Host::encode(Some(&h)), data[..OFFER]);
+    }
+    if let Some((path, _cap)) = parse_ring(data) {
+        assert!(path.starts_with("/dev/shm/meshwork-") && !path.contains(".."));
+        assert!(path.len() <= PATH_MAX);
+    }
 }
 
 /// Bytes the rounds put on a stream each way (a hand-made peer in a test
