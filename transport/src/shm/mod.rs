@@ -39,7 +39,7 @@ use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
 use ring::{Corrupt, Segment};
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -201,7 +201,10 @@ impl ShmLink {
 
     /// One byte to the peer: its I/O thread wakes and looks at both rings.
     fn ring_bell(&self) {
-        match (&self.sock).write(&[1]) {
+        // No SIGPIPE for a peer that has gone: a C program using meshwork
+        // need not ignore it.
+        let sock = socket2::SockRef::from(&self.sock);
+        match sock.send_with_flags(&[1], libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) {
             // A full socket holds bells enough already.
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}

@@ -21,7 +21,7 @@ use super::ring::{capacity_for, Segment};
 use crate::auth::handshake::Keys;
 use crate::form::{io_fail, FormationError};
 use crate::spec::Spec;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
@@ -111,7 +111,19 @@ struct Talk {
 impl Talk {
     fn say(&mut self, round: u8, body: &[u8]) -> std::io::Result<()> {
         let tag = blake3::keyed_hash(&self.keys.send, &[&[round][..], body].concat());
-        self.sock.write_all(&[body, tag.as_bytes()].concat())
+        let msg = [body, tag.as_bytes()].concat();
+        // No SIGPIPE if the peer has gone (a C program need not ignore it).
+        let sock = socket2::SockRef::from(&self.sock);
+        let mut at = 0;
+        while at < msg.len() {
+            match sock.send_with_flags(&msg[at..], libc::MSG_NOSIGNAL) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The peer's message of `round`; `None` if its tag does not hold.
