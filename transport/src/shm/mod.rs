@@ -23,6 +23,7 @@
 //! when no caller does, writes what others queued without blocking
 //! (relays, credits, the goodbye), and wakes senders waiting for room.
 
+mod io;
 mod ring;
 mod setup;
 
@@ -39,9 +40,8 @@ use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
 use ring::{Corrupt, Segment};
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -578,88 +578,6 @@ impl ShmLink {
         if self.room_waiters.load(Ordering::SeqCst) > 0 {
             let _g = lock(&self.room.0);
             self.room.1.notify_all();
-        }
-    }
-
-    // ---- the I/O thread ----
-
-    /// Read the doorbell's bytes; `false` once the peer has closed it.
-    fn drain_bells(&self) -> bool {
-        let mut buf = [0u8; 256];
-        loop {
-            match (&self.sock).read(&mut buf) {
-                Ok(0) => return false,
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-    }
-
-    fn run(&self, core: &Core, mut poll: mio::Poll) {
-        let fd = self.sock.as_raw_fd();
-        if let Err(e) = poll.registry().register(
-            &mut mio::unix::SourceFd(&fd),
-            SOCKET,
-            mio::Interest::READABLE,
-        ) {
-            tracing::error!(peer = self.peer, "cannot poll the doorbell: {e}");
-            self.fail(core);
-            return;
-        }
-        let mut events = mio::Events::with_capacity(4);
-        loop {
-            if self.stop.load(Ordering::Acquire) {
-                return;
-            }
-            let open = self.drain_bells();
-            {
-                // What it wrote before closing is all in the ring: read
-                // it (waiting for a caller that reads) before ending.
-                let rx = if open {
-                    self.rx.try_lock().ok()
-                } else {
-                    Some(lock(&self.rx))
-                };
-                if let Some(mut rx) = rx {
-                    let ended = self.pump(&mut rx, core, None);
-                    if !open && !ended {
-                        self.end(&mut rx, core);
-                    }
-                }
-            }
-            if self.ended.load(Ordering::Acquire) {
-                self.flushed.set();
-                return;
-            }
-            let all = self.flush_now(core);
-            if all && self.flushing.load(Ordering::Acquire) {
-                self.flushed.set();
-            }
-            self.wake_room();
-            // Asleep from here: a writer that publishes rings.
-            let tail = self.inn.tail_hint();
-            let unread = self.inn.set_asleep(true, tail);
-            if unread && self.rx.try_lock().is_ok() {
-                self.inn.set_asleep(false, tail);
-                continue;
-            }
-            // Work left to another thread (a reader holding the ring, a
-            // writer holding the stream, frames still queued) is looked at
-            // again within a millisecond: a hand-off missed by a race this
-            // code does not know of costs that, not the deadline. With
-            // nothing pending, sleep until a bell or a wake-up.
-            let pending = unread || !all || !lock(&self.queue).frames.is_empty();
-            let wait = pending.then_some(Duration::from_millis(1));
-            if let Err(e) = poll.poll(&mut events, wait) {
-                if e.kind() != ErrorKind::Interrupted {
-                    tracing::error!(peer = self.peer, "poll: {e}");
-                    self.fail(core);
-                    return;
-                }
-            }
-            self.inn.set_asleep(false, tail);
         }
     }
 }
