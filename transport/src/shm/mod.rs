@@ -435,8 +435,20 @@ impl ShmLink {
         self.flush_now(core)
     }
 
+    /// Whether nothing queued is left to write (a writer busy now counts
+    /// as something left: this never waits for it).
     fn queue_empty(&self) -> bool {
-        lock(&self.queue).frames.is_empty() && lock(&self.tx).partial.is_none()
+        lock(&self.queue).frames.is_empty()
+            && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
+    }
+
+    /// Read the ring now if no other thread is (into `posted`'s buffers
+    /// when given); whether the link has ended.
+    fn read_now(&self, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
+        match self.rx.try_lock() {
+            Ok(mut rx) => self.pump(&mut rx, core, posted),
+            Err(_) => self.ended.load(Ordering::Acquire),
+        }
     }
 
     // ---- reading ----
@@ -640,17 +652,11 @@ impl Link for ShmLink {
     }
 
     fn poll(&self, core: &Core, _want_len: Option<usize>) -> bool {
-        match self.rx.try_lock() {
-            Ok(mut rx) => self.pump(&mut rx, core, None),
-            Err(_) => self.ended.load(Ordering::Acquire),
-        }
+        self.read_now(core, None)
     }
 
     fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
-        match self.rx.try_lock() {
-            Ok(mut rx) => self.pump(&mut rx, core, Some(posted)),
-            Err(_) => self.ended.load(Ordering::Acquire),
-        }
+        self.read_now(core, Some(posted))
     }
 
     fn caller_polls(&self, on: bool, _want_len: Option<usize>) {
