@@ -61,6 +61,7 @@ pub struct Node {
     encrypt_bulk: bool,
     frame_auth: bool,
     shared_memory: bool,
+    shm_single_copy: usize,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
     join_any: bool,
@@ -110,6 +111,7 @@ impl Node {
             encrypt_bulk: false,
             frame_auth: true,
             shared_memory: true,
+            shm_single_copy: meshwork_transport::DEFAULT_SHM_SINGLE_COPY,
             seed: None,
             join_any: false,
             advertise: None,
@@ -201,6 +203,9 @@ impl Node {
         }
         if let Some(on) = switch("SHM")? {
             node.shared_memory = on;
+        }
+        if let Some(n) = parse::<usize>("SHM_SINGLE_COPY")? {
+            node.shm_single_copy = n;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v
@@ -581,6 +586,7 @@ impl Node {
         spec.seal = self.encrypt_bulk;
         spec.authenticate_frames = self.frame_auth;
         spec.shared_memory = self.shared_memory;
+        spec.shm_single_copy = self.shm_single_copy;
         if !self.frame_auth && !self.encrypt_bulk && self.token.is_some() {
             tracing::warn!(
                 "FRAME_AUTH=0: frames over TCP are not authenticated; an attacker on the path can alter them"

@@ -54,7 +54,20 @@ fn every_collective_type_and_op_across_4_processes_star() {
 /// memory (more than the rings hold: pipelined through them).
 #[test]
 fn every_pair_exchanges_8_mib_and_3_bytes_over_shared_memory() {
-    let mut ranks = spawn(&launch(4, "mesh", 20.0, "shm"), "pairs");
+    let mut launch = launch(4, "mesh", 20.0, "shm");
+    launch.env.push(("EXPECT_SINGLE_COPY".into(), "1".into()));
+    let mut ranks = spawn(&launch, "pairs");
+    all_ok(&ranks.results(Duration::from_secs(120)));
+}
+
+/// `SHM_SINGLE_COPY=0`: the same messages go through the rings, in
+/// pieces as room frees.
+#[test]
+fn every_pair_exchanges_8_mib_and_3_bytes_through_the_rings() {
+    let mut launch = launch(4, "mesh", 20.0, "shm");
+    launch.env.push(("SHM_SINGLE_COPY".into(), "0".into()));
+    launch.env.push(("EXPECT_SINGLE_COPY".into(), "0".into()));
+    let mut ranks = spawn(&launch, "pairs");
     all_ok(&ranks.results(Duration::from_secs(120)));
 }
 

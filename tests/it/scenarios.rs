@@ -139,6 +139,25 @@ fn every_pair_large(g: &ProcessGroup) -> meshwork::Result<String> {
             )));
         }
     }
+    // `EXPECT_SINGLE_COPY=1|0`: the large messages to every peer went
+    // (or did not go) straight from this process's memory.
+    if let Ok(want) = std::env::var("EXPECT_SINGLE_COPY") {
+        let stats = g.stats();
+        let copied: Vec<u64> = (0..p)
+            .filter(|&r| r != me)
+            .map(|r| stats[r as usize].single_copy_messages)
+            .collect();
+        let ok = if want == "1" {
+            copied.iter().all(|&n| n == 1)
+        } else {
+            copied.iter().all(|&n| n == 0)
+        };
+        if !ok {
+            return Err(Error::InvalidArgument(format!(
+                "single copies to each peer: {copied:?}, expected {want}"
+            )));
+        }
+    }
     Ok(format!("{} pairs exact", p - 1))
 }
 

@@ -31,6 +31,9 @@ mod pool;
 mod quic;
 pub mod seed;
 mod shm;
+/// Shared memory: the size from which a message is copied once, straight
+/// from the sender's memory (`Spec::shm_single_copy`).
+pub use shm::DEFAULT_SINGLE_COPY as DEFAULT_SHM_SINGLE_COPY;
 /// Bytes of the same-host negotiation each way after a formation
 /// handshake (for tests that relay formation streams byte by byte).
 #[doc(hidden)]
@@ -234,6 +237,9 @@ pub struct PeerStats {
     pub queued_bytes: u64,
     /// The most `queued_bytes` has been.
     pub max_queued_bytes: u64,
+    /// Messages the peer copied straight out of this process's memory
+    /// (same-host shared memory, `SHM_SINGLE_COPY`), of `sent_messages`.
+    pub single_copy_messages: u64,
 }
 
 /// Default deadline of every blocking call: 60 s without progress.

@@ -119,6 +119,10 @@ pub struct Spec {
     /// namespace, same user) through shared memory (`SHM`; on by
     /// default). Either side off keeps the network link for that pair.
     pub shared_memory: bool,
+    /// Shared memory: messages of at least this many bytes are copied
+    /// once, straight from the sender's memory, where the kernel allows
+    /// it (`SHM_SINGLE_COPY`; 0: never, every byte goes through the ring).
+    pub shm_single_copy: usize,
 }
 
 impl Spec {
@@ -157,6 +161,7 @@ impl Spec {
             identity: None,
             sockets: None,
             shared_memory: true,
+            shm_single_copy: crate::DEFAULT_SHM_SINGLE_COPY,
         }
     }
 

@@ -43,8 +43,9 @@ use std::time::Instant;
 /// Version 2 added the transport settings word to the hello; version 3
 /// made the dialer prove the token first and authenticated the status;
 /// version 4 added the credit request frame (credits go back in batches);
-/// version 5 the same-host negotiation after the handshake (`shm/`).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// version 5 the same-host negotiation after the handshake (`shm/`);
+/// version 6 its probe and single copy for large messages.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 56;

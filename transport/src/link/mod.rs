@@ -83,6 +83,11 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     fn patience(&self) -> std::time::Duration {
         transport::CALLER_POLL
     }
+    /// Messages sent over this link as a single copy out of this
+    /// process's memory.
+    fn single_copies(&self) -> u64 {
+        0
+    }
     /// Start the link's I/O thread (once every link is in the core's
     /// table).
     fn start(self: Arc<Self>, core: &Arc<Core>);

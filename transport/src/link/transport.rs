@@ -232,9 +232,11 @@ impl Transport for LinkTransport {
             .stats()
             .into_iter()
             .zip(&self.core.sent)
-            .map(|(s, (m, b))| PeerStats {
+            .enumerate()
+            .map(|(r, (s, (m, b)))| PeerStats {
                 sent_messages: m.load(Ordering::Relaxed),
                 sent_bytes: b.load(Ordering::Relaxed),
+                single_copy_messages: self.core.link(r as u32).map_or(0, |l| l.single_copies()),
                 ..s
             })
             .collect()

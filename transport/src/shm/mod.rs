@@ -23,10 +23,12 @@
 //! when no caller does, writes what others queued without blocking
 //! (relays, credits, the goodbye), and wakes senders waiting for room.
 
+mod copy;
 mod io;
 mod ring;
 mod setup;
 
+pub use copy::DEFAULT_THRESHOLD as DEFAULT_SINGLE_COPY;
 #[cfg(test)]
 pub(crate) use setup::decline;
 pub(crate) use setup::fuzz_negotiation;
@@ -76,12 +78,13 @@ pub(crate) fn upgrade(
 ) -> Result<Vec<(u32, LinkMaker)>, FormationError> {
     let paired = setup::pair_up(spec, streams)?;
     let close_wait = spec.timeout;
+    let single_copy = spec.shm_single_copy;
     Ok(paired
         .into_iter()
         .map(|p| {
             let peer = p.peer;
             let make: LinkMaker = Box::new(move |core: &Arc<Core>| {
-                let link: Arc<dyn Link> = Arc::new(ShmLink::new(core, p, close_wait));
+                let link: Arc<dyn Link> = Arc::new(ShmLink::new(core, p, close_wait, single_copy));
                 link
             });
             tracing::debug!(peer, "shared-memory link");
@@ -97,6 +100,8 @@ struct Rx {
     /// Bytes read from the ring (the ring's own word is the peer's to
     /// corrupt; this one is not).
     tail: u64,
+    /// A single-copy message's descriptor, part read.
+    pending: Option<copy::Pending>,
     ended: bool,
 }
 
@@ -123,6 +128,8 @@ struct Tx {
     /// A queued frame the ring had no room for all of: it goes on before
     /// anything else.
     partial: Option<Partial>,
+    /// Single-copy messages offered so far.
+    ticket: u64,
 }
 
 /// See the module docs.
@@ -134,6 +141,13 @@ pub(crate) struct ShmLink {
     inn: Segment,
     out: Segment,
     sock: TcpStream,
+    /// The peer's process, when this side may copy from its memory.
+    source: Option<copy::Source>,
+    /// Messages of at least this many bytes go by single copy (0: none;
+    /// the peer cannot read this process's memory).
+    single_copy_from: usize,
+    /// Messages that went by single copy.
+    single_copies: AtomicU64,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     queue: Mutex<Queue>,
@@ -162,7 +176,7 @@ pub(crate) struct ShmLink {
 }
 
 impl ShmLink {
-    fn new(core: &Core, p: setup::Paired, close_wait: Duration) -> ShmLink {
+    fn new(core: &Core, p: setup::Paired, close_wait: Duration, single_copy: usize) -> ShmLink {
         if let Err(e) = p.sock.set_nonblocking(true) {
             tracing::warn!(peer = p.peer, "doorbell stream: {e}");
         }
@@ -173,14 +187,19 @@ impl ShmLink {
             inn: p.inn,
             out: p.out,
             sock: p.sock,
+            source: p.source,
+            single_copy_from: if p.peer_reads { single_copy } else { 0 },
+            single_copies: AtomicU64::new(0),
             rx: Mutex::new(Rx {
                 asm: Assembler::new(core.world, core.max_message_bytes),
                 tail: 0,
+                pending: None,
                 ended: false,
             }),
             tx: Mutex::new(Tx {
                 head: 0,
                 partial: None,
+                ticket: 0,
             }),
             queue: Mutex::new(Queue::default()),
             room: (Mutex::new(()), Condvar::new()),
@@ -469,16 +488,19 @@ impl ShmLink {
                 }
                 continue;
             }
+            if rx.pending.is_some() {
+                match self.read_pending(rx, core, posted.as_deref_mut()) {
+                    Ok(None) if rx.pending.is_some() => return false,
+                    Ok(None) | Ok(Some(copy::Took::Delivered)) => continue,
+                    Ok(Some(copy::Took::Filled)) => return false,
+                    Ok(Some(copy::Took::Ended)) => return true,
+                    Err(Corrupt) => return self.corrupt_ring(rx, core),
+                }
+            }
             let n = match self.inn.read(&mut rx.tail, rx.asm.space()) {
                 Ok(0) => return false,
                 Ok(n) => n,
-                Err(Corrupt) => {
-                    tracing::error!(
-                        peer = self.peer,
-                        "the peer corrupted the ring's control words; closing the link"
-                    );
-                    return self.refuse(rx, core);
-                }
+                Err(Corrupt) => return self.corrupt_ring(rx, core),
             };
             self.freed();
             if let Some(h) = rx.asm.body_header() {
@@ -486,6 +508,7 @@ impl ShmLink {
             }
             match rx.asm.advance(n) {
                 Ok(None) => {}
+                Ok(Some(h)) if copy::marked(&h) => rx.pending = Some(copy::Pending::new(h)),
                 Ok(Some(h)) => match core.on_header(self.peer, h) {
                     Next::Continue => {}
                     Next::Body(h) => match posted.as_deref_mut() {
@@ -504,6 +527,14 @@ impl ShmLink {
                 }
             }
         }
+    }
+
+    fn corrupt_ring(&self, rx: &mut Rx, core: &Core) -> bool {
+        tracing::error!(
+            peer = self.peer,
+            "the peer corrupted the ring's control words; closing the link"
+        );
+        self.refuse(rx, core)
     }
 
     /// Room was freed: wake the writer if it waits for it.
@@ -558,6 +589,7 @@ impl ShmLink {
     fn end(&self, rx: &mut Rx, core: &Core) -> bool {
         if !rx.ended {
             rx.ended = true;
+            rx.pending = None;
             rx.asm.discard(&core.pool);
             self.ended.store(true, Ordering::Release);
             core.lost(self.peer);
@@ -635,7 +667,11 @@ impl Link for ShmLink {
             }
             self.wait_room(core, tx.head, since + core.timeout(), dst)?;
         }
-        let sent = self.write_all(&mut tx, &pieces, self.bell_for(&header), core, dst);
+        let sent = if self.single_copy(parts) {
+            self.send_single(&mut tx, core, header, parts, dst)
+        } else {
+            self.write_all(&mut tx, &pieces, self.bell_for(&header), core, dst)
+        };
         self.flush_queued(&mut tx, core);
         drop(tx);
         self.leave_tx(core);
@@ -666,6 +702,10 @@ impl Link for ShmLink {
             // meanwhile is read now, or by the I/O thread.
             self.wake_io();
         }
+    }
+
+    fn single_copies(&self) -> u64 {
+        self.single_copies.load(Ordering::Relaxed)
     }
 
     fn want(&self, kind: LaneKind, on: bool) -> bool {

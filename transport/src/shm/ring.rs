@@ -14,8 +14,9 @@
 //! `callers` (threads of the consumer's process are reading the ring
 //! themselves: no doorbell needed), `wanted` (per lane kind, threads of the
 //! consumer's process parked waiting for such a message) and `waiting`
-//! (the producer waits for room). The data follows, `capacity` bytes (a
-//! power of two).
+//! (the producer waits for room) and `copy` (the state of the message the
+//! producer offered for a single copy, `copy.rs`). The data follows,
+//! `capacity` bytes (a power of two).
 //!
 //! A doorbell is rung only when someone needs it: a frame of a lane kind
 //! a parked thread waits for, a frame the consumer must act on at once
@@ -36,7 +37,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a meshwork ring segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"mwshring");
+const MAGIC: u64 = u64::from_le_bytes(*b"mwshrng2");
 /// Where the data starts: the control words' page.
 const DATA_AT: usize = 4096;
 /// Smallest and largest ring this side accepts from a peer.
@@ -58,6 +59,7 @@ struct Control {
     callers: Line<AtomicU32>,
     wanted: Line<[AtomicU32; KINDS]>,
     waiting: Line<AtomicU32>,
+    copy: Line<AtomicU64>,
 }
 
 /// Lane kinds a consumer may wait for (`LaneKind as u8` indexes them).
@@ -329,6 +331,37 @@ impl Segment {
         self.readable(tail).map_or(true, |n| n > 0)
     }
 
+    /// The producer offers message `ticket` for a single copy (before it
+    /// publishes the descriptor).
+    pub(crate) fn offer_copy(&self, ticket: u64) {
+        self.control()
+            .copy
+            .0
+            .store(copy_word(ticket, CopyState::Offered), Ordering::SeqCst);
+    }
+
+    /// Where the copy of message `ticket` stands (`None`: the word is not
+    /// about that message).
+    pub(crate) fn copy_state(&self, ticket: u64) -> Option<CopyState> {
+        let w = self.control().copy.0.load(Ordering::SeqCst);
+        (w >> 2 == ticket & (u64::MAX >> 2)).then(|| CopyState::from_bits(w))
+    }
+
+    /// Move message `ticket`'s copy from `from` to `to`; whether it was in
+    /// `from` (only then it moves).
+    pub(crate) fn move_copy(&self, ticket: u64, from: CopyState, to: CopyState) -> bool {
+        self.control()
+            .copy
+            .0
+            .compare_exchange(
+                copy_word(ticket, from),
+                copy_word(ticket, to),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok()
+    }
+
     /// The consumer's position as last stored (a hint for whoever does
     /// not hold the reader's own).
     pub(crate) fn tail_hint(&self) -> u64 {
@@ -365,6 +398,35 @@ impl Segment {
             std::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data(), src.len() - first);
         }
     }
+}
+
+/// Where a message offered for a single copy stands. The consumer moves it
+/// `Offered` → `Reading` → `Done`; the producer, giving up, moves it from
+/// `Offered` or `Reading` to `Withdrawn`, after which the consumer's move
+/// to `Done` fails and what it read is dropped. Whoever moves first wins:
+/// a message is delivered only if its producer was still waiting, with
+/// its buffer unchanged, when the copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CopyState {
+    Offered = 0,
+    Reading = 1,
+    Done = 2,
+    Withdrawn = 3,
+}
+
+impl CopyState {
+    fn from_bits(w: u64) -> CopyState {
+        match w & 3 {
+            0 => CopyState::Offered,
+            1 => CopyState::Reading,
+            2 => CopyState::Done,
+            _ => CopyState::Withdrawn,
+        }
+    }
+}
+
+fn copy_word(ticket: u64, state: CopyState) -> u64 {
+    ticket << 2 | state as u64
 }
 
 fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {

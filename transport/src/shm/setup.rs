@@ -4,9 +4,13 @@
 //! 1. Offer: shared memory on or off here, user id, network namespace and
 //!    kernel boot id. Two ranks share a host when both are on and all
 //!    three match (two network-namespace hosts on one machine do not).
+//!    With them, the process id and the address of a random probe value
+//!    (`copy.rs`), and the value.
 //! 2. Ring: each rank that shares the host creates the segment of the
 //!    ring it will read from the peer (`ring.rs`) and sends its path and
-//!    capacity (nothing, if it could not: no `/dev/shm`, a full tmpfs).
+//!    capacity (nothing, if it could not: no `/dev/shm`, a full tmpfs),
+//!    and whether it could read the peer's probe out of the peer's memory
+//!    (then the peer may hand it large messages by single copy).
 //! 3. Mapped: each maps the peer's and says whether it could. Both must,
 //!    or both keep the network link; each then unlinks its own file.
 //!
@@ -17,6 +21,7 @@
 //! The stream then stays open as the shared-memory link's doorbell and
 //! liveness signal.
 
+use super::copy::{self, Source};
 use super::ring::{capacity_for, Segment};
 use crate::auth::handshake::Keys;
 use crate::form::{io_fail, FormationError};
@@ -26,11 +31,12 @@ use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
-const MAGIC: &[u8; 8] = b"mwshm001";
+const MAGIC: &[u8; 8] = b"mwshm002";
 const TAG: usize = 32;
-const OFFER: usize = 8 + 1 + 4 + 8 + 8 + 36;
+const HOST: usize = 8 + 1 + 4 + 8 + 8 + 36;
+const OFFER: usize = HOST + 4 + 8 + 16;
 const PATH_MAX: usize = 96;
-const RING: usize = 1 + PATH_MAX + 8;
+const RING: usize = 1 + PATH_MAX + 8 + 1;
 const MAPPED: usize = 1;
 
 /// A same-host peer whose rings are mapped.
@@ -43,6 +49,10 @@ pub(crate) struct Paired {
     pub inn: Segment,
     /// The ring this rank writes (the peer's segment).
     pub out: Segment,
+    /// The peer's process, if this rank can copy from its memory.
+    pub source: Option<Source>,
+    /// The peer can copy from this process's memory.
+    pub peer_reads: bool,
 }
 
 /// What makes two ranks one host.
@@ -84,9 +94,34 @@ impl Host {
         m.extend_from_slice(&h.boot);
         m
     }
+}
 
+/// The offer: the host, and this process's probe (`copy.rs`).
+fn offer(here: Option<&Host>, single_copy: bool) -> Vec<u8> {
+    let mut m = Host::encode(here);
+    let (pid, addr, value) = match (here, single_copy) {
+        (Some(_), true) => copy::probe(),
+        _ => (0, 0, [0; 16]),
+    };
+    m.extend_from_slice(&pid.to_le_bytes());
+    m.extend_from_slice(&addr.to_le_bytes());
+    m.extend_from_slice(&value);
+    m
+}
+
+/// The probe of an offer: process id, address and value.
+fn probe_of(m: &[u8]) -> Option<(u32, u64, [u8; 16])> {
+    let m = m.get(HOST..OFFER)?;
+    Some((
+        u32::from_le_bytes(m[..4].try_into().ok()?),
+        u64::from_le_bytes(m[4..12].try_into().ok()?),
+        m[12..28].try_into().ok()?,
+    ))
+}
+
+impl Host {
     fn decode(m: &[u8]) -> Option<Host> {
-        if m.len() < OFFER || &m[..8] != MAGIC || m[8] != 1 {
+        if m.len() < HOST || &m[..8] != MAGIC || m[8] != 1 {
             return None;
         }
         let u64_at = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().unwrap_or_default());
@@ -106,6 +141,8 @@ struct Talk {
     same: bool,
     inn: Option<Segment>,
     out: Option<Segment>,
+    source: Option<Source>,
+    peer_reads: bool,
 }
 
 impl Talk {
@@ -179,6 +216,8 @@ pub(crate) fn pair_up(
             same: false,
             inn: None,
             out: None,
+            source: None,
+            peer_reads: false,
         });
     }
     let result = rounds(spec, here.as_ref(), &mut talks, deadline);
@@ -194,6 +233,8 @@ pub(crate) fn pair_up(
                 sock: t.sock,
                 inn,
                 out,
+                source: t.source,
+                peer_reads: t.peer_reads,
             }),
             _ => streams.push((t.peer, t.sock, t.keys)),
         }
@@ -216,13 +257,26 @@ fn rounds(
         }
     };
     // 1: offers.
-    let offer = Host::encode(here);
+    let single_copy = spec.shm_single_copy > 0;
+    let mine = offer(here, single_copy);
     for t in talks.iter_mut() {
-        t.say(1, &offer).map_err(fail(t.peer))?;
+        t.say(1, &mine).map_err(fail(t.peer))?;
     }
     for t in talks.iter_mut() {
         let theirs = t.hear(1, OFFER, deadline).map_err(fail(t.peer))?;
         t.same = here.is_some() && theirs.as_deref().and_then(Host::decode).as_ref() == here;
+        let probe = theirs.as_deref().and_then(probe_of);
+        if let (true, true, Some((pid, addr, value))) = (t.same, single_copy, probe) {
+            t.source = Source::open(pid, addr, value)
+                .map_err(|why| {
+                    tracing::info!(
+                        peer = t.peer,
+                        "no single copy from rank {}: {why}; large messages go through the ring",
+                        t.peer
+                    )
+                })
+                .ok();
+        }
     }
     // 2: rings.
     if talks.iter().any(|t| t.same) {
@@ -243,7 +297,8 @@ fn rounds(
                 Ok(s) => {
                     m[0] = path.len() as u8;
                     m[1..1 + path.len()].copy_from_slice(path.as_bytes());
-                    m[1 + PATH_MAX..].copy_from_slice(&(capacity as u64).to_le_bytes());
+                    m[1 + PATH_MAX..RING - 1].copy_from_slice(&(capacity as u64).to_le_bytes());
+                    m[RING - 1] = u8::from(t.source.is_some());
                     t.inn = Some(s);
                 }
                 Err(e) => tracing::warn!(
@@ -263,6 +318,7 @@ fn rounds(
         let Some((path, cap)) = parse_ring(&m) else {
             continue;
         };
+        t.peer_reads = m[RING - 1] == 1;
         match Segment::open(path, cap) {
             Ok(s) => t.out = Some(s),
             Err(e) => tracing::warn!(
@@ -305,7 +361,7 @@ fn parse_ring(m: &[u8]) -> Option<(&str, usize)> {
     if n == 0 || n > PATH_MAX || m.len() < RING {
         return None;
     }
-    let cap = u64::from_le_bytes(m[1 + PATH_MAX..RING].try_into().ok()?);
+    let cap = u64::from_le_bytes(m[1 + PATH_MAX..RING - 1].try_into().ok()?);
     let path = std::str::from_utf8(&m[1..1 + n]).ok()?;
     let ours =
         path.starts_with("/dev/shm/meshwork-") && !path.contains("..") && !path[9..].contains('/');
@@ -316,7 +372,17 @@ fn parse_ring(m: &[u8]) -> Option<(&str, usize)> {
 /// panic, and what decodes is what would be acted on.
 pub(crate) fn fuzz_negotiation(data: &[u8]) {
     if let Some(h) = Host::decode(data) {
-        assert_eq!(Host::encode(Some(&h)), data[..OFFER]);
+        assert_eq!(Host::encode(Some(&h)), data[..HOST]);
+    }
+    if let Some((pid, addr, value)) = probe_of(data) {
+        assert_eq!(
+            data[HOST..OFFER],
+            [&pid.to_le_bytes()[..], &addr.to_le_bytes(), &value].concat()
+        );
+    }
+    if let Some(d) = copy::Descriptor::decode(data, data.len() as u64) {
+        assert!(d.parts.len() <= copy::MAX_PARTS);
+        assert_eq!(d.parts.iter().map(|p| p.1).sum::<u64>(), data.len() as u64);
     }
     if let Some((path, _cap)) = parse_ring(data) {
         assert!(path.starts_with("/dev/shm/meshwork-") && !path.contains(".."));
@@ -342,9 +408,11 @@ pub(crate) fn decline(sock: &TcpStream, keys: &Keys) -> std::io::Result<()> {
         same: false,
         inn: None,
         out: None,
+        source: None,
+        peer_reads: false,
     };
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    t.say(1, &Host::encode(None))?;
+    t.say(1, &offer(None, false))?;
     t.hear(1, OFFER, deadline)?;
     t.say(2, &[0; RING])?;
     t.hear(2, RING, deadline)?;
@@ -421,12 +489,24 @@ mod tests {
     fn offers_match_only_on_the_same_host() {
         let here = Host::here().expect("host");
         let m = Host::encode(Some(&here));
-        assert_eq!(m.len(), OFFER);
+        assert_eq!(m.len(), HOST);
+        assert_eq!(offer(Some(&here), true).len(), OFFER);
         assert_eq!(Host::decode(&m), Some(here.clone()));
         assert_eq!(Host::decode(&Host::encode(None)), None, "off");
         let mut other = here.clone();
         other.netns.1 ^= 1;
-        assert_ne!(Host::decode(&Host::encode(Some(&other))), Some(here));
+        assert_ne!(
+            Host::decode(&Host::encode(Some(&other))),
+            Some(here.clone())
+        );
         assert_eq!(Host::decode(&[0u8; OFFER]), None, "garbage");
+        let (pid, _, value) = probe_of(&offer(Some(&here), true)).expect("probe");
+        assert_eq!(pid, std::process::id());
+        assert_ne!(value, [0; 16]);
+        assert_eq!(
+            probe_of(&offer(Some(&here), false)),
+            Some((0, 0, [0; 16])),
+            "off"
+        );
     }
 }

@@ -1,0 +1,540 @@
+//! Single copy for large messages: the receiving process copies the
+//! payload straight out of the sender's memory (`process_vm_readv`, Linux's
+//! cross-memory attach) instead of both sides copying it through the ring.
+//!
+//! A message of at least the link's threshold goes into the ring as its
+//! header (marked in `seq`, which only QUIC uses) and a [`Descriptor`]: a
+//! ticket and the addresses and lengths of the sender's buffers. The
+//! reader copies from there into the posted receive's buffers, or into a
+//! pooled buffer for the inbox, and the sender's `send` returns once the
+//! copy is done: the ring's `copy` word ([`CopyState`]) says so.
+//!
+//! Either side may stop waiting. The sender withdraws the message at its
+//! deadline (or when the link ends) and the reader, whose move to `Done`
+//! then fails, drops what it read: a buffer the sender's caller has
+//! reused is never delivered. A reader whose sender died meanwhile (its
+//! pidfd says so) drops it too: no other process that was given the
+//! same pid is ever read from.
+//!
+//! Formation decides per direction whether this works: the kernel may
+//! forbid it (Yama's ptrace scope, a seccomp profile, another pid
+//! namespace). Each rank publishes the address of a random value of its
+//! own; the peer that reads it back, through a pidfd opened first, may
+//! take single copies from it (`setup.rs`).
+
+use super::ring::CopyState;
+use super::{lock, Rx, ShmLink, Tx, SPIN};
+use crate::link::{Core, Next, Posted};
+use crate::wire::{FrameType, Header};
+use crate::{Payload, TransportError};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Sender's buffers a descriptor can name.
+pub(crate) const MAX_PARTS: usize = 4;
+/// Bytes of a descriptor in the ring: ticket, count, (address, length)s.
+pub(crate) const DESC_LEN: usize = 8 + 8 + MAX_PARTS * 16;
+/// `Header::seq` of a frame whose body is a descriptor.
+pub(crate) const MARK: u16 = 0x5343;
+/// Messages at least this long go by single copy (`SHM_SINGLE_COPY`).
+pub const DEFAULT_THRESHOLD: usize = 256 << 10;
+
+/// The sender's side of one single-copy message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    pub ticket: u64,
+    pub parts: Vec<(u64, u64)>,
+}
+
+impl Descriptor {
+    /// The descriptor of `parts` (at most [`MAX_PARTS`]).
+    fn of(ticket: u64, parts: &[&[u8]]) -> Descriptor {
+        Descriptor {
+            ticket,
+            parts: parts
+                .iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| (p.as_ptr() as u64, p.len() as u64))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn encode(&self) -> [u8; DESC_LEN] {
+        let mut m = [0u8; DESC_LEN];
+        m[..8].copy_from_slice(&self.ticket.to_le_bytes());
+        m[8..16].copy_from_slice(&(self.parts.len() as u64).to_le_bytes());
+        for (i, (addr, len)) in self.parts.iter().enumerate() {
+            let at = 16 + i * 16;
+            m[at..at + 8].copy_from_slice(&addr.to_le_bytes());
+            m[at + 8..at + 16].copy_from_slice(&len.to_le_bytes());
+        }
+        m
+    }
+
+    /// A descriptor of exactly `len` payload bytes; `None` for anything
+    /// else (too many parts, lengths that do not add up).
+    pub(crate) fn decode(m: &[u8], len: u64) -> Option<Descriptor> {
+        let word = |at: usize| Some(u64::from_le_bytes(m.get(at..at + 8)?.try_into().ok()?));
+        let n = usize::try_from(word(8)?).ok()?;
+        if n > MAX_PARTS {
+            return None;
+        }
+        let parts: Vec<(u64, u64)> = (0..n)
+            .map(|i| Some((word(16 + i * 16)?, word(24 + i * 16)?)))
+            .collect::<Option<_>>()?;
+        let total = parts.iter().try_fold(0u64, |sum, &(addr, l)| {
+            addr.checked_add(l)?;
+            sum.checked_add(l)
+        })?;
+        (total == len).then_some(Descriptor {
+            ticket: word(0)?,
+            parts,
+        })
+    }
+}
+
+/// The value whose address this process publishes at formation.
+fn probe_value() -> &'static [u8; 16] {
+    static PROBE: OnceLock<[u8; 16]> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        let mut b = [0u8; 16];
+        if getrandom::getrandom(&mut b).is_err() {
+            // Without randomness no peer can tell this process apart from
+            // another with its pid: all zero never matches (see `open`).
+            b = [0; 16];
+        }
+        b
+    })
+}
+
+/// This process's pid, the probe's address and its value (the offer).
+pub(crate) fn probe() -> (u32, u64, [u8; 16]) {
+    let v = probe_value();
+    (std::process::id(), v.as_ptr() as u64, *v)
+}
+
+/// A peer process this one may copy from.
+#[derive(Debug)]
+pub(crate) struct Source {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+}
+
+impl Source {
+    /// The peer that offered `pid` and a probe at `addr` holding `value`,
+    /// if this process can read its memory; why not otherwise.
+    pub(crate) fn open(pid: u32, addr: u64, value: [u8; 16]) -> Result<Source, String> {
+        if value == [0; 16] {
+            return Err("the peer has no probe".into());
+        }
+        let pid = libc::pid_t::try_from(pid).map_err(|_| "pid out of range".to_string())?;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new
+        // descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(format!("pidfd_open: {}", io::Error::last_os_error()));
+        }
+        let fd = i32::try_from(fd).map_err(|_| "pidfd out of range".to_string())?;
+        // SAFETY: the descriptor was just returned to this process.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let src = Source { pid, pidfd };
+        let mut got = [0u8; 16];
+        src.read(&[(addr, 16)], &mut [&mut got[..]])
+            .map_err(|e| format!("process_vm_readv: {e}"))?;
+        // The pidfd was opened before the read: if the process is still
+        // alive, the pid named it throughout.
+        if got != value || !src.alive() {
+            return Err("the pid names another process (another pid namespace?)".into());
+        }
+        Ok(src)
+    }
+
+    /// Whether the process has not exited.
+    pub(crate) fn alive(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        let r = unsafe { libc::poll(&mut p, 1, 0) };
+        r == 0
+    }
+
+    /// Copy the peer's `remote` ranges into `local`, in order (equal
+    /// totals).
+    pub(crate) fn read(&self, remote: &[(u64, u64)], local: &mut [&mut [u8]]) -> io::Result<()> {
+        let total: u64 = remote.iter().map(|r| r.1).sum();
+        let mut done: u64 = 0;
+        while done < total {
+            let riov = ranges_from(remote, done, |(a, l)| libc::iovec {
+                iov_base: a as *mut libc::c_void,
+                iov_len: l as usize,
+            });
+            let mut lparts: Vec<(u64, u64)> = Vec::with_capacity(local.len());
+            for p in local.iter_mut() {
+                lparts.push((p.as_mut_ptr() as u64, p.len() as u64));
+            }
+            let liov = ranges_from(&lparts, done, |(a, l)| libc::iovec {
+                iov_base: a as *mut libc::c_void,
+                iov_len: l as usize,
+            });
+            // SAFETY: every local iovec lies inside one of `local`'s
+            // slices, which this call borrows mutably; the remote ones are
+            // the peer's and the kernel checks them.
+            let n = unsafe {
+                libc::process_vm_readv(
+                    self.pid,
+                    liov.as_ptr(),
+                    liov.len() as libc::c_ulong,
+                    riov.as_ptr(),
+                    riov.len() as libc::c_ulong,
+                    0,
+                )
+            };
+            match n {
+                n if n > 0 => done += n as u64,
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `parts` from byte `from` on, as `make` builds them (empty ones left
+/// out).
+fn ranges_from<T>(parts: &[(u64, u64)], from: u64, make: impl Fn((u64, u64)) -> T) -> Vec<T> {
+    let mut skip = from;
+    let mut out = Vec::with_capacity(parts.len());
+    for &(addr, len) in parts {
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        out.push(make((addr + skip, len - skip)));
+        skip = 0;
+    }
+    out
+}
+
+/// A descriptor being read out of the ring.
+#[derive(Debug)]
+pub(super) struct Pending {
+    header: Header,
+    desc: [u8; DESC_LEN],
+    have: usize,
+}
+
+impl Pending {
+    pub(super) fn new(header: Header) -> Pending {
+        Pending {
+            header,
+            desc: [0; DESC_LEN],
+            have: 0,
+        }
+    }
+}
+
+/// What reading a single-copy message came to.
+pub(super) enum Took {
+    /// To the inbox (or relayed).
+    Delivered,
+    /// Into the posted receive's buffers.
+    Filled,
+    /// The link ended.
+    Ended,
+}
+
+impl ShmLink {
+    /// Whether a message of these parts goes by single copy.
+    pub(super) fn single_copy(&self, parts: &[&[u8]]) -> bool {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.single_copy_from > 0
+            && len >= self.single_copy_from
+            && parts.iter().filter(|p| !p.is_empty()).count() <= MAX_PARTS
+    }
+
+    /// Offer the message for a single copy and wait until the peer has
+    /// copied it (or withdraw it).
+    pub(super) fn send_single(
+        &self,
+        tx: &mut Tx,
+        core: &Core,
+        mut header: Header,
+        parts: &[&[u8]],
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        tx.ticket += 1;
+        let ticket = tx.ticket;
+        let desc = Descriptor::of(ticket, parts).encode();
+        header.seq = MARK;
+        self.out.offer_copy(ticket);
+        // The reader must come now, whatever lane it waits on: this
+        // sender waits for it.
+        if let Err(e) = self.write_all(tx, &[&header.encode(), &desc], None, core, dst) {
+            self.withdraw(ticket);
+            return Err(e);
+        }
+        self.wait_copied(core, tx.head, ticket, dst)?;
+        self.single_copies.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Take message `ticket` back; whether it was (not yet copied).
+    fn withdraw(&self, ticket: u64) -> bool {
+        self.out
+            .move_copy(ticket, CopyState::Offered, CopyState::Withdrawn)
+            || self
+                .out
+                .move_copy(ticket, CopyState::Reading, CopyState::Withdrawn)
+    }
+
+    fn wait_copied(
+        &self,
+        core: &Core,
+        head: u64,
+        ticket: u64,
+        dst: u32,
+    ) -> Result<(), TransportError> {
+        let started = Instant::now();
+        let deadline = started + core.timeout();
+        loop {
+            match self.out.copy_state(ticket) {
+                Some(CopyState::Done) => return Ok(()),
+                Some(CopyState::Offered | CopyState::Reading) => {}
+                _ => return Err(self.corrupt(core, dst)),
+            }
+            let ended = self.ended.load(Ordering::Acquire);
+            let now = Instant::now();
+            if ended || now >= deadline {
+                if !self.withdraw(ticket) {
+                    // Copied meanwhile.
+                    continue;
+                }
+                if ended {
+                    return Err(TransportError::PeerDisconnected { rank: dst });
+                }
+                // The stream has a message in it the peer never took: it
+                // cannot go on past it.
+                tracing::warn!(
+                    peer = self.peer,
+                    "the peer took no single-copy message for a whole deadline; closing the link"
+                );
+                core.silent(self.peer);
+                self.fail(core);
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
+            if now < started + SPIN {
+                self.pause();
+                continue;
+            }
+            // Asleep until the reader rings (it does once it is done, if
+            // asked first).
+            let _ = self.out.want_room(head);
+            if self.out.copy_state(ticket) == Some(CopyState::Done) {
+                return Ok(());
+            }
+            let (m, cv) = &self.room;
+            let g = lock(m);
+            self.room_waiters.fetch_add(1, Ordering::SeqCst);
+            let wait = deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(1));
+            drop(cv.wait_timeout(g, wait));
+            self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Read the rest of a pending descriptor out of the ring, then its
+    /// message; `None` while the descriptor is not whole.
+    pub(super) fn read_pending(
+        &self,
+        rx: &mut Rx,
+        core: &Core,
+        posted: Option<&mut Posted<'_>>,
+    ) -> Result<Option<Took>, super::ring::Corrupt> {
+        let Some(p) = rx.pending.as_mut() else {
+            return Ok(None);
+        };
+        let n = self.inn.read(&mut rx.tail, &mut p.desc[p.have..])?;
+        if n > 0 {
+            self.freed();
+        }
+        p.have += n;
+        if p.have < DESC_LEN {
+            return Ok(None);
+        }
+        let Some(p) = rx.pending.take() else {
+            return Ok(None);
+        };
+        Ok(Some(self.take_single(rx, core, p, posted)))
+    }
+
+    fn take_single(
+        &self,
+        rx: &mut Rx,
+        core: &Core,
+        p: Pending,
+        posted: Option<&mut Posted<'_>>,
+    ) -> Took {
+        let refuse = |rx: &mut Rx, why: &str| {
+            tracing::error!(peer = self.peer, "protocol error: {why}; closing the link");
+            self.refuse(rx, core);
+            Took::Ended
+        };
+        let (Some(src), Some(d)) = (
+            self.source.as_ref(),
+            Descriptor::decode(&p.desc, p.header.len),
+        ) else {
+            return refuse(rx, "a single-copy descriptor this side cannot take");
+        };
+        if !self
+            .inn
+            .move_copy(d.ticket, CopyState::Offered, CopyState::Reading)
+        {
+            // Withdrawn: the sender is ending the link.
+            return refuse(rx, "a single-copy message not on offer");
+        }
+        let h = Header { seq: 0, ..p.header };
+        let h = match core.on_header(self.peer, h) {
+            Next::Body(h) => h,
+            Next::Continue | Next::End => {
+                return refuse(rx, "a single-copy message that is not data")
+            }
+        };
+        core.inbox.progress(h.src);
+        match posted {
+            Some(p) if p.wants(core, &h) => {
+                let read = src.read(&d.parts, &mut [&mut *p.head, &mut *p.body]);
+                if !self.copied(rx, core, src, d.ticket, read) {
+                    return Took::Ended;
+                }
+                core.inbox.took_direct(p.src, p.key, p.len());
+                p.filled = true;
+                Took::Filled
+            }
+            _ => {
+                let len = usize::try_from(h.len).unwrap_or(usize::MAX);
+                let mut buf = core.pool.take_filled(len);
+                let read = src.read(&d.parts, &mut [&mut buf[..]]);
+                if !self.copied(rx, core, src, d.ticket, read) {
+                    return Took::Ended;
+                }
+                if !core.on_data(self.peer, h, Payload::from_vec_in(buf, Some(&core.pool))) {
+                    self.refuse(rx, core);
+                    return Took::Ended;
+                }
+                Took::Delivered
+            }
+        }
+    }
+
+    /// After the copy of message `ticket`: whether what was read stands
+    /// (the sender was alive and still waiting when it ended). The sender
+    /// is told either way.
+    fn copied(
+        &self,
+        rx: &mut Rx,
+        core: &Core,
+        src: &Source,
+        ticket: u64,
+        read: io::Result<()>,
+    ) -> bool {
+        let stands = match read {
+            Ok(()) if src.alive() => {
+                self.inn
+                    .move_copy(ticket, CopyState::Reading, CopyState::Done)
+            }
+            Ok(()) => false,
+            Err(e) => {
+                if src.alive() {
+                    tracing::error!(
+                        peer = self.peer,
+                        "single copy failed: {e}; closing the link"
+                    );
+                }
+                false
+            }
+        };
+        if self.inn.producer_waits() {
+            self.ring_bell();
+        }
+        if !stands {
+            self.refuse(rx, core);
+        }
+        stands
+    }
+}
+
+/// Whether a header read from the ring announces a single-copy message.
+pub(super) fn marked(h: &Header) -> bool {
+    h.seq == MARK && h.ftype == FrameType::Data
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_round_trip_and_must_add_up() {
+        let a = vec![1u8; 100];
+        let b = vec![2u8; 28];
+        let d = Descriptor::of(7, &[&a, &[], &b]);
+        assert_eq!(d.parts.len(), 2, "empty parts are left out");
+        let m = d.encode();
+        assert_eq!(Descriptor::decode(&m, 128), Some(d.clone()));
+        assert_eq!(Descriptor::decode(&m, 127), None, "lengths must add up");
+        let mut many = m;
+        many[8] = (MAX_PARTS + 1) as u8;
+        assert_eq!(Descriptor::decode(&many, 128), None);
+        let mut wraps = m;
+        wraps[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(
+            Descriptor::decode(&wraps, 128),
+            None,
+            "a range past the end"
+        );
+        assert_eq!(Descriptor::decode(&m[..20], 128), None, "short");
+    }
+
+    #[test]
+    fn a_process_reads_its_own_probe_and_not_a_wrong_value() {
+        let (pid, addr, value) = probe();
+        let src = Source::open(pid, addr, value).expect("this process reads itself");
+        let mut other = value;
+        other[0] ^= 1;
+        assert!(
+            Source::open(pid, addr, other).is_err(),
+            "a value that differs"
+        );
+        assert!(Source::open(pid, addr, [0; 16]).is_err(), "no probe");
+        // Gathering into two buffers from three ranges.
+        let data: Vec<u8> = (0..=255).collect();
+        let base = data.as_ptr() as u64;
+        let (mut x, mut y) = (vec![0u8; 100], vec![0u8; 56]);
+        src.read(
+            &[(base, 50), (base + 100, 6), (base + 156, 100)],
+            &mut [&mut x[..], &mut y[..]],
+        )
+        .expect("read");
+        let want: Vec<u8> = (0..50).chain(100..106).chain(156..=255).collect();
+        assert_eq!([x, y].concat(), want);
+    }
+
+    #[test]
+    fn a_dead_process_is_not_a_source() {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("reap");
+        assert!(Source::open(pid, 4096, [1; 16]).is_err());
+    }
+}
