@@ -142,7 +142,7 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
 /// Environment variables, as (name, value).
 type Env = &'static [(&'static str, &'static str)];
 
-const CONFIGS: [(&str, &str, Env); 5] = [
+const CONFIGS: [(&str, &str, Env); 6] = [
     ("quic", "mesh", &[("TRANSPORT", "quic"), ("SHM", "0")]),
     (
         "quic-only",
@@ -156,6 +156,11 @@ const CONFIGS: [(&str, &str, Env); 5] = [
     ("tcp", "mesh", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
     ("star", "star", &[("TRANSPORT", "quic"), ("SHM", "0")]),
     ("shm", "mesh", &[("SHM", "1")]),
+    (
+        "shm-ring",
+        "mesh",
+        &[("SHM", "1"), ("SHM_SINGLE_COPY", "0")],
+    ),
 ];
 
 fn meshwork_rows(
@@ -249,9 +254,9 @@ fn main() {
     println!("# {} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements", world());
     println!("# with SHM=0 (the network links): quic: QUIC + TCP sidecar (default between hosts); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
     println!(
-        "# shm: shared memory (the default on one host); ompi-sm: Open MPI shared memory (vader)"
+        "# shm: shared memory (the default on one host); shm-ring: without single copy (SHM_SINGLE_COPY=0); ompi-sm: Open MPI shared memory (vader)"
     );
-    println!("# ratios: the others' time ÷ quic's (> 1: quic faster); sm/shm: ompi-sm's ÷ shm's (> 1: shm faster)");
+    println!("# ratios: the others' time ÷ the first column's (> 1: the first is faster); sm/shm: ompi-sm's ÷ shm's (> 1: shm faster)");
     for coll in colls {
         println!();
         println!("# {coll}");

@@ -155,8 +155,9 @@ fn main() {
     // sizes.
     // meshrun gives its ranks a fresh token, so frames over TCP are
     // authenticated unless FRAME_AUTH=0.
-    let configs: [(&str, &[(&str, &str)]); 7] = [
+    let configs: [(&str, &[(&str, &str)]); 8] = [
         ("shm", &[("SHM", "1")]),
+        ("shm-ring", &[("SHM", "1"), ("SHM_SINGLE_COPY", "0")]),
         ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
         (
             "quic-noauth",
@@ -202,7 +203,7 @@ fn main() {
     columns.push(("ompi-sm", sm.map(split_rows)));
 
     println!("# ping-pong, one-way time (µs) and bandwidth (GB/s); #w = wrong bytes");
-    println!("# shm: shared memory (the default on one host); the rest with SHM=0: quic: QUIC + TCP sidecar (frames over TCP authenticated); -noauth: FRAME_AUTH=0; quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP; ompi-sm: Open MPI shared memory (vader)");
+    println!("# shm: shared memory (the default on one host); shm-ring: without single copy (SHM_SINGLE_COPY=0); the rest with SHM=0: quic: QUIC + TCP sidecar (frames over TCP authenticated); -noauth: FRAME_AUTH=0; quic-enc: with the sidecar encrypted (ENCRYPT_BULK); quic-only: no sidecar; tcp: the TCP transport; ompi: Open MPI TCP; ompi-sm: Open MPI shared memory (vader)");
     let mut head = format!("{:>10}", "size(B)");
     for (name, _) in &columns {
         head += &format!(" | {:>9} {:>7} {:>3}", format!("{name}(us)"), "GB/s", "#w");

@@ -51,21 +51,22 @@ fn every_collective_type_and_op_across_4_processes_star() {
 }
 
 /// Every pair of 4 processes exchanges 8 MiB + 3 B each way over shared
-/// memory (more than the rings hold: pipelined through them).
+/// memory, by single copy (`SHM_SINGLE_COPY`): each message read straight
+/// out of its sender's memory.
 #[test]
 fn every_pair_exchanges_8_mib_and_3_bytes_over_shared_memory() {
     let mut launch = launch(4, "mesh", 20.0, "shm");
+    launch.env.push(("SHM_SINGLE_COPY".into(), "262144".into()));
     launch.env.push(("EXPECT_SINGLE_COPY".into(), "1".into()));
     let mut ranks = spawn(&launch, "pairs");
     all_ok(&ranks.results(Duration::from_secs(120)));
 }
 
-/// `SHM_SINGLE_COPY=0`: the same messages go through the rings, in
-/// pieces as room frees.
+/// By default the same messages go through the rings, in pieces as room
+/// frees.
 #[test]
 fn every_pair_exchanges_8_mib_and_3_bytes_through_the_rings() {
     let mut launch = launch(4, "mesh", 20.0, "shm");
-    launch.env.push(("SHM_SINGLE_COPY".into(), "0".into()));
     launch.env.push(("EXPECT_SINGLE_COPY".into(), "0".into()));
     let mut ranks = spawn(&launch, "pairs");
     all_ok(&ranks.results(Duration::from_secs(120)));
@@ -102,8 +103,15 @@ fn fault_mid_collective(topology: &str, signal: i32) {
 }
 
 fn fault_mid_collective_on(topology: &str, signal: i32, link: &str) {
+    fault_mid_collective_with(topology, signal, link, &[]);
+}
+
+fn fault_mid_collective_with(topology: &str, signal: i32, link: &str, env: &[(&str, &str)]) {
     const DEADLINE_S: f64 = 2.0;
-    let launch = launch(4, topology, DEADLINE_S, link);
+    let mut launch = launch(4, topology, DEADLINE_S, link);
+    for (k, v) in env {
+        launch.env.push((k.to_string(), v.to_string()));
+    }
     let mut ranks = spawn(&launch, "loop");
     ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
     let hit = Instant::now();
@@ -148,6 +156,31 @@ fn faults_sigkill_mid_collective_star_shared_memory() {
 #[test]
 fn faults_sigstop_mid_collective_mesh_shared_memory() {
     fault_mid_collective("mesh", libc::SIGSTOP);
+}
+
+/// With single copy on, the 512 KiB ring segments go straight from the
+/// sender's memory: a sender waits on the killed rank's copy, or a
+/// survivor copies from it as it dies.
+#[test]
+fn faults_sigkill_mid_collective_mesh_shared_memory_single_copy() {
+    fault_mid_collective_with(
+        "mesh",
+        libc::SIGKILL,
+        "shm",
+        &[("SHM_SINGLE_COPY", "65536")],
+    );
+}
+
+/// A frozen rank never takes the message offered to it: its sender
+/// withdraws it at the deadline and names it.
+#[test]
+fn faults_sigstop_mid_collective_mesh_shared_memory_single_copy() {
+    fault_mid_collective_with(
+        "mesh",
+        libc::SIGSTOP,
+        "shm",
+        &[("SHM_SINGLE_COPY", "65536")],
+    );
 }
 
 #[test]

@@ -352,11 +352,15 @@ impl ShmLink {
             let (m, cv) = &self.room;
             let g = lock(m);
             self.room_waiters.fetch_add(1, Ordering::SeqCst);
-            // Bounded: the bell may have rung between the check and here.
-            let wait = deadline
-                .saturating_duration_since(now)
-                .min(Duration::from_millis(1));
-            drop(cv.wait_timeout(g, wait));
+            // Counted as waiting before this last look: the I/O thread's
+            // wake-up cannot pass between it and the sleep. Bounded all
+            // the same (a bell this code does not know of).
+            if self.out.room(head).is_ok_and(|n| n == 0) {
+                let wait = deadline
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(1));
+                drop(cv.wait_timeout(g, wait));
+            }
             self.room_waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
