@@ -29,6 +29,7 @@ pub const VARS: &[Var] = &[
     Var { name: "ENCRYPT_BULK", aliases: &[], meaning: "1: encrypt payloads carried over TCP (QUIC's sidecar, or the TCP transport) with AES-256-GCM; needs CLUSTER_TOKEN; equal on all ranks, checked", default: "0" },
     Var { name: "SHM", aliases: &[], meaning: "0: ranks on one host talk over the network link instead of shared memory (same kernel boot, network namespace and user); either side off keeps the network for that pair", default: "1" },
     Var { name: "SHM_SINGLE_COPY", aliases: &[], meaning: "shared memory: messages of at least this many bytes are copied once, straight from the sender's memory (process_vm_readv), where the kernel allows it (off by default: slower than the rings where measured, see docs/benchmarks.md); 0: never", default: "0" },
+    Var { name: "RECOVERY", aliases: &[], meaning: "when a call meets a failed member: manual (that call fails, naming the rank that failed) or abort (the first rank to meet it revokes the group: every member fails at once with Revoked)", default: "manual" },
     Var { name: "TIMEOUT_S", aliases: &[], meaning: "deadline of every blocking call, seconds without progress", default: "60" },
     Var { name: "MAX_MESSAGE_BYTES", aliases: &[], meaning: "largest message sent or accepted; longer ones are refused before any allocation", default: "17179869184" },
     Var { name: "PEER_BUDGET_BYTES", aliases: &[], meaning: "point-to-point and RPC bytes one sender may have queued at one receiver before send waits", default: "67108864" },

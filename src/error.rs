@@ -158,6 +158,13 @@ pub enum Error {
         ranks: Vec<u32>,
     },
 
+    /// The group was revoked (by a member's `revoke()`, or by
+    /// `Recovery::Abort` after a member failed): its calls fail from now
+    /// on. Remedy: see `ProcessGroup::failed` for who failed, and re-form
+    /// the group.
+    #[error("the group was revoked; see ProcessGroup::failed, and re-form the group")]
+    Revoked,
+
     /// The group was shut down; create a new one.
     #[error("the group was shut down")]
     ShutDown,
@@ -185,6 +192,7 @@ impl Error {
                 "{op}: the next message from rank {from} has {got} bytes, the buffer {want}; it stays queued"
             )),
             T::MessageTooLarge { len, max } => Error::MessageTooLarge { len, max },
+            T::Revoked => Error::Revoked,
             // A failure the transport added after this match was written.
             other => Error::InvalidArgument(format!("{op}: {other}")),
         }

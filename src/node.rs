@@ -2,7 +2,7 @@
 
 use crate::env::lookup;
 use crate::error::{Error, Result};
-use crate::group::{ProcessGroup, DEFAULT_TIMEOUT};
+use crate::group::{ProcessGroup, Recovery, DEFAULT_TIMEOUT};
 use meshwork_collectives::{Algorithm, Collective, Topology};
 use meshwork_transport::mem::MemHub;
 use meshwork_transport::Transport;
@@ -62,6 +62,7 @@ pub struct Node {
     frame_auth: bool,
     shared_memory: bool,
     shm_single_copy: usize,
+    recovery: Recovery,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
     join_any: bool,
@@ -112,6 +113,7 @@ impl Node {
             frame_auth: true,
             shared_memory: true,
             shm_single_copy: meshwork_transport::DEFAULT_SHM_SINGLE_COPY,
+            recovery: Recovery::Manual,
             seed: None,
             join_any: false,
             advertise: None,
@@ -206,6 +208,10 @@ impl Node {
         }
         if let Some(n) = parse::<usize>("SHM_SINGLE_COPY")? {
             node.shm_single_copy = n;
+        }
+        if let Some((n, v)) = lookup("RECOVERY") {
+            node.recovery =
+                Recovery::parse(&v).ok_or_else(|| bad(n, &v, "expected manual or abort"))?;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v
@@ -392,6 +398,14 @@ impl Node {
     /// authenticates whatever this says.
     pub fn frame_authentication(mut self, on: bool) -> Node {
         self.frame_auth = on;
+        self
+    }
+
+    /// What the group does when a call meets a failed member (`RECOVERY`;
+    /// `Manual` by default): see [`Recovery`]. Every rank should use the
+    /// same.
+    pub fn recovery(mut self, recovery: Recovery) -> Node {
+        self.recovery = recovery;
         self
     }
 
@@ -608,6 +622,7 @@ impl Node {
     fn group(&self, rank: u32, transport: Arc<dyn Transport>) -> Result<Arc<ProcessGroup>> {
         tracing::info!(rank, world = self.world, topology = ?self.topology, transport = ?self.transport, "group formed");
         let group = ProcessGroup::new(transport, 0, self.timeout, self.topology);
+        group.set_recovery(self.recovery);
         for (coll, algo) in &self.algorithms {
             group.set_algorithm(coll.name(), Some(algo.name()))?;
         }

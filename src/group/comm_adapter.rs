@@ -11,21 +11,24 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | marker: 1 = data, 2 = abort (the sender found a mismatch) |
+//! | 0 | 1 | marker: 1 = data, 2 = abort (the sender found a mismatch), 3 = failed (the sender met a failed member) |
 //! | 1 | 1 | collective id (`Collective::id`) |
 //! | 2 | 1 | element type id (`DType::id`) |
 //! | 3 | 1 | reduce operator id, 255 if none |
 //! | 4 | 1 | algorithm id (`Algorithm::id`) |
 //! | 5 | 3 | zero |
-//! | 8 | 4 | root, little-endian, `u32::MAX` if none |
+//! | 8 | 4 | root, little-endian, `u32::MAX` if none (failed: the failed rank) |
 //! | 12 | 4 | zero |
-//! | 16 | 8 | element count each rank passed, little-endian |
+//! | 16 | 8 | element count each rank passed, little-endian (failed: 0 gone, 1 silent) |
 //!
 //! The payload follows at offset 24, which keeps it 8-byte aligned for the
 //! reduction kernels. A rank that receives a mismatching descriptor sends
 //! an abort carrying its own descriptor to every peer on the same lane, so
 //! ranks waiting on it fail with `CollectiveMismatch` at once instead of at
-//! their deadline.
+//! their deadline. Likewise a rank whose call met a failed member tells
+//! every other live member on the lane, naming the failed rank: no member
+//! waits out its deadline behind a neighbour that already knows, and none
+//! blames that neighbour.
 
 use crate::error::Error;
 use crate::group::GroupInner;
@@ -35,6 +38,7 @@ use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
 const HEADER_LEN: usize = 24;
 const MARK_DATA: u8 = 1;
 const MARK_ABORT: u8 = 2;
+const MARK_FAILED: u8 = 3;
 
 /// What one rank called: everything that must match across ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +130,60 @@ impl<'a> CollComm<'a> {
     }
 
     fn map_err(&self, e: TransportError) -> Error {
-        Error::from_transport(e, self.desc.coll.name())
+        let err = self.inner.error(e, self.desc.coll.name());
+        self.tell_failed(&err);
+        err
+    }
+
+    /// This call met a failed member: tell every other live member on the
+    /// call's lane, so that those waiting fail now, naming it.
+    fn tell_failed(&self, err: &Error) {
+        let (rank, silent) = match err {
+            Error::PeerDisconnected { rank } => (*rank, 0u8),
+            Error::Timeout { waiting_on, .. } => match waiting_on.first() {
+                Some(&r) => (r, 1),
+                None => return,
+            },
+            _ => return,
+        };
+        let failed = self.transport().failed();
+        if !failed.contains(&rank) {
+            // A timeout on a rank nobody knows failed (a rank that skipped
+            // the call, say): nothing to tell.
+            return;
+        }
+        let mut h = self.desc.encode(MARK_FAILED);
+        h[8..12].copy_from_slice(&rank.to_le_bytes());
+        h[16..24].copy_from_slice(&u64::from(silent).to_le_bytes());
+        let me = self.transport().rank();
+        for peer in (0..self.transport().world()).filter(|p| *p != me && !failed.contains(p)) {
+            // Best effort: collective lanes take a send without waiting
+            // for credit, and the failed ranks (whose rings may be full)
+            // are left out.
+            let _ = self.transport().send(peer, self.key, &[&h]);
+        }
+    }
+
+    /// A member's notice that the call met a failed rank.
+    fn failed_notice(&self, msg: &[u8]) -> Option<Error> {
+        let h: &[u8; HEADER_LEN] = msg.get(..HEADER_LEN)?.try_into().ok()?;
+        if h[0] != MARK_FAILED {
+            return None;
+        }
+        let rank = u32::from_le_bytes(h[8..12].try_into().ok()?);
+        let silent = u64::from_le_bytes(h[16..24].try_into().ok()?) == 1;
+        let err = if silent {
+            Error::Timeout {
+                op: self.desc.coll.name().to_string(),
+                waiting_on: vec![rank],
+            }
+        } else {
+            Error::PeerDisconnected { rank }
+        };
+        if self.inner.recovery() == super::Recovery::Abort {
+            self.transport().revoke(self.inner.comm_id);
+        }
+        Some(err)
     }
 
     fn mismatch(&self, from: u32, theirs: String) -> Error {
@@ -208,6 +265,9 @@ impl CollComm<'_> {
     /// A received message's descriptor against this call's: a mismatch
     /// voids the call on every rank.
     fn check(&self, from: u32, msg: &[u8]) -> Result<(), Error> {
+        if let Some(err) = self.failed_notice(msg) {
+            return Err(err);
+        }
         match Descriptor::decode(msg) {
             Some((MARK_DATA, theirs)) if theirs == self.desc => Ok(()),
             Some((MARK_ABORT, theirs)) => Err(self.mismatch(from, theirs.describe())),

@@ -3,10 +3,12 @@
 mod collectives;
 mod comm_adapter;
 mod p2p;
+mod recovery;
 pub(crate) mod rpc;
 mod split;
 mod work;
 
+pub use recovery::Recovery;
 pub use work::Work;
 
 use crate::error::{Error, Result};
@@ -52,6 +54,8 @@ pub(crate) struct GroupInner {
     next_seq: AtomicU64,
     overrides: Mutex<HashMap<Collective, Algorithm>>,
     shut_down: AtomicBool,
+    /// `Recovery` as a number (`Manual` 0, `Abort` 1).
+    recovery: std::sync::atomic::AtomicU8,
     rpc: Arc<rpc::Rpc>,
 }
 
@@ -67,6 +71,24 @@ impl GroupInner {
         Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
     }
 
+    pub(crate) fn recovery(&self) -> Recovery {
+        match self.recovery.load(Ordering::Relaxed) {
+            1 => Recovery::Abort,
+            _ => Recovery::Manual,
+        }
+    }
+
+    /// `Revoked` once the group is revoked, `ShutDown` once shut down.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if self.transport.is_revoked(self.comm_id) {
+            return Err(Error::Revoked);
+        }
+        Ok(())
+    }
+
     /// Check what is common to every call (state, root, operator), take the
     /// next sequence number and choose the algorithm.
     fn begin<T: Element>(
@@ -76,9 +98,7 @@ impl GroupInner {
         op: Option<ReduceOp>,
         root: Option<u32>,
     ) -> Result<Call> {
-        if self.shut_down.load(Ordering::Acquire) {
-            return Err(Error::ShutDown);
-        }
+        self.check_usable()?;
         if let Some(root) = root {
             if root >= self.world {
                 return Err(Error::InvalidArgument(format!(
@@ -143,6 +163,8 @@ impl ProcessGroup {
         topology: Topology,
     ) -> Self {
         transport.set_timeout(timeout);
+        let members: Vec<u32> = (0..transport.world()).collect();
+        transport.collective_members(comm_id, &members);
         let rpc = rpc::Rpc::new();
         rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
         ProcessGroup {
@@ -156,6 +178,7 @@ impl ProcessGroup {
                 next_seq: AtomicU64::new(0),
                 overrides: Mutex::new(HashMap::new()),
                 shut_down: AtomicBool::new(false),
+                recovery: std::sync::atomic::AtomicU8::new(0),
                 rpc,
             }),
             executor: Mutex::new(None),
@@ -190,6 +213,38 @@ impl ProcessGroup {
             .timeout_ns
             .store(duration_ns(timeout), Ordering::Relaxed);
         self.inner.transport.set_timeout(timeout);
+    }
+
+    /// What this rank does when a call meets a failed member (see
+    /// [`Recovery`]); set by [`crate::Node::recovery`] / `RECOVERY`.
+    pub fn recovery(&self) -> Recovery {
+        self.inner.recovery()
+    }
+
+    /// Change this rank's [`Recovery`] policy (every rank should use the
+    /// same).
+    pub fn set_recovery(&self, recovery: Recovery) {
+        let n = match recovery {
+            Recovery::Manual => 0,
+            Recovery::Abort => 1,
+        };
+        self.inner.recovery.store(n, Ordering::Relaxed);
+    }
+
+    /// The ranks this rank knows have failed, ascending: gone without a
+    /// goodbye (killed, crashed, reset), silent for a whole deadline, or
+    /// (on this host) a stopped process.
+    pub fn failed(&self) -> Vec<u32> {
+        self.inner.transport.failed()
+    }
+
+    /// Revoke the group: every member's pending and later calls on it
+    /// fail at once with [`Error::Revoked`] — the way to stop a job
+    /// everywhere after one rank meets a failure (`Recovery::Abort` does
+    /// it by itself). The notice is passed on by every rank that gets it,
+    /// so it arrives even if this rank dies while sending it.
+    pub fn revoke(&self) {
+        self.inner.transport.revoke(self.inner.comm_id);
     }
 
     /// Traffic with each rank (indexed by rank): messages and bytes sent

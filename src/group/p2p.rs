@@ -23,14 +23,7 @@ impl ProcessGroup {
                 self.inner.world
             )));
         }
-        if self
-            .inner
-            .shut_down
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
-            return Err(Error::ShutDown);
-        }
-        Ok(())
+        self.inner.check_usable()
     }
 
     /// Send `data` to `dst` under `tag`. Returns once the message is
@@ -48,7 +41,7 @@ impl ProcessGroup {
         self.inner
             .transport
             .recv_into(src, self.p2p_key(tag), self.inner.timeout(), &mut [], bytes)
-            .map_err(|e| Error::from_transport(e, "recv"))
+            .map_err(|e| self.inner.error(e, "recv"))
     }
 
     /// Send raw bytes to `dst` under `tag`.
@@ -57,7 +50,7 @@ impl ProcessGroup {
         self.inner
             .transport
             .send(dst, self.p2p_key(tag), &[data])
-            .map_err(|e| Error::from_transport(e, "send"))
+            .map_err(|e| self.inner.error(e, "send"))
     }
 
     /// Receive the next message from `src` under `tag`, whatever its length.
@@ -73,7 +66,7 @@ impl ProcessGroup {
             .inner
             .transport
             .recv(src, self.p2p_key(tag), timeout, None)
-            .map_err(|e| Error::from_transport(e, "recv_bytes"))?;
+            .map_err(|e| self.inner.error(e, "recv_bytes"))?;
         Ok(msg.as_ref().to_vec())
     }
 }

@@ -132,6 +132,46 @@ impl Transport for SubTransport {
     /// The links' deadline belongs to the parent.
     fn set_timeout(&self, _timeout: Duration) {}
 
+    /// The parent's failed ranks that are members here, in this group's
+    /// numbering.
+    fn failed(&self) -> Vec<u32> {
+        let failed = self.parent.failed();
+        (0..self.members.len() as u32)
+            .filter(|&r| failed.contains(&self.members[r as usize]))
+            .collect()
+    }
+
+    fn revoke(&self, comm: u64) {
+        self.parent.revoke(comm);
+    }
+
+    fn collective_members(&self, comm: u64, members: &[u32]) {
+        let parents: Vec<u32> = members
+            .iter()
+            .filter_map(|&m| self.members.get(m as usize).copied())
+            .collect();
+        self.parent.collective_members(comm, &parents);
+    }
+
+    fn is_revoked(&self, comm: u64) -> bool {
+        self.parent.is_revoked(comm)
+    }
+
+    fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let failed = self.failed();
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if !failed.is_empty() || left.is_zero() || self.is_revoked(comm) {
+                return failed;
+            }
+            // A failure outside this group wakes the parent's wait; look
+            // again for one inside.
+            self.parent
+                .await_failure(comm, left.min(Duration::from_millis(10)));
+        }
+    }
+
     /// Closes the view only; the parent's links stay up.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -192,6 +232,7 @@ impl ProcessGroup {
             topology,
         );
         group.inherit_overrides(self);
+        group.set_recovery(self.recovery());
         Ok(Arc::new(group))
     }
 

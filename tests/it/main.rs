@@ -13,6 +13,7 @@ mod netlab_tests;
 mod network;
 mod nonblocking;
 mod procs;
+mod recovery;
 mod scenarios;
 mod seed;
 mod siege;

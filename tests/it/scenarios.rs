@@ -56,6 +56,7 @@ fn rank_process_entry() {
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
+            "mixed" => mixed_until_error(&g),
             "soak" => soak(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
@@ -73,6 +74,19 @@ fn rank_process_entry() {
             }
             other => panic!("unknown scenario {other}"),
         };
+        if let Err(e) = &r {
+            if std::env::var("HOLD_ON_ERROR").is_ok_and(|v| v == "1") {
+                // A survivor stays up, its group and links open, until
+                // the test has every survivor's report (then it kills
+                // them all): one that left at once would be one more
+                // failure for those still reporting.
+                println!("RESULT err {} {e}", variant(e));
+                let _ = std::io::stdout().flush();
+                loop {
+                    std::thread::park();
+                }
+            }
+        }
         r.and_then(|msg| g.shutdown().map(|()| msg))
     });
     let code = match outcome {
@@ -219,11 +233,47 @@ fn loop_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
     let mut x = vec![1.0f32; 1 << 20];
     let mut first = true;
     loop {
-        g.all_reduce(&mut x, ReduceOp::Max)?;
+        if let Err(e) = g.all_reduce(&mut x, ReduceOp::Max) {
+            println!("FAILED {:?}", g.failed());
+            return Err(e);
+        }
         if first {
             println!("READY");
             let _ = std::io::stdout().flush();
             first = false;
+        }
+    }
+}
+
+/// Mixed collectives (the soak's small ones, and every eighth round a
+/// 1 MiB all_reduce) until one fails; `READY` after `READY_AFTER` rounds
+/// (default 1). On failure, `FAILED <unix ms> <g.failed()>` first.
+fn mixed_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
+    let ready_after: u64 = std::env::var("READY_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut big = vec![1.0f32; 1 << 18];
+    let mut i = 0u64;
+    loop {
+        let round = small_op(g, i).and_then(|()| {
+            if i % 8 == 7 {
+                g.all_reduce(&mut big, ReduceOp::Max)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = round {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
+            println!("FAILED {at} {:?}", g.failed());
+            return Err(e);
+        }
+        i += 1;
+        if i == ready_after {
+            println!("READY");
+            let _ = std::io::stdout().flush();
         }
     }
 }

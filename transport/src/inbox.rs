@@ -11,7 +11,7 @@
 //! deadline.
 
 use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 struct Peer {
     gone: bool,
+    /// It said goodbye before its link ended (it left; it did not fail).
+    left: bool,
     silent: bool,
     last_progress: Instant,
     received_messages: u64,
@@ -83,6 +85,8 @@ enum Wait {
     Any(LaneKey),
     /// Room for `src`'s messages here (an in-process sender).
     Room(u32),
+    /// News only: a peer's standing, a revocation.
+    News,
 }
 
 /// What changed, for [`State::wake`].
@@ -119,6 +123,11 @@ struct State {
     lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
     peers: Vec<Peer>,
     closed: bool,
+    /// Communicators revoked: every wait on their lanes fails.
+    revoked: HashSet<u64>,
+    /// The members of each communicator whose collectives are doomed by
+    /// any member's failure (`set_members`).
+    members: HashMap<u64, Vec<u32>>,
     /// Budgeted messages consumed but not yet credited, per (sender, lane).
     lane_due: HashMap<(u32, LaneKey), u32>,
     /// Highest collective sequence number issued, per communicator.
@@ -175,6 +184,7 @@ impl Inbox {
                 peers: vec![
                     Peer {
                         gone: false,
+                        left: false,
                         silent: false,
                         last_progress: now,
                         received_messages: 0,
@@ -188,6 +198,8 @@ impl Inbox {
                     world as usize
                 ],
                 closed: false,
+                revoked: HashSet::new(),
+                members: HashMap::new(),
                 lane_due: HashMap::new(),
                 issued: HashMap::new(),
                 parked: Vec::new(),
@@ -289,6 +301,51 @@ impl Inbox {
             p.gone = true;
         }
         st.wake(Change::All);
+    }
+
+    /// `src` said goodbye: when its link ends, it left rather than
+    /// failed.
+    pub(crate) fn set_left(&self, src: u32) {
+        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+            p.left = true;
+        }
+    }
+
+    /// Ranks gone without a goodbye, or silent for a whole deadline.
+    pub(crate) fn failed(&self) -> Vec<u32> {
+        self.lock()
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| (p.gone && !p.left) || p.silent)
+            .map(|(r, _)| r as u32)
+            .collect()
+    }
+
+    /// Revoke communicator `comm`: every wait on its lanes, now and
+    /// later, fails with `Revoked`. Whether it was the first revocation.
+    pub(crate) fn revoke(&self, comm: u64) -> bool {
+        let mut st = self.lock();
+        let first = st.revoked.insert(comm);
+        st.wake(Change::All);
+        first
+    }
+
+    /// Park until a peer's standing changes or a communicator is revoked,
+    /// `timeout` at most.
+    pub(crate) fn wait_news(&self, timeout: Duration) {
+        let st = self.lock();
+        drop(self.wait_until(st, Instant::now() + timeout, Wait::News));
+    }
+
+    /// A collective of `comm` needs every one of `members`: its waits fail
+    /// as soon as one of them is known failed, naming it.
+    pub(crate) fn set_members(&self, comm: u64, members: Vec<u32>) {
+        self.lock().members.insert(comm, members);
+    }
+
+    pub(crate) fn is_revoked(&self, comm: u64) -> bool {
+        self.lock().revoked.contains(&comm)
     }
 
     /// Whether `src` is known gone.
@@ -480,6 +537,9 @@ impl Inbox {
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
         loop {
+            if st.revoked.contains(&key.comm) {
+                return Err(TransportError::Revoked);
+            }
             for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
                     if taken.is_ok() && budgeted(key.kind) {
@@ -513,6 +573,9 @@ impl Inbox {
         let mut spun = false;
         let mut st = self.lock();
         loop {
+            if st.revoked.contains(&key.comm) {
+                return Err(TransportError::Revoked);
+            }
             if let Some(taken) = take_front(&mut st, src, key, want_len) {
                 if taken.is_ok() && budgeted(key.kind) {
                     // Senders in this process may be waiting for room.
@@ -531,6 +594,9 @@ impl Inbox {
             };
             if peer.gone {
                 return Err(TransportError::PeerDisconnected { rank: src });
+            }
+            if let Some(e) = doomed(&st, key) {
+                return Err(e);
             }
             let since = start.max(peer.last_progress);
             if peer.silent || since.elapsed() >= timeout {
@@ -564,6 +630,24 @@ impl Inbox {
             st = self.wait_until(st, since + timeout, Wait::From(src, key));
         }
     }
+}
+
+/// A collective lane's call cannot complete: one of its communicator's
+/// members failed (gone without a goodbye, or silent).
+fn doomed(st: &State, key: LaneKey) -> Option<TransportError> {
+    if key.kind != LaneKind::Collective {
+        return None;
+    }
+    st.members.get(&key.comm)?.iter().find_map(|&m| {
+        let p = st.peers.get(m as usize)?;
+        if p.gone && !p.left {
+            Some(TransportError::PeerDisconnected { rank: m })
+        } else if p.silent {
+            Some(TransportError::Timeout { waiting_on: m })
+        } else {
+            None
+        }
+    })
 }
 
 /// Take the front message of lane (`src`, `key`), if any: `Err` (and the

@@ -277,6 +277,9 @@ pub enum TransportError {
     /// anything was allocated or sent.
     #[error("message of {len} bytes exceeds the cap of {max} bytes")]
     MessageTooLarge { len: u64, max: u64 },
+    /// The communicator was revoked (here or by a peer).
+    #[error("the communicator was revoked")]
+    Revoked,
 }
 
 /// Per-peer ordered lanes between the ranks of one job.
@@ -334,4 +337,29 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Close this endpoint: peers waiting on it see `PeerDisconnected` once
     /// they have drained what it sent; its own calls return `Closed`.
     fn close(&self);
+    /// Ranks this endpoint knows have failed, ascending: gone without a
+    /// goodbye (reset, EOF, exited), silent for a whole deadline, or a
+    /// same-host process stopped.
+    fn failed(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// Revoke communicator `comm` here and at every rank this endpoint
+    /// reaches (each passes it on once, so it arrives even if this rank
+    /// dies while sending it): every wait on its lanes, now and later,
+    /// fails with `Revoked`.
+    fn revoke(&self, comm: u64);
+    /// Whether `comm` was revoked (here or by a peer).
+    fn is_revoked(&self, comm: u64) -> bool;
+    /// A collective of communicator `comm` needs every one of `members`:
+    /// its waits fail as soon as one of them is known failed, naming it,
+    /// instead of waiting out the deadline behind a neighbour.
+    fn collective_members(&self, comm: u64, members: &[u32]) {
+        let _ = (comm, members);
+    }
+    /// [`failed`](Self::failed), waiting up to `timeout` for a failure to
+    /// become known if none is yet (or until `comm` is revoked).
+    fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
+        let _ = (comm, timeout);
+        self.failed()
+    }
 }

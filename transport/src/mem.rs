@@ -153,6 +153,16 @@ impl Transport for MemTransport {
         self.own().recv_any(key, timeout)
     }
 
+    fn revoke(&self, comm: u64) {
+        for inbox in &self.hub.inboxes {
+            inbox.revoke(comm);
+        }
+    }
+
+    fn is_revoked(&self, comm: u64) -> bool {
+        self.own().is_revoked(comm)
+    }
+
     fn close(&self) {
         if self.own().is_closed() {
             return;

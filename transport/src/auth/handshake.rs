@@ -44,8 +44,9 @@ use std::time::Instant;
 /// made the dialer prove the token first and authenticated the status;
 /// version 4 added the credit request frame (credits go back in batches);
 /// version 5 the same-host negotiation after the handshake (`shm/`);
-/// version 6 its probe and single copy for large messages.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// version 6 its probe and single copy for large messages; version 7 the
+/// revoke frame and a coordinator's notice of a silent worker.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 56;

@@ -42,13 +42,28 @@ impl Core {
     pub(crate) fn on_header(&self, peer: u32, h: Header) -> Next {
         match h.ftype {
             FrameType::Heartbeat => Next::Continue,
-            FrameType::Bye => Next::End,
+            FrameType::Bye => {
+                // It leaves; its link's end is not a failure.
+                for r in self.served_by(peer) {
+                    self.inbox.set_left(r);
+                }
+                Next::End
+            }
+            FrameType::Revoke => {
+                self.revoke(h.comm, Some(peer));
+                Next::Continue
+            }
             FrameType::PeerGone => {
                 let from_coordinator = self.star && self.rank != 0 && peer == 0;
                 if !from_coordinator || h.src == self.rank || h.src == 0 {
                     return refuse(peer, &h, "a peer-gone notice not from the coordinator");
                 }
-                self.inbox.set_gone(h.src);
+                // aux 1: silent for a whole deadline, not gone (yet).
+                if h.aux == 1 {
+                    self.inbox.set_silent(h.src, true);
+                } else {
+                    self.inbox.set_gone(h.src);
+                }
                 Next::Continue
             }
             FrameType::Credit if h.dst == self.rank => {
@@ -166,7 +181,7 @@ mod tests {
         fn forward(&self, _: &Core, h: Header, _: Payload) {
             self.forwarded.lock().unwrap().push(h);
         }
-        fn tell_gone(&self, _: &Core, gone: u32) {
+        fn tell_gone(&self, _: &Core, gone: u32, _silent: bool) {
             self.told_gone.lock().unwrap().push(gone);
         }
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {

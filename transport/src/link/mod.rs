@@ -52,8 +52,9 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// credit, a notice) without blocking.
     fn forward(&self, core: &Core, header: Header, payload: Payload);
     /// A star coordinator tells this link's worker that rank `gone` has
-    /// gone, behind everything it relayed from `gone` before.
-    fn tell_gone(&self, core: &Core, gone: u32);
+    /// gone (or, `silent`, has been silent for a whole deadline), behind
+    /// everything it relayed from `gone` before.
+    fn tell_gone(&self, core: &Core, gone: u32, silent: bool);
     /// Caller-driven progress: read and dispatch what has arrived, if no
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
@@ -82,6 +83,11 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// hand-off cost two context switches).
     fn patience(&self) -> std::time::Duration {
         transport::CALLER_POLL
+    }
+    /// The peer's process is known stopped (a same-host process frozen by
+    /// a signal or a debugger): it reads and writes nothing.
+    fn frozen(&self) -> bool {
+        false
     }
     /// Messages sent over this link as a single copy out of this
     /// process's memory.
@@ -484,10 +490,41 @@ impl Core {
         if self.star && self.rank == 0 && first {
             for (r, link) in self.links() {
                 if r != peer {
-                    link.tell_gone(self, peer);
+                    link.tell_gone(self, peer, false);
                 }
             }
         }
+    }
+
+    /// Revoke communicator `comm` here and pass it on, the first time, to
+    /// every link but `from`'s.
+    pub(crate) fn revoke(&self, comm: u64, from: Option<u32>) {
+        if !self.inbox.revoke(comm) {
+            return;
+        }
+        tracing::debug!(comm, ?from, "communicator revoked");
+        for (r, link) in self.links() {
+            if Some(r) != from {
+                let h = Header {
+                    comm,
+                    ..Header::control(FrameType::Revoke, self.rank, r)
+                };
+                link.forward(self, h, Payload::default());
+            }
+        }
+    }
+
+    /// Ranks known failed: gone without a goodbye, silent, or stopped.
+    pub(crate) fn failed(&self) -> Vec<u32> {
+        let mut failed = self.inbox.failed();
+        for (peer, link) in self.links() {
+            if link.frozen() {
+                failed.extend(self.served_by(peer));
+            }
+        }
+        failed.sort_unstable();
+        failed.dedup();
+        failed
     }
 
     /// A stream that carries `peer`'s link read bytes: its ranks are not
@@ -498,11 +535,20 @@ impl Core {
         }
     }
 
-    /// The link to `peer` carried nothing for a whole deadline.
+    /// The link to `peer` carried nothing for a whole deadline; a
+    /// coordinator tells every other worker, whose calls waiting behind
+    /// `peer` can then name it.
     pub(crate) fn silent(&self, peer: u32) {
         tracing::warn!(peer, "link silent for {:?}", self.timeout());
         for r in self.served_by(peer) {
             self.inbox.set_silent(r, true);
+        }
+        if self.star && self.rank == 0 && !self.closing.load(Ordering::Acquire) {
+            for (r, link) in self.links() {
+                if r != peer {
+                    link.tell_gone(self, peer, true);
+                }
+            }
         }
     }
 }

@@ -52,8 +52,12 @@ impl Link for SimLink {
     fn forward(&self, _: &Core, h: Header, payload: Payload) {
         self.put(h, payload.as_ref());
     }
-    fn tell_gone(&self, _: &Core, gone: u32) {
-        self.put(Header::control(FrameType::PeerGone, gone, self.to), &[]);
+    fn tell_gone(&self, _: &Core, gone: u32, silent: bool) {
+        let h = Header {
+            aux: u32::from(silent),
+            ..Header::control(FrameType::PeerGone, gone, self.to)
+        };
+        self.put(h, &[]);
     }
     fn poll(&self, _: &Core, _: Option<usize>) -> bool {
         false

@@ -265,6 +265,38 @@ impl Transport for LinkTransport {
         self.core.set_timeout(timeout);
     }
 
+    fn failed(&self) -> Vec<u32> {
+        self.core.failed()
+    }
+
+    fn revoke(&self, comm: u64) {
+        self.core.revoke(comm, None);
+    }
+
+    fn collective_members(&self, comm: u64, members: &[u32]) {
+        self.core.inbox.set_members(comm, members.to_vec());
+    }
+
+    fn is_revoked(&self, comm: u64) -> bool {
+        self.core.inbox.is_revoked(comm)
+    }
+
+    fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
+        let until = Instant::now() + timeout;
+        loop {
+            let failed = self.core.failed();
+            let now = Instant::now();
+            if !failed.is_empty() || now >= until || self.core.inbox.is_revoked(comm) {
+                return failed;
+            }
+            // A link ending, a silence or a revocation wakes this; a
+            // stopped same-host process is looked for again each slice.
+            self.core
+                .inbox
+                .wait_news((until - now).min(Duration::from_millis(10)));
+        }
+    }
+
     fn close(&self) {
         let core = &self.core;
         if core.inbox.is_closed() {

@@ -368,8 +368,11 @@ impl Link for QuicLink {
     }
 
     /// On every stream, behind whatever was relayed there.
-    fn tell_gone(&self, _core: &Core, gone: u32) {
-        let mut h = Header::control(FrameType::PeerGone, gone, self.peer);
+    fn tell_gone(&self, _core: &Core, gone: u32, silent: bool) {
+        let mut h = Header {
+            aux: u32::from(silent),
+            ..Header::control(FrameType::PeerGone, gone, self.peer)
+        };
         let mut out = lock(&self.order.out);
         for s in 0..STREAMS {
             out.frame(s as usize, &mut h);

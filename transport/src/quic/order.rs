@@ -102,7 +102,7 @@ pub(crate) struct In {
     /// Peer-gone notices received, per rank gone: a coordinator sends one
     /// on every stream (behind what it relayed there), and the rank is gone
     /// here with the last.
-    gone_marks: HashMap<u32, usize>,
+    gone_marks: HashMap<(u32, u32), usize>,
 }
 
 impl In {
@@ -167,7 +167,7 @@ impl InStream {
         &mut self,
         core: &Core,
         peer: u32,
-        gone_marks: &mut HashMap<u32, usize>,
+        gone_marks: &mut HashMap<(u32, u32), usize>,
     ) -> Result<(), String> {
         loop {
             if self
@@ -186,7 +186,7 @@ impl InStream {
                         }
                     }
                     None if h.ftype == FrameType::PeerGone => {
-                        let marks = gone_marks.entry(h.src).or_insert(0);
+                        let marks = gone_marks.entry((h.src, h.aux)).or_insert(0);
                         *marks += 1;
                         if *marks == super::engine::STREAMS as usize
                             && matches!(core.on_header(peer, h), Next::End)

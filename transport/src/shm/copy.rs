@@ -168,6 +168,21 @@ impl Source {
         r == 0
     }
 
+    /// Whether the process is stopped (by a signal, or a debugger): it
+    /// runs none of its threads, its I/O threads included.
+    pub(crate) fn stopped(&self) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return false;
+        };
+        // The state follows the command name, which is in parentheses and
+        // may hold anything, parentheses included.
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
+        // Still the same process: the pidfd says it has not exited.
+        matches!(state, Some("T" | "t")) && self.alive()
+    }
+
     /// Copy the peer's `remote` ranges into `local`, in order (equal
     /// totals).
     pub(crate) fn read(&self, remote: &[(u64, u64)], local: &mut [&mut [u8]]) -> io::Result<()> {
@@ -541,6 +556,34 @@ mod tests {
         .expect("read");
         let want: Vec<u8> = (0..50).chain(100..106).chain(156..=255).collect();
         assert_eq!([x, y].concat(), want);
+    }
+
+    #[test]
+    fn a_stopped_process_is_seen_stopped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        // SAFETY: pidfd_open takes a pid and flags.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        assert!(fd >= 0);
+        let src = Source {
+            pid: pid as libc::pid_t,
+            // SAFETY: the descriptor was just returned.
+            pidfd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
+        };
+        assert!(!src.stopped(), "running");
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !src.stopped() && Instant::now() < until {
+            std::thread::yield_now();
+        }
+        assert!(src.stopped(), "stopped");
+        let _ = child.kill();
+        child.wait().expect("reap");
+        assert!(!src.stopped(), "exited: not stopped, gone");
     }
 
     #[test]

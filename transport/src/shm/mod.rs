@@ -686,8 +686,11 @@ impl Link for ShmLink {
         self.enqueue(core, header, payload);
     }
 
-    fn tell_gone(&self, core: &Core, gone: u32) {
-        let h = Header::control(FrameType::PeerGone, gone, self.peer);
+    fn tell_gone(&self, core: &Core, gone: u32, silent: bool) {
+        let h = Header {
+            aux: u32::from(silent),
+            ..Header::control(FrameType::PeerGone, gone, self.peer)
+        };
         self.enqueue(core, h, Payload::default());
     }
 
@@ -706,6 +709,13 @@ impl Link for ShmLink {
             // meanwhile is read now, or by the I/O thread.
             self.wake_io();
         }
+    }
+
+    /// A same-host peer whose process is stopped has, in effect, gone
+    /// silent (no heartbeat runs over shared memory: this is its liveness
+    /// check, made when someone asks).
+    fn frozen(&self) -> bool {
+        self.source.as_ref().is_some_and(copy::Source::stopped)
     }
 
     fn single_copies(&self) -> u64 {

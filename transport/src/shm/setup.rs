@@ -97,11 +97,11 @@ impl Host {
 }
 
 /// The offer: the host, and this process's probe (`copy.rs`).
-fn offer(here: Option<&Host>, single_copy: bool) -> Vec<u8> {
+fn offer(here: Option<&Host>) -> Vec<u8> {
     let mut m = Host::encode(here);
-    let (pid, addr, value) = match (here, single_copy) {
-        (Some(_), true) => copy::probe(),
-        _ => (0, 0, [0; 16]),
+    let (pid, addr, value) = match here {
+        Some(_) => copy::probe(),
+        None => (0, 0, [0; 16]),
     };
     m.extend_from_slice(&pid.to_le_bytes());
     m.extend_from_slice(&addr.to_le_bytes());
@@ -256,9 +256,9 @@ fn rounds(
             )
         }
     };
-    // 1: offers.
-    let single_copy = spec.shm_single_copy > 0;
-    let mine = offer(here, single_copy);
+    // 1: offers. A peer whose probe this rank reads is one it can tell
+    // alive, stopped or dead, and may take single copies from.
+    let mine = offer(here);
     for t in talks.iter_mut() {
         t.say(1, &mine).map_err(fail(t.peer))?;
     }
@@ -266,12 +266,12 @@ fn rounds(
         let theirs = t.hear(1, OFFER, deadline).map_err(fail(t.peer))?;
         t.same = here.is_some() && theirs.as_deref().and_then(Host::decode).as_ref() == here;
         let probe = theirs.as_deref().and_then(probe_of);
-        if let (true, true, Some((pid, addr, value))) = (t.same, single_copy, probe) {
+        if let (true, Some((pid, addr, value))) = (t.same, probe) {
             t.source = Source::open(pid, addr, value)
                 .map_err(|why| {
                     tracing::info!(
                         peer = t.peer,
-                        "no single copy from rank {}: {why}; large messages go through the ring",
+                        "cannot read rank {}'s memory ({why}): no single copy from it, and a stopped process there is found by the deadline only",
                         t.peer
                     )
                 })
@@ -412,7 +412,7 @@ pub(crate) fn decline(sock: &TcpStream, keys: &Keys) -> std::io::Result<()> {
         peer_reads: false,
     };
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    t.say(1, &offer(None, false))?;
+    t.say(1, &offer(None))?;
     t.hear(1, OFFER, deadline)?;
     t.say(2, &[0; RING])?;
     t.hear(2, RING, deadline)?;
@@ -490,7 +490,7 @@ mod tests {
         let here = Host::here().expect("host");
         let m = Host::encode(Some(&here));
         assert_eq!(m.len(), HOST);
-        assert_eq!(offer(Some(&here), true).len(), OFFER);
+        assert_eq!(offer(Some(&here)).len(), OFFER);
         assert_eq!(Host::decode(&m), Some(here.clone()));
         assert_eq!(Host::decode(&Host::encode(None)), None, "off");
         let mut other = here.clone();
@@ -500,13 +500,9 @@ mod tests {
             Some(here.clone())
         );
         assert_eq!(Host::decode(&[0u8; OFFER]), None, "garbage");
-        let (pid, _, value) = probe_of(&offer(Some(&here), true)).expect("probe");
+        let (pid, _, value) = probe_of(&offer(Some(&here))).expect("probe");
         assert_eq!(pid, std::process::id());
         assert_ne!(value, [0; 16]);
-        assert_eq!(
-            probe_of(&offer(Some(&here), false)),
-            Some((0, 0, [0; 16])),
-            "off"
-        );
+        assert_eq!(probe_of(&offer(None)), Some((0, 0, [0; 16])), "off");
     }
 }

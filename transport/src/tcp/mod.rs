@@ -318,8 +318,11 @@ impl Link for TcpLink {
         self.enqueue(core, header, payload);
     }
 
-    fn tell_gone(&self, core: &Core, gone: u32) {
-        let h = Header::control(FrameType::PeerGone, gone, self.peer);
+    fn tell_gone(&self, core: &Core, gone: u32, silent: bool) {
+        let h = Header {
+            aux: u32::from(silent),
+            ..Header::control(FrameType::PeerGone, gone, self.peer)
+        };
         self.enqueue(core, h, Payload::default());
     }
 

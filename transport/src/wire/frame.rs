@@ -4,12 +4,12 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit |
+//! | 0 | 1 | type: 1 data, 2 heartbeat, 3 bye, 4 peer gone, 5 credit, 6 credit wanted, 7 revoke |
 //! | 1 | 1 | lane kind ([`LaneKind`]) |
 //! | 2 | 2 | QUIC: sidecar payloads sent on this frame's stream before it (mod 2^16); TCP: zero |
 //! | 4 | 4 | source rank (the original sender, kept through relays) |
 //! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
-//! | 12 | 4 | aux: a credit's message count; a sidecar payload's place (frames sent on its stream before it); zero otherwise |
+//! | 12 | 4 | aux: a credit's message count; a sidecar payload's place (frames sent on its stream before it); 1 on a peer-gone notice of a silent rank; zero otherwise |
 //! | 16 | 8 | communicator id |
 //! | 24 | 8 | tag |
 //! | 32 | 8 | payload length (a credit: bytes credited; no payload follows) |
@@ -29,7 +29,8 @@ pub(crate) enum FrameType {
     Data = 1,
     Heartbeat = 2,
     Bye = 3,
-    /// Sent by a star coordinator: rank `src` is gone.
+    /// Sent by a star coordinator: rank `src` is gone (`aux` 1: silent
+    /// for a whole deadline).
     PeerGone = 4,
     /// `src` took `aux` messages of the lane (comm, kind, tag) and `len`
     /// budgeted bytes from `dst`, who may send that much more (flow
@@ -39,6 +40,9 @@ pub(crate) enum FrameType {
     /// tag): `dst` returns what it owes at once, or at its next receive
     /// from `src` (credits are otherwise returned in batches).
     CreditWanted = 6,
+    /// Communicator `comm` is revoked (by `src`'s process or one it heard
+    /// it from); each rank passes it on once.
+    Revoke = 7,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +128,7 @@ impl Header {
             4 => FrameType::PeerGone,
             5 => FrameType::Credit,
             6 => FrameType::CreditWanted,
+            7 => FrameType::Revoke,
             t => return Err(FrameError::Type(t)),
         };
         let kind = LaneKind::from_u8(k).ok_or(FrameError::Kind(k))?;
