@@ -1,5 +1,6 @@
 //! `ProcessGroup`: the handle through which a rank talks to its group.
 
+mod agree;
 mod collectives;
 mod comm_adapter;
 mod p2p;
@@ -56,6 +57,8 @@ pub(crate) struct GroupInner {
     shut_down: AtomicBool,
     /// `Recovery` as a number (`Manual` 0, `Abort` 1).
     recovery: std::sync::atomic::AtomicU8,
+    /// Agreements started (`agree`, `shrink`): the next one's number.
+    agreements: AtomicU64,
     rpc: Arc<rpc::Rpc>,
 }
 
@@ -179,6 +182,7 @@ impl ProcessGroup {
                 overrides: Mutex::new(HashMap::new()),
                 shut_down: AtomicBool::new(false),
                 recovery: std::sync::atomic::AtomicU8::new(0),
+                agreements: AtomicU64::new(0),
                 rpc,
             }),
             executor: Mutex::new(None),

@@ -180,7 +180,7 @@ impl Transport for SubTransport {
 
 /// A communicator id for a split, the same on every member: the parent's
 /// id, the sequence number of the split's exchange, and the colour, mixed.
-fn child_comm_id(parent: u64, seq: u64, color: u32) -> u64 {
+pub(super) fn child_comm_id(parent: u64, seq: u64, color: u32) -> u64 {
     let mut z =
         parent ^ seq.rotate_left(21) ^ u64::from(color).rotate_left(42) ^ 0x9E37_79B9_7F4A_7C15;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -207,12 +207,17 @@ impl ProcessGroup {
             .collect();
         members.sort_unstable();
         let members: Vec<u32> = members.into_iter().map(|(_, r)| r).collect();
-        let rank = members
-            .iter()
-            .position(|&m| m == self.rank())
+        self.view(members, child_comm_id(self.inner.comm_id, seq, color))
             .ok_or_else(|| {
                 Error::InvalidArgument("split: this rank is missing from its own colour".into())
-            })? as u32;
+            })
+    }
+
+    /// A group of `members` (ranks of this group, ascending) over this
+    /// group's links, with communicator `comm`; `None` if this rank is not
+    /// a member.
+    pub(super) fn view(&self, members: Vec<u32>, comm: u64) -> Option<Arc<ProcessGroup>> {
+        let rank = members.iter().position(|&m| m == self.rank())? as u32;
         // A sub-group led by the star's coordinator keeps the star's
         // algorithms; any other is served by relays and runs mesh ones.
         let topology = match self.inner.topology {
@@ -225,15 +230,10 @@ impl ProcessGroup {
             rank,
             closed: AtomicBool::new(false),
         };
-        let group = ProcessGroup::new(
-            Arc::new(sub),
-            child_comm_id(self.inner.comm_id, seq, color),
-            self.timeout(),
-            topology,
-        );
+        let group = ProcessGroup::new(Arc::new(sub), comm, self.timeout(), topology);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
-        Ok(Arc::new(group))
+        Some(Arc::new(group))
     }
 
     /// Federated averaging: `x ← Σ wᵣ·xᵣ / Σ wᵣ` over all ranks, computed in

@@ -179,3 +179,40 @@ fn shutdown_reports_a_rank_that_never_confirms() {
     }
     assert!(started.elapsed() < SHORT + Duration::from_secs(2));
 }
+
+/// A revoked group: a rank blocked in a collective fails at once with
+/// `Revoked`, and so does every later call; agreement and shrinking still
+/// work on it (no one failed: the same four, renumbered identically).
+#[test]
+fn revoke_fails_pending_and_later_calls_and_the_group_still_shrinks() {
+    let world = local(4).unwrap();
+    let results: Vec<(u64, Vec<u32>, u32)> = std::thread::scope(|s| {
+        let hs: Vec<_> = world
+            .iter()
+            .map(|g| {
+                s.spawn(move || {
+                    if g.rank() == 0 {
+                        g.revoke();
+                    } else {
+                        // Waits for rank 0, which never calls: revoked.
+                        let mut x = [1u32; 4];
+                        let e = g.all_reduce(&mut x, ReduceOp::Sum).unwrap_err();
+                        assert!(matches!(e, Error::Revoked), "{e:?}");
+                    }
+                    assert!(matches!(g.barrier(), Err(Error::Revoked)));
+                    assert!(matches!(g.send(&[1u8], 0, 1), Err(Error::Revoked)));
+                    let (flags, failed) = g.agree(!(1u64 << g.rank())).unwrap();
+                    let s = g.shrink().unwrap();
+                    let mut x = [s.rank() + 1];
+                    s.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+                    assert_eq!(x, [1 + 2 + 3 + 4]);
+                    (!flags, failed, s.world_size())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &results {
+        assert_eq!(*r, (0b1111, vec![], 4), "{results:?}");
+    }
+}

@@ -149,3 +149,81 @@ fn faults_abort_fails_every_survivor_at_once_shared_memory() {
 fn faults_abort_fails_every_survivor_at_once_tcp() {
     abort_fails_everyone_at_once("tcp");
 }
+
+/// The survivors' reports agree: the same agreements, in order, and the
+/// same final world; returns them.
+fn same_story(results: &[(u32, String)]) -> String {
+    let first = results[0].1.clone();
+    for (r, l) in results {
+        assert!(l.starts_with("RESULT ok agreed"), "rank {r}: {results:#?}");
+        assert_eq!(*l, first, "rank {r}: {results:#?}");
+    }
+    first
+}
+
+/// Kill a random member at a random point; the survivors agree it failed,
+/// shrink, and finish 16 verified rounds on the group of three.
+fn shrink_after(link: &str, signal: i32, seed: u64) {
+    let mut rng = Rng(seed);
+    let victim = rng.below(4) as u32;
+    let ready_after = 1 + rng.below(40);
+    let mut l = launch(4, "mesh", DEADLINE_S, link);
+    l.set("HOLD_ON_ERROR", "1");
+    l.set("READY_AFTER", &ready_after.to_string());
+    let mut ranks = spawn(&l, "survive");
+    ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
+    ranks.signal(victim, signal);
+    let survivors: Vec<u32> = (0..4).filter(|&r| r != victim).collect();
+    let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(30));
+    let story = same_story(&results);
+    // Who took part: every survivor's bit; failed: the victim.
+    let took_part: u64 = survivors.iter().map(|r| 1u64 << r).sum();
+    assert!(
+        story.starts_with(&format!("RESULT ok agreed {took_part:x}/[{victim}]")),
+        "seed {seed}, victim {victim}: {story}"
+    );
+    assert!(story.ends_with("world 3"), "seed {seed}: {story}");
+}
+
+#[test]
+fn faults_survivors_agree_and_shrink_after_sigkill() {
+    for seed in 0..3 {
+        shrink_after("shm", libc::SIGKILL, 0xa9ee_0000 + seed);
+    }
+}
+
+#[test]
+fn faults_survivors_agree_and_shrink_after_sigkill_tcp() {
+    shrink_after("tcp", libc::SIGKILL, 0xa9ee_0100);
+}
+
+#[test]
+fn faults_survivors_agree_and_shrink_after_sigstop() {
+    shrink_after("shm", libc::SIGSTOP, 0xa9ee_0200);
+}
+
+/// A second member dies while the survivors agree on the first: the two
+/// left agree on the same sets, shrink (again, if the second death came
+/// after their first agreement) and finish on a group of two.
+#[test]
+fn faults_a_second_failure_during_agree() {
+    for seed in 0..3u64 {
+        let mut rng = Rng(0xdead_0000 + seed);
+        let first = rng.below(4) as u32;
+        let second = (first + 1 + rng.below(3) as u32) % 4;
+        let mut l = launch(4, "mesh", DEADLINE_S, "shm");
+        l.set("HOLD_ON_ERROR", "1");
+        l.set("READY_AFTER", "3");
+        let mut ranks = spawn(&l, "survive");
+        ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
+        ranks.signal(first, libc::SIGKILL);
+        let others: Vec<u32> = (0..4).filter(|&r| r != first).collect();
+        // As soon as one of them starts to agree.
+        ranks.wait_for_any(&others, "AGREEING", Duration::from_secs(10));
+        ranks.signal(second, libc::SIGKILL);
+        let left: Vec<u32> = others.iter().copied().filter(|&r| r != second).collect();
+        let results = ranks.wait_for(&left, "RESULT ", Duration::from_secs(30));
+        let story = same_story(&results);
+        assert!(story.ends_with("world 2"), "seed {seed}: {story}");
+    }
+}

@@ -57,6 +57,7 @@ fn rank_process_entry() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
             "mixed" => mixed_until_error(&g),
+            "survive" => survive(&g),
             "soak" => soak(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
@@ -74,17 +75,18 @@ fn rank_process_entry() {
             }
             other => panic!("unknown scenario {other}"),
         };
-        if let Err(e) = &r {
-            if std::env::var("HOLD_ON_ERROR").is_ok_and(|v| v == "1") {
-                // A survivor stays up, its group and links open, until
-                // the test has every survivor's report (then it kills
-                // them all): one that left at once would be one more
-                // failure for those still reporting.
-                println!("RESULT err {} {e}", variant(e));
-                let _ = std::io::stdout().flush();
-                loop {
-                    std::thread::park();
-                }
+        if std::env::var("HOLD_ON_ERROR").is_ok_and(|v| v == "1") {
+            // A survivor stays up, its group and links open, until the
+            // test has every survivor's report (then it kills them all):
+            // one that left at once would be one more failure for those
+            // still reporting.
+            match &r {
+                Ok(msg) => println!("RESULT ok {msg}"),
+                Err(e) => println!("RESULT err {} {e}", variant(e)),
+            }
+            let _ = std::io::stdout().flush();
+            loop {
+                std::thread::park();
             }
         }
         r.and_then(|msg| g.shutdown().map(|()| msg))
@@ -276,6 +278,62 @@ fn mixed_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
             let _ = std::io::stdout().flush();
         }
     }
+}
+
+/// Mixed collectives, surviving failures: a call that meets a failed
+/// member (or a revoked group) makes every survivor agree and shrink, and
+/// the loop starts again on the shrunk group, until 16 rounds pass on it
+/// after the last shrink (`AGREEING` before each agreement; `READY` after
+/// `READY_AFTER` rounds). Reports each agreement's (flags, failed) — the
+/// flags are the AND of `!(1 << rank)` over who took part — and the world
+/// it ended with.
+fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
+    let ready_after: u64 = std::env::var("READY_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut shrunk: Option<std::sync::Arc<ProcessGroup>> = None;
+    let mut history = Vec::new();
+    let mut big = vec![1.0f32; 1 << 18];
+    let (mut i, mut total) = (0u64, 0u64);
+    loop {
+        let g = shrunk.as_deref().unwrap_or(g0);
+        let round = small_op(g, i).and_then(|()| {
+            if i % 8 == 7 {
+                g.all_reduce(&mut big, ReduceOp::Max)
+            } else {
+                Ok(())
+            }
+        });
+        match round {
+            Ok(()) => {
+                i += 1;
+                total += 1;
+                if total == ready_after {
+                    println!("READY");
+                    let _ = std::io::stdout().flush();
+                }
+                if shrunk.is_some() && i == 16 {
+                    break;
+                }
+            }
+            Err(Error::PeerDisconnected { .. } | Error::Timeout { .. } | Error::Revoked) => {
+                println!("AGREEING");
+                let _ = std::io::stdout().flush();
+                let (flags, failed) = g.agree(!(1u64 << g.rank()))?;
+                history.push(format!("{:x}/{failed:?}", !flags));
+                shrunk = Some(g.shrink()?);
+                i = 0;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let g = shrunk.as_deref().unwrap_or(g0);
+    Ok(format!(
+        "agreed {} world {}",
+        history.join(" "),
+        g.world_size()
+    ))
 }
 
 fn rss_kib() -> u64 {
