@@ -80,7 +80,7 @@ fn encode(flags: u64, failed: &BTreeSet<u32>) -> Vec<u8> {
 fn decode(m: &[u8], world: u32) -> Option<(u64, BTreeSet<u32>)> {
     let flags = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
     let rest = &m[8..];
-    if rest.len() % 4 != 0 {
+    if !rest.len().is_multiple_of(4) {
         return None;
     }
     let failed: BTreeSet<u32> = rest
