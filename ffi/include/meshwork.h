@@ -90,6 +90,10 @@ typedef uint32_t mw_op;
 // A panic inside meshwork, or an error this library version does not know; the message says which.
 #define MW_INTERNAL 19
 
+// The group was revoked, by a member's `mw_revoke`-equivalent or after a
+// failure under `RECOVERY=abort` (`Error::Revoked`).
+#define MW_REVOKED 20
+
 // `float` (IEEE binary32).
 #define MW_F32 0
 

@@ -246,10 +246,10 @@ mod tests {
 
     #[test]
     fn every_status_has_its_own_name_and_every_variant_its_own_status() {
-        let names: std::collections::HashSet<_> = (MW_OK..=MW_INTERNAL).map(status_name).collect();
-        assert_eq!(names.len(), (MW_INTERNAL + 1) as usize);
+        let names: std::collections::HashSet<_> = (MW_OK..=MW_REVOKED).map(status_name).collect();
+        assert_eq!(names.len(), (MW_REVOKED + 1) as usize);
         assert!(!names.contains(c"MW_UNKNOWN_STATUS"));
-        assert_eq!(status_name(MW_INTERNAL + 1), c"MW_UNKNOWN_STATUS");
+        assert_eq!(status_name(MW_REVOKED + 1), c"MW_UNKNOWN_STATUS");
         let errors = [
             mw::Error::InvalidArgument(String::new()),
             mw::Error::Timeout {
@@ -284,11 +284,14 @@ mod tests {
             mw::Error::ShutdownIncomplete { ranks: vec![] },
             mw::Error::ShutDown,
             mw::Error::Io(std::io::Error::other("x")),
+            mw::Error::Revoked,
         ];
         let codes: Vec<mw_status> = errors.iter().map(status_of).collect();
-        assert_eq!(
-            codes,
-            (MW_INVALID_ARGUMENT..MW_INTERNAL).collect::<Vec<_>>()
-        );
+        // MW_INTERNAL (19) is for panics and unknown errors; Revoked came
+        // later and took the next code.
+        let want: Vec<mw_status> = (MW_INVALID_ARGUMENT..MW_INTERNAL)
+            .chain([MW_REVOKED])
+            .collect();
+        assert_eq!(codes, want);
     }
 }

@@ -47,6 +47,9 @@ pub const MW_SHUT_DOWN: mw_status = 17;
 pub const MW_IO: mw_status = 18;
 /// A panic inside meshwork, or an error this library version does not know; the message says which.
 pub const MW_INTERNAL: mw_status = 19;
+/// The group was revoked, by a member's `mw_revoke`-equivalent or after a
+/// failure under `RECOVERY=abort` (`Error::Revoked`).
+pub const MW_REVOKED: mw_status = 20;
 
 /// The status of `e`: one code per variant.
 pub(crate) fn status_of(e: &mw::Error) -> mw_status {
@@ -70,6 +73,7 @@ pub(crate) fn status_of(e: &mw::Error) -> mw_status {
         E::ShutdownIncomplete { .. } => MW_SHUTDOWN_INCOMPLETE,
         E::ShutDown => MW_SHUT_DOWN,
         E::Io(_) => MW_IO,
+        E::Revoked => MW_REVOKED,
         // A variant added after this library was written.
         _ => MW_INTERNAL,
     }
@@ -98,6 +102,7 @@ pub(crate) fn status_name(s: mw_status) -> &'static CStr {
         MW_SHUT_DOWN => c"MW_SHUT_DOWN",
         MW_IO => c"MW_IO",
         MW_INTERNAL => c"MW_INTERNAL",
+        MW_REVOKED => c"MW_REVOKED",
         _ => c"MW_UNKNOWN_STATUS",
     }
 }

@@ -41,6 +41,7 @@ pub(crate) fn class_name(e: &mw::Error) -> &'static str {
         E::ShutdownIncomplete { .. } => "ShutdownIncomplete",
         E::ShutDown => "ShutDown",
         E::Io(_) => "Io",
+        E::Revoked => "Revoked",
         // A variant added to meshwork after this module was written.
         _ => "Error",
     }
@@ -189,6 +190,7 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
         ("ShutDown", E::ShutDown),
         // errno 111: ECONNREFUSED on Linux; any errno round-trips.
         ("Io", E::Io(std::io::Error::from_raw_os_error(111))),
+        ("Revoked", E::Revoked),
     ]
 }
 

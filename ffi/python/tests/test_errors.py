@@ -32,6 +32,7 @@ VARIANTS = [
     "ShutdownIncomplete",
     "ShutDown",
     "Io",
+    "Revoked",
 ]
 
 

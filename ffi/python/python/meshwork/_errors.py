@@ -24,6 +24,7 @@ __all__ = [
     "ShutdownIncomplete",
     "ShutDown",
     "Io",
+    "Revoked",
 ]
 
 
@@ -158,6 +159,11 @@ class ShutDown(Error):
 
 class Io(Error, OSError):
     """An operating-system I/O error (``errno`` where there is one)."""
+
+
+class Revoked(Error):
+    """The group was revoked (by a member's ``revoke``, or after a failure
+    under ``RECOVERY=abort``); the group's ``failed`` says who failed."""
 
 
 # Shown as meshwork.Timeout etc. in tracebacks, where users catch them.
