@@ -2,7 +2,7 @@
 //! the no-MPI answer to `mpirun -np N` and `torchrun`.
 //!
 //! ```text
-//! meshrun -n 4 [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM ARGS…
+//! meshrun -n 4 [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM ARGS…
 //! ```
 //!
 //! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
@@ -13,7 +13,9 @@
 //! the host can join or disturb the job. `meshrun token` prints a random
 //! token for jobs started some other way. When a rank fails, the others are
 //! stopped and `meshrun` exits with that rank's status; it exits 0 when all
-//! ranks do.
+//! ranks do. With `--keep-going` (a program that survives failures:
+//! `agree`, `shrink`), the others run on, and `meshrun` exits with the
+//! first failed rank's status once every rank has ended.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -28,13 +30,14 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
 
 struct Options {
     n: u32,
     topology: String,
     transport: String,
     timeout: Option<String>,
+    keep_going: bool,
     program: Vec<String>,
 }
 
@@ -44,6 +47,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         topology: "mesh".into(),
         transport: std::env::var("TRANSPORT").unwrap_or_else(|_| "quic".into()),
         timeout: None,
+        keep_going: false,
         program: Vec::new(),
     };
     let mut i = 0;
@@ -77,6 +81,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--timeout" => {
                 o.timeout = Some(value(i)?);
                 i += 2;
+            }
+            "--keep-going" => {
+                o.keep_going = true;
+                i += 1;
             }
             "--" => {
                 o.program = args[i + 1..].to_vec();
@@ -313,7 +321,13 @@ fn main() -> ExitCode {
                 Ok(Some(status)) => {
                     if failed.is_none() {
                         let code = status.code().unwrap_or(1);
-                        eprintln!("meshrun: rank {rank} failed ({status}); stopping the others");
+                        if o.keep_going {
+                            eprintln!("meshrun: rank {rank} failed ({status}); the others go on");
+                        } else {
+                            eprintln!(
+                                "meshrun: rank {rank} failed ({status}); stopping the others"
+                            );
+                        }
                         failed = Some((rank, code));
                     }
                 }
@@ -324,7 +338,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        if failed.is_some() {
+        if failed.is_some() && !o.keep_going {
             for (_, c) in &mut still {
                 let _ = c.kill();
                 let _ = c.wait();

@@ -1,0 +1,170 @@
+//! Fault tolerance, timed (issue 13): 4 processes on loopback run small
+//! all_reduces in a loop; one (rank 2) kills itself (SIGKILL) or stops
+//! itself (SIGSTOP) after 200 rounds. Measured, per link and signal, over
+//! several runs: from the failure to the last survivor's error, and from
+//! each survivor's error to its shrunk group being usable (`shrink`, then
+//! a barrier of the three).
+//!
+//! ```text
+//! cargo build --release --bin meshrun && cargo bench --bench recovery
+//! ```
+//!
+//! The deadline is 2 s (`--timeout 2`): a stopped process is known failed
+//! a deadline after it stopped; a killed one at once.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its table"
+)]
+
+use meshwork::{Node, ReduceOp};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const VICTIM: u32 = 2;
+const ROUNDS_BEFORE: u64 = 200;
+const RUNS: usize = 5;
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+fn say(line: String) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+/// A rank of the job.
+fn rank() -> meshwork::Result<()> {
+    let g = Node::from_env()?.connect()?;
+    let signal: i32 = std::env::var("BENCH_SIGNAL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(libc::SIGKILL);
+    let mut i = 0u64;
+    loop {
+        if g.rank() == VICTIM && i == ROUNDS_BEFORE {
+            say(format!("FAIL {} {}", now_us(), std::process::id()));
+            // SAFETY: signalling this very process.
+            unsafe { libc::kill(libc::getpid(), signal) };
+        }
+        let mut x = [1u64];
+        if let Err(e) = g.all_reduce(&mut x, ReduceOp::Sum) {
+            say(format!("ERR {} {e}", now_us()));
+            break;
+        }
+        i += 1;
+    }
+    let s = g.shrink()?;
+    s.barrier()?;
+    say(format!("USABLE {} {}", now_us(), s.world_size()));
+    s.shutdown()
+}
+
+/// One run: (failure → last survivor's error, slowest survivor's error →
+/// usable), in ms.
+fn run(link: &str, env: &[(&str, &str)], signal: i32) -> Option<(f64, f64)> {
+    let exe = std::env::current_exe().ok()?;
+    let meshrun = exe.parent()?.parent()?.join("meshrun");
+    if !meshrun.exists() {
+        eprintln!("meshrun is not built (cargo build --release --bin meshrun)");
+        return None;
+    }
+    let mut cmd = std::process::Command::new(meshrun);
+    cmd.args(["-n", "4", "--timeout", "2", "--keep-going", "--"])
+        .arg(&exe)
+        .env("BENCH_ROLE", "rank")
+        .env("BENCH_SIGNAL", signal.to_string())
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().ok()?;
+    let out = child.stdout.take()?;
+    let (mut failed_at, mut frozen) = (None, None);
+    let mut errs = Vec::new();
+    let mut usable = Vec::new();
+    for line in BufReader::new(out).lines().map_while(Result::ok) {
+        let line = line.split_once("] ").map_or(line.as_str(), |(_, l)| l);
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let at = |i: usize| f.get(i).and_then(|v| v.parse::<u128>().ok());
+        match f.first() {
+            Some(&"FAIL") => {
+                failed_at = at(1);
+                frozen = f.get(2).and_then(|p| p.parse::<i32>().ok());
+            }
+            Some(&"ERR") => errs.extend(at(1)),
+            Some(&"USABLE") => usable.extend(at(1)),
+            _ => {}
+        }
+        if usable.len() == 3 {
+            // The stopped rank will never end by itself.
+            if let (libc::SIGSTOP, Some(pid)) = (signal, frozen) {
+                // SAFETY: the stopped rank of this run, still unreaped by
+                // meshrun (it has not exited).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+    let _ = child.wait();
+    let failed_at = failed_at?;
+    if errs.len() != 3 || usable.len() != 3 {
+        eprintln!("{link}: {} errors, {} usable", errs.len(), usable.len());
+        return None;
+    }
+    let last_err = *errs.iter().max()?;
+    let ms = |us: u128| us as f64 / 1000.0;
+    let to_err = ms(last_err.saturating_sub(failed_at));
+    let to_usable = ms(usable.iter().max()?.saturating_sub(last_err));
+    Some((to_err, to_usable))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn main() {
+    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+        if let Err(e) = rank() {
+            eprintln!("rank: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let links: [(&str, &[(&str, &str)]); 3] = [
+        ("shm", &[("SHM", "1")]),
+        ("tcp", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
+        ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
+    ];
+    println!("# 4 processes on loopback, deadline 2 s; rank 2 fails after {ROUNDS_BEFORE} all_reduces; {RUNS} runs each");
+    println!("# error: failure → the last survivor's failing call returns; usable: the last error → the last survivor's shrunk group passes a barrier");
+    println!(
+        "{:>6} {:>8} | {:>12} {:>12} | {:>13} {:>13}",
+        "link", "signal", "error med ms", "error max ms", "usable med ms", "usable max ms"
+    );
+    for (link, env) in links {
+        for (name, signal) in [("SIGKILL", libc::SIGKILL), ("SIGSTOP", libc::SIGSTOP)] {
+            let runs: Vec<(f64, f64)> = (0..RUNS).filter_map(|_| run(link, env, signal)).collect();
+            if runs.is_empty() {
+                println!("{link:>6} {name:>8} | (no run completed)");
+                continue;
+            }
+            let errs: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            let usable: Vec<f64> = runs.iter().map(|r| r.1).collect();
+            let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+            println!(
+                "{link:>6} {name:>8} | {:>12.1} {:>12.1} | {:>13.1} {:>13.1}",
+                median(errs.clone()),
+                max(&errs),
+                median(usable.clone()),
+                max(&usable)
+            );
+        }
+    }
+}
