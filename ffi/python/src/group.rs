@@ -432,6 +432,35 @@ impl ProcessGroup {
             .map_err(|e| to_py(py, e))
     }
 
+    /// The ranks this rank knows have failed, ascending: gone without a
+    /// goodbye, silent for a whole deadline, or a stopped process here.
+    fn failed(&self) -> Vec<u32> {
+        self.inner.failed()
+    }
+
+    /// Revoke the group: every member's pending and later calls raise
+    /// `meshwork.Revoked`.
+    fn revoke(&self) {
+        self.inner.revoke();
+    }
+
+    /// Fault-tolerant agreement: every live member calls it and gets the
+    /// same `(AND of the survivors' flags, failed ranks)`, even if members
+    /// fail during it; works on a revoked group.
+    #[pyo3(signature = (flags = u64::MAX))]
+    fn agree(&self, py: Python<'_>, flags: u64) -> PyResult<(u64, Vec<u32>)> {
+        let g = &*self.inner;
+        py.detach(|| g.agree(flags)).map_err(|e| to_py(py, e))
+    }
+
+    /// A new group of the survivors (agreed failed ranks left out, the rest
+    /// renumbered in order); every live member calls it.
+    fn shrink(&self, py: Python<'_>) -> PyResult<ProcessGroup> {
+        let g = &*self.inner;
+        let inner = py.detach(|| g.shrink()).map_err(|e| to_py(py, e))?;
+        Ok(ProcessGroup { inner })
+    }
+
     /// Flush, confirm with every peer and close; every rank calls it.
     /// Afterwards every call raises `meshwork.ShutDown`. Idempotent.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {

@@ -206,3 +206,22 @@ def test_ranks_started_with_different_world_sizes_get_world_mismatch():
     )
     for p in procs:
         assert "RAISED WorldMismatch" in p.stdout, outputs(procs)
+
+
+def test_revoke_raises_revoked_and_the_group_still_agrees_and_shrinks():
+    def body(g):
+        g.set_timeout(5)
+        if g.rank == 0:
+            g.revoke()
+        else:
+            with pytest.raises(meshwork.Revoked):
+                g.all_reduce(np.ones(2))  # rank 0 never calls: revoked
+        with pytest.raises(meshwork.Revoked):
+            g.barrier()
+        flags, failed = g.agree(~(1 << g.rank) & (2**64 - 1))
+        s = g.shrink()
+        x = np.array([s.rank + 1], dtype=np.int64)
+        s.all_reduce(x)
+        return (flags ^ (2**64 - 1), failed, g.failed(), s.world_size, int(x[0]))
+
+    assert run_world(3, body) == [(0b111, [], [], 3, 6)] * 3
