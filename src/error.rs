@@ -165,6 +165,17 @@ pub enum Error {
     #[error("the group was revoked; see ProcessGroup::failed, and re-form the group")]
     Revoked,
 
+    /// `Recovery::Shrink`: this call met a failure (or the revocation
+    /// that follows one), and the group it was called on now holds the
+    /// survivors, renumbered in order; `failed` (ranks of the group as it
+    /// was) is the same on every survivor. Remedy: retry on the same
+    /// group.
+    #[error("the group shrank: ranks {failed:?} failed; it now holds the survivors, retry")]
+    GroupShrunk {
+        /// The ranks agreed failed, as numbered before the shrink.
+        failed: Vec<u32>,
+    },
+
     /// The group was shut down; create a new one.
     #[error("the group was shut down")]
     ShutDown,

@@ -210,8 +210,8 @@ impl Node {
             node.shm_single_copy = n;
         }
         if let Some((n, v)) = lookup("RECOVERY") {
-            node.recovery =
-                Recovery::parse(&v).ok_or_else(|| bad(n, &v, "expected manual or abort"))?;
+            node.recovery = Recovery::parse(&v)
+                .ok_or_else(|| bad(n, &v, "expected manual, abort or shrink"))?;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             let secs: f64 = v

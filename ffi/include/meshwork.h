@@ -94,6 +94,10 @@ typedef uint32_t mw_op;
 // failure under `RECOVERY=abort` (`Error::Revoked`).
 #define MW_REVOKED 20
 
+// `RECOVERY=shrink`: the call met a failure and the group now holds the
+// survivors; retry (`Error::GroupShrunk`).
+#define MW_GROUP_SHRUNK 21
+
 // `float` (IEEE binary32).
 #define MW_F32 0
 

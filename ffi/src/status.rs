@@ -50,6 +50,9 @@ pub const MW_INTERNAL: mw_status = 19;
 /// The group was revoked, by a member's `mw_revoke`-equivalent or after a
 /// failure under `RECOVERY=abort` (`Error::Revoked`).
 pub const MW_REVOKED: mw_status = 20;
+/// `RECOVERY=shrink`: the call met a failure and the group now holds the
+/// survivors; retry (`Error::GroupShrunk`).
+pub const MW_GROUP_SHRUNK: mw_status = 21;
 
 /// The status of `e`: one code per variant.
 pub(crate) fn status_of(e: &mw::Error) -> mw_status {
@@ -74,6 +77,7 @@ pub(crate) fn status_of(e: &mw::Error) -> mw_status {
         E::ShutDown => MW_SHUT_DOWN,
         E::Io(_) => MW_IO,
         E::Revoked => MW_REVOKED,
+        E::GroupShrunk { .. } => MW_GROUP_SHRUNK,
         // A variant added after this library was written.
         _ => MW_INTERNAL,
     }
@@ -103,6 +107,7 @@ pub(crate) fn status_name(s: mw_status) -> &'static CStr {
         MW_IO => c"MW_IO",
         MW_INTERNAL => c"MW_INTERNAL",
         MW_REVOKED => c"MW_REVOKED",
+        MW_GROUP_SHRUNK => c"MW_GROUP_SHRUNK",
         _ => c"MW_UNKNOWN_STATUS",
     }
 }

@@ -69,37 +69,10 @@ impl GroupInner {
     }
 }
 
-fn encode(flags: u64, failed: &BTreeSet<u32>) -> Vec<u8> {
-    let mut m = flags.to_le_bytes().to_vec();
-    for r in failed {
-        m.extend_from_slice(&r.to_le_bytes());
-    }
-    m
-}
-
-fn decode(m: &[u8], world: u32) -> Option<(u64, BTreeSet<u32>)> {
-    let flags = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
-    let rest = &m[8..];
-    if !rest.len().is_multiple_of(4) {
-        return None;
-    }
-    let failed: BTreeSet<u32> = rest
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    failed.iter().all(|&r| r < world).then_some((flags, failed))
-}
-
-impl ProcessGroup {
-    /// Fault-tolerant agreement: every live member calls it, and every one
-    /// that returns gets the same `(flags, failed)` — the AND of the
-    /// surviving members' `flags` and the set of ranks agreed failed,
-    /// ascending — even if members fail during it. It works on a revoked
-    /// group. Each call waits on each member at most the deadline (one
-    /// that sends nothing that long counts as failed). The algorithm is
-    /// described in `docs/fault-tolerance.md`.
-    pub fn agree(&self, flags: u64) -> Result<(u64, Vec<u32>)> {
-        let inner = &self.inner;
+impl GroupInner {
+    /// See [`ProcessGroup::agree`].
+    pub(crate) fn agree(&self, flags: u64) -> Result<(u64, Vec<u32>)> {
+        let inner = self;
         if inner.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
@@ -155,6 +128,40 @@ impl ProcessGroup {
         tracing::debug!(agreement = n, flags = held.0, failed = ?held.1, "agreed");
         Ok((held.0, held.1.into_iter().collect()))
     }
+}
+
+fn encode(flags: u64, failed: &BTreeSet<u32>) -> Vec<u8> {
+    let mut m = flags.to_le_bytes().to_vec();
+    for r in failed {
+        m.extend_from_slice(&r.to_le_bytes());
+    }
+    m
+}
+
+fn decode(m: &[u8], world: u32) -> Option<(u64, BTreeSet<u32>)> {
+    let flags = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
+    let rest = &m[8..];
+    if !rest.len().is_multiple_of(4) {
+        return None;
+    }
+    let failed: BTreeSet<u32> = rest
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    failed.iter().all(|&r| r < world).then_some((flags, failed))
+}
+
+impl ProcessGroup {
+    /// Fault-tolerant agreement: every live member calls it, and every one
+    /// that returns gets the same `(flags, failed)` — the AND of the
+    /// surviving members' `flags` and the set of ranks agreed failed,
+    /// ascending — even if members fail during it. It works on a revoked
+    /// group. Each call waits on each member at most the deadline (one
+    /// that sends nothing that long counts as failed). The algorithm is
+    /// described in `docs/fault-tolerance.md`.
+    pub fn agree(&self, flags: u64) -> Result<(u64, Vec<u32>)> {
+        self.inner().agree(flags)
+    }
 
     /// A new group of the survivors: agree on the failed set (see
     /// [`agree`](Self::agree)), then form a fresh communicator of every
@@ -163,18 +170,18 @@ impl ProcessGroup {
     /// member the others agreed failed (one that was only slow) gets
     /// `InvalidArgument` saying so.
     pub fn shrink(&self) -> Result<Arc<ProcessGroup>> {
-        let n = self.inner.agreements.load(Ordering::Relaxed);
+        let n = self.inner().agreements.load(Ordering::Relaxed);
         let (_, failed) = self.agree(u64::MAX)?;
-        let members: Vec<u32> = (0..self.inner.world)
+        let members: Vec<u32> = (0..self.inner().world)
             .filter(|r| !failed.contains(r))
             .collect();
         // The same on every survivor: the agreement's number.
-        let comm = super::split::child_comm_id(self.inner.comm_id, n, u32::MAX - 1);
+        let comm = super::split::child_comm_id(self.inner().comm_id, n, u32::MAX - 1);
         tracing::info!(?failed, world = members.len(), "group shrunk");
         self.view(members, comm).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "shrink: the other members agreed that this rank ({}) failed",
-                self.inner.rank
+                self.inner().rank
             ))
         })
     }

@@ -58,16 +58,16 @@ impl ProcessGroup {
     /// Float results are bitwise identical on every rank.
     pub fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::AllReduce, buf.len(), Some(op), None)?;
-        self.inner
+        self.inner()
             .run(&call, |c, a| all_reduce::all_reduce(c, buf, op, a))
     }
 
     /// Non-blocking [`ProcessGroup::all_reduce`]; the result is the reduced buffer.
     pub fn all_reduce_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::AllReduce, buf.len(), Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| all_reduce::all_reduce(c, &mut buf, op, a))?;
@@ -78,16 +78,16 @@ impl ProcessGroup {
     /// Copy `root`'s `buf` into every rank's `buf`.
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<()> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Broadcast, buf.len(), None, Some(root))?;
-        self.inner
+        self.inner()
             .run(&call, |c, a| broadcast::broadcast(c, buf, root as usize, a))
     }
 
     /// Non-blocking [`ProcessGroup::broadcast`]; the result is the root's buffer.
     pub fn broadcast_nb<T: Element>(&self, mut buf: Vec<T>, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Broadcast, buf.len(), None, Some(root));
         self.submit(call, move |g, call| {
             g.run(call, |c, a| {
@@ -105,20 +105,20 @@ impl ProcessGroup {
             coll,
             "recv",
             recv.len(),
-            self.inner.world_times(send.len()),
+            self.inner().world_times(send.len()),
             "world size × send length",
         )?;
-        let call = self.inner.begin::<T>(coll, send.len(), None, None)?;
-        self.inner
+        let call = self.inner().begin::<T>(coll, send.len(), None, None)?;
+        self.inner()
             .run(&call, |c, a| all_gather::all_gather(c, send, recv, a))
     }
 
     /// Non-blocking [`ProcessGroup::all_gather`]; the result is `recv`.
     pub fn all_gather_nb<T: Element>(&self, send: Vec<T>) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::AllGather, send.len(), None, None);
-        let world = self.inner.world as usize;
+        let world = self.inner().world as usize;
         self.submit(call, move |g, call| {
             let mut recv = zeroed(send.len() * world);
             g.run(call, |c, a| all_gather::all_gather(c, &send, &mut recv, a))?;
@@ -139,11 +139,11 @@ impl ProcessGroup {
             coll,
             "send",
             send.len(),
-            self.inner.world_times(recv.len()),
+            self.inner().world_times(recv.len()),
             "world size × recv length",
         )?;
-        let call = self.inner.begin::<T>(coll, recv.len(), Some(op), None)?;
-        self.inner.run(&call, |c, a| {
+        let call = self.inner().begin::<T>(coll, recv.len(), Some(op), None)?;
+        self.inner().run(&call, |c, a| {
             reduce_scatter::reduce_scatter(c, send, recv, op, a)
         })
     }
@@ -153,9 +153,9 @@ impl ProcessGroup {
     pub fn reduce_scatter_nb<T: Element>(&self, send: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let coll = Collective::ReduceScatter;
         let call = self
-            .inner
+            .inner()
             .per_rank(coll, "send", send.len())
-            .and_then(|block| self.inner.begin::<T>(coll, block, Some(op), None));
+            .and_then(|block| self.inner().begin::<T>(coll, block, Some(op), None));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(call.desc.count as usize);
             g.run(call, |c, a| {
@@ -169,9 +169,9 @@ impl ProcessGroup {
     /// other ranks' `buf` is left unspecified (used as scratch).
     pub fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: u32) -> Result<()> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Reduce, buf.len(), Some(op), Some(root))?;
-        self.inner
+        self.inner()
             .run(&call, |c, a| reduce::reduce(c, buf, op, root as usize, a))
     }
 
@@ -179,7 +179,7 @@ impl ProcessGroup {
     /// buffer at the root and unspecified elsewhere.
     pub fn reduce_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Reduce, buf.len(), Some(op), Some(root));
         self.submit(call, move |g, call| {
             g.run(call, |c, a| {
@@ -200,9 +200,9 @@ impl ProcessGroup {
             Some(send.len()),
             "equal to send length",
         )?;
-        let block = self.inner.per_rank(coll, "send", send.len())?;
-        let call = self.inner.begin::<T>(coll, block, None, None)?;
-        self.inner
+        let block = self.inner().per_rank(coll, "send", send.len())?;
+        let call = self.inner().begin::<T>(coll, block, None, None)?;
+        self.inner()
             .run(&call, |c, a| all_to_all::all_to_all(c, send, recv, a))
     }
 
@@ -210,9 +210,9 @@ impl ProcessGroup {
     pub fn all_to_all_nb<T: Element>(&self, send: Vec<T>) -> Work<Vec<T>> {
         let coll = Collective::AllToAll;
         let call = self
-            .inner
+            .inner()
             .per_rank(coll, "send", send.len())
-            .and_then(|block| self.inner.begin::<T>(coll, block, None, None));
+            .and_then(|block| self.inner().begin::<T>(coll, block, None, None));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(send.len());
             g.run(call, |c, a| all_to_all::all_to_all(c, &send, &mut recv, a))?;
@@ -225,17 +225,19 @@ impl ProcessGroup {
     /// elsewhere).
     pub fn gather<T: Element>(&self, send: &[T], recv: &mut [T], root: u32) -> Result<()> {
         let coll = Collective::Gather;
-        if self.inner.is_root(root) {
+        if self.inner().is_root(root) {
             check_len(
                 coll,
                 "recv",
                 recv.len(),
-                self.inner.world_times(send.len()),
+                self.inner().world_times(send.len()),
                 "world size × send length, at the root",
             )?;
         }
-        let call = self.inner.begin::<T>(coll, send.len(), None, Some(root))?;
-        self.inner.run(&call, |c, a| {
+        let call = self
+            .inner()
+            .begin::<T>(coll, send.len(), None, Some(root))?;
+        self.inner().run(&call, |c, a| {
             gather::gather(c, send, recv, root as usize, a)
         })
     }
@@ -244,10 +246,10 @@ impl ProcessGroup {
     /// root and empty elsewhere.
     pub fn gather_nb<T: Element>(&self, send: Vec<T>, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Gather, send.len(), None, Some(root));
-        let n = if self.inner.is_root(root) {
-            send.len() * self.inner.world as usize
+        let n = if self.inner().is_root(root) {
+            send.len() * self.inner().world as usize
         } else {
             0
         };
@@ -264,17 +266,19 @@ impl ProcessGroup {
     /// root only, may be empty elsewhere) into rank `r`'s `recv`.
     pub fn scatter<T: Element>(&self, send: &[T], recv: &mut [T], root: u32) -> Result<()> {
         let coll = Collective::Scatter;
-        if self.inner.is_root(root) {
+        if self.inner().is_root(root) {
             check_len(
                 coll,
                 "send",
                 send.len(),
-                self.inner.world_times(recv.len()),
+                self.inner().world_times(recv.len()),
                 "world size × recv length, at the root",
             )?;
         }
-        let call = self.inner.begin::<T>(coll, recv.len(), None, Some(root))?;
-        self.inner.run(&call, |c, a| {
+        let call = self
+            .inner()
+            .begin::<T>(coll, recv.len(), None, Some(root))?;
+        self.inner().run(&call, |c, a| {
             scatter::scatter(c, send, recv, root as usize, a)
         })
     }
@@ -283,18 +287,18 @@ impl ProcessGroup {
     /// `send` is read at the root only. The result is this rank's block.
     pub fn scatter_nb<T: Element>(&self, send: Vec<T>, count: usize, root: u32) -> Work<Vec<T>> {
         let coll = Collective::Scatter;
-        let checked = if self.inner.is_root(root) {
+        let checked = if self.inner().is_root(root) {
             check_len(
                 coll,
                 "send",
                 send.len(),
-                self.inner.world_times(count),
+                self.inner().world_times(count),
                 "world size × count, at the root",
             )
         } else {
             Ok(())
         };
-        let call = checked.and_then(|()| self.inner.begin::<T>(coll, count, None, Some(root)));
+        let call = checked.and_then(|()| self.inner().begin::<T>(coll, count, None, Some(root)));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(count);
             g.run(call, |c, a| {
@@ -307,16 +311,16 @@ impl ProcessGroup {
     /// Inclusive prefix reduction: rank `r` gets ranks `0..=r` reduced.
     pub fn scan<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Scan, buf.len(), Some(op), None)?;
-        self.inner
+        self.inner()
             .run(&call, |c, a| scan::scan(c, buf, op, false, a))
     }
 
     /// Non-blocking [`ProcessGroup::scan`].
     pub fn scan_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::Scan, buf.len(), Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| scan::scan(c, &mut buf, op, false, a))?;
@@ -329,16 +333,16 @@ impl ProcessGroup {
     /// for float Min/Max, `MAX`/`MIN` for integer Min/Max).
     pub fn exclusive_scan<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::ExclusiveScan, buf.len(), Some(op), None)?;
-        self.inner
+        self.inner()
             .run(&call, |c, a| scan::scan(c, buf, op, true, a))
     }
 
     /// Non-blocking [`ProcessGroup::exclusive_scan`].
     pub fn exclusive_scan_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let call = self
-            .inner
+            .inner()
             .begin::<T>(Collective::ExclusiveScan, buf.len(), Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| scan::scan(c, &mut buf, op, true, a))?;
@@ -348,13 +352,15 @@ impl ProcessGroup {
 
     /// Return once every rank has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
-        let call = self.inner.begin::<u8>(Collective::Barrier, 0, None, None)?;
-        self.inner.run(&call, |c, a| barrier::barrier(c, a))
+        let call = self
+            .inner()
+            .begin::<u8>(Collective::Barrier, 0, None, None)?;
+        self.inner().run(&call, |c, a| barrier::barrier(c, a))
     }
 
     /// Non-blocking [`ProcessGroup::barrier`].
     pub fn barrier_nb(&self) -> Work<()> {
-        let call = self.inner.begin::<u8>(Collective::Barrier, 0, None, None);
+        let call = self.inner().begin::<u8>(Collective::Barrier, 0, None, None);
         self.submit(call, move |g, call: &Call| {
             g.run(call, |c, a| barrier::barrier(c, a))
         })

@@ -39,10 +39,28 @@ type Job = Box<dyn FnOnce() + Send>;
 /// matching arguments; a rank that does not gets `CollectiveMismatch` (or,
 /// if it never sends anything another rank reads, a `Timeout` naming it).
 pub struct ProcessGroup {
-    inner: Arc<GroupInner>,
+    cell: Arc<Cell>,
     /// Runs `*_nb` operations in issue order, on one thread per group,
     /// spawned on first use.
     executor: Mutex<Option<Sender<Job>>>,
+}
+
+/// What a `ProcessGroup` holds: its current communicator, which
+/// `Recovery::Shrink` replaces in place with the survivors'.
+pub(crate) struct Cell {
+    current: std::sync::RwLock<Arc<GroupInner>>,
+    /// Held by the thread that shrinks the group after a failure.
+    recovering: Mutex<()>,
+}
+
+impl Cell {
+    pub(crate) fn current(&self) -> Arc<GroupInner> {
+        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn replace(&self, inner: Arc<GroupInner>) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = inner;
+    }
 }
 
 pub(crate) struct GroupInner {
@@ -60,16 +78,56 @@ pub(crate) struct GroupInner {
     /// Agreements started (`agree`, `shrink`): the next one's number.
     agreements: AtomicU64,
     rpc: Arc<rpc::Rpc>,
+    /// The group this communicator belongs to (for `Recovery::Shrink`).
+    cell: std::sync::OnceLock<std::sync::Weak<Cell>>,
+    /// Set once `Recovery::Shrink` replaced this communicator: the ranks
+    /// agreed failed.
+    shrunk: std::sync::OnceLock<Vec<u32>>,
+    /// Communicators split from this one (revoked when it is shrunk).
+    children: Mutex<Vec<u64>>,
 }
 
-/// A validated collective call, holding its sequence number.
-#[derive(Clone, Copy, Debug)]
+/// A validated collective call, holding its sequence number and the
+/// communicator it was issued on.
+#[derive(Clone)]
 pub(crate) struct Call {
     seq: u64,
     desc: Descriptor,
+    inner: Arc<GroupInner>,
 }
 
 impl GroupInner {
+    /// A communicator over `transport`, serving `rpc`'s handlers.
+    pub(crate) fn new(
+        transport: Arc<dyn Transport>,
+        comm_id: u64,
+        timeout: Duration,
+        topology: Topology,
+        rpc: Arc<rpc::Rpc>,
+    ) -> Arc<GroupInner> {
+        transport.set_timeout(timeout);
+        let members: Vec<u32> = (0..transport.world()).collect();
+        transport.collective_members(comm_id, &members);
+        rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
+        Arc::new(GroupInner {
+            rank: transport.rank(),
+            world: transport.world(),
+            comm_id,
+            transport,
+            topology,
+            timeout_ns: AtomicU64::new(duration_ns(timeout)),
+            next_seq: AtomicU64::new(0),
+            overrides: Mutex::new(HashMap::new()),
+            shut_down: AtomicBool::new(false),
+            recovery: std::sync::atomic::AtomicU8::new(0),
+            agreements: AtomicU64::new(0),
+            rpc,
+            cell: std::sync::OnceLock::new(),
+            shrunk: std::sync::OnceLock::new(),
+            children: Mutex::new(Vec::new()),
+        })
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed))
     }
@@ -77,17 +135,36 @@ impl GroupInner {
     pub(crate) fn recovery(&self) -> Recovery {
         match self.recovery.load(Ordering::Relaxed) {
             1 => Recovery::Abort,
+            2 => Recovery::Shrink,
             _ => Recovery::Manual,
         }
     }
 
-    /// `Revoked` once the group is revoked, `ShutDown` once shut down.
+    pub(crate) fn set_recovery(&self, recovery: Recovery) {
+        let n = match recovery {
+            Recovery::Manual => 0,
+            Recovery::Abort => 1,
+            Recovery::Shrink => 2,
+        };
+        self.recovery.store(n, Ordering::Relaxed);
+    }
+
+    /// `Revoked` once the group is revoked (under `Recovery::Shrink`: the
+    /// group shrinks, `GroupShrunk`), `ShutDown` once shut down.
     pub(crate) fn check_usable(&self) -> Result<()> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
+        if let Some(failed) = self.shrunk.get() {
+            return Err(Error::GroupShrunk {
+                failed: failed.clone(),
+            });
+        }
         if self.transport.is_revoked(self.comm_id) {
-            return Err(Error::Revoked);
+            return Err(match self.recovery() {
+                Recovery::Shrink => self.recover(Error::Revoked),
+                _ => Error::Revoked,
+            });
         }
         Ok(())
     }
@@ -95,7 +172,7 @@ impl GroupInner {
     /// Check what is common to every call (state, root, operator), take the
     /// next sequence number and choose the algorithm.
     fn begin<T: Element>(
-        &self,
+        self: &Arc<Self>,
         coll: Collective,
         count: usize,
         op: Option<ReduceOp>,
@@ -130,6 +207,7 @@ impl GroupInner {
         self.transport.note_collective(self.comm_id, seq);
         Ok(Call {
             seq,
+            inner: Arc::clone(self),
             desc: Descriptor {
                 coll,
                 dtype: T::DTYPE,
@@ -147,12 +225,13 @@ impl GroupInner {
     }
 
     /// Run an algorithm for `call` over the transport.
+    /// (On the communicator the call was issued on, whichever `self` is.)
     fn run<R>(
         &self,
         call: &Call,
         f: impl FnOnce(&mut CollComm<'_>, Algorithm) -> Result<R>,
     ) -> Result<R> {
-        let mut comm = CollComm::new(self, call.seq, call.desc);
+        let mut comm = CollComm::new(&call.inner, call.seq, call.desc);
         tracing::trace!(seq = call.seq, op = %call.desc.describe(), "collective");
         f(&mut comm, call.desc.algo)
     }
@@ -165,81 +244,70 @@ impl ProcessGroup {
         timeout: Duration,
         topology: Topology,
     ) -> Self {
-        transport.set_timeout(timeout);
-        let members: Vec<u32> = (0..transport.world()).collect();
-        transport.collective_members(comm_id, &members);
-        let rpc = rpc::Rpc::new();
-        rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
+        let inner = GroupInner::new(transport, comm_id, timeout, topology, rpc::Rpc::new());
+        let cell = Arc::new(Cell {
+            current: std::sync::RwLock::new(Arc::clone(&inner)),
+            recovering: Mutex::new(()),
+        });
+        let _ = inner.cell.set(Arc::downgrade(&cell));
         ProcessGroup {
-            inner: Arc::new(GroupInner {
-                rank: transport.rank(),
-                world: transport.world(),
-                comm_id,
-                transport,
-                topology,
-                timeout_ns: AtomicU64::new(duration_ns(timeout)),
-                next_seq: AtomicU64::new(0),
-                overrides: Mutex::new(HashMap::new()),
-                shut_down: AtomicBool::new(false),
-                recovery: std::sync::atomic::AtomicU8::new(0),
-                agreements: AtomicU64::new(0),
-                rpc,
-            }),
+            cell,
             executor: Mutex::new(None),
         }
     }
 
+    /// The current communicator (`Recovery::Shrink` may replace it).
+    pub(crate) fn inner(&self) -> Arc<GroupInner> {
+        self.cell.current()
+    }
+
     /// This process's rank in the group, `0..world_size()`.
     pub fn rank(&self) -> u32 {
-        self.inner.rank
+        self.inner().rank
     }
 
     /// Number of ranks in the group.
     pub fn world_size(&self) -> u32 {
-        self.inner.world
+        self.inner().world
     }
 
     /// How the ranks are linked.
     pub fn topology(&self) -> Topology {
-        self.inner.topology
+        self.inner().topology
     }
 
     /// The deadline of every blocking call: a call fails with `Timeout` when
     /// the ranks it waits on make no progress for this long.
     pub fn timeout(&self) -> Duration {
-        self.inner.timeout()
+        self.inner().timeout()
     }
 
     /// Change this rank's deadline (see [`ProcessGroup::timeout`]); applies
     /// to calls issued afterwards.
     pub fn set_timeout(&self, timeout: Duration) {
-        self.inner
+        self.inner()
             .timeout_ns
             .store(duration_ns(timeout), Ordering::Relaxed);
-        self.inner.transport.set_timeout(timeout);
+        self.inner().transport.set_timeout(timeout);
     }
 
     /// What this rank does when a call meets a failed member (see
     /// [`Recovery`]); set by [`crate::Node::recovery`] / `RECOVERY`.
     pub fn recovery(&self) -> Recovery {
-        self.inner.recovery()
+        self.inner().recovery()
     }
 
     /// Change this rank's [`Recovery`] policy (every rank should use the
     /// same).
     pub fn set_recovery(&self, recovery: Recovery) {
-        let n = match recovery {
-            Recovery::Manual => 0,
-            Recovery::Abort => 1,
-        };
-        self.inner.recovery.store(n, Ordering::Relaxed);
+        self.inner().set_recovery(recovery);
     }
 
     /// The ranks this rank knows have failed, ascending: gone without a
     /// goodbye (killed, crashed, reset), silent for a whole deadline, or
     /// (on this host) a stopped process.
     pub fn failed(&self) -> Vec<u32> {
-        self.inner.transport.failed()
+        self.inner().transport.failed()
     }
 
     /// Revoke the group: every member's pending and later calls on it
@@ -248,14 +316,14 @@ impl ProcessGroup {
     /// it by itself). The notice is passed on by every rank that gets it,
     /// so it arrives even if this rank dies while sending it.
     pub fn revoke(&self) {
-        self.inner.transport.revoke(self.inner.comm_id);
+        self.inner().transport.revoke(self.inner().comm_id);
     }
 
     /// Traffic with each rank (indexed by rank): messages and bytes sent
     /// and received, and bytes received but not yet taken by a receive, now
     /// and at most — to see traffic and back-pressure.
     pub fn stats(&self) -> Vec<meshwork_transport::PeerStats> {
-        self.inner.transport.stats()
+        self.inner().transport.stats()
     }
 
     /// What carries this rank's traffic to each rank (indexed by rank):
@@ -270,7 +338,7 @@ impl ProcessGroup {
     /// # Ok::<(), meshwork::Error>(())
     /// ```
     pub fn links(&self) -> Vec<meshwork_transport::LinkKind> {
-        self.inner.transport.links()
+        self.inner().transport.links()
     }
 
     /// Force `collective` (`"all_reduce"`, …) to use `algorithm` by name
@@ -286,11 +354,8 @@ impl ProcessGroup {
                 Collective::ALL.map(Collective::name).join(", ")
             ))
         })?;
-        let mut overrides = self
-            .inner
-            .overrides
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let inner = self.inner();
+        let mut overrides = inner.overrides.lock().unwrap_or_else(|e| e.into_inner());
         match algorithm {
             None => {
                 overrides.remove(&coll);
@@ -318,13 +383,13 @@ impl ProcessGroup {
     /// Start with `parent`'s forced algorithms (a split inherits them).
     pub(crate) fn inherit_overrides(&self, parent: &ProcessGroup) {
         let from = parent
-            .inner
+            .inner()
             .overrides
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         *self
-            .inner
+            .inner()
             .overrides
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = from;
@@ -362,7 +427,7 @@ impl ProcessGroup {
         };
         let slot = Slot::new();
         let done = Arc::clone(&slot);
-        let inner = Arc::clone(&self.inner);
+        let inner = self.inner();
         let task: Job = Box::new(move || {
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&inner, &call)));
@@ -371,7 +436,7 @@ impl ProcessGroup {
             );
         });
         let mut executor = self.executor.lock().unwrap_or_else(|e| e.into_inner());
-        let sender = executor.get_or_insert_with(|| spawn_executor(self.inner.rank));
+        let sender = executor.get_or_insert_with(|| spawn_executor(self.inner().rank));
         if let Err(crossbeam_channel::SendError(task)) = sender.send(task) {
             // The executor thread is gone (it cannot normally exit while we
             // hold its sender); run the job here rather than lose it.
@@ -387,28 +452,29 @@ impl ProcessGroup {
     /// Ranks that did not confirm in time are reported in
     /// `ShutdownIncomplete`.
     pub fn shutdown(&self) -> Result<()> {
-        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+        if self.inner().shut_down.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.drain_executor();
-        let t = &self.inner.transport;
+        let inner = self.inner();
+        let t = &inner.transport;
         let key = LaneKey {
-            comm: self.inner.comm_id,
+            comm: self.inner().comm_id,
             kind: LaneKind::Control,
             tag: CONTROL_SHUTDOWN,
         };
-        let (rank, world) = (self.inner.rank, self.inner.world);
+        let (rank, world) = (self.inner().rank, self.inner().world);
         // Mesh: every pair confirms directly. Star: workers confirm to the
         // coordinator, which answers only when all have, so it stays up to
         // relay everything workers sent each other before their goodbye.
         let others: Vec<u32> = (0..world).filter(|&p| p != rank).collect();
         let (first_recv, send_to, then_recv): (Vec<u32>, Vec<u32>, Vec<u32>) =
-            match (self.inner.topology, rank) {
+            match (self.inner().topology, rank) {
                 (Topology::Mesh, _) => (Vec::new(), others.clone(), others),
                 (Topology::Star, 0) => (others.clone(), others, Vec::new()),
                 (Topology::Star, _) => (Vec::new(), vec![0], vec![0]),
             };
-        let deadline = Instant::now() + self.inner.timeout();
+        let deadline = Instant::now() + self.inner().timeout();
         let mut unconfirmed = Vec::new();
         let confirm = |peer: u32, unconfirmed: &mut Vec<u32>| {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -444,7 +510,7 @@ impl Drop for ProcessGroup {
     /// [`ProcessGroup::shutdown`] is the confirmed form.
     fn drop(&mut self) {
         self.drain_executor();
-        self.inner.transport.close();
+        self.inner().transport.close();
     }
 }
 
@@ -475,9 +541,9 @@ fn duration_ns(d: Duration) -> u64 {
 impl fmt::Debug for ProcessGroup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProcessGroup")
-            .field("rank", &self.inner.rank)
-            .field("world", &self.inner.world)
-            .field("comm_id", &self.inner.comm_id)
+            .field("rank", &self.inner().rank)
+            .field("world", &self.inner().world)
+            .field("comm_id", &self.inner().comm_id)
             .finish()
     }
 }

@@ -10,20 +10,20 @@ use std::time::Duration;
 impl ProcessGroup {
     fn p2p_key(&self, tag: u64) -> LaneKey {
         LaneKey {
-            comm: self.inner.comm_id,
+            comm: self.inner().comm_id,
             kind: LaneKind::PointToPoint,
             tag,
         }
     }
 
     fn check_rank(&self, op: &str, what: &str, rank: u32) -> Result<()> {
-        if rank >= self.inner.world {
+        if rank >= self.inner().world {
             return Err(Error::InvalidArgument(format!(
                 "{op}: {what} {rank} is out of range; this group has ranks 0..{}",
-                self.inner.world
+                self.inner().world
             )));
         }
-        self.inner.check_usable()
+        self.inner().check_usable()
     }
 
     /// Send `data` to `dst` under `tag`. Returns once the message is
@@ -38,24 +38,30 @@ impl ProcessGroup {
     pub fn recv<T: Element>(&self, buf: &mut [T], src: u32, tag: u64) -> Result<()> {
         self.check_rank("recv", "source", src)?;
         let bytes = bytemuck::cast_slice_mut::<T, u8>(buf);
-        self.inner
+        self.inner()
             .transport
-            .recv_into(src, self.p2p_key(tag), self.inner.timeout(), &mut [], bytes)
-            .map_err(|e| self.inner.error(e, "recv"))
+            .recv_into(
+                src,
+                self.p2p_key(tag),
+                self.inner().timeout(),
+                &mut [],
+                bytes,
+            )
+            .map_err(|e| self.inner().error(e, "recv"))
     }
 
     /// Send raw bytes to `dst` under `tag`.
     pub fn send_bytes(&self, data: &[u8], dst: u32, tag: u64) -> Result<()> {
         self.check_rank("send", "destination", dst)?;
-        self.inner
+        self.inner()
             .transport
             .send(dst, self.p2p_key(tag), &[data])
-            .map_err(|e| self.inner.error(e, "send"))
+            .map_err(|e| self.inner().error(e, "send"))
     }
 
     /// Receive the next message from `src` under `tag`, whatever its length.
     pub fn recv_bytes(&self, src: u32, tag: u64) -> Result<Vec<u8>> {
-        self.recv_bytes_timeout(src, tag, self.inner.timeout())
+        self.recv_bytes_timeout(src, tag, self.inner().timeout())
     }
 
     /// [`ProcessGroup::recv_bytes`] with its own deadline; a timeout
@@ -63,10 +69,10 @@ impl ProcessGroup {
     pub fn recv_bytes_timeout(&self, src: u32, tag: u64, timeout: Duration) -> Result<Vec<u8>> {
         self.check_rank("recv_bytes", "source", src)?;
         let msg = self
-            .inner
+            .inner()
             .transport
             .recv(src, self.p2p_key(tag), timeout, None)
-            .map_err(|e| self.inner.error(e, "recv_bytes"))?;
+            .map_err(|e| self.inner().error(e, "recv_bytes"))?;
         Ok(msg.as_ref().to_vec())
     }
 }

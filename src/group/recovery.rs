@@ -26,14 +26,25 @@ pub enum Recovery {
     /// member's pending and later calls fail at once with
     /// [`Error::Revoked`] instead of each at its own deadline.
     Abort,
+    /// The first rank to meet a failure revokes the group; every member
+    /// whose call then fails agrees with the others on what failed and
+    /// replaces the group, in place (the same `ProcessGroup`), with the
+    /// survivors: that call, and every pending non-blocking one, fails
+    /// with [`Error::GroupShrunk`] naming the failed ranks (the same on
+    /// every survivor), `rank()` and `world_size()` are the shrunk
+    /// group's, and the program retries. Sub-groups split from it are
+    /// revoked. A member that makes no call for a whole deadline after the
+    /// failure is counted failed too.
+    Shrink,
 }
 
 impl Recovery {
-    /// Parse `manual` or `abort` (any case).
+    /// Parse `manual`, `abort` or `shrink` (any case).
     pub fn parse(s: &str) -> Option<Recovery> {
         match s.to_ascii_lowercase().as_str() {
             "manual" => Some(Recovery::Manual),
             "abort" => Some(Recovery::Abort),
+            "shrink" => Some(Recovery::Shrink),
             _ => None,
         }
     }
@@ -54,11 +65,63 @@ impl GroupInner {
     pub(crate) fn error(&self, e: TransportError, op: &str) -> Error {
         let err = self.blame(e, op);
         let failure = matches!(err, Error::PeerDisconnected { .. } | Error::Timeout { .. });
-        if failure && self.recovery() == Recovery::Abort {
-            tracing::warn!(op, "{err}; revoking the group (RECOVERY=abort)");
-            self.transport.revoke(self.comm_id);
+        match self.recovery() {
+            Recovery::Abort if failure => {
+                tracing::warn!(op, "{err}; revoking the group (RECOVERY=abort)");
+                self.transport.revoke(self.comm_id);
+            }
+            Recovery::Shrink if failure || matches!(err, Error::Revoked) => {
+                return self.recover(err);
+            }
+            _ => {}
         }
         err
+    }
+
+    /// `Recovery::Shrink`: revoke this communicator (every member's calls
+    /// fail, and each comes here), agree on what failed, and put the
+    /// survivors' communicator in its place; the call fails with
+    /// `GroupShrunk`. Once per communicator: a thread that comes later,
+    /// or a call still on it, gets the same `GroupShrunk`.
+    pub(crate) fn recover(&self, err: Error) -> Error {
+        let shrunk = |failed: &Vec<u32>| Error::GroupShrunk {
+            failed: failed.clone(),
+        };
+        if let Some(failed) = self.shrunk.get() {
+            return shrunk(failed);
+        }
+        let Some(cell) = self.cell.get().and_then(std::sync::Weak::upgrade) else {
+            return err;
+        };
+        let _one = cell.recovering.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(failed) = self.shrunk.get() {
+            return shrunk(failed);
+        }
+        tracing::warn!("{err}; shrinking the group (RECOVERY=shrink)");
+        self.transport.revoke(self.comm_id);
+        for &child in self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            self.transport.revoke(child);
+        }
+        let n = self.agreements.load(std::sync::atomic::Ordering::Relaxed);
+        let failed = match self.agree(u64::MAX) {
+            Ok((_, failed)) => failed,
+            Err(e) => return e,
+        };
+        let Some(survivors) = self.survivors(&failed, n) else {
+            return Error::InvalidArgument(format!(
+                "the other members agreed that this rank ({}) failed; it is not in the shrunk group",
+                self.rank
+            ));
+        };
+        cell.replace(survivors);
+        let _ = self.shrunk.set(failed.clone());
+        tracing::info!(?failed, "group shrunk in place");
+        shrunk(&failed)
     }
 
     fn blame(&self, e: TransportError, op: &str) -> Error {

@@ -288,14 +288,15 @@ impl super::ProcessGroup {
         fn_id: u32,
         handler: impl Fn(u32, &[u8]) -> Vec<u8> + Send + Sync + 'static,
     ) {
-        self.inner.rpc.register(fn_id, Arc::new(handler));
+        self.inner().rpc.register(fn_id, Arc::new(handler));
     }
 
     /// Call `fn_id` on `dst` with `args`; waits up to the group's deadline.
     /// `RpcUnknown` if `dst` has no such handler, `RpcFailed` if it
     /// panicked; both ranks stay usable either way.
     pub fn rpc(&self, dst: u32, fn_id: u32, args: &[u8]) -> Result<Vec<u8>> {
-        self.inner.rpc_call(dst, fn_id, args, self.inner.timeout())
+        self.inner()
+            .rpc_call(dst, fn_id, args, self.inner().timeout())
     }
 
     /// [`ProcessGroup::rpc`](super::ProcessGroup::rpc) with its own deadline.
@@ -306,6 +307,6 @@ impl super::ProcessGroup {
         args: &[u8],
         timeout: Duration,
     ) -> Result<Vec<u8>> {
-        self.inner.rpc_call(dst, fn_id, args, timeout)
+        self.inner().rpc_call(dst, fn_id, args, timeout)
     }
 }

@@ -3,7 +3,7 @@
 //! id, so its collectives, tags, RPC and control lanes never meet the
 //! parent's or a sibling's.
 
-use super::ProcessGroup;
+use super::{GroupInner, ProcessGroup};
 use crate::error::{Error, Result};
 use meshwork_collectives::Topology;
 use meshwork_transport::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
@@ -198,7 +198,7 @@ impl ProcessGroup {
     /// lives no longer than they do.
     pub fn split(&self, color: u32, key: u32) -> Result<Arc<ProcessGroup>> {
         let world = self.world_size() as usize;
-        let seq = self.inner.peek_seq();
+        let seq = self.inner().peek_seq();
         let mut all = vec![0u32; 2 * world];
         self.all_gather(&[color, key], &mut all)?;
         let mut members: Vec<(u32, u32)> = (0..world as u32)
@@ -207,7 +207,7 @@ impl ProcessGroup {
             .collect();
         members.sort_unstable();
         let members: Vec<u32> = members.into_iter().map(|(_, r)| r).collect();
-        self.view(members, child_comm_id(self.inner.comm_id, seq, color))
+        self.view(members, child_comm_id(self.inner().comm_id, seq, color))
             .ok_or_else(|| {
                 Error::InvalidArgument("split: this rank is missing from its own colour".into())
             })
@@ -217,25 +217,65 @@ impl ProcessGroup {
     /// group's links, with communicator `comm`; `None` if this rank is not
     /// a member.
     pub(super) fn view(&self, members: Vec<u32>, comm: u64) -> Option<Arc<ProcessGroup>> {
-        let rank = members.iter().position(|&m| m == self.rank())? as u32;
-        // A sub-group led by the star's coordinator keeps the star's
-        // algorithms; any other is served by relays and runs mesh ones.
-        let topology = match self.inner.topology {
-            Topology::Star if members[0] == 0 => Topology::Star,
-            _ => Topology::Mesh,
-        };
-        let sub = SubTransport {
-            parent: Arc::clone(&self.inner.transport),
-            members,
-            rank,
-            closed: AtomicBool::new(false),
-        };
-        let group = ProcessGroup::new(Arc::new(sub), comm, self.timeout(), topology);
+        let inner = self.inner();
+        let (sub, topology) = inner.sub_transport(members)?;
+        inner
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(comm);
+        let group = ProcessGroup::new(sub, comm, self.timeout(), topology);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
         Some(Arc::new(group))
     }
+}
 
+impl GroupInner {
+    /// This communicator's transport seen through `members` (ranks of
+    /// it, ascending) and the topology a group of them runs; `None` if
+    /// this rank is not a member.
+    fn sub_transport(&self, members: Vec<u32>) -> Option<(Arc<dyn Transport>, Topology)> {
+        let rank = members.iter().position(|&m| m == self.rank)? as u32;
+        // A sub-group led by the star's coordinator keeps the star's
+        // algorithms; any other is served by relays and runs mesh ones.
+        let topology = match self.topology {
+            Topology::Star if members[0] == 0 => Topology::Star,
+            _ => Topology::Mesh,
+        };
+        let sub = SubTransport {
+            parent: Arc::clone(&self.transport),
+            members,
+            rank,
+            closed: AtomicBool::new(false),
+        };
+        Some((Arc::new(sub), topology))
+    }
+
+    /// `Recovery::Shrink`'s new communicator: every rank but `failed`,
+    /// renumbered in order, serving the same RPC handlers, with the same
+    /// settings; `None` if this rank is among `failed`. `n`: the
+    /// agreement that settled it (the same on every survivor).
+    pub(super) fn survivors(&self, failed: &[u32], n: u64) -> Option<Arc<GroupInner>> {
+        let members: Vec<u32> = (0..self.world).filter(|r| !failed.contains(r)).collect();
+        let (sub, topology) = self.sub_transport(members)?;
+        let comm = child_comm_id(self.comm_id, n, u32::MAX - 1);
+        let inner = GroupInner::new(sub, comm, self.timeout(), topology, Arc::clone(&self.rpc));
+        let overrides = self
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *inner.overrides.lock().unwrap_or_else(|e| e.into_inner()) = overrides;
+        inner.set_recovery(self.recovery());
+        if let Some(cell) = self.cell.get() {
+            let _ = inner.cell.set(cell.clone());
+        }
+        Some(inner)
+    }
+}
+
+impl ProcessGroup {
     /// Federated averaging: `x ← Σ wᵣ·xᵣ / Σ wᵣ` over all ranks, computed in
     /// f64 and rounded to f32 once, with the same bits on every rank (the
     /// star use case: workers with different sample counts). A non-positive

@@ -216,3 +216,40 @@ fn revoke_fails_pending_and_later_calls_and_the_group_still_shrinks() {
         assert_eq!(*r, (0b1111, vec![], 4), "{results:?}");
     }
 }
+
+/// `Recovery::Shrink` without a failure: rank 0 revokes the group; the
+/// others' pending non-blocking all_reduce (rank 0 never joins it) and
+/// rank 0's next call fail with `GroupShrunk { failed: [] }`, the same
+/// group objects then hold a fresh communicator of all four, and the
+/// retried call works.
+#[test]
+fn recovery_shrink_after_a_revocation_replaces_the_group_in_place() {
+    let world = local(4).unwrap();
+    for g in &world {
+        g.set_recovery(meshwork::Recovery::Shrink);
+    }
+    std::thread::scope(|s| {
+        for g in &world {
+            s.spawn(move || {
+                let first = if g.rank() == 0 {
+                    g.revoke();
+                    let mut x = [1u32];
+                    g.all_reduce(&mut x, ReduceOp::Sum).map(|()| ())
+                } else {
+                    g.all_reduce_nb(vec![1u32], ReduceOp::Sum)
+                        .wait()
+                        .map(|_| ())
+                };
+                let e = first.unwrap_err();
+                assert!(
+                    matches!(&e, Error::GroupShrunk { failed } if failed.is_empty()),
+                    "rank {}: {e:?}",
+                    g.rank()
+                );
+                let mut x = [g.rank() + 1];
+                g.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+                assert_eq!((x, g.world_size()), ([10], 4));
+            });
+        }
+    });
+}

@@ -227,3 +227,52 @@ fn faults_a_second_failure_during_agree() {
         assert!(story.ends_with("world 2"), "seed {seed}: {story}");
     }
 }
+
+/// `RECOVERY=shrink`: a member killed at a random point; every survivor's
+/// failing call returns `GroupShrunk { failed: [victim] }`, the same group
+/// object now holds the three survivors, and the retried loop finishes
+/// 16 verified rounds on it.
+#[test]
+fn faults_recovery_shrink_replaces_the_group_in_place() {
+    for seed in 0..3u64 {
+        let mut rng = Rng(0x5417_0000 + seed);
+        let victim = rng.below(4) as u32;
+        let ready_after = 1 + rng.below(40);
+        let mut l = launch(4, "mesh", DEADLINE_S, if seed == 2 { "tcp" } else { "shm" });
+        l.set("RECOVERY", "shrink");
+        l.set("HOLD_ON_ERROR", "1");
+        l.set("READY_AFTER", &ready_after.to_string());
+        let mut ranks = spawn(&l, "retry");
+        ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
+        ranks.signal(victim, libc::SIGKILL);
+        let survivors: Vec<u32> = (0..4).filter(|&r| r != victim).collect();
+        let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(30));
+        for (r, line) in &results {
+            assert_eq!(
+                *line,
+                format!("RESULT ok shrunk [{victim}] world 3"),
+                "seed {seed}, rank {r}: {results:#?}"
+            );
+        }
+    }
+}
+
+/// The same after a freeze: the frozen member is agreed failed once it
+/// has been silent (or, on this host, stopped) for the deadline.
+#[test]
+fn faults_recovery_shrink_after_sigstop() {
+    let mut l = launch(4, "mesh", DEADLINE_S, "shm");
+    l.set("RECOVERY", "shrink");
+    l.set("HOLD_ON_ERROR", "1");
+    l.set("READY_AFTER", "5");
+    let mut ranks = spawn(&l, "retry");
+    ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
+    ranks.signal(1, libc::SIGSTOP);
+    let results = ranks.wait_for(&[0, 2, 3], "RESULT ", Duration::from_secs(30));
+    for (r, line) in &results {
+        assert_eq!(
+            line, "RESULT ok shrunk [1] world 3",
+            "rank {r}: {results:#?}"
+        );
+    }
+}

@@ -58,6 +58,7 @@ fn rank_process_entry() {
             "loop" => loop_until_error(&g),
             "mixed" => mixed_until_error(&g),
             "survive" => survive(&g),
+            "retry" => retry_after_shrink(&g),
             "soak" => soak(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
@@ -332,6 +333,51 @@ fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
     Ok(format!(
         "agreed {} world {}",
         history.join(" "),
+        g.world_size()
+    ))
+}
+
+/// `RECOVERY=shrink`: mixed collectives on one group; a call that fails
+/// with `GroupShrunk` is retried (the loop starts again) on the same
+/// group, now the survivors, until 16 rounds pass after the last shrink.
+fn retry_after_shrink(g: &ProcessGroup) -> meshwork::Result<String> {
+    let ready_after: u64 = std::env::var("READY_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut big = vec![1.0f32; 1 << 18];
+    let (mut i, mut total) = (0u64, 0u64);
+    let mut shrinks = Vec::new();
+    loop {
+        let round = small_op(g, i).and_then(|()| {
+            if i % 8 == 7 {
+                g.all_reduce(&mut big, ReduceOp::Max)
+            } else {
+                Ok(())
+            }
+        });
+        match round {
+            Ok(()) => {
+                i += 1;
+                total += 1;
+                if total == ready_after {
+                    println!("READY");
+                    let _ = std::io::stdout().flush();
+                }
+                if !shrinks.is_empty() && i == 16 {
+                    break;
+                }
+            }
+            Err(Error::GroupShrunk { failed }) => {
+                shrinks.push(format!("{failed:?}"));
+                i = 0;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(format!(
+        "shrunk {} world {}",
+        shrinks.join(" "),
         g.world_size()
     ))
 }

@@ -42,6 +42,7 @@ pub(crate) fn class_name(e: &mw::Error) -> &'static str {
         E::ShutDown => "ShutDown",
         E::Io(_) => "Io",
         E::Revoked => "Revoked",
+        E::GroupShrunk { .. } => "GroupShrunk",
         // A variant added to meshwork after this module was written.
         _ => "Error",
     }
@@ -108,6 +109,7 @@ fn exception<'py>(py: Python<'py>, e: &mw::Error) -> PyResult<Bound<'py, PyAny>>
             set("reason", reason.into_pyobject(py)?.into_any())?;
         }
         E::ShutdownIncomplete { ranks } => set("ranks", ranks.into_pyobject(py)?)?,
+        E::GroupShrunk { failed } => set("failed", failed.into_pyobject(py)?)?,
         _ => {}
     }
     Ok(exc)
@@ -191,6 +193,7 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
         // errno 111: ECONNREFUSED on Linux; any errno round-trips.
         ("Io", E::Io(std::io::Error::from_raw_os_error(111))),
         ("Revoked", E::Revoked),
+        ("GroupShrunk", E::GroupShrunk { failed: vec![2] }),
     ]
 }
 

@@ -33,6 +33,7 @@ VARIANTS = [
     "ShutDown",
     "Io",
     "Revoked",
+    "GroupShrunk",
 ]
 
 
@@ -57,6 +58,7 @@ def test_every_variant_raises_its_own_subclass_with_its_fields():
     assert by_name["CollectiveMismatch"].theirs == "broadcast"
     assert by_name["MessageTooLarge"].max == 1
     assert by_name["ShutdownIncomplete"].ranks == [1]
+    assert by_name["GroupShrunk"].failed == [2]
     assert by_name["Io"].errno == 111
 
 

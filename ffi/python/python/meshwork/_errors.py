@@ -25,6 +25,7 @@ __all__ = [
     "ShutDown",
     "Io",
     "Revoked",
+    "GroupShrunk",
 ]
 
 
@@ -159,6 +160,14 @@ class ShutDown(Error):
 
 class Io(Error, OSError):
     """An operating-system I/O error (``errno`` where there is one)."""
+
+
+class GroupShrunk(Error):
+    """``RECOVERY=shrink``: the call met a failure and the group now holds
+    the survivors (``failed``: the ranks agreed failed, as numbered
+    before); retry on the same group."""
+
+    failed: list[int]
 
 
 class Revoked(Error):
