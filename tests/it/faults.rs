@@ -234,7 +234,7 @@ fn recovery_shrink_after_a_revocation_replaces_the_group_in_place() {
                 let first = if g.rank() == 0 {
                     g.revoke();
                     let mut x = [1u32];
-                    g.all_reduce(&mut x, ReduceOp::Sum).map(|()| ())
+                    g.all_reduce(&mut x, ReduceOp::Sum)
                 } else {
                     g.all_reduce_nb(vec![1u32], ReduceOp::Sum)
                         .wait()
