@@ -234,11 +234,28 @@ fn faults_a_second_failure_during_agree() {
 /// 16 verified rounds on it.
 #[test]
 fn faults_recovery_shrink_replaces_the_group_in_place() {
-    for seed in 0..3u64 {
+    shrink_in_place("mesh", 3);
+}
+
+/// In a star a worker's failure is recoverable: the coordinator and the
+/// other workers shrink, and federated averaging goes on over whoever is
+/// left.
+#[test]
+fn faults_recovery_shrink_in_a_star_after_a_worker_dies() {
+    shrink_in_place("star", 2);
+}
+
+fn shrink_in_place(topology: &str, runs: u64) {
+    for seed in 0..runs {
         let mut rng = Rng(0x5417_0000 + seed);
-        let victim = rng.below(4) as u32;
+        let victim = if topology == "star" {
+            1 + rng.below(3) as u32
+        } else {
+            rng.below(4) as u32
+        };
         let ready_after = 1 + rng.below(40);
-        let mut l = launch(4, "mesh", DEADLINE_S, if seed == 2 { "tcp" } else { "shm" });
+        let link = if seed == 2 { "tcp" } else { "shm" };
+        let mut l = launch(4, topology, DEADLINE_S, link);
         l.set("RECOVERY", "shrink");
         l.set("HOLD_ON_ERROR", "1");
         l.set("READY_AFTER", &ready_after.to_string());

@@ -375,6 +375,14 @@ fn retry_after_shrink(g: &ProcessGroup) -> meshwork::Result<String> {
             Err(e) => return Err(e),
         }
     }
+    // Federated averaging over whoever is left (a star's use): the mean
+    // of the survivors' ranks, renumbered 0..w.
+    let mut x = [g.rank() as f32; 3];
+    g.federated_average(&mut x, 1.0)?;
+    let w = g.world_size() as f32;
+    if x != [(w - 1.0) / 2.0; 3] {
+        return Err(Error::InvalidArgument(format!("federated_average gave {x:?}")));
+    }
     Ok(format!(
         "shrunk {} world {}",
         shrinks.join(" "),
