@@ -200,4 +200,28 @@ mod tests {
         assert_eq!(decode(&m[..9], 4), None, "a torn rank");
         assert_eq!(decode(&m[..7], 4), None, "short");
     }
+
+    /// Garbage of every length decodes to `None` or to what re-encodes to
+    /// the same bytes; never a panic (fixed seed).
+    #[test]
+    fn garbage_decisions_never_panic() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..200usize {
+            for _ in 0..50 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x % 7) as u8
+                    })
+                    .collect();
+                if let Some((flags, failed)) = decode(&bytes, 5) {
+                    assert!(failed.iter().all(|&r| r < 5));
+                    let again = encode(flags, &failed);
+                    assert_eq!(decode(&again, 5), Some((flags, failed)));
+                }
+            }
+        }
+    }
 }

@@ -172,6 +172,9 @@ impl<'a> CollComm<'a> {
         }
         let rank = u32::from_le_bytes(h[8..12].try_into().ok()?);
         let silent = u64::from_le_bytes(h[16..24].try_into().ok()?) == 1;
+        if rank != self.inner.rank && rank < self.inner.world {
+            self.transport().learned_failed(rank, silent);
+        }
         let err = if silent {
             Error::Timeout {
                 op: self.desc.coll.name().to_string(),

@@ -145,6 +145,12 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn learned_failed(&self, rank: u32, silent: bool) {
+        if let Some(&p) = self.members.get(rank as usize) {
+            self.parent.learned_failed(p, silent);
+        }
+    }
+
     fn collective_members(&self, comm: u64, members: &[u32]) {
         let parents: Vec<u32> = members
             .iter()

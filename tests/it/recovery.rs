@@ -122,7 +122,8 @@ fn faults_long_seeded_runs() {
 
 /// `RECOVERY=abort`: rank 0 has a 3 s deadline, the others 30 s. Rank 2
 /// freezes; rank 0 meets it first, names it and revokes the group, and
-/// ranks 1 and 3 fail with `Revoked` at once — not 30 s later.
+/// ranks 1 and 3 fail at once — with `Revoked`, or naming rank 2 if the
+/// notice of its failure comes first — not 30 s later.
 fn abort_fails_everyone_at_once(link: &str) {
     let mut l = launch(4, "mesh", 30.0, link);
     l.set("RECOVERY", "abort");
@@ -135,8 +136,13 @@ fn abort_fails_everyone_at_once(link: &str) {
     let results = ranks.wait_for(&[0, 1, 3], "RESULT ", Duration::from_secs(3 + 2 + 1));
     let line = |r: u32| &results.iter().find(|(g, _)| *g == r).expect("reported").1;
     assert!(names_only(line(0), 2), "{results:#?}");
+    // At once: by the revocation, or by the failure's notice that
+    // overtook it — never their own 30 s deadline.
     for r in [1, 3] {
-        assert!(line(r).starts_with("RESULT err Revoked"), "{results:#?}");
+        assert!(
+            line(r).starts_with("RESULT err Revoked") || names_only(line(r), 2),
+            "{results:#?}"
+        );
     }
 }
 

@@ -381,7 +381,9 @@ fn retry_after_shrink(g: &ProcessGroup) -> meshwork::Result<String> {
     g.federated_average(&mut x, 1.0)?;
     let w = g.world_size() as f32;
     if x != [(w - 1.0) / 2.0; 3] {
-        return Err(Error::InvalidArgument(format!("federated_average gave {x:?}")));
+        return Err(Error::InvalidArgument(format!(
+            "federated_average gave {x:?}"
+        )));
     }
     Ok(format!(
         "shrunk {} world {}",

@@ -311,6 +311,11 @@ impl Inbox {
         }
     }
 
+    /// Whether `src` said goodbye (it left).
+    pub(crate) fn has_left(&self, src: u32) -> bool {
+        self.lock().peers.get(src as usize).is_some_and(|p| p.left)
+    }
+
     /// Ranks gone without a goodbye, or silent for a whole deadline.
     pub(crate) fn failed(&self) -> Vec<u32> {
         self.lock()

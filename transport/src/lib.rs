@@ -350,6 +350,11 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn revoke(&self, comm: u64);
     /// Whether `comm` was revoked (here or by a peer).
     fn is_revoked(&self, comm: u64) -> bool;
+    /// A member told this rank that `rank` failed (gone, or `silent` for a
+    /// whole deadline): it counts as failed here too.
+    fn learned_failed(&self, rank: u32, silent: bool) {
+        let _ = (rank, silent);
+    }
     /// A collective of communicator `comm` needs every one of `members`:
     /// its waits fail as soon as one of them is known failed, naming it,
     /// instead of waiting out the deadline behind a neighbour.

@@ -54,15 +54,25 @@ impl Core {
                 Next::Continue
             }
             FrameType::PeerGone => {
-                let from_coordinator = self.star && self.rank != 0 && peer == 0;
-                if !from_coordinator || h.src == self.rank || h.src == 0 {
-                    return refuse(peer, &h, "a peer-gone notice not from the coordinator");
-                }
-                // aux 1: silent for a whole deadline, not gone (yet).
-                if h.aux == 1 {
-                    self.inbox.set_silent(h.src, true);
+                // A star's coordinator tells its workers of another
+                // worker; a mesh peer tells of any other rank.
+                let allowed = if self.star {
+                    self.rank != 0 && peer == 0 && h.src != 0
                 } else {
-                    self.inbox.set_gone(h.src);
+                    h.src != peer
+                };
+                if !allowed || h.src == self.rank {
+                    return refuse(peer, &h, "a peer-gone notice this link may not carry");
+                }
+                match h.aux {
+                    // Silent for a whole deadline, not gone (yet).
+                    1 => self.inbox.set_silent(h.src, true),
+                    // It said goodbye to the coordinator: it left.
+                    2 => {
+                        self.inbox.set_left(h.src);
+                        self.inbox.set_gone(h.src);
+                    }
+                    _ => self.inbox.set_gone(h.src),
                 }
                 Next::Continue
             }
@@ -181,7 +191,7 @@ mod tests {
         fn forward(&self, _: &Core, h: Header, _: Payload) {
             self.forwarded.lock().unwrap().push(h);
         }
-        fn tell_gone(&self, _: &Core, gone: u32, _silent: bool) {
+        fn tell_gone(&self, _: &Core, gone: u32, _how: super::super::Gone) {
             self.told_gone.lock().unwrap().push(gone);
         }
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {
@@ -293,14 +303,13 @@ mod tests {
     }
 
     #[test]
-    fn peer_gone_comes_only_from_the_coordinator() {
+    fn peer_gone_comes_from_the_coordinator_or_a_mesh_peer() {
         let (mesh, _) = core(1, 3, false);
         let gone = Header::control(FrameType::PeerGone, 2, 1);
-        assert_eq!(
-            mesh.on_header(0, gone),
-            Next::End,
-            "no coordinator in a mesh"
-        );
+        assert_eq!(mesh.on_header(0, gone), Next::Continue, "a mesh peer tells");
+        assert!(mesh.inbox.is_gone(2));
+        let (mesh, _) = core(1, 3, false);
+        assert_eq!(mesh.on_header(2, gone), Next::End, "nobody tells of itself");
         assert!(!mesh.inbox.is_gone(2));
 
         let (coord, _) = core(0, 3, true);

@@ -34,6 +34,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// What a peer-gone notice says of its rank (its header's `aux`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Gone {
+    /// Gone without a goodbye.
+    Failed = 0,
+    /// Silent for a whole deadline (or, on its host, stopped).
+    Silent = 1,
+    /// It said goodbye: it left.
+    Left = 2,
+}
+
 /// One peer's link, as the core sees it. A backend's link owns its
 /// connection(s) and threads; the core only asks it to move frames.
 pub(crate) trait Link: Send + Sync + fmt::Debug {
@@ -54,7 +66,7 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// A star coordinator tells this link's worker that rank `gone` has
     /// gone (or, `silent`, has been silent for a whole deadline), behind
     /// everything it relayed from `gone` before.
-    fn tell_gone(&self, core: &Core, gone: u32, silent: bool);
+    fn tell_gone(&self, core: &Core, gone: u32, how: Gone);
     /// Caller-driven progress: read and dispatch what has arrived, if no
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
@@ -201,6 +213,8 @@ pub struct Core {
     /// Ranks whose loss has been handled (a link may report it from more
     /// than one thread).
     lost: Vec<AtomicBool>,
+    /// Per peer: its stopped process was told to the others.
+    stopped: Vec<AtomicBool>,
 }
 
 /// What the core is built from (the parts of a `Spec` it needs).
@@ -244,6 +258,7 @@ impl Core {
             spin,
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
+            stopped: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -487,11 +502,29 @@ impl Core {
             .lost
             .get(peer as usize)
             .is_some_and(|l| !l.swap(true, Ordering::AcqRel));
-        if self.star && self.rank == 0 && first {
-            for (r, link) in self.links() {
-                if r != peer {
-                    link.tell_gone(self, peer, false);
-                }
+        if first {
+            // Mesh peers each see a goodbye themselves; a star's workers
+            // hear of it from the coordinator.
+            match self.inbox.has_left(peer) {
+                false => self.spread(peer, Gone::Failed),
+                true if self.star => self.spread(peer, Gone::Left),
+                true => {}
+            }
+        }
+    }
+
+    /// Tell every other rank this one links to that `failed` failed (gone,
+    /// or `silent`): a mesh rank tells every peer, a star's coordinator
+    /// its workers, so that calls waiting elsewhere behind `failed` end
+    /// now, naming it. A worker, whose only link is the coordinator's,
+    /// tells no one.
+    fn spread(&self, failed: u32, how: Gone) {
+        if self.star && self.rank != 0 {
+            return;
+        }
+        for (r, link) in self.links() {
+            if r != failed {
+                link.tell_gone(self, failed, how);
             }
         }
     }
@@ -520,6 +553,13 @@ impl Core {
         for (peer, link) in self.links() {
             if link.frozen() {
                 failed.extend(self.served_by(peer));
+                let first = self
+                    .stopped
+                    .get(peer as usize)
+                    .is_some_and(|s| !s.swap(true, Ordering::AcqRel));
+                if first {
+                    self.spread(peer, Gone::Silent);
+                }
             }
         }
         failed.sort_unstable();
@@ -543,12 +583,8 @@ impl Core {
         for r in self.served_by(peer) {
             self.inbox.set_silent(r, true);
         }
-        if self.star && self.rank == 0 && !self.closing.load(Ordering::Acquire) {
-            for (r, link) in self.links() {
-                if r != peer {
-                    link.tell_gone(self, peer, true);
-                }
-            }
+        if !self.closing.load(Ordering::Acquire) {
+            self.spread(peer, Gone::Silent);
         }
     }
 }

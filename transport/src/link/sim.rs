@@ -6,7 +6,7 @@
 //! so one seed is one reproducible interleaving, and a step budget turns a
 //! protocol that stops making progress into a failure instead of a hang.
 
-use super::{Core, CoreConfig, Link, LinkTransport, Next};
+use super::{Core, CoreConfig, Gone, Link, LinkTransport, Next};
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, LinkKind, Payload, Transport, TransportError};
 use std::collections::VecDeque;
@@ -52,9 +52,9 @@ impl Link for SimLink {
     fn forward(&self, _: &Core, h: Header, payload: Payload) {
         self.put(h, payload.as_ref());
     }
-    fn tell_gone(&self, _: &Core, gone: u32, silent: bool) {
+    fn tell_gone(&self, _: &Core, gone: u32, how: Gone) {
         let h = Header {
-            aux: u32::from(silent),
+            aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, self.to)
         };
         self.put(h, &[]);

@@ -273,6 +273,17 @@ impl Transport for LinkTransport {
         self.core.revoke(comm, None);
     }
 
+    fn learned_failed(&self, rank: u32, silent: bool) {
+        if rank == self.core.rank || rank >= self.core.world {
+            return;
+        }
+        if silent {
+            self.core.inbox.set_silent(rank, true);
+        } else {
+            self.core.inbox.set_gone(rank);
+        }
+    }
+
     fn collective_members(&self, comm: u64, members: &[u32]) {
         self.core.inbox.set_members(comm, members.to_vec());
     }

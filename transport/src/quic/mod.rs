@@ -36,7 +36,7 @@ mod tests;
 use crate::auth::handshake;
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{self, FormationError};
-use crate::link::{Core, Link, LinkTransport, Sink};
+use crate::link::{Core, Gone, Link, LinkTransport, Sink};
 use crate::spec::Spec;
 use crate::tcp::TcpLink;
 use crate::wire::{FrameType, Header};
@@ -368,9 +368,9 @@ impl Link for QuicLink {
     }
 
     /// On every stream, behind whatever was relayed there.
-    fn tell_gone(&self, _core: &Core, gone: u32, silent: bool) {
+    fn tell_gone(&self, _core: &Core, gone: u32, how: Gone) {
         let mut h = Header {
-            aux: u32::from(silent),
+            aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, self.peer)
         };
         let mut out = lock(&self.order.out);

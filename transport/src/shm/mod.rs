@@ -36,7 +36,7 @@ pub use setup::NEGOTIATION_LEN;
 
 use crate::auth::handshake::Keys;
 use crate::form::{FormationError, LinkMaker};
-use crate::link::{Core, Latch, Link, Next, Posted};
+use crate::link::{Core, Gone, Latch, Link, Next, Posted};
 use crate::spec::Spec;
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
@@ -686,9 +686,9 @@ impl Link for ShmLink {
         self.enqueue(core, header, payload);
     }
 
-    fn tell_gone(&self, core: &Core, gone: u32, silent: bool) {
+    fn tell_gone(&self, core: &Core, gone: u32, how: Gone) {
         let h = Header {
-            aux: u32::from(silent),
+            aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, self.peer)
         };
         self.enqueue(core, h, Payload::default());

@@ -19,7 +19,7 @@ use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
 use crate::link::{
-    heartbeat_interval, Budget, Core, Direct, Latch, Link, LinkTransport, Posted, Sink, Watch,
+    heartbeat_interval, Budget, Core, Direct, Gone, Latch, Link, LinkTransport, Posted, Sink, Watch,
 };
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
@@ -318,9 +318,9 @@ impl Link for TcpLink {
         self.enqueue(core, header, payload);
     }
 
-    fn tell_gone(&self, core: &Core, gone: u32, silent: bool) {
+    fn tell_gone(&self, core: &Core, gone: u32, how: Gone) {
         let h = Header {
-            aux: u32::from(silent),
+            aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, self.peer)
         };
         self.enqueue(core, h, Payload::default());
