@@ -86,13 +86,14 @@ impl Rng {
     }
 }
 
-const FRAME_TYPES: [FrameType; 6] = [
+const FRAME_TYPES: [FrameType; 7] = [
     FrameType::Data,
     FrameType::Heartbeat,
     FrameType::Bye,
     FrameType::PeerGone,
     FrameType::Credit,
     FrameType::CreditWanted,
+    FrameType::Revoke,
 ];
 
 const LANE_KINDS: [LaneKind; 4] = [
