@@ -145,6 +145,10 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
+        Some((Arc::clone(&self.parent), self.members.clone()))
+    }
+
     fn learned_failed(&self, rank: u32, silent: bool) {
         if let Some(&p) = self.members.get(rank as usize) {
             self.parent.learned_failed(p, silent);
@@ -249,8 +253,14 @@ impl GroupInner {
             Topology::Star if members[0] == 0 => Topology::Star,
             _ => Topology::Mesh,
         };
+        // Made of the transport underneath a view: a sub-group outlives
+        // the group it was made from (a shrunk group its predecessor).
+        let (parent, members) = match self.transport.view_of() {
+            Some((base, of)) => (base, members.iter().map(|&m| of[m as usize]).collect()),
+            None => (Arc::clone(&self.transport), members),
+        };
         let sub = SubTransport {
-            parent: Arc::clone(&self.transport),
+            parent,
             members,
             rank,
             closed: AtomicBool::new(false),

@@ -350,6 +350,12 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn revoke(&self, comm: u64);
     /// Whether `comm` was revoked (here or by a peer).
     fn is_revoked(&self, comm: u64) -> bool;
+    /// A view of another transport (a sub-group's): that transport and the
+    /// ranks of it this one's ranks are. Views of views are made of the
+    /// transport underneath, so closing a view never cuts off another.
+    fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
+        None
+    }
     /// A member told this rank that `rank` failed (gone, or `silent` for a
     /// whole deadline): it counts as failed here too.
     fn learned_failed(&self, rank: u32, silent: bool) {
