@@ -502,14 +502,15 @@ impl Core {
             .lost
             .get(peer as usize)
             .is_some_and(|l| !l.swap(true, Ordering::AcqRel));
-        if first {
-            // Mesh peers each see a goodbye themselves; a star's workers
-            // hear of it from the coordinator.
-            match self.inbox.has_left(peer) {
-                false => self.spread(peer, Gone::Failed),
-                true if self.star => self.spread(peer, Gone::Left),
-                true => {}
-            }
+        // A star's workers hear of a link's end from the coordinator (a
+        // goodbye as leaving); mesh peers each see the end themselves.
+        if first && self.star {
+            let how = if self.inbox.has_left(peer) {
+                Gone::Left
+            } else {
+                Gone::Failed
+            };
+            self.spread(peer, how);
         }
     }
 
