@@ -248,24 +248,33 @@ fn loop_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
     }
 }
 
+/// `READY_AFTER` (default 1): rounds before a scenario says `READY`.
+fn ready_after() -> u64 {
+    std::env::var("READY_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Round `i` of the failure scenarios: one of the soak's small verified
+/// ops, and every eighth round a 1 MiB all_reduce.
+fn mixed_round(g: &ProcessGroup, i: u64, big: &mut [f32]) -> meshwork::Result<()> {
+    small_op(g, i)?;
+    if i % 8 == 7 {
+        g.all_reduce(big, ReduceOp::Max)?;
+    }
+    Ok(())
+}
+
 /// Mixed collectives (the soak's small ones, and every eighth round a
 /// 1 MiB all_reduce) until one fails; `READY` after `READY_AFTER` rounds
 /// (default 1). On failure, `FAILED <unix ms> <g.failed()>` first.
 fn mixed_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
-    let ready_after: u64 = std::env::var("READY_AFTER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let ready_after = ready_after();
     let mut big = vec![1.0f32; 1 << 18];
     let mut i = 0u64;
     loop {
-        let round = small_op(g, i).and_then(|()| {
-            if i % 8 == 7 {
-                g.all_reduce(&mut big, ReduceOp::Max)
-            } else {
-                Ok(())
-            }
-        });
+        let round = mixed_round(g, i, &mut big);
         if let Err(e) = round {
             let at = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -289,23 +298,14 @@ fn mixed_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
 /// flags are the AND of `!(1 << rank)` over who took part — and the world
 /// it ended with.
 fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
-    let ready_after: u64 = std::env::var("READY_AFTER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let ready_after = ready_after();
     let mut shrunk: Option<std::sync::Arc<ProcessGroup>> = None;
     let mut history = Vec::new();
     let mut big = vec![1.0f32; 1 << 18];
     let (mut i, mut total) = (0u64, 0u64);
     loop {
         let g = shrunk.as_deref().unwrap_or(g0);
-        let round = small_op(g, i).and_then(|()| {
-            if i % 8 == 7 {
-                g.all_reduce(&mut big, ReduceOp::Max)
-            } else {
-                Ok(())
-            }
-        });
+        let round = mixed_round(g, i, &mut big);
         match round {
             Ok(()) => {
                 i += 1;
@@ -341,21 +341,12 @@ fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
 /// with `GroupShrunk` is retried (the loop starts again) on the same
 /// group, now the survivors, until 16 rounds pass after the last shrink.
 fn retry_after_shrink(g: &ProcessGroup) -> meshwork::Result<String> {
-    let ready_after: u64 = std::env::var("READY_AFTER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let ready_after = ready_after();
     let mut big = vec![1.0f32; 1 << 18];
     let (mut i, mut total) = (0u64, 0u64);
     let mut shrinks = Vec::new();
     loop {
-        let round = small_op(g, i).and_then(|()| {
-            if i % 8 == 7 {
-                g.all_reduce(&mut big, ReduceOp::Max)
-            } else {
-                Ok(())
-            }
-        });
+        let round = mixed_round(g, i, &mut big);
         match round {
             Ok(()) => {
                 i += 1;

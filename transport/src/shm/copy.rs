@@ -23,7 +23,7 @@
 //! take single copies from it (`setup.rs`).
 
 use super::ring::CopyState;
-use super::{lock, Rx, ShmLink, Tx, SPIN};
+use super::{Rx, ShmLink, Tx, SPIN};
 use crate::link::{Core, Next, Posted};
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
@@ -31,7 +31,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Sender's buffers a descriptor can name.
 pub(crate) const MAX_PARTS: usize = 4;
@@ -368,17 +368,10 @@ impl ShmLink {
             // Asleep until the reader rings (it does once it is done, if
             // asked first). Counted as waiting before asking: the bell's
             // wake-up cannot pass between the last look and the sleep.
-            let (m, cv) = &self.room;
-            let g = lock(m);
-            self.room_waiters.fetch_add(1, Ordering::SeqCst);
-            let _ = self.out.want_room(head);
-            if self.out.copy_state(ticket) != Some(CopyState::Done) {
-                let wait = deadline
-                    .saturating_duration_since(now)
-                    .min(Duration::from_millis(1));
-                drop(cv.wait_timeout(g, wait));
-            }
-            self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+            self.sleep_for_bell(deadline, || {
+                let _ = self.out.want_room(head);
+                self.out.copy_state(ticket) != Some(CopyState::Done)
+            });
         }
     }
 
@@ -576,7 +569,7 @@ mod tests {
         assert!(!src.stopped(), "running");
         // SAFETY: signalling the child this test started.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + std::time::Duration::from_secs(10);
         while !src.stopped() && Instant::now() < until {
             std::thread::yield_now();
         }

@@ -349,20 +349,25 @@ impl ShmLink {
             }
             // Whatever the bytes are, the reader must read them now.
             self.publish(head, None);
-            let (m, cv) = &self.room;
-            let g = lock(m);
-            self.room_waiters.fetch_add(1, Ordering::SeqCst);
-            // Counted as waiting before this last look: the I/O thread's
-            // wake-up cannot pass between it and the sleep. Bounded all
-            // the same (a bell this code does not know of).
-            if self.out.room(head).is_ok_and(|n| n == 0) {
-                let wait = deadline
-                    .saturating_duration_since(now)
-                    .min(Duration::from_millis(1));
-                drop(cv.wait_timeout(g, wait));
-            }
-            self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+            self.sleep_for_bell(deadline, || self.out.room(head).is_ok_and(|n| n == 0));
         }
+    }
+
+    /// Sleep until the I/O thread hears a bell (at most 1 ms, and not past
+    /// `deadline`) if `still_waiting`, which is asked after this thread
+    /// counts as waiting: the wake-up cannot pass between that last look
+    /// and the sleep.
+    fn sleep_for_bell(&self, deadline: Instant, still_waiting: impl FnOnce() -> bool) {
+        let (m, cv) = &self.room;
+        let g = lock(m);
+        self.room_waiters.fetch_add(1, Ordering::SeqCst);
+        if still_waiting() {
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(1));
+            drop(cv.wait_timeout(g, wait));
+        }
+        self.room_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Write queued frames as far as the ring takes them, never waiting;
