@@ -14,8 +14,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod elastic;
 mod seed;
 mod sockets;
+
+pub(crate) use elastic::Elastic;
 
 pub use seed::serve_seed;
 pub use sockets::bind_rank_sockets;
@@ -75,6 +78,13 @@ pub struct Node {
     discover_host: Option<String>,
     /// Sockets bound beforehand for this rank's own address.
     listen: Option<meshwork_transport::BoundSockets>,
+    /// `join_running`: a new process for a running elastic job.
+    running: bool,
+    /// A member's growth of the job: how many new processes it admits.
+    grow: u32,
+    /// What `join_running` could not read from the environment, for
+    /// `connect` to report.
+    deferred: Option<String>,
 }
 
 impl fmt::Debug for Node {
@@ -122,7 +132,31 @@ impl Node {
             discover: None,
             discover_host: None,
             listen: None,
+            running: false,
+            grow: 0,
+            deferred: None,
         }
+    }
+
+    /// A new process for a running job (`SEED` and `CLUSTER_TOKEN`, and
+    /// the rest of the environment as `from_env` reads it but `RANK` and
+    /// `WORLD`): `connect` waits, within the deadline, until the job's
+    /// members call [`ProcessGroup::grow`], and returns the grown group,
+    /// in which this process has one of the new ranks (after the old
+    /// ones, in arrival order). The job's seed must still serve it: a
+    /// seed hosted by rank 0 does for as long as rank 0's group lives;
+    /// `meshrun seed --elastic` until it is stopped.
+    pub fn join_running() -> Node {
+        let mut node = Node::from_env().unwrap_or_else(|e| {
+            let mut n = Node::new(0, 0);
+            n.deferred = Some(e.to_string());
+            n
+        });
+        node.rank = 0;
+        node.world = 0;
+        node.join_any = true;
+        node.running = true;
+        node
     }
 
     /// A rank of a group of `world` whose rank the seed assigns (the
@@ -517,11 +551,19 @@ impl Node {
     /// Form the group: every rank calls `connect` and it returns once all
     /// links are up (or fails with a typed error naming what went wrong).
     pub fn connect(self) -> Result<Arc<ProcessGroup>> {
+        if let Some(e) = &self.deferred {
+            return Err(Error::InvalidArgument(e.clone()));
+        }
         if let Some(t) = &self.token {
             check_token(t)?;
         }
         if let Some(seed) = self.seed {
             return self.connect_via_seed(seed);
+        }
+        if self.running {
+            return Err(Error::InvalidArgument(
+                "Node::join_running needs the running job's seed (Node::seed or SEED)".into(),
+            ));
         }
         if self.join_any {
             return Err(Error::InvalidArgument(

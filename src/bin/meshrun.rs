@@ -30,7 +30,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
 
 struct Options {
     n: u32,
@@ -131,8 +131,14 @@ fn seed(args: &[String]) -> ExitCode {
     let mut bind = None;
     let mut topology = meshwork::Topology::Mesh;
     let mut timeout = std::time::Duration::from_secs(60);
+    let mut elastic = false;
     let mut i = 0;
     while i < args.len() {
+        if args[i] == "--elastic" {
+            elastic = true;
+            i += 1;
+            continue;
+        }
         let Some(v) = args.get(i + 1) else {
             eprintln!("meshrun seed: {} needs a value\n{SEED_USAGE}", args[i]);
             return ExitCode::from(2);
@@ -173,7 +179,7 @@ fn seed(args: &[String]) -> ExitCode {
     let token = std::env::var("CLUSTER_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
-    match meshwork::serve_seed(bind, world, topology, token, timeout) {
+    match meshwork::serve_seed(bind, world, topology, token, timeout, elastic) {
         Ok(()) => {
             println!("meshrun seed: {world} ranks formed");
             ExitCode::SUCCESS
@@ -186,7 +192,7 @@ fn seed(args: &[String]) -> ExitCode {
 }
 
 const SEED_USAGE: &str =
-    "usage: meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS]";
+    "usage: meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -187,6 +187,29 @@ impl ProcessGroup {
     }
 }
 
+impl ProcessGroup {
+    /// A larger group: this one's members keep their ranks and `joiners`
+    /// new processes (started with [`Node::join_running`]) take the ranks
+    /// after them, in the order they reached the job's seed. Every member
+    /// calls it with the same `joiners`; it returns once all of them and
+    /// the new processes have formed the new group (fresh links and TLS
+    /// identities), or fails within the deadline naming the ranks that
+    /// never came (`FormationTimeout`). The job must have formed through
+    /// a seed that still serves it (see `docs/fault-tolerance.md`). This
+    /// group stays usable; drop it when done.
+    ///
+    /// [`Node::join_running`]: crate::Node::join_running
+    pub fn grow(&self, joiners: u32) -> Result<Arc<ProcessGroup>> {
+        let elastic = self.elastic.get().ok_or_else(|| {
+            Error::InvalidArgument(
+                "grow: the group did not form through a seed (SEED), so there is none to admit new processes"
+                    .into(),
+            )
+        })?;
+        Arc::clone(elastic).grow(self, joiners)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

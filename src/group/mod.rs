@@ -43,6 +43,8 @@ pub struct ProcessGroup {
     /// Runs `*_nb` operations in issue order, on one thread per group,
     /// spawned on first use.
     executor: Mutex<Option<Sender<Job>>>,
+    /// A job formed through a seed: what `grow` needs.
+    elastic: std::sync::OnceLock<Arc<crate::node::Elastic>>,
 }
 
 /// What a `ProcessGroup` holds: its current communicator, which
@@ -253,7 +255,13 @@ impl ProcessGroup {
         ProcessGroup {
             cell,
             executor: Mutex::new(None),
+            elastic: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Make the group able to grow through its job's seed.
+    pub(crate) fn set_elastic(&self, elastic: Arc<crate::node::Elastic>) {
+        let _ = self.elastic.set(elastic);
     }
 
     /// The current communicator (`Recovery::Shrink` may replace it).

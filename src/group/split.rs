@@ -237,6 +237,9 @@ impl ProcessGroup {
         let group = ProcessGroup::new(sub, comm, self.timeout(), topology);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
+        if let Some(e) = self.elastic.get() {
+            group.set_elastic(Arc::clone(e));
+        }
         Some(Arc::new(group))
     }
 }

@@ -1,7 +1,7 @@
 //! Bootstrap through a seed (`Node::seed`): host it or join it, listen
 //! where the token allows, form, and pass the seed's ready barrier.
 
-use super::{check_token, from_formation, Node};
+use super::{check_token, from_formation, Elastic, Node};
 use crate::error::{Error, Result};
 use crate::group::ProcessGroup;
 use meshwork_collectives::Topology;
@@ -15,10 +15,21 @@ use std::time::Duration;
 impl Node {
     /// `connect` through a seed (see `Node::seed`).
     pub(super) fn connect_via_seed(self, seed_addr: SocketAddr) -> Result<Arc<ProcessGroup>> {
+        self.join_seed(seed_addr, None)
+    }
+
+    /// Join through the seed: to form the job, as a new process for it
+    /// (`running`), or as a member growing it (`grow`, with the job's
+    /// elastic state).
+    pub(super) fn join_seed(
+        mut self,
+        seed_addr: SocketAddr,
+        elastic: Option<Arc<Elastic>>,
+    ) -> Result<Arc<ProcessGroup>> {
         use meshwork_transport::seed::{self, JoinRequest, Seed, SeedConfig};
         let world = self.world;
         let wanted = (!self.join_any).then_some(self.rank);
-        if world == 0 || wanted.is_some_and(|r| r >= world) {
+        if (world == 0 && !self.running) || wanted.is_some_and(|r| r >= world) {
             return Err(Error::InvalidArgument(format!(
                 "rank {} is not in a world of {world}",
                 self.rank
@@ -38,9 +49,10 @@ impl Node {
             self.encrypt_bulk,
         )?;
         let star = self.topology == Topology::Star;
-        // Rank 0 hosts the seed, unless the address is another process's.
+        // Rank 0 hosts the seed as the job forms, unless the address is
+        // another process's; it serves the job's growths while the job runs.
         let hosted = match wanted {
-            Some(0) => Seed::start(
+            Some(0) if elastic.is_none() && !self.running => Seed::start(
                 seed_addr,
                 SeedConfig {
                     world,
@@ -50,6 +62,7 @@ impl Node {
                     // This process joins as rank 0 after starting the seed:
                     // joiners without a rank must not take it first.
                     reserved: Some(0),
+                    elastic: true,
                 },
             )
             .map_err(|e| tracing::info!("not hosting the seed ({e}); joining it"))
@@ -79,6 +92,7 @@ impl Node {
                 world,
                 rank: wanted,
                 star,
+                grow: self.grow,
                 token: self.token.clone(),
                 timeout: self.timeout,
                 advertise,
@@ -86,7 +100,10 @@ impl Node {
         )
         .map_err(from_formation)?;
         let rank = joined.rank;
-        tracing::info!(rank, %advertise, peers = ?joined.peers, "the seed admitted this rank");
+        // A new process learns the group's size from the seed.
+        self.world = joined.world;
+        let world = self.world;
+        tracing::info!(rank, world, %advertise, peers = ?joined.peers, "the seed admitted this rank");
         let bind = SocketAddr::new(listen_ip, port);
         let formed = if world == 1 {
             Ok(Arc::new(MemHub::world(1).remove(0)) as Arc<dyn Transport>)
@@ -102,26 +119,28 @@ impl Node {
         let ready = joined
             .ready(formed.is_ok(), self.timeout)
             .map_err(from_formation);
-        if let Some(seed) = hosted {
-            // It refuses latecomers a little longer, then ends.
-            seed.detach();
-        }
         let transport = formed?;
         ready?;
-        self.group(rank, transport)
+        let elastic = elastic.unwrap_or_else(|| Elastic::new(&self, seed_addr, hosted));
+        let group = self.group(rank, transport)?;
+        group.set_elastic(elastic);
+        Ok(group)
     }
 }
 
 /// Run a seed as its own process (what `meshrun seed` does): serve the
 /// bootstrap of one job of `world` ranks on `bind` — every rank joins with
 /// `SEED` — and return once the job has formed (every rank ready), or with
-/// `FormationTimeout` naming the ranks that never joined.
+/// `FormationTimeout` naming the ranks that never joined. `elastic`: then
+/// go on serving the job's growths ([`ProcessGroup::grow`],
+/// [`Node::join_running`]) until the process is stopped.
 pub fn serve_seed(
     bind: SocketAddr,
     world: u32,
     topology: Topology,
     token: Option<String>,
     timeout: Duration,
+    elastic: bool,
 ) -> Result<()> {
     if let Some(t) = &token {
         check_token(t)?;
@@ -137,6 +156,7 @@ pub fn serve_seed(
             token,
             timeout,
             reserved: None,
+            elastic,
         },
     )
     .and_then(meshwork_transport::seed::Seed::wait)

@@ -188,3 +188,64 @@ fn join_without_a_seed_is_an_invalid_argument() {
     let e = Node::join(2).connect().unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
 }
+
+/// A job of three formed through rank 0's seed grows to five: two new
+/// processes (`join_running`, started while the job forms) take ranks 3
+/// and 4, the old ranks keep theirs, and the
+/// grown group's all-reduce is exact. The old group still works.
+#[test]
+fn grow_admits_new_processes_and_old_ranks_keep_their_numbers() {
+    for topology in [Topology::Mesh, Topology::Star] {
+        let at = seed_addr();
+        let node = |n: Node| {
+            n.seed(at)
+                .topology(topology)
+                .cluster_token(TOKEN)
+                .timeout(T)
+        };
+        let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+        let results: Vec<(u32, u32, u32, u32)> = std::thread::scope(|s| {
+            let mut hs: Vec<_> = (0..3u32)
+                .map(|r| {
+                    let started = started_rx.clone();
+                    s.spawn(move || {
+                        let g = node(Node::new(r, 3)).connect().unwrap();
+                        let before = sum_of_ranks(&g).unwrap();
+                        // The first new process is waiting at the seed.
+                        started.recv().unwrap();
+                        let big = g.grow(2).unwrap();
+                        assert_eq!(big.rank(), r);
+                        let after = sum_of_ranks(&big).unwrap();
+                        assert_eq!(sum_of_ranks(&g).unwrap(), before);
+                        big.shutdown().unwrap();
+                        (big.rank(), big.world_size(), before, after)
+                    })
+                })
+                .collect();
+            for _ in 0..2 {
+                hs.push(s.spawn(move || {
+                    let g = node(Node::join_running()).connect().unwrap();
+                    let sum = sum_of_ranks(&g).unwrap();
+                    g.shutdown().unwrap();
+                    (g.rank(), g.world_size(), 0, sum)
+                }));
+            }
+            // Not a synchronisation: the members grow whether or not the
+            // new processes have reached the seed yet.
+            for _ in 0..3 {
+                started_tx.send(()).unwrap();
+            }
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut ranks: Vec<u32> = results.iter().map(|r| r.0).collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, [0, 1, 2, 3, 4], "{topology:?}: {results:?}");
+        for (rank, world, before, after) in &results {
+            assert_eq!(*world, 5, "{topology:?} rank {rank}: {results:?}");
+            assert_eq!(*after, 15, "{topology:?} rank {rank}: {results:?}");
+            if *rank < 3 {
+                assert_eq!(*before, 6);
+            }
+        }
+    }
+}

@@ -649,6 +649,7 @@ mod tests {
             world: 4,
             want: 1,
             star: true,
+            grow: 0,
             nonce: [9; 24],
             share: [3; 33],
         }

@@ -22,10 +22,16 @@ const SEED_RANK: u32 = 0;
 /// What a joiner asks for.
 #[derive(Clone, Debug)]
 pub struct JoinRequest {
+    /// The job's size; 0: a new process for a running elastic job, which
+    /// waits (within its deadline) for the members to grow the job and
+    /// learns the new size from the seed.
     pub world: u32,
     /// The rank wanted; `None`: the lowest free one.
     pub rank: Option<u32>,
     pub star: bool,
+    /// A member growing the running job: how many new processes the new
+    /// group admits (0: not growing).
+    pub grow: u32,
     pub token: Option<String>,
     /// Deadline of the whole bootstrap.
     pub timeout: Duration,
@@ -39,6 +45,8 @@ pub struct JoinRequest {
 #[derive(Debug)]
 pub struct Joined {
     pub rank: u32,
+    /// The group's size (the seed's, for a new process of a running job).
+    pub world: u32,
     /// Every rank's data address, in rank order.
     pub peers: Vec<SocketAddr>,
     pub identity: RankIdentity,
@@ -97,6 +105,7 @@ impl Joined {
 #[derive(Debug)]
 pub struct Admitted {
     pub rank: u32,
+    pub world: u32,
     pub identity: RankIdentity,
     link: SeedLink,
     /// When the table is late: the seed sends it once everyone has joined
@@ -107,7 +116,7 @@ pub struct Admitted {
 /// Join through the seed at `seed` (retrying until it answers, within the
 /// deadline): admission, then the table once every rank has joined.
 pub fn join(seed: SocketAddr, req: &JoinRequest) -> Result<Joined, FormationError> {
-    admit_me(seed, req)?.table(req.world)
+    admit_me(seed, req)?.table()
 }
 
 /// How one attempt at admission failed.
@@ -141,21 +150,28 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
         match TcpStream::connect_timeout(&seed, (deadline - now).min(Duration::from_secs(2))) {
             Ok(mut s) => {
                 let by = (Instant::now() + attempt_time).min(deadline);
-                match attempt(&mut s, seed, req, &key, by) {
-                    Ok((rank, identity, session)) => {
+                // A new process for a running job is answered only once
+                // the members grow it.
+                let reply_by = if req.world == 0 { deadline } else { by };
+                match attempt(&mut s, seed, req, &key, by, reply_by) {
+                    Ok((rank, world, identity, session)) => {
                         return Ok(Admitted {
                             rank,
+                            world,
                             identity,
                             link: SeedLink {
                                 at: seed,
                                 stream: s,
                                 session,
                             },
-                            table_by: deadline
+                            // A running job's new process was answered
+                            // only when the growth began: its table may
+                            // take the members' whole formation from now.
+                            table_by: deadline.max(Instant::now() + req.timeout)
                                 + req
                                     .timeout
                                     .clamp(Duration::from_millis(100), Duration::from_secs(5)),
-                        })
+                        });
                     }
                     Err(Failed::Final(e)) => return Err(e),
                     Err(Failed::Suspect(e)) => {
@@ -171,14 +187,17 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
     }
 }
 
-/// One admission exchange on a connected `s`, all before `by`.
+/// One admission exchange on a connected `s`, all before `by` but the
+/// seed's reply, which may come until `reply_by`: the rank, the world,
+/// the identity and the sealed session.
 fn attempt(
     s: &mut TcpStream,
     at: SocketAddr,
     req: &JoinRequest,
     key: &[u8; 32],
     by: Instant,
-) -> Result<(u32, RankIdentity, Session), Failed> {
+    reply_by: Instant,
+) -> Result<(u32, u32, RankIdentity, Session), Failed> {
     let not_seed = || {
         Failed::Suspect(FormationError::ConnectionFailed {
             rank: SEED_RANK,
@@ -199,6 +218,7 @@ fn attempt(
         world: req.world,
         want: req.rank.unwrap_or(ANY),
         star: req.star,
+        grow: req.grow,
         nonce,
         share: ephemeral.share(),
     }
@@ -229,7 +249,7 @@ fn attempt(
     );
     write_by(s, &proof, by).map_err(Failed::Again)?;
     let mut reply = [0u8; REPLY_LEN];
-    match read_by(s, &mut reply, by) {
+    match read_by(s, &mut reply, reply_by) {
         Ok(()) => {}
         // The seed closes without a word when our proof fails.
         Err(e)
@@ -264,6 +284,18 @@ fn attempt(
         s if s == Status::RankConflict as u32 => {
             Some(FormationError::RankConflict { rank: verdict.rank })
         }
+        s if s == Status::Full as u32 => Some(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!(
+                "the seed at {at} has as many new processes waiting for the job to grow as it keeps"
+            ),
+        }),
+        s if s == Status::NotElastic as u32 => Some(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!(
+                "the seed at {at} serves no running job to grow (it is not elastic, or its job is still forming)"
+            ),
+        }),
         _ => Some(FormationError::SeedTampered {
             seed: at,
             what: "a status this joiner does not know",
@@ -275,6 +307,7 @@ fn attempt(
     // Admitted: the seed has proved the token, so from here on every
     // failure is final.
     let mut session = Session::new(key, &join, &challenge, &proof, &shared);
+    let by = by.max(Instant::now() + handshake_time(req.timeout));
     let sealed = read_record(s, RECORD_MAX, by).map_err(|e| {
         broken(&format!(
             "the seed at {at} went away during the welcome: {e}"
@@ -282,7 +315,13 @@ fn attempt(
     })?;
     let identity = open_welcome(&mut session, &sealed, verdict.rank)
         .map_err(|what| Failed::Final(FormationError::SeedTampered { seed: at, what }))?;
-    Ok((verdict.rank, identity, session))
+    if verdict.rank >= verdict.world || (req.world != 0 && verdict.world != req.world) {
+        return Err(Failed::Final(FormationError::SeedTampered {
+            seed: at,
+            what: "a rank or world other than the one asked for",
+        }));
+    }
+    Ok((verdict.rank, verdict.world, identity, session))
 }
 
 /// The identity in a sealed welcome for `rank`: the record must open,
@@ -319,9 +358,10 @@ pub(super) fn open_table(
 impl Admitted {
     /// The second half of `join`: everyone's addresses, once everyone has
     /// joined (or the ranks that never did).
-    pub fn table(self, world: u32) -> Result<Joined, FormationError> {
+    pub fn table(self) -> Result<Joined, FormationError> {
         let Admitted {
             rank,
+            world,
             identity,
             mut link,
             table_by,
@@ -343,6 +383,7 @@ impl Admitted {
         };
         Ok(Joined {
             rank,
+            world,
             peers,
             identity,
             link,

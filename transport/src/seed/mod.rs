@@ -90,6 +90,12 @@ enum Status {
     World = 2,
     RankConflict = 3,
     Topology = 4,
+    /// A growth or a new process for a running job, at a seed that
+    /// serves none (not elastic, or its job is still forming).
+    NotElastic = 5,
+    /// A new process for a running job, at a seed with as many waiting
+    /// for a growth as it keeps.
+    Full = 6,
 }
 
 /// Read one sealed record's bytes after its length (at most `max`)

@@ -5,8 +5,8 @@ use super::session::{
     joiner_proof_ok, seed_key, seed_proof, Ephemeral, Record, RecordError, Session,
 };
 use super::wire::{
-    encode_table, encode_welcome, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table, HEAD_LEN,
-    JOIN_LEN, PROOF_LEN, REPLY_LEN, SEED_VERSION,
+    encode_table, encode_welcome, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table,
+    CHALLENGE_LEN, HEAD_LEN, JOIN_LEN, PROOF_LEN, REPLY_LEN, SEED_VERSION,
 };
 use super::{io_fail, read_record, table_addr, write_by, Status, ANY, FLAG_RECORD_LEN};
 use crate::auth::handshake::read_by;
@@ -15,6 +15,7 @@ use crate::form::{
     handshake_time, poll_readable, Doorway, FormationError, Handshake, PENDING_PER_SOURCE,
 };
 use crate::wire::codec::ADDR_LEN;
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -36,6 +37,10 @@ pub struct SeedConfig {
     /// A rank only a joiner asking for it by number gets (the hosting
     /// rank 0's): joiners without a rank take the lowest other free one.
     pub reserved: Option<u32>,
+    /// Whether the seed goes on serving once its job has formed: members
+    /// growing the job (`JoinRequest::grow`) and new processes for it
+    /// (`JoinRequest::world` 0), until the seed is dropped.
+    pub elastic: bool,
 }
 
 /// A running seed (its thread). Dropping it stops it.
@@ -68,11 +73,16 @@ impl Seed {
             world: cfg.world,
             star: cfg.star,
             reserved: cfg.reserved,
+            elastic: cfg.elastic,
             key: seed_key(cfg.token.as_deref()),
             ca,
             slots: Mutex::new(Slots {
                 ranks: (0..cfg.world).map(|_| Slot::Free).collect(),
                 open: true,
+                world: cfg.world,
+                joiners_from: cfg.world,
+                running: false,
+                waiting: VecDeque::new(),
             }),
             bell: Arc::clone(&bell),
         });
@@ -148,6 +158,10 @@ impl Bell {
 /// How long a seed goes on refusing latecomers once its job has formed.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// How long an elastic seed's loop waits between growths before it looks
+/// again (it is woken at once by a connection, a claim or its drop).
+const IDLE_TURN: Duration = Duration::from_secs(60);
+
 /// A joiner admitted by the seed, waiting for the others.
 #[derive(Debug)]
 struct Member {
@@ -155,6 +169,27 @@ struct Member {
     addr: SocketAddr,
     session: Session,
 }
+
+/// What a joiner that proved the token sent and was sent: enough to
+/// answer it, now or (a new process for a running job) at the growth.
+struct Hello {
+    join: [u8; JOIN_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    proof: [u8; PROOF_LEN],
+    shared: [u8; 32],
+    /// Its data address for the table.
+    addr: SocketAddr,
+}
+
+/// A new process for a running job, waiting for the members to grow it.
+struct Waiting {
+    stream: TcpStream,
+    hello: Hello,
+}
+
+/// How many new processes an elastic seed keeps waiting for a growth;
+/// one more is told so (they all proved the token: none is a stranger).
+const WAITING_MAX: usize = 64;
 
 #[derive(Debug)]
 enum Slot {
@@ -164,18 +199,130 @@ enum Slot {
     Member(Member),
 }
 
-#[derive(Debug)]
 struct Slots {
     ranks: Vec<Slot>,
     /// Whether ranks may still be claimed.
     open: bool,
+    /// The size of the group forming (0: none; an elastic seed between
+    /// growths).
+    world: u32,
+    /// Ranks from here on are for new processes, in arrival order (a
+    /// growth's; the world when none is growing).
+    joiners_from: u32,
+    /// Whether the job has formed once.
+    running: bool,
+    /// New processes for the running job, in arrival order.
+    waiting: VecDeque<Waiting>,
+}
+
+/// A joiner's claim on a rank.
+enum Claim {
+    Rank(u32),
+    /// The verdict, the rank in question and the world.
+    Refused(Status, u32, u32),
+    /// A new process for a running job: answered at the next growth.
+    Wait,
+}
+
+impl Slots {
+    /// A member's claim on its own rank in a growth of the running job:
+    /// the first opens the growth; the others must ask for the same.
+    fn claim_member(&mut self, join: &JoinMsg) -> Claim {
+        let Some(joiners_from) = join.world.checked_sub(join.grow) else {
+            return Claim::Refused(Status::World, 0, self.world);
+        };
+        if self.world == 0 {
+            self.ranks = (0..join.world).map(|_| Slot::Free).collect();
+            self.world = join.world;
+            self.joiners_from = joiners_from;
+            self.open = true;
+            tracing::info!(world = join.world, joiners = join.grow, "a growth begins");
+        } else if join.world != self.world || joiners_from != self.joiners_from {
+            return Claim::Refused(Status::World, 0, self.world);
+        }
+        let want = join.want;
+        let free = matches!(self.ranks.get(want as usize), Some(Slot::Free));
+        if !self.open || want >= joiners_from || !free {
+            return Claim::Refused(Status::RankConflict, want, self.world);
+        }
+        self.ranks[want as usize] = Slot::Claimed;
+        Claim::Rank(want)
+    }
+
+    /// Between growths: no group forming.
+    fn idle(&mut self) {
+        self.ranks.clear();
+        self.world = 0;
+        self.joiners_from = 0;
+        self.open = false;
+    }
+}
+
+/// Whether a waiting process is still there: nothing to read (it only
+/// waits for the reply), no end of stream.
+fn still_there(s: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    let _ = s.set_nonblocking(true);
+    let there = matches!(s.peek(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    let _ = s.set_nonblocking(false);
+    there
+}
+
+/// Send `hello`'s joiner the seed's reply: `status`, its rank and the world,
+/// under the seed's proof.
+fn reply(
+    s: &mut TcpStream,
+    job: &Job,
+    hello: &Hello,
+    status: Status,
+    rank: u32,
+    world: u32,
+    deadline: Instant,
+) -> std::io::Result<()> {
+    let body = ReplyMsg {
+        status: status as u32,
+        rank,
+        world,
+    }
+    .encode();
+    let mut reply = [0u8; REPLY_LEN];
+    reply[..12].copy_from_slice(&body);
+    let tag = seed_proof(&job.key, &hello.join, &hello.challenge, &hello.proof, &body);
+    reply[12..].copy_from_slice(&tag);
+    write_by(s, &reply, deadline)
+}
+
+/// Admit `hello`'s joiner as `rank` of `world`: the reply, then its
+/// identity sealed; the session for the records that follow.
+fn welcome(
+    s: &mut TcpStream,
+    job: &Job,
+    hello: &Hello,
+    rank: u32,
+    world: u32,
+    deadline: Instant,
+) -> Result<Session, Refused> {
+    reply(s, job, hello, Status::Ok, rank, world, deadline)?;
+    let mut session = Session::new(
+        &job.key,
+        &hello.join,
+        &hello.challenge,
+        &hello.proof,
+        &hello.shared,
+    );
+    let [ca, cert, key] = job.ca.issue(rank)?.to_der()?;
+    let welcome = session.seal(Record::Welcome, &encode_welcome([&ca, &cert, &key]))?;
+    write_by(s, &welcome, deadline)?;
+    Ok(session)
 }
 
 /// What every admission thread shares with the loop.
 struct Job {
+    /// The size of the job as it first forms.
     world: u32,
     star: bool,
     reserved: Option<u32>,
+    elastic: bool,
     key: [u8; 32],
     ca: ClusterCa,
     slots: Mutex<Slots>,
@@ -187,21 +334,33 @@ impl Job {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The verdict on a joiner that proved the token; with `Ok`, its rank
-    /// is claimed for it.
-    fn claim(&self, join: &JoinMsg) -> (Status, u32) {
-        if join.world != self.world {
-            return (Status::World, 0);
-        }
+    /// The verdict on a joiner that proved the token; a rank is claimed
+    /// for it, or it is refused, or it waits for a growth.
+    fn claim(&self, join: &JoinMsg) -> Claim {
         if join.star != self.star {
-            return (Status::Topology, 0);
+            return Claim::Refused(Status::Topology, 0, self.world);
         }
-        let refused = (
+        let mut slots = self.slots();
+        if join.world == 0 || join.grow > 0 {
+            // A new process may come while the job still forms; a growth
+            // only once it has.
+            if !self.elastic || (join.grow > 0 && !slots.running) {
+                return Claim::Refused(Status::NotElastic, 0, 0);
+            }
+            if join.world == 0 {
+                return Claim::Wait;
+            }
+            return slots.claim_member(join);
+        }
+        if join.world != self.world {
+            return Claim::Refused(Status::World, 0, self.world);
+        }
+        let refused = Claim::Refused(
             Status::RankConflict,
             if join.want == ANY { 0 } else { join.want },
+            self.world,
         );
-        let mut slots = self.slots();
-        if !slots.open {
+        if !slots.open || slots.running {
             return refused;
         }
         let free = |r: u32| matches!(slots.ranks.get(r as usize), Some(Slot::Free));
@@ -212,9 +371,62 @@ impl Job {
         match rank {
             Some(r) => {
                 slots.ranks[r as usize] = Slot::Claimed;
-                (Status::Ok, r)
+                Claim::Rank(r)
             }
             None => refused,
+        }
+    }
+
+    /// Keep a new process for the running job until a growth takes it
+    /// (the oldest first); one over the bound is told so.
+    fn wait_for_growth(&self, mut w: Waiting, deadline: Instant) -> Result<(), Refused> {
+        let mut slots = self.slots();
+        slots.waiting.retain(|w| still_there(&w.stream));
+        if slots.waiting.len() >= WAITING_MAX {
+            drop(slots);
+            let _ = reply(&mut w.stream, self, &w.hello, Status::Full, 0, 0, deadline);
+            return Err(Refused::Verdict(Status::Full, 0));
+        }
+        slots.waiting.push_back(w);
+        drop(slots);
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// Give waiting new processes the growth's free ranks for them, in
+    /// arrival order (the seed's loop, while a growth forms).
+    fn place_waiting(&self, time: Duration) {
+        loop {
+            let (mut w, rank, world) = {
+                let mut slots = self.slots();
+                let free = (slots.joiners_from..slots.world)
+                    .find(|&r| matches!(slots.ranks.get(r as usize), Some(Slot::Free)));
+                let (Some(rank), true) = (free, slots.open) else {
+                    return;
+                };
+                let Some(w) = slots.waiting.pop_front() else {
+                    return;
+                };
+                if !still_there(&w.stream) {
+                    continue;
+                }
+                slots.ranks[rank as usize] = Slot::Claimed;
+                (w, rank, slots.world)
+            };
+            let deadline = Instant::now() + time;
+            let member = welcome(&mut w.stream, self, &w.hello, rank, world, deadline);
+            match &member {
+                Ok(_) => tracing::info!(rank, world, "seed admitted a new process to the job"),
+                Err(e) => tracing::warn!(rank, "a new process could not take its rank: {e}"),
+            }
+            self.settle(
+                rank,
+                member.ok().map(|session| Member {
+                    stream: w.stream,
+                    addr: w.hello.addr,
+                    session,
+                }),
+            );
         }
     }
 
@@ -259,7 +471,8 @@ fn accept_ready(admissions: &mut Doorway, listener: &TcpListener, job: &Arc<Job>
         // Once the joiner has proved the token it is no stranger: nobody
         // may evict it any more.
         match admit(stream, from, &job, pass.deadline, || pass.proved()) {
-            Ok(rank) => tracing::info!(rank, %from, "seed admitted a rank"),
+            Ok(Some(rank)) => tracing::info!(rank, %from, "seed admitted a rank"),
+            Ok(None) => tracing::info!(%from, "a new process waits for the job to grow"),
             Err(e) => tracing::warn!(%from, "seed refused a joiner: {e}"),
         }
     });
@@ -272,14 +485,14 @@ fn accept_ready(admissions: &mut Doorway, listener: &TcpListener, job: &Arc<Job>
 }
 
 /// One connection's admission, all before `deadline`: its rank once it
-/// is a member.
+/// is a member (`None`: a new process waiting for a growth).
 fn admit(
     mut s: TcpStream,
     from: SocketAddr,
     job: &Job,
     deadline: Instant,
     proved: impl FnOnce() -> bool,
-) -> Result<u32, Refused> {
+) -> Result<Option<u32>, Refused> {
     s.set_nonblocking(false)?;
     let mut join = [0u8; JOIN_LEN];
     read_by(&mut s, &mut join[..HEAD_LEN], deadline)?;
@@ -312,41 +525,34 @@ fn admit(
         // Evicted by a newcomer a moment ago: the socket is cut.
         return Err(Refused::Io(ErrorKind::ConnectionAborted.into()));
     }
-    let shared = ephemeral.agree(&msg.share).ok_or(Refused::Share)?;
-    let (status, rank) = job.claim(&msg);
-    let body = ReplyMsg {
-        status: status as u32,
-        rank,
-        world: job.world,
-    }
-    .encode();
-    let mut reply = [0u8; REPLY_LEN];
-    reply[..12].copy_from_slice(&body);
-    reply[12..].copy_from_slice(&seed_proof(&job.key, &join, &challenge, &proof, &body));
-    if status != Status::Ok {
-        let _ = write_by(&mut s, &reply, deadline);
-        return Err(Refused::Verdict(status, rank));
-    }
-    let welcomed = (|| -> Result<Session, Refused> {
-        write_by(&mut s, &reply, deadline)?;
-        let mut session = Session::new(&job.key, &join, &challenge, &proof, &shared);
-        let [ca, cert, key] = job.ca.issue(rank)?.to_der()?;
-        let welcome = session.seal(Record::Welcome, &encode_welcome([&ca, &cert, &key]))?;
-        write_by(&mut s, &welcome, deadline)?;
-        Ok(session)
-    })();
-    match welcomed {
+    let hello = Hello {
+        join,
+        challenge,
+        proof,
+        shared: ephemeral.agree(&msg.share).ok_or(Refused::Share)?,
+        addr: table_addr(super::get_addr(advertised), from),
+    };
+    let rank = match job.claim(&msg) {
+        Claim::Rank(rank) => rank,
+        Claim::Wait => {
+            job.wait_for_growth(Waiting { stream: s, hello }, deadline)?;
+            return Ok(None);
+        }
+        Claim::Refused(status, rank, world) => {
+            let _ = reply(&mut s, job, &hello, status, rank, world, deadline);
+            return Err(Refused::Verdict(status, rank));
+        }
+    };
+    let world = job.slots().world;
+    match welcome(&mut s, job, &hello, rank, world, deadline) {
         Ok(session) => {
-            let addr = table_addr(super::get_addr(advertised), from);
-            job.settle(
-                rank,
-                Some(Member {
-                    stream: s,
-                    addr,
-                    session,
-                }),
-            );
-            Ok(rank)
+            let member = Member {
+                stream: s,
+                addr: hello.addr,
+                session,
+            };
+            job.settle(rank, Some(member));
+            Ok(Some(rank))
         }
         Err(e) => {
             job.settle(rank, None);
@@ -392,12 +598,51 @@ impl Server {
         woke[2..].to_vec()
     }
 
-    /// Admit `world` ranks, send the table, run the ready barrier, then
-    /// refuse latecomers for a while.
+    /// Form the job, then refuse latecomers for a while; or, elastic,
+    /// serve its growths until stopped.
     fn serve(mut self, timeout: Duration) -> Result<(), FormationError> {
+        let formed = self.form(timeout);
+        if !self.job.elastic || formed.is_err() {
+            let linger_end = Instant::now() + LINGER;
+            while !self.stopped() {
+                let now = Instant::now();
+                if now >= linger_end {
+                    break;
+                }
+                self.turn(&[], linger_end - now);
+            }
+            return formed;
+        }
+        {
+            let mut slots = self.job.slots();
+            slots.running = true;
+            slots.idle();
+        }
+        tracing::info!("the job has formed; the seed serves its growths");
+        while !self.stopped() {
+            if self.job.slots().world == 0 {
+                self.turn(&[], IDLE_TURN);
+                continue;
+            }
+            match self.form(timeout) {
+                Ok(()) => tracing::info!("the job has grown"),
+                Err(e) => tracing::warn!("a growth of the job failed: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Admit the forming group's ranks (the job's, or a growth's: its
+    /// members and then new processes), send the table, run the ready
+    /// barrier; the seed is then between growths.
+    fn form(&mut self, timeout: Duration) -> Result<(), FormationError> {
         let deadline = Instant::now() + timeout;
         let everyone = |slots: &Slots| slots.ranks.iter().all(|s| matches!(s, Slot::Member(_)));
-        while !everyone(&self.job.slots()) {
+        loop {
+            self.job.place_waiting(self.admissions.time());
+            if everyone(&self.job.slots()) {
+                break;
+            }
             let now = Instant::now();
             if self.stopped() {
                 return Ok(());
@@ -423,14 +668,21 @@ impl Server {
             }
             self.turn(&[], settle_by - now);
         }
-        let mut members: Vec<Option<Member>> = std::mem::take(&mut self.job.slots().ranks)
-            .into_iter()
-            .map(|s| match s {
-                Slot::Member(m) => Some(m),
-                _ => None,
-            })
-            .collect();
-        let missing: Vec<u32> = (0..self.job.world)
+        let mut members: Vec<Option<Member>> = {
+            let mut slots = self.job.slots();
+            let ranks = std::mem::take(&mut slots.ranks);
+            if slots.running {
+                slots.idle();
+            }
+            ranks
+                .into_iter()
+                .map(|s| match s {
+                    Slot::Member(m) => Some(m),
+                    _ => None,
+                })
+                .collect()
+        };
+        let missing: Vec<u32> = (0..members.len() as u32)
             .filter(|&r| members[r as usize].is_none())
             .collect();
         let table = encode_table(&if missing.is_empty() {
@@ -444,14 +696,6 @@ impl Server {
         }
         let all = self.barrier(&mut members, timeout);
         self.send_all(&mut members, Record::Verdict, &[u8::from(all)]);
-        let linger_end = Instant::now() + LINGER;
-        while !self.stopped() {
-            let now = Instant::now();
-            if now >= linger_end {
-                break;
-            }
-            self.turn(&[], linger_end - now);
-        }
         if all {
             Ok(())
         } else {

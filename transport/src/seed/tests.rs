@@ -27,6 +27,7 @@ fn start(world: u32, timeout: Duration) -> Seed {
             token: Some(TOKEN.into()),
             timeout,
             reserved: None,
+            elastic: false,
         },
     )
     .unwrap()
@@ -37,6 +38,7 @@ fn req(world: u32, rank: Option<u32>, token: &str, timeout: Duration, port: u16)
         world,
         rank,
         star: false,
+        grow: 0,
         token: Some(token.into()),
         timeout,
         advertise: SocketAddr::from(([0, 0, 0, 0], port)),
@@ -151,6 +153,7 @@ fn a_connection_dribbling_a_join_holds_up_nobody() {
             world: 4,
             want: ANY,
             star: false,
+            grow: 0,
             nonce: [1; 24],
             share: Ephemeral::new().unwrap().share(),
         }
@@ -211,6 +214,7 @@ fn guess(at: SocketAddr, wrong_key: &[u8; 32]) -> Vec<u8> {
         world: 4,
         want: 0,
         star: false,
+        grow: 0,
         nonce: [5; 24],
         share: Ephemeral::new().unwrap().share(),
     }
@@ -269,7 +273,7 @@ fn a_taken_rank_is_refused_at_once_a_wrong_token_at_the_deadline() {
     );
     // The group still forms: rank 0 joins, both get the table.
     let zero = std::thread::spawn(move || join(at, &req(2, None, TOKEN, LONG, 4)));
-    let one = first.table(2).unwrap();
+    let one = first.table().unwrap();
     let zero = zero.join().unwrap().unwrap();
     assert_eq!((zero.rank, one.peers.len()), (0, 2));
     assert_eq!(zero.peers, one.peers);
@@ -447,7 +451,7 @@ fn an_altered_welcome_or_table_on_the_wire_is_seed_tampered() {
         },
     );
     let admitted = admit_me(relay.addr, &req(1, None, TOKEN, LONG, 1)).unwrap();
-    let e = admitted.table(1).unwrap_err();
+    let e = admitted.table().unwrap_err();
     assert!(matches!(e, FormationError::SeedTampered { .. }), "{e}");
     drop((seed, relay));
 }

@@ -25,6 +25,8 @@ pub(crate) const CHALLENGE_LEN: usize = HEAD_LEN + 24 + SHARE_LEN;
 pub(crate) const PROOF_LEN: usize = ADDR_LEN + 32;
 pub(crate) const REPLY_LEN: usize = 12 + 32;
 const FLAG_STAR: u32 = 1;
+/// The flags' bits that say how many joiners a growing member admits.
+const GROW_SHIFT: u32 = 8;
 
 /// The little-endian `u32` at `i` (zero past the end: every caller
 /// has checked the length first).
@@ -75,6 +77,10 @@ pub(crate) struct JoinMsg {
     /// The rank wanted; `ANY`: the lowest free one.
     pub want: u32,
     pub star: bool,
+    /// A member of a running job growing it (`grow`): how many new
+    /// processes the new group admits (at most 2^24 - 1); 0: a rank of
+    /// a job that forms, or (`world` 0) a new process for a running one.
+    pub grow: u32,
     pub nonce: [u8; 24],
     /// The joiner's ephemeral key share.
     pub share: [u8; SHARE_LEN],
@@ -86,7 +92,8 @@ impl JoinMsg {
         join[..HEAD_LEN].copy_from_slice(&head(self.version));
         join[12..16].copy_from_slice(&self.world.to_le_bytes());
         join[16..20].copy_from_slice(&self.want.to_le_bytes());
-        join[20..24].copy_from_slice(&(if self.star { FLAG_STAR } else { 0 }).to_le_bytes());
+        let flags = u32::from(self.star) * FLAG_STAR | self.grow << GROW_SHIFT;
+        join[20..24].copy_from_slice(&flags.to_le_bytes());
         join[24..48].copy_from_slice(&self.nonce);
         join[48..].copy_from_slice(&self.share);
         join
@@ -102,6 +109,7 @@ impl JoinMsg {
             world: u32_at(join, 12),
             want: u32_at(join, 16),
             star: u32_at(join, 20) & FLAG_STAR != 0,
+            grow: u32_at(join, 20) >> GROW_SHIFT,
             nonce: array(join, 24),
             share: array(join, 48),
         })
