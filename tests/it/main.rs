@@ -3,6 +3,7 @@
 mod bad_input;
 mod bitwise;
 mod discovery;
+mod elastic;
 mod faults;
 mod groups;
 mod large;

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 pub struct Ranks {
     pub children: Vec<Child>,
     lines: Receiver<(u32, String)>,
+    /// For the lines of processes added later (`add`).
+    tx: crossbeam_channel::Sender<(u32, String)>,
     pub log: Vec<(u32, String)>,
 }
 
@@ -137,21 +139,74 @@ pub fn spawn_with(launch: &Launch, scenario: &str, per_rank: &[Vec<(String, Stri
         // The child has its own copies; this process lets its go, so a
         // rank that dies leaves nothing listening on its port.
         drop(held);
-        let out = child.stdout.take().expect("piped stdout");
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send((rank, line)).is_err() {
-                    break;
-                }
-            }
-        });
+        relay_lines(&mut child, rank, &tx);
         children.push(child);
     }
     Ranks {
         children,
         lines: rx,
+        tx,
         log: Vec::new(),
+    }
+}
+
+/// Pass `child`'s stdout lines, tagged `id`, to `tx`.
+fn relay_lines(child: &mut Child, id: u32, tx: &crossbeam_channel::Sender<(u32, String)>) {
+    let out = child.stdout.take().expect("piped stdout");
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send((id, line)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+impl Ranks {
+    /// Start `cmd` (any program; stdout piped here) as one more process,
+    /// whose lines carry the id returned (the next after the others').
+    pub fn add(&mut self, mut cmd: Command) -> u32 {
+        let id = self.children.len() as u32;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn a process");
+        relay_lines(&mut child, id, &self.tx);
+        self.children.push(child);
+        id
+    }
+
+    /// No process yet: `add` starts them.
+    pub fn none() -> Ranks {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Ranks {
+            children: Vec::new(),
+            lines: rx,
+            tx,
+            log: Vec::new(),
+        }
+    }
+
+    /// Wait for process `id` to exit; its status. Panics past `within`.
+    pub fn exit_status(&mut self, id: u32, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.children[id as usize].try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process {id} did not exit within {within:?}; log: {:?}",
+                self.log
+            );
+            // Drain output meanwhile; a line is as good as a tick.
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.log.push(l);
+            }
+        }
     }
 }
 
