@@ -66,6 +66,8 @@ mod session;
 mod wire;
 
 #[cfg(test)]
+mod growth_tests;
+#[cfg(test)]
 mod tests;
 
 pub use joiner::{admit_me, join, Admitted, JoinRequest, Joined};

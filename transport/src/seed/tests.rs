@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-const TOKEN: &str = "seed unit test token";
+pub(super) const TOKEN: &str = "seed unit test token";
 const WRONG: &str = "another seed test token";
-const LONG: Duration = Duration::from_secs(10);
+pub(super) const LONG: Duration = Duration::from_secs(10);
 
 fn start(world: u32, timeout: Duration) -> Seed {
     Seed::start(
@@ -33,7 +33,13 @@ fn start(world: u32, timeout: Duration) -> Seed {
     .unwrap()
 }
 
-fn req(world: u32, rank: Option<u32>, token: &str, timeout: Duration, port: u16) -> JoinRequest {
+pub(super) fn req(
+    world: u32,
+    rank: Option<u32>,
+    token: &str,
+    timeout: Duration,
+    port: u16,
+) -> JoinRequest {
     JoinRequest {
         world,
         rank,
@@ -46,13 +52,13 @@ fn req(world: u32, rank: Option<u32>, token: &str, timeout: Duration, port: u16)
 }
 
 #[allow(clippy::disallowed_methods, reason = "an attacker's pacing")]
-fn pace(d: Duration) {
+pub(super) fn pace(d: Duration) {
     std::thread::sleep(d);
 }
 
 /// A connection to `to` from the loopback address `ip` (an attacker on
 /// another source address than the honest joiners' 127.0.0.1).
-fn connect_from(ip: [u8; 4], to: SocketAddr) -> TcpStream {
+pub(super) fn connect_from(ip: [u8; 4], to: SocketAddr) -> TcpStream {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     s.bind(&SocketAddr::from((ip, 0)).into()).unwrap();
@@ -66,7 +72,7 @@ fn connect_from(ip: [u8; 4], to: SocketAddr) -> TcpStream {
 /// free) form a job
 /// through the seed at `at`: each gets its rank's identity and the same
 /// table, and the ready barrier passes. How long it took.
-fn four_form(at: SocketAddr) -> Duration {
+pub(super) fn four_form(at: SocketAddr) -> Duration {
     let started = std::time::Instant::now();
     let joined: Vec<(u16, Joined)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4u16)
