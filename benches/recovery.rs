@@ -11,6 +11,11 @@
 //!
 //! The deadline is 2 s (`--timeout 2`): a stopped process is known failed
 //! a deadline after it stopped; a killed one at once.
+//!
+//! Then growing back (a job formed through rank 0's seed): after the
+//! SIGKILL the three survivors shrink and call `grow(1)`; once they have,
+//! a new process is started (`Node::join_running`). Measured: from its
+//! start to the last of the four passing a barrier on the grown group.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -20,7 +25,7 @@
 use meshwork::{Node, ReduceOp};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const VICTIM: u32 = 2;
 const ROUNDS_BEFORE: u64 = 200;
@@ -61,7 +66,106 @@ fn rank() -> meshwork::Result<()> {
     let s = g.shrink()?;
     s.barrier()?;
     say(format!("USABLE {} {}", now_us(), s.world_size()));
+    if std::env::var("BENCH_GROW").is_ok_and(|v| v == "1") {
+        say(format!("GROWING {}", now_us()));
+        let big = s.grow(1)?;
+        big.barrier()?;
+        say(format!("GROWN {} {}", now_us(), big.world_size()));
+        return big.shutdown();
+    }
     s.shutdown()
+}
+
+/// A new process for the running job.
+fn newcomer() -> meshwork::Result<()> {
+    let g = Node::join_running().connect()?;
+    g.barrier()?;
+    say(format!("GROWN {} {}", now_us(), g.world_size()));
+    g.shutdown()
+}
+
+/// Every stdout line of `child`, on a channel (meshrun's `[rank] `
+/// prefix taken off).
+fn lines_of(child: &mut std::process::Child, tx: &crossbeam_channel::Sender<String>) {
+    let Some(out) = child.stdout.take() else {
+        return;
+    };
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let line = line
+                .split_once("] ")
+                .map_or(line.clone(), |(_, l)| l.to_owned());
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// How long a run may take before it is given up (and its processes
+/// killed): well past every deadline involved.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// One growth run (see the module): from the newcomer's start to the last
+/// `GROWN`, in ms.
+fn run_grow(env: &[(&str, &str)]) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let seed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .ok()?
+        .to_string();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let start = |role: &str, rank: Option<u32>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.env("BENCH_ROLE", role)
+            .env("BENCH_GROW", "1")
+            .env("BENCH_SIGNAL", libc::SIGKILL.to_string())
+            .env("SEED", &seed)
+            .env("CLUSTER_TOKEN", "recovery bench token, long enough")
+            .env("TIMEOUT_S", "2")
+            .env("WORLD", "4")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(r) = rank {
+            cmd.env("RANK", r.to_string());
+        }
+        let mut child = cmd.spawn().ok()?;
+        lines_of(&mut child, &tx);
+        Some(child)
+    };
+    let mut children: Vec<std::process::Child> =
+        (0..4).filter_map(|r| start("rank", Some(r))).collect();
+    let deadline = std::time::Instant::now() + RUN_LIMIT;
+    let (mut growing, mut grown, mut started) = (0, Vec::new(), None);
+    while grown.len() < 4 {
+        let Ok(line) = rx.recv_deadline(deadline) else {
+            eprintln!(
+                "grow: gave up after {RUN_LIMIT:?} with {} grown",
+                grown.len()
+            );
+            break;
+        };
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.first() {
+            Some(&"GROWING") => {
+                growing += 1;
+                if growing == 3 {
+                    started = Some(now_us());
+                    children.extend(start("newcomer", None));
+                }
+            }
+            Some(&"GROWN") => grown.extend(f.get(1).and_then(|v| v.parse::<u128>().ok())),
+            _ => {}
+        }
+    }
+    for c in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let (last, started) = (*grown.iter().max()?, started?);
+    (grown.len() == 4).then(|| last.saturating_sub(started) as f64 / 1000.0)
 }
 
 /// One run: (failure → last survivor's error, slowest survivor's error →
@@ -82,12 +186,24 @@ fn run(link: &str, env: &[(&str, &str)], signal: i32) -> Option<(f64, f64)> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().ok()?;
-    let out = child.stdout.take()?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    lines_of(&mut child, &tx);
+    drop(tx);
     let (mut failed_at, mut frozen) = (None, None);
     let mut errs = Vec::new();
     let mut usable = Vec::new();
-    for line in BufReader::new(out).lines().map_while(Result::ok) {
-        let line = line.split_once("] ").map_or(line.as_str(), |(_, l)| l);
+    let deadline = std::time::Instant::now() + RUN_LIMIT;
+    let mut given_up = false;
+    loop {
+        let line = match rx.recv_deadline(deadline) {
+            Ok(line) => line,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                eprintln!("{link}: gave up after {RUN_LIMIT:?}");
+                given_up = true;
+                break;
+            }
+        };
         let f: Vec<&str> = line.split_whitespace().collect();
         let at = |i: usize| f.get(i).and_then(|v| v.parse::<u128>().ok());
         match f.first() {
@@ -100,13 +216,18 @@ fn run(link: &str, env: &[(&str, &str)], signal: i32) -> Option<(f64, f64)> {
             _ => {}
         }
         if usable.len() == 3 {
-            // The stopped rank will never end by itself.
-            if let (libc::SIGSTOP, Some(pid)) = (signal, frozen) {
-                // SAFETY: the stopped rank of this run, still unreaped by
-                // meshrun (it has not exited).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+            break;
         }
+    }
+    // The stopped rank will never end by itself.
+    if let (libc::SIGSTOP, Some(pid)) = (signal, frozen) {
+        // SAFETY: the stopped rank of this run, still unreaped by meshrun
+        // (it has not exited).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    if given_up {
+        // meshrun stops its ranks when it is stopped.
+        let _ = child.kill();
     }
     let _ = child.wait();
     let failed_at = failed_at?;
@@ -127,9 +248,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
-        if let Err(e) = rank() {
-            eprintln!("rank: {e}");
+    let role = std::env::var("BENCH_ROLE").unwrap_or_default();
+    if role == "rank" || role == "newcomer" {
+        let ran = if role == "rank" { rank() } else { newcomer() };
+        if let Err(e) = ran {
+            eprintln!("{role}: {e}");
             std::process::exit(1);
         }
         return;
@@ -166,5 +289,21 @@ fn main() {
                 max(&usable)
             );
         }
+    }
+    println!();
+    println!("# growing back: the 3 survivors of a SIGKILL call grow(1); then a new process starts (Node::join_running)");
+    println!("# replaced: the new process's start → the last of the 4 passes a barrier on the grown group");
+    println!(
+        "{:>6} | {:>15} {:>15}",
+        "link", "replaced med ms", "replaced max ms"
+    );
+    for (link, env) in links {
+        let runs: Vec<f64> = (0..RUNS).filter_map(|_| run_grow(env)).collect();
+        if runs.is_empty() {
+            println!("{link:>6} | (no run completed)");
+            continue;
+        }
+        let max = runs.iter().copied().fold(0.0, f64::max);
+        println!("{link:>6} | {:>15.1} {:>15.1}", median(runs), max);
     }
 }

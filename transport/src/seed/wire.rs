@@ -92,7 +92,7 @@ impl JoinMsg {
         join[..HEAD_LEN].copy_from_slice(&head(self.version));
         join[12..16].copy_from_slice(&self.world.to_le_bytes());
         join[16..20].copy_from_slice(&self.want.to_le_bytes());
-        let flags = u32::from(self.star) * FLAG_STAR | self.grow << GROW_SHIFT;
+        let flags = (u32::from(self.star) * FLAG_STAR) | (self.grow << GROW_SHIFT);
         join[20..24].copy_from_slice(&flags.to_le_bytes());
         join[24..48].copy_from_slice(&self.nonce);
         join[48..].copy_from_slice(&self.share);
