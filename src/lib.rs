@@ -119,6 +119,14 @@
 //! # Ok::<(), meshwork::Error>(())
 //! ```
 //!
+//! A group can survive a failed member: every survivor names the same
+//! failed rank ([`ProcessGroup::failed`]); [`ProcessGroup::revoke`],
+//! [`ProcessGroup::agree`] and [`ProcessGroup::shrink`] let the survivors
+//! go on without it, or [`Recovery::Shrink`] (`RECOVERY=shrink`) does it
+//! in place and the failing call returns [`Error::GroupShrunk`] to retry.
+//! A job formed through a seed grows back: the members call
+//! [`ProcessGroup::grow`] and new processes [`Node::join_running`].
+//!
 //! # Forming a group across machines
 //!
 //! [`Node`] finds the other ranks in one of these ways:
@@ -127,7 +135,8 @@
 //!   order, or only the coordinator's for a star worker;
 //! - a seed: [`Node::seed`] (`SEED`), the one address everyone knows. It
 //!   hands out ranks ([`Node::join`] asks for the lowest free one), the peer
-//!   table and TLS identities from its own CA. Rank 0 hosts it, or
+//!   table and TLS identities from its own CA. Rank 0 hosts it (and it
+//!   serves the job's growths while rank 0's group lives), or
 //!   [`serve_seed`] (`meshrun seed`) runs it as a process of its own;
 //! - discovery on a LAN: [`Node::discover`] (`DISCOVER=1`) by UDP
 //!   broadcast for a mesh; [`Node::discover_via`] (`DISCOVER_HOST`), a
@@ -205,9 +214,8 @@
 //!
 //! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
 //! `ffi/include/meshwork.h`), Python bindings in `ffi/python`. Not yet:
-//! fault tolerance and elastic membership, sparse topologies and
-//! compressed all_reduce, one-sided operations; later, CUDA/NCCL and
-//! RDMA.
+//! sparse topologies and compressed all_reduce, one-sided operations;
+//! later, CUDA/NCCL and RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
 #![warn(missing_docs)]

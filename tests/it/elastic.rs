@@ -10,12 +10,29 @@ const TOKEN: &str = "elastic integration test token";
 
 /// `examples/elastic` as the process with `env` and `args`.
 fn elastic(seed: &str, env: &[(&str, String)], args: &[&str]) -> Option<Command> {
+    elastic_in(&[], seed, env, args)
+}
+
+/// The same, run through `wrap` (`ip netns exec NS`; empty: none).
+pub(crate) fn elastic_in(
+    wrap: &[String],
+    seed: &str,
+    env: &[(&str, String)],
+    args: &[&str],
+) -> Option<Command> {
     let exe = std::env::current_exe().ok()?;
     let bin = exe.parent()?.parent()?.join("examples").join("elastic");
     if !bin.exists() {
         return None;
     }
-    let mut cmd = Command::new(bin);
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
     cmd.args(args)
         .env("SEED", seed)
         .env("CLUSTER_TOKEN", TOKEN)

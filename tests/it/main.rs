@@ -10,6 +10,7 @@ mod large;
 mod launcher;
 mod multiprocess;
 mod netlab;
+mod netlab_faults;
 mod netlab_tests;
 mod network;
 mod nonblocking;

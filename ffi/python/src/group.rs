@@ -461,6 +461,15 @@ impl ProcessGroup {
         Ok(ProcessGroup { inner })
     }
 
+    /// A larger group: every member calls it; this group's ranks keep
+    /// their numbers and `joiners` new processes (`meshwork.join_running()`)
+    /// take the next ones, through the job's seed. This group stays usable.
+    fn grow(&self, py: Python<'_>, joiners: u32) -> PyResult<ProcessGroup> {
+        let g = &*self.inner;
+        let inner = py.detach(|| g.grow(joiners)).map_err(|e| to_py(py, e))?;
+        Ok(ProcessGroup { inner })
+    }
+
     /// Flush, confirm with every peer and close; every rank calls it.
     /// Afterwards every call raises `meshwork.ShutDown`. Idempotent.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {

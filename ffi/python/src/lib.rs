@@ -27,6 +27,19 @@ fn connect(py: Python<'_>) -> PyResult<ProcessGroup> {
     Ok(ProcessGroup { inner })
 }
 
+/// A new process for a running job (SEED and CLUSTER_TOKEN from the
+/// environment, RANK and WORLD ignored): `Node::join_running().connect()`.
+/// Blocks, with the GIL released, until the job's members call `grow`
+/// and the grown group has formed, or the deadline passes.
+#[pyfunction]
+fn join_running(py: Python<'_>) -> PyResult<ProcessGroup> {
+    let node = mw::Node::join_running();
+    let inner = py
+        .detach(move || node.connect())
+        .map_err(|e| to_py(py, e))?;
+    Ok(ProcessGroup { inner })
+}
+
 /// A world of `n` ranks inside this process: a list of `n` groups, rank r
 /// at index r. Drive each from its own thread, as ranks in separate
 /// processes would be; for tests and examples.
@@ -46,6 +59,7 @@ fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProcessGroup>()?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(local, m)?)?;
+    m.add_function(wrap_pyfunction!(join_running, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_samples, m)?)?;
     m.add_function(wrap_pyfunction!(group::_rust_all_reduce_loop, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

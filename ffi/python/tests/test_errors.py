@@ -227,3 +227,27 @@ def test_revoke_raises_revoked_and_the_group_still_agrees_and_shrinks():
         return (flags ^ (2**64 - 1), failed, g.failed(), s.world_size, int(x[0]))
 
     assert run_world(3, body) == [(0b111, [], [], 3, 6)] * 3
+
+
+def test_a_running_job_grows_by_a_process_started_for_it():
+    # Two members formed through rank 0's seed; a third process joins the
+    # running job and takes rank 2 once the members call grow(1).
+    seed = free_ports(1)[0]
+    code = (
+        "import os, meshwork, numpy as np\n"
+        "if os.environ.get('NEWCOMER'):\n"
+        "    g = meshwork.join_running()\n"
+        "else:\n"
+        "    old = meshwork.connect()\n"
+        "    g = old.grow(1)\n"
+        "    assert g.rank == old.rank, (g.rank, old.rank)\n"
+        "x = np.array([g.rank + 1], dtype=np.int64)\n"
+        "g.all_reduce(x)\n"
+        "print('GREW', g.rank, g.world_size, int(x[0]))\n"
+        "g.shutdown()\n"
+    )
+    env = {r: {"SEED": seed, "PEERS": ""} for r in range(3)}
+    env[2].update(NEWCOMER="1", RANK="", WORLD="")
+    procs = spawn_world(3, code, env=env, timeout_s=20, world=2)
+    lines = sorted(p.stdout.strip() for p in procs)
+    assert lines == ["GREW 0 3 6", "GREW 1 3 6", "GREW 2 3 6"], outputs(procs)

@@ -22,6 +22,6 @@ per kind; ``InvalidArgument`` is also a ``ValueError`` and ``Timeout`` a
 
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import __all__ as _error_names
-from ._meshwork import ProcessGroup, __version__, connect, local
+from ._meshwork import ProcessGroup, __version__, connect, join_running, local
 
-__all__ = ["ProcessGroup", "connect", "local", "__version__", *_error_names]
+__all__ = ["ProcessGroup", "connect", "join_running", "local", "__version__", *_error_names]
