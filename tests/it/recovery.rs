@@ -107,16 +107,21 @@ fn faults_sigkill_at_random_points_with_abort() {
     seeded_runs("shm", libc::SIGKILL, "abort", 10);
 }
 
-/// The long run: 100 seeded runs per signal and policy, on both
-/// transports (`cargo test -- --ignored faults_long`).
+/// The long run: 100 seeded runs per signal and policy, on each
+/// link (`LONG_LINKS`, default `shm,tcp,quic`):
+/// `cargo test --test it -- --ignored faults_long` (about 20 minutes a
+/// link on 2 cores).
 #[test]
-#[ignore = "long: 100 seeded runs per case (about 20 minutes)"]
+#[ignore = "long: 100 seeded runs per case (about 20 minutes a link)"]
 fn faults_long_seeded_runs() {
-    for link in ["shm", "tcp", "quic"] {
+    let links = std::env::var("LONG_LINKS").unwrap_or_else(|_| "shm,tcp,quic".into());
+    for link in links.split(',') {
         for recovery in ["manual", "abort"] {
             seeded_runs(link, libc::SIGKILL, recovery, 100);
             seeded_runs(link, libc::SIGSTOP, recovery, 100);
         }
+        shrink_in_place("mesh", link, libc::SIGKILL, 100);
+        shrink_in_place("mesh", link, libc::SIGSTOP, 100);
     }
 }
 
@@ -240,7 +245,8 @@ fn faults_a_second_failure_during_agree() {
 /// 16 verified rounds on it.
 #[test]
 fn faults_recovery_shrink_replaces_the_group_in_place() {
-    shrink_in_place("mesh", 3);
+    shrink_in_place("mesh", "shm", libc::SIGKILL, 7);
+    shrink_in_place("mesh", "tcp", libc::SIGKILL, 3);
 }
 
 /// In a star a worker's failure is recoverable: the coordinator and the
@@ -248,10 +254,12 @@ fn faults_recovery_shrink_replaces_the_group_in_place() {
 /// left.
 #[test]
 fn faults_recovery_shrink_in_a_star_after_a_worker_dies() {
-    shrink_in_place("star", 2);
+    shrink_in_place("star", "shm", libc::SIGKILL, 2);
 }
 
-fn shrink_in_place(topology: &str, runs: u64) {
+/// `runs` seeded runs: `signal` to a random member (a star: a worker) at
+/// a random point.
+fn shrink_in_place(topology: &str, link: &str, signal: i32, runs: u64) {
     for seed in 0..runs {
         let mut rng = Rng(0x5417_0000 + seed);
         let victim = if topology == "star" {
@@ -260,21 +268,20 @@ fn shrink_in_place(topology: &str, runs: u64) {
             rng.below(4) as u32
         };
         let ready_after = 1 + rng.below(40);
-        let link = if seed == 2 { "tcp" } else { "shm" };
         let mut l = launch(4, topology, DEADLINE_S, link);
         l.set("RECOVERY", "shrink");
         l.set("HOLD_ON_ERROR", "1");
         l.set("READY_AFTER", &ready_after.to_string());
         let mut ranks = spawn(&l, "retry");
         ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
-        ranks.signal(victim, libc::SIGKILL);
+        ranks.signal(victim, signal);
         let survivors: Vec<u32> = (0..4).filter(|&r| r != victim).collect();
         let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(30));
         for (r, line) in &results {
             assert_eq!(
                 *line,
                 format!("RESULT ok shrunk [{victim}] world 3"),
-                "seed {seed}, rank {r}: {results:#?}"
+                "seed {seed}, {link}, signal {signal}, rank {r}: {results:#?}"
             );
         }
     }
