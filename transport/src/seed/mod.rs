@@ -2,9 +2,12 @@
 //! TLS identities.
 //!
 //! ```text
-//! joiner → seed   Join      (81 B): "MWSEED02", version, world, wanted rank
-//!                                   (u32::MAX: any), flags (star), nonce_j,
-//!                                   share_j (an ephemeral P-256 key, 33 B)
+//! joiner → seed   Join      (81 B): "MWSEED02", version, world (0: a new
+//!                                   process for a running job), wanted rank
+//!                                   (u32::MAX: any), flags (bit 0 star; bits
+//!                                   8.. a growth's number of new processes),
+//!                                   nonce_j, share_j (an ephemeral P-256
+//!                                   key, 33 B)
 //! seed → joiner   Challenge (69 B): "MWSEED02", version, nonce_s, share_s
 //! joiner → seed   Proof     (50 B): advertised address (18 B; unspecified IP:
 //!                                   the one the seed sees), then
@@ -53,6 +56,16 @@
 //! the proof costs its own connection and nothing else.
 //! Without a token the key is public: such a seed must listen on loopback
 //! only (the caller's rule; see `meshwork::Node::seed`).
+//!
+//! An elastic seed (`SeedConfig::elastic`) goes on once its job has
+//! formed, serving growths: a member of the running job joins again for
+//! its own rank in a larger world, with the growth's number of new
+//! processes in its flags; the first such join opens the growth, and the
+//! others must ask for the same. A new process (world 0) is kept, once
+//! it has proved the token, until a growth has a rank for it: the seed
+//! answers it then, with the growth's world in the reply. The table,
+//! ready barrier and verdict follow as at formation; then the seed waits
+//! for the next growth.
 
 pub(crate) use crate::auth::handshake::write_by;
 use crate::form::io_fail;
