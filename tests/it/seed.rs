@@ -249,3 +249,35 @@ fn grow_admits_new_processes_and_old_ranks_keep_their_numbers() {
         }
     }
 }
+
+/// `grow` needs a job formed through a seed, and at least one new process.
+#[test]
+fn grow_without_a_seed_or_by_nobody_is_an_invalid_argument() {
+    let world = meshwork::local(1).unwrap();
+    let e = world[0].grow(1).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("did not form through a seed")),
+        "{e:?}"
+    );
+    let at = seed_addr();
+    let g = Node::new(0, 1)
+        .seed(at)
+        .cluster_token(TOKEN)
+        .timeout(T)
+        .connect()
+        .unwrap();
+    let e = g.grow(0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    // A world of one grows by itself and a new process.
+    let grown = std::thread::scope(|s| {
+        let newcomer = s.spawn(|| {
+            let n = Node::join_running().seed(at).cluster_token(TOKEN).timeout(T);
+            let g = n.connect().unwrap();
+            (g.rank(), sum_of_ranks(&g).unwrap())
+        });
+        let big = g.grow(1).unwrap();
+        let sum = sum_of_ranks(&big).unwrap();
+        (big.rank(), sum, newcomer.join().unwrap())
+    });
+    assert_eq!(grown, (0, 3, (1, 3)));
+}
