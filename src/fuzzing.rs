@@ -122,6 +122,15 @@ pub fn rpc_envelope(data: &[u8]) {
         Response::Ok(_) | Response::Failed(_) => assert_eq!(response.encode(), data),
     }
     assert_eq!(decode_response(&response.encode()), response);
+    // The heap's requests travel beside RPC's: applied to a heap of 64
+    // bytes, anything is answered or dropped, and a refusal names the size.
+    if let Some(heap) = crate::group::Heap::new(64) {
+        if let Some((_, status, body)) = crate::group::heap_answer_to(&heap, data) {
+            if status != 0 {
+                assert!(String::from_utf8_lossy(&body).contains("64 bytes"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -127,6 +127,15 @@
 //! A job formed through a seed grows back: the members call
 //! [`ProcessGroup::grow`] and new processes [`Node::join_running`].
 //!
+//! # One-sided operations
+//!
+//! With a symmetric heap ([`Node::heap_bytes`], `HEAP_MB`), a rank reads
+//! and writes another's heap without it calling anything:
+//! [`ProcessGroup::put`], [`ProcessGroup::get`],
+//! [`ProcessGroup::fetch_add`], [`ProcessGroup::compare_swap`]; its own
+//! with [`ProcessGroup::heap_write`], [`ProcessGroup::heap_read`] and
+//! [`ProcessGroup::atomic_load`].
+//!
 //! # Forming a group across machines
 //!
 //! [`Node`] finds the other ranks in one of these ways:
@@ -214,8 +223,8 @@
 //!
 //! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
 //! `ffi/include/meshwork.h`), Python bindings in `ffi/python`. Not yet:
-//! sparse topologies and compressed all_reduce, one-sided operations;
-//! later, CUDA/NCCL and RDMA.
+//! sparse topologies and compressed all_reduce; later, CUDA/NCCL and
+//! RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
 #![warn(missing_docs)]

@@ -80,6 +80,10 @@ pub struct Node {
     listen: Option<meshwork_transport::BoundSockets>,
     /// `join_running`: a new process for a running elastic job.
     running: bool,
+    /// The symmetric heap's size in bytes (0: none).
+    heap_bytes: usize,
+    /// A growth: the member's heap, kept by the grown group.
+    keep_heap: Option<Arc<crate::group::Heap>>,
     /// A member's growth of the job: how many new processes it admits.
     grow: u32,
     /// What `join_running` could not read from the environment, for
@@ -133,6 +137,8 @@ impl Node {
             discover_host: None,
             listen: None,
             running: false,
+            heap_bytes: 0,
+            keep_heap: None,
             grow: 0,
             deferred: None,
         }
@@ -242,6 +248,12 @@ impl Node {
         }
         if let Some(n) = parse::<usize>("SHM_SINGLE_COPY")? {
             node.shm_single_copy = n;
+        }
+        if let Some(mb) = parse::<u64>("HEAP_MB")? {
+            node.heap_bytes = mb
+                .checked_mul(1 << 20)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| bad("HEAP_MB", &mb.to_string(), "too large for this machine"))?;
         }
         if let Some((n, v)) = lookup("RECOVERY") {
             node.recovery = Recovery::parse(&v)
@@ -432,6 +444,16 @@ impl Node {
     /// authenticates whatever this says.
     pub fn frame_authentication(mut self, on: bool) -> Node {
         self.frame_auth = on;
+        self
+    }
+
+    /// Give every rank a symmetric heap of `bytes` (`HEAP_MB`; 0, the
+    /// default: none) for one-sided operations (`put`, `get`,
+    /// `fetch_add`, `compare_swap`). Every rank must give the same size:
+    /// `connect` checks it, and a difference is `InvalidArgument` on every
+    /// rank.
+    pub fn heap_bytes(mut self, bytes: usize) -> Node {
+        self.heap_bytes = bytes;
         self
     }
 
@@ -668,6 +690,7 @@ impl Node {
         for (coll, algo) in &self.algorithms {
             group.set_algorithm(coll.name(), Some(algo.name()))?;
         }
+        group.make_heap(self.heap_bytes, self.keep_heap.as_ref())?;
         Ok(Arc::new(group))
     }
 }

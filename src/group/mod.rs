@@ -3,6 +3,7 @@
 mod agree;
 mod collectives;
 mod comm_adapter;
+mod heap;
 mod p2p;
 mod recovery;
 pub(crate) mod rpc;
@@ -15,6 +16,7 @@ pub use work::Work;
 use crate::error::{Error, Result};
 use comm_adapter::{CollComm, Descriptor};
 use crossbeam_channel::{Receiver, Sender};
+pub(crate) use heap::{answer_to as heap_answer_to, Heap};
 use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Topology};
 use meshwork_transport::{LaneKey, LaneKind, Transport};
 use std::collections::HashMap;
@@ -87,6 +89,9 @@ pub(crate) struct GroupInner {
     shrunk: std::sync::OnceLock<Vec<u32>>,
     /// Communicators split from this one (revoked when it is shrunk).
     children: Mutex<Vec<u64>>,
+    /// This rank's symmetric heap (shared by the groups made from this
+    /// one), served on this communicator once attached.
+    heap: std::sync::OnceLock<Arc<heap::Heap>>,
 }
 
 /// A validated collective call, holding its sequence number and the
@@ -127,7 +132,15 @@ impl GroupInner {
             cell: std::sync::OnceLock::new(),
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
+            heap: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Give this communicator `heap`, served to the other ranks on it.
+    pub(crate) fn attach_heap(&self, heap: &Arc<heap::Heap>) {
+        if heap.len() > 0 && self.heap.set(Arc::clone(heap)).is_ok() {
+            heap::serve(Arc::clone(&self.transport), self.comm_id, Arc::clone(heap));
+        }
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -257,6 +270,36 @@ impl ProcessGroup {
             executor: Mutex::new(None),
             elastic: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Give the group a symmetric heap of `bytes` (after checking that
+    /// every rank has one of the same size: a collective): `keep` if it is
+    /// that size (a grown group keeps a member's), else a zeroed one.
+    pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
+        let mut sizes = vec![0u64; self.world_size() as usize];
+        self.all_gather(&[bytes as u64], &mut sizes)?;
+        if let Some(r) = sizes.iter().position(|&s| s != bytes as u64) {
+            return Err(Error::InvalidArgument(format!(
+                "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
+                sizes[r]
+            )));
+        }
+        match keep {
+            Some(heap) if heap.len() == bytes => self.inner().attach_heap(heap),
+            _ if bytes > 0 => {
+                let heap = Heap::new(bytes).ok_or_else(|| {
+                    Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
+                })?;
+                self.inner().attach_heap(&heap);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// This rank's heap, if the group has one.
+    pub(crate) fn heap_handle(&self) -> Option<Arc<Heap>> {
+        self.inner().heap.get().cloned()
     }
 
     /// Make the group able to grow through its job's seed.

@@ -36,7 +36,9 @@ const ABANDONED_MAX: usize = 4096;
 /// A group's RPC state, shared by callers, the server and its workers.
 pub(crate) struct Rpc {
     handlers: RwLock<HashMap<u32, Handler>>,
-    next_id: AtomicU64,
+    /// Request ids, for RPC and the heap's requests alike (their
+    /// responses share the response lanes).
+    pub(super) next_id: AtomicU64,
     /// (destination, request id) of calls that timed out: their responses,
     /// if they ever come, are discarded by later calls instead of staying
     /// queued forever.
@@ -50,6 +52,16 @@ impl Rpc {
             next_id: AtomicU64::new(0),
             abandoned: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// Give up on request `id` to `dst`: its response, if it ever comes,
+    /// is dropped by a later call.
+    pub(super) fn abandon(&self, dst: u32, id: u64) {
+        let mut abandoned = self.abandoned.lock().unwrap_or_else(|e| e.into_inner());
+        if abandoned.len() == ABANDONED_MAX {
+            abandoned.pop_front();
+        }
+        abandoned.push_back((dst, id));
     }
 
     pub(crate) fn register(&self, fn_id: u32, handler: Handler) {
@@ -68,7 +80,7 @@ fn request_key(comm: u64) -> LaneKey {
     }
 }
 
-fn response_key(comm: u64, id: u64) -> LaneKey {
+pub(crate) fn response_key(comm: u64, id: u64) -> LaneKey {
     LaneKey {
         comm,
         kind: LaneKind::Rpc,
@@ -254,11 +266,7 @@ impl GroupInner {
         {
             Ok(r) => r,
             Err(e) => {
-                let mut abandoned = self.rpc.abandoned.lock().unwrap_or_else(|e| e.into_inner());
-                if abandoned.len() == ABANDONED_MAX {
-                    abandoned.pop_front();
-                }
-                abandoned.push_back((dst, id));
+                self.rpc.abandon(dst, id);
                 return Err(op(e));
             }
         };

@@ -240,6 +240,9 @@ impl ProcessGroup {
         if let Some(e) = self.elastic.get() {
             group.set_elastic(Arc::clone(e));
         }
+        if let Some(h) = inner.heap.get() {
+            group.inner().attach_heap(h);
+        }
         Some(Arc::new(group))
     }
 }
@@ -289,6 +292,9 @@ impl GroupInner {
         inner.set_recovery(self.recovery());
         if let Some(cell) = self.cell.get() {
             let _ = inner.cell.set(cell.clone());
+        }
+        if let Some(h) = self.heap.get() {
+            inner.attach_heap(h);
         }
         Some(inner)
     }

@@ -79,6 +79,7 @@ impl Elastic {
         node.grow = joiners;
         node.timeout = group.timeout();
         node.recovery = group.recovery();
+        node.keep_heap = group.heap_handle();
         tracing::info!(
             rank = node.rank,
             world,

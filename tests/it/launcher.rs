@@ -27,6 +27,7 @@ fn every_example_passes_at_world_sizes_2_to_4() {
         "barrier",
         "rpc",
         "star_worker",
+        "counter",
     ] {
         let Some(bin) = example(name) else {
             skip(&format!(
@@ -55,6 +56,9 @@ fn every_example_passes_at_world_sizes_2_to_4() {
                 .arg(&bin);
                 if name == "all_reduce" {
                     cmd.arg("4"); // MiB: keep the test quick
+                }
+                if name == "counter" {
+                    cmd.arg("2000"); // items
                 }
                 let out = cmd.output().expect("run meshrun");
                 let stdout = String::from_utf8_lossy(&out.stdout);

@@ -14,6 +14,7 @@ mod netlab_faults;
 mod netlab_tests;
 mod network;
 mod nonblocking;
+mod one_sided;
 mod procs;
 mod recovery;
 mod scenarios;

@@ -112,5 +112,8 @@ fn netlab_faults_a_killed_member_is_replaced_from_another_host() {
         assert!(line.contains(&want), "{id}: {line}");
         assert_eq!(model(line), model(&done[0].1), "{done:#?}");
     }
-    assert!(done[3].1.starts_with("elastic OK: rank 3 of 4"), "{done:#?}");
+    assert!(
+        done[3].1.starts_with("elastic OK: rank 3 of 4"),
+        "{done:#?}"
+    );
 }

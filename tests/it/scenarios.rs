@@ -62,6 +62,7 @@ fn rank_process_entry() {
             "soak" => soak(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
+            "heap" => crate::one_sided::scenario(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {

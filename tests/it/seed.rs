@@ -264,20 +264,39 @@ fn grow_without_a_seed_or_by_nobody_is_an_invalid_argument() {
         .seed(at)
         .cluster_token(TOKEN)
         .timeout(T)
+        .heap_bytes(64)
         .connect()
         .unwrap();
     let e = g.grow(0).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
-    // A world of one grows by itself and a new process.
+    // A world of one grows by itself and a new process; the member's heap
+    // carries over, the newcomer's is new.
+    g.heap_write(8, &42u64.to_le_bytes()).unwrap();
     let grown = std::thread::scope(|s| {
         let newcomer = s.spawn(|| {
-            let n = Node::join_running().seed(at).cluster_token(TOKEN).timeout(T);
-            let g = n.connect().unwrap();
-            (g.rank(), sum_of_ranks(&g).unwrap())
+            let n = Node::join_running()
+                .seed(at)
+                .cluster_token(TOKEN)
+                .timeout(T);
+            let g = n.heap_bytes(64).connect().unwrap();
+            let mut w = [0u8; 8];
+            g.get(0, 8, &mut w).unwrap();
+            let sum = sum_of_ranks(&g).unwrap();
+            (
+                g.rank(),
+                sum,
+                u64::from_le_bytes(w),
+                g.atomic_load(8).unwrap(),
+            )
         });
         let big = g.grow(1).unwrap();
         let sum = sum_of_ranks(&big).unwrap();
-        (big.rank(), sum, newcomer.join().unwrap())
+        (
+            big.rank(),
+            sum,
+            big.atomic_load(8).unwrap(),
+            newcomer.join().unwrap(),
+        )
     });
-    assert_eq!(grown, (0, 3, (1, 3)));
+    assert_eq!(grown, (0, 3, 42, (1, 3, 42, 0)));
 }

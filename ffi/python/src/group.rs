@@ -432,6 +432,87 @@ impl ProcessGroup {
             .map_err(|e| to_py(py, e))
     }
 
+    /// The size of every rank's symmetric heap in bytes (`HEAP_MB`; 0:
+    /// none).
+    #[getter]
+    fn heap_bytes(&self) -> usize {
+        self.inner.heap_bytes()
+    }
+
+    /// Write the bytes of `a` into rank `dst`'s heap at `offset`; returns
+    /// once they are there (`dst` calls nothing).
+    fn put(&self, py: Python<'_>, dst: i64, offset: i64, a: &Bound<'_, PyAny>) -> PyResult<()> {
+        let dst = self.rank_arg(py, dst, "dst")?;
+        let offset = offset_arg(py, offset)?;
+        let a = array(a, "a", Access::Read)?;
+        let g = &*self.inner;
+        let data = a.bytes();
+        py.detach(|| g.put(dst, offset, data))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Read `a`'s size in bytes of rank `src`'s heap at `offset` into `a`.
+    fn get(&self, py: Python<'_>, src: i64, offset: i64, a: &Bound<'_, PyAny>) -> PyResult<()> {
+        let src = self.rank_arg(py, src, "src")?;
+        let offset = offset_arg(py, offset)?;
+        let mut a = array(a, "a", Access::Write)?;
+        let g = &*self.inner;
+        let buf = a.bytes_mut();
+        py.detach(|| g.get(src, offset, buf))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Add `value` to the 8-byte word at `offset` of `dst`'s heap; the
+    /// previous value.
+    fn fetch_add(&self, py: Python<'_>, dst: i64, offset: i64, value: u64) -> PyResult<u64> {
+        let dst = self.rank_arg(py, dst, "dst")?;
+        let offset = offset_arg(py, offset)?;
+        let g = &*self.inner;
+        py.detach(|| g.fetch_add(dst, offset, value))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Set the word at `offset` of `dst`'s heap to `new` if it holds
+    /// `expected`; the previous value either way.
+    fn compare_swap(
+        &self,
+        py: Python<'_>,
+        dst: i64,
+        offset: i64,
+        expected: u64,
+        new: u64,
+    ) -> PyResult<u64> {
+        let dst = self.rank_arg(py, dst, "dst")?;
+        let offset = offset_arg(py, offset)?;
+        let g = &*self.inner;
+        py.detach(|| g.compare_swap(dst, offset, expected, new))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// The word at `offset` of this rank's heap, read atomically.
+    fn atomic_load(&self, py: Python<'_>, offset: i64) -> PyResult<u64> {
+        let offset = offset_arg(py, offset)?;
+        self.inner.atomic_load(offset).map_err(|e| to_py(py, e))
+    }
+
+    /// Write the bytes of `a` into this rank's own heap at `offset`.
+    fn heap_write(&self, py: Python<'_>, offset: i64, a: &Bound<'_, PyAny>) -> PyResult<()> {
+        let offset = offset_arg(py, offset)?;
+        let a = array(a, "a", Access::Read)?;
+        self.inner
+            .heap_write(offset, a.bytes())
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Read this rank's own heap at `offset` into `a`.
+    fn heap_read(&self, py: Python<'_>, offset: i64, a: &Bound<'_, PyAny>) -> PyResult<()> {
+        let offset = offset_arg(py, offset)?;
+        let mut a = array(a, "a", Access::Write)?;
+        self.inner
+            .heap_read(offset, a.bytes_mut())
+            .map_err(|e| to_py(py, e))
+    }
+
     /// The ranks this rank knows have failed, ascending: gone without a
     /// goodbye, silent for a whole deadline, or a stopped process here.
     fn failed(&self) -> Vec<u32> {
@@ -530,4 +611,9 @@ pub(crate) fn _rust_all_reduce_loop(
         })
         .map_err(|e| to_py(py, e))
     })
+}
+
+/// A heap offset from Python: not negative.
+fn offset_arg(py: Python<'_>, offset: i64) -> PyResult<usize> {
+    usize::try_from(offset).map_err(|_| invalid(py, format!("offset {offset} is negative")))
 }

@@ -251,3 +251,27 @@ def test_a_running_job_grows_by_a_process_started_for_it():
     procs = spawn_world(3, code, env=env, timeout_s=20, world=2)
     lines = sorted(p.stdout.strip() for p in procs)
     assert lines == ["GREW 0 3 6", "GREW 1 3 6", "GREW 2 3 6"], outputs(procs)
+
+
+def test_one_sided_operations_between_two_processes():
+    code = (
+        "import meshwork, numpy as np\n"
+        "g = meshwork.connect()\n"
+        "assert g.heap_bytes == 1 << 20, g.heap_bytes\n"
+        "other = 1 - g.rank\n"
+        "g.put(other, 64 * g.rank, np.arange(8, dtype=np.int64) + 10 * g.rank)\n"
+        "prev = [g.fetch_add(0, 1024, 1) for _ in range(100)]\n"
+        "g.barrier()\n"
+        "mine = np.zeros(8, dtype=np.int64)\n"
+        "g.heap_read(64 * other, mine)\n"
+        "back = np.zeros(8, dtype=np.int64)\n"
+        "g.get(other, 64 * g.rank, back)\n"
+        "total = g.atomic_load(1024) if g.rank == 0 else g.compare_swap(0, 1024, 200, 200)\n"
+        "print('HEAP', (mine - 10 * other).tolist(), (back - 10 * g.rank).tolist(), total, len(set(prev)))\n"
+        "g.barrier()\n"
+        "g.shutdown()\n"
+    )
+    procs = spawn_world(2, code, env={r: {"HEAP_MB": "1"} for r in range(2)}, timeout_s=20)
+    want = "HEAP [0, 1, 2, 3, 4, 5, 6, 7] [0, 1, 2, 3, 4, 5, 6, 7] 200 100"
+    for p in procs:
+        assert p.stdout.strip() == want, outputs(procs)

@@ -1,0 +1,643 @@
+//! One-sided operations on a symmetric heap: `put`, `get`, `fetch_add`,
+//! `compare_swap` on another rank's heap, served by that rank's heap
+//! thread while its application does anything else (a collective
+//! included).
+//!
+//! The heap is 8-byte words, each an `AtomicU64`: bytes are read and
+//! written through the words holding them (a word only partly covered by
+//! a write is merged by compare-and-swap, so a concurrent atomic on the
+//! same word is never lost), and atomics are sequentially consistent
+//! operations on one word, so they are linearizable whoever issues them,
+//! `atomic_load` included. No lock is held while a buffer is copied.
+//!
+//! Requests travel on lane `(comm, Rpc, HEAP_TAG)`: the operation (u8),
+//! the request id (u64), the offset (u64), then the put's bytes, the
+//! get's length (u64), the value to add (u64), or the expected and new
+//! values (u64 each). The response to request `id` travels on RPC's
+//! response lane for `id` (ids come from the same counter): status 0 and
+//! the bytes read or the previous value, or status 1 and why not.
+//! Puts and gets are cut into pieces of at most `PIECE` bytes, up to
+//! `WINDOW` of them in flight; a lane keeps their order, so the pieces of
+//! one origin's puts to one target apply in the order issued.
+
+use super::rpc::response_key;
+use super::GroupInner;
+use crate::error::{Error, Result};
+use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The request lane's tag (RPC's requests use 0, its responses 1 + id).
+const HEAP_TAG: u64 = u64::MAX;
+/// The largest piece of a put or get in one message.
+const PIECE: usize = 4 << 20;
+/// Pieces in flight at once, per call.
+const WINDOW: usize = 4;
+
+const PUT: u8 = 1;
+const GET: u8 = 2;
+const FETCH_ADD: u8 = 3;
+const COMPARE_SWAP: u8 = 4;
+
+const OK: u8 = 0;
+const REFUSED: u8 = 1;
+
+/// A rank's heap.
+pub(crate) struct Heap {
+    words: Box<[AtomicU64]>,
+    len: usize,
+}
+
+impl Heap {
+    /// A zeroed heap of `len` bytes; `None` if it cannot be allocated.
+    pub(crate) fn new(len: usize) -> Option<Arc<Heap>> {
+        let n = len.div_ceil(8);
+        let mut words = Vec::new();
+        words.try_reserve_exact(n).ok()?;
+        words.extend((0..n).map(|_| AtomicU64::new(0)));
+        Some(Arc::new(Heap {
+            words: words.into_boxed_slice(),
+            len,
+        }))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Why `n` bytes at `offset` are not in the heap, if they are not.
+    fn outside(&self, op: &str, offset: usize, n: usize) -> Option<String> {
+        match offset.checked_add(n) {
+            Some(end) if end <= self.len => None,
+            _ => Some(format!(
+                "{op}: {n} bytes at offset {offset} do not fit in the heap of {} bytes",
+                self.len
+            )),
+        }
+    }
+
+    /// Why the word at `offset` cannot be used atomically, if it cannot.
+    fn not_a_word(&self, op: &str, offset: usize) -> Option<String> {
+        if !offset.is_multiple_of(8) {
+            return Some(format!(
+                "{op}: offset {offset} is not 8-byte aligned (heap of {} bytes)",
+                self.len
+            ));
+        }
+        self.outside(op, offset, 8)
+    }
+
+    /// Copy `data` in at `offset` (in range).
+    fn write(&self, offset: usize, data: &[u8]) {
+        let (mut at, mut rest) = (offset, data);
+        while !rest.is_empty() {
+            let (w, lo) = (at / 8, at % 8);
+            let n = (8 - lo).min(rest.len());
+            let word = &self.words[w];
+            if n == 8 {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&rest[..8]);
+                word.store(u64::from_le_bytes(b), Ordering::Relaxed);
+            } else {
+                let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                    let mut b = old.to_le_bytes();
+                    b[lo..lo + n].copy_from_slice(&rest[..n]);
+                    Some(u64::from_le_bytes(b))
+                });
+            }
+            at += n;
+            rest = &rest[n..];
+        }
+    }
+
+    /// Copy out `buf.len()` bytes at `offset` (in range).
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        let mut at = offset;
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let (w, lo) = (at / 8, at % 8);
+            let n = (8 - lo).min(rest.len());
+            let b = self.words[w].load(Ordering::Relaxed).to_le_bytes();
+            let (head, tail) = rest.split_at_mut(n);
+            head.copy_from_slice(&b[lo..lo + n]);
+            at += n;
+            rest = tail;
+        }
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        &self.words[offset / 8]
+    }
+}
+
+fn heap_key(comm: u64) -> LaneKey {
+    LaneKey {
+        comm,
+        kind: LaneKind::Rpc,
+        tag: HEAP_TAG,
+    }
+}
+
+/// A request, decoded (a pure function of its bytes: fuzzed).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Request<'a> {
+    Put {
+        offset: u64,
+        data: &'a [u8],
+    },
+    Get {
+        offset: u64,
+        len: u64,
+    },
+    FetchAdd {
+        offset: u64,
+        value: u64,
+    },
+    CompareSwap {
+        offset: u64,
+        expected: u64,
+        new: u64,
+    },
+}
+
+/// A request's head: the operation, its id, the offset.
+fn head(op: u8, id: u64, offset: usize) -> [u8; 17] {
+    let mut h = [0u8; 17];
+    h[0] = op;
+    h[1..9].copy_from_slice(&id.to_le_bytes());
+    h[9..].copy_from_slice(&(offset as u64).to_le_bytes());
+    h
+}
+
+/// `(request id, request)`; `None`: not a request of this protocol.
+pub(crate) fn decode_request(b: &[u8]) -> Option<(u64, Request<'_>)> {
+    let (&op, rest) = b.split_first()?;
+    let (id, rest) = rest.split_first_chunk::<8>()?;
+    let (offset, rest) = rest.split_first_chunk::<8>()?;
+    let offset = u64::from_le_bytes(*offset);
+    let u64_at = |i: usize| {
+        rest.get(i..i + 8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(u64::from_le_bytes)
+    };
+    let req = match (op, rest.len()) {
+        (PUT, _) => Request::Put { offset, data: rest },
+        (GET, 8) => Request::Get {
+            offset,
+            len: u64_at(0)?,
+        },
+        (FETCH_ADD, 8) => Request::FetchAdd {
+            offset,
+            value: u64_at(0)?,
+        },
+        (COMPARE_SWAP, 16) => Request::CompareSwap {
+            offset,
+            expected: u64_at(0)?,
+            new: u64_at(8)?,
+        },
+        _ => return None,
+    };
+    Some((u64::from_le_bytes(*id), req))
+}
+
+/// What `heap` answers to `req`: the bytes read or the previous value,
+/// or why not.
+fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String> {
+    let at = |offset: u64| usize::try_from(offset).unwrap_or(usize::MAX);
+    match *req {
+        Request::Put { offset, data } => {
+            let offset = at(offset);
+            if let Some(why) = heap.outside("put", offset, data.len()) {
+                return Err(why);
+            }
+            heap.write(offset, data);
+            Ok(Vec::new())
+        }
+        Request::Get { offset, len } => {
+            let (offset, len) = (at(offset), at(len));
+            if let Some(why) = heap.outside("get", offset, len) {
+                return Err(why);
+            }
+            if len > PIECE {
+                // Origins ask in pieces: an answer is never larger.
+                return Err(format!("get: a piece of {len} bytes, at most {PIECE}"));
+            }
+            let mut out = vec![0u8; len];
+            heap.read(offset, &mut out);
+            Ok(out)
+        }
+        Request::FetchAdd { offset, value } => {
+            let offset = at(offset);
+            if let Some(why) = heap.not_a_word("fetch_add", offset) {
+                return Err(why);
+            }
+            let prev = heap.word(offset).fetch_add(value, Ordering::SeqCst);
+            Ok(prev.to_le_bytes().to_vec())
+        }
+        Request::CompareSwap {
+            offset,
+            expected,
+            new,
+        } => {
+            let offset = at(offset);
+            if let Some(why) = heap.not_a_word("compare_swap", offset) {
+                return Err(why);
+            }
+            let prev = match heap.word(offset).compare_exchange(
+                expected,
+                new,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(v) | Err(v) => v,
+            };
+            Ok(prev.to_le_bytes().to_vec())
+        }
+    }
+}
+
+/// How long the heap thread sleeps in one wait for a request.
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+/// Serve the heap's remote operations on `comm`, on a thread of its own
+/// (each answered at once: none waits on anything but the heap), until
+/// the transport closes.
+pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, heap: Arc<Heap>) {
+    let rank = transport.rank();
+    let spawned = std::thread::Builder::new()
+        .name(format!("meshwork-heap-{rank}"))
+        .spawn(move || loop {
+            let (src, req) = match transport.recv_any(heap_key(comm), IDLE_WAIT) {
+                Ok(got) => got,
+                Err(TransportError::Timeout { .. }) => continue,
+                Err(_) => return,
+            };
+            answer(&*transport, comm, &heap, src, &req);
+        });
+    if let Err(e) = spawned {
+        tracing::error!(
+            "cannot start the heap thread: {e}; remote heap operations on this rank will time out"
+        );
+    }
+}
+
+/// What `heap` answers to the request `bytes`: its id, the status and
+/// the body; `None` for what is not a request (fuzzed).
+pub(crate) fn answer_to(heap: &Heap, bytes: &[u8]) -> Option<(u64, u8, Vec<u8>)> {
+    let (id, request) = decode_request(bytes)?;
+    Some(match apply(heap, &request) {
+        Ok(body) => (id, OK, body),
+        Err(why) => (id, REFUSED, why.into_bytes()),
+    })
+}
+
+fn answer(t: &dyn Transport, comm: u64, heap: &Heap, src: u32, req: &Payload) {
+    let Some((id, status, body)) = answer_to(heap, req.as_ref()) else {
+        tracing::warn!(
+            src,
+            "malformed heap request of {} bytes dropped",
+            req.as_ref().len()
+        );
+        return;
+    };
+    if let Err(e) = t.send(src, response_key(comm, id), &[&[status], &body]) {
+        tracing::warn!(src, "cannot answer a heap request: {e}");
+    }
+}
+
+/// One request under way: its id and, for a get, where its bytes go.
+struct InFlight {
+    id: u64,
+    range: std::ops::Range<usize>,
+}
+
+impl GroupInner {
+    /// This rank's heap, or why there is none.
+    fn heap(&self, op: &str) -> Result<&Arc<Heap>> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        self.heap.get().filter(|h| h.len() > 0).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{op}: this group has no heap (heap of 0 bytes; set HEAP_MB or Node::heap_bytes)"
+            ))
+        })
+    }
+
+    /// The heap, checked for `op` on `rank`'s `n` bytes at `offset`.
+    fn heap_for(&self, op: &str, rank: u32, offset: usize, n: usize) -> Result<&Arc<Heap>> {
+        let heap = self.heap(op)?;
+        if rank >= self.world {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: rank {rank} is out of range; this group has ranks 0..{} (heap of {} bytes)",
+                self.world,
+                heap.len()
+            )));
+        }
+        match heap.outside(op, offset, n) {
+            Some(why) => Err(Error::InvalidArgument(why)),
+            None => Ok(heap),
+        }
+    }
+
+    /// Send request `head ‖ body` to `dst`; its id.
+    fn heap_send(&self, op: &str, dst: u32, parts: &[&[u8]]) -> Result<()> {
+        self.transport
+            .send(dst, heap_key(self.comm_id), parts)
+            .map_err(|e| Error::from_transport(e, op))
+    }
+
+    fn next_id(&self) -> u64 {
+        self.rpc.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The answer to request `id` from `dst`: its body, or the target's
+    /// refusal as `InvalidArgument`.
+    fn heap_answer(&self, op: &str, dst: u32, id: u64) -> Result<Payload> {
+        let reply = self
+            .transport
+            .recv(dst, response_key(self.comm_id, id), self.timeout(), None)
+            .map_err(|e| {
+                self.rpc.abandon(dst, id);
+                Error::from_transport(e, op)
+            })?;
+        match reply.as_ref().first() {
+            Some(&OK) => Ok(reply),
+            Some(&REFUSED) => Err(Error::InvalidArgument(
+                String::from_utf8_lossy(&reply.as_ref()[1..]).into_owned(),
+            )),
+            _ => Err(Error::InvalidArgument(format!(
+                "{op}: rank {dst} answered with a malformed response"
+            ))),
+        }
+    }
+
+    /// Wait for the oldest of `flight`, for `op` on `dst`; a get's bytes
+    /// go to `buf`.
+    fn land(
+        &self,
+        op: &str,
+        dst: u32,
+        flight: &mut VecDeque<InFlight>,
+        buf: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let Some(f) = flight.pop_front() else {
+            return Ok(());
+        };
+        let answered = self.heap_answer(op, dst, f.id);
+        if answered.is_err() {
+            // The rest will not be waited for: their answers are dropped.
+            for rest in flight.drain(..) {
+                self.rpc.abandon(dst, rest.id);
+            }
+        }
+        let reply = answered?;
+        if let Some(buf) = buf {
+            let body = &reply.as_ref()[1..];
+            let into = &mut buf[f.range];
+            if body.len() != into.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: rank {dst} sent {} bytes for a piece of {}",
+                    body.len(),
+                    into.len()
+                )));
+            }
+            into.copy_from_slice(body);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn heap_put(&self, dst: u32, offset: usize, data: &[u8]) -> Result<()> {
+        let heap = self.heap_for("put", dst, offset, data.len())?;
+        if dst == self.rank {
+            heap.write(offset, data);
+            return Ok(());
+        }
+        let mut flight = VecDeque::new();
+        for (i, piece) in data.chunks(PIECE).enumerate() {
+            if flight.len() == WINDOW {
+                self.land("put", dst, &mut flight, None)?;
+            }
+            let id = self.next_id();
+            let h = head(PUT, id, offset + i * PIECE);
+            self.heap_send("put", dst, &[&h, piece])?;
+            flight.push_back(InFlight { id, range: 0..0 });
+        }
+        while !flight.is_empty() {
+            self.land("put", dst, &mut flight, None)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn heap_get(&self, src: u32, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let heap = self.heap_for("get", src, offset, buf.len())?;
+        if src == self.rank {
+            heap.read(offset, buf);
+            return Ok(());
+        }
+        let mut flight = VecDeque::new();
+        let mut start = 0;
+        while start < buf.len() {
+            if flight.len() == WINDOW {
+                self.land("get", src, &mut flight, Some(&mut *buf))?;
+            }
+            let n = PIECE.min(buf.len() - start);
+            let id = self.next_id();
+            let h = head(GET, id, offset + start);
+            self.heap_send("get", src, &[&h, &(n as u64).to_le_bytes()])?;
+            flight.push_back(InFlight {
+                id,
+                range: start..start + n,
+            });
+            start += n;
+        }
+        while !flight.is_empty() {
+            self.land("get", src, &mut flight, Some(&mut *buf))?;
+        }
+        Ok(())
+    }
+
+    /// An atomic on `dst`'s word at `offset`: `op` with `args` (8 or 16
+    /// bytes); the previous value.
+    pub(crate) fn heap_atomic(
+        &self,
+        name: &str,
+        dst: u32,
+        offset: usize,
+        req: Request<'_>,
+    ) -> Result<u64> {
+        let heap = self.heap_for(name, dst, offset, 0)?;
+        if let Some(why) = heap.not_a_word(name, offset) {
+            return Err(Error::InvalidArgument(why));
+        }
+        if dst == self.rank {
+            let prev = apply(heap, &req).map_err(Error::InvalidArgument)?;
+            return Ok(u64_of(&prev));
+        }
+        let id = self.next_id();
+        let (op, args) = match req {
+            Request::FetchAdd { value, .. } => (FETCH_ADD, value.to_le_bytes().to_vec()),
+            Request::CompareSwap { expected, new, .. } => (
+                COMPARE_SWAP,
+                [expected.to_le_bytes(), new.to_le_bytes()].concat(),
+            ),
+            _ => return Err(Error::InvalidArgument(format!("{name}: not an atomic"))),
+        };
+        self.heap_send(name, dst, &[&head(op, id, offset), &args])?;
+        let reply = self.heap_answer(name, dst, id)?;
+        let body = &reply.as_ref()[1..];
+        if body.len() != 8 {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: rank {dst} answered {} bytes, not a word",
+                body.len()
+            )));
+        }
+        Ok(u64_of(body))
+    }
+
+    pub(crate) fn heap_local(&self, op: &str, offset: usize, n: usize) -> Result<&Arc<Heap>> {
+        self.heap_for(op, self.rank, offset, n)
+    }
+}
+
+fn u64_of(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(w)
+}
+
+impl super::ProcessGroup {
+    /// The size of every rank's heap in bytes (`Node::heap_bytes`,
+    /// `HEAP_MB`; 0: none).
+    pub fn heap_bytes(&self) -> usize {
+        self.inner().heap.get().map_or(0, |h| h.len())
+    }
+
+    /// Write `data` into this rank's own heap at `offset`.
+    pub fn heap_write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let inner = self.inner();
+        inner
+            .heap_local("heap_write", offset, data.len())?
+            .write(offset, data);
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes of this rank's own heap at `offset`.
+    pub fn heap_read(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let inner = self.inner();
+        inner
+            .heap_local("heap_read", offset, buf.len())?
+            .read(offset, buf);
+        Ok(())
+    }
+
+    /// Write `data` into `dst`'s heap at `offset`; returns once it is
+    /// there. `dst` calls nothing: its heap thread serves it. Puts from
+    /// this rank to one target apply in the order issued. Out of range,
+    /// no heap, a rank out of range: `InvalidArgument` naming the heap's
+    /// size, and nothing is written.
+    pub fn put(&self, dst: u32, offset: usize, data: &[u8]) -> Result<()> {
+        self.inner().heap_put(dst, offset, data)
+    }
+
+    /// Read `buf.len()` bytes of `src`'s heap at `offset` into `buf`.
+    pub fn get(&self, src: u32, offset: usize, buf: &mut [u8]) -> Result<()> {
+        self.inner().heap_get(src, offset, buf)
+    }
+
+    /// Add `value` (wrapping) to the 8-byte word at `offset` (8-byte
+    /// aligned) of `dst`'s heap; the previous value. Linearizable with
+    /// every other atomic on the word, whoever issues it.
+    pub fn fetch_add(&self, dst: u32, offset: usize, value: u64) -> Result<u64> {
+        let req = Request::FetchAdd {
+            offset: offset as u64,
+            value,
+        };
+        self.inner().heap_atomic("fetch_add", dst, offset, req)
+    }
+
+    /// Set the word at `offset` of `dst`'s heap to `new` if it holds
+    /// `expected`; the previous value either way.
+    pub fn compare_swap(&self, dst: u32, offset: usize, expected: u64, new: u64) -> Result<u64> {
+        let req = Request::CompareSwap {
+            offset: offset as u64,
+            expected,
+            new,
+        };
+        self.inner().heap_atomic("compare_swap", dst, offset, req)
+    }
+
+    /// The word at `offset` of this rank's own heap, read atomically
+    /// (consistent with remote atomics on it).
+    pub fn atomic_load(&self, offset: usize) -> Result<u64> {
+        let inner = self.inner();
+        let heap = inner.heap_local("atomic_load", offset, 0)?;
+        if let Some(why) = heap.not_a_word("atomic_load", offset) {
+            return Err(Error::InvalidArgument(why));
+        }
+        Ok(heap.word(offset).load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_words_agree_at_every_alignment() {
+        let heap = Heap::new(64).unwrap();
+        let data: Vec<u8> = (1..=29).collect();
+        for offset in 0..(64 - data.len()) {
+            heap.write(0, &[0u8; 64]);
+            heap.write(offset, &data);
+            let mut back = vec![0u8; data.len()];
+            heap.read(offset, &mut back);
+            assert_eq!(back, data, "offset {offset}");
+            let mut all = [0u8; 64];
+            heap.read(0, &mut all);
+            assert!(all[..offset].iter().all(|&b| b == 0));
+            assert!(all[offset + data.len()..].iter().all(|&b| b == 0));
+        }
+        heap.write(8, &7u64.to_le_bytes());
+        assert_eq!(heap.word(8).load(Ordering::SeqCst), 7);
+    }
+
+    #[test]
+    fn requests_round_trip_and_garbage_is_refused() {
+        let put = [&head(PUT, 9, 24)[..], b"abc"].concat();
+        assert_eq!(
+            decode_request(&put),
+            Some((
+                9,
+                Request::Put {
+                    offset: 24,
+                    data: b"abc"
+                }
+            ))
+        );
+        let cas = [&head(COMPARE_SWAP, 1, 8)[..], &[0u8; 16]].concat();
+        assert!(matches!(
+            decode_request(&cas),
+            Some((1, Request::CompareSwap { offset: 8, .. }))
+        ));
+        assert_eq!(decode_request(&cas[..20]), None, "a torn compare-swap");
+        assert_eq!(decode_request(&[GET; 16]), None, "short");
+        assert_eq!(decode_request(&[99; 40]), None, "no such operation");
+        // A request past the end, or misaligned, is refused with the size.
+        let heap = Heap::new(16).unwrap();
+        let far = Request::Get {
+            offset: u64::MAX,
+            len: 2,
+        };
+        assert!(apply(&heap, &far).unwrap_err().contains("heap of 16 bytes"));
+        let odd = Request::FetchAdd {
+            offset: 4,
+            value: 1,
+        };
+        assert!(apply(&heap, &odd)
+            .unwrap_err()
+            .contains("not 8-byte aligned"));
+    }
+}
