@@ -12,9 +12,10 @@
 //!
 //! Open MPI's one-sided operations (`benches/baselines/mpi_rma.c`:
 //! `MPI_Put` / `MPI_Get` / `MPI_Fetch_and_op`, each flushed to the target
-//! before the next, passive target) and its two-sided figures run beside,
-//! over its shared memory and over TCP; without `mpicc`/`mpirun` their
-//! rows read "(no run)".
+//! before the next, passive target) and its two-sided figures run beside:
+//! `mpi-sm` with the window in shared memory (`osc sm`: a put is a store
+//! into the target's memory), `mpi-tcp` over TCP (`osc pt2pt`); without
+//! `mpicc`/`mpirun` their rows read "(no run)".
 //!
 //! ```text
 //! cargo build --release --bin meshrun && cargo bench --bench one_sided
@@ -133,7 +134,7 @@ fn main() {
     }
     for (name, btl) in [
         ("mpi-sm", common::Btl::SharedMemory),
-        ("mpi-tcp", common::Btl::Tcp),
+        ("mpi-tcp", common::Btl::TcpOneSided),
     ] {
         runs.push((name, common::mpi_over("mpi_rma.c", 2, &[], btl)));
     }

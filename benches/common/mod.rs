@@ -68,6 +68,11 @@ pub enum Btl {
     Tcp,
     /// Shared memory (`--mca btl vader,self`; `sm` in Open MPI 5).
     SharedMemory,
+    /// TCP on loopback, and one-sided operations over it too (`--mca osc
+    /// pt2pt`; on one host Open MPI would otherwise map the window into
+    /// shared memory whatever the BTL).
+    #[allow(dead_code, reason = "only benches/one_sided.rs runs one-sided operations")]
+    TcpOneSided,
 }
 
 /// [`mpi`] over the chosen transport.
@@ -96,6 +101,15 @@ pub fn mpi_over(source: &str, np: u32, args: &[String], btl: Btl) -> Option<Rows
     .args(["--mca", "pml", "ob1", "--mca", "btl"]);
     match btl {
         Btl::Tcp => c.args(["tcp,self", "--mca", "btl_tcp_if_include", "lo"]),
+        Btl::TcpOneSided => c.args([
+            "tcp,self",
+            "--mca",
+            "btl_tcp_if_include",
+            "lo",
+            "--mca",
+            "osc",
+            "pt2pt",
+        ]),
         Btl::SharedMemory => c.arg(shared_memory_btl()),
     }
     .arg(&bin)

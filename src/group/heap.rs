@@ -89,47 +89,70 @@ impl Heap {
         self.outside(op, offset, 8)
     }
 
-    /// Copy `data` in at `offset` (in range).
+    /// Copy `data` in at `offset` (in range): whole words stored, the
+    /// partly covered ones at either end merged.
     fn write(&self, offset: usize, data: &[u8]) {
-        let (mut at, mut rest) = (offset, data);
-        while !rest.is_empty() {
-            let (w, lo) = (at / 8, at % 8);
-            let n = (8 - lo).min(rest.len());
-            let word = &self.words[w];
-            if n == 8 {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&rest[..8]);
-                word.store(u64::from_le_bytes(b), Ordering::Relaxed);
-            } else {
-                let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-                    let mut b = old.to_le_bytes();
-                    b[lo..lo + n].copy_from_slice(&rest[..n]);
-                    Some(u64::from_le_bytes(b))
-                });
-            }
-            at += n;
-            rest = &rest[n..];
+        let (head, body, tail) = split_words(offset, data.len());
+        self.merge(offset, &data[..head]);
+        let first = (offset + head) / 8;
+        let words = &self.words[first..first + body / 8];
+        for (w, c) in words.iter().zip(data[head..head + body].chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
+        self.merge(offset + head + body, &data[head + body..][..tail]);
+    }
+
+    /// Write `bytes` (within one word) at `offset`, keeping the word's
+    /// other bytes, by compare-and-swap.
+    fn merge(&self, offset: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let lo = offset % 8;
+        let _ = self.words[offset / 8].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            let mut b = old.to_le_bytes();
+            b[lo..lo + bytes.len()].copy_from_slice(bytes);
+            Some(u64::from_le_bytes(b))
+        });
     }
 
     /// Copy out `buf.len()` bytes at `offset` (in range).
     fn read(&self, offset: usize, buf: &mut [u8]) {
-        let mut at = offset;
-        let mut rest = buf;
-        while !rest.is_empty() {
-            let (w, lo) = (at / 8, at % 8);
-            let n = (8 - lo).min(rest.len());
-            let b = self.words[w].load(Ordering::Relaxed).to_le_bytes();
-            let (head, tail) = rest.split_at_mut(n);
-            head.copy_from_slice(&b[lo..lo + n]);
-            at += n;
-            rest = tail;
+        let (head, body, tail) = split_words(offset, buf.len());
+        let (h, rest) = buf.split_at_mut(head);
+        let (m, t) = rest.split_at_mut(body);
+        self.peek(offset, h);
+        let first = (offset + head) / 8;
+        let words = &self.words[first..first + body / 8];
+        for (w, c) in words.iter().zip(m.chunks_exact_mut(8)) {
+            c.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
+        self.peek(offset + head + body, &mut t[..tail]);
+    }
+
+    /// Read `out.len()` bytes (within one word) at `offset`.
+    fn peek(&self, offset: usize, out: &mut [u8]) {
+        if out.is_empty() {
+            return;
+        }
+        let lo = offset % 8;
+        let b = self.words[offset / 8].load(Ordering::Relaxed).to_le_bytes();
+        out.copy_from_slice(&b[lo..lo + out.len()]);
     }
 
     fn word(&self, offset: usize) -> &AtomicU64 {
         &self.words[offset / 8]
     }
+}
+
+/// `n` bytes at `offset` as (bytes before the first whole word, bytes in
+/// whole words, bytes after them); a span inside one word is all head.
+fn split_words(offset: usize, n: usize) -> (usize, usize, usize) {
+    let head = ((8 - offset % 8) % 8).min(n);
+    let body = (n - head) / 8 * 8;
+    (head, body, n - head - body)
 }
 
 fn heap_key(comm: u64) -> LaneKey {
@@ -588,17 +611,19 @@ mod tests {
     #[test]
     fn bytes_and_words_agree_at_every_alignment() {
         let heap = Heap::new(64).unwrap();
-        let data: Vec<u8> = (1..=29).collect();
-        for offset in 0..(64 - data.len()) {
-            heap.write(0, &[0u8; 64]);
-            heap.write(offset, &data);
-            let mut back = vec![0u8; data.len()];
-            heap.read(offset, &mut back);
-            assert_eq!(back, data, "offset {offset}");
-            let mut all = [0u8; 64];
-            heap.read(0, &mut all);
-            assert!(all[..offset].iter().all(|&b| b == 0));
-            assert!(all[offset + data.len()..].iter().all(|&b| b == 0));
+        for len in [0usize, 1, 3, 7, 8, 9, 15, 16, 29, 40] {
+            let data: Vec<u8> = (1..=len as u8).collect();
+            for offset in 0..=(64 - data.len()) {
+                heap.write(0, &[0u8; 64]);
+                heap.write(offset, &data);
+                let mut back = vec![0u8; data.len()];
+                heap.read(offset, &mut back);
+                assert_eq!(back, data, "{len} bytes at {offset}");
+                let mut all = [0u8; 64];
+                heap.read(0, &mut all);
+                assert!(all[..offset].iter().all(|&b| b == 0));
+                assert!(all[offset + data.len()..].iter().all(|&b| b == 0));
+            }
         }
         heap.write(8, &7u64.to_le_bytes());
         assert_eq!(heap.word(8).load(Ordering::SeqCst), 7);
