@@ -71,7 +71,10 @@ pub enum Btl {
     /// TCP on loopback, and one-sided operations over it too (`--mca osc
     /// pt2pt`; on one host Open MPI would otherwise map the window into
     /// shared memory whatever the BTL).
-    #[allow(dead_code, reason = "only benches/one_sided.rs runs one-sided operations")]
+    #[allow(
+        dead_code,
+        reason = "only benches/one_sided.rs runs one-sided operations"
+    )]
     TcpOneSided,
 }
 
