@@ -124,8 +124,8 @@ pub fn rpc_envelope(data: &[u8]) {
     assert_eq!(decode_response(&response.encode()), response);
     // The heap's requests travel beside RPC's: applied to a heap of 64
     // bytes, anything is answered or dropped, and a refusal names the size.
-    if let Some(heap) = crate::group::Heap::new(64) {
-        if let Some((_, status, body)) = crate::group::heap_answer_to(&heap, data) {
+    if let (Some(heap), Some((_, id, args))) = (crate::group::Heap::new(64), decode_request(data)) {
+        if let Some((_, status, body)) = crate::group::heap_answer_to(Some(&heap), id, args) {
             if status != 0 {
                 assert!(String::from_utf8_lossy(&body).contains("64 bytes"));
             }

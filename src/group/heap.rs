@@ -1,6 +1,6 @@
 //! One-sided operations on a symmetric heap: `put`, `get`, `fetch_add`,
-//! `compare_swap` on another rank's heap, served by that rank's heap
-//! thread while its application does anything else (a collective
+//! `compare_swap` on another rank's heap, served by that rank's RPC
+//! server thread while its application does anything else (a collective
 //! included).
 //!
 //! The heap is 8-byte words, each an `AtomicU64`: bytes are read and
@@ -10,27 +10,30 @@
 //! operations on one word, so they are linearizable whoever issues them,
 //! `atomic_load` included. No lock is held while a buffer is copied.
 //!
-//! Requests travel on lane `(comm, Rpc, HEAP_TAG)`: the operation (u8),
-//! the request id (u64), the offset (u64), then the put's bytes, the
+//! Requests are RPC requests for the reserved function `HEAP_FN`, which
+//! the server answers itself, at once (none waits on anything but the
+//! heap), never a worker or a user's handler: the operation (u8), the
+//! offset (u64), the caller's heap size (u64), then the put's bytes, the
 //! get's length (u64), the value to add (u64), or the expected and new
-//! values (u64 each). The response to request `id` travels on RPC's
-//! response lane for `id` (ids come from the same counter): status 0 and
-//! the bytes read or the previous value, or status 1 and why not.
-//! Puts and gets are cut into pieces of at most `PIECE` bytes, up to
-//! `WINDOW` of them in flight; a lane keeps their order, so the pieces of
-//! one origin's puts to one target apply in the order issued.
+//! values (u64 each). A rank whose heap is another size (or none) refuses
+//! every request, naming both sizes. The answer travels on RPC's response
+//! lane for the request: status 0 and the bytes read or the previous
+//! value, or status 1 and why not. Puts and gets are cut into pieces of
+//! at most `PIECE` bytes, up to `WINDOW` of them in flight; a lane keeps
+//! their order, so the pieces of one origin's puts to one target apply in
+//! the order issued.
 
-use super::rpc::response_key;
+use super::rpc::{request_head, request_key, response_key};
 use super::GroupInner;
 use crate::error::{Error, Result};
-use meshwork_transport::{LaneKey, LaneKind, Payload, Transport, TransportError};
+use meshwork_transport::{Payload, Transport};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// The request lane's tag (RPC's requests use 0, its responses 1 + id).
-const HEAP_TAG: u64 = u64::MAX;
+/// The RPC function id of heap requests (ids from `0xFFFF_FF00` are the
+/// library's; a user's handler there is never called).
+pub(crate) const HEAP_FN: u32 = 0xFFFF_FFF0;
 /// The largest piece of a put or get in one message.
 const PIECE: usize = 4 << 20;
 /// Pieces in flight at once, per call.
@@ -155,14 +158,6 @@ fn split_words(offset: usize, n: usize) -> (usize, usize, usize) {
     (head, body, n - head - body)
 }
 
-fn heap_key(comm: u64) -> LaneKey {
-    LaneKey {
-        comm,
-        kind: LaneKind::Rpc,
-        tag: HEAP_TAG,
-    }
-}
-
 /// A request, decoded (a pure function of its bytes: fuzzed).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Request<'a> {
@@ -185,20 +180,23 @@ pub(crate) enum Request<'a> {
     },
 }
 
-/// A request's head: the operation, its id, the offset.
-fn head(op: u8, id: u64, offset: usize) -> [u8; 17] {
-    let mut h = [0u8; 17];
-    h[0] = op;
-    h[1..9].copy_from_slice(&id.to_le_bytes());
-    h[9..].copy_from_slice(&(offset as u64).to_le_bytes());
+/// A request's head: RPC's (the heap function, the id), then the
+/// operation, the offset and the caller's heap size.
+fn head(op: u8, id: u64, offset: usize, size: usize) -> [u8; 29] {
+    let mut h = [0u8; 29];
+    h[..12].copy_from_slice(&request_head(HEAP_FN, id));
+    h[12] = op;
+    h[13..21].copy_from_slice(&(offset as u64).to_le_bytes());
+    h[21..].copy_from_slice(&(size as u64).to_le_bytes());
     h
 }
 
-/// `(request id, request)`; `None`: not a request of this protocol.
-pub(crate) fn decode_request(b: &[u8]) -> Option<(u64, Request<'_>)> {
-    let (&op, rest) = b.split_first()?;
-    let (id, rest) = rest.split_first_chunk::<8>()?;
+/// `(request id, the caller's heap size, request)` from a heap
+/// request's RPC arguments; `None`: not a request of this protocol.
+pub(crate) fn decode_request(id: u64, args: &[u8]) -> Option<(u64, u64, Request<'_>)> {
+    let (&op, rest) = args.split_first()?;
     let (offset, rest) = rest.split_first_chunk::<8>()?;
+    let (size, rest) = rest.split_first_chunk::<8>()?;
     let offset = u64::from_le_bytes(*offset);
     let u64_at = |i: usize| {
         rest.get(i..i + 8)
@@ -222,7 +220,7 @@ pub(crate) fn decode_request(b: &[u8]) -> Option<(u64, Request<'_>)> {
         },
         _ => return None,
     };
-    Some((u64::from_le_bytes(*id), req))
+    Some((id, u64::from_le_bytes(*size), req))
 }
 
 /// What `heap` answers to `req`: the bytes read or the previous value,
@@ -281,47 +279,38 @@ fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String>
     }
 }
 
-/// How long the heap thread sleeps in one wait for a request.
-const IDLE_WAIT: Duration = Duration::from_secs(3600);
-
-/// Serve the heap's remote operations on `comm`, on a thread of its own
-/// (each answered at once: none waits on anything but the heap), until
-/// the transport closes.
-pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, heap: Arc<Heap>) {
-    let rank = transport.rank();
-    let spawned = std::thread::Builder::new()
-        .name(format!("meshwork-heap-{rank}"))
-        .spawn(move || loop {
-            let (src, req) = match transport.recv_any(heap_key(comm), IDLE_WAIT) {
-                Ok(got) => got,
-                Err(TransportError::Timeout { .. }) => continue,
-                Err(_) => return,
-            };
-            answer(&*transport, comm, &heap, src, &req);
-        });
-    if let Err(e) = spawned {
-        tracing::error!(
-            "cannot start the heap thread: {e}; remote heap operations on this rank will time out"
-        );
-    }
-}
-
-/// What `heap` answers to the request `bytes`: its id, the status and
-/// the body; `None` for what is not a request (fuzzed).
-pub(crate) fn answer_to(heap: &Heap, bytes: &[u8]) -> Option<(u64, u8, Vec<u8>)> {
-    let (id, request) = decode_request(bytes)?;
-    Some(match apply(heap, &request) {
+/// What this rank (`heap`, if it has one) answers to a heap request
+/// (`id` and RPC arguments `args`): the status and the body; `None` for
+/// what is not a request (fuzzed).
+pub(crate) fn answer_to(heap: Option<&Heap>, id: u64, args: &[u8]) -> Option<(u64, u8, Vec<u8>)> {
+    let (id, size, request) = decode_request(id, args)?;
+    let mine = heap.map_or(0, Heap::len);
+    let answer = match heap {
+        Some(heap) if mine as u64 == size => apply(heap, &request),
+        _ => Err(format!(
+            "the heap differs between ranks: this one has {mine} bytes, the caller's {size}; set the same HEAP_MB (Node::heap_bytes) everywhere"
+        )),
+    };
+    Some(match answer {
         Ok(body) => (id, OK, body),
         Err(why) => (id, REFUSED, why.into_bytes()),
     })
 }
 
-fn answer(t: &dyn Transport, comm: u64, heap: &Heap, src: u32, req: &Payload) {
-    let Some((id, status, body)) = answer_to(heap, req.as_ref()) else {
+/// Answer a heap request from `src` (the RPC server, for `HEAP_FN`).
+pub(crate) fn answer(
+    t: &dyn Transport,
+    comm: u64,
+    heap: Option<&Heap>,
+    src: u32,
+    id: u64,
+    args: &[u8],
+) {
+    let Some((id, status, body)) = answer_to(heap, id, args) else {
         tracing::warn!(
             src,
             "malformed heap request of {} bytes dropped",
-            req.as_ref().len()
+            args.len()
         );
         return;
     };
@@ -342,7 +331,7 @@ impl GroupInner {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        self.heap.get().filter(|h| h.len() > 0).ok_or_else(|| {
+        self.rpc.heap.get().filter(|h| h.len() > 0).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{op}: this group has no heap (heap of 0 bytes; set HEAP_MB or Node::heap_bytes)"
             ))
@@ -368,7 +357,7 @@ impl GroupInner {
     /// Send request `head ‖ body` to `dst`; its id.
     fn heap_send(&self, op: &str, dst: u32, parts: &[&[u8]]) -> Result<()> {
         self.transport
-            .send(dst, heap_key(self.comm_id), parts)
+            .send(dst, request_key(self.comm_id), parts)
             .map_err(|e| Error::from_transport(e, op))
     }
 
@@ -444,7 +433,7 @@ impl GroupInner {
                 self.land("put", dst, &mut flight, None)?;
             }
             let id = self.next_id();
-            let h = head(PUT, id, offset + i * PIECE);
+            let h = head(PUT, id, offset + i * PIECE, heap.len());
             self.heap_send("put", dst, &[&h, piece])?;
             flight.push_back(InFlight { id, range: 0..0 });
         }
@@ -468,7 +457,7 @@ impl GroupInner {
             }
             let n = PIECE.min(buf.len() - start);
             let id = self.next_id();
-            let h = head(GET, id, offset + start);
+            let h = head(GET, id, offset + start, heap.len());
             self.heap_send("get", src, &[&h, &(n as u64).to_le_bytes()])?;
             flight.push_back(InFlight {
                 id,
@@ -508,7 +497,7 @@ impl GroupInner {
             ),
             _ => return Err(Error::InvalidArgument(format!("{name}: not an atomic"))),
         };
-        self.heap_send(name, dst, &[&head(op, id, offset), &args])?;
+        self.heap_send(name, dst, &[&head(op, id, offset, heap.len()), &args])?;
         let reply = self.heap_answer(name, dst, id)?;
         let body = &reply.as_ref()[1..];
         if body.len() != 8 {
@@ -535,7 +524,7 @@ impl super::ProcessGroup {
     /// The size of every rank's heap in bytes (`Node::heap_bytes`,
     /// `HEAP_MB`; 0: none).
     pub fn heap_bytes(&self) -> usize {
-        self.inner().heap.get().map_or(0, |h| h.len())
+        self.inner().rpc.heap.get().map_or(0, |h| h.len())
     }
 
     /// Write `data` into this rank's own heap at `offset`.
@@ -557,7 +546,7 @@ impl super::ProcessGroup {
     }
 
     /// Write `data` into `dst`'s heap at `offset`; returns once it is
-    /// there. `dst` calls nothing: its heap thread serves it. Puts from
+    /// there. `dst` calls nothing: its RPC server serves it. Puts from
     /// this rank to one target apply in the order issued. Out of range,
     /// no heap, a rank out of range: `InvalidArgument` naming the heap's
     /// size, and nothing is written.
@@ -631,25 +620,27 @@ mod tests {
 
     #[test]
     fn requests_round_trip_and_garbage_is_refused() {
-        let put = [&head(PUT, 9, 24)[..], b"abc"].concat();
+        let args = |h: &[u8]| h[12..].to_vec();
+        let put = [&args(&head(PUT, 9, 24, 64))[..], b"abc"].concat();
         assert_eq!(
-            decode_request(&put),
+            decode_request(9, &put),
             Some((
                 9,
+                64,
                 Request::Put {
                     offset: 24,
                     data: b"abc"
                 }
             ))
         );
-        let cas = [&head(COMPARE_SWAP, 1, 8)[..], &[0u8; 16]].concat();
+        let cas = [&args(&head(COMPARE_SWAP, 1, 8, 64))[..], &[0u8; 16]].concat();
         assert!(matches!(
-            decode_request(&cas),
-            Some((1, Request::CompareSwap { offset: 8, .. }))
+            decode_request(1, &cas),
+            Some((1, 64, Request::CompareSwap { offset: 8, .. }))
         ));
-        assert_eq!(decode_request(&cas[..20]), None, "a torn compare-swap");
-        assert_eq!(decode_request(&[GET; 16]), None, "short");
-        assert_eq!(decode_request(&[99; 40]), None, "no such operation");
+        assert_eq!(decode_request(1, &cas[..20]), None, "a torn compare-swap");
+        assert_eq!(decode_request(1, &[GET; 16]), None, "short");
+        assert_eq!(decode_request(1, &[99; 40]), None, "no such operation");
         // A request past the end, or misaligned, is refused with the size.
         let heap = Heap::new(16).unwrap();
         let far = Request::Get {
@@ -664,5 +655,11 @@ mod tests {
         assert!(apply(&heap, &odd)
             .unwrap_err()
             .contains("not 8-byte aligned"));
+        // A caller whose heap is another size, or a rank without one.
+        let (_, status, why) = answer_to(Some(&heap), 1, &cas).unwrap();
+        assert_eq!(status, REFUSED);
+        assert!(String::from_utf8_lossy(&why).contains("this one has 16 bytes, the caller's 64"));
+        let (_, status, _) = answer_to(None, 1, &cas).unwrap();
+        assert_eq!(status, REFUSED);
     }
 }

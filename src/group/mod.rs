@@ -89,9 +89,6 @@ pub(crate) struct GroupInner {
     shrunk: std::sync::OnceLock<Vec<u32>>,
     /// Communicators split from this one (revoked when it is shrunk).
     children: Mutex<Vec<u64>>,
-    /// This rank's symmetric heap (shared by the groups made from this
-    /// one), served on this communicator once attached.
-    heap: std::sync::OnceLock<Arc<heap::Heap>>,
 }
 
 /// A validated collective call, holding its sequence number and the
@@ -132,15 +129,20 @@ impl GroupInner {
             cell: std::sync::OnceLock::new(),
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
-            heap: std::sync::OnceLock::new(),
         })
     }
 
-    /// Give this communicator `heap`, served to the other ranks on it.
+    /// Give this communicator `heap`, served to the other ranks on it by
+    /// its RPC server.
     pub(crate) fn attach_heap(&self, heap: &Arc<heap::Heap>) {
-        if heap.len() > 0 && self.heap.set(Arc::clone(heap)).is_ok() {
-            heap::serve(Arc::clone(&self.transport), self.comm_id, Arc::clone(heap));
+        if heap.len() > 0 {
+            let _ = self.rpc.heap.set(Arc::clone(heap));
         }
+    }
+
+    /// This rank's heap, if this communicator has one.
+    pub(crate) fn heap_of(&self) -> Option<&Arc<heap::Heap>> {
+        self.rpc.heap.get()
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -276,30 +278,42 @@ impl ProcessGroup {
     /// every rank has one of the same size: a collective): `keep` if it is
     /// that size (a grown group keeps a member's), else a zeroed one.
     pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
+        if bytes == 0 {
+            // Nothing to check without a collective every job would pay
+            // for: a rank with a heap asks, and one without refuses every
+            // request by name.
+            return Ok(());
+        }
+        // Served before this rank's part of the check leaves: whoever has
+        // passed the check may use it at once.
+        let heap = match keep {
+            Some(heap) if heap.len() == bytes => Arc::clone(heap),
+            _ => Heap::new(bytes).ok_or_else(|| {
+                Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
+            })?,
+        };
+        self.inner().attach_heap(&heap);
         let mut sizes = vec![0u64; self.world_size() as usize];
-        self.all_gather(&[bytes as u64], &mut sizes)?;
+        match self.all_gather(&[bytes as u64], &mut sizes) {
+            Err(Error::Timeout { waiting_on, .. }) => {
+                return Err(Error::InvalidArgument(format!(
+                    "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
+                )))
+            }
+            r => r?,
+        }
         if let Some(r) = sizes.iter().position(|&s| s != bytes as u64) {
             return Err(Error::InvalidArgument(format!(
                 "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
                 sizes[r]
             )));
         }
-        match keep {
-            Some(heap) if heap.len() == bytes => self.inner().attach_heap(heap),
-            _ if bytes > 0 => {
-                let heap = Heap::new(bytes).ok_or_else(|| {
-                    Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
-                })?;
-                self.inner().attach_heap(&heap);
-            }
-            _ => {}
-        }
         Ok(())
     }
 
     /// This rank's heap, if the group has one.
     pub(crate) fn heap_handle(&self) -> Option<Arc<Heap>> {
-        self.inner().heap.get().cloned()
+        self.inner().heap_of().cloned()
     }
 
     /// Make the group able to grow through its job's seed.

@@ -43,6 +43,8 @@ pub(crate) struct Rpc {
     /// if they ever come, are discarded by later calls instead of staying
     /// queued forever.
     abandoned: Mutex<VecDeque<(u32, u64)>>,
+    /// This rank's symmetric heap, served by the server itself.
+    pub(super) heap: std::sync::OnceLock<Arc<super::Heap>>,
 }
 
 impl Rpc {
@@ -51,6 +53,7 @@ impl Rpc {
             handlers: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             abandoned: Mutex::new(VecDeque::new()),
+            heap: std::sync::OnceLock::new(),
         })
     }
 
@@ -72,7 +75,7 @@ impl Rpc {
     }
 }
 
-fn request_key(comm: u64) -> LaneKey {
+pub(crate) fn request_key(comm: u64) -> LaneKey {
     LaneKey {
         comm,
         kind: LaneKind::Rpc,
@@ -105,6 +108,12 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
                     Err(TransportError::Timeout { .. }) => continue,
                     Err(_) => return,
                 };
+                // Heap requests are answered here, at once.
+                if let Some((super::heap::HEAP_FN, id, args)) = decode_request(req.1.as_ref()) {
+                    let heap = rpc.heap.get().map(|h| &**h);
+                    super::heap::answer(&*transport, comm, heap, req.0, id, args);
+                    continue;
+                }
                 let tx = workers.get_or_insert_with(|| start_workers(&transport, comm, &rpc));
                 if tx.send(req).is_err() {
                     return;
@@ -290,7 +299,9 @@ impl GroupInner {
 impl super::ProcessGroup {
     /// Register `handler` for `fn_id` on this rank, replacing any earlier
     /// one. It runs on the group's RPC workers with the caller's rank and
-    /// the arguments, and may itself call `rpc` or send.
+    /// the arguments, and may itself call `rpc` or send. Ids from
+    /// `0xFFFF_FF00` are the library's (one-sided operations): a handler
+    /// there is never called.
     pub fn register_rpc(
         &self,
         fn_id: u32,

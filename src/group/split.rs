@@ -240,7 +240,7 @@ impl ProcessGroup {
         if let Some(e) = self.elastic.get() {
             group.set_elastic(Arc::clone(e));
         }
-        if let Some(h) = inner.heap.get() {
+        if let Some(h) = inner.heap_of() {
             group.inner().attach_heap(h);
         }
         Some(Arc::new(group))
@@ -293,7 +293,7 @@ impl GroupInner {
         if let Some(cell) = self.cell.get() {
             let _ = inner.cell.set(cell.clone());
         }
-        if let Some(h) = self.heap.get() {
+        if let Some(h) = self.heap_of() {
             inner.attach_heap(h);
         }
         Some(inner)

@@ -293,7 +293,9 @@ pub fn seed(data: &[u8]) {
     if let Some(j) = seed::JoinMsg::decode(data) {
         let again = j.encode();
         let mut want = data[..again.len()].to_vec();
-        want[20..24].copy_from_slice(&(u32::from(j.star)).to_le_bytes());
+        // The flags keep the star bit and a growth's count (bits 8..).
+        let flags = u32::from(j.star) | (j.grow << 8);
+        want[20..24].copy_from_slice(&flags.to_le_bytes());
         assert_eq!(again[..], want[..]);
         assert_eq!(seed::JoinMsg::decode(&again), Some(j));
     }
