@@ -119,13 +119,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let links: [(&str, &[(&str, &str)]); 3] = [
-        ("shm", &[("SHM", "1")]),
-        ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
-        ("tcp", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
-    ];
     let mut runs = Vec::new();
-    for (name, env) in links {
+    for (name, env) in common::LINKS {
         let rows = common::meshrun(2, "mesh").and_then(|mut c| {
             c.envs(env.iter().copied());
             common::run_rows(c)

@@ -22,6 +22,12 @@
     reason = "a benchmark prints its table"
 )]
 
+#[allow(
+    dead_code,
+    reason = "this benchmark uses only the links of the shared helpers"
+)]
+mod common;
+
 use meshwork::{Node, ReduceOp};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -260,11 +266,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let links: [(&str, &[(&str, &str)]); 3] = [
-        ("shm", &[("SHM", "1")]),
-        ("tcp", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
-        ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
-    ];
+    let links = common::LINKS;
     println!("# 4 processes on loopback, deadline 2 s; rank 2 fails after {ROUNDS_BEFORE} all_reduces; {RUNS} runs each");
     println!("# error: failure → the last survivor's failing call returns; usable: the last error → the last survivor's shrunk group passes a barrier");
     println!(

@@ -7,6 +7,15 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+/// The links of two or more processes on one host: shared memory (the
+/// default), and with `SHM=0` QUIC and TCP, each with its environment.
+#[allow(dead_code, reason = "the benchmarks that compare links use it")]
+pub const LINKS: [(&str, &[(&str, &str)]); 3] = [
+    ("shm", &[("SHM", "1")]),
+    ("quic", &[("TRANSPORT", "quic"), ("SHM", "0")]),
+    ("tcp", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
+];
+
 /// (name, bytes) → (microseconds, wrong elements).
 pub type Rows = BTreeMap<(String, usize), (f64, u64)>;
 

@@ -51,6 +51,12 @@ pub fn skip(reason: &str) {
 }
 
 impl Lab {
+    /// [`Lab::new`], or `None` after saying why it cannot run here
+    /// (`SKIPPED: …`; under `CI=true`, a failure).
+    pub fn or_skip(test: &str) -> Option<Lab> {
+        Lab::new(test).map_err(|reason| skip(&reason)).ok()
+    }
+
     /// A lab named after `test` (short, unique per test), with its bridge.
     pub fn new(test: &str) -> Result<Lab, String> {
         // SAFETY: geteuid has no preconditions.

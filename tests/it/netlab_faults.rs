@@ -7,18 +7,6 @@ use crate::netlab::{skip, Lab};
 use crate::procs::{spawn, Launch, Ranks};
 use std::time::Duration;
 
-macro_rules! lab_or_skip {
-    ($name:expr) => {
-        match Lab::new($name) {
-            Ok(lab) => lab,
-            Err(reason) => {
-                skip(&reason);
-                return;
-            }
-        }
-    };
-}
-
 const DEADLINE_S: f64 = 3.0;
 const TOKEN: &str = "netlab-faults-secret-token";
 
@@ -63,13 +51,17 @@ fn shrinks_across_hosts(lab: &mut Lab, signal: i32, victim: u32, ready_after: u3
 
 #[test]
 fn netlab_faults_a_member_killed_on_its_host_is_shrunk_away() {
-    let mut lab = lab_or_skip!("ft-kill");
+    let Some(mut lab) = Lab::or_skip("ft-kill") else {
+        return;
+    };
     shrinks_across_hosts(&mut lab, libc::SIGKILL, 2, 17);
 }
 
 #[test]
 fn netlab_faults_a_member_frozen_on_its_host_is_shrunk_away() {
-    let mut lab = lab_or_skip!("ft-stop");
+    let Some(mut lab) = Lab::or_skip("ft-stop") else {
+        return;
+    };
     shrinks_across_hosts(&mut lab, libc::SIGSTOP, 1, 9);
 }
 
@@ -78,7 +70,9 @@ fn netlab_faults_a_member_frozen_on_its_host_is_shrunk_away() {
 /// takes its place; all four finish with the same model.
 #[test]
 fn netlab_faults_a_killed_member_is_replaced_from_another_host() {
-    let mut lab = lab_or_skip!("ft-grow");
+    let Some(mut lab) = Lab::or_skip("ft-grow") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("g", 0..5).unwrap();
     let seed = format!("10.77.{n}.10:29400");

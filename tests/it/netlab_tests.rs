@@ -1,21 +1,9 @@
 //! meshwork across network-namespace hosts: a star whose worker sits behind
 //! NAT, a host whose cable is cut mid-collective, a rate-limited link.
 
-use crate::netlab::{skip, Lab};
+use crate::netlab::Lab;
 use crate::procs::{all_ok, spawn, Launch};
 use std::time::{Duration, Instant};
-
-macro_rules! lab_or_skip {
-    ($name:expr) => {
-        match Lab::new($name) {
-            Ok(lab) => lab,
-            Err(reason) => {
-                skip(&reason);
-                return;
-            }
-        }
-    };
-}
 
 fn launch(
     world: u32,
@@ -43,7 +31,9 @@ fn launch(
 /// results, within its deadline.
 #[test]
 fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
-    let mut lab = lab_or_skip!("loss");
+    let Some(mut lab) = Lab::or_skip("loss") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("l", 0..3).unwrap();
     lab.udp_loss(&hosts[1], 5).unwrap();
@@ -62,7 +52,9 @@ fn netlab_quic_collectives_are_exact_with_5_percent_udp_loss() {
 /// exact (each rank checks its links, by kind, rank by rank).
 #[test]
 fn netlab_two_hosts_of_two_ranks_mix_shared_memory_and_quic() {
-    let mut lab = lab_or_skip!("mixed");
+    let Some(mut lab) = Lab::or_skip("mixed") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("m", 0..2).unwrap();
     let peers: Vec<String> = [(0, 29500), (0, 29501), (1, 29500), (1, 29501)]
@@ -87,7 +79,9 @@ fn netlab_two_hosts_of_two_ranks_mix_shared_memory_and_quic() {
 
 #[test]
 fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
-    let mut lab = lab_or_skip!("nat-star");
+    let Some(mut lab) = Lab::or_skip("nat-star") else {
+        return;
+    };
     let n = lab.net;
     let (coord, _) = lab.lan_host("c", 10).unwrap();
     let natted = lab.host_behind_nat("w1", 20).unwrap();
@@ -106,7 +100,9 @@ fn netlab_star_with_a_worker_behind_nat_runs_every_collective() {
 #[test]
 fn netlab_faults_a_cut_cable_is_a_timeout_within_the_deadline() {
     const DEADLINE_S: f64 = 2.0;
-    let mut lab = lab_or_skip!("cut-cable");
+    let Some(mut lab) = Lab::or_skip("cut-cable") else {
+        return;
+    };
     let n = lab.net;
     let hosts: Vec<(String, String)> = (1..=3)
         .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap())
@@ -147,7 +143,9 @@ fn netlab_faults_a_cut_cable_is_a_timeout_within_the_deadline() {
 fn netlab_a_slow_link_that_keeps_moving_does_not_time_out() {
     // 16 MiB all-reduces through a 40 Mbit/s link take seconds, far past a
     // 1 s deadline, but bytes keep arriving, so nothing times out.
-    let mut lab = lab_or_skip!("slow-link");
+    let Some(mut lab) = Lab::or_skip("slow-link") else {
+        return;
+    };
     let n = lab.net;
     let hosts: Vec<(String, String)> = (1..=2)
         .map(|i| lab.lan_host(&format!("h{i}"), 10 + i).unwrap())
@@ -197,7 +195,9 @@ fn discovery_env(
 /// the same LAN and port at the same time: the jobs stay apart.
 #[test]
 fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
-    let mut lab = lab_or_skip!("disc-mesh");
+    let Some(mut lab) = Lab::or_skip("disc-mesh") else {
+        return;
+    };
     let hosts = lab.lan_hosts("h", 1..=6).unwrap();
     let wrap_a = Lab::exec_in_each(&hosts[..4]);
     let wrap_b = Lab::exec_in_each(&hosts[4..]);
@@ -223,7 +223,9 @@ fn netlab_mesh_forms_by_broadcast_discovery_and_jobs_stay_apart() {
 /// host (`DISCOVER_HOST`) and runs every collective.
 #[test]
 fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
-    let mut lab = lab_or_skip!("disc-star");
+    let Some(mut lab) = Lab::or_skip("disc-star") else {
+        return;
+    };
     let n = lab.net;
     let (coord, _) = lab.lan_host("c", 10).unwrap();
     let natted = lab.host_behind_nat("w1", 20).unwrap();
@@ -247,7 +249,9 @@ fn netlab_star_worker_behind_nat_discovers_the_coordinator() {
 /// others form without it and it times out naming the ranks it missed.
 #[test]
 fn netlab_faults_discovery_ignores_a_wrong_token() {
-    let mut lab = lab_or_skip!("disc-token");
+    let Some(mut lab) = Lab::or_skip("disc-token") else {
+        return;
+    };
     let hosts = lab.lan_hosts("h", 1..=3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
     let mut l = discovery_env(3, "mesh", "netlab the right token", None, wrap);
@@ -283,7 +287,9 @@ fn netlab_faults_discovery_ignores_a_wrong_token() {
 /// panic and not a silent wait.
 #[test]
 fn netlab_a_busy_discovery_port_is_an_error() {
-    let mut lab = lab_or_skip!("disc-busy");
+    let Some(mut lab) = Lab::or_skip("disc-busy") else {
+        return;
+    };
     let (h1, _) = lab.lan_host("h1", 11).unwrap();
     let (h2, _) = lab.lan_host("h2", 12).unwrap();
     let holder_launch = Launch {
@@ -339,7 +345,9 @@ fn joiners(world: u32) -> Vec<Vec<(String, String)>> {
 /// collective.
 #[test]
 fn netlab_seed_bootstrap_forms_a_mesh_across_4_hosts() {
-    let mut lab = lab_or_skip!("seed-mesh");
+    let Some(mut lab) = Lab::or_skip("seed-mesh") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("s", 0..4).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
@@ -353,7 +361,9 @@ fn netlab_seed_bootstrap_forms_a_mesh_across_4_hosts() {
 /// every collective runs.
 #[test]
 fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
-    let mut lab = lab_or_skip!("seed-star");
+    let Some(mut lab) = Lab::or_skip("seed-star") else {
+        return;
+    };
     let n = lab.net;
     let (coord, _) = lab.lan_host("c", 10).unwrap();
     let natted = lab.host_behind_nat("w1", 20).unwrap();
@@ -369,7 +379,9 @@ fn netlab_seed_bootstrap_star_with_a_worker_behind_nat() {
 /// all a stranger gets too), while the job forms without it.
 #[test]
 fn netlab_faults_seed_refuses_a_wrong_token() {
-    let mut lab = lab_or_skip!("seed-token");
+    let Some(mut lab) = Lab::or_skip("seed-token") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("t", 0..4).unwrap();
     let wrap: Vec<Vec<String>> = Lab::exec_in_each(&hosts);
@@ -409,7 +421,9 @@ fn netlab_faults_seed_refuses_a_wrong_token() {
 /// everyone with `IFNAME` naming the LAN by CIDR.
 #[test]
 fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
-    let mut lab = lab_or_skip!("ifname");
+    let Some(mut lab) = Lab::or_skip("ifname") else {
+        return;
+    };
     let n = lab.net;
     let hosts = lab.lan_hosts("m", 0..3).unwrap();
     for (i, ns) in hosts.iter().enumerate() {
@@ -439,7 +453,9 @@ fn netlab_ifname_picks_the_lan_on_multi_homed_hosts() {
 /// authenticated query, and run every collective.
 #[test]
 fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
-    let mut lab = lab_or_skip!("mdns-star");
+    let Some(mut lab) = Lab::or_skip("mdns-star") else {
+        return;
+    };
     let hosts = lab.lan_hosts("d", 0..3).unwrap();
     let wrap = Lab::exec_in_each(&hosts);
     let mut ranks = spawn(
@@ -458,7 +474,9 @@ fn netlab_star_on_the_lan_finds_the_coordinator_by_mdns() {
 #[test]
 fn netlab_siege_by_a_stranger_stops_nothing() {
     for transport in ["quic", "tcp"] {
-        let mut lab = lab_or_skip!("siege");
+        let Some(mut lab) = Lab::or_skip("siege") else {
+            return;
+        };
         let n = lab.net;
         let hosts = lab.lan_hosts("r", 0..3).unwrap();
         let (stranger, _) = lab.lan_host("x", 20).unwrap();

@@ -2,7 +2,7 @@
 //! own ranks, new processes taking the next ones), also under attack, and
 //! what it refuses.
 
-use super::tests::{connect_from, four_form, req, LONG, TOKEN};
+use super::tests::{connect_from, four_form, req, start_with, LONG, TOKEN};
 use super::*;
 use crate::form::FormationError;
 use std::io::Write;
@@ -10,18 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn elastic(world: u32) -> Seed {
-    Seed::start(
-        "127.0.0.1:0".parse().unwrap(),
-        SeedConfig {
-            world,
-            star: false,
-            token: Some(TOKEN.into()),
-            timeout: LONG,
-            reserved: None,
-            elastic: true,
-        },
-    )
-    .unwrap()
+    start_with(world, LONG, true)
 }
 
 /// The `members` of a running job (ranks 0..members) grow it by
@@ -81,18 +70,7 @@ fn a_running_job_grows_twice_and_newcomers_take_the_next_ranks() {
 #[test]
 fn growths_that_do_not_fit_are_refused_by_name() {
     // A seed that is not elastic: a new process is told so at once.
-    let plain = Seed::start(
-        "127.0.0.1:0".parse().unwrap(),
-        SeedConfig {
-            world: 1,
-            star: false,
-            token: Some(TOKEN.into()),
-            timeout: LONG,
-            reserved: None,
-            elastic: false,
-        },
-    )
-    .unwrap();
+    let plain = start_with(1, LONG, false);
     let at = plain.local_addr();
     let t = Instant::now();
     let e = join(at, &req(0, None, TOKEN, LONG, 1)).unwrap_err();

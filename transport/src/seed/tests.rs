@@ -19,6 +19,11 @@ const WRONG: &str = "another seed test token";
 pub(super) const LONG: Duration = Duration::from_secs(10);
 
 fn start(world: u32, timeout: Duration) -> Seed {
+    start_with(world, timeout, false)
+}
+
+/// A seed on loopback for a mesh of `world` under `TOKEN`.
+pub(super) fn start_with(world: u32, timeout: Duration, elastic: bool) -> Seed {
     Seed::start(
         "127.0.0.1:0".parse().unwrap(),
         SeedConfig {
@@ -27,7 +32,7 @@ fn start(world: u32, timeout: Duration) -> Seed {
             token: Some(TOKEN.into()),
             timeout,
             reserved: None,
-            elastic: false,
+            elastic,
         },
     )
     .unwrap()
