@@ -56,7 +56,7 @@ fn replaces_a_killed_member(topology: &str, victim: u32) {
             ("WORLD", "4".into()),
             ("TOPOLOGY", topology.into()),
         ];
-        let Some(cmd) = elastic(&seed, &env, &["--steps", "3000"]) else {
+        let Some(cmd) = elastic(&seed, &env, &["--steps", "8000"]) else {
             crate::netlab::skip("examples/elastic is not built (cargo test builds examples)");
             return;
         };
@@ -77,14 +77,14 @@ fn replaces_a_killed_member(topology: &str, victim: u32) {
         );
     }
     let env = [("TOPOLOGY", topology.to_string())];
-    let newcomer = ranks.add(elastic(&seed, &env, &["--join", "--steps", "3000"]).unwrap());
+    let newcomer = ranks.add(elastic(&seed, &env, &["--join", "--steps", "8000"]).unwrap());
     let mut everyone = survivors.clone();
     everyone.push(newcomer);
     let done = ranks.wait_for(&everyone, "elastic OK", Duration::from_secs(60));
     let model = |l: &str| l.rsplit(' ').next().map(str::to_owned);
     for (id, line) in &done {
         assert!(
-            line.contains(" of 4 after 3000 steps"),
+            line.contains(" of 4 after 8000 steps"),
             "{topology}: {id}: {line}"
         );
         assert_eq!(model(line), model(&done[0].1), "{done:#?}");

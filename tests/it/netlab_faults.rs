@@ -84,7 +84,7 @@ fn netlab_faults_a_killed_member_is_replaced_from_another_host() {
             ("TOPOLOGY", "mesh".to_string()),
         ];
         let wrap = Lab::exec_in(&hosts[r as usize]);
-        let Some(cmd) = crate::elastic::elastic_in(&wrap, &seed, &env, &["--steps", "2000"]) else {
+        let Some(cmd) = crate::elastic::elastic_in(&wrap, &seed, &env, &["--steps", "3000"]) else {
             skip("examples/elastic is not built (cargo test builds examples)");
             return;
         };
@@ -95,14 +95,14 @@ fn netlab_faults_a_killed_member_is_replaced_from_another_host() {
     ranks.wait_for(&[0, 1, 2], "lost ranks [3]", Duration::from_secs(30));
     let wrap = Lab::exec_in(&hosts[4]);
     let env = [("TOPOLOGY", "mesh".to_string())];
-    let args = ["--join", "--steps", "2000"];
+    let args = ["--join", "--steps", "3000"];
     let newcomer = ranks.add(crate::elastic::elastic_in(&wrap, &seed, &env, &args).unwrap());
     let done = ranks.wait_for(&[0, 1, 2, newcomer], "elastic OK", Duration::from_secs(120));
     let model = |l: &str| l.rsplit(' ').next().map(str::to_owned);
     for (id, line) in &done {
         // The members grew once; the newcomer joined the grown group.
         let growths = if *id == newcomer { 0 } else { 1 };
-        let want = format!(" of 4 after 2000 steps, {growths} growth(s)");
+        let want = format!(" of 4 after 3000 steps, {growths} growth(s)");
         assert!(line.contains(&want), "{id}: {line}");
         assert_eq!(model(line), model(&done[0].1), "{done:#?}");
     }
