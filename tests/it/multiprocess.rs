@@ -254,10 +254,14 @@ fn disagreeing_pair(env0: &[(&str, String)], env1: &[(&str, String)], expect: &s
 
 /// Two processes holding different tokens: neither can prove anything to
 /// the other, so neither gives up at once (a stranger could claim the
-/// same); both name the mismatch at the formation deadline.
+/// same); both name the mismatch at the formation deadline. The deadline
+/// leaves room for a loaded machine: each process must start, derive its
+/// key (Argon2id) and reach the other's proof before it, or there is
+/// nothing to name but a rank that never answered.
 #[test]
 fn processes_with_different_tokens_both_name_it_at_the_deadline() {
-    let l = Launch::loopback(2, "mesh", 3.0);
+    const DEADLINE_S: u64 = 10;
+    let l = Launch::loopback(2, "mesh", DEADLINE_S as f64);
     let per_rank = vec![
         vec![(
             "CLUSTER_TOKEN".to_string(),
@@ -270,8 +274,8 @@ fn processes_with_different_tokens_both_name_it_at_the_deadline() {
     ];
     let started = Instant::now();
     let mut ranks = crate::procs::spawn_with(&l, "connect", &per_rank);
-    let results = ranks.results(Duration::from_secs(30));
-    assert!(started.elapsed() >= Duration::from_secs(3));
+    let results = ranks.results(Duration::from_secs(60));
+    assert!(started.elapsed() >= Duration::from_secs(DEADLINE_S));
     for (r, line) in &results {
         assert!(
             line.starts_with("RESULT err ClusterTokenMismatch"),
