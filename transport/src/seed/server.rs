@@ -228,9 +228,14 @@ impl Slots {
     /// A member's claim on its own rank in a growth of the running job:
     /// the first opens the growth; the others must ask for the same.
     fn claim_member(&mut self, join: &JoinMsg) -> Claim {
-        let Some(joiners_from) = join.world.checked_sub(join.grow) else {
+        let Some(joiners_from) = join.world.checked_sub(join.grow).filter(|&m| m > 0) else {
             return Claim::Refused(Status::World, 0, self.world);
         };
+        if join.want >= joiners_from {
+            // A member asks for a new process's rank: refused before it
+            // could open a growth nobody else would join.
+            return Claim::Refused(Status::RankConflict, join.want, self.world);
+        }
         if self.world == 0 {
             self.ranks = (0..join.world).map(|_| Slot::Free).collect();
             self.world = join.world;
