@@ -300,8 +300,9 @@ impl super::ProcessGroup {
     /// Register `handler` for `fn_id` on this rank, replacing any earlier
     /// one. It runs on the group's RPC workers with the caller's rank and
     /// the arguments, and may itself call `rpc` or send. Ids from
-    /// `0xFFFF_FF00` are the library's (one-sided operations): a handler
-    /// there is never called.
+    /// `0xFFFF_FF00` are reserved for the library: `0xFFFF_FFF0` carries
+    /// the one-sided operations, and a handler registered there is never
+    /// called.
     pub fn register_rpc(
         &self,
         fn_id: u32,
