@@ -354,7 +354,7 @@ impl GroupInner {
         }
     }
 
-    /// Send request `head ‖ body` to `dst`; its id.
+    /// Send a request (`parts`, head first) to `dst`.
     fn heap_send(&self, op: &str, dst: u32, parts: &[&[u8]]) -> Result<()> {
         self.transport
             .send(dst, request_key(self.comm_id), parts)
@@ -368,6 +368,9 @@ impl GroupInner {
     /// The answer to request `id` from `dst`: its body, or the target's
     /// refusal as `InvalidArgument`.
     fn heap_answer(&self, op: &str, dst: u32, id: u64) -> Result<Payload> {
+        // As RPC's calls do: what came too late for an earlier call (heap
+        // or RPC, one id space) is dropped, not left queued.
+        self.discard_late_responses();
         let reply = self
             .transport
             .recv(dst, response_key(self.comm_id, id), self.timeout(), None)

@@ -231,7 +231,7 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
 
 impl GroupInner {
     /// Drop responses that arrived after their call gave up.
-    fn discard_late_responses(&self) {
+    pub(super) fn discard_late_responses(&self) {
         let mut abandoned = self.rpc.abandoned.lock().unwrap_or_else(|e| e.into_inner());
         abandoned.retain(|&(dst, id)| {
             let key = response_key(self.comm_id, id);

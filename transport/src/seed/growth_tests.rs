@@ -143,14 +143,14 @@ fn formation_and_growth_under_siege_finish_as_if_nobody_were_there() {
         let stop = &stop;
         let (up_tx, up_rx) = crossbeam_channel::bounded(3);
         let idle_up = up_tx.clone();
+        // Dropped when the test is done: the idle connections go then.
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         s.spawn(move || {
             let idle: Vec<_> = (0..50u8)
                 .map(|i| connect_from([127, 0, 0, 2 + i % 7], at))
                 .collect();
             idle_up.send(()).unwrap();
-            while !stop.load(Ordering::Acquire) {
-                super::tests::pace(Duration::from_millis(20));
-            }
+            let _ = done_rx.recv();
             drop(idle);
         });
         for ip in [[127, 0, 0, 9], [127, 0, 0, 10]] {
@@ -188,6 +188,7 @@ fn formation_and_growth_under_siege_finish_as_if_nobody_were_there() {
         let formed = four_form(at);
         let grown = grow(at, 4, 2);
         stop.store(true, Ordering::Release);
+        drop(done_tx);
         (formed, grown)
     });
     // About 50 ms each here; a seed the strangers held up would take at

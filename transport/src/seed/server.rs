@@ -115,12 +115,6 @@ impl Seed {
         self.addr
     }
 
-    /// Let the seed finish on its own (it refuses latecomers for a while
-    /// after its job has formed), without waiting for it.
-    pub fn detach(mut self) {
-        drop(self.thread.take());
-    }
-
     /// Wait until the job has formed (everyone ready) or failed.
     pub fn wait(mut self) -> Result<(), FormationError> {
         match self.thread.take().map(JoinHandle::join) {

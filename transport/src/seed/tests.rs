@@ -57,7 +57,7 @@ pub(super) fn req(
 }
 
 #[allow(clippy::disallowed_methods, reason = "an attacker's pacing")]
-pub(super) fn pace(d: Duration) {
+fn pace(d: Duration) {
     std::thread::sleep(d);
 }
 
