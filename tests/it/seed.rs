@@ -212,7 +212,7 @@ fn grow_admits_new_processes_and_old_ranks_keep_their_numbers() {
                         let g = node(Node::new(r, 3)).connect().unwrap();
                         let before = sum_of_ranks(&g).unwrap();
                         // The first new process is waiting at the seed.
-                        started.recv().unwrap();
+                        started.recv_timeout(T).unwrap();
                         let big = g.grow(2).unwrap();
                         assert_eq!(big.rank(), r);
                         let after = sum_of_ranks(&big).unwrap();

@@ -183,7 +183,7 @@ fn formation_and_growth_under_siege_finish_as_if_nobody_were_there() {
             });
         }
         for _ in 0..3 {
-            up_rx.recv().unwrap();
+            up_rx.recv_timeout(LONG).unwrap();
         }
         let formed = four_form(at);
         let grown = grow(at, 4, 2);
