@@ -1,7 +1,10 @@
 //! One-sided operations on a symmetric heap: `put`, `get`, `fetch_add`,
-//! `compare_swap` on another rank's heap, served by that rank's RPC
-//! server thread while its application does anything else (a collective
-//! included).
+//! `compare_swap` on another rank's heap, served on that rank's I/O side
+//! while its application does anything else (a collective included): the
+//! thread that reads a request off the link (the link's own thread, or an
+//! application thread reading its link while it waits) answers it there
+//! ([`Answerer`], the link core's `answer.rs`), and only a request it
+//! cannot answer at once for want of credit goes to the RPC server.
 //!
 //! The heap is 8-byte words, each an `AtomicU64`: bytes are read and
 //! written through the words holding them (a word only partly covered by
@@ -11,8 +14,8 @@
 //! `atomic_load` included. No lock is held while a buffer is copied.
 //!
 //! Requests are RPC requests for the reserved function `HEAP_FN`, which
-//! the server answers itself, at once (none waits on anything but the
-//! heap), never a worker or a user's handler: the operation (u8), the
+//! are answered at once (none waits on anything but the heap), never by a
+//! worker or a user's handler: the operation (u8), the
 //! offset (u64), the caller's heap size (u64), then the put's bytes, the
 //! get's length (u64), the value to add (u64), or the expected and new
 //! values (u64 each). A rank whose heap is another size (or none) refuses
@@ -26,7 +29,7 @@
 use super::rpc::{request_head, request_key, response_key};
 use super::GroupInner;
 use crate::error::{Error, Result};
-use meshwork_transport::{Payload, Transport};
+use meshwork_transport::{LaneKey, Payload, Transport};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -223,50 +226,52 @@ pub(crate) fn decode_request(id: u64, args: &[u8]) -> Option<(u64, u64, Request<
     Some((id, u64::from_le_bytes(*size), req))
 }
 
-/// What `heap` answers to `req`: the bytes read or the previous value,
-/// or why not.
-fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String> {
+/// Why `heap` refuses `req`, or the length of what it answers (the bytes
+/// read, the previous value); nothing is done yet.
+fn check(heap: &Heap, req: &Request<'_>) -> std::result::Result<usize, String> {
     let at = |offset: u64| usize::try_from(offset).unwrap_or(usize::MAX);
+    let refused = |why: Option<String>, len: usize| why.map_or(Ok(len), Err);
     match *req {
-        Request::Put { offset, data } => {
-            let offset = at(offset);
-            if let Some(why) = heap.outside("put", offset, data.len()) {
-                return Err(why);
-            }
-            heap.write(offset, data);
-            Ok(Vec::new())
-        }
+        Request::Put { offset, data } => refused(heap.outside("put", at(offset), data.len()), 0),
         Request::Get { offset, len } => {
-            let (offset, len) = (at(offset), at(len));
-            if let Some(why) = heap.outside("get", offset, len) {
+            let len = at(len);
+            if let Some(why) = heap.outside("get", at(offset), len) {
                 return Err(why);
             }
             if len > PIECE {
                 // Origins ask in pieces: an answer is never larger.
                 return Err(format!("get: a piece of {len} bytes, at most {PIECE}"));
             }
-            let mut out = vec![0u8; len];
-            heap.read(offset, &mut out);
-            Ok(out)
+            Ok(len)
+        }
+        Request::FetchAdd { offset, .. } => refused(heap.not_a_word("fetch_add", at(offset)), 8),
+        Request::CompareSwap { offset, .. } => {
+            refused(heap.not_a_word("compare_swap", at(offset)), 8)
+        }
+    }
+}
+
+/// Carry out `req` (it passed [`check`]) on `heap`, appending what it
+/// answers to `out`.
+fn perform(heap: &Heap, req: &Request<'_>, out: &mut Vec<u8>) {
+    let at = |offset: u64| usize::try_from(offset).unwrap_or(usize::MAX);
+    match *req {
+        Request::Put { offset, data } => heap.write(at(offset), data),
+        Request::Get { offset, len } => {
+            let from = out.len();
+            out.resize(from + at(len), 0);
+            heap.read(at(offset), &mut out[from..]);
         }
         Request::FetchAdd { offset, value } => {
-            let offset = at(offset);
-            if let Some(why) = heap.not_a_word("fetch_add", offset) {
-                return Err(why);
-            }
-            let prev = heap.word(offset).fetch_add(value, Ordering::SeqCst);
-            Ok(prev.to_le_bytes().to_vec())
+            let prev = heap.word(at(offset)).fetch_add(value, Ordering::SeqCst);
+            out.extend_from_slice(&prev.to_le_bytes());
         }
         Request::CompareSwap {
             offset,
             expected,
             new,
         } => {
-            let offset = at(offset);
-            if let Some(why) = heap.not_a_word("compare_swap", offset) {
-                return Err(why);
-            }
-            let prev = match heap.word(offset).compare_exchange(
+            let prev = match heap.word(at(offset)).compare_exchange(
                 expected,
                 new,
                 Ordering::SeqCst,
@@ -274,8 +279,48 @@ fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String>
             ) {
                 Ok(v) | Err(v) => v,
             };
-            Ok(prev.to_le_bytes().to_vec())
+            out.extend_from_slice(&prev.to_le_bytes());
         }
+    }
+}
+
+/// What `heap` answers to `req`: the bytes read or the previous value,
+/// or why not.
+fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String> {
+    let len = check(heap, req)?;
+    let mut out = Vec::with_capacity(len);
+    perform(heap, req, &mut out);
+    Ok(out)
+}
+
+/// Why this rank (`heap`, if it has one) refuses a request from a caller
+/// whose heap is `size` bytes, or the length of its answer's body.
+fn admit(heap: Option<&Heap>, size: u64, req: &Request<'_>) -> std::result::Result<usize, String> {
+    match heap {
+        Some(heap) if heap.len() as u64 == size => check(heap, req),
+        _ => Err(format!(
+            "the heap differs between ranks: this one has {} bytes, the caller's {size}; set the same HEAP_MB (Node::heap_bytes) everywhere",
+            heap.map_or(0, Heap::len)
+        )),
+    }
+}
+
+/// The answer to an admitted request (`admitted`): the status byte, then
+/// the body.
+fn answer_bytes(
+    heap: Option<&Heap>,
+    req: &Request<'_>,
+    admitted: std::result::Result<usize, String>,
+) -> Vec<u8> {
+    match (heap, admitted) {
+        (Some(heap), Ok(len)) => {
+            let mut out = Vec::with_capacity(1 + len);
+            out.push(OK);
+            perform(heap, req, &mut out);
+            out
+        }
+        (_, Err(why)) => [&[REFUSED], why.as_bytes()].concat(),
+        (None, Ok(_)) => vec![REFUSED],
     }
 }
 
@@ -284,20 +329,14 @@ fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String>
 /// what is not a request (fuzzed).
 pub(crate) fn answer_to(heap: Option<&Heap>, id: u64, args: &[u8]) -> Option<(u64, u8, Vec<u8>)> {
     let (id, size, request) = decode_request(id, args)?;
-    let mine = heap.map_or(0, Heap::len);
-    let answer = match heap {
-        Some(heap) if mine as u64 == size => apply(heap, &request),
-        _ => Err(format!(
-            "the heap differs between ranks: this one has {mine} bytes, the caller's {size}; set the same HEAP_MB (Node::heap_bytes) everywhere"
-        )),
-    };
-    Some(match answer {
-        Ok(body) => (id, OK, body),
-        Err(why) => (id, REFUSED, why.into_bytes()),
-    })
+    let admitted = admit(heap, size, &request);
+    let mut out = answer_bytes(heap, &request, admitted);
+    let status = out.remove(0);
+    Some((id, status, out))
 }
 
-/// Answer a heap request from `src` (the RPC server, for `HEAP_FN`).
+/// Answer a heap request from `src` (the RPC server, for `HEAP_FN`: one
+/// the link's reader left to it, for want of credit to answer with).
 pub(crate) fn answer(
     t: &dyn Transport,
     comm: u64,
@@ -316,6 +355,37 @@ pub(crate) fn answer(
     };
     if let Err(e) = t.send(src, response_key(comm, id), &[&[status], &body]) {
         tracing::warn!(src, "cannot answer a heap request: {e}");
+    }
+}
+
+/// Answers a communicator's heap requests on the thread that reads them
+/// off the link (the target's I/O side), without waking its RPC server.
+pub(crate) struct Answerer {
+    pub(crate) rpc: Arc<super::rpc::Rpc>,
+    pub(crate) comm: u64,
+}
+
+impl meshwork_transport::Answerer for Answerer {
+    fn answer(
+        &self,
+        _src: u32,
+        request: &[u8],
+        room: &mut dyn FnMut(LaneKey, usize) -> bool,
+    ) -> Option<(LaneKey, Vec<u8>)> {
+        let (fn_id, id, args) = super::rpc::decode_request(request)?;
+        if fn_id != HEAP_FN {
+            return None;
+        }
+        // Malformed: the server drops it, saying so.
+        let (id, size, req) = decode_request(id, args)?;
+        let heap = self.rpc.heap.get().map(|h| &**h);
+        let admitted = admit(heap, size, &req);
+        let len = 1 + admitted.as_ref().map_or_else(String::len, |&n| n);
+        let lane = response_key(self.comm, id);
+        if !room(lane, len) {
+            return None;
+        }
+        Some((lane, answer_bytes(heap, &req, admitted)))
     }
 }
 
@@ -549,7 +619,7 @@ impl super::ProcessGroup {
     }
 
     /// Write `data` into `dst`'s heap at `offset`; returns once it is
-    /// there. `dst` calls nothing: its RPC server serves it. Puts from
+    /// there. `dst` calls nothing: its I/O side serves it. Puts from
     /// this rank to one target apply in the order issued. Out of range,
     /// no heap, a rank out of range: `InvalidArgument` naming the heap's
     /// size, and nothing is written.

@@ -113,6 +113,13 @@ impl GroupInner {
         let members: Vec<u32> = (0..transport.world()).collect();
         transport.collective_members(comm_id, &members);
         rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
+        // Heap requests are answered by whichever thread reads them off
+        // the link; the server answers what that thread leaves to it.
+        let answerer = heap::Answerer {
+            rpc: Arc::clone(&rpc),
+            comm: comm_id,
+        };
+        transport.set_answerer(rpc::request_key(comm_id), Arc::new(answerer));
         Arc::new(GroupInner {
             rank: transport.rank(),
             world: transport.world(),

@@ -108,7 +108,9 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
                     Err(TransportError::Timeout { .. }) => continue,
                     Err(_) => return,
                 };
-                // Heap requests are answered here, at once.
+                // Heap requests the link's reader left here (for want of
+                // credit to answer with, or a transport that cannot):
+                // answered here, at once.
                 if let Some((super::heap::HEAP_FN, id, args)) = decode_request(req.1.as_ref()) {
                     let heap = rpc.heap.get().map(|h| &**h);
                     super::heap::answer(&*transport, comm, heap, req.0, id, args);

@@ -145,6 +145,12 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    /// The parent's links read this group's lanes too (an answer goes
+    /// back to the parent's rank that asked: no numbering to translate).
+    fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn meshwork_transport::Answerer>) -> bool {
+        self.parent.set_answerer(key, answerer)
+    }
+
     fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
         Some((Arc::clone(&self.parent), self.members.clone()))
     }

@@ -282,6 +282,24 @@ pub enum TransportError {
     Revoked,
 }
 
+/// Answers some requests on the thread that reads them off a link (an
+/// I/O thread, or a caller reading its link itself), so a request needs
+/// no hand-off to another thread: the one-sided operations' requests.
+/// It must not block: it runs where the link's frames are read.
+pub trait Answerer: Send + Sync {
+    /// Answer `request` from `src` here if it is one answered at once:
+    /// before acting on it, ask `room` for room for the answer (its lane
+    /// and length; a `false` leaves the request to the inbox, as any
+    /// message, untouched). The answer's lane and bytes, or `None`: the
+    /// request goes to the inbox.
+    fn answer(
+        &self,
+        src: u32,
+        request: &[u8],
+        room: &mut dyn FnMut(LaneKey, usize) -> bool,
+    ) -> Option<(LaneKey, Vec<u8>)>;
+}
+
 /// Per-peer ordered lanes between the ranks of one job.
 pub trait Transport: Send + Sync + fmt::Debug {
     /// This endpoint's rank.
@@ -372,5 +390,12 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
         let _ = (comm, timeout);
         self.failed()
+    }
+    /// Answer requests on lane `key` with `answerer` where they are read
+    /// (see [`Answerer`]); `false`: this transport cannot, and they go to
+    /// the inbox as any message.
+    fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn Answerer>) -> bool {
+        let _ = (key, answerer);
+        false
     }
 }

@@ -77,6 +77,18 @@ impl Budget {
         Ok(())
     }
 
+    /// Reserve `n` bytes if they fit now (as [`acquire`](Self::acquire)
+    /// would admit them); never waits.
+    pub(crate) fn try_acquire(&self, n: usize) -> bool {
+        let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if *q == 0 || q.saturating_add(n) <= self.max {
+            *q = q.saturating_add(n);
+            true
+        } else {
+            false
+        }
+    }
+
     pub(crate) fn max(&self) -> usize {
         self.max
     }

@@ -141,6 +141,9 @@ impl Core {
             return false;
         }
         if h.dst == self.rank {
+            if h.kind == LaneKind::Rpc && self.answer_here(&h, &payload) {
+                return true;
+            }
             let key = LaneKey {
                 comm: h.comm,
                 kind: h.kind,

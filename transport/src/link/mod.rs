@@ -11,6 +11,7 @@
 //! impl is written once, over the core (`transport.rs`). Nothing here
 //! names a socket.
 
+mod answer;
 mod budget;
 mod dispatch;
 mod latch;
@@ -19,6 +20,7 @@ mod sim;
 mod transport;
 mod watch;
 
+use answer::Answerers;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
@@ -215,6 +217,8 @@ pub struct Core {
     lost: Vec<AtomicBool>,
     /// Per peer: its stopped process was told to the others.
     stopped: Vec<AtomicBool>,
+    /// Request lanes answered where they are read (`answer.rs`).
+    answerers: Answerers,
 }
 
 /// What the core is built from (the parts of a `Spec` it needs).
@@ -259,6 +263,7 @@ impl Core {
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
             stopped: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
+            answerers: Answerers::default(),
         }
     }
 
@@ -327,6 +332,21 @@ impl Core {
                     .0;
                 self.lane_waiters.fetch_sub(1, Ordering::SeqCst);
             }
+        }
+    }
+
+    /// A slot on `dst`'s lane `key` now, without waiting: taken if `true`.
+    pub(crate) fn try_acquire_lane(&self, dst: u32, key: LaneKey) -> bool {
+        let mut lanes = self
+            .lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = lanes.entry((dst, key)).or_insert(0);
+        if *n < self.lane_depth {
+            *n += 1;
+            true
+        } else {
+            false
         }
     }
 

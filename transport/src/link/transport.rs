@@ -308,6 +308,11 @@ impl Transport for LinkTransport {
         }
     }
 
+    fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn crate::Answerer>) -> bool {
+        self.core.set_answerer(key, answerer);
+        true
+    }
+
     fn close(&self) {
         let core = &self.core;
         if core.inbox.is_closed() {

@@ -1,0 +1,267 @@
+//! Requests answered where they are read: a lane with an [`Answerer`]
+//! (the one-sided operations' requests) has its requests answered by the
+//! thread that read them off the link, and the answer queued on the link
+//! back, with no hand-off to another thread on either side of the target.
+//!
+//! The answer is budgeted as any message on its lane, but without waiting:
+//! when the requester's credit (or the answer lane's depth) has no room,
+//! the request goes to the inbox instead, untouched, and whoever serves
+//! the lane there answers it with a send that may wait. The reading thread
+//! never waits on credit, which only it could bring.
+
+use super::Core;
+use crate::wire::{FrameType, Header};
+use crate::{Answerer, LaneKey, Payload};
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+
+/// The answered lanes, few (one per communicator with a heap).
+#[derive(Default)]
+pub(crate) struct Answerers(RwLock<Vec<(LaneKey, Arc<dyn Answerer>)>>);
+
+impl fmt::Debug for Answerers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lanes: Vec<LaneKey> = self
+            .0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
+        f.debug_tuple("Answerers").field(&lanes).finish()
+    }
+}
+
+impl Answerers {
+    fn get(&self, key: LaneKey) -> Option<Arc<dyn Answerer>> {
+        let all = self.0.read().unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, a)| Arc::clone(a))
+    }
+}
+
+impl Core {
+    /// Answer requests on lane `key` with `answerer` from now on
+    /// (replacing an earlier one of that lane).
+    pub(crate) fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn Answerer>) {
+        let mut all = self.answerers.0.write().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(k, _)| *k != key);
+        all.push((key, answerer));
+    }
+
+    /// A message for this rank (it passed dispatch's checks): answered
+    /// here if its lane has an answerer that takes it. `true`: it was,
+    /// counted as received and taken, its credit and its answer queued.
+    pub(super) fn answer_here(&self, h: &Header, payload: &Payload) -> bool {
+        let key = LaneKey {
+            comm: h.comm,
+            kind: h.kind,
+            tag: h.tag,
+        };
+        let Some(answerer) = self.answerers.get(key) else {
+            return false;
+        };
+        let src = h.src;
+        let mut room = |lane: LaneKey, len: usize| self.try_acquire_room(src, lane, len);
+        let Some((lane, body)) = answerer.answer(src, payload.as_ref(), &mut room) else {
+            return false;
+        };
+        self.inbox.took_direct(src, key, payload.len());
+        self.return_credit(src, key, true);
+        let len = body.len();
+        let header = Header {
+            ftype: FrameType::Data,
+            kind: lane.kind,
+            src: self.rank,
+            dst: src,
+            comm: lane.comm,
+            tag: lane.tag,
+            len: len as u64,
+            aux: 0,
+            seq: 0,
+        };
+        match self.link(self.hop(src)) {
+            Some(link) => {
+                link.forward(self, header, Payload::from_vec_in(body, Some(&self.pool)));
+                let (m, b) = &self.sent[src as usize];
+                m.fetch_add(1, Ordering::Relaxed);
+                b.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            None => tracing::debug!(src, "no link to answer on; the answer is dropped"),
+        }
+        true
+    }
+
+    /// Room for `len` bytes on lane `key` to `dst` now, without waiting:
+    /// reserved if `true`.
+    fn try_acquire_room(&self, dst: u32, key: LaneKey, len: usize) -> bool {
+        if !crate::inbox::budgeted(key.kind) {
+            return true;
+        }
+        let Some(flow) = self.flow.get(dst as usize) else {
+            return false;
+        };
+        if !self.try_acquire_lane(dst, key) {
+            return false;
+        }
+        if flow.try_acquire(len) {
+            true
+        } else {
+            self.release_lane(dst, key, 1);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CoreConfig, Link};
+    use super::*;
+    use crate::{LaneKind, LinkKind, TransportError};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// A link that records what is forwarded on it.
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<(Header, Vec<u8>)>>);
+
+    impl Link for Recorder {
+        fn kind(&self) -> LinkKind {
+            LinkKind::Tcp
+        }
+        fn send(&self, _: &Core, h: Header, p: &[&[u8]], _: u32) -> Result<(), TransportError> {
+            self.0.lock().unwrap().push((h, p.concat()));
+            Ok(())
+        }
+        fn forward(&self, _: &Core, h: Header, p: Payload) {
+            self.0.lock().unwrap().push((h, p.as_ref().to_vec()));
+        }
+        fn tell_gone(&self, _: &Core, _: u32, _: super::super::Gone) {}
+        fn poll(&self, _: &Core, _: Option<usize>) -> bool {
+            false
+        }
+        fn caller_polls(&self, _: bool, _: Option<usize>) {}
+        fn start(self: Arc<Self>, _: &Arc<Core>) {}
+        fn close_begin(&self) {}
+        fn close_flush(&self) {}
+        fn close_end(&self) {}
+    }
+
+    /// Answers "ping" with "pong" on lane tag 1 + the request's first byte.
+    struct Pong;
+
+    impl Answerer for Pong {
+        fn answer(
+            &self,
+            _src: u32,
+            request: &[u8],
+            room: &mut dyn FnMut(LaneKey, usize) -> bool,
+        ) -> Option<(LaneKey, Vec<u8>)> {
+            let (&n, rest) = request.split_first()?;
+            if rest != b"ping" {
+                return None;
+            }
+            let lane = LaneKey {
+                comm: 0,
+                kind: LaneKind::Rpc,
+                tag: 1 + u64::from(n),
+            };
+            room(lane, 4).then(|| (lane, b"pong".to_vec()))
+        }
+    }
+
+    const REQUESTS: LaneKey = LaneKey {
+        comm: 0,
+        kind: LaneKind::Rpc,
+        tag: 0,
+    };
+
+    fn setup(budget: u64) -> (Core, Arc<Recorder>) {
+        let core = Core::new(&CoreConfig {
+            rank: 0,
+            world: 2,
+            star: false,
+            timeout: Duration::from_secs(5),
+            max_message_bytes: 1 << 20,
+            peer_budget_bytes: budget,
+            lane_depth: 4,
+            ranks_here: 1,
+        });
+        let link = Arc::new(Recorder::default());
+        core.set_links(vec![None, Some(Arc::clone(&link) as Arc<dyn Link>)]);
+        core.set_answerer(REQUESTS, Arc::new(Pong));
+        (core, link)
+    }
+
+    fn request(n: u8, body: &[u8]) -> (Header, Payload) {
+        let mut bytes = vec![n];
+        bytes.extend_from_slice(body);
+        let h = Header {
+            ftype: FrameType::Data,
+            kind: LaneKind::Rpc,
+            src: 1,
+            dst: 0,
+            comm: 0,
+            tag: 0,
+            len: bytes.len() as u64,
+            aux: 0,
+            seq: 0,
+        };
+        (h, Payload::from_parts(&[&bytes]))
+    }
+
+    #[test]
+    fn a_request_it_takes_is_answered_where_it_was_read() {
+        let (core, link) = setup(1 << 20);
+        let (h, p) = request(7, b"ping");
+        assert!(core.on_data(1, h, p));
+        let sent = link.0.lock().unwrap();
+        assert_eq!(sent.len(), 1);
+        assert_eq!((sent[0].0.dst, sent[0].0.tag), (1, 8));
+        assert_eq!(sent[0].1, b"pong");
+        assert!(core.inbox.lane_is_empty(1, REQUESTS), "not queued");
+        assert_eq!(core.sent[1].0.load(Ordering::Relaxed), 1);
+        let stats = core.inbox.stats();
+        assert_eq!(stats[1].received_messages, 1);
+    }
+
+    #[test]
+    fn what_it_does_not_take_goes_to_the_inbox() {
+        let (core, link) = setup(1 << 20);
+        let (h, p) = request(7, b"other");
+        assert!(core.on_data(1, h, p));
+        assert!(link.0.lock().unwrap().is_empty());
+        let got = core.inbox.try_take(1, REQUESTS, None).unwrap().unwrap();
+        assert_eq!(&got.as_ref()[1..], b"other");
+    }
+
+    #[test]
+    fn without_credit_for_the_answer_the_request_waits_in_the_inbox() {
+        let (core, link) = setup(16);
+        // Everything it may send to rank 1 is in flight.
+        core.flow[1].acquire(16, Duration::ZERO, 1).unwrap();
+        let (h, p) = request(1, b"ping");
+        assert!(core.on_data(1, h, p));
+        assert!(link.0.lock().unwrap().is_empty(), "nothing answered");
+        assert!(!core.inbox.lane_is_empty(1, REQUESTS), "queued instead");
+        let answer_lane = LaneKey { tag: 2, ..REQUESTS };
+        assert_eq!(
+            core.in_flight(1, answer_lane),
+            0,
+            "its lane slot given back"
+        );
+        // Credit back: the next one is answered at once.
+        core.flow[1].release(16);
+        let (h, p) = request(2, b"ping");
+        assert!(core.on_data(1, h, p));
+        let sent = link.0.lock().unwrap();
+        let answers: Vec<u64> = sent
+            .iter()
+            .filter(|(h, _)| h.ftype == FrameType::Data)
+            .map(|(h, _)| h.tag)
+            .collect();
+        assert_eq!(answers, [3]);
+    }
+}
