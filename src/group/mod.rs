@@ -89,6 +89,8 @@ pub(crate) struct GroupInner {
     shrunk: std::sync::OnceLock<Vec<u32>>,
     /// Communicators split from this one (revoked when it is shrunk).
     children: Mutex<Vec<u64>>,
+    /// Same-host peers' heaps mapped here.
+    mapped: std::sync::OnceLock<heap::Mapped>,
 }
 
 /// A validated collective call, holding its sequence number and the
@@ -136,6 +138,7 @@ impl GroupInner {
             cell: std::sync::OnceLock::new(),
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
+            mapped: std::sync::OnceLock::new(),
         })
     }
 
@@ -279,43 +282,6 @@ impl ProcessGroup {
             executor: Mutex::new(None),
             elastic: std::sync::OnceLock::new(),
         }
-    }
-
-    /// Give the group a symmetric heap of `bytes` (after checking that
-    /// every rank has one of the same size: a collective): `keep` if it is
-    /// that size (a grown group keeps a member's), else a zeroed one.
-    pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
-        if bytes == 0 {
-            // Nothing to check without a collective every job would pay
-            // for: a rank with a heap asks, and one without refuses every
-            // request by name.
-            return Ok(());
-        }
-        // Served before this rank's part of the check leaves: whoever has
-        // passed the check may use it at once.
-        let heap = match keep {
-            Some(heap) if heap.len() == bytes => Arc::clone(heap),
-            _ => Heap::new(bytes).ok_or_else(|| {
-                Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
-            })?,
-        };
-        self.inner().attach_heap(&heap);
-        let mut sizes = vec![0u64; self.world_size() as usize];
-        match self.all_gather(&[bytes as u64], &mut sizes) {
-            Err(Error::Timeout { waiting_on, .. }) => {
-                return Err(Error::InvalidArgument(format!(
-                    "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
-                )))
-            }
-            r => r?,
-        }
-        if let Some(r) = sizes.iter().position(|&s| s != bytes as u64) {
-            return Err(Error::InvalidArgument(format!(
-                "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
-                sizes[r]
-            )));
-        }
-        Ok(())
     }
 
     /// This rank's heap, if the group has one.

@@ -145,6 +145,12 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn is_gone(&self, rank: u32) -> bool {
+        self.members
+            .get(rank as usize)
+            .is_none_or(|&p| self.parent.is_gone(p))
+    }
+
     /// The parent's links read this group's lanes too (an answer goes
     /// back to the parent's rank that asked: no numbering to translate).
     fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn meshwork_transport::Answerer>) -> bool {
@@ -248,6 +254,7 @@ impl ProcessGroup {
         }
         if let Some(h) = inner.heap_of() {
             group.inner().attach_heap(h);
+            group.inner().inherit_mapped(&inner);
         }
         Some(Arc::new(group))
     }
@@ -301,6 +308,7 @@ impl GroupInner {
         }
         if let Some(h) = self.heap_of() {
             inner.attach_heap(h);
+            inner.inherit_mapped(self);
         }
         Some(inner)
     }

@@ -41,6 +41,24 @@ pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
         let v = u64::from(me + 1) * 100 + u64::from(dst);
         g.put(dst, word_of(me), &v.to_le_bytes())?;
     }
+    // A same-host peer's heap is mapped here: a put to it is a store into
+    // its memory, not a message.
+    let links = g.links();
+    let same_host: Vec<u32> = (0..p)
+        .filter(|&d| links[d as usize] == meshwork::LinkKind::SharedMemory)
+        .collect();
+    for &dst in &same_host {
+        let before = g.stats()[dst as usize].sent_messages;
+        let v = u64::from(me + 1) * 100 + u64::from(dst);
+        g.put(dst, word_of(me), &v.to_le_bytes())?;
+        let after = g.stats()[dst as usize].sent_messages;
+        if after != before {
+            return Err(bad(format!(
+                "a put to same-host rank {dst} sent {} messages",
+                after - before
+            )));
+        }
+    }
     g.barrier()?;
     for src in 0..p {
         let mut mine = [0u8; 8];
@@ -121,7 +139,11 @@ pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
     refusals(g)?;
     let mut sum = [me + 1];
     g.all_reduce(&mut sum, ReduceOp::Sum)?;
-    Ok(format!("heap of {} ranks", sum[0]))
+    Ok(format!(
+        "heap of {} ranks, {} mapped",
+        sum[0],
+        same_host.len()
+    ))
 }
 
 /// Bad input is `InvalidArgument` naming the heap's size; nothing is
@@ -149,7 +171,8 @@ fn refusals(g: &ProcessGroup) -> meshwork::Result<()> {
     Ok(())
 }
 
-fn heap_run(topology: &str, link: &str) {
+/// `mapped`: the same-host peers whose heaps each rank maps.
+fn heap_run(topology: &str, link: &str, mapped: usize) {
     let mut l = launch(4, topology, 20.0, link);
     l.set("HEAP_MB", "4");
     let mut ranks = spawn(&l, "heap");
@@ -158,29 +181,29 @@ fn heap_run(topology: &str, link: &str) {
     assert!(
         results
             .iter()
-            .all(|(_, l)| l == "RESULT ok heap of 10 ranks"),
+            .all(|(_, l)| *l == format!("RESULT ok heap of 10 ranks, {mapped} mapped")),
         "{results:#?}"
     );
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_shared_memory() {
-    heap_run("mesh", "shm");
+    heap_run("mesh", "shm", 3);
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_quic() {
-    heap_run("mesh", "quic");
+    heap_run("mesh", "quic", 0);
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_tcp() {
-    heap_run("mesh", "tcp");
+    heap_run("mesh", "tcp", 0);
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_star_relayed_by_the_coordinator() {
-    heap_run("star", "quic");
+    heap_run("star", "quic", 0);
 }
 
 /// Ranks that give different heap sizes all fail to form, naming it; a

@@ -38,6 +38,7 @@ pub use shm::DEFAULT_SINGLE_COPY as DEFAULT_SHM_SINGLE_COPY;
 /// handshake (for tests that relay formation streams byte by byte).
 #[doc(hidden)]
 pub use shm::NEGOTIATION_LEN as SHM_NEGOTIATION_LEN;
+pub use shm::{is_region_path, SharedRegion, REGION_PATH_MAX};
 mod spec;
 mod tcp;
 mod wire;
@@ -390,6 +391,11 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
         let _ = (comm, timeout);
         self.failed()
+    }
+    /// Whether `rank` is known gone (a cheap [`failed`](Self::failed)
+    /// for one rank, without looking for stopped processes).
+    fn is_gone(&self, rank: u32) -> bool {
+        self.failed().contains(&rank)
     }
     /// Answer requests on lane `key` with `answerer` where they are read
     /// (see [`Answerer`]); `false`: this transport cannot, and they go to

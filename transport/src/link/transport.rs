@@ -308,6 +308,10 @@ impl Transport for LinkTransport {
         }
     }
 
+    fn is_gone(&self, rank: u32) -> bool {
+        self.core.inbox.is_gone(rank)
+    }
+
     fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn crate::Answerer>) -> bool {
         self.core.set_answerer(key, answerer);
         true

@@ -25,10 +25,12 @@
 
 mod copy;
 mod io;
+mod region;
 mod ring;
 mod setup;
 
 pub use copy::DEFAULT_THRESHOLD as DEFAULT_SINGLE_COPY;
+pub use region::{is_region_path, SharedRegion, REGION_PATH_MAX};
 #[cfg(test)]
 pub(crate) use setup::decline;
 pub(crate) use setup::fuzz_negotiation;

@@ -89,7 +89,7 @@ unsafe impl Send for Segment {}
 // mapping, only copies.
 unsafe impl Sync for Segment {}
 
-fn cpath(path: &str) -> io::Result<CString> {
+pub(super) fn cpath(path: &str) -> io::Result<CString> {
     CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
 }
 

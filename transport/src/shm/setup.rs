@@ -451,7 +451,7 @@ fn sweep_stale() {
     }
 }
 
-fn random() -> u64 {
+pub(super) fn random() -> u64 {
     let mut b = [0u8; 8];
     // A name collision only makes `create` fail (O_EXCL): then the pair
     // keeps the network link.

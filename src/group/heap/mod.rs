@@ -26,12 +26,16 @@
 //! their order, so the pieces of one origin's puts to one target apply in
 //! the order issued.
 
+mod store;
+
+pub(crate) use store::{Heap, Mapped};
+
 use super::rpc::{request_head, request_key, response_key};
 use super::GroupInner;
 use crate::error::{Error, Result};
 use meshwork_transport::{LaneKey, Payload, Transport};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The RPC function id of heap requests (ids from `0xFFFF_FF00` are the
@@ -49,117 +53,6 @@ const COMPARE_SWAP: u8 = 4;
 
 const OK: u8 = 0;
 const REFUSED: u8 = 1;
-
-/// A rank's heap.
-pub(crate) struct Heap {
-    words: Box<[AtomicU64]>,
-    len: usize,
-}
-
-impl Heap {
-    /// A zeroed heap of `len` bytes; `None` if it cannot be allocated.
-    pub(crate) fn new(len: usize) -> Option<Arc<Heap>> {
-        let n = len.div_ceil(8);
-        let mut words = Vec::new();
-        words.try_reserve_exact(n).ok()?;
-        words.extend((0..n).map(|_| AtomicU64::new(0)));
-        Some(Arc::new(Heap {
-            words: words.into_boxed_slice(),
-            len,
-        }))
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Why `n` bytes at `offset` are not in the heap, if they are not.
-    fn outside(&self, op: &str, offset: usize, n: usize) -> Option<String> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.len => None,
-            _ => Some(format!(
-                "{op}: {n} bytes at offset {offset} do not fit in the heap of {} bytes",
-                self.len
-            )),
-        }
-    }
-
-    /// Why the word at `offset` cannot be used atomically, if it cannot.
-    fn not_a_word(&self, op: &str, offset: usize) -> Option<String> {
-        if !offset.is_multiple_of(8) {
-            return Some(format!(
-                "{op}: offset {offset} is not 8-byte aligned (heap of {} bytes)",
-                self.len
-            ));
-        }
-        self.outside(op, offset, 8)
-    }
-
-    /// Copy `data` in at `offset` (in range): whole words stored, the
-    /// partly covered ones at either end merged.
-    fn write(&self, offset: usize, data: &[u8]) {
-        let (head, body, tail) = split_words(offset, data.len());
-        self.merge(offset, &data[..head]);
-        let first = (offset + head) / 8;
-        let words = &self.words[first..first + body / 8];
-        for (w, c) in words.iter().zip(data[head..head + body].chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
-        }
-        self.merge(offset + head + body, &data[head + body..][..tail]);
-    }
-
-    /// Write `bytes` (within one word) at `offset`, keeping the word's
-    /// other bytes, by compare-and-swap.
-    fn merge(&self, offset: usize, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        let lo = offset % 8;
-        let _ = self.words[offset / 8].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-            let mut b = old.to_le_bytes();
-            b[lo..lo + bytes.len()].copy_from_slice(bytes);
-            Some(u64::from_le_bytes(b))
-        });
-    }
-
-    /// Copy out `buf.len()` bytes at `offset` (in range).
-    fn read(&self, offset: usize, buf: &mut [u8]) {
-        let (head, body, tail) = split_words(offset, buf.len());
-        let (h, rest) = buf.split_at_mut(head);
-        let (m, t) = rest.split_at_mut(body);
-        self.peek(offset, h);
-        let first = (offset + head) / 8;
-        let words = &self.words[first..first + body / 8];
-        for (w, c) in words.iter().zip(m.chunks_exact_mut(8)) {
-            c.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
-        self.peek(offset + head + body, &mut t[..tail]);
-    }
-
-    /// Read `out.len()` bytes (within one word) at `offset`.
-    fn peek(&self, offset: usize, out: &mut [u8]) {
-        if out.is_empty() {
-            return;
-        }
-        let lo = offset % 8;
-        let b = self.words[offset / 8].load(Ordering::Relaxed).to_le_bytes();
-        out.copy_from_slice(&b[lo..lo + out.len()]);
-    }
-
-    fn word(&self, offset: usize) -> &AtomicU64 {
-        &self.words[offset / 8]
-    }
-}
-
-/// `n` bytes at `offset` as (bytes before the first whole word, bytes in
-/// whole words, bytes after them); a span inside one word is all head.
-fn split_words(offset: usize, n: usize) -> (usize, usize, usize) {
-    let head = ((8 - offset % 8) % 8).min(n);
-    let body = (n - head) / 8 * 8;
-    (head, body, n - head - body)
-}
 
 /// A request, decoded (a pure function of its bytes: fuzzed).
 #[derive(Debug, PartialEq, Eq)]
@@ -424,6 +317,21 @@ impl GroupInner {
         }
     }
 
+    /// `rank`'s heap if it is mapped here (a same-host peer's), unless
+    /// `rank` is known gone: its memory outlives it, its heap does not.
+    fn mapped_live(&self, op: &str, rank: u32) -> Result<Option<&Arc<Heap>>> {
+        let Some(peer) = self.mapped(rank) else {
+            return Ok(None);
+        };
+        if self.transport.is_gone(rank) {
+            return Err(Error::from_transport(
+                meshwork_transport::TransportError::PeerDisconnected { rank },
+                op,
+            ));
+        }
+        Ok(Some(peer))
+    }
+
     /// Send a request (`parts`, head first) to `dst`.
     fn heap_send(&self, op: &str, dst: u32, parts: &[&[u8]]) -> Result<()> {
         self.transport
@@ -500,6 +408,13 @@ impl GroupInner {
             heap.write(offset, data);
             return Ok(());
         }
+        if let Some(peer) = self.mapped_live("put", dst)? {
+            peer.write(offset, data);
+            // Before whatever this thread does next (a flag it sets, a
+            // message it sends), as a put that was answered is.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            return Ok(());
+        }
         let mut flight = VecDeque::new();
         for (i, piece) in data.chunks(PIECE).enumerate() {
             if flight.len() == WINDOW {
@@ -520,6 +435,11 @@ impl GroupInner {
         let heap = self.heap_for("get", src, offset, buf.len())?;
         if src == self.rank {
             heap.read(offset, buf);
+            return Ok(());
+        }
+        if let Some(peer) = self.mapped_live("get", src)? {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            peer.read(offset, buf);
             return Ok(());
         }
         let mut flight = VecDeque::new();
@@ -559,6 +479,10 @@ impl GroupInner {
         }
         if dst == self.rank {
             let prev = apply(heap, &req).map_err(Error::InvalidArgument)?;
+            return Ok(u64_of(&prev));
+        }
+        if let Some(peer) = self.mapped_live(name, dst)? {
+            let prev = apply(peer, &req).map_err(Error::InvalidArgument)?;
             return Ok(u64_of(&prev));
         }
         let id = self.next_id();
@@ -669,27 +593,6 @@ impl super::ProcessGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_and_words_agree_at_every_alignment() {
-        let heap = Heap::new(64).unwrap();
-        for len in [0usize, 1, 3, 7, 8, 9, 15, 16, 29, 40] {
-            let data: Vec<u8> = (1..=len as u8).collect();
-            for offset in 0..=(64 - data.len()) {
-                heap.write(0, &[0u8; 64]);
-                heap.write(offset, &data);
-                let mut back = vec![0u8; data.len()];
-                heap.read(offset, &mut back);
-                assert_eq!(back, data, "{len} bytes at {offset}");
-                let mut all = [0u8; 64];
-                heap.read(0, &mut all);
-                assert!(all[..offset].iter().all(|&b| b == 0));
-                assert!(all[offset + data.len()..].iter().all(|&b| b == 0));
-            }
-        }
-        heap.write(8, &7u64.to_le_bytes());
-        assert_eq!(heap.word(8).load(Ordering::SeqCst), 7);
-    }
 
     #[test]
     fn requests_round_trip_and_garbage_is_refused() {

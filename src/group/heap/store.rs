@@ -1,0 +1,367 @@
+//! A heap's words, and the same-host peers' heaps mapped here.
+//!
+//! A rank whose group has same-host peers (shared-memory links) keeps its
+//! heap in a shared region (`SharedRegion`, in `/dev/shm`); when the group
+//! forms, every rank tells every other where its heap is (with its size,
+//! in the heap check's all-gather), and each maps its same-host peers'.
+//! An operation on a mapped peer's heap is then this process's own load,
+//! store or atomic instruction on the peer's memory: no message, and no
+//! thread of the target's. Atomics stay linearizable (they are the same
+//! hardware atomics on the same memory, whoever issues them). Anything
+//! not mapped (another host, a region that cannot be made or mapped) is
+//! reached by messages.
+
+use super::super::{GroupInner, ProcessGroup};
+use crate::error::{Error, Result};
+use meshwork_transport::{LinkKind, SharedRegion, REGION_PATH_MAX};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A rank's heap: its own, or a same-host peer's mapped here.
+pub(crate) struct Heap {
+    words: Words,
+    len: usize,
+}
+
+/// Where a heap's words are.
+enum Words {
+    /// This process's memory, reached by others through messages.
+    Private(Box<[AtomicU64]>),
+    /// A region same-host peers map (this rank's own, or a peer's).
+    Shared(SharedRegion),
+}
+
+impl Heap {
+    /// A zeroed heap of `len` bytes in this process's memory; `None` if it
+    /// cannot be allocated.
+    pub(crate) fn new(len: usize) -> Option<Arc<Heap>> {
+        let n = len.div_ceil(8);
+        let mut words = Vec::new();
+        words.try_reserve_exact(n).ok()?;
+        words.extend((0..n).map(|_| AtomicU64::new(0)));
+        Some(Arc::new(Heap {
+            words: Words::Private(words.into_boxed_slice()),
+            len,
+        }))
+    }
+
+    /// A zeroed heap of `len` bytes that same-host peers can map; in this
+    /// process's memory if no shared region can be made (no `/dev/shm`,
+    /// a full tmpfs).
+    pub(crate) fn new_shared(len: usize) -> Option<Arc<Heap>> {
+        match SharedRegion::create(len.div_ceil(8)) {
+            Ok(region) => Some(Arc::new(Heap {
+                words: Words::Shared(region),
+                len,
+            })),
+            Err(e) => {
+                tracing::debug!("the heap is not shared with same-host peers: {e}");
+                Heap::new(len)
+            }
+        }
+    }
+
+    /// A same-host peer's heap of `len` bytes, announced at `path`.
+    fn map(path: &str, len: usize) -> Option<Arc<Heap>> {
+        match SharedRegion::open(path, len.div_ceil(8)) {
+            Ok(region) => Some(Arc::new(Heap {
+                words: Words::Shared(region),
+                len,
+            })),
+            Err(e) => {
+                tracing::debug!(
+                    path,
+                    "a peer's heap cannot be mapped; reached by messages: {e}"
+                );
+                None
+            }
+        }
+    }
+
+    /// Where same-host peers map this heap, if they still can.
+    fn path(&self) -> Option<String> {
+        match &self.words {
+            Words::Shared(r) => r.path(),
+            Words::Private(_) => None,
+        }
+    }
+
+    /// Its peers have mapped it: nothing else may.
+    fn unlink(&self) {
+        if let Words::Shared(r) = &self.words {
+            r.unlink();
+        }
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        match &self.words {
+            Words::Private(w) => w,
+            Words::Shared(r) => r.words(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Why `n` bytes at `offset` are not in the heap, if they are not.
+    pub(super) fn outside(&self, op: &str, offset: usize, n: usize) -> Option<String> {
+        match offset.checked_add(n) {
+            Some(end) if end <= self.len => None,
+            _ => Some(format!(
+                "{op}: {n} bytes at offset {offset} do not fit in the heap of {} bytes",
+                self.len
+            )),
+        }
+    }
+
+    /// Why the word at `offset` cannot be used atomically, if it cannot.
+    pub(super) fn not_a_word(&self, op: &str, offset: usize) -> Option<String> {
+        if !offset.is_multiple_of(8) {
+            return Some(format!(
+                "{op}: offset {offset} is not 8-byte aligned (heap of {} bytes)",
+                self.len
+            ));
+        }
+        self.outside(op, offset, 8)
+    }
+
+    /// Copy `data` in at `offset` (in range): whole words stored, the
+    /// partly covered ones at either end merged.
+    pub(super) fn write(&self, offset: usize, data: &[u8]) {
+        let (head, body, tail) = split_words(offset, data.len());
+        self.merge(offset, &data[..head]);
+        let first = (offset + head) / 8;
+        let words = &self.words()[first..first + body / 8];
+        for (w, c) in words.iter().zip(data[head..head + body].chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+        }
+        self.merge(offset + head + body, &data[head + body..][..tail]);
+    }
+
+    /// Write `bytes` (within one word) at `offset`, keeping the word's
+    /// other bytes, by compare-and-swap.
+    fn merge(&self, offset: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let lo = offset % 8;
+        let _ =
+            self.words()[offset / 8].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let mut b = old.to_le_bytes();
+                b[lo..lo + bytes.len()].copy_from_slice(bytes);
+                Some(u64::from_le_bytes(b))
+            });
+    }
+
+    /// Copy out `buf.len()` bytes at `offset` (in range).
+    pub(super) fn read(&self, offset: usize, buf: &mut [u8]) {
+        let (head, body, tail) = split_words(offset, buf.len());
+        let (h, rest) = buf.split_at_mut(head);
+        let (m, t) = rest.split_at_mut(body);
+        self.peek(offset, h);
+        let first = (offset + head) / 8;
+        let words = &self.words()[first..first + body / 8];
+        for (w, c) in words.iter().zip(m.chunks_exact_mut(8)) {
+            c.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        self.peek(offset + head + body, &mut t[..tail]);
+    }
+
+    /// Read `out.len()` bytes (within one word) at `offset`.
+    fn peek(&self, offset: usize, out: &mut [u8]) {
+        if out.is_empty() {
+            return;
+        }
+        let lo = offset % 8;
+        let b = self.words()[offset / 8]
+            .load(Ordering::Relaxed)
+            .to_le_bytes();
+        out.copy_from_slice(&b[lo..lo + out.len()]);
+    }
+
+    pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
+        &self.words()[offset / 8]
+    }
+}
+
+/// `n` bytes at `offset` as (bytes before the first whole word, bytes in
+/// whole words, bytes after them); a span inside one word is all head.
+fn split_words(offset: usize, n: usize) -> (usize, usize, usize) {
+    let head = ((8 - offset % 8) % 8).min(n);
+    let body = (n - head) / 8 * 8;
+    (head, body, n - head - body)
+}
+
+/// Peers' heaps mapped here: by the ranks of the transport underneath
+/// every view (`top`, shared by a group's split and shrunk views), and by
+/// this communicator's ranks (`here`).
+pub(crate) struct Mapped {
+    top: Arc<Vec<Option<Arc<Heap>>>>,
+    here: Vec<Option<Arc<Heap>>>,
+}
+
+/// Words of a rank's record in the heap check: the size, the path's
+/// length, the path.
+const RECORD: usize = 2 + REGION_PATH_MAX / 8;
+
+/// A rank's record: its heap's size, and where same-host peers map it.
+fn record(heap: &Heap) -> [u64; RECORD] {
+    let mut r = [0u64; RECORD];
+    r[0] = heap.len() as u64;
+    if let Some(path) = heap.path().filter(|p| p.len() <= REGION_PATH_MAX) {
+        r[1] = path.len() as u64;
+        let mut bytes = [0u8; REGION_PATH_MAX];
+        bytes[..path.len()].copy_from_slice(path.as_bytes());
+        for (w, c) in r[2..].iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
+        }
+    }
+    r
+}
+
+/// The path in a peer's record, if it announces one of meshwork's.
+fn path_of(r: &[u64]) -> Option<String> {
+    let n = usize::try_from(*r.get(1)?).ok()?;
+    if n == 0 || n > REGION_PATH_MAX || r.len() != RECORD {
+        return None;
+    }
+    let bytes: Vec<u8> = r[2..].iter().flat_map(|w| w.to_le_bytes()).collect();
+    let path = std::str::from_utf8(&bytes[..n]).ok()?;
+    meshwork_transport::is_region_path(path).then(|| path.to_string())
+}
+
+impl GroupInner {
+    /// The heap of `rank` mapped here, if it is.
+    pub(super) fn mapped(&self, rank: u32) -> Option<&Arc<Heap>> {
+        self.mapped.get()?.here.get(rank as usize)?.as_ref()
+    }
+
+    /// Take the peers' heaps mapped by `parent` (this is a view of it,
+    /// or of what it is a view of).
+    pub(crate) fn inherit_mapped(&self, parent: &GroupInner) {
+        let Some(m) = parent.mapped.get() else {
+            return;
+        };
+        let top = Arc::clone(&m.top);
+        let here = match self.transport.view_of() {
+            Some((_, members)) => members
+                .iter()
+                .map(|&t| top.get(t as usize).cloned().flatten())
+                .collect(),
+            None => (*top).clone(),
+        };
+        let _ = self.mapped.set(Mapped { top, here });
+    }
+}
+
+impl ProcessGroup {
+    /// Give the group a symmetric heap of `bytes` (after checking that
+    /// every rank has one of the same size: a collective): `keep` if it is
+    /// that size (a grown group keeps a member's), else a zeroed one,
+    /// shared with same-host peers where there are any; and map theirs.
+    pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
+        if bytes == 0 {
+            // Nothing to check without a collective every job would pay
+            // for: a rank with a heap asks, and one without refuses every
+            // request by name.
+            return Ok(());
+        }
+        let links = self.links();
+        let same_host = |r: usize| links.get(r) == Some(&LinkKind::SharedMemory);
+        let heap = match keep {
+            Some(heap) if heap.len() == bytes => Some(Arc::clone(heap)),
+            _ if (0..links.len()).any(same_host) => Heap::new_shared(bytes),
+            _ => Heap::new(bytes),
+        }
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
+        })?;
+        // Served before this rank's part of the check leaves: whoever has
+        // passed the check may use it at once.
+        self.inner().attach_heap(&heap);
+        let world = self.world_size() as usize;
+        let mut records = vec![0u64; world * RECORD];
+        match self.all_gather(&record(&heap), &mut records) {
+            Err(Error::Timeout { waiting_on, .. }) => {
+                return Err(Error::InvalidArgument(format!(
+                    "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
+                )))
+            }
+            r => r?,
+        }
+        let records: Vec<&[u64]> = records.chunks_exact(RECORD).collect();
+        if let Some(r) = records.iter().position(|rec| rec[0] != bytes as u64) {
+            return Err(Error::InvalidArgument(format!(
+                "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
+                records[r][0]
+            )));
+        }
+        let top: Vec<Option<Arc<Heap>>> = records
+            .iter()
+            .enumerate()
+            .map(|(r, rec)| {
+                let path = path_of(rec).filter(|_| same_host(r) && r != self.rank() as usize)?;
+                Heap::map(&path, bytes)
+            })
+            .collect();
+        // Every rank announcing a heap to map has had it mapped by whoever
+        // could (the records are the same everywhere: all or none wait).
+        if records.iter().any(|rec| path_of(rec).is_some()) {
+            self.barrier()?;
+            heap.unlink();
+        }
+        let top = Arc::new(top);
+        let here = (*top).clone();
+        let _ = self.inner().mapped.set(Mapped { top, here });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_words_agree_at_every_alignment() {
+        let heap = Heap::new(64).unwrap();
+        for len in [0usize, 1, 3, 7, 8, 9, 15, 16, 29, 40] {
+            let data: Vec<u8> = (1..=len as u8).collect();
+            for offset in 0..=(64 - data.len()) {
+                heap.write(0, &[0u8; 64]);
+                heap.write(offset, &data);
+                let mut back = vec![0u8; data.len()];
+                heap.read(offset, &mut back);
+                assert_eq!(back, data, "{len} bytes at {offset}");
+                let mut all = [0u8; 64];
+                heap.read(0, &mut all);
+                assert!(all[..offset].iter().all(|&b| b == 0));
+                assert!(all[offset + data.len()..].iter().all(|&b| b == 0));
+            }
+        }
+        heap.write(8, &7u64.to_le_bytes());
+        assert_eq!(heap.word(8).load(Ordering::SeqCst), 7);
+    }
+
+    #[test]
+    fn a_record_carries_the_path_and_garbage_announces_none() {
+        let heap = Heap::new_shared(24).unwrap();
+        let r = record(&heap);
+        assert_eq!(r[0], 24);
+        assert_eq!(path_of(&r), heap.path());
+        let peer = Heap::map(&heap.path().unwrap(), 24).unwrap();
+        peer.write(3, b"hello");
+        let mut back = [0u8; 5];
+        heap.read(3, &mut back);
+        assert_eq!(&back, b"hello");
+        let mut bad = r;
+        bad[1] = 200;
+        assert_eq!(path_of(&bad), None, "longer than a path may be");
+        bad[1] = 4;
+        assert_eq!(path_of(&bad), None, "not one of meshwork's heaps");
+        assert_eq!(path_of(&record(&Heap::new(8).unwrap())), None);
+    }
+}
