@@ -13,12 +13,21 @@ use super::Core;
 use crate::wire::{FrameType, Header};
 use crate::{Answerer, LaneKey, Payload};
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long a link's I/O thread keeps reading its socket without sleeping
+/// after it answered a request (with a core per rank here): requests come
+/// in runs (a loop of puts, a counter taken again and again), and the
+/// next one, a round trip later, is then read at once instead of after a
+/// wake-up.
+pub(crate) const ANSWER_SPIN: Duration = Duration::from_micros(200);
 use std::sync::{Arc, RwLock};
 
-/// The answered lanes, few (one per communicator with a heap).
+/// The answered lanes, few (one per communicator with a heap), and how
+/// many requests were answered.
 #[derive(Default)]
-pub(crate) struct Answerers(RwLock<Vec<(LaneKey, Arc<dyn Answerer>)>>);
+pub(crate) struct Answerers(RwLock<Vec<(LaneKey, Arc<dyn Answerer>)>>, AtomicU64);
 
 impl fmt::Debug for Answerers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -51,6 +60,11 @@ impl Core {
         all.push((key, answerer));
     }
 
+    /// Requests answered here so far.
+    pub(crate) fn answered(&self) -> u64 {
+        self.answerers.1.load(Ordering::Relaxed)
+    }
+
     /// A message for this rank (it passed dispatch's checks): answered
     /// here if its lane has an answerer that takes it. `true`: it was,
     /// counted as received and taken, its credit and its answer queued.
@@ -68,6 +82,7 @@ impl Core {
         let Some((lane, body)) = answerer.answer(src, payload.as_ref(), &mut room) else {
             return false;
         };
+        self.answerers.1.fetch_add(1, Ordering::Relaxed);
         self.inbox.took_direct(src, key, payload.len());
         self.return_credit(src, key, true);
         let len = body.len();

@@ -21,6 +21,7 @@ mod transport;
 mod watch;
 
 use answer::Answerers;
+pub(crate) use answer::ANSWER_SPIN;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;

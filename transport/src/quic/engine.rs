@@ -691,7 +691,15 @@ pub(crate) fn run(
     let mut events = mio::Events::with_capacity(8);
     // The first turn writes whatever was queued before the thread started.
     let mut side_readable = true;
+    // Answering requests: look again without sleeping until then (see
+    // `ANSWER_SPIN`).
+    let mut hot_until: Option<Instant> = None;
+    let mut answered = core.answered();
     let ended = loop {
+        if core.spin && core.answered() != answered {
+            answered = core.answered();
+            hot_until = Some(Instant::now() + crate::link::ANSWER_SPIN);
+        }
         // The sidecar first, outside the engine's lock (its end takes it).
         let side_wait = match sidecar.service(&core, side_readable) {
             Serviced::Within(d) => d,
@@ -720,6 +728,13 @@ pub(crate) fn run(
                 }
             }
             .min(side_wait);
+            let wait = match hot_until {
+                Some(until) if Instant::now() < until => Duration::ZERO,
+                _ => {
+                    hot_until = None;
+                    wait
+                }
+            };
             e.planned = Instant::now() + wait;
             wait
         };

@@ -141,8 +141,10 @@ impl TcpTx {
         self.push(&mut pending, item)
     }
 
-    /// Queue a frame for the I/O thread, in its envelope if the link
-    /// seals (relays, credits: never blocks).
+    /// Send a frame without blocking, in its envelope if the link seals
+    /// (relays, credits, answers): written now if nothing is queued and
+    /// the socket takes it (no wake-up of the I/O thread, which may be
+    /// this thread), else queued for the I/O thread.
     pub(crate) fn enqueue_frame(
         &self,
         h: Header,
@@ -150,13 +152,36 @@ impl TcpTx {
         pool: &Arc<BufferPool>,
     ) -> bool {
         let mut pending = self.wire.pending();
-        let item = match self.wire.seal(&h, &[payload.as_ref()], pool) {
-            None => Out::Frame(h.encode(), payload),
-            Some(Ok(env)) => Out::Frame(env.outer(), env.rest_in(&[payload.as_ref()], pool)),
+        let parts = [payload.as_ref()];
+        let env = match self.wire.seal(&h, &parts, pool) {
+            None => None,
+            Some(Ok(env)) => Some(env),
             Some(Err(e)) => {
                 tracing::error!("{e}");
                 return false;
             }
+        };
+        if *pending == 0 {
+            let written = match &env {
+                None => {
+                    let head = h.encode();
+                    let pieces = [&head[..], payload.as_ref()];
+                    self.write_or_queue_tail(
+                        &mut pending,
+                        pieces.into_iter().filter(|p| !p.is_empty()),
+                    )
+                }
+                Some(env) => self.write_or_queue_tail(&mut pending, env.pieces(&parts)),
+            };
+            match written {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+        }
+        let item = match env {
+            None => Out::Frame(h.encode(), payload),
+            Some(env) => Out::Frame(env.outer(), env.rest_in(&parts, pool)),
         };
         self.push(&mut pending, item)
     }
