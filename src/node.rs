@@ -661,6 +661,7 @@ impl Node {
         spec.max_message_bytes = self.max_message_bytes;
         spec.peer_budget_bytes = self.peer_budget_bytes;
         spec.lane_depth = self.lane_depth;
+        spec.heap_bytes = self.heap_bytes as u64;
         spec.seal = self.encrypt_bulk;
         spec.authenticate_frames = self.frame_auth;
         spec.shared_memory = self.shared_memory;
@@ -752,6 +753,9 @@ fn from_formation(e: FormationError) -> Error {
         }
         FormationError::WorldMismatch { ours, theirs, .. } => Error::WorldMismatch { ours, theirs },
         FormationError::Timeout { missing } => Error::FormationTimeout { missing },
+        FormationError::HeapMismatch { rank, ours, theirs } => Error::InvalidArgument(format!(
+            "the heap differs between ranks: rank {rank} has {theirs} bytes, this rank {ours}; set the same HEAP_MB (Node::heap_bytes) everywhere"
+        )),
         FormationError::TopologyMismatch { rank } => Error::ConnectionFailed {
             rank,
             reason: "it uses the other topology (star vs mesh); set the same TOPOLOGY everywhere"

@@ -206,10 +206,9 @@ fn multiprocess_one_sided_operations_in_a_star_relayed_by_the_coordinator() {
     heap_run("star", "quic", 0);
 }
 
-/// Ranks that give different heap sizes all fail to form, naming it; a
-/// group without a heap refuses every operation by name.
-#[test]
-fn heaps_of_different_sizes_and_no_heap_are_refused() {
+/// Two ranks with heaps of `sizes` bytes fail to form, both naming the
+/// other's size, within the deadline.
+fn heaps_refused(sizes: [usize; 2]) {
     let peers = crate::support::free_ports(2);
     let errors: Vec<Error> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2u32)
@@ -219,7 +218,7 @@ fn heaps_of_different_sizes_and_no_heap_are_refused() {
                     Node::new(r, 2)
                         .peers(peers)
                         .unwrap()
-                        .heap_bytes(64 * (r as usize + 1))
+                        .heap_bytes(sizes[r as usize])
                         .timeout(Duration::from_secs(20))
                         .connect()
                         .unwrap_err()
@@ -228,12 +227,22 @@ fn heaps_of_different_sizes_and_no_heap_are_refused() {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for e in &errors {
+    for (r, e) in errors.iter().enumerate() {
+        let theirs = format!("has {} bytes, this rank {}", sizes[1 - r], sizes[r]);
         assert!(
-            matches!(e, Error::InvalidArgument(m) if m.contains("the heap differs between ranks")),
+            matches!(e, Error::InvalidArgument(m) if m.contains("the heap differs between ranks") && m.contains(&theirs)),
             "{e:?}"
         );
     }
+}
+
+/// Ranks that give different heap sizes (none on one of them included)
+/// all fail to form, naming it; a group without a heap refuses every
+/// operation by name.
+#[test]
+fn heaps_of_different_sizes_and_no_heap_are_refused() {
+    heaps_refused([64, 128]);
+    heaps_refused([0, 64]);
     let world = meshwork::local(2).unwrap();
     assert_eq!(world[0].heap_bytes(), 0);
     let e = world[0].put(1, 0, &[1]).unwrap_err();

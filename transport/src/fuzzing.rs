@@ -268,7 +268,7 @@ pub fn hello(data: &[u8]) {
         return;
     };
     let mut nonce = [0u8; 24];
-    nonce.copy_from_slice(&data[32..56]);
+    nonce.copy_from_slice(&data[handshake::NONCE_AT..handshake::HELLO_LEN]);
     let again = handshake::encode(&p, &nonce);
     let mut want = [0u8; handshake::HELLO_LEN];
     want.copy_from_slice(&data[..handshake::HELLO_LEN]);

@@ -123,6 +123,9 @@ pub struct Spec {
     /// once, straight from the sender's memory, where the kernel allows
     /// it (`SHM_SINGLE_COPY`; 0: never, every byte goes through the ring).
     pub shm_single_copy: usize,
+    /// The symmetric heap's size in bytes (`HEAP_MB`; 0: none): checked
+    /// equal in every link's handshake.
+    pub heap_bytes: u64,
 }
 
 impl Spec {
@@ -162,6 +165,7 @@ impl Spec {
             sockets: None,
             shared_memory: true,
             shm_single_copy: crate::DEFAULT_SHM_SINGLE_COPY,
+            heap_bytes: 0,
         }
     }
 

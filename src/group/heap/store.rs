@@ -265,9 +265,8 @@ impl ProcessGroup {
     /// shared with same-host peers where there are any; and map theirs.
     pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
         if bytes == 0 {
-            // Nothing to check without a collective every job would pay
-            // for: a rank with a heap asks, and one without refuses every
-            // request by name.
+            // Every link's handshake compared the heap's size (0 too): a
+            // rank with a heap was refused at formation.
             return Ok(());
         }
         let links = self.links();

@@ -1,11 +1,12 @@
 //! The link handshake: who is on the other end, and may they join?
 //!
 //! ```text
-//! dialer → acceptor   Hello_d   (56 B): "MESHWORK", version, world, rank,
-//!                                      flags, transport settings, nonce_d
+//! dialer → acceptor   Hello_d   (64 B): "MESHWORK", version, world, rank,
+//!                                      flags, transport settings, heap
+//!                                      size, nonce_d
 //! acceptor → dialer   Challenge (36 B): "MESHWORK", version, nonce_a
 //! dialer → acceptor   proof_d   (32 B)
-//! acceptor → dialer   Reply     (92 B): Hello_a + status + proof_a
+//! acceptor → dialer   Reply    (100 B): Hello_a + status + proof_a
 //! ```
 //!
 //! `proof_d = HMAC(key, "dial" ‖ hello_d ‖ challenge)` and
@@ -19,7 +20,8 @@
 //! dialer's hello and its proof: the settings, and a guess check that
 //! costs one Argon2id evaluation per guess. Removing that would take a
 //! password-authenticated key exchange.) The acceptor then
-//! compares world, topology, transport settings and rank, and answers with
+//! compares world, topology, transport settings, heap size and rank, and
+//! answers with
 //! a status that its own proof covers, so the dialer trusts a refusal only
 //! from a holder of the token. Without a token (loopback only) the key is
 //! a fixed public one: the exchange checks settings and ranks but
@@ -45,11 +47,14 @@ use std::time::Instant;
 /// version 4 added the credit request frame (credits go back in batches);
 /// version 5 the same-host negotiation after the handshake (`shm/`);
 /// version 6 its probe and single copy for large messages; version 7 the
-/// revoke frame and a coordinator's notice of a silent worker.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// revoke frame and a coordinator's notice of a silent worker; version 8
+/// the symmetric heap's size in the hello (checked equal, 0 included).
+pub const PROTOCOL_VERSION: u32 = 8;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
-pub(crate) const HELLO_LEN: usize = 56;
+pub(crate) const HELLO_LEN: usize = 64;
+/// Where a hello's nonce starts.
+pub(crate) const NONCE_AT: usize = 40;
 const CHALLENGE_LEN: usize = 8 + 4 + 24;
 const REPLY_LEN: usize = HELLO_LEN + 4 + 32;
 const FLAG_STAR: u32 = 1;
@@ -63,6 +68,7 @@ pub(crate) enum Status {
     RankConflict = 3,
     Topology = 4,
     Transport = 5,
+    Heap = 6,
 }
 
 /// How a handshake failed.
@@ -80,6 +86,8 @@ pub(crate) enum HandshakeError {
     Topology,
     #[error("transport settings differ: ours {}, theirs {}", describe_transport(*.ours), describe_transport(*.theirs))]
     Transport { ours: u64, theirs: u64 },
+    #[error("the symmetric heap differs: ours {ours} bytes, theirs {theirs}")]
+    Heap { ours: u64, theirs: u64 },
     #[error("the peer holds another cluster token")]
     Token,
     #[error("{0}")]
@@ -98,6 +106,7 @@ impl HandshakeError {
                 | HandshakeError::RankConflict { .. }
                 | HandshakeError::Topology
                 | HandshakeError::Transport { .. }
+                | HandshakeError::Heap { .. }
         )
     }
 }
@@ -114,6 +123,8 @@ pub(crate) struct Identity {
     /// The transport settings word: 0 for plain TCP; for QUIC, bit 63 set
     /// and the sidecar threshold in bytes below it. Must be equal.
     pub transport: u64,
+    /// The symmetric heap's size in bytes (0: none). Must be equal.
+    pub heap: u64,
 }
 
 /// The settings word's bit that means QUIC (with a TCP bulk sidecar).
@@ -208,6 +219,7 @@ fn hello(id: &Identity, nonce: Option<[u8; 24]>) -> Result<[u8; HELLO_LEN], Hand
         rank: id.rank,
         star: id.star,
         transport: id.transport,
+        heap: id.heap,
     };
     Ok(encode(&fields, &nonce))
 }
@@ -220,6 +232,7 @@ pub(crate) struct Parsed {
     rank: u32,
     star: bool,
     transport: u64,
+    heap: u64,
 }
 
 /// A hello carrying `fields` and `nonce` (the inverse of [`parse`]).
@@ -231,7 +244,8 @@ pub(crate) fn encode(fields: &Parsed, nonce: &[u8; 24]) -> [u8; HELLO_LEN] {
     h[16..20].copy_from_slice(&fields.rank.to_le_bytes());
     h[20..24].copy_from_slice(&(if fields.star { FLAG_STAR } else { 0 }).to_le_bytes());
     h[24..32].copy_from_slice(&fields.transport.to_le_bytes());
-    h[32..56].copy_from_slice(nonce);
+    h[32..NONCE_AT].copy_from_slice(&fields.heap.to_le_bytes());
+    h[NONCE_AT..].copy_from_slice(nonce);
     h
 }
 
@@ -248,6 +262,7 @@ pub(crate) fn parse(h: &[u8]) -> Option<Parsed> {
         rank: r.u32()?,
         star: r.u32()? & FLAG_STAR != 0,
         transport: r.u64()?,
+        heap: r.u64()?,
     })
 }
 
@@ -364,7 +379,7 @@ pub(crate) fn dial(
         return Err(HandshakeError::Token);
     }
     let theirs = parse(hello_a).ok_or(HandshakeError::Stranger)?;
-    if hello_a[32..] != chal[12..] {
+    if hello_a[NONCE_AT..] != chal[12..] {
         return Err(HandshakeError::Stranger);
     }
     let status = Reader::new(status_raw).u32().unwrap_or(u32::MAX);
@@ -384,6 +399,12 @@ pub(crate) fn dial(
             return Err(HandshakeError::Transport {
                 ours: id.transport,
                 theirs: theirs.transport,
+            })
+        }
+        s if s == Status::Heap as u32 => {
+            return Err(HandshakeError::Heap {
+                ours: id.heap,
+                theirs: theirs.heap,
             })
         }
         _ => return Err(HandshakeError::Stranger),
@@ -455,6 +476,14 @@ fn accept_rest(
                 theirs: theirs.transport,
             }),
         )
+    } else if theirs.heap != id.heap {
+        (
+            Status::Heap,
+            Some(HandshakeError::Heap {
+                ours: id.heap,
+                theirs: theirs.heap,
+            }),
+        )
     } else if theirs.rank >= id.world || theirs.rank == id.rank || !claim(theirs.rank) {
         (
             Status::RankConflict,
@@ -511,6 +540,7 @@ mod tests {
             key: derive_key(token),
             version: PROTOCOL_VERSION,
             transport: 0,
+            heap: 0,
         }
     }
 
@@ -588,6 +618,19 @@ mod tests {
         let a = a.unwrap_err().to_string();
         assert!(
             a.contains("ours TCP, theirs QUIC with the TCP sidecar from 65536 bytes"),
+            "{a}"
+        );
+        let mut heap = id(0, 2, None);
+        heap.heap = 1 << 20;
+        let (d, a) = pair(heap, id(1, 2, None));
+        assert!(
+            matches!(d, Err(HandshakeError::Heap { ours: 1048576, theirs: 0 })),
+            "{d:?}"
+        );
+        let a = a.unwrap_err();
+        assert!(a.is_proven(), "said by a holder of the token");
+        assert!(
+            a.to_string().contains("ours 0 bytes, theirs 1048576"),
             "{a}"
         );
         let (d, _) = pair(id(1, 2, None), id(1, 2, None));

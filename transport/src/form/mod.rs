@@ -40,6 +40,9 @@ pub enum FormationError {
     WorldMismatch { rank: u32, ours: u32, theirs: u32 },
     #[error("rank {rank} uses the other topology (star vs mesh)")]
     TopologyMismatch { rank: u32 },
+    /// The ranks' symmetric heaps differ (`HEAP_MB`, 0 included).
+    #[error("rank {rank} has a heap of {theirs} bytes, this rank {ours}")]
+    HeapMismatch { rank: u32, ours: u64, theirs: u64 },
     #[error("ranks {missing:?} did not connect before the deadline")]
     Timeout { missing: Vec<u32> },
     #[error("cannot connect to rank {rank}: {reason}")]
@@ -66,6 +69,9 @@ impl FormationError {
             HandshakeError::RankConflict { rank } => FormationError::RankConflict { rank },
             HandshakeError::Topology => FormationError::TopologyMismatch { rank },
             HandshakeError::Token => FormationError::TokenMismatch { rank },
+            HandshakeError::Heap { ours, theirs } => {
+                FormationError::HeapMismatch { rank, ours, theirs }
+            }
             e @ HandshakeError::Transport { .. } => FormationError::ConnectionFailed {
                 rank,
                 reason: e.to_string(),
@@ -158,6 +164,7 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
         star: spec.star(),
         key: handshake::derive_key(spec.token.as_deref()),
         version: spec.protocol_version,
+        heap: spec.heap_bytes,
         transport: transport
             | match spec.protect() {
                 Some(Protect::Encrypt) => handshake::TRANSPORT_SEALED,

@@ -44,6 +44,7 @@ fn impostor(addr: SocketAddr, stream: u64, garbage: &[u8]) -> TcpStream {
         key: handshake::derive_key(Some(TOKEN)),
         version: handshake::PROTOCOL_VERSION,
         transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
+        heap: 0,
     };
     let by = Instant::now() + Duration::from_secs(5);
     let admitted = handshake::dial(&mut tcp, &id, by).unwrap();
