@@ -252,7 +252,7 @@ fn another_protocol_version_learns_the_version_and_stops_nothing() {
             .connect()
     });
     let mut s = dial_retry(a1);
-    let mut hello = [0u8; 56];
+    let mut hello = [0u8; 64];
     hello[..8].copy_from_slice(b"MESHWORK");
     hello[8..12].copy_from_slice(&999u32.to_le_bytes());
     hello[12..16].copy_from_slice(&2u32.to_le_bytes());
@@ -377,7 +377,7 @@ fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     use hmac::{Hmac, Mac};
     use sha2::{Digest, Sha256};
     let mut s = dial_retry(a1);
-    let mut hello = [0u8; 56];
+    let mut hello = [0u8; 64];
     hello[..8].copy_from_slice(b"MESHWORK");
     hello[8..12].copy_from_slice(&meshwork::WIRE_PROTOCOL_VERSION.to_le_bytes());
     hello[12..16].copy_from_slice(&2u32.to_le_bytes());
@@ -390,9 +390,9 @@ fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     mac.update(&hello);
     mac.update(&challenge);
     s.write_all(&mac.finalize().into_bytes()).unwrap();
-    let mut reply = [0u8; 92];
+    let mut reply = [0u8; 100];
     s.read_exact(&mut reply).unwrap();
-    assert_eq!(reply[56..60], [0; 4], "admitted");
+    assert_eq!(reply[64..68], [0; 4], "admitted");
     // The same-host negotiation, spoken with tags that cannot hold (no
     // session keys here): the rank keeps this link on TCP.
     let rounds = [0u8; meshwork_transport::SHM_NEGOTIATION_LEN];

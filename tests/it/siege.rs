@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 const CHALLENGE: usize = 36;
 const STEP: Duration = Duration::from_secs(2);
 
-fn hello(version: u32, transport: u64) -> [u8; 56] {
-    let mut h = [0u8; 56];
+fn hello(version: u32, transport: u64) -> [u8; 64] {
+    let mut h = [0u8; 64];
     h[..8].copy_from_slice(b"MESHWORK");
     h[8..12].copy_from_slice(&version.to_le_bytes());
     h[12..16].copy_from_slice(&3u32.to_le_bytes());

@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "attack test cluster token";
-/// What a dialer sends before its first frame: hello (56 B) and proof (32 B).
-const DIALER_HANDSHAKE: usize = 56 + 32;
+/// What a dialer sends before its first frame: hello (64 B) and proof (32 B).
+const DIALER_HANDSHAKE: usize = 64 + 32;
 const CHALLENGE: usize = 36;
 
 fn spec(quic: bool, rank: u32, world: u32, peers: Vec<SocketAddr>) -> Spec {
@@ -45,13 +45,13 @@ fn dial_retry(addr: SocketAddr) -> TcpStream {
 
 /// A hello as a stranger writes it: `version`, a world of 4, claiming
 /// rank 0, with transport settings `transport`.
-fn hello(version: u32, transport: u64) -> [u8; 56] {
-    let mut h = [0u8; 56];
+fn hello(version: u32, transport: u64) -> [u8; 64] {
+    let mut h = [0u8; 64];
     h[..8].copy_from_slice(b"MESHWORK");
     h[8..12].copy_from_slice(&version.to_le_bytes());
     h[12..16].copy_from_slice(&4u32.to_le_bytes());
     h[24..32].copy_from_slice(&transport.to_le_bytes());
-    h[32..].copy_from_slice(&[0x42; 24]);
+    h[40..].copy_from_slice(&[0x42; 24]);
     h
 }
 
@@ -199,7 +199,7 @@ fn tcp_proxy(
             let _ = back_to.shutdown(Shutdown::Write);
         });
         // The hello, then (after the challenge came back) the proof.
-        let (mut hello, mut proof) = ([0u8; 56], [0u8; DIALER_HANDSHAKE - 56]);
+        let (mut hello, mut proof) = ([0u8; 64], [0u8; DIALER_HANDSHAKE - 64]);
         let mut tampered = false;
         let handshake = from.read_exact(&mut hello).is_ok()
             && to.write_all(&hello).is_ok()

@@ -624,7 +624,13 @@ mod tests {
         heap.heap = 1 << 20;
         let (d, a) = pair(heap, id(1, 2, None));
         assert!(
-            matches!(d, Err(HandshakeError::Heap { ours: 1048576, theirs: 0 })),
+            matches!(
+                d,
+                Err(HandshakeError::Heap {
+                    ours: 1048576,
+                    theirs: 0
+                })
+            ),
             "{d:?}"
         );
         let a = a.unwrap_err();
