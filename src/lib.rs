@@ -242,7 +242,7 @@ mod mdns;
 mod node;
 
 pub use error::{Error, Result};
-pub use group::{ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
+pub use group::{Compressor, ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
 pub use local::local;
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;

@@ -3,6 +3,7 @@
 mod agree;
 mod collectives;
 mod comm_adapter;
+mod compress;
 mod heap;
 mod p2p;
 mod recovery;
@@ -10,6 +11,7 @@ pub(crate) mod rpc;
 mod split;
 mod work;
 
+pub use compress::Compressor;
 pub use recovery::Recovery;
 pub use work::Work;
 

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod bitwise;
+mod compress;
 mod discovery;
 mod elastic;
 mod faults;

@@ -63,6 +63,7 @@ fn rank_process_entry() {
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
             "heap" => crate::one_sided::scenario(&g),
+            "compressed" => crate::compress::scenario(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {
