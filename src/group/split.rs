@@ -145,6 +145,10 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn max_message_bytes(&self) -> u64 {
+        self.parent.max_message_bytes()
+    }
+
     fn is_gone(&self, rank: u32) -> bool {
         self.members
             .get(rank as usize)

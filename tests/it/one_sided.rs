@@ -171,10 +171,14 @@ fn refusals(g: &ProcessGroup) -> meshwork::Result<()> {
     Ok(())
 }
 
-/// `mapped`: the same-host peers whose heaps each rank maps.
-fn heap_run(topology: &str, link: &str, mapped: usize) {
+/// `mapped`: the same-host peers whose heaps each rank maps; `cap`: a
+/// `MAX_MESSAGE_BYTES` (puts and gets then travel in pieces under it).
+fn heap_run(topology: &str, link: &str, mapped: usize, cap: Option<u64>) {
     let mut l = launch(4, topology, 20.0, link);
     l.set("HEAP_MB", "4");
+    if let Some(cap) = cap {
+        l.set("MAX_MESSAGE_BYTES", &cap.to_string());
+    }
     let mut ranks = spawn(&l, "heap");
     let results = ranks.results(Duration::from_secs(120));
     all_ok(&results);
@@ -188,22 +192,29 @@ fn heap_run(topology: &str, link: &str, mapped: usize) {
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_shared_memory() {
-    heap_run("mesh", "shm", 3);
+    heap_run("mesh", "shm", 3, None);
+}
+
+/// With a message cap of 1 MiB the 3 MiB puts and gets go in pieces
+/// under it.
+#[test]
+fn multiprocess_one_sided_operations_under_a_small_message_cap() {
+    heap_run("mesh", "tcp", 0, Some(1 << 20));
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_quic() {
-    heap_run("mesh", "quic", 0);
+    heap_run("mesh", "quic", 0, None);
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_mesh_over_tcp() {
-    heap_run("mesh", "tcp", 0);
+    heap_run("mesh", "tcp", 0, None);
 }
 
 #[test]
 fn multiprocess_one_sided_operations_in_a_star_relayed_by_the_coordinator() {
-    heap_run("star", "quic", 0);
+    heap_run("star", "quic", 0, None);
 }
 
 /// Two ranks with heaps of `sizes` bytes fail to form, both naming the

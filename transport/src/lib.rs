@@ -392,6 +392,10 @@ pub trait Transport: Send + Sync + fmt::Debug {
         let _ = (comm, timeout);
         self.failed()
     }
+    /// The largest message this endpoint sends or takes (`MAX_MESSAGE_BYTES`).
+    fn max_message_bytes(&self) -> u64 {
+        u64::MAX
+    }
     /// Whether `rank` is known gone (a cheap [`failed`](Self::failed)
     /// for one rank, without looking for stopped processes).
     fn is_gone(&self, rank: u32) -> bool {

@@ -246,8 +246,19 @@ pub(crate) fn answer(
         );
         return;
     };
-    if let Err(e) = t.send(src, response_key(comm, id), &[&[status], &body]) {
-        tracing::warn!(src, "cannot answer a heap request: {e}");
+    match t.send(src, response_key(comm, id), &[&[status], &body]) {
+        // A piece over the cap (the origin's cap is not this rank's):
+        // refused by name rather than left to time out.
+        Err(meshwork_transport::TransportError::MessageTooLarge { len, max }) => {
+            let why = format!(
+                "an answer of {len} bytes is over this rank's message cap of {max} (MAX_MESSAGE_BYTES differs between ranks)"
+            );
+            if let Err(e) = t.send(src, response_key(comm, id), &[&[REFUSED], why.as_bytes()]) {
+                tracing::warn!(src, "cannot answer a heap request: {e}");
+            }
+        }
+        Err(e) => tracing::warn!(src, "cannot answer a heap request: {e}"),
+        Ok(()) => {}
     }
 }
 
@@ -339,6 +350,14 @@ impl GroupInner {
             .map_err(|e| Error::from_transport(e, op))
     }
 
+    /// The largest piece of a put or get: [`PIECE`], or less where the
+    /// links' message cap (`MAX_MESSAGE_BYTES`) is lower (a request or an
+    /// answer carries a piece and a head of under 64 bytes).
+    fn piece(&self) -> usize {
+        let cap = usize::try_from(self.transport.max_message_bytes()).unwrap_or(usize::MAX);
+        PIECE.min(cap.saturating_sub(64)).max(8)
+    }
+
     fn next_id(&self) -> u64 {
         self.rpc.next_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -416,12 +435,13 @@ impl GroupInner {
             return Ok(());
         }
         let mut flight = VecDeque::new();
-        for (i, piece) in data.chunks(PIECE).enumerate() {
+        let size = self.piece();
+        for (i, piece) in data.chunks(size).enumerate() {
             if flight.len() == WINDOW {
                 self.land("put", dst, &mut flight, None)?;
             }
             let id = self.next_id();
-            let h = head(PUT, id, offset + i * PIECE, heap.len());
+            let h = head(PUT, id, offset + i * size, heap.len());
             self.heap_send("put", dst, &[&h, piece])?;
             flight.push_back(InFlight { id, range: 0..0 });
         }
@@ -448,7 +468,7 @@ impl GroupInner {
             if flight.len() == WINDOW {
                 self.land("get", src, &mut flight, Some(&mut *buf))?;
             }
-            let n = PIECE.min(buf.len() - start);
+            let n = self.piece().min(buf.len() - start);
             let id = self.next_id();
             let h = head(GET, id, offset + start, heap.len());
             self.heap_send("get", src, &[&h, &(n as u64).to_le_bytes()])?;

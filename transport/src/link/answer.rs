@@ -112,6 +112,10 @@ impl Core {
     /// Room for `len` bytes on lane `key` to `dst` now, without waiting:
     /// reserved if `true`.
     fn try_acquire_room(&self, dst: u32, key: LaneKey, len: usize) -> bool {
+        if len as u64 > self.max_message_bytes {
+            // Over the cap: left to the server, whose send says so.
+            return false;
+        }
         if !crate::inbox::budgeted(key.kind) {
             return true;
         }

@@ -312,6 +312,10 @@ impl Transport for LinkTransport {
         self.core.inbox.is_gone(rank)
     }
 
+    fn max_message_bytes(&self) -> u64 {
+        self.core.max_message_bytes
+    }
+
     fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn crate::Answerer>) -> bool {
         self.core.set_answerer(key, answerer);
         true

@@ -22,7 +22,11 @@ use std::time::Instant;
 /// An item for a writer.
 #[derive(Debug)]
 pub(crate) enum Out {
+    /// A frame whose bytes were reserved in the link's budget (returned
+    /// once written).
     Frame([u8; HEADER_LEN], Payload),
+    /// A frame sent without a reservation (a relay, a credit, an answer).
+    Unbudgeted([u8; HEADER_LEN], Payload),
     /// The unwritten tail of a frame an application thread began writing.
     Tail(Vec<u8>),
     /// Flush, say bye (these bytes: the goodbye frame, sealed when the
@@ -34,7 +38,7 @@ impl Out {
     /// The bytes it puts on the wire, in order.
     fn pieces(&self) -> [&[u8]; 2] {
         match self {
-            Out::Frame(h, p) => [&h[..], p.as_ref()],
+            Out::Frame(h, p) | Out::Unbudgeted(h, p) => [&h[..], p.as_ref()],
             Out::Tail(t) => [&t[..], &[]],
             Out::Close(_) => [&[], &[]],
         }
@@ -180,8 +184,8 @@ impl TcpTx {
             }
         }
         let item = match env {
-            None => Out::Frame(h.encode(), payload),
-            Some(env) => Out::Frame(env.outer(), env.rest_in(&parts, pool)),
+            None => Out::Unbudgeted(h.encode(), payload),
+            Some(env) => Out::Unbudgeted(env.outer(), env.rest_in(&parts, pool)),
         };
         self.push(&mut pending, item)
     }
@@ -434,6 +438,10 @@ impl Flusher {
                     bytes += p.len();
                     self.budgeted += p.len() + HEADER_LEN;
                     self.batch.push(Out::Frame(h, p));
+                }
+                Out::Unbudgeted(h, p) => {
+                    bytes += p.len();
+                    self.batch.push(Out::Unbudgeted(h, p));
                 }
                 Out::Tail(t) => {
                     bytes += t.len();
