@@ -251,20 +251,24 @@ fn another_protocol_version_learns_the_version_and_stops_nothing() {
             .timeout(Duration::from_secs(20))
             .connect()
     });
-    let mut s = dial_retry(a1);
-    let mut hello = [0u8; 64];
-    hello[..8].copy_from_slice(b"MESHWORK");
-    hello[8..12].copy_from_slice(&999u32.to_le_bytes());
-    hello[12..16].copy_from_slice(&2u32.to_le_bytes());
-    s.write_all(&hello).unwrap();
-    let mut reply = Vec::new();
-    s.read_to_end(&mut reply).unwrap();
-    assert_eq!(reply.len(), 36, "magic, version and a nonce: {reply:?}");
-    assert_eq!(&reply[..8], b"MESHWORK");
-    assert_eq!(
-        u32::from_le_bytes(reply[8..12].try_into().unwrap()),
-        meshwork::WIRE_PROTOCOL_VERSION
-    );
+    // A later version's hello (this one's length), and an earlier one's
+    // (version 7's hello was 56 bytes): each learns the version at once.
+    for (version, len) in [(999u32, 64), (7, 56)] {
+        let mut s = dial_retry(a1);
+        let mut hello = vec![0u8; len];
+        hello[..8].copy_from_slice(b"MESHWORK");
+        hello[8..12].copy_from_slice(&version.to_le_bytes());
+        hello[12..16].copy_from_slice(&2u32.to_le_bytes());
+        s.write_all(&hello).unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        assert_eq!(reply.len(), 36, "magic, version and a nonce: {reply:?}");
+        assert_eq!(&reply[..8], b"MESHWORK");
+        assert_eq!(
+            u32::from_le_bytes(reply[8..12].try_into().unwrap()),
+            meshwork::WIRE_PROTOCOL_VERSION
+        );
+    }
     let g0 = Node::new(0, 2).peers(addrs).unwrap().connect().unwrap();
     let g1 = node.join().unwrap().unwrap();
     let (mut a, mut b) = ([1u32, 2], [3u32, 4]);

@@ -425,11 +425,45 @@ pub(crate) fn accept(
     claim: impl Fn(u32) -> bool,
     deadline: Instant,
 ) -> Result<Admitted, (Option<u32>, HandshakeError)> {
+    // Magic, version, world and rank first: every version's hello starts
+    // so, whatever its length.
     let mut theirs_raw = [0u8; HELLO_LEN];
-    read_by(stream, &mut theirs_raw, deadline).map_err(|e| (None, e.into()))?;
-    let theirs = parse(&theirs_raw).ok_or((None, HandshakeError::Stranger))?;
-    let claimed = Some(theirs.rank);
+    read_by(stream, &mut theirs_raw[..SHARED_HEAD], deadline).map_err(|e| (None, e.into()))?;
+    if &theirs_raw[..8] != MAGIC {
+        return Err((None, HandshakeError::Stranger));
+    }
+    let word = |at: usize| Reader::new(&theirs_raw[at..at + 4]).u32().unwrap_or(0);
+    let (version, claimed) = (word(8), Some(word(16)));
+    if version != id.version {
+        // Its hello may be another length: our version, then the door
+        // (what it sent is drained, so the close is orderly).
+        let told = challenge(id.version).and_then(|c| Ok(write_by(stream, &c, deadline)?));
+        drain(stream);
+        told.map_err(|e| (claimed, e))?;
+        return Err((
+            claimed,
+            HandshakeError::Protocol {
+                ours: id.version,
+                theirs: version,
+            },
+        ));
+    }
+    read_by(stream, &mut theirs_raw[SHARED_HEAD..], deadline).map_err(|e| (claimed, e.into()))?;
+    let theirs = parse(&theirs_raw).ok_or((claimed, HandshakeError::Stranger))?;
     accept_rest(stream, id, claim, &theirs_raw, &theirs, deadline).map_err(|e| (claimed, e))
+}
+
+/// The bytes every version's hello starts with: magic, version, world,
+/// rank.
+const SHARED_HEAD: usize = 20;
+
+/// Read and drop what has already arrived, without waiting.
+fn drain(stream: &mut TcpStream) {
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 256];
+        while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = stream.set_nonblocking(false);
+    }
 }
 
 fn accept_rest(
