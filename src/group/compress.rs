@@ -6,7 +6,9 @@
 //! buffer, keeps k = ⌈fraction·n⌉ entries and reduces only those:
 //!
 //! - **random-k**: the same k indices on every rank, drawn from the seed
-//!   and the call's number (Floyd's sampling, ascending), so the kept
+//!   and the call's number on the group (the sequence number of the
+//!   collective it runs, the same on every rank; Floyd's sampling,
+//!   ascending), so the kept
 //!   values are one dense vector of k on every rank: a plain `all_reduce`
 //!   of k values, whatever algorithm suits k.
 //! - **top-k**: each rank keeps its own k largest |values|; the ranks
@@ -15,7 +17,8 @@
 //!
 //! The buffer then holds the reduced entries and zero elsewhere, and the
 //! residual what this rank did not send. At fraction 1 nothing is kept
-//! back and the call is `all_reduce` itself: the same bits.
+//! back and the call is `all_reduce` itself: the same bits. The residual
+//! changes only when the call succeeds.
 
 use super::ProcessGroup;
 use crate::error::{Error, Result};
@@ -37,8 +40,6 @@ pub struct Compressor {
     kind: Kind,
     fraction: f64,
     residual: Vec<f32>,
-    /// Calls made: random-k's indices are drawn from the seed and this.
-    calls: u64,
 }
 
 impl Compressor {
@@ -49,23 +50,22 @@ impl Compressor {
             kind: Kind::TopK,
             fraction,
             residual: Vec::new(),
-            calls: 0,
         }
     }
 
     /// Keep ⌈fraction·n⌉ entries at indices drawn from `seed` and the
-    /// call's number: the same on every rank that passes the same seed.
+    /// call's number on the group: the same on every rank that passes the
+    /// same seed.
     pub fn random_k(fraction: f64, seed: u64) -> Compressor {
         Compressor {
             kind: Kind::RandomK { seed },
             fraction,
             residual: Vec::new(),
-            calls: 0,
         }
     }
 
     /// What this rank has not sent yet: added to the buffer on the next
-    /// call (empty before the first).
+    /// call (empty before the first, and at fraction 1).
     pub fn residual(&self) -> &[f32] {
         &self.residual
     }
@@ -158,10 +158,14 @@ impl ProcessGroup {
             )));
         }
         let n = buf.len();
+        if u32::try_from(n).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "all_reduce_compressed: a buffer of {n} values; at most {} (indices travel as 32 bits)",
+                u32::MAX
+            )));
+        }
         let k = c.kept(n)?;
-        if c.residual.is_empty() {
-            c.residual = vec![0.0; n];
-        } else if c.residual.len() != n {
+        if !c.residual.is_empty() && c.residual.len() != n {
             return Err(Error::InvalidArgument(format!(
                 "all_reduce_compressed: a buffer of {n} values, but this compressor's residual holds {}; use one compressor per buffer",
                 c.residual.len()
@@ -173,20 +177,27 @@ impl ProcessGroup {
                 *b += *r;
             }
         }
-        let call = c.calls;
-        c.calls += 1;
         if k == n {
-            c.residual.fill(0.0);
-            return self.all_reduce(buf, op);
+            self.all_reduce(buf, op)?;
+            c.residual.clear();
+            return Ok(());
         }
         let kept = match c.kind {
-            Kind::RandomK { seed } => sample(n, k, seed, call),
+            Kind::RandomK { seed } => {
+                // The collective about to run: its number is the same on
+                // every rank, whatever failed on one of them before.
+                let call = self
+                    .inner()
+                    .next_seq
+                    .load(std::sync::atomic::Ordering::Acquire);
+                sample(n, k, seed, call)
+            }
             Kind::TopK => largest(buf, k),
         };
         // What is not sent stays here; what is sent leaves the residual.
-        c.residual.copy_from_slice(buf);
+        let mut residual = buf.to_vec();
         for &i in &kept {
-            c.residual[i as usize] = 0.0;
+            residual[i as usize] = 0.0;
         }
         match c.kind {
             Kind::RandomK { .. } => {
@@ -196,10 +207,11 @@ impl ProcessGroup {
                 for (&i, v) in kept.iter().zip(values) {
                     buf[i as usize] = v;
                 }
-                Ok(())
             }
-            Kind::TopK => self.sum_pairs(buf, &kept, op),
+            Kind::TopK => self.sum_pairs(buf, &kept, op)?,
         }
+        c.residual = residual;
+        Ok(())
     }
 
     /// Top-k's exchange: every rank's (index, value) pairs of `kept` to

@@ -305,3 +305,42 @@ fn top_k_with_error_feedback_trains_as_well_on_a_quarter_of_the_bytes() {
         assert!(*top <= 0.25 * dense, "{out:?}");
     }
 }
+
+/// Ranks that pass different lengths fail, naming the mismatch, and their
+/// compressors keep what they held (the call changed nothing).
+#[test]
+fn a_failed_call_leaves_the_residual_as_it_was() {
+    let world = meshwork::local(2).unwrap();
+    let results: Vec<meshwork::Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = world
+            .iter()
+            .map(|g| {
+                s.spawn(move || {
+                    let me = g.rank();
+                    // Rank 0's compressor holds a residual; rank 1's is new
+                    // and gets one value more: k differs (10 against 11).
+                    let mut c = Compressor::top_k(0.1);
+                    if me == 0 {
+                        let mut warm = input(0, 0, 100);
+                        let mut solo = Compressor::top_k(0.1);
+                        let alone = meshwork::local(1).unwrap();
+                        alone[0].all_reduce_compressed(&mut warm, ReduceOp::Sum, &mut solo)?;
+                        c = solo;
+                    }
+                    let held = c.residual().to_vec();
+                    let mut buf = input(me, 1, 100 + me as usize);
+                    let r = g.all_reduce_compressed(&mut buf, ReduceOp::Sum, &mut c);
+                    assert_eq!(bits(c.residual()), bits(&held), "rank {me}");
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &results {
+        assert!(
+            matches!(r, Err(Error::CollectiveMismatch { .. })),
+            "{results:?}"
+        );
+    }
+}
