@@ -131,11 +131,16 @@ impl GroupInner {
             TransportError::PeerDisconnected { rank } => rank,
             other => return Error::from_transport(other, op),
         };
+        let mut failed = self.transport.failed();
+        if failed.contains(&suspect) {
+            // This call met the failure itself: name it, even if a
+            // revocation (another member's answer to it) came meanwhile.
+            return Error::from_transport(e, op);
+        }
         if self.transport.is_revoked(self.comm_id) {
             return Error::Revoked;
         }
-        let mut failed = self.transport.failed();
-        if !failed.contains(&suspect) && failed.is_empty() {
+        if failed.is_empty() {
             failed = self
                 .transport
                 .await_failure(self.comm_id, grace(self.timeout()));

@@ -145,10 +145,12 @@ impl TcpTx {
         self.push(&mut pending, item)
     }
 
-    /// Send a frame without blocking, in its envelope if the link seals
-    /// (relays, credits, answers): written now if nothing is queued and
-    /// the socket takes it (no wake-up of the I/O thread, which may be
-    /// this thread), else queued for the I/O thread.
+    /// Send a frame without blocking, in its envelope if the link seals:
+    /// data (answers, relays) written now if nothing is queued and the
+    /// socket takes it (no wake-up of the I/O thread, which may be this
+    /// thread), else queued for the I/O thread; control frames (credits,
+    /// notices, revocations) always queued, in the order and with the
+    /// timing the recovery protocol was measured with.
     pub(crate) fn enqueue_frame(
         &self,
         h: Header,
@@ -165,7 +167,7 @@ impl TcpTx {
                 return false;
             }
         };
-        if *pending == 0 {
+        if *pending == 0 && h.ftype == crate::wire::FrameType::Data {
             let written = match &env {
                 None => {
                     let head = h.encode();
