@@ -327,6 +327,14 @@ impl Inbox {
             .collect()
     }
 
+    /// Whether `src` is known failed: gone without a goodbye, or silent.
+    pub(crate) fn is_failed(&self, src: u32) -> bool {
+        self.lock()
+            .peers
+            .get(src as usize)
+            .is_some_and(|p| (p.gone && !p.left) || p.silent)
+    }
+
     /// Revoke communicator `comm`: every wait on its lanes, now and
     /// later, fails with `Revoked`. Whether it was the first revocation.
     pub(crate) fn revoke(&self, comm: u64) -> bool {

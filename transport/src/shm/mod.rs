@@ -342,6 +342,13 @@ impl ShmLink {
                 core.silent(self.peer);
                 return Err(TransportError::Timeout { waiting_on: dst });
             }
+            if now >= started + SPIN && core.inbox.is_failed(self.peer) {
+                // Known failed meanwhile (another member said it is silent,
+                // or it went): it will not make room before the deadline;
+                // give up now, as at the deadline.
+                self.stalled.store(true, Ordering::Release);
+                return Err(TransportError::Timeout { waiting_on: dst });
+            }
             if now < started + SPIN {
                 self.pause();
                 continue;
