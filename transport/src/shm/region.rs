@@ -16,6 +16,7 @@
 //! memory (`ptrace`): sharing the heap with them trusts nobody new.
 
 use super::ring::cpath;
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
@@ -50,27 +51,8 @@ impl SharedRegion {
             super::setup::random()
         );
         let c = cpath(&path)?;
-        // SAFETY: `c` is a valid NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                0o600 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `open` returned a descriptor this function now owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let made = (|| {
-            // SAFETY: `fd` is an open descriptor.
-            let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) };
-            if r != 0 {
-                return Err(io::Error::from_raw_os_error(r));
-            }
-            map(&fd, words)
-        })();
+        let fd = create_file(&c, len)?;
+        let made = map(&fd, words);
         match made {
             Ok(region) => {
                 *region.path.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
@@ -90,37 +72,7 @@ impl SharedRegion {
         if !is_region_path(path) {
             return Err(bad("not a meshwork heap's path"));
         }
-        let len = bytes_of(words)?;
-        let c = cpath(path)?;
-        // SAFETY: `c` is a valid NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `open` returned a descriptor this function now owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: all-zero is a valid `stat`, filled in by `fstat`.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` is a valid out-pointer.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `geteuid` has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(bad("not a regular file"));
-        }
-        if st.st_uid != me || st.st_mode & 0o077 != 0 {
-            return Err(bad("not private to this user"));
-        }
-        if st.st_size != len as libc::off_t {
-            return Err(bad("not the announced size"));
-        }
+        let fd = open_file(&cpath(path)?, bytes_of(words)?)?;
         map(&fd, words)
     }
 
@@ -158,6 +110,70 @@ pub fn is_region_path(path: &str) -> bool {
         && !path[9..].contains('/')
 }
 
+/// Create the file `path` (which must not exist), private to this user
+/// (mode 0600: the umask may narrow it, never widen it), with the pages of
+/// its `len` bytes reserved (a full tmpfs fails here, not later with a bus
+/// error). The file is removed again if that fails.
+pub(super) fn create_file(path: &CStr, len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: `path` is a valid NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `open` returned a descriptor this function now owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `fd` is an open descriptor.
+    let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) };
+    if r != 0 {
+        // SAFETY: `path` is a valid path; the file is this call's.
+        unsafe { libc::unlink(path.as_ptr()) };
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(fd)
+}
+
+/// Open a peer's file `path`, which must be a regular file of this
+/// user's, private to it, of `len` bytes.
+pub(super) fn open_file(path: &CStr, len: usize) -> io::Result<OwnedFd> {
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    // SAFETY: `path` is a valid NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `open` returned a descriptor this function now owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: all-zero is a valid `stat`, filled in by `fstat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `geteuid` has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(bad("not a regular file"));
+    }
+    if st.st_uid != me || st.st_mode & 0o077 != 0 {
+        return Err(bad("not private to this user"));
+    }
+    if st.st_size != len as libc::off_t {
+        return Err(bad("not the announced size"));
+    }
+    Ok(fd)
+}
+
 fn bytes_of(words: usize) -> io::Result<usize> {
     match words.checked_mul(8) {
         Some(n) if n > 0 && i64::try_from(n).is_ok() => Ok(n),
@@ -169,7 +185,15 @@ fn bytes_of(words: usize) -> io::Result<usize> {
 }
 
 fn map(fd: &OwnedFd, words: usize) -> io::Result<SharedRegion> {
-    let len = bytes_of(words)?;
+    Ok(SharedRegion {
+        base: map_shared(fd, bytes_of(words)?)?.cast(),
+        words,
+        path: Mutex::new(None),
+    })
+}
+
+/// Map `len` bytes of `fd`, shared, readable and writable.
+pub(super) fn map_shared(fd: &OwnedFd, len: usize) -> io::Result<NonNull<u8>> {
     // SAFETY: a fresh shared mapping of an open file; the result is checked.
     let p = unsafe {
         libc::mmap(
@@ -184,11 +208,7 @@ fn map(fd: &OwnedFd, words: usize) -> io::Result<SharedRegion> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(SharedRegion {
-        base: NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?,
-        words,
-        path: Mutex::new(None),
-    })
+    NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)
 }
 
 impl Drop for SharedRegion {

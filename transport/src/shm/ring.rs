@@ -32,7 +32,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -111,27 +111,9 @@ impl Segment {
     pub(crate) fn create(path: &str, capacity: usize) -> io::Result<Segment> {
         assert!(capacity.is_power_of_two() && capacity >= MIN_CAPACITY);
         let c = cpath(path)?;
-        // SAFETY: `c` is a valid NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                0o600 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `open` returned a descriptor this function now owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let len = DATA_AT + capacity;
+        let fd = super::region::create_file(&c, len)?;
         let made = (|| {
-            // The umask may have narrowed 0600; never widened.
-            // SAFETY: `fd` is an open descriptor.
-            let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) };
-            if r != 0 {
-                return Err(io::Error::from_raw_os_error(r));
-            }
             let mut seg = map(&fd, len, capacity)?;
             seg.path = Some(c.clone());
             seg.control()
@@ -156,37 +138,8 @@ impl Segment {
         if !(capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)) {
             return Err(bad("the announced ring capacity is out of range"));
         }
-        let c = cpath(path)?;
-        // SAFETY: `c` is a valid NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `open` returned a descriptor this function now owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: all-zero is a valid `stat`, filled in by `fstat`.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` is a valid out-pointer.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
         let len = DATA_AT + capacity;
-        // SAFETY: `geteuid` has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(bad("not a regular file"));
-        }
-        if st.st_uid != me || st.st_mode & 0o077 != 0 {
-            return Err(bad("not private to this user"));
-        }
-        if st.st_size != len as libc::off_t {
-            return Err(bad("not the announced size"));
-        }
+        let fd = super::region::open_file(&cpath(path)?, len)?;
         let seg = map(&fd, len, capacity)?;
         let c = seg.control();
         if c.magic.0.load(Ordering::Acquire) != MAGIC
@@ -430,22 +383,8 @@ fn copy_word(ticket: u64, state: CopyState) -> u64 {
 }
 
 fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {
-    // SAFETY: a fresh shared mapping of an open file; the result is checked.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
     Ok(Segment {
-        base: NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?,
+        base: super::region::map_shared(fd, len)?,
         len,
         capacity,
         path: None,
