@@ -125,9 +125,9 @@ pub fn rpc_envelope(data: &[u8]) {
     // The heap's requests travel beside RPC's: applied to a heap of 64
     // bytes, anything is answered or dropped, and a refusal names the size.
     if let (Some(heap), Some((_, id, args))) = (crate::group::Heap::new(64), decode_request(data)) {
-        if let Some((_, status, body)) = crate::group::heap_answer_to(Some(&heap), id, args) {
-            if status != 0 {
-                assert!(String::from_utf8_lossy(&body).contains("64 bytes"));
+        if let Some((_, answer)) = crate::group::heap_answer_to(Some(&heap), id, args) {
+            if answer[0] != 0 {
+                assert!(String::from_utf8_lossy(&answer[1..]).contains("64 bytes"));
             }
         }
     }

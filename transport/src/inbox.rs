@@ -35,6 +35,13 @@ struct Peer {
     credit_wanted: bool,
 }
 
+impl Peer {
+    /// Failed: gone without a goodbye, or silent.
+    fn failed(&self) -> bool {
+        (self.gone && !self.left) || self.silent
+    }
+}
+
 /// Default number of messages one sender may have queued on one budgeted
 /// lane of one receiver; past it the sender waits.
 pub const LANE_DEPTH: u32 = 256;
@@ -322,7 +329,7 @@ impl Inbox {
             .peers
             .iter()
             .enumerate()
-            .filter(|(_, p)| (p.gone && !p.left) || p.silent)
+            .filter(|(_, p)| p.failed())
             .map(|(r, _)| r as u32)
             .collect()
     }
@@ -332,7 +339,7 @@ impl Inbox {
         self.lock()
             .peers
             .get(src as usize)
-            .is_some_and(|p| (p.gone && !p.left) || p.silent)
+            .is_some_and(Peer::failed)
     }
 
     /// Revoke communicator `comm`: every wait on its lanes, now and

@@ -218,14 +218,12 @@ fn answer_bytes(
 }
 
 /// What this rank (`heap`, if it has one) answers to a heap request
-/// (`id` and RPC arguments `args`): the status and the body; `None` for
-/// what is not a request (fuzzed).
-pub(crate) fn answer_to(heap: Option<&Heap>, id: u64, args: &[u8]) -> Option<(u64, u8, Vec<u8>)> {
+/// (`id` and RPC arguments `args`): the request's id, and the answer (the
+/// status byte, then the body); `None` for what is not a request (fuzzed).
+pub(crate) fn answer_to(heap: Option<&Heap>, id: u64, args: &[u8]) -> Option<(u64, Vec<u8>)> {
     let (id, size, request) = decode_request(id, args)?;
     let admitted = admit(heap, size, &request);
-    let mut out = answer_bytes(heap, &request, admitted);
-    let status = out.remove(0);
-    Some((id, status, out))
+    Some((id, answer_bytes(heap, &request, admitted)))
 }
 
 /// Answer a heap request from `src` (the RPC server, for `HEAP_FN`: one
@@ -238,7 +236,7 @@ pub(crate) fn answer(
     id: u64,
     args: &[u8],
 ) {
-    let Some((id, status, body)) = answer_to(heap, id, args) else {
+    let Some((id, answer)) = answer_to(heap, id, args) else {
         tracing::warn!(
             src,
             "malformed heap request of {} bytes dropped",
@@ -246,7 +244,7 @@ pub(crate) fn answer(
         );
         return;
     };
-    match t.send(src, response_key(comm, id), &[&[status], &body]) {
+    match t.send(src, response_key(comm, id), &[&answer]) {
         // A piece over the cap (the origin's cap is not this rank's):
         // refused by name rather than left to time out.
         Err(meshwork_transport::TransportError::MessageTooLarge { len, max }) => {
@@ -652,10 +650,11 @@ mod tests {
             .unwrap_err()
             .contains("not 8-byte aligned"));
         // A caller whose heap is another size, or a rank without one.
-        let (_, status, why) = answer_to(Some(&heap), 1, &cas).unwrap();
-        assert_eq!(status, REFUSED);
-        assert!(String::from_utf8_lossy(&why).contains("this one has 16 bytes, the caller's 64"));
-        let (_, status, _) = answer_to(None, 1, &cas).unwrap();
-        assert_eq!(status, REFUSED);
+        let (_, answer) = answer_to(Some(&heap), 1, &cas).unwrap();
+        assert_eq!(answer[0], REFUSED);
+        assert!(String::from_utf8_lossy(&answer[1..])
+            .contains("this one has 16 bytes, the caller's 64"));
+        let (_, answer) = answer_to(None, 1, &cas).unwrap();
+        assert_eq!(answer[0], REFUSED);
     }
 }

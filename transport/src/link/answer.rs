@@ -14,7 +14,7 @@ use crate::wire::{FrameType, Header};
 use crate::{Answerer, LaneKey, Payload};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a link's I/O thread keeps reading its socket without sleeping
 /// after it answered a request (with a core per rank here): requests come
@@ -48,6 +48,40 @@ impl Answerers {
         all.iter()
             .find(|(k, _)| *k == key)
             .map(|(_, a)| Arc::clone(a))
+    }
+}
+
+/// An I/O thread's [`ANSWER_SPIN`]: after it (or anyone) answered a
+/// request, its waits are zero for a while.
+pub(crate) struct AnswerSpin {
+    answered: u64,
+    until: Option<Instant>,
+}
+
+impl AnswerSpin {
+    pub(crate) fn new(core: &Core) -> AnswerSpin {
+        AnswerSpin {
+            answered: core.answered(),
+            until: None,
+        }
+    }
+
+    /// How long the thread may sleep now, `wait` otherwise: zero while
+    /// requests were answered within the last [`ANSWER_SPIN`] (with a core
+    /// per rank here).
+    pub(crate) fn wait(&mut self, core: &Core, wait: Duration) -> Duration {
+        let answered = core.answered();
+        if core.spin && answered != self.answered {
+            self.until = Some(Instant::now() + ANSWER_SPIN);
+        }
+        self.answered = answered;
+        match self.until {
+            Some(until) if Instant::now() < until => Duration::ZERO,
+            _ => {
+                self.until = None;
+                wait
+            }
+        }
     }
 }
 

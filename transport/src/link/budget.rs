@@ -52,7 +52,7 @@ impl Budget {
     ) -> Result<(), TransportError> {
         let deadline = Instant::now() + timeout;
         let lock = || self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        let fits = |q: usize| q == 0 || q.saturating_add(n) <= self.max;
+        let fits = |q: usize| self.fits(q, n);
         let mut q = lock();
         while !fits(*q) {
             let now = Instant::now();
@@ -81,12 +81,17 @@ impl Budget {
     /// would admit them); never waits.
     pub(crate) fn try_acquire(&self, n: usize) -> bool {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
-        if *q == 0 || q.saturating_add(n) <= self.max {
+        let fits = self.fits(*q, n);
+        if fits {
             *q = q.saturating_add(n);
-            true
-        } else {
-            false
         }
+        fits
+    }
+
+    /// Whether `n` more bytes are admitted with `q` reserved: one message
+    /// always is when nothing is.
+    fn fits(&self, q: usize, n: usize) -> bool {
+        q == 0 || q.saturating_add(n) <= self.max
     }
 
     pub(crate) fn max(&self) -> usize {

@@ -20,8 +20,8 @@ mod sim;
 mod transport;
 mod watch;
 
+pub(crate) use answer::AnswerSpin;
 use answer::Answerers;
-pub(crate) use answer::ANSWER_SPIN;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
@@ -306,9 +306,7 @@ impl Core {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         loop {
-            let n = lanes.entry((dst, key)).or_insert(0);
-            if *n < self.lane_depth {
-                *n += 1;
+            if self.take_slot(&mut lanes, dst, key) {
                 return Ok(());
             }
             let now = Instant::now();
@@ -342,13 +340,17 @@ impl Core {
             .lanes_in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        self.take_slot(&mut lanes, dst, key)
+    }
+
+    /// Take a slot on `dst`'s lane `key` in `lanes` if one is free.
+    fn take_slot(&self, lanes: &mut HashMap<(u32, LaneKey), u32>, dst: u32, key: LaneKey) -> bool {
         let n = lanes.entry((dst, key)).or_insert(0);
-        if *n < self.lane_depth {
+        let free = *n < self.lane_depth;
+        if free {
             *n += 1;
-            true
-        } else {
-            false
         }
+        free
     }
 
     /// This rank waits for room to send to `dst` on lane `key`: ask `dst`

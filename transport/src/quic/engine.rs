@@ -691,15 +691,9 @@ pub(crate) fn run(
     let mut events = mio::Events::with_capacity(8);
     // The first turn writes whatever was queued before the thread started.
     let mut side_readable = true;
-    // Answering requests: look again without sleeping until then (see
-    // `ANSWER_SPIN`).
-    let mut hot_until: Option<Instant> = None;
-    let mut answered = core.answered();
+    // Answering requests: look again without sleeping for a while.
+    let mut spin = crate::link::AnswerSpin::new(&core);
     let ended = loop {
-        if core.spin && core.answered() != answered {
-            answered = core.answered();
-            hot_until = Some(Instant::now() + crate::link::ANSWER_SPIN);
-        }
         // The sidecar first, outside the engine's lock (its end takes it).
         let side_wait = match sidecar.service(&core, side_readable) {
             Serviced::Within(d) => d,
@@ -728,13 +722,7 @@ pub(crate) fn run(
                 }
             }
             .min(side_wait);
-            let wait = match hot_until {
-                Some(until) if Instant::now() < until => Duration::ZERO,
-                _ => {
-                    hot_until = None;
-                    wait
-                }
-            };
+            let wait = spin.wait(&core, wait);
             e.planned = Instant::now() + wait;
             wait
         };

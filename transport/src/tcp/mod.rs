@@ -281,25 +281,14 @@ impl TcpLink {
         mut readable: bool,
     ) {
         let mut events = mio::Events::with_capacity(8);
-        let mut hot_until: Option<Instant> = None;
+        let mut spin = crate::link::AnswerSpin::new(core);
         loop {
-            let answered = core.answered();
             let wait = match self.service(core, readable) {
                 Serviced::Ended => return,
                 Serviced::Within(d) => d,
             };
-            if core.spin && core.answered() != answered {
-                hot_until = Some(Instant::now() + crate::link::ANSWER_SPIN);
-            }
-            // Answering requests: look again without sleeping for a while
-            // (see `ANSWER_SPIN`), then sleep as usual.
-            let wait = match hot_until {
-                Some(until) if Instant::now() < until => Duration::ZERO,
-                _ => {
-                    hot_until = None;
-                    wait
-                }
-            };
+            // Answering requests: look again without sleeping for a while.
+            let wait = spin.wait(core, wait);
             if let Err(e) = poll.poll(&mut events, Some(wait)) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!(peer = self.peer, "poll: {e}");
