@@ -243,7 +243,7 @@ mod node;
 
 pub use error::{Error, Result};
 pub use group::{Compressor, ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
-pub use local::local;
+pub use local::{local, local_with};
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
 pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_PEER_BUDGET};

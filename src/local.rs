@@ -42,3 +42,37 @@ pub fn local(world: u32) -> Result<Vec<Arc<ProcessGroup>>> {
         })
         .collect())
 }
+
+/// An in-process world shaped as `topology`: [`local`] for a mesh;
+/// otherwise every rank runs the link core over in-memory links to its
+/// neighbours only, and traffic between other ranks is relayed as it
+/// would be between processes (`links()` says `Memory` for a neighbour,
+/// `Relayed` for the rest). `InvalidArgument` for a shape the world
+/// cannot take (an odd degree, a hypercube of 12).
+///
+/// ```
+/// use meshwork::{ReduceOp, Topology};
+/// let world = meshwork::local_with(8, Topology::Hypercube)?;
+/// let handles: Vec<_> = world
+///     .into_iter()
+///     .map(|g| std::thread::spawn(move || {
+///         let mut x = [g.rank() as u64; 2];
+///         g.all_reduce(&mut x, ReduceOp::Sum).map(|()| x)
+///     }))
+///     .collect();
+/// for h in handles {
+///     assert_eq!(h.join().unwrap()?, [28; 2]);
+/// }
+/// # Ok::<(), meshwork::Error>(())
+/// ```
+pub fn local_with(world: u32, topology: Topology) -> Result<Vec<Arc<ProcessGroup>>> {
+    if topology == Topology::Mesh {
+        return local(world);
+    }
+    let ranks = meshwork_transport::pipe_world(world, crate::node::shape_of(topology))
+        .map_err(|e| Error::InvalidArgument(format!("local_with: {e}")))?;
+    Ok(ranks
+        .into_iter()
+        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEFAULT_TIMEOUT, topology)))
+        .collect())
+}

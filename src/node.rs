@@ -218,7 +218,21 @@ impl Node {
             None => Topology::Mesh,
             Some((_, v)) if v.eq_ignore_ascii_case("mesh") => Topology::Mesh,
             Some((_, v)) if v.eq_ignore_ascii_case("star") => Topology::Star,
-            Some((n, v)) => return Err(bad(n, &v, "expected mesh or star")),
+            Some((_, v)) if v.eq_ignore_ascii_case("hypercube") => Topology::Hypercube,
+            Some((n, v)) => match v.split_once(':') {
+                Some((k, d)) if k.eq_ignore_ascii_case("kregular") => Topology::KRegular {
+                    degree: d.trim().parse().map_err(|_| {
+                        bad(n, &v, "expected kregular:<even degree>, e.g. kregular:4")
+                    })?,
+                },
+                _ => {
+                    return Err(bad(
+                        n,
+                        &v,
+                        "expected mesh, star, kregular:<degree> or hypercube",
+                    ))
+                }
+            },
         };
         node.transport = match lookup("TRANSPORT") {
             None => TransportKind::Quic,
@@ -366,7 +380,10 @@ impl Node {
         self
     }
 
-    /// Mesh (every pair linked; the default) or star (workers dial rank 0).
+    /// Mesh (every pair linked; the default), star (workers dial rank 0),
+    /// or a sparse shape whose ranks relay for each other
+    /// ([`Topology::KRegular`], [`Topology::Hypercube`]; checked at
+    /// `connect`: `InvalidArgument` for a shape the world cannot take).
     pub fn topology(mut self, topology: Topology) -> Node {
         self.topology = topology;
         self
@@ -598,6 +615,11 @@ impl Node {
                 "rank {rank} is not in a world of {world}"
             )));
         }
+        if world > 1 {
+            shape_of(self.topology)
+                .check(world)
+                .map_err(|e| Error::InvalidArgument(format!("TOPOLOGY: {e}")))?;
+        }
         let mut node = self;
         if let (Some((disc_port, data_base)), true) = (node.discover, world > 1) {
             node.peers = node.discovered_peers(disc_port, data_base)?;
@@ -606,20 +628,21 @@ impl Node {
             Arc::new(MemHub::world(1).remove(0))
         } else {
             let used: &[SocketAddr] = match node.topology {
-                Topology::Mesh => {
-                    if node.peers.len() != world as usize {
-                        return Err(Error::InvalidArgument(format!(
-                            "PEERS has {} addresses; a mesh of {world} needs one per rank",
-                            node.peers.len()
-                        )));
-                    }
-                    &node.peers
-                }
                 Topology::Star => node.peers.get(..1).ok_or_else(|| {
                     Error::InvalidArgument(
                         "PEERS is empty; a star needs at least the coordinator's address".into(),
                     )
                 })?,
+                topology => {
+                    if node.peers.len() != world as usize {
+                        return Err(Error::InvalidArgument(format!(
+                            "PEERS has {} addresses; a {} of {world} needs one per rank",
+                            node.peers.len(),
+                            shape_of(topology).name()
+                        )));
+                    }
+                    &node.peers
+                }
             };
             if node.token.is_none() {
                 // Keys derived from no secret would encrypt for nobody.
@@ -646,10 +669,7 @@ impl Node {
         held: Option<meshwork_transport::BoundSockets>,
     ) -> Result<Arc<dyn Transport>> {
         let mut spec = Spec::new(rank, self.world, peers);
-        spec.shape = match self.topology {
-            Topology::Star => Shape::Star,
-            Topology::Mesh => Shape::Mesh,
-        };
+        spec.shape = shape_of(self.topology);
         spec.backend = match self.transport {
             TransportKind::Tcp => Backend::Tcp,
             TransportKind::Quic => Backend::Quic {
@@ -705,14 +725,16 @@ impl Node {
         let deadline = std::time::Instant::now() + self.timeout;
         let iface = self.chosen_interface()?;
         match (self.topology, self.rank) {
-            (Topology::Mesh, _) => crate::discovery::broadcast(
-                &job,
-                self.rank,
-                disc_port,
-                data_base,
-                deadline,
-                iface.as_ref(),
-            ),
+            (Topology::Mesh | Topology::KRegular { .. } | Topology::Hypercube, _) => {
+                crate::discovery::broadcast(
+                    &job,
+                    self.rank,
+                    disc_port,
+                    data_base,
+                    deadline,
+                    iface.as_ref(),
+                )
+            }
             (Topology::Star, 0) => {
                 let me =
                     crate::discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;
@@ -744,6 +766,16 @@ impl Node {
     }
 }
 
+/// The transport's shape for a topology.
+pub(crate) fn shape_of(topology: Topology) -> Shape {
+    match topology {
+        Topology::Mesh => Shape::Mesh,
+        Topology::Star => Shape::Star,
+        Topology::KRegular { degree } => Shape::KRegular { degree },
+        Topology::Hypercube => Shape::Hypercube,
+    }
+}
+
 fn from_formation(e: FormationError) -> Error {
     match e {
         FormationError::RankConflict { rank } => Error::RankConflict { rank },
@@ -758,7 +790,7 @@ fn from_formation(e: FormationError) -> Error {
         )),
         FormationError::TopologyMismatch { rank } => Error::ConnectionFailed {
             rank,
-            reason: "it uses the other topology (star vs mesh); set the same TOPOLOGY everywhere"
+            reason: "it uses another topology (mesh, star, k-regular of another degree, or hypercube); set the same TOPOLOGY everywhere"
                 .into(),
         },
         FormationError::ConnectionFailed { rank, reason } => {

@@ -268,16 +268,64 @@ pub enum Topology {
     Mesh,
     /// Workers link only to the coordinator, rank 0, which relays.
     Star,
+    /// A circulant: rank `r` links to `r ± 1 … r ± degree/2` (mod world;
+    /// `degree` even, `2 ≤ degree < world`); every rank relays for the
+    /// others. Rings in rank order are neighbour steps.
+    KRegular {
+        /// Links per rank.
+        degree: u32,
+    },
+    /// Rank `r` links to `r xor 2^i` (world a power of two); every rank
+    /// relays. Recursive doubling's exchanges are neighbour steps.
+    Hypercube,
+}
+
+impl Topology {
+    /// Whether `a` and `b` are linked (not reached through a relay).
+    pub fn linked(self, world: usize, a: usize, b: usize) -> bool {
+        if a == b || a >= world || b >= world {
+            return false;
+        }
+        match self {
+            Topology::Mesh => true,
+            Topology::Star => a == 0 || b == 0,
+            Topology::KRegular { degree } => {
+                let ahead = (b + world - a) % world;
+                ahead.min(world - ahead) <= (degree / 2) as usize
+            }
+            Topology::Hypercube => (a ^ b).is_power_of_two(),
+        }
+    }
 }
 
 /// The default algorithm for `coll` with `world` ranks moving `bytes` (the
 /// buffer each rank passes; for gather/scatter/all_gather/all_to_all, one
 /// rank's block) over `topology`. In a star, every collective that has a
 /// star algorithm uses it: any other would send worker-to-worker traffic
-/// through the coordinator twice.
+/// through the coordinator twice. On a sparse topology, algorithms whose
+/// steps are neighbour steps win over those that would relay: on a
+/// hypercube, recursive doubling (every exchange is `r xor 2^i`) and
+/// binomial trees from rank 0; on a circulant, rings in rank order and the
+/// chain.
 pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) -> Algorithm {
     if topology == Topology::Star && world > 1 && coll.algorithms().contains(&Algorithm::Star) {
         return Algorithm::Star;
+    }
+    match (topology, coll) {
+        (Topology::Hypercube, Collective::AllReduce) => return Algorithm::RecursiveDoubling,
+        (Topology::Hypercube, Collective::Broadcast | Collective::Reduce) => {
+            return Algorithm::Binomial
+        }
+        (Topology::KRegular { .. }, Collective::AllReduce) if world > 2 => {
+            // The ring's 2(P−1) steps are each one link; recursive
+            // doubling's far exchanges each cross several, so the ring
+            // wins from a quarter of the mesh's crossover.
+            if bytes >= all_reduce_ring_min_bytes(world) / 4 {
+                return Algorithm::RingPipelined;
+            }
+        }
+        (Topology::KRegular { .. }, Collective::AllGather) => return Algorithm::Ring,
+        _ => {}
     }
     match coll {
         Collective::AllReduce => {
@@ -331,7 +379,12 @@ mod tests {
         for coll in Collective::ALL {
             for world in 1..=16 {
                 for bytes in [0, 1 << 10, 64 << 10, 1 << 20, 64 << 20] {
-                    for topo in [Topology::Mesh, Topology::Star] {
+                    for topo in [
+                        Topology::Mesh,
+                        Topology::Star,
+                        Topology::KRegular { degree: 2 },
+                        Topology::Hypercube,
+                    ] {
                         let a = select(coll, world, bytes, topo);
                         assert!(coll.algorithms().contains(&a), "{coll:?} {a:?}");
                     }

@@ -507,12 +507,14 @@ impl ProcessGroup {
         // Mesh: every pair confirms directly. Star: workers confirm to the
         // coordinator, which answers only when all have, so it stays up to
         // relay everything workers sent each other before their goodbye.
+        // Sparse: every pair confirms (relayed), then the neighbours'
+        // rounds below keep every relay up until all have.
         let others: Vec<u32> = (0..world).filter(|&p| p != rank).collect();
         let (first_recv, send_to, then_recv): (Vec<u32>, Vec<u32>, Vec<u32>) =
             match (self.inner().topology, rank) {
-                (Topology::Mesh, _) => (Vec::new(), others.clone(), others),
                 (Topology::Star, 0) => (others.clone(), others, Vec::new()),
                 (Topology::Star, _) => (Vec::new(), vec![0], vec![0]),
+                _ => (Vec::new(), others.clone(), others),
             };
         let deadline = Instant::now() + self.inner().timeout();
         let mut unconfirmed = Vec::new();
@@ -532,6 +534,36 @@ impl ProcessGroup {
         }
         for &peer in &then_recv {
             confirm(peer, &mut unconfirmed);
+        }
+        let shape = crate::node::shape_of(self.inner().topology);
+        if shape.is_sparse() && world > 1 {
+            // A rank done confirming may still relay others' goodbyes. In
+            // round i each rank tells its neighbours and hears theirs:
+            // after as many rounds as the longest route has links, every
+            // rank has confirmed, so nothing is left to relay. Rounds go
+            // over links only, never through a relay.
+            let rounds = (1..world)
+                .map(|to| shape.relays(world, 0, to).len() + 1)
+                .max()
+                .unwrap_or(1);
+            let near = shape.neighbours(world, rank);
+            let key = LaneKey {
+                tag: CONTROL_QUIESCE,
+                ..key
+            };
+            for _ in 0..rounds {
+                for &peer in &near {
+                    if t.send(peer, key, &[b"done"]).is_err() && !unconfirmed.contains(&peer) {
+                        unconfirmed.push(peer);
+                    }
+                }
+                for &peer in &near {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if t.recv(peer, key, left, None).is_err() && !unconfirmed.contains(&peer) {
+                        unconfirmed.push(peer);
+                    }
+                }
+            }
         }
         t.close();
         if unconfirmed.is_empty() {
@@ -556,6 +588,9 @@ impl Drop for ProcessGroup {
 
 /// Control-lane tag of the shutdown confirmation.
 const CONTROL_SHUTDOWN: u64 = 1;
+/// Control-lane tag of a sparse shape's shutdown rounds between
+/// neighbours.
+const CONTROL_QUIESCE: u64 = 2;
 
 fn spawn_executor(rank: u32) -> Sender<Job> {
     let (tx, rx): (Sender<Job>, Receiver<Job>) = crossbeam_channel::bounded(MAX_IN_FLIGHT);

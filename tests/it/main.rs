@@ -21,5 +21,6 @@ mod recovery;
 mod scenarios;
 mod seed;
 mod siege;
+mod sparse;
 mod support;
 mod sweep;

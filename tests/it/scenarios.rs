@@ -64,6 +64,8 @@ fn rank_process_entry() {
             "slow" => slow(&g),
             "heap" => crate::one_sided::scenario(&g),
             "compressed" => crate::compress::scenario(&g),
+            "sparse" => crate::sparse::scenario(&g),
+            "relay" => crate::sparse::relay_scenario(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {
@@ -209,7 +211,7 @@ fn sweep<T: TestElem>(g: &ProcessGroup, failures: &mut Vec<String>) -> meshwork:
 }
 
 /// Every collective × element type × operator, default algorithms.
-fn all_collectives(g: &ProcessGroup) -> meshwork::Result<String> {
+pub(crate) fn all_collectives(g: &ProcessGroup) -> meshwork::Result<String> {
     let mut f = Vec::new();
     sweep::<f32>(g, &mut f)?;
     sweep::<f64>(g, &mut f)?;

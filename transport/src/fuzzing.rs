@@ -380,11 +380,11 @@ fn open_sealed(sealed: &[u8]) {
     }
 }
 
-fn core(rank: u32, world: u32, star: bool) -> Core {
+fn core(rank: u32, world: u32, shape: crate::Shape) -> Core {
     Core::new(&CoreConfig {
         rank,
         world,
-        star,
+        shape,
         timeout: Duration::from_secs(1),
         max_message_bytes: 1 << 20,
         peer_budget_bytes: 1 << 20,
@@ -461,7 +461,7 @@ fn order_honest(input: &mut Input<'_>) {
         sent[s].push(n);
         n += 1;
     }
-    let core = core(0, 2, false);
+    let core = core(0, 2, crate::Shape::Mesh);
     let mut inn = In::starting_at(streams, frames0, payloads0);
     loop {
         let ready: Vec<usize> = (0..streams).filter(|&s| !quic[s].is_empty()).collect();
@@ -490,14 +490,16 @@ fn order_honest(input: &mut Input<'_>) {
 fn order_hostile(input: &mut Input<'_>) {
     let cfg = input.u8();
     let world = 2 + u32::from(cfg % 4);
-    // A mesh rank, a star coordinator or a star worker (the one that
-    // takes peer-gone notices), on its link to `peer`.
-    let (rank, star, peer) = match (cfg >> 2) % 3 {
-        0 => (0, false, 1),
-        1 => (0, true, 1 + u32::from(cfg >> 4) % (world - 1)),
-        _ => (1 + u32::from(cfg >> 4) % (world - 1), true, 0),
+    // A mesh rank, a star coordinator, a star worker (the one that takes
+    // peer-gone notices) or a ring's rank (a relay for its neighbours),
+    // on its link to `peer`.
+    let (rank, shape, peer) = match (cfg >> 2) % 4 {
+        0 => (0, crate::Shape::Mesh, 1),
+        1 => (0, crate::Shape::Star, 1 + u32::from(cfg >> 4) % (world - 1)),
+        2 => (1 + u32::from(cfg >> 4) % (world - 1), crate::Shape::Star, 0),
+        _ => (0, crate::Shape::KRegular { degree: 2 }, world - 1),
     };
-    let core = core(rank, world, star);
+    let core = core(rank, world, shape);
     let streams = STREAMS as usize;
     let (frames0, payloads0) = (input.u32(), input.u16());
     let mut inn = In::starting_at(streams, frames0, payloads0);

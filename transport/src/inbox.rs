@@ -145,9 +145,28 @@ struct State {
     /// Queues of lanes that emptied, kept for new lanes (a lane that
     /// empties is removed: collective lanes live for one call).
     spare: Vec<VecDeque<Payload>>,
+    /// By rank, the ranks that relay between it and this rank (either
+    /// way); empty where every rank is reached directly.
+    relays: Vec<Vec<u32>>,
 }
 
 impl State {
+    /// Why `src` is out of reach, if it is: a rank that relays between it
+    /// and this one is gone, or silent (named: the relay failed, not
+    /// `src`).
+    fn cut(&self, src: u32) -> Option<TransportError> {
+        self.relays.get(src as usize)?.iter().find_map(|&r| {
+            let p = self.peers.get(r as usize)?;
+            if p.gone {
+                Some(TransportError::PeerDisconnected { rank: r })
+            } else if p.silent {
+                Some(TransportError::Timeout { waiting_on: r })
+            } else {
+                None
+            }
+        })
+    }
+
     /// Wake the parked threads that `change` concerns (they look again
     /// under the lock; a wake-up that finds nothing is harmless).
     fn wake(&self, change: Change) {
@@ -212,6 +231,7 @@ impl Inbox {
                 parked: Vec::new(),
                 next_park: 0,
                 spare: Vec::new(),
+                relays: Vec::new(),
             }),
             deliveries: AtomicU64::new(0),
             spin,
@@ -334,12 +354,18 @@ impl Inbox {
             .collect()
     }
 
-    /// Whether `src` is known failed: gone without a goodbye, or silent.
+    /// Whether `src` is known failed (gone without a goodbye, or silent),
+    /// or out of reach (a relay between it and this rank is).
     pub(crate) fn is_failed(&self, src: u32) -> bool {
-        self.lock()
-            .peers
-            .get(src as usize)
-            .is_some_and(Peer::failed)
+        let st = self.lock();
+        st.peers.get(src as usize).is_some_and(Peer::failed) || st.cut(src).is_some()
+    }
+
+    /// The ranks that relay between each rank and this one (a sparse
+    /// shape's routes): a wait on a rank fails, naming the relay, as soon
+    /// as a relay on its way is gone or silent.
+    pub(crate) fn set_relays(&self, relays: Vec<Vec<u32>>) {
+        self.lock().relays = relays;
     }
 
     /// Revoke communicator `comm`: every wait on its lanes, now and
@@ -368,19 +394,25 @@ impl Inbox {
         self.lock().revoked.contains(&comm)
     }
 
-    /// Whether `src` is known gone.
+    /// Whether `src` is known gone, or out of reach for good (a relay on
+    /// its way is gone).
     pub(crate) fn is_gone(&self, src: u32) -> bool {
-        self.lock().peers.get(src as usize).is_none_or(|p| p.gone)
+        let st = self.lock();
+        st.peers.get(src as usize).is_none_or(|p| p.gone)
+            || matches!(st.cut(src), Some(TransportError::PeerDisconnected { .. }))
     }
 
     /// The link to `src` carried nothing, not even heartbeats, for a whole
-    /// deadline (or it did again: `silent = false`).
-    pub(crate) fn set_silent(&self, src: u32, silent: bool) {
+    /// deadline (or it did again: `silent = false`). Whether that is news
+    /// (it was not so already).
+    pub(crate) fn set_silent(&self, src: u32, silent: bool) -> bool {
         let mut st = self.lock();
-        if let Some(p) = st.peers.get_mut(src as usize) {
-            p.silent = silent;
-        }
+        let news = st
+            .peers
+            .get_mut(src as usize)
+            .is_some_and(|p| std::mem::replace(&mut p.silent, silent) != silent);
         st.wake(Change::All);
+        news
     }
 
     /// This rank closed: every wait ends with `Closed`.
@@ -615,6 +647,9 @@ impl Inbox {
             if peer.gone {
                 return Err(TransportError::PeerDisconnected { rank: src });
             }
+            if let Some(e) = st.cut(src) {
+                return Err(e);
+            }
             if let Some(e) = doomed(&st, key) {
                 return Err(e);
             }
@@ -665,7 +700,7 @@ fn doomed(st: &State, key: LaneKey) -> Option<TransportError> {
         } else if p.silent {
             Some(TransportError::Timeout { waiting_on: m })
         } else {
-            None
+            st.cut(m)
         }
     })
 }

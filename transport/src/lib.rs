@@ -29,6 +29,7 @@ mod link;
 pub mod mem;
 mod pool;
 mod quic;
+mod route;
 pub mod seed;
 mod shm;
 /// Shared memory: the size from which a message is copied once, straight
@@ -48,7 +49,7 @@ pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;
 pub use inbox::{LANE_DEPTH, SEQ_WINDOW};
-pub use link::LinkTransport;
+pub use link::{pipe_world, LinkTransport};
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
 pub use spec::{connect, Backend, BoundSockets, Shape, Spec};

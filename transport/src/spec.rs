@@ -3,6 +3,7 @@
 use crate::auth::tls::RankIdentity;
 use crate::form::FormationError;
 use crate::link::{CoreConfig, LinkTransport};
+pub use crate::route::Shape;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,17 +61,6 @@ pub enum Backend {
     },
 }
 
-/// How the ranks are linked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Shape {
-    /// Every pair is linked; rank `r` dials every higher rank.
-    Mesh,
-    /// Every worker links to rank 0 only (it dials; it needs no inbound
-    /// port), and rank 0 relays between workers.
-    Star,
-}
-
 /// One rank's view of the group to form.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -82,7 +72,7 @@ pub struct Spec {
     /// Addresses in rank order. Mesh: every rank's. Star: at least the
     /// coordinator's (index 0); workers' entries are not used.
     pub peers: Vec<SocketAddr>,
-    /// Mesh or star.
+    /// Mesh, star, or a sparse shape whose ranks relay.
     pub shape: Shape,
     /// TCP, or QUIC with a TCP sidecar.
     pub backend: Backend,
@@ -189,7 +179,7 @@ impl Spec {
         CoreConfig {
             rank: self.rank,
             world: self.world,
-            star: self.star(),
+            shape: self.shape,
             timeout: self.timeout,
             max_message_bytes: self.max_message_bytes,
             peer_budget_bytes: self.peer_budget_bytes,

@@ -48,8 +48,10 @@ use std::time::Instant;
 /// version 5 the same-host negotiation after the handshake (`shm/`);
 /// version 6 its probe and single copy for large messages; version 7 the
 /// revoke frame and a coordinator's notice of a silent worker; version 8
-/// the symmetric heap's size in the hello (checked equal, 0 included).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// the symmetric heap's size in the hello (checked equal, 0 included);
+/// version 9 the whole shape (k-regular and its degree, hypercube) in the
+/// hello's topology word, and frames relayed by any rank of a sparse shape.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;
@@ -57,7 +59,6 @@ pub(crate) const HELLO_LEN: usize = 64;
 pub(crate) const NONCE_AT: usize = 40;
 const CHALLENGE_LEN: usize = 8 + 4 + 24;
 const REPLY_LEN: usize = HELLO_LEN + 4 + 32;
-const FLAG_STAR: u32 = 1;
 
 /// Status codes of the acceptor's reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +83,7 @@ pub(crate) enum HandshakeError {
     World { ours: u32, theirs: u32 },
     #[error("rank {rank} is already taken or not expected here")]
     RankConflict { rank: u32 },
-    #[error("topology differs (one side star, the other mesh)")]
+    #[error("topology differs (mesh, star, k-regular of another degree, or hypercube)")]
     Topology,
     #[error("transport settings differ: ours {}, theirs {}", describe_transport(*.ours), describe_transport(*.theirs))]
     Transport { ours: u64, theirs: u64 },
@@ -116,7 +117,8 @@ impl HandshakeError {
 pub(crate) struct Identity {
     pub rank: u32,
     pub world: u32,
-    pub star: bool,
+    /// The shape's word (`Shape::word`). Must be equal.
+    pub shape: u32,
     pub key: [u8; 32],
     /// Only for tests of version negotiation.
     pub version: u32,
@@ -217,7 +219,7 @@ fn hello(id: &Identity, nonce: Option<[u8; 24]>) -> Result<[u8; HELLO_LEN], Hand
         version: id.version,
         world: id.world,
         rank: id.rank,
-        star: id.star,
+        shape: id.shape,
         transport: id.transport,
         heap: id.heap,
     };
@@ -230,7 +232,7 @@ pub(crate) struct Parsed {
     version: u32,
     world: u32,
     rank: u32,
-    star: bool,
+    shape: u32,
     transport: u64,
     heap: u64,
 }
@@ -242,7 +244,7 @@ pub(crate) fn encode(fields: &Parsed, nonce: &[u8; 24]) -> [u8; HELLO_LEN] {
     h[8..12].copy_from_slice(&fields.version.to_le_bytes());
     h[12..16].copy_from_slice(&fields.world.to_le_bytes());
     h[16..20].copy_from_slice(&fields.rank.to_le_bytes());
-    h[20..24].copy_from_slice(&(if fields.star { FLAG_STAR } else { 0 }).to_le_bytes());
+    h[20..24].copy_from_slice(&fields.shape.to_le_bytes());
     h[24..32].copy_from_slice(&fields.transport.to_le_bytes());
     h[32..NONCE_AT].copy_from_slice(&fields.heap.to_le_bytes());
     h[NONCE_AT..].copy_from_slice(nonce);
@@ -260,7 +262,7 @@ pub(crate) fn parse(h: &[u8]) -> Option<Parsed> {
         version: r.u32()?,
         world: r.u32()?,
         rank: r.u32()?,
-        star: r.u32()? & FLAG_STAR != 0,
+        shape: r.u32()?,
         transport: r.u64()?,
         heap: r.u64()?,
     })
@@ -500,7 +502,7 @@ fn accept_rest(
                 theirs: theirs.world,
             }),
         )
-    } else if theirs.star != id.star {
+    } else if theirs.shape != id.shape {
         (Status::Topology, Some(HandshakeError::Topology))
     } else if theirs.transport != id.transport {
         (
@@ -570,7 +572,7 @@ mod tests {
         Identity {
             rank,
             world,
-            star: false,
+            shape: 0,
             key: derive_key(token),
             version: PROTOCOL_VERSION,
             transport: 0,

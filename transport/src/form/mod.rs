@@ -12,7 +12,7 @@
 
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::auth::seal::Protect;
-use crate::spec::Spec;
+use crate::spec::{Shape, Spec};
 pub(crate) use gate::{handshake_time, Doorway, Handshake, PENDING_PER_SOURCE};
 use gate::{Accepted, Gate};
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +38,9 @@ pub enum FormationError {
     ProtocolMismatch { rank: u32, ours: u32, theirs: u32 },
     #[error("rank {rank} expects a world of {theirs}, we expect {ours}")]
     WorldMismatch { rank: u32, ours: u32, theirs: u32 },
-    #[error("rank {rank} uses the other topology (star vs mesh)")]
+    #[error(
+        "rank {rank} uses another topology (mesh, star, k-regular of another degree, or hypercube)"
+    )]
     TopologyMismatch { rank: u32 },
     /// The ranks' symmetric heaps differ (`HEAP_MB`, 0 included).
     #[error("rank {rank} has a heap of {theirs} bytes, this rank {ours}")]
@@ -161,7 +163,7 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
     Identity {
         rank: spec.rank,
         world: spec.world,
-        star: spec.star(),
+        shape: spec.shape.word(),
         key: handshake::derive_key(spec.token.as_deref()),
         version: spec.protocol_version,
         heap: spec.heap_bytes,
@@ -186,7 +188,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     let cfg = spec;
     let id = identity(spec, transport);
     let (rank, world) = (cfg.rank, cfg.world);
-    let (accept_from, dial_to) = plan(cfg.star(), rank, world);
+    let (accept_from, dial_to) = plan(cfg.shape, rank, world);
     let addr_of = |r: u32| cfg.addr_of(r);
     let deadline = Instant::now() + cfg.timeout;
     let mut gate = match accept_from.is_empty() {
@@ -324,7 +326,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     tracing::info!(
         rank,
         world,
-        star = cfg.star(),
+        shape = %cfg.shape.name(),
         links = formed.len(),
         "TCP streams formed"
     );
@@ -387,13 +389,19 @@ fn on_accepted(
     }
 }
 
-/// Whom `rank` accepts links from and whom it dials: in a mesh, every
-/// lower rank dials every higher one; in a star, workers dial rank 0.
-pub(crate) fn plan(star: bool, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32>) {
-    match (star, rank) {
-        (true, 0) => ((1..world).collect(), Vec::new()),
-        (true, _) => (BTreeSet::new(), vec![0]),
-        (false, _) => ((0..rank).collect(), (rank + 1..world).collect()),
+/// Whom `rank` accepts links from and whom it dials: of each linked
+/// pair, the lower rank dials (in a mesh, every pair; in a star, workers
+/// dial rank 0 and need no inbound port; on a sparse shape, neighbours).
+pub(crate) fn plan(shape: Shape, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32>) {
+    match (shape, rank) {
+        (Shape::Star, 0) => ((1..world).collect(), Vec::new()),
+        (Shape::Star, _) => (BTreeSet::new(), vec![0]),
+        (Shape::Mesh, _) => ((0..rank).collect(), (rank + 1..world).collect()),
+        (shape, _) => {
+            let near = shape.neighbours(world, rank);
+            let (below, above) = near.into_iter().partition::<Vec<u32>, _>(|&p| p < rank);
+            (below.into_iter().collect(), above)
+        }
     }
 }
 

@@ -6,12 +6,12 @@
 //!
 //! | frame | accepted when |
 //! |---|---|
-//! | data | its source is a rank this link serves (`Core::serves`); it is for this rank, or this rank is a star coordinator (relay); a collective's sequence number is inside the window; the lane is under its bound |
-//! | credit, credit wanted | for this rank: from a rank this link serves; for another rank: only at a star coordinator, from the link's own peer (relayed) |
-//! | peer gone | only on a star worker's link to the coordinator, and not about this rank or the coordinator |
+//! | data | for this rank: its source is a rank this link serves (`Core::serves`), a collective's sequence number is inside the window, the lane is under its bound; for another rank: its route passes this link into this rank (`Core::relays`: a star's coordinator, from the worker itself; a sparse shape's relay) |
+//! | credit, credit wanted | for this rank: from a rank this link serves; for another rank: as data for another rank (relayed) |
+//! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; otherwise not about this rank or the link's own peer (a sparse shape's ranks pass it on, once) |
 //! | heartbeat, bye | always |
 
-use super::Core;
+use super::{Core, Gone};
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, Payload};
 
@@ -64,15 +64,32 @@ impl Core {
                 if !allowed || h.src == self.rank {
                     return refuse(peer, &h, "a peer-gone notice this link may not carry");
                 }
-                match h.aux {
+                if self.sparse && self.link(h.src).is_some() {
+                    // News of a neighbour: its own link tells, in order
+                    // with what it sent (a notice by another way could
+                    // overtake its last messages).
+                    return Next::Continue;
+                }
+                let news = match h.aux {
                     // Silent for a whole deadline, not gone (yet).
-                    1 => self.inbox.set_silent(h.src, true),
+                    1 => self.inbox.set_silent(h.src, true).then_some(Gone::Silent),
                     // It said goodbye to the coordinator: it left.
                     2 => {
                         self.inbox.set_left(h.src);
                         self.inbox.set_gone(h.src);
+                        Some(Gone::Left)
                     }
-                    _ => self.inbox.set_gone(h.src),
+                    _ => {
+                        self.inbox.set_gone(h.src);
+                        Some(Gone::Failed)
+                    }
+                };
+                // A sparse shape's ranks pass news on to their neighbours,
+                // once: who hears of it twice has told already.
+                if let Some(how) = news.filter(|_| self.sparse) {
+                    if how == Gone::Silent || self.first_news(h.src) {
+                        self.spread(h.src, how);
+                    }
                 }
                 Next::Continue
             }
@@ -108,18 +125,21 @@ impl Core {
                 Next::Continue
             }
             FrameType::Credit | FrameType::CreditWanted => {
-                if !(self.star && self.rank == 0 && h.src == peer) {
+                if !self.relays(peer, h.src, h.dst) {
                     return refuse(peer, &h, "a credit (or a request for one) for another rank");
                 }
                 self.relay(h, Payload::default());
                 Next::Continue
             }
             FrameType::Data => {
+                if h.dst != self.rank {
+                    if !self.relays(peer, h.src, h.dst) {
+                        return refuse(peer, &h, "data for another rank this link may not carry");
+                    }
+                    return Next::Body(h);
+                }
                 if !self.serves(peer, h.src) {
                     return refuse(peer, &h, "data from a rank this link does not serve");
-                }
-                if h.dst != self.rank && !(self.star && self.rank == 0) {
-                    return refuse(peer, &h, "data for another rank on a direct link");
                 }
                 if h.kind == LaneKind::Collective
                     && h.dst == self.rank
@@ -136,11 +156,11 @@ impl Core {
     /// [`on_header`](Self::on_header)): to this rank's inbox, or relayed.
     /// `false`: a protocol error (the link must close).
     pub(crate) fn on_data(&self, peer: u32, h: Header, payload: Payload) -> bool {
-        if !self.serves(peer, h.src) {
-            refuse(peer, &h, "data from a rank this link does not serve");
-            return false;
-        }
         if h.dst == self.rank {
+            if !self.serves(peer, h.src) {
+                refuse(peer, &h, "data from a rank this link does not serve");
+                return false;
+            }
             if h.kind == LaneKind::Rpc && self.answer_here(&h, &payload) {
                 return true;
             }
@@ -158,11 +178,11 @@ impl Core {
                 return false;
             }
             true
-        } else if self.star && self.rank == 0 {
+        } else if self.relays(peer, h.src, h.dst) {
             self.relay(h, payload);
             true
         } else {
-            refuse(peer, &h, "data for another rank on a direct link");
+            refuse(peer, &h, "data for another rank this link may not carry");
             false
         }
     }
@@ -212,7 +232,11 @@ mod tests {
         let core = Core::new(&CoreConfig {
             rank,
             world,
-            star,
+            shape: if star {
+                crate::route::Shape::Star
+            } else {
+                crate::route::Shape::Mesh
+            },
             timeout: Duration::from_secs(5),
             max_message_bytes: 1 << 20,
             peer_budget_bytes: 1 << 20,

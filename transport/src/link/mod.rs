@@ -3,7 +3,8 @@
 //!
 //! A rank's [`Core`] holds its inbox, the credits and lane depths it owes
 //! and is owed, liveness (silence, peers gone), the routes (a star worker
-//! reaches everyone through the coordinator, which relays), and one
+//! reaches everyone through the coordinator, which relays; on a sparse
+//! shape every rank relays along `route.rs`'s paths), and one
 //! [`Link`] per linked peer. Backends (`tcp/`, `quic/`) implement `Link`;
 //! they hand every frame they decode to the core's dispatch
 //! (`dispatch.rs`), which checks what a token-holding member may send on
@@ -15,6 +16,7 @@ mod answer;
 mod budget;
 mod dispatch;
 mod latch;
+mod pipe;
 #[cfg(test)]
 mod sim;
 mod transport;
@@ -25,10 +27,12 @@ use answer::Answerers;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
+pub use pipe::world as pipe_world;
 pub use transport::LinkTransport;
 pub(crate) use watch::Watch;
 
 use crate::inbox::Inbox;
+use crate::route::Shape;
 use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
 use std::collections::HashMap;
@@ -191,7 +195,14 @@ impl Sink for Direct {
 pub struct Core {
     pub(crate) rank: u32,
     pub(crate) world: u32,
+    pub(crate) shape: Shape,
+    /// The shape is a star.
     pub(crate) star: bool,
+    /// The shape is sparse: every rank relays.
+    pub(crate) sparse: bool,
+    /// Sparse: by source rank, the neighbour its frames to this rank
+    /// arrive from.
+    via: Vec<u32>,
     pub(crate) inbox: Inbox,
     pub(crate) pool: Arc<BufferPool>,
     timeout_ns: AtomicU64,
@@ -227,7 +238,7 @@ pub struct Core {
 pub(crate) struct CoreConfig {
     pub rank: u32,
     pub world: u32,
-    pub star: bool,
+    pub shape: Shape,
     pub timeout: Duration,
     pub max_message_bytes: u64,
     pub peer_budget_bytes: u64,
@@ -241,11 +252,36 @@ impl Core {
     pub(crate) fn new(cfg: &CoreConfig) -> Core {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let spin = cfg.ranks_here.max(1) <= cores;
+        let (shape, world, rank) = (cfg.shape, cfg.world, cfg.rank);
+        let sparse = shape.is_sparse();
+        let inbox = Inbox::new(world, spin);
+        let mut via = Vec::new();
+        if sparse {
+            via = (0..world)
+                .map(|src| shape.last_hop(world, src, rank))
+                .collect();
+            // A rank is out of reach when a relay on the way there or
+            // back is.
+            inbox.set_relays(
+                (0..world)
+                    .map(|r| {
+                        let mut relays = shape.relays(world, rank, r);
+                        relays.extend(shape.relays(world, r, rank));
+                        relays.sort_unstable();
+                        relays.dedup();
+                        relays
+                    })
+                    .collect(),
+            );
+        }
         Core {
-            rank: cfg.rank,
-            world: cfg.world,
-            star: cfg.star,
-            inbox: Inbox::new(cfg.world, spin),
+            rank,
+            world,
+            shape,
+            star: shape == Shape::Star,
+            sparse,
+            via,
+            inbox,
             pool: Arc::new(BufferPool::new()),
             timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
             max_message_bytes: cfg.max_message_bytes,
@@ -395,29 +431,62 @@ impl Core {
     }
 
     /// The link that carries traffic for `dst`: a star worker reaches
-    /// everyone through the coordinator.
+    /// everyone through the coordinator; on a sparse shape, the next rank
+    /// on the route.
     pub(crate) fn hop(&self, dst: u32) -> u32 {
         if self.star && self.rank != 0 {
             0
+        } else if self.sparse && dst < self.world {
+            self.shape.next_hop(self.world, self.rank, dst)
         } else {
             dst
         }
     }
 
-    /// Whether frames from rank `src` may arrive over the link to `peer`:
-    /// a star worker hears everyone through the coordinator; otherwise a
-    /// link carries only its own peer's traffic.
+    /// Whether frames from rank `src` to this rank may arrive over the
+    /// link to `peer`: a star worker hears everyone through the
+    /// coordinator; on a sparse shape, over the last link of the route;
+    /// otherwise a link carries only its own peer's traffic.
     pub(crate) fn serves(&self, peer: u32, src: u32) -> bool {
         if self.star && self.rank != 0 {
             peer == 0 && src != self.rank && src < self.world
+        } else if self.sparse {
+            src != self.rank && self.via.get(src as usize) == Some(&peer)
         } else {
             src == peer
+        }
+    }
+
+    /// Whether a frame from `src` to `dst`, another rank, may arrive over
+    /// the link to `peer` for this rank to pass on: at a star's
+    /// coordinator, from the worker itself; on a sparse shape, when the
+    /// route from `src` to `dst` takes the link from `peer` to this rank.
+    pub(crate) fn relays(&self, peer: u32, src: u32, dst: u32) -> bool {
+        if src >= self.world || dst >= self.world || dst == self.rank || src == dst {
+            return false;
+        }
+        if self.star {
+            self.rank == 0 && src == peer
+        } else if self.sparse {
+            self.shape.passes(self.world, src, dst, peer, self.rank)
+        } else {
+            false
         }
     }
 
     /// Ranks whose traffic arrives over the link to `peer`.
     pub(crate) fn served_by(&self, peer: u32) -> impl Iterator<Item = u32> + '_ {
         (0..self.world).filter(move |&r| self.serves(peer, r))
+    }
+
+    /// Ranks whose standing the link to `peer` tells directly (its end,
+    /// its silence): a star worker's link to the coordinator stands for
+    /// everyone; elsewhere a link stands for its peer (on a sparse shape
+    /// the ranks behind a relay are out of reach while it is, see
+    /// `Inbox::set_relays`, but not gone).
+    fn behind(&self, peer: u32) -> impl Iterator<Item = u32> + '_ {
+        let sparse = self.sparse;
+        self.served_by(peer).filter(move |&r| !sparse || r == peer)
     }
 
     /// Send one frame towards `dst` over the link to `hop`.
@@ -433,11 +502,12 @@ impl Core {
             .send(self, header, parts, dst)
     }
 
-    /// A star coordinator forwards a worker's frame to its destination.
-    /// Relayed bytes are not budgeted here: blocking would stall the link
-    /// that carried them; the links' own flow control bounds them.
+    /// A relay (a star's coordinator, any rank of a sparse shape)
+    /// forwards another rank's frame along its route. Relayed bytes are
+    /// not budgeted here: blocking would stall the link that carried
+    /// them; the links' own flow control bounds them.
     pub(crate) fn relay(&self, h: Header, payload: Payload) {
-        match self.link(h.dst) {
+        match self.link(self.hop(h.dst)) {
             Some(link) => link.forward(self, h, payload),
             None => tracing::warn!(dst = h.dst, "no link to relay to; frame dropped"),
         }
@@ -518,16 +588,13 @@ impl Core {
         if self.closing.load(Ordering::Acquire) {
             return;
         }
-        for r in self.served_by(peer) {
+        for r in self.behind(peer) {
             self.inbox.set_gone(r);
         }
-        let first = self
-            .lost
-            .get(peer as usize)
-            .is_some_and(|l| !l.swap(true, Ordering::AcqRel));
-        // A star's workers hear of a link's end from the coordinator (a
-        // goodbye as leaving); mesh peers each see the end themselves.
-        if first && self.star {
+        // A star's workers hear of a link's end from the coordinator, a
+        // sparse shape's ranks from their neighbours (a goodbye as
+        // leaving); mesh peers each see the end themselves.
+        if (self.star || self.sparse) && self.first_news(peer) {
             let how = if self.inbox.has_left(peer) {
                 Gone::Left
             } else {
@@ -537,12 +604,21 @@ impl Core {
         }
     }
 
+    /// Whether this is the first news of `rank`'s end here (a link may
+    /// report it from more than one thread; on a sparse shape it comes
+    /// from every neighbour too).
+    pub(crate) fn first_news(&self, rank: u32) -> bool {
+        self.lost
+            .get(rank as usize)
+            .is_some_and(|l| !l.swap(true, Ordering::AcqRel))
+    }
+
     /// Tell every other rank this one links to that `failed` failed (gone,
     /// or `silent`): a mesh rank tells every peer, a star's coordinator
-    /// its workers, so that calls waiting elsewhere behind `failed` end
-    /// now, naming it. A worker, whose only link is the coordinator's,
-    /// tells no one.
-    fn spread(&self, failed: u32, how: Gone) {
+    /// its workers, a sparse shape's rank its neighbours (who pass it on),
+    /// so that calls waiting elsewhere behind `failed` end now, naming it.
+    /// A worker, whose only link is the coordinator's, tells no one.
+    pub(crate) fn spread(&self, failed: u32, how: Gone) {
         if self.star && self.rank != 0 {
             return;
         }
@@ -576,7 +652,7 @@ impl Core {
         let mut failed = self.inbox.failed();
         for (peer, link) in self.links() {
             if link.frozen() {
-                failed.extend(self.served_by(peer));
+                failed.extend(self.behind(peer));
                 let first = self
                     .stopped
                     .get(peer as usize)
@@ -594,7 +670,7 @@ impl Core {
     /// A stream that carries `peer`'s link read bytes: its ranks are not
     /// silent.
     pub(crate) fn heard(&self, peer: u32) {
-        for r in self.served_by(peer) {
+        for r in self.behind(peer) {
             self.inbox.set_silent(r, false);
         }
     }
@@ -604,7 +680,7 @@ impl Core {
     /// `peer` can then name it.
     pub(crate) fn silent(&self, peer: u32) {
         tracing::warn!(peer, "link silent for {:?}", self.timeout());
-        for r in self.served_by(peer) {
+        for r in self.behind(peer) {
             self.inbox.set_silent(r, true);
         }
         if !self.closing.load(Ordering::Acquire) {

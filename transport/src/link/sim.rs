@@ -97,7 +97,11 @@ impl World {
             let core = Arc::new(Core::new(&CoreConfig {
                 rank: r,
                 world,
-                star,
+                shape: if star {
+                    crate::route::Shape::Star
+                } else {
+                    crate::route::Shape::Mesh
+                },
                 timeout: Duration::from_secs(1),
                 max_message_bytes: 1 << 20,
                 peer_budget_bytes: 1 << 20,

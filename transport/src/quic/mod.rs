@@ -92,7 +92,7 @@ pub(crate) fn connect(
         spec.peers.iter().all(|a| a.ip().is_loopback()),
     )
     .map_err(|e| fail(rank, format!("QUIC setup: {e}")))?;
-    let (mut accept_from, mut dial_to) = form::plan(spec.star(), rank, spec.world);
+    let (mut accept_from, mut dial_to) = form::plan(spec.shape, rank, spec.world);
     // The UDP port is bound before the TCP streams form, so that a peer
     // done with them early finds it (its datagrams queue meanwhile).
     let listener = if accept_from.is_empty() {
@@ -139,7 +139,7 @@ pub(crate) fn connect(
     tracing::info!(
         rank,
         world = spec.world,
-        star = spec.star(),
+        shape = %spec.shape.name(),
         links = up.len(),
         threshold,
         "QUIC group formed (mutual TLS, TCP sidecar)"
@@ -459,7 +459,7 @@ fn derive_identity(cfg: &Spec) -> Result<RankIdentity, boring::error::ErrorStack
             let job = format!(
                 "meshwork job\0{}\0{}\0{:?}",
                 cfg.world,
-                cfg.star(),
+                cfg.shape.word(),
                 cfg.peers.first()
             );
             ClusterCa::derive(job.as_bytes())?

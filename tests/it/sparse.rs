@@ -1,0 +1,263 @@
+//! Sparse topologies: only neighbours are linked; every other pair's
+//! traffic is relayed along a route every rank computes alike. Eight
+//! processes as a hypercube and as a 4-regular circulant, five as a ring,
+//! over TCP and QUIC: every collective × type × op exact, point-to-point
+//! and RPC between every pair, links per rank equal to the degree, and a
+//! relay's failure named by the ranks whose traffic it carried.
+#![allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
+
+use crate::multiprocess::launch;
+use crate::procs::{all_ok, spawn};
+use meshwork::{Error, LinkKind, ProcessGroup, Topology};
+use std::io::Write;
+use std::time::Duration;
+
+/// What a rank of a sparse group runs (`MESHWORK_TEST_SCENARIO=sparse`).
+pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
+    let links = check_links(g)?;
+    every_pair_p2p(g)?;
+    every_pair_rpc(g)?;
+    let swept = crate::scenarios::all_collectives(g)?;
+    Ok(format!("{links} links; every pair p2p and rpc; {swept}"))
+}
+
+/// Every rank linked to exactly its neighbours (and `links()` says
+/// `Relayed` for every other rank); returns the number of links.
+fn check_links(g: &ProcessGroup) -> meshwork::Result<usize> {
+    let (me, p) = (g.rank() as usize, g.world_size() as usize);
+    let topology = g.topology();
+    let links = g.links();
+    let mut direct = 0;
+    for (r, kind) in links.iter().enumerate() {
+        let want_direct = topology.linked(p, me, r);
+        let ok = match kind {
+            LinkKind::Local => r == me,
+            LinkKind::Relayed => !want_direct && r != me,
+            _ => want_direct,
+        };
+        if !ok {
+            return Err(Error::InvalidArgument(format!(
+                "rank {me}: link to {r} is {kind:?} in a {topology:?} ({links:?})"
+            )));
+        }
+        direct += usize::from(want_direct);
+    }
+    let want = match topology {
+        Topology::KRegular { degree } => degree as usize,
+        Topology::Hypercube => p.trailing_zeros() as usize,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{other:?} is not a sparse topology"
+            )))
+        }
+    };
+    if direct != want {
+        return Err(Error::InvalidArgument(format!(
+            "rank {me}: {direct} links, the degree is {want}"
+        )));
+    }
+    Ok(direct)
+}
+
+/// A message of `len` bytes from `from` to `to`, distinct per pair.
+fn fill(from: u32, to: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32 ^ from.wrapping_mul(131) ^ to.wrapping_mul(7)) as u8)
+        .collect()
+}
+
+/// Every ordered pair exchanges a small message and 1 MiB + 3 B (above
+/// QUIC's sidecar threshold: relayed over the sidecars), byte for byte.
+fn every_pair_p2p(g: &ProcessGroup) -> meshwork::Result<()> {
+    let (me, p) = (g.rank(), g.world_size());
+    for len in [5, (1 << 20) + 3] {
+        for d in 1..p {
+            let (to, from) = ((me + d) % p, (me + p - d) % p);
+            g.send(&fill(me, to, len), to, 40 + u64::from(d))?;
+            let mut got = vec![0u8; len];
+            g.recv(&mut got, from, 40 + u64::from(d))?;
+            if got != fill(from, me, len) {
+                return Err(Error::InvalidArgument(format!(
+                    "rank {me}: {len} B from rank {from} differ"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every rank calls every other rank's procedure.
+fn every_pair_rpc(g: &ProcessGroup) -> meshwork::Result<()> {
+    let (me, p) = (g.rank(), g.world_size());
+    g.register_rpc(7, move |caller, args| {
+        let mut out = args.to_vec();
+        out.reverse();
+        out.extend_from_slice(&caller.to_le_bytes());
+        out.extend_from_slice(&me.to_le_bytes());
+        out
+    });
+    g.barrier()?;
+    for d in 1..p {
+        let to = (me + d) % p;
+        let args = fill(me, to, 100);
+        let got = g.rpc(to, 7, &args)?;
+        let mut want = args;
+        want.reverse();
+        want.extend_from_slice(&me.to_le_bytes());
+        want.extend_from_slice(&to.to_le_bytes());
+        if got != want {
+            return Err(Error::InvalidArgument(format!(
+                "rank {me}: rpc to {to} answered {} bytes, not the expected",
+                got.len()
+            )));
+        }
+    }
+    // Nobody leaves while another may still call it.
+    g.barrier()
+}
+
+/// `relay`: ranks 0 and 7 of a hypercube of 8 exchange messages until
+/// one fails (0 → 7 goes 0 → 1 → 3 → 7); the others idle. Prints READY
+/// after the first exchange.
+pub(crate) fn relay_scenario(g: &ProcessGroup) -> meshwork::Result<String> {
+    let me = g.rank();
+    if me != 0 && me != 7 {
+        return Ok("idle".into());
+    }
+    let other = 7 - me;
+    let mut buf = [0u8; 64];
+    for i in 0u64.. {
+        if me == 0 {
+            g.send(&i.to_le_bytes(), other, 1)?;
+            g.recv(&mut buf[..8], other, 2)?;
+        } else {
+            g.recv(&mut buf[..8], other, 1)?;
+            g.send(&buf[..8], other, 2)?;
+        }
+        if i == 0 {
+            println!("READY");
+            let _ = std::io::stdout().flush();
+        }
+    }
+    unreachable!("the loop ends only with an error")
+}
+
+fn every_collective_sparse(world: u32, topology: &str, link: &str) {
+    let mut ranks = spawn(&launch(world, topology, 30.0, link), "sparse");
+    let results = ranks.results(Duration::from_secs(400));
+    all_ok(&results);
+}
+
+#[test]
+fn a_hypercube_of_8_processes_over_tcp_relays_everything_exactly() {
+    every_collective_sparse(8, "hypercube", "tcp");
+}
+
+#[test]
+fn a_hypercube_of_8_processes_over_quic_relays_everything_exactly() {
+    every_collective_sparse(8, "hypercube", "quic");
+}
+
+#[test]
+fn a_4_regular_graph_of_8_processes_over_tcp_relays_everything_exactly() {
+    every_collective_sparse(8, "kregular:4", "tcp");
+}
+
+#[test]
+fn a_4_regular_graph_of_8_processes_over_quic_relays_everything_exactly() {
+    every_collective_sparse(8, "kregular:4", "quic");
+}
+
+#[test]
+fn a_ring_of_5_processes_relays_everything_exactly() {
+    every_collective_sparse(5, "kregular:2", "tcp");
+}
+
+/// Rank 3 relays rank 0's messages to rank 7 (0 → 1 → 3 → 7); it is
+/// killed mid-exchange: ranks 0 and 7, neither linked to it, fail naming
+/// rank 3, not each other.
+#[test]
+fn a_relay_killed_mid_exchange_is_named_by_the_ranks_it_carried() {
+    let mut l = launch(8, "hypercube", 30.0, "tcp");
+    l.set("HOLD_ON_ERROR", "1");
+    let mut ranks = spawn(&l, "relay");
+    ranks.wait_for(&[0, 7], "READY", Duration::from_secs(60));
+    ranks.signal(3, libc::SIGKILL);
+    let results = ranks.wait_for(&[0, 7], "RESULT ", Duration::from_secs(20));
+    for (r, line) in &results {
+        assert!(
+            line.starts_with("RESULT err PeerDisconnected") && line.contains("rank 3"),
+            "rank {r}: {line}"
+        );
+    }
+}
+
+/// Every rank of an in-process world shaped as `topology` runs the
+/// scenario on its own thread.
+fn in_process(world: u32, topology: Topology) {
+    let groups = meshwork::local_with(world, topology).unwrap();
+    let results: Vec<meshwork::Result<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                s.spawn(move || {
+                    g.set_timeout(Duration::from_secs(60));
+                    let r = scenario(g)?;
+                    g.shutdown().map(|()| r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, result) in results.iter().enumerate() {
+        assert!(result.is_ok(), "rank {r}: {result:?}");
+    }
+}
+
+#[test]
+fn an_in_process_hypercube_of_8_relays_everything_exactly() {
+    in_process(8, Topology::Hypercube);
+}
+
+#[test]
+fn an_in_process_4_regular_graph_of_8_relays_everything_exactly() {
+    in_process(8, Topology::KRegular { degree: 4 });
+}
+
+#[test]
+fn an_in_process_hypercube_of_16_relays_everything_exactly() {
+    in_process(16, Topology::Hypercube);
+}
+
+#[test]
+fn an_in_process_4_regular_graph_of_16_relays_everything_exactly() {
+    in_process(16, Topology::KRegular { degree: 4 });
+}
+
+#[test]
+fn shapes_a_world_cannot_take_are_refused() {
+    for (world, topology) in [
+        (8, Topology::KRegular { degree: 3 }),
+        (8, Topology::KRegular { degree: 8 }),
+        (8, Topology::KRegular { degree: 0 }),
+        (12, Topology::Hypercube),
+    ] {
+        let e = meshwork::local_with(world, topology).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(_)),
+            "{topology:?}: {e:?}"
+        );
+        // A node refuses them before it dials anyone.
+        let e = meshwork::Node::new(0, world)
+            .topology(topology)
+            .connect()
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(_)),
+            "{topology:?}: {e:?}"
+        );
+    }
+}

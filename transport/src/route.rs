@@ -1,0 +1,275 @@
+//! Shapes and routes: which ranks a shape links, and the way a frame goes
+//! from any rank to any other. Every rank computes a route the same way
+//! from (shape, world, from, to) alone, so the ranks a frame passes agree
+//! on its path without talking: a relay checks that a frame came over the
+//! link its path says, and every lane keeps its order (one path, FIFO
+//! links).
+
+/// How the ranks are linked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Shape {
+    /// Every pair is linked; rank `r` dials every higher rank.
+    Mesh,
+    /// Every worker links to rank 0 only (it dials; it needs no inbound
+    /// port), and rank 0 relays between workers.
+    Star,
+    /// A circulant graph: rank `r` links to `r ± 1 … r ± degree/2` (mod
+    /// world); `degree` is even, `2 ≤ degree < world`. Others are reached
+    /// through them, around the circle the short way.
+    KRegular {
+        /// Links per rank.
+        degree: u32,
+    },
+    /// `world` is a power of two; rank `r` links to `r xor 2^i`. Others
+    /// are reached by fixing the differing bits, lowest first.
+    Hypercube,
+}
+
+impl Shape {
+    /// Whether ranks that are not linked reach each other through a
+    /// relay, on a shape other than the star.
+    pub fn is_sparse(self) -> bool {
+        matches!(self, Shape::KRegular { .. } | Shape::Hypercube)
+    }
+
+    /// Why `world` ranks cannot take this shape, if they cannot.
+    pub fn check(self, world: u32) -> Result<(), String> {
+        match self {
+            Shape::Mesh | Shape::Star => Ok(()),
+            Shape::KRegular { degree } if degree % 2 == 1 => Err(format!(
+                "a k-regular topology needs an even degree (rank r links to r±1 … r±degree/2), not {degree}"
+            )),
+            Shape::KRegular { degree } if degree < 2 || degree >= world => Err(format!(
+                "a k-regular topology of {world} ranks needs 2 ≤ degree < {world}, not {degree}"
+            )),
+            Shape::KRegular { .. } => Ok(()),
+            Shape::Hypercube if !world.is_power_of_two() || world < 2 => Err(format!(
+                "a hypercube needs a world that is a power of two (at least 2), not {world}"
+            )),
+            Shape::Hypercube => Ok(()),
+        }
+    }
+
+    /// Whether `a` and `b` (distinct, in `0..world`) are linked.
+    pub fn linked(self, world: u32, a: u32, b: u32) -> bool {
+        a != b && a < world && b < world && self.next_hop(world, a, b) == b
+    }
+
+    /// The ranks `rank` links to, ascending.
+    pub fn neighbours(self, world: u32, rank: u32) -> Vec<u32> {
+        (0..world)
+            .filter(|&p| self.linked(world, rank, p))
+            .collect()
+    }
+
+    /// The rank after `from` on the way to `to` (`to` itself when they
+    /// are linked, or equal). Defined for a valid shape (see
+    /// [`check`](Self::check)).
+    pub fn next_hop(self, world: u32, from: u32, to: u32) -> u32 {
+        if from == to {
+            return to;
+        }
+        match self {
+            Shape::Mesh => to,
+            Shape::Star if from != 0 && to != 0 => 0,
+            Shape::Star => to,
+            Shape::KRegular { degree } => {
+                let reach = u64::from((degree / 2).max(1));
+                let n = u64::from(world);
+                let ahead = (u64::from(to) + n - u64::from(from)) % n;
+                let back = n - ahead;
+                // The short way round (clockwise on a tie), as far as one
+                // link goes.
+                let next = if ahead <= back {
+                    u64::from(from) + ahead.min(reach)
+                } else {
+                    u64::from(from) + n - back.min(reach)
+                };
+                (next % n) as u32
+            }
+            Shape::Hypercube => {
+                let diff = from ^ to;
+                from ^ (diff & diff.wrapping_neg())
+            }
+        }
+    }
+
+    /// The ranks a frame from `from` to `to` passes on its way, in order,
+    /// neither end included.
+    pub fn relays(self, world: u32, from: u32, to: u32) -> Vec<u32> {
+        let mut path = Vec::new();
+        let mut at = self.next_hop(world, from, to);
+        // A route is at most `world − 1` hops; the bound also stops a
+        // shape that was never checked from looping.
+        while at != to && path.len() < world as usize {
+            path.push(at);
+            at = self.next_hop(world, at, to);
+        }
+        path
+    }
+
+    /// The rank a frame from `from` to `to` arrives from at `to`.
+    pub fn last_hop(self, world: u32, from: u32, to: u32) -> u32 {
+        self.relays(world, from, to).last().copied().unwrap_or(from)
+    }
+
+    /// Whether the route from `src` to `dst` passes the link `from → at`.
+    pub fn passes(self, world: u32, src: u32, dst: u32, from: u32, at: u32) -> bool {
+        let mut here = src;
+        for _ in 0..world {
+            if here == dst {
+                return false;
+            }
+            let next = self.next_hop(world, here, dst);
+            if (here, next) == (from, at) {
+                return true;
+            }
+            here = next;
+        }
+        false
+    }
+
+    /// The shape as one word, for the handshake: bit 0 star; bits 8–15 the
+    /// kind; bits 16–31 the degree.
+    pub(crate) fn word(self) -> u32 {
+        match self {
+            Shape::Mesh => 0,
+            Shape::Star => 1,
+            Shape::KRegular { degree } => (1 << 8) | (degree.min(0xffff) << 16),
+            Shape::Hypercube => 2 << 8,
+        }
+    }
+
+    /// A shape's name, as `TOPOLOGY=` spells it.
+    pub fn name(self) -> String {
+        match self {
+            Shape::Mesh => "mesh".into(),
+            Shape::Star => "star".into(),
+            Shape::KRegular { degree } => format!("kregular:{degree}"),
+            Shape::Hypercube => "hypercube".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hop counts by breadth-first search over the shape's links.
+    fn distances(shape: Shape, world: u32, from: u32) -> Vec<u32> {
+        let mut d = vec![u32::MAX; world as usize];
+        d[from as usize] = 0;
+        let mut queue = std::collections::VecDeque::from([from]);
+        while let Some(r) = queue.pop_front() {
+            for p in shape.neighbours(world, r) {
+                if d[p as usize] == u32::MAX {
+                    d[p as usize] = d[r as usize] + 1;
+                    queue.push_back(p);
+                }
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        assert!(Shape::KRegular { degree: 3 }.check(8).is_err());
+        assert!(Shape::KRegular { degree: 8 }.check(8).is_err());
+        assert!(Shape::KRegular { degree: 0 }.check(8).is_err());
+        assert!(Shape::KRegular { degree: 2 }.check(3).is_ok());
+        assert!(Shape::Hypercube.check(12).is_err());
+        assert!(Shape::Hypercube.check(1).is_err());
+        assert!(Shape::Hypercube.check(16).is_ok());
+    }
+
+    #[test]
+    fn links_are_symmetric_with_the_degree_each() {
+        let shapes = [
+            (Shape::KRegular { degree: 2 }, 5, 2),
+            (Shape::KRegular { degree: 4 }, 8, 4),
+            (Shape::KRegular { degree: 4 }, 5, 4),
+            (Shape::KRegular { degree: 6 }, 16, 6),
+            (Shape::Hypercube, 8, 3),
+            (Shape::Hypercube, 16, 4),
+        ];
+        for (shape, world, degree) in shapes {
+            for r in 0..world {
+                let n = shape.neighbours(world, r);
+                assert_eq!(n.len(), degree, "{shape:?} {world} rank {r}: {n:?}");
+                for p in n {
+                    assert!(shape.linked(world, p, r), "{shape:?} {r}–{p}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn routes_are_shortest_and_end_where_they_should() {
+        for (shape, world) in [
+            (Shape::KRegular { degree: 2 }, 5),
+            (Shape::KRegular { degree: 2 }, 6),
+            (Shape::KRegular { degree: 4 }, 8),
+            (Shape::KRegular { degree: 4 }, 11),
+            (Shape::KRegular { degree: 6 }, 16),
+            (Shape::Hypercube, 8),
+            (Shape::Hypercube, 16),
+            (Shape::Star, 5),
+            (Shape::Mesh, 5),
+        ] {
+            for from in 0..world {
+                let d = distances(shape, world, from);
+                for to in 0..world {
+                    if to == from {
+                        continue;
+                    }
+                    let relays = shape.relays(world, from, to);
+                    assert_eq!(
+                        relays.len() as u32 + 1,
+                        d[to as usize],
+                        "{shape:?} {from}→{to}"
+                    );
+                    let mut at = from;
+                    for &r in relays.iter().chain([&to]) {
+                        assert!(shape.linked(world, at, r), "{shape:?} {from}→{to} via {at}");
+                        assert!(shape.passes(world, from, to, at, r));
+                        at = r;
+                    }
+                    assert_eq!(
+                        shape.last_hop(world, from, to),
+                        relays.last().copied().unwrap_or(from)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_off_the_route_is_not_on_it() {
+        let cube = Shape::Hypercube;
+        // 0 → 7 fixes bit 0, then 1, then 2: 0 → 1 → 3 → 7.
+        assert_eq!(cube.relays(8, 0, 7), [1, 3]);
+        assert!(cube.passes(8, 0, 7, 1, 3));
+        assert!(!cube.passes(8, 0, 7, 2, 3));
+        assert!(!cube.passes(8, 0, 7, 3, 1));
+        let ring = Shape::KRegular { degree: 2 };
+        // 0 → 3 of 5 goes back: 0 → 4 → 3.
+        assert_eq!(ring.relays(5, 0, 3), [4]);
+        assert!(!ring.passes(5, 0, 3, 1, 2));
+    }
+
+    #[test]
+    fn words_differ() {
+        let words: std::collections::HashSet<u32> = [
+            Shape::Mesh,
+            Shape::Star,
+            Shape::KRegular { degree: 2 },
+            Shape::KRegular { degree: 4 },
+            Shape::Hypercube,
+        ]
+        .into_iter()
+        .map(Shape::word)
+        .collect();
+        assert_eq!(words.len(), 5);
+    }
+}
