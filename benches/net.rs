@@ -10,6 +10,7 @@
 //! cargo bench --bench net -- --only all_reduce,barrier
 //! cargo bench --bench net -- --configs quic,tcp   # a subset of the columns
 //! NET_WORLD=16 cargo bench --bench net -- --quick --only barrier,all_reduce
+//! NET_WORLD=8 cargo bench --bench net -- --only all_reduce --configs tcp,tcp-cube,tcp-k4
 //! ```
 //!
 //! Timing, for both: a barrier, N calls, the mean per call, the maximum
@@ -142,7 +143,7 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
 /// Environment variables, as (name, value).
 type Env = &'static [(&'static str, &'static str)];
 
-const CONFIGS: [(&str, &str, Env); 6] = [
+const CONFIGS: [(&str, &str, Env); 10] = [
     ("quic", "mesh", &[("TRANSPORT", "quic"), ("SHM", "0")]),
     (
         "quic-only",
@@ -160,6 +161,29 @@ const CONFIGS: [(&str, &str, Env); 6] = [
         "shm-ring",
         "mesh",
         &[("SHM", "1"), ("SHM_SINGLE_COPY", "0")],
+    ),
+    // Sparse topologies (only neighbours linked, the rest relayed); run
+    // with NET_WORLD=8 and --configs tcp,tcp-cube,tcp-k4 to set them
+    // against the full mesh.
+    (
+        "tcp-cube",
+        "hypercube",
+        &[("TRANSPORT", "tcp"), ("SHM", "0")],
+    ),
+    (
+        "tcp-k4",
+        "kregular:4",
+        &[("TRANSPORT", "tcp"), ("SHM", "0")],
+    ),
+    (
+        "quic-cube",
+        "hypercube",
+        &[("TRANSPORT", "quic"), ("SHM", "0")],
+    ),
+    (
+        "quic-k4",
+        "kregular:4",
+        &[("TRANSPORT", "quic"), ("SHM", "0")],
     ),
 ];
 
@@ -231,7 +255,11 @@ fn main() {
         .map(|v| v.split(',').map(str::to_string).collect());
     let mut columns: Vec<(&str, Option<Rows>)> = CONFIGS
         .iter()
-        .filter(|(name, ..)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == name)))
+        .filter(|(name, topology, _)| match &wanted {
+            Some(w) => w.iter().any(|x| x == name),
+            // Sparse shapes only when asked (kregular:4 needs 5 ranks).
+            None => !["hypercube", "kregular:4"].contains(topology),
+        })
         .map(|&(name, topology, env)| {
             (name, meshwork_rows(topology, env, &s, &i, &colls.join(",")))
         })

@@ -96,6 +96,7 @@ impl Collective {
                 RecursiveDoubling,
                 ReduceBroadcast,
                 Star,
+                RecursiveHalving,
             ],
             Collective::Broadcast => &[Binomial, Chain, Star],
             Collective::AllGather => &[Ring, Bruck, Star],
@@ -139,11 +140,15 @@ pub enum Algorithm {
     Star,
     /// Bruck's all_gather: ⌈log₂ P⌉ steps of growing block runs.
     Bruck,
+    /// Recursive-halving reduce-scatter, then recursive-doubling
+    /// all-gather (Rabenseifner): the ring's bytes in 2·log₂ P steps, all
+    /// with `r xor 2^i`.
+    RecursiveHalving,
 }
 
 impl Algorithm {
     /// Every algorithm, in wire-id order.
-    pub const ALL: [Algorithm; 13] = [
+    pub const ALL: [Algorithm; 14] = [
         Algorithm::Ring,
         Algorithm::RingPipelined,
         Algorithm::RecursiveDoubling,
@@ -157,6 +162,7 @@ impl Algorithm {
         Algorithm::Dissemination,
         Algorithm::Star,
         Algorithm::Bruck,
+        Algorithm::RecursiveHalving,
     ];
 
     /// The name used by overrides (`ALGO_ALL_REDUCE=ring_pipelined`).
@@ -175,6 +181,7 @@ impl Algorithm {
             Algorithm::Dissemination => "dissemination",
             Algorithm::Star => "star",
             Algorithm::Bruck => "bruck",
+            Algorithm::RecursiveHalving => "recursive_halving",
         }
     }
 
@@ -312,7 +319,13 @@ pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) 
         return Algorithm::Star;
     }
     match (topology, coll) {
-        (Topology::Hypercube, Collective::AllReduce) => return Algorithm::RecursiveDoubling,
+        (Topology::Hypercube, Collective::AllReduce) => {
+            return if bytes < all_reduce_ring_min_bytes(world) {
+                Algorithm::RecursiveDoubling
+            } else {
+                Algorithm::RecursiveHalving
+            };
+        }
         (Topology::Hypercube, Collective::Broadcast | Collective::Reduce) => {
             return Algorithm::Binomial
         }

@@ -2,7 +2,7 @@
 //! the no-MPI answer to `mpirun -np N` and `torchrun`.
 //!
 //! ```text
-//! meshrun -n 4 [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM ARGS…
+//! meshrun -n 4 [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM ARGS…
 //! ```
 //!
 //! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
@@ -30,7 +30,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
 
 struct Options {
     n: u32,
@@ -66,9 +66,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             "--topology" => {
                 o.topology = value(i)?;
-                if o.topology != "mesh" && o.topology != "star" {
+                let known = ["mesh", "star", "hypercube"].contains(&o.topology.as_str())
+                    || o.topology
+                        .strip_prefix("kregular:")
+                        .is_some_and(|d| d.parse::<u32>().is_ok());
+                if !known {
                     return Err(format!(
-                        "--topology expects mesh or star, got {:?}",
+                        "--topology expects mesh, star, kregular:<degree> or hypercube, got {:?}",
                         o.topology
                     ));
                 }

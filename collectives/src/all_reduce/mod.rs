@@ -2,10 +2,12 @@
 //! ranks' buffers, bitwise identical everywhere.
 
 mod recursive_doubling;
+mod recursive_halving;
 mod reduce_broadcast;
 mod star;
 
 pub use recursive_doubling::all_reduce_recursive_doubling;
+pub use recursive_halving::all_reduce_recursive_halving;
 pub use reduce_broadcast::all_reduce_reduce_broadcast;
 pub use star::all_reduce_star;
 
@@ -37,6 +39,7 @@ pub fn all_reduce<T: Element, C: Comm>(
     match algo {
         Algorithm::Ring => all_reduce_ring(comm, buf, op, usize::MAX)?,
         Algorithm::RecursiveDoubling => all_reduce_recursive_doubling(comm, buf, op)?,
+        Algorithm::RecursiveHalving => all_reduce_recursive_halving(comm, buf, op)?,
         Algorithm::ReduceBroadcast => all_reduce_reduce_broadcast(comm, buf, op)?,
         Algorithm::Star => all_reduce_star(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
         _ => all_reduce_ring(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,

@@ -235,7 +235,7 @@ mod tests {
         let core = Core::new(&CoreConfig {
             rank: 0,
             world: 2,
-            star: false,
+            shape: crate::Shape::Mesh,
             timeout: Duration::from_secs(5),
             max_message_bytes: 1 << 20,
             peer_budget_bytes: budget,

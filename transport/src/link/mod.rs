@@ -591,15 +591,20 @@ impl Core {
         for r in self.behind(peer) {
             self.inbox.set_gone(r);
         }
-        // A star's workers hear of a link's end from the coordinator, a
-        // sparse shape's ranks from their neighbours (a goodbye as
-        // leaving); mesh peers each see the end themselves.
-        if (self.star || self.sparse) && self.first_news(peer) {
-            let how = if self.inbox.has_left(peer) {
-                Gone::Left
-            } else {
-                Gone::Failed
-            };
+        // A star's workers hear of a link's end from the coordinator (a
+        // goodbye as leaving), a sparse shape's ranks of a failure from
+        // their neighbours; mesh peers each see the end themselves. A
+        // sparse shape's goodbyes are not passed on: its ranks leave
+        // together, once every relay's work is done (see the group's
+        // shutdown), and a notice written to a neighbour closing at that
+        // moment could cut off what it said last.
+        let how = if self.inbox.has_left(peer) {
+            Gone::Left
+        } else {
+            Gone::Failed
+        };
+        let tell = self.star || (self.sparse && how == Gone::Failed);
+        if tell && self.first_news(peer) {
             self.spread(peer, how);
         }
     }

@@ -40,7 +40,7 @@ fn impostor(addr: SocketAddr, stream: u64, garbage: &[u8]) -> TcpStream {
     let id = Identity {
         rank: 0,
         world: 2,
-        star: false,
+        shape: 0,
         key: handshake::derive_key(Some(TOKEN)),
         version: handshake::PROTOCOL_VERSION,
         transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,

@@ -22,7 +22,7 @@ fn pair(timeout: Duration) -> (Core, TcpLink, TcpStream) {
     let core = Core::new(&CoreConfig {
         rank: 0,
         world: 2,
-        star: false,
+        shape: crate::Shape::Mesh,
         timeout,
         max_message_bytes: 1 << 30,
         peer_budget_bytes: 1 << 30,
