@@ -616,9 +616,13 @@ impl Node {
             )));
         }
         if world > 1 {
-            shape_of(self.topology)
+            let shape = shape_of(self.topology);
+            shape
                 .check(world)
                 .map_err(|e| Error::InvalidArgument(format!("TOPOLOGY: {e}")))?;
+            if shape.is_sparse() && self.recovery == Recovery::Shrink {
+                return Err(Error::InvalidArgument(sparse_cannot("RECOVERY=shrink")));
+            }
         }
         let mut node = self;
         if let (Some((disc_port, data_base)), true) = (node.discover, world > 1) {
@@ -764,6 +768,13 @@ impl Node {
             }]),
         }
     }
+}
+
+/// Why `what` is refused on a sparse topology.
+pub(crate) fn sparse_cannot(what: &str) -> String {
+    format!(
+        "{what} is not supported on a sparse topology (kregular, hypercube): its routes pass through the failed ranks and are not rerouted; use a mesh, or RECOVERY=abort"
+    )
 }
 
 /// The transport's shape for a topology.

@@ -170,6 +170,9 @@ impl ProcessGroup {
     /// member the others agreed failed (one that was only slow) gets
     /// `InvalidArgument` saying so.
     pub fn shrink(&self) -> Result<Arc<ProcessGroup>> {
+        if crate::node::shape_of(self.inner().topology).is_sparse() {
+            return Err(Error::InvalidArgument(crate::node::sparse_cannot("shrink")));
+        }
         let n = self.inner().agreements.load(Ordering::Relaxed);
         let (_, failed) = self.agree(u64::MAX)?;
         let members: Vec<u32> = (0..self.inner().world)
@@ -200,6 +203,9 @@ impl ProcessGroup {
     ///
     /// [`Node::join_running`]: crate::Node::join_running
     pub fn grow(&self, joiners: u32) -> Result<Arc<ProcessGroup>> {
+        if crate::node::shape_of(self.inner().topology).is_sparse() {
+            return Err(Error::InvalidArgument(crate::node::sparse_cannot("grow")));
+        }
         let elastic = self.elastic.get().ok_or_else(|| {
             Error::InvalidArgument(
                 "grow: the group did not form through a seed (SEED), so there is none to admit new processes"

@@ -238,7 +238,7 @@ fn an_in_process_4_regular_graph_of_16_relays_everything_exactly() {
 }
 
 #[test]
-fn shapes_a_world_cannot_take_are_refused() {
+fn shapes_a_world_cannot_take_and_shrinking_a_sparse_group_are_refused() {
     for (world, topology) in [
         (8, Topology::KRegular { degree: 3 }),
         (8, Topology::KRegular { degree: 8 }),
@@ -260,4 +260,21 @@ fn shapes_a_world_cannot_take_are_refused() {
             "{topology:?}: {e:?}"
         );
     }
+    // Routes do not go around failed ranks: shrinking is refused, up
+    // front for RECOVERY=shrink.
+    let e = meshwork::Node::new(0, 8)
+        .topology(Topology::Hypercube)
+        .recovery(meshwork::Recovery::Shrink)
+        .connect()
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("sparse")),
+        "{e:?}"
+    );
+    let world = meshwork::local_with(4, Topology::KRegular { degree: 2 }).unwrap();
+    let e = world[0].shrink().unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("sparse")),
+        "{e:?}"
+    );
 }

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 /// One frame on its way.
 type Frame = (Header, Payload);
+/// A queue's two ends.
+type Queue = (Sender<Frame>, Receiver<Frame>);
 
 /// One rank's end of its link to `peer`: a queue out, and one in that its
 /// reader thread drains into the core.
@@ -139,7 +141,7 @@ pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, String> {
     }
     let n = world as usize;
     // queues[a][b]: frames from a to b.
-    let queues: Vec<Vec<Option<(Sender<Frame>, Receiver<Frame>)>>> = (0..n)
+    let queues: Vec<Vec<Option<Queue>>> = (0..n)
         .map(|a| {
             (0..n)
                 .map(|b| {
