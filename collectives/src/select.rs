@@ -329,14 +329,6 @@ pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) 
         (Topology::Hypercube, Collective::Broadcast | Collective::Reduce) => {
             return Algorithm::Binomial
         }
-        // The ring's 2(P−1) steps are each one link; recursive doubling's
-        // far exchanges each cross several, so by the cost model the ring
-        // wins from a quarter of the mesh's crossover (not measured).
-        (Topology::KRegular { .. }, Collective::AllReduce)
-            if world > 2 && bytes >= all_reduce_ring_min_bytes(world) / 4 =>
-        {
-            return Algorithm::RingPipelined;
-        }
         (Topology::KRegular { .. }, Collective::AllGather) => return Algorithm::Ring,
         _ => {}
     }
