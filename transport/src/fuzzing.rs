@@ -492,7 +492,8 @@ fn order_hostile(input: &mut Input<'_>) {
         0 => (0, crate::Shape::Mesh, 1),
         1 => (0, crate::Shape::Star, 1 + u32::from(cfg >> 4) % (world - 1)),
         2 => (1 + u32::from(cfg >> 4) % (world - 1), crate::Shape::Star, 0),
-        _ => (0, crate::Shape::KRegular { degree: 2 }, world - 1),
+        _ if world >= 3 => (0, crate::Shape::KRegular { degree: 2 }, world - 1),
+        _ => (0, crate::Shape::Mesh, 1),
     };
     let core = core(rank, world, shape);
     let streams = STREAMS as usize;
