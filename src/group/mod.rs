@@ -20,7 +20,7 @@ use comm_adapter::{CollComm, Descriptor};
 use crossbeam_channel::{Receiver, Sender};
 pub(crate) use heap::{answer_to as heap_answer_to, Heap};
 use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Topology};
-use meshwork_transport::{LaneKey, LaneKind, Transport};
+use meshwork_transport::{LaneKey, LaneKind, LinkKind, Transport};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -496,14 +496,21 @@ impl ProcessGroup {
             return Ok(());
         }
         self.drain_executor();
-        let inner = self.inner();
-        let t = &inner.transport;
+        self.inner().confirm_shutdown()
+    }
+}
+
+impl GroupInner {
+    /// The shutdown's confirmations, then the close (see
+    /// [`ProcessGroup::shutdown`]).
+    fn confirm_shutdown(&self) -> Result<()> {
+        let t = &self.transport;
         let key = LaneKey {
-            comm: self.inner().comm_id,
+            comm: self.comm_id,
             kind: LaneKind::Control,
             tag: CONTROL_SHUTDOWN,
         };
-        let (rank, world) = (self.inner().rank, self.inner().world);
+        let (rank, world) = (self.rank, self.world);
         // Mesh: every pair confirms directly. Star: workers confirm to the
         // coordinator, which answers only when all have, so it stays up to
         // relay everything workers sent each other before their goodbye.
@@ -511,12 +518,12 @@ impl ProcessGroup {
         // rounds below keep every relay up until all have.
         let others: Vec<u32> = (0..world).filter(|&p| p != rank).collect();
         let (first_recv, send_to, then_recv): (Vec<u32>, Vec<u32>, Vec<u32>) =
-            match (self.inner().topology, rank) {
+            match (self.topology, rank) {
                 (Topology::Star, 0) => (others.clone(), others, Vec::new()),
                 (Topology::Star, _) => (Vec::new(), vec![0], vec![0]),
                 _ => (Vec::new(), others.clone(), others),
             };
-        let deadline = Instant::now() + self.inner().timeout();
+        let deadline = Instant::now() + self.timeout();
         let mut unconfirmed = Vec::new();
         let confirm = |peer: u32, unconfirmed: &mut Vec<u32>| {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -535,7 +542,7 @@ impl ProcessGroup {
         for &peer in &then_recv {
             confirm(peer, &mut unconfirmed);
         }
-        let shape = crate::node::shape_of(self.inner().topology);
+        let shape = crate::node::shape_of(self.topology);
         if shape.is_sparse() && world > 1 {
             // A rank done confirming may still relay others' goodbyes. In
             // round i each rank tells its neighbours and hears theirs:
@@ -579,8 +586,34 @@ impl Drop for ProcessGroup {
     /// A best-effort graceful close: queued non-blocking operations finish
     /// (each bounded by the deadline), then the transport flushes what is
     /// queued and closes. Peers see this rank leave (`PeerDisconnected`).
-    /// [`ProcessGroup::shutdown`] is the confirmed form.
+    /// [`ProcessGroup::shutdown`] is the confirmed form. On a sparse
+    /// topology dropping is `shutdown` (its error ignored): a rank done
+    /// with its own calls may still have others' traffic to relay, so it
+    /// stays until every rank has finished, or the deadline.
     fn drop(&mut self) {
+        let inner = self.inner();
+        let sparse = crate::node::shape_of(inner.topology).is_sparse();
+        if sparse && !inner.shut_down.swap(true, Ordering::AcqRel) {
+            self.drain_executor();
+            // The ranks of an in-process world may be dropped one after
+            // another on one thread: each confirms behind its drop, so
+            // none waits for one dropped after it.
+            let in_process = inner.transport.links().contains(&LinkKind::Memory);
+            let confirm = move || {
+                if let Err(e) = inner.confirm_shutdown() {
+                    tracing::warn!("dropping a group of a sparse topology: {e}");
+                }
+            };
+            if !in_process {
+                confirm();
+            } else if let Err(e) = std::thread::Builder::new()
+                .name("meshwork-drop".into())
+                .spawn(confirm)
+            {
+                tracing::warn!("cannot confirm the shutdown behind the drop: {e}");
+            }
+            return;
+        }
         self.drain_executor();
         self.inner().transport.close();
     }

@@ -1,9 +1,11 @@
 //! Sparse topologies: only neighbours are linked; every other pair's
 //! traffic is relayed along a route every rank computes alike. Eight
 //! processes as a hypercube and as a 4-regular circulant, five as a ring,
-//! over TCP and QUIC: every collective × type × op exact, point-to-point
-//! and RPC between every pair, links per rank equal to the degree, and a
-//! relay's failure named by the ranks whose traffic it carried.
+//! over TCP and QUIC, and in-process worlds of 8 and 16: every collective
+//! × type × op exact, point-to-point and RPC between every pair,
+//! compressed all_reduce identical everywhere, links per rank equal to
+//! the degree, and a relay's failure named by the ranks whose traffic it
+//! carried.
 #![allow(
     clippy::print_stdout,
     reason = "rank processes report to the test on stdout"
@@ -21,7 +23,10 @@ pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
     every_pair_p2p(g)?;
     every_pair_rpc(g)?;
     let swept = crate::scenarios::all_collectives(g)?;
-    Ok(format!("{links} links; every pair p2p and rpc; {swept}"))
+    let compressed = crate::compress::scenario(g)?;
+    Ok(format!(
+        "{links} links; every pair p2p and rpc; {swept}; {compressed}"
+    ))
 }
 
 /// Every rank linked to exactly its neighbours (and `links()` says
@@ -169,6 +174,13 @@ fn a_4_regular_graph_of_8_processes_over_tcp_relays_everything_exactly() {
 #[test]
 fn a_4_regular_graph_of_8_processes_over_quic_relays_everything_exactly() {
     every_collective_sparse(8, "kregular:4", "quic");
+}
+
+/// Shared memory between neighbours (the default on one host): a relay
+/// reads a frame for another rank off one ring and writes it to another.
+#[test]
+fn a_hypercube_of_8_processes_over_shared_memory_relays_everything_exactly() {
+    every_collective_sparse(8, "hypercube", "shm");
 }
 
 #[test]

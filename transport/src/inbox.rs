@@ -402,6 +402,17 @@ impl Inbox {
             || matches!(st.cut(src), Some(TransportError::PeerDisconnected { .. }))
     }
 
+    /// Why a send to `dst` cannot arrive, if it cannot: `dst` is gone, or
+    /// a relay on its way is gone (named).
+    pub(crate) fn unreachable(&self, dst: u32) -> Option<TransportError> {
+        let st = self.lock();
+        if st.peers.get(dst as usize).is_none_or(|p| p.gone) {
+            return Some(TransportError::PeerDisconnected { rank: dst });
+        }
+        st.cut(dst)
+            .filter(|e| matches!(e, TransportError::PeerDisconnected { .. }))
+    }
+
     /// The link to `src` carried nothing, not even heartbeats, for a whole
     /// deadline (or it did again: `silent = false`). Whether that is news
     /// (it was not so already).

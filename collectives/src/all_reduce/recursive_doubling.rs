@@ -32,45 +32,87 @@ pub fn all_reduce_recursive_doubling<T: Element, C: Comm>(
     op: ReduceOp,
 ) -> Result<(), C::Error> {
     let p = comm.size();
-    let r = comm.rank();
     if p == 1 {
         return Ok(());
     }
-    let p2 = pow2_floor(p);
-    let rem = p - p2;
-
-    // Fold the surplus ranks into their odd neighbours.
-    let new_rank = if r < 2 * rem {
-        if r.is_multiple_of(2) {
-            send_elems(comm, r + 1, buf)?;
-            None
-        } else {
-            recv_reduce(comm, r - 1, buf, op, true)?;
-            Some(r / 2)
-        }
-    } else {
-        Some(r - rem)
-    };
-
-    if let Some(me) = new_rank {
-        let real = |n: usize| if n < rem { 2 * n + 1 } else { n + rem };
+    let fold = Fold::new(p, comm.rank());
+    if let Some(me) = fold.fold_in(comm, buf, op)? {
         let mut mask = 1;
-        while mask < p2 {
+        while mask < fold.p2 {
             let partner = me ^ mask;
-            let peer = real(partner);
+            let peer = fold.real(partner);
             send_elems(comm, peer, buf)?;
             recv_reduce(comm, peer, buf, op, partner < me)?;
             mask <<= 1;
         }
     }
+    fold.hand_back(comm, buf)
+}
 
-    // Hand the result back to the ranks that sat out.
-    if r < 2 * rem {
-        if r.is_multiple_of(2) {
-            recv_into(comm, r + 1, buf)?;
-        } else {
-            send_elems(comm, r - 1, buf)?;
+/// The power-of-two core of a world of `P` ranks that recursive doubling
+/// and halving run on: ranks `0..2·rem` pair up, each even rank folding
+/// its buffer into the odd one above it and sitting out.
+pub(super) struct Fold {
+    /// `P' = 2^⌊log₂ P⌋`, the ranks that take part.
+    pub p2: usize,
+    rem: usize,
+    rank: usize,
+}
+
+impl Fold {
+    pub fn new(p: usize, rank: usize) -> Fold {
+        let p2 = pow2_floor(p);
+        Fold {
+            p2,
+            rem: p - p2,
+            rank,
         }
     }
-    Ok(())
+
+    /// The real rank of core rank `n`.
+    pub fn real(&self, n: usize) -> usize {
+        if n < self.rem {
+            2 * n + 1
+        } else {
+            n + self.rem
+        }
+    }
+
+    /// Fold the surplus ranks into their odd neighbours: this rank's core
+    /// rank, or `None` if it sits out.
+    pub fn fold_in<T: Element, C: Comm>(
+        &self,
+        comm: &mut C,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Option<usize>, C::Error> {
+        let r = self.rank;
+        if r >= 2 * self.rem {
+            return Ok(Some(r - self.rem));
+        }
+        if r.is_multiple_of(2) {
+            send_elems(comm, r + 1, buf)?;
+            Ok(None)
+        } else {
+            recv_reduce(comm, r - 1, buf, op, true)?;
+            Ok(Some(r / 2))
+        }
+    }
+
+    /// Hand the result back to the ranks that sat out.
+    pub fn hand_back<T: Element, C: Comm>(
+        &self,
+        comm: &mut C,
+        buf: &mut [T],
+    ) -> Result<(), C::Error> {
+        let r = self.rank;
+        if r < 2 * self.rem {
+            if r.is_multiple_of(2) {
+                recv_into(comm, r + 1, buf)?;
+            } else {
+                send_elems(comm, r - 1, buf)?;
+            }
+        }
+        Ok(())
+    }
 }

@@ -18,10 +18,11 @@
 //! Each element is reduced on one rank only, lower rank's operand on the
 //! left, then copied: the result is bitwise identical everywhere.
 
+use super::recursive_doubling::Fold;
 use crate::comm::{recv_into, recv_reduce, send_elems, Comm};
 use crate::element::Element;
 use crate::op::ReduceOp;
-use crate::topo::{chunk, pow2_floor};
+use crate::topo::chunk;
 use std::ops::Range;
 
 /// Recursive-halving reduce-scatter, then recursive-doubling all-gather,
@@ -32,28 +33,12 @@ pub fn all_reduce_recursive_halving<T: Element, C: Comm>(
     op: ReduceOp,
 ) -> Result<(), C::Error> {
     let p = comm.size();
-    let r = comm.rank();
     if p == 1 {
         return Ok(());
     }
-    let p2 = pow2_floor(p);
-    let rem = p - p2;
-
-    // Fold the surplus ranks into their odd neighbours.
-    let new_rank = if r < 2 * rem {
-        if r.is_multiple_of(2) {
-            send_elems(comm, r + 1, buf)?;
-            None
-        } else {
-            recv_reduce(comm, r - 1, buf, op, true)?;
-            Some(r / 2)
-        }
-    } else {
-        Some(r - rem)
-    };
-
-    if let Some(me) = new_rank {
-        let real = |n: usize| if n < rem { 2 * n + 1 } else { n + rem };
+    let fold = Fold::new(p, comm.rank());
+    if let Some(me) = fold.fold_in(comm, buf, op)? {
+        let (p2, real) = (fold.p2, |n: usize| fold.real(n));
         let n = buf.len();
         // Elements of chunks `c.start..c.end`.
         let elems = |c: &Range<usize>| chunk(n, p2, c.start).start..chunk(n, p2, c.end - 1).end;
@@ -93,13 +78,5 @@ pub fn all_reduce_recursive_halving<T: Element, C: Comm>(
         }
     }
 
-    // Hand the result back to the ranks that sat out.
-    if r < 2 * rem {
-        if r.is_multiple_of(2) {
-            recv_into(comm, r + 1, buf)?;
-        } else {
-            send_elems(comm, r - 1, buf)?;
-        }
-    }
-    Ok(())
+    fold.hand_back(comm, buf)
 }

@@ -191,7 +191,7 @@ mod tests {
         fn forward(&self, _: &Core, h: Header, p: Payload) {
             self.0.lock().unwrap().push((h, p.as_ref().to_vec()));
         }
-        fn tell_gone(&self, _: &Core, _: u32, _: super::super::Gone) {}
+        fn tell_gone(&self, _: &Core, _: u32, _: super::super::Gone, _: u32) {}
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {
             false
         }

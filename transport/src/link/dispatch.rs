@@ -8,10 +8,10 @@
 //! |---|---|
 //! | data | for this rank: its source is a rank this link serves (`Core::serves`), a collective's sequence number is inside the window, the lane is under its bound; for another rank: its route passes this link into this rank (`Core::relays`: a star's coordinator, from the worker itself; a sparse shape's relay) |
 //! | credit, credit wanted | for this rank: from a rank this link serves; for another rank: as data for another rank (relayed) |
-//! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; otherwise not about this rank or the link's own peer (a sparse shape's ranks pass it on, once) |
+//! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; a sparse shape: along the route from the rank it is about (as data from it), never from that rank itself; a mesh: not about this rank or the link's own peer |
 //! | heartbeat, bye | always |
 
-use super::{Core, Gone};
+use super::Core;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, Payload};
 
@@ -44,7 +44,7 @@ impl Core {
             FrameType::Heartbeat => Next::Continue,
             FrameType::Bye => {
                 // It leaves; its link's end is not a failure.
-                for r in self.served_by(peer) {
+                for r in self.behind(peer) {
                     self.inbox.set_left(r);
                 }
                 Next::End
@@ -55,41 +55,40 @@ impl Core {
             }
             FrameType::PeerGone => {
                 // A star's coordinator tells its workers of another
-                // worker; a mesh peer tells of any other rank.
+                // worker; a mesh peer tells of any other rank; on a sparse
+                // shape a notice comes along the route from the rank it is
+                // about, behind that rank's last frames (`Core::spread`).
                 let allowed = if self.star {
                     self.rank != 0 && peer == 0 && h.src != 0
+                } else if self.sparse && h.dst != self.rank {
+                    h.src != peer && self.relays(peer, h.src, h.dst)
+                } else if self.sparse {
+                    h.src != peer && self.serves(peer, h.src)
                 } else {
                     h.src != peer
                 };
                 if !allowed || h.src == self.rank {
                     return refuse(peer, &h, "a peer-gone notice this link may not carry");
                 }
-                if self.sparse && self.link(h.src).is_some() {
-                    // News of a neighbour: its own link tells, in order
-                    // with what it sent (a notice by another way could
-                    // overtake its last messages).
+                if self.sparse && h.dst != self.rank {
+                    self.relay_notice(h.src, h.aux, h.dst);
                     return Next::Continue;
                 }
-                let news = match h.aux {
+                match h.aux {
                     // Silent for a whole deadline, not gone (yet).
-                    1 => self.inbox.set_silent(h.src, true).then_some(Gone::Silent),
+                    1 => {
+                        self.inbox.set_silent(h.src, true);
+                    }
                     // It said goodbye to the coordinator: it left.
                     2 => {
                         self.inbox.set_left(h.src);
                         self.inbox.set_gone(h.src);
-                        Some(Gone::Left)
                     }
-                    _ => {
-                        self.inbox.set_gone(h.src);
-                        Some(Gone::Failed)
+                    // Heard again after a silence.
+                    3 => {
+                        self.inbox.set_silent(h.src, false);
                     }
-                };
-                // A sparse shape's ranks pass news on to their neighbours,
-                // once: who hears of it twice has told already.
-                if let Some(how) = news.filter(|_| self.sparse) {
-                    if how == Gone::Silent || self.first_news(h.src) {
-                        self.spread(h.src, how);
-                    }
+                    _ => self.inbox.set_gone(h.src),
                 }
                 Next::Continue
             }
@@ -214,7 +213,7 @@ mod tests {
         fn forward(&self, _: &Core, h: Header, _: Payload) {
             self.forwarded.lock().unwrap().push(h);
         }
-        fn tell_gone(&self, _: &Core, gone: u32, _how: super::super::Gone) {
+        fn tell_gone(&self, _: &Core, gone: u32, _how: super::super::Gone, _dst: u32) {
             self.told_gone.lock().unwrap().push(gone);
         }
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {

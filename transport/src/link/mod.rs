@@ -51,6 +51,19 @@ pub(crate) enum Gone {
     Silent = 1,
     /// It said goodbye: it left.
     Left = 2,
+    /// Heard again after a silence (a sparse shape's notice).
+    Heard = 3,
+}
+
+impl Gone {
+    fn from_aux(aux: u32) -> Gone {
+        match aux {
+            1 => Gone::Silent,
+            2 => Gone::Left,
+            3 => Gone::Heard,
+            _ => Gone::Failed,
+        }
+    }
 }
 
 /// One peer's link, as the core sees it. A backend's link owns its
@@ -70,10 +83,11 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// Forward a frame another rank sent (a star coordinator's relay, a
     /// credit, a notice) without blocking.
     fn forward(&self, core: &Core, header: Header, payload: Payload);
-    /// A star coordinator tells this link's worker that rank `gone` has
-    /// gone (or, `silent`, has been silent for a whole deadline), behind
-    /// everything it relayed from `gone` before.
-    fn tell_gone(&self, core: &Core, gone: u32, how: Gone);
+    /// Tell rank `dst` (this link's peer, or a rank beyond it on a
+    /// sparse shape's route) that rank `gone` has gone (or, `Silent`, has
+    /// been silent for a whole deadline; `Heard`, is heard again), behind
+    /// everything relayed from `gone` over this link before.
+    fn tell_gone(&self, core: &Core, gone: u32, how: Gone, dst: u32);
     /// Caller-driven progress: read and dispatch what has arrived, if no
     /// other thread is. `want_len` is the length of the message the caller
     /// waits for, if known. Returns whether the link has ended.
@@ -347,7 +361,11 @@ impl Core {
             }
             let now = Instant::now();
             if now >= deadline || self.inbox.is_gone(dst) {
-                return Err(TransportError::Timeout { waiting_on: dst });
+                // A relay gone on the way is named; otherwise `dst`.
+                return Err(match self.inbox.unreachable(dst) {
+                    Some(e @ TransportError::PeerDisconnected { rank }) if rank != dst => e,
+                    _ => TransportError::Timeout { waiting_on: dst },
+                });
             }
             drop(lanes);
             self.ask_credit(dst, key);
@@ -471,6 +489,16 @@ impl Core {
             self.shape.passes(self.world, src, dst, peer, self.rank)
         } else {
             false
+        }
+    }
+
+    /// The link that frames from `src` arrive over (where a receive
+    /// waiting for `src` reads): the last link of the route from `src`.
+    pub(crate) fn inbound(&self, src: u32) -> u32 {
+        if self.sparse {
+            self.via.get(src as usize).copied().unwrap_or(src)
+        } else {
+            self.hop(src)
         }
     }
 
@@ -620,17 +648,39 @@ impl Core {
 
     /// Tell every other rank this one links to that `failed` failed (gone,
     /// or `silent`): a mesh rank tells every peer, a star's coordinator
-    /// its workers, a sparse shape's rank its neighbours (who pass it on),
-    /// so that calls waiting elsewhere behind `failed` end now, naming it.
-    /// A worker, whose only link is the coordinator's, tells no one.
+    /// its workers, so that calls waiting elsewhere behind `failed` end
+    /// now, naming it. A worker, whose only link is the coordinator's,
+    /// tells no one. On a sparse shape this rank, a neighbour of `failed`,
+    /// tells every rank whose route from `failed` starts with it, along
+    /// that route: the notice follows `failed`'s last frames there and
+    /// cannot overtake them.
     pub(crate) fn spread(&self, failed: u32, how: Gone) {
         if self.star && self.rank != 0 {
             return;
         }
+        if self.sparse {
+            for dst in 0..self.world {
+                let first = self.shape.next_hop(self.world, failed, dst);
+                if dst != failed && dst != self.rank && first == self.rank {
+                    if let Some(link) = self.link(self.hop(dst)) {
+                        link.tell_gone(self, failed, how, dst);
+                    }
+                }
+            }
+            return;
+        }
         for (r, link) in self.links() {
             if r != failed {
-                link.tell_gone(self, failed, how);
+                link.tell_gone(self, failed, how, r);
             }
+        }
+    }
+
+    /// A sparse shape's notice about `gone` for another rank, relayed
+    /// along its route.
+    pub(crate) fn relay_notice(&self, gone: u32, aux: u32, dst: u32) {
+        if let Some(link) = self.link(self.hop(dst)) {
+            link.tell_gone(self, gone, Gone::from_aux(aux), dst);
         }
     }
 
@@ -676,7 +726,11 @@ impl Core {
     /// silent.
     pub(crate) fn heard(&self, peer: u32) {
         for r in self.behind(peer) {
-            self.inbox.set_silent(r, false);
+            // On a sparse shape, those told it was silent are told it is
+            // back, the same way.
+            if self.inbox.set_silent(r, false) && self.sparse {
+                self.spread(r, Gone::Heard);
+            }
         }
     }
 

@@ -58,10 +58,10 @@ impl Link for PipeLink {
         }
     }
 
-    fn tell_gone(&self, _: &Core, gone: u32, how: Gone) {
+    fn tell_gone(&self, _: &Core, gone: u32, how: Gone, dst: u32) {
         let h = Header {
             aux: how as u32,
-            ..Header::control(FrameType::PeerGone, gone, self.peer)
+            ..Header::control(FrameType::PeerGone, gone, dst)
         };
         self.forward_control(h);
     }

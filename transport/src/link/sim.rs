@@ -52,10 +52,10 @@ impl Link for SimLink {
     fn forward(&self, _: &Core, h: Header, payload: Payload) {
         self.put(h, payload.as_ref());
     }
-    fn tell_gone(&self, _: &Core, gone: u32, how: Gone) {
+    fn tell_gone(&self, _: &Core, gone: u32, how: Gone, dst: u32) {
         let h = Header {
             aux: how as u32,
-            ..Header::control(FrameType::PeerGone, gone, self.to)
+            ..Header::control(FrameType::PeerGone, gone, dst)
         };
         self.put(h, &[]);
     }

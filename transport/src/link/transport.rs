@@ -68,7 +68,7 @@ impl LinkTransport {
             core.credit(src, key);
             Ok(Some(msg))
         };
-        if let Some(link) = core.link(core.hop(src)) {
+        if let Some(link) = core.link(core.inbound(src)) {
             // One read of the link, into the posted buffers if any;
             // whether the link ended, and whether the buffers were filled.
             let poll = |posted: &mut Option<&mut Posted<'_>>| match posted {
@@ -158,8 +158,8 @@ impl Transport for LinkTransport {
                 .deliver(dst, key, Payload::from_parts_in(parts, Some(&core.pool)));
             return Ok(());
         }
-        if core.inbox.is_gone(dst) {
-            return Err(TransportError::PeerDisconnected { rank: dst });
+        if let Some(e) = core.inbox.unreachable(dst) {
+            return Err(e);
         }
         let header = Header {
             ftype: FrameType::Data,

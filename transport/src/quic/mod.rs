@@ -368,10 +368,10 @@ impl Link for QuicLink {
     }
 
     /// On every stream, behind whatever was relayed there.
-    fn tell_gone(&self, _core: &Core, gone: u32, how: Gone) {
+    fn tell_gone(&self, _core: &Core, gone: u32, how: Gone, dst: u32) {
         let mut h = Header {
             aux: how as u32,
-            ..Header::control(FrameType::PeerGone, gone, self.peer)
+            ..Header::control(FrameType::PeerGone, gone, dst)
         };
         let mut out = lock(&self.order.out);
         for s in 0..STREAMS {

@@ -321,10 +321,10 @@ impl Link for TcpLink {
         self.enqueue(core, header, payload);
     }
 
-    fn tell_gone(&self, core: &Core, gone: u32, how: Gone) {
+    fn tell_gone(&self, core: &Core, gone: u32, how: Gone, dst: u32) {
         let h = Header {
             aux: how as u32,
-            ..Header::control(FrameType::PeerGone, gone, self.peer)
+            ..Header::control(FrameType::PeerGone, gone, dst)
         };
         self.enqueue(core, h, Payload::default());
     }
