@@ -502,19 +502,18 @@ impl Core {
         }
     }
 
-    /// Ranks whose traffic arrives over the link to `peer`.
-    pub(crate) fn served_by(&self, peer: u32) -> impl Iterator<Item = u32> + '_ {
-        (0..self.world).filter(move |&r| self.serves(peer, r))
-    }
-
     /// Ranks whose standing the link to `peer` tells directly (its end,
     /// its silence): a star worker's link to the coordinator stands for
     /// everyone; elsewhere a link stands for its peer (on a sparse shape
     /// the ranks behind a relay are out of reach while it is, see
     /// `Inbox::set_relays`, but not gone).
     fn behind(&self, peer: u32) -> impl Iterator<Item = u32> + '_ {
-        let sparse = self.sparse;
-        self.served_by(peer).filter(move |&r| !sparse || r == peer)
+        let (from, to) = if self.star && self.rank != 0 {
+            (0, self.world)
+        } else {
+            (peer, peer.saturating_add(1).min(self.world))
+        };
+        (from..to).filter(move |&r| self.serves(peer, r))
     }
 
     /// Send one frame towards `dst` over the link to `hop`.
