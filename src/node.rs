@@ -6,9 +6,7 @@ use crate::group::{ProcessGroup, Recovery, DEFAULT_TIMEOUT};
 use meshwork_collectives::{Algorithm, Collective, Topology};
 use meshwork_transport::mem::MemHub;
 use meshwork_transport::Transport;
-use meshwork_transport::{
-    Backend, FormationError, Shape, Spec, DEFAULT_SIDECAR_THRESHOLD, PROTOCOL_VERSION,
-};
+use meshwork_transport::{Backend, Spec, DEFAULT_SIDECAR_THRESHOLD, PROTOCOL_VERSION};
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -17,6 +15,10 @@ use std::time::Duration;
 mod elastic;
 mod seed;
 mod sockets;
+mod translate;
+
+use translate::from_formation;
+pub(crate) use translate::{shape_of, sparse_cannot};
 
 pub(crate) use elastic::Elastic;
 
@@ -767,56 +769,6 @@ impl Node {
                 None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
             }]),
         }
-    }
-}
-
-/// Why `what` is refused on a sparse topology.
-pub(crate) fn sparse_cannot(what: &str) -> String {
-    format!(
-        "{what} is not supported on a sparse topology (kregular, hypercube): its routes pass through the failed ranks and are not rerouted; use a mesh, or RECOVERY=abort"
-    )
-}
-
-/// The transport's shape for a topology.
-pub(crate) fn shape_of(topology: Topology) -> Shape {
-    match topology {
-        Topology::Mesh => Shape::Mesh,
-        Topology::Star => Shape::Star,
-        Topology::KRegular { degree } => Shape::KRegular { degree },
-        Topology::Hypercube => Shape::Hypercube,
-    }
-}
-
-fn from_formation(e: FormationError) -> Error {
-    match e {
-        FormationError::RankConflict { rank } => Error::RankConflict { rank },
-        FormationError::TokenMismatch { .. } => Error::ClusterTokenMismatch,
-        FormationError::ProtocolMismatch { ours, theirs, .. } => {
-            Error::ProtocolMismatch { ours, theirs }
-        }
-        FormationError::WorldMismatch { ours, theirs, .. } => Error::WorldMismatch { ours, theirs },
-        FormationError::Timeout { missing } => Error::FormationTimeout { missing },
-        FormationError::HeapMismatch { rank, ours, theirs } => Error::InvalidArgument(format!(
-            "the heap differs between ranks: rank {rank} has {theirs} bytes, this rank {ours}; set the same HEAP_MB (Node::heap_bytes) everywhere"
-        )),
-        FormationError::TopologyMismatch { rank } => Error::ConnectionFailed {
-            rank,
-            reason: "it uses another topology (mesh, star, k-regular of another degree, or hypercube); set the same TOPOLOGY everywhere"
-                .into(),
-        },
-        FormationError::ConnectionFailed { rank, reason } => {
-            Error::ConnectionFailed { rank, reason }
-        }
-        e @ FormationError::SeedTampered { .. } => Error::ConnectionFailed {
-            rank: 0,
-            reason: e.to_string(),
-        },
-        // A failure the transport added after this match was written:
-        // still an error naming what happened.
-        other => Error::ConnectionFailed {
-            rank: u32::MAX,
-            reason: other.to_string(),
-        },
     }
 }
 

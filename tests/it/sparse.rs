@@ -193,7 +193,19 @@ fn a_ring_of_5_processes_relays_everything_exactly() {
 /// rank 3, not each other.
 #[test]
 fn a_relay_killed_mid_exchange_is_named_by_the_ranks_it_carried() {
-    let mut l = launch(8, "hypercube", 30.0, "tcp");
+    relay_killed("tcp");
+}
+
+/// The same over QUIC, whose relays send each notice on every stream:
+/// rank 2 passes rank 0 two notices of rank 3's end (one for rank 0, one
+/// to relay to rank 4).
+#[test]
+fn a_relay_killed_mid_exchange_over_quic_is_named_by_the_ranks_it_carried() {
+    relay_killed("quic");
+}
+
+fn relay_killed(link: &str) {
+    let mut l = launch(8, "hypercube", 30.0, link);
     l.set("HOLD_ON_ERROR", "1");
     let mut ranks = spawn(&l, "relay");
     ranks.wait_for(&[0, 7], "READY", Duration::from_secs(60));

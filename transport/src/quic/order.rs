@@ -99,10 +99,12 @@ struct InStream {
 #[derive(Debug)]
 pub(crate) struct In {
     streams: Vec<InStream>,
-    /// Peer-gone notices received, per rank gone: a coordinator sends one
-    /// on every stream (behind what it relayed there), and the rank is gone
-    /// here with the last.
-    gone_marks: HashMap<(u32, u32), usize>,
+    /// Peer-gone notices received, per (rank gone, what it says, rank
+    /// told): a relay sends each on every stream (behind what it relayed
+    /// there), and it counts here with the last copy. Notices for
+    /// different ranks (a sparse shape's relay passes on several) count
+    /// apart, and a notice that counted starts afresh.
+    gone_marks: HashMap<(u32, u32, u32), usize>,
 }
 
 impl In {
@@ -167,7 +169,7 @@ impl InStream {
         &mut self,
         core: &Core,
         peer: u32,
-        gone_marks: &mut HashMap<(u32, u32), usize>,
+        gone_marks: &mut HashMap<(u32, u32, u32), usize>,
     ) -> Result<(), String> {
         loop {
             if self
@@ -186,12 +188,14 @@ impl InStream {
                         }
                     }
                     None if h.ftype == FrameType::PeerGone => {
-                        let marks = gone_marks.entry((h.src, h.aux)).or_insert(0);
+                        let mark = (h.src, h.aux, h.dst);
+                        let marks = gone_marks.entry(mark).or_insert(0);
                         *marks += 1;
-                        if *marks == super::engine::STREAMS as usize
-                            && matches!(core.on_header(peer, h), Next::End)
-                        {
-                            return Err("a peer-gone notice this link may not carry".into());
+                        if *marks == super::engine::STREAMS as usize {
+                            gone_marks.remove(&mark);
+                            if matches!(core.on_header(peer, h), Next::End) {
+                                return Err("a peer-gone notice this link may not carry".into());
+                            }
                         }
                     }
                     None => {

@@ -1,0 +1,56 @@
+//! The transport's words in the facade's: topologies as shapes, formation
+//! failures as errors.
+
+use crate::error::Error;
+use meshwork_collectives::Topology;
+use meshwork_transport::{FormationError, Shape};
+
+/// Why `what` is refused on a sparse topology.
+pub(crate) fn sparse_cannot(what: &str) -> String {
+    format!(
+        "{what} is not supported on a sparse topology (kregular, hypercube): its routes pass through the failed ranks and are not rerouted; use a mesh, or RECOVERY=abort"
+    )
+}
+
+/// The transport's shape for a topology.
+pub(crate) fn shape_of(topology: Topology) -> Shape {
+    match topology {
+        Topology::Mesh => Shape::Mesh,
+        Topology::Star => Shape::Star,
+        Topology::KRegular { degree } => Shape::KRegular { degree },
+        Topology::Hypercube => Shape::Hypercube,
+    }
+}
+
+pub(super) fn from_formation(e: FormationError) -> Error {
+    match e {
+        FormationError::RankConflict { rank } => Error::RankConflict { rank },
+        FormationError::TokenMismatch { .. } => Error::ClusterTokenMismatch,
+        FormationError::ProtocolMismatch { ours, theirs, .. } => {
+            Error::ProtocolMismatch { ours, theirs }
+        }
+        FormationError::WorldMismatch { ours, theirs, .. } => Error::WorldMismatch { ours, theirs },
+        FormationError::Timeout { missing } => Error::FormationTimeout { missing },
+        FormationError::HeapMismatch { rank, ours, theirs } => Error::InvalidArgument(format!(
+            "the heap differs between ranks: rank {rank} has {theirs} bytes, this rank {ours}; set the same HEAP_MB (Node::heap_bytes) everywhere"
+        )),
+        FormationError::TopologyMismatch { rank } => Error::ConnectionFailed {
+            rank,
+            reason: "it uses another topology (mesh, star, k-regular of another degree, or hypercube); set the same TOPOLOGY everywhere"
+                .into(),
+        },
+        FormationError::ConnectionFailed { rank, reason } => {
+            Error::ConnectionFailed { rank, reason }
+        }
+        e @ FormationError::SeedTampered { .. } => Error::ConnectionFailed {
+            rank: 0,
+            reason: e.to_string(),
+        },
+        // A failure the transport added after this match was written:
+        // still an error naming what happened.
+        other => Error::ConnectionFailed {
+            rank: u32::MAX,
+            reason: other.to_string(),
+        },
+    }
+}
