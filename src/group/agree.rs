@@ -170,7 +170,7 @@ impl ProcessGroup {
     /// member the others agreed failed (one that was only slow) gets
     /// `InvalidArgument` saying so.
     pub fn shrink(&self) -> Result<Arc<ProcessGroup>> {
-        if crate::node::shape_of(self.inner().topology).is_sparse() {
+        if self.inner().fixed_relays() {
             return Err(Error::InvalidArgument(crate::node::sparse_cannot("shrink")));
         }
         let n = self.inner().agreements.load(Ordering::Relaxed);
@@ -203,7 +203,7 @@ impl ProcessGroup {
     ///
     /// [`Node::join_running`]: crate::Node::join_running
     pub fn grow(&self, joiners: u32) -> Result<Arc<ProcessGroup>> {
-        if crate::node::shape_of(self.inner().topology).is_sparse() {
+        if self.inner().fixed_relays() {
             return Err(Error::InvalidArgument(crate::node::sparse_cannot("grow")));
         }
         let elastic = self.elastic.get().ok_or_else(|| {

@@ -93,6 +93,10 @@ pub(crate) struct GroupInner {
     children: Mutex<Vec<u64>>,
     /// Same-host peers' heaps mapped here.
     mapped: std::sync::OnceLock<heap::Mapped>,
+    /// Its ranks reach each other along fixed routes through relays (a
+    /// sparse topology, or a group made from one): routes do not go
+    /// around failed ranks, so it cannot shrink or grow.
+    fixed_relays: AtomicBool,
 }
 
 /// A validated collective call, holding its sequence number and the
@@ -141,7 +145,20 @@ impl GroupInner {
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
             mapped: std::sync::OnceLock::new(),
+            fixed_relays: AtomicBool::new(crate::node::shape_of(topology).is_sparse()),
         })
+    }
+
+    /// See the field: whether shrinking and growing are refused.
+    pub(crate) fn fixed_relays(&self) -> bool {
+        self.fixed_relays.load(Ordering::Relaxed)
+    }
+
+    /// A communicator made from `parent` keeps its routes.
+    pub(crate) fn inherit_routes(&self, parent: &GroupInner) {
+        if parent.fixed_relays() {
+            self.fixed_relays.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Give this communicator `heap`, served to the other ranks on it by

@@ -70,6 +70,16 @@ impl GroupInner {
                 tracing::warn!(op, "{err}; revoking the group (RECOVERY=abort)");
                 self.transport.revoke(self.comm_id);
             }
+            // Set at run time on a group that cannot shrink (a node
+            // refuses it up front): it aborts instead.
+            Recovery::Shrink if failure && self.fixed_relays() => {
+                tracing::warn!(
+                    op,
+                    "{err}; revoking the group: {}",
+                    crate::node::sparse_cannot("RECOVERY=shrink")
+                );
+                self.transport.revoke(self.comm_id);
+            }
             Recovery::Shrink if failure || matches!(err, Error::Revoked) => {
                 return self.recover(err);
             }

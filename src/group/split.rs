@@ -251,6 +251,7 @@ impl ProcessGroup {
             .unwrap_or_else(|e| e.into_inner())
             .push(comm);
         let group = ProcessGroup::new(sub, comm, self.timeout(), topology);
+        group.inner().inherit_routes(&inner);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
         if let Some(e) = self.elastic.get() {
@@ -300,6 +301,7 @@ impl GroupInner {
         let (sub, topology) = self.sub_transport(members)?;
         let comm = child_comm_id(self.comm_id, n, u32::MAX - 1);
         let inner = GroupInner::new(sub, comm, self.timeout(), topology, Arc::clone(&self.rpc));
+        inner.inherit_routes(self);
         let overrides = self
             .overrides
             .lock()

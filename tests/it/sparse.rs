@@ -301,4 +301,18 @@ fn shapes_a_world_cannot_take_and_shrinking_a_sparse_group_are_refused() {
         matches!(&e, Error::InvalidArgument(m) if m.contains("sparse")),
         "{e:?}"
     );
+    // Nor does a group made from one: its ranks use the same routes.
+    let halves: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = world
+            .iter()
+            .map(|g| s.spawn(move || g.split(g.rank() % 2, g.rank())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let half = halves[0].as_ref().unwrap();
+    let e = half.shrink().unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("sparse")),
+        "{e:?}"
+    );
 }
