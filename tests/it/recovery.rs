@@ -126,9 +126,12 @@ fn faults_long_seeded_runs() {
 }
 
 /// `RECOVERY=abort`: rank 0 has a 3 s deadline, the others 30 s. Rank 2
-/// freezes; rank 0 meets it first, names it and revokes the group, and
-/// ranks 1 and 3 fail at once — with `Revoked`, or naming rank 2 if the
-/// notice of its failure comes first — not 30 s later.
+/// freezes; rank 0's deadline is the first to run out, so within it
+/// somebody meets the failure (rank 0, or a rank told of the silence by
+/// rank 0, or one that sees the stopped process on this host), names it
+/// and revokes the group, and every survivor fails at once — naming rank
+/// 2, or with `Revoked` if the revocation reached its call first — not 30
+/// s later.
 fn abort_fails_everyone_at_once(link: &str) {
     let mut l = launch(4, "mesh", 30.0, link);
     l.set("RECOVERY", "abort");
@@ -139,16 +142,19 @@ fn abort_fails_everyone_at_once(link: &str) {
     ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
     ranks.signal(2, libc::SIGSTOP);
     let results = ranks.wait_for(&[0, 1, 3], "RESULT ", Duration::from_secs(3 + 2 + 1));
-    let line = |r: u32| &results.iter().find(|(g, _)| *g == r).expect("reported").1;
-    assert!(names_only(line(0), 2), "{results:#?}");
-    // At once: by the revocation, or by the failure's notice that
-    // overtook it — never their own 30 s deadline.
-    for r in [1, 3] {
+    // At once (the window above): by the failure, or by the revocation
+    // that answered it — never their own 30 s deadline.
+    for (_, line) in &results {
         assert!(
-            line(r).starts_with("RESULT err Revoked") || names_only(line(r), 2),
+            line.starts_with("RESULT err Revoked") || names_only(line, 2),
             "{results:#?}"
         );
     }
+    // Whoever met the failure named it.
+    assert!(
+        results.iter().any(|(_, line)| names_only(line, 2)),
+        "{results:#?}"
+    );
 }
 
 #[test]
