@@ -397,9 +397,7 @@ impl Inbox {
     /// Whether `src` is known gone, or out of reach for good (a relay on
     /// its way is gone).
     pub(crate) fn is_gone(&self, src: u32) -> bool {
-        let st = self.lock();
-        st.peers.get(src as usize).is_none_or(|p| p.gone)
-            || matches!(st.cut(src), Some(TransportError::PeerDisconnected { .. }))
+        self.unreachable(src).is_some()
     }
 
     /// Why a send to `dst` cannot arrive, if it cannot: `dst` is gone, or

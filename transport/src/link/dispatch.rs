@@ -11,7 +11,7 @@
 //! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; a sparse shape: along the route from the rank it is about (as data from it), never from that rank itself; a mesh: not about this rank or the link's own peer |
 //! | heartbeat, bye | always |
 
-use super::Core;
+use super::{Core, Gone};
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, Payload};
 
@@ -74,21 +74,20 @@ impl Core {
                     self.relay_notice(h.src, h.aux, h.dst);
                     return Next::Continue;
                 }
-                match h.aux {
+                match Gone::from_aux(h.aux) {
                     // Silent for a whole deadline, not gone (yet).
-                    1 => {
+                    Gone::Silent => {
                         self.inbox.set_silent(h.src, true);
                     }
                     // It said goodbye to the coordinator: it left.
-                    2 => {
+                    Gone::Left => {
                         self.inbox.set_left(h.src);
                         self.inbox.set_gone(h.src);
                     }
-                    // Heard again after a silence.
-                    3 => {
+                    Gone::Heard => {
                         self.inbox.set_silent(h.src, false);
                     }
-                    _ => self.inbox.set_gone(h.src),
+                    Gone::Failed => self.inbox.set_gone(h.src),
                 }
                 Next::Continue
             }

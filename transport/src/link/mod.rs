@@ -56,6 +56,7 @@ pub(crate) enum Gone {
 }
 
 impl Gone {
+    /// What a notice's `aux` says (an unknown value: failed).
     fn from_aux(aux: u32) -> Gone {
         match aux {
             1 => Gone::Silent,
@@ -360,9 +361,10 @@ impl Core {
                 return Ok(());
             }
             let now = Instant::now();
-            if now >= deadline || self.inbox.is_gone(dst) {
+            let unreachable = self.inbox.unreachable(dst);
+            if now >= deadline || unreachable.is_some() {
                 // A relay gone on the way is named; otherwise `dst`.
-                return Err(match self.inbox.unreachable(dst) {
+                return Err(match unreachable {
                     Some(e @ TransportError::PeerDisconnected { rank }) if rank != dst => e,
                     _ => TransportError::Timeout { waiting_on: dst },
                 });

@@ -37,6 +37,14 @@ impl PipeLink {
         let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         out.as_ref().is_some_and(|tx| tx.send(frame).is_ok())
     }
+
+    /// A frame that needs no answer (relayed, a notice, the goodbye):
+    /// dropped if the link has closed.
+    fn pass(&self, h: Header, payload: Payload) {
+        if !self.put((h, payload)) {
+            tracing::debug!(peer = self.peer, "link closed; frame dropped");
+        }
+    }
 }
 
 impl Link for PipeLink {
@@ -53,9 +61,7 @@ impl Link for PipeLink {
     }
 
     fn forward(&self, _: &Core, h: Header, payload: Payload) {
-        if !self.put((h, payload)) {
-            tracing::debug!(peer = self.peer, "link closed; frame dropped");
-        }
+        self.pass(h, payload);
     }
 
     fn tell_gone(&self, _: &Core, gone: u32, how: Gone, dst: u32) {
@@ -63,7 +69,7 @@ impl Link for PipeLink {
             aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, dst)
         };
-        self.forward_control(h);
+        self.pass(h, Payload::default());
     }
 
     fn poll(&self, _: &Core, _: Option<usize>) -> bool {
@@ -112,20 +118,15 @@ impl Link for PipeLink {
     fn close_begin(&self) {}
 
     fn close_flush(&self) {
-        self.forward_control(Header::control(FrameType::Bye, self.rank, self.peer));
+        self.pass(
+            Header::control(FrameType::Bye, self.rank, self.peer),
+            Payload::default(),
+        );
         drop(self.out.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     fn close_end(&self) {
         drop(self.stop.lock().unwrap_or_else(|e| e.into_inner()).take());
-    }
-}
-
-impl PipeLink {
-    fn forward_control(&self, h: Header) {
-        if !self.put((h, Payload::default())) {
-            tracing::debug!(peer = self.peer, "link closed; notice dropped");
-        }
     }
 }
 
