@@ -100,6 +100,7 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
         .name(format!("meshwork-rpc-{rank}"))
         .spawn(move || {
             let mut workers: Option<Sender<Request>> = None;
+            let replies = super::heap::Replies::new(Arc::clone(&transport), comm, Arc::clone(&rpc));
             loop {
                 // No deadline of its own: the transport's close ends the
                 // wait (`Closed`).
@@ -109,11 +110,11 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
                     Err(_) => return,
                 };
                 // Heap requests the link's reader left here (for want of
-                // credit to answer with, or a transport that cannot):
-                // answered here, at once.
-                if let Some((super::heap::HEAP_FN, id, args)) = decode_request(req.1.as_ref()) {
-                    let heap = rpc.heap.get().map(|h| &**h);
-                    super::heap::answer(&*transport, comm, heap, req.0, id, args);
+                // room to answer with, or a transport that cannot):
+                // answered per requester (`heap/replies.rs`), so one that
+                // takes no answers never holds up the others' requests.
+                if let Some((super::heap::HEAP_FN, ..)) = decode_request(req.1.as_ref()) {
+                    replies.push(req.0, req.1);
                     continue;
                 }
                 let tx = workers.get_or_insert_with(|| start_workers(&transport, comm, &rpc));

@@ -9,11 +9,16 @@
 //! a fresh group (new links, new TLS identities from the job's CA) and
 //! passes the seed's ready barrier, as when the job first formed. The old
 //! group stays as it was until the program drops it.
+//!
+//! Each member proves to the seed that its claim is its own with the
+//! membership the seed sealed to it when the group it grows formed (only
+//! the seed and that process know it): a process that merely holds the
+//! token can take a new process's rank, never a member's.
 
 use super::Node;
 use crate::error::{Error, Result};
 use crate::group::ProcessGroup;
-use meshwork_transport::seed::Seed;
+use meshwork_transport::seed::{Membership, Seed, GROW_MAX};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,6 +33,9 @@ pub(crate) struct Elastic {
     _hosted: Option<Seed>,
     /// One growth at a time from this process.
     growing: Mutex<()>,
+    /// This process's membership of the group the seed formed last with
+    /// it (the first formation, then each growth).
+    membership: Mutex<Option<Membership>>,
 }
 
 impl fmt::Debug for Elastic {
@@ -54,7 +62,23 @@ impl Elastic {
             seed,
             _hosted: hosted,
             growing: Mutex::new(()),
+            membership: Mutex::new(None),
         })
+    }
+
+    /// A group of the job formed through the seed with this process in
+    /// it: `membership` is what it grows the job with from now on.
+    pub(super) fn formed(&self, membership: Membership) {
+        *self.membership.lock().unwrap_or_else(|e| e.into_inner()) = Some(membership);
+    }
+
+    /// What this process proves its membership with (`None` before a
+    /// group formed).
+    pub(super) fn membership(&self) -> Option<Membership> {
+        self.membership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// `group`'s growth by `joiners` new processes (see the module).
@@ -67,10 +91,10 @@ impl Elastic {
         let world = group
             .world_size()
             .checked_add(joiners)
-            .filter(|_| joiners > 0 && joiners < 1 << 24)
+            .filter(|_| (1..=GROW_MAX).contains(&joiners))
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "grow({joiners}): between 1 and 16777215 new processes"
+                    "grow({joiners}): between 1 and {GROW_MAX} new processes"
                 ))
             })?;
         let mut node = self.node.clone();

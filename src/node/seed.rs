@@ -93,6 +93,8 @@ impl Node {
                 rank: wanted,
                 star,
                 grow: self.grow,
+                // A growth's member proves its rank with its membership.
+                member: elastic.as_ref().and_then(|e| e.membership()),
                 token: self.token.clone(),
                 timeout: self.timeout,
                 advertise,
@@ -116,12 +118,14 @@ impl Node {
                 held,
             )
         };
+        let membership = joined.membership();
         let ready = joined
             .ready(formed.is_ok(), self.timeout)
             .map_err(from_formation);
         let transport = formed?;
         ready?;
         let elastic = elastic.unwrap_or_else(|| Elastic::new(&self, seed_addr, hosted));
+        elastic.formed(membership);
         let group = self.group(rank, transport)?;
         group.set_elastic(elastic);
         Ok(group)

@@ -331,3 +331,76 @@ print('held', os.environ['RANK'], ok)\n";
         );
     }
 }
+
+/// The socket inodes `MESHRUN_SOCKETS` names in this process.
+fn handed_over_sockets() -> Option<Vec<u64>> {
+    use std::os::unix::fs::MetadataExt;
+    let fds = std::env::var("MESHRUN_SOCKETS").ok()?;
+    fds.split(',')
+        .map(|fd| std::fs::metadata(format!("/proc/self/fd/{}", fd.trim())).map(|m| m.ino()))
+        .collect::<std::io::Result<_>>()
+        .ok()
+}
+
+/// A rank of `meshrun_sockets_are_not_inherited_by_what_a_rank_runs`: it
+/// forms (taking over its sockets), runs a shell that lists its own
+/// descriptors, and says which of its sockets the shell held.
+#[test]
+#[ignore = "a rank of meshrun_sockets_are_not_inherited_by_what_a_rank_runs"]
+fn meshrun_rank_that_runs_a_child() {
+    let Some(sockets) = handed_over_sockets() else {
+        return;
+    };
+    let g = meshwork::Node::from_env()
+        .and_then(|n| n.connect())
+        .expect("the rank forms");
+    let out = Command::new("/bin/sh")
+        .args(["-c", "ls -l /proc/self/fd"])
+        .output()
+        .expect("run a shell");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let leaked: Vec<u64> = sockets
+        .into_iter()
+        .filter(|ino| listing.contains(&format!("socket:[{ino}]")))
+        .collect();
+    #[allow(
+        clippy::print_stdout,
+        reason = "the line is the rank's report to the test"
+    )]
+    {
+        println!("CHILD_HELD {leaked:?}");
+    }
+    g.barrier().expect("barrier");
+    assert!(leaked.is_empty(), "the shell held {leaked:?}:\n{listing}");
+}
+
+/// The sockets `meshrun` hands a rank are the rank's, not its children's:
+/// once the rank has taken them over, a program it runs (here a shell
+/// listing its descriptors) holds neither.
+#[test]
+fn meshrun_sockets_are_not_inherited_by_what_a_rank_runs() {
+    let out = meshrun()
+        .args(["-n", "2", "--timeout", "30", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "launcher::meshrun_rank_that_runs_a_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .output()
+        .expect("run meshrun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for rank in 0..2 {
+        assert!(
+            stdout.contains(&format!("[{rank}] CHILD_HELD []")),
+            "rank {rank}: {stdout}"
+        );
+    }
+}

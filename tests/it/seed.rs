@@ -269,6 +269,12 @@ fn grow_without_a_seed_or_by_nobody_is_an_invalid_argument() {
         .unwrap();
     let e = g.grow(0).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    // At most 65536 new processes a growth (the seed's bound).
+    let e = g.grow(65_537).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("between 1 and 65536")),
+        "{e:?}"
+    );
     // A world of one grows by itself and a new process; the member's heap
     // carries over, the newcomer's is new.
     g.heap_write(8, &42u64.to_le_bytes()).unwrap();

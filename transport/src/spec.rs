@@ -61,8 +61,9 @@ pub enum Backend {
     },
 }
 
-/// One rank's view of the group to form.
-#[derive(Clone, Debug)]
+/// One rank's view of the group to form. Its `Debug` never shows the
+/// token.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Spec {
     /// This rank.
@@ -116,6 +117,56 @@ pub struct Spec {
     /// The symmetric heap's size in bytes (`HEAP_MB`; 0: none): checked
     /// equal in every link's handshake.
     pub heap_bytes: u64,
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field named: one added to Spec must be added here too.
+        let Spec {
+            rank,
+            world,
+            peers,
+            shape,
+            backend,
+            token,
+            timeout,
+            max_message_bytes,
+            send_budget_bytes,
+            peer_budget_bytes,
+            lane_depth,
+            protocol_version,
+            seal,
+            authenticate_frames,
+            bind,
+            identity,
+            sockets,
+            shared_memory,
+            shm_single_copy,
+            heap_bytes,
+        } = self;
+        f.debug_struct("Spec")
+            .field("rank", rank)
+            .field("world", world)
+            .field("peers", peers)
+            .field("shape", shape)
+            .field("backend", backend)
+            .field("token", &token.as_ref().map(|_| "<redacted>"))
+            .field("timeout", timeout)
+            .field("max_message_bytes", max_message_bytes)
+            .field("send_budget_bytes", send_budget_bytes)
+            .field("peer_budget_bytes", peer_budget_bytes)
+            .field("lane_depth", lane_depth)
+            .field("protocol_version", protocol_version)
+            .field("seal", seal)
+            .field("authenticate_frames", authenticate_frames)
+            .field("bind", bind)
+            .field("identity", identity)
+            .field("sockets", sockets)
+            .field("shared_memory", shared_memory)
+            .field("shm_single_copy", shm_single_copy)
+            .field("heap_bytes", heap_bytes)
+            .finish()
+    }
 }
 
 impl Spec {

@@ -4,7 +4,9 @@
 //! thread that reads a request off the link (the link's own thread, or an
 //! application thread reading its link while it waits) answers it there
 //! ([`Answerer`], the link core's `answer.rs`), and only a request it
-//! cannot answer at once for want of credit goes to the RPC server.
+//! cannot answer at once for want of room (the requester's credit, or the
+//! link's write budget) goes to the RPC server, which answers it per
+//! requester (`replies.rs`).
 //!
 //! The heap is 8-byte words, each an `AtomicU64`: bytes are read and
 //! written through the words holding them (a word only partly covered by
@@ -26,8 +28,11 @@
 //! their order, so the pieces of one origin's puts to one target apply in
 //! the order issued.
 
+mod replies;
+mod share;
 mod store;
 
+pub(crate) use replies::Replies;
 pub(crate) use store::{Heap, Mapped};
 
 use super::rpc::{request_head, request_key, response_key};
@@ -226,8 +231,10 @@ pub(crate) fn answer_to(heap: Option<&Heap>, id: u64, args: &[u8]) -> Option<(u6
     Some((id, answer_bytes(heap, &request, admitted)))
 }
 
-/// Answer a heap request from `src` (the RPC server, for `HEAP_FN`: one
-/// the link's reader left to it, for want of credit to answer with).
+/// Answer a heap request from `src` (for `HEAP_FN`: one the link's
+/// reader left to the RPC server, for want of room to answer with; see
+/// `replies.rs`), with a send that may wait. `Err`: the answer could not
+/// be sent.
 pub(crate) fn answer(
     t: &dyn Transport,
     comm: u64,
@@ -235,29 +242,30 @@ pub(crate) fn answer(
     src: u32,
     id: u64,
     args: &[u8],
-) {
+) -> std::result::Result<(), meshwork_transport::TransportError> {
     let Some((id, answer)) = answer_to(heap, id, args) else {
         tracing::warn!(
             src,
             "malformed heap request of {} bytes dropped",
             args.len()
         );
-        return;
+        return Ok(());
     };
-    match t.send(src, response_key(comm, id), &[&answer]) {
+    let sent = match t.send(src, response_key(comm, id), &[&answer]) {
         // A piece over the cap (the origin's cap is not this rank's):
         // refused by name rather than left to time out.
         Err(meshwork_transport::TransportError::MessageTooLarge { len, max }) => {
             let why = format!(
                 "an answer of {len} bytes is over this rank's message cap of {max} (MAX_MESSAGE_BYTES differs between ranks)"
             );
-            if let Err(e) = t.send(src, response_key(comm, id), &[&[REFUSED], why.as_bytes()]) {
-                tracing::warn!(src, "cannot answer a heap request: {e}");
-            }
+            t.send(src, response_key(comm, id), &[&[REFUSED], why.as_bytes()])
         }
-        Err(e) => tracing::warn!(src, "cannot answer a heap request: {e}"),
-        Ok(()) => {}
+        sent => sent,
+    };
+    if let Err(e) = &sent {
+        tracing::warn!(src, "cannot answer a heap request: {e}");
     }
+    sent
 }
 
 /// Answers a communicator's heap requests on the thread that reads them

@@ -1,19 +1,22 @@
 //! A heap's words, and the same-host peers' heaps mapped here.
 //!
 //! A rank whose group has same-host peers (shared-memory links) keeps its
-//! heap in a shared region (`SharedRegion`, in `/dev/shm`); when the group
-//! forms, every rank tells every other where its heap is (with its size,
-//! in the heap check's all-gather), and each maps its same-host peers'.
-//! An operation on a mapped peer's heap is then this process's own load,
-//! store or atomic instruction on the peer's memory: no message, and no
-//! thread of the target's. Atomics stay linearizable (they are the same
-//! hardware atomics on the same memory, whoever issues them). Anything
-//! not mapped (another host, a region that cannot be made or mapped) is
-//! reached by messages.
+//! heap in a shared region (`SharedRegion`: a sealed memfd); when the
+//! group forms, every rank checks every heap's size (the heap check's
+//! all-gather) and offers its region to each same-host peer over their
+//! own link, bound to that peer's challenge (`share.rs`), and each maps
+//! its same-host peers'. An operation on a mapped peer's heap is then
+//! this process's own load, store or atomic instruction on the peer's
+//! memory: no message, and no thread of the target's. Atomics stay
+//! linearizable (they are the same hardware atomics on the same memory,
+//! whoever issues them). Anything not mapped (another host, a region that
+//! cannot be made, or is not bound to this rank's challenge) is reached
+//! by messages.
 
 use super::super::{GroupInner, ProcessGroup};
+use super::share::Exchange;
 use crate::error::{Error, Result};
-use meshwork_transport::{LinkKind, SharedRegion, REGION_PATH_MAX};
+use meshwork_transport::{LinkKind, SharedRegion};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -46,11 +49,11 @@ impl Heap {
         }))
     }
 
-    /// A zeroed heap of `len` bytes that same-host peers can map; in this
-    /// process's memory if no shared region can be made (no `/dev/shm`,
-    /// a full tmpfs).
-    pub(crate) fn new_shared(len: usize) -> Option<Arc<Heap>> {
-        match SharedRegion::create(len.div_ceil(8)) {
+    /// A zeroed heap of `len` bytes that same-host peers can map, bound
+    /// to `binding` (`share.rs`); in this process's memory if no shared
+    /// region can be made.
+    pub(crate) fn new_shared(len: usize, binding: &[u8]) -> Option<Arc<Heap>> {
+        match SharedRegion::create(len.div_ceil(8), binding) {
             Ok(region) => Some(Arc::new(Heap {
                 words: Words::Shared(region),
                 len,
@@ -62,35 +65,39 @@ impl Heap {
         }
     }
 
-    /// A same-host peer's heap of `len` bytes, announced at `path`.
-    fn map(path: &str, len: usize) -> Option<Arc<Heap>> {
-        match SharedRegion::open(path, len.div_ceil(8)) {
+    /// Same-host rank `peer`'s heap of `len` bytes, offered at `at` (its
+    /// process id and descriptor) bound to `binding`; `None` if it is not
+    /// such a region (then it is reached by messages).
+    pub(super) fn map(peer: u32, at: (u32, u32), len: usize, binding: &[u8]) -> Option<Arc<Heap>> {
+        match SharedRegion::open(at, len.div_ceil(8), binding) {
             Ok(region) => Some(Arc::new(Heap {
                 words: Words::Shared(region),
                 len,
             })),
             Err(e) => {
-                tracing::debug!(
-                    path,
-                    "a peer's heap cannot be mapped; reached by messages: {e}"
+                tracing::warn!(
+                    peer,
+                    "rank {peer}'s heap cannot be mapped (/proc/{}/fd/{}: {e}); it is reached by messages",
+                    at.0,
+                    at.1
                 );
                 None
             }
         }
     }
 
-    /// Where same-host peers map this heap, if they still can.
-    fn path(&self) -> Option<String> {
+    /// Where same-host peers open this heap, if they still can.
+    pub(super) fn locator(&self) -> Option<(u32, u32)> {
         match &self.words {
-            Words::Shared(r) => r.path(),
+            Words::Shared(r) => r.locator(),
             Words::Private(_) => None,
         }
     }
 
-    /// Its peers have mapped it: nothing else may.
-    fn unlink(&self) {
+    /// Its peers have mapped it: nothing else may open it.
+    fn withdraw(&self) {
         if let Words::Shared(r) = &self.words {
-            r.unlink();
+            r.withdraw();
         }
     }
 
@@ -204,35 +211,10 @@ pub(crate) struct Mapped {
     here: Vec<Option<Arc<Heap>>>,
 }
 
-/// Words of a rank's record in the heap check: the size, the path's
-/// length, the path.
-const RECORD: usize = 2 + REGION_PATH_MAX / 8;
-
-/// A rank's record: its heap's size, and where same-host peers map it.
-fn record(heap: &Heap) -> [u64; RECORD] {
-    let mut r = [0u64; RECORD];
-    r[0] = heap.len() as u64;
-    if let Some(path) = heap.path().filter(|p| p.len() <= REGION_PATH_MAX) {
-        r[1] = path.len() as u64;
-        let mut bytes = [0u8; REGION_PATH_MAX];
-        bytes[..path.len()].copy_from_slice(path.as_bytes());
-        for (w, c) in r[2..].iter_mut().zip(bytes.chunks_exact(8)) {
-            *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
-        }
-    }
-    r
-}
-
-/// The path in a peer's record, if it announces one of meshwork's.
-fn path_of(r: &[u64]) -> Option<String> {
-    let n = usize::try_from(*r.get(1)?).ok()?;
-    if n == 0 || n > REGION_PATH_MAX || r.len() != RECORD {
-        return None;
-    }
-    let bytes: Vec<u8> = r[2..].iter().flat_map(|w| w.to_le_bytes()).collect();
-    let path = std::str::from_utf8(&bytes[..n]).ok()?;
-    meshwork_transport::is_region_path(path).then(|| path.to_string())
-}
+/// Words of a rank's record in the heap check: the size, and whether it
+/// offers its region to its same-host peers (then everyone waits in a
+/// barrier until they have mapped it).
+const RECORD: usize = 2;
 
 impl GroupInner {
     /// The heap of `rank` mapped here, if it is.
@@ -270,10 +252,15 @@ impl ProcessGroup {
             return Ok(());
         }
         let links = self.links();
-        let same_host = |r: usize| links.get(r) == Some(&LinkKind::SharedMemory);
+        let me = self.rank();
+        let same_host: Vec<u32> = (0..links.len() as u32)
+            .filter(|&r| r != me && links[r as usize] == LinkKind::SharedMemory)
+            .collect();
+        // Challenges first: a new region is bound to them when it is made.
+        let exchange = Exchange::challenge(self.inner(), &same_host)?;
         let heap = match keep {
             Some(heap) if heap.len() == bytes => Some(Arc::clone(heap)),
-            _ if (0..links.len()).any(same_host) => Heap::new_shared(bytes),
+            _ if !same_host.is_empty() => Heap::new_shared(bytes, &exchange.binding()),
             _ => Heap::new(bytes),
         }
         .ok_or_else(|| {
@@ -284,7 +271,8 @@ impl ProcessGroup {
         self.inner().attach_heap(&heap);
         let world = self.world_size() as usize;
         let mut records = vec![0u64; world * RECORD];
-        match self.all_gather(&record(&heap), &mut records) {
+        let mine = [bytes as u64, u64::from(heap.locator().is_some())];
+        match self.all_gather(&mine, &mut records) {
             Err(Error::Timeout { waiting_on, .. }) => {
                 return Err(Error::InvalidArgument(format!(
                     "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
@@ -299,19 +287,12 @@ impl ProcessGroup {
                 records[r][0]
             )));
         }
-        let top: Vec<Option<Arc<Heap>>> = records
-            .iter()
-            .enumerate()
-            .map(|(r, rec)| {
-                let path = path_of(rec).filter(|_| same_host(r) && r != self.rank() as usize)?;
-                Heap::map(&path, bytes)
-            })
-            .collect();
-        // Every rank announcing a heap to map has had it mapped by whoever
-        // could (the records are the same everywhere: all or none wait).
-        if records.iter().any(|rec| path_of(rec).is_some()) {
+        let top = exchange.map_peers(&heap, world)?;
+        // Every rank offering a region has had it mapped by whoever could
+        // (the records are the same everywhere: all or none wait).
+        if records.iter().any(|rec| rec[1] != 0) {
             self.barrier()?;
-            heap.unlink();
+            heap.withdraw();
         }
         let top = Arc::new(top);
         let here = (*top).clone();
@@ -346,21 +327,16 @@ mod tests {
     }
 
     #[test]
-    fn a_record_carries_the_path_and_garbage_announces_none() {
-        let heap = Heap::new_shared(24).unwrap();
-        let r = record(&heap);
-        assert_eq!(r[0], 24);
-        assert_eq!(path_of(&r), heap.path());
-        let peer = Heap::map(&heap.path().unwrap(), 24).unwrap();
+    fn a_peer_maps_a_shared_heap_bound_to_its_binding_only() {
+        let heap = Heap::new_shared(24, b"entries").unwrap();
+        let at = heap.locator().unwrap();
+        let peer = Heap::map(1, at, 24, b"entries").unwrap();
         peer.write(3, b"hello");
         let mut back = [0u8; 5];
         heap.read(3, &mut back);
         assert_eq!(&back, b"hello");
-        let mut bad = r;
-        bad[1] = 200;
-        assert_eq!(path_of(&bad), None, "longer than a path may be");
-        bad[1] = 4;
-        assert_eq!(path_of(&bad), None, "not one of meshwork's heaps");
-        assert_eq!(path_of(&record(&Heap::new(8).unwrap())), None);
+        assert!(Heap::map(1, at, 24, b"other entries").is_none());
+        assert!(Heap::map(1, at, 32, b"entries").is_none(), "another size");
+        assert_eq!(Heap::new(8).unwrap().locator(), None);
     }
 }

@@ -3,13 +3,17 @@
 //! thread that read them off the link, and the answer queued on the link
 //! back, with no hand-off to another thread on either side of the target.
 //!
-//! The answer is budgeted as any message on its lane, but without waiting:
-//! when the requester's credit (or the answer lane's depth) has no room,
-//! the request goes to the inbox instead, untouched, and whoever serves
-//! the lane there answers it with a send that may wait. The reading thread
-//! never waits on credit, which only it could bring.
+//! The answer is budgeted as any message on its lane, and in the link's
+//! own write budget, but without waiting: when the requester's credit (or
+//! the answer lane's depth) has no room, or the link already holds its
+//! budget's worth of unwritten bytes, the request goes to the inbox
+//! instead, untouched, and whoever serves the lane there answers it with
+//! a send that may wait. The reading thread never waits on credit, which
+//! only it could bring. Credit is the requester's word (a member may
+//! forge it); the write budget is not, so what answers hold queued on a
+//! link is bounded by it however the requester behaves.
 
-use super::Core;
+use super::{Core, Reservation};
 use crate::wire::{FrameType, Header};
 use crate::{Answerer, LaneKey, Payload};
 use std::fmt;
@@ -94,6 +98,13 @@ impl Core {
         all.push((key, answerer));
     }
 
+    /// No answerer for communicator `comm`'s lanes any more (its group is
+    /// done here).
+    pub(crate) fn drop_answerers(&self, comm: u64) {
+        let mut all = self.answerers.0.write().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(k, _)| k.comm != comm);
+    }
+
     /// Requests answered here so far.
     pub(crate) fn answered(&self) -> u64 {
         self.answerers.1.load(Ordering::Relaxed)
@@ -102,6 +113,14 @@ impl Core {
     /// A message for this rank (it passed dispatch's checks): answered
     /// here if its lane has an answerer that takes it. `true`: it was,
     /// counted as received and taken, its credit and its answer queued.
+    ///
+    /// The answer's room is reserved twice before the answerer acts: the
+    /// requester's credit and lane depth (what it may have waiting at its
+    /// end), and the link's own write budget (what may wait here to be
+    /// written). Credits come from the requester, which may forge them;
+    /// the write budget frees only as the link writes, so a requester that
+    /// stops reading gets no more than it holds queued here, and its
+    /// further requests wait in the inbox for the group's server.
     pub(super) fn answer_here(&self, h: &Header, payload: &Payload) -> bool {
         let key = LaneKey {
             comm: h.comm,
@@ -112,10 +131,40 @@ impl Core {
             return false;
         };
         let src = h.src;
-        let mut room = |lane: LaneKey, len: usize| self.try_acquire_room(src, lane, len);
-        let Some((lane, body)) = answerer.answer(src, payload.as_ref(), &mut room) else {
+        let Some(link) = self.link(self.hop(src)) else {
+            // Nowhere to answer: the server's send says so.
             return false;
         };
+        let mut reserved: Option<(LaneKey, usize, Reservation)> = None;
+        let mut room = |lane: LaneKey, len: usize| {
+            if reserved.is_some() || !self.try_acquire_room(src, lane, len) {
+                return false;
+            }
+            match link.reserve(len) {
+                Some(r) => {
+                    reserved = Some((lane, len, r));
+                    true
+                }
+                None => {
+                    self.give_back_room(src, lane, len);
+                    false
+                }
+            }
+        };
+        let answered = answerer.answer(src, payload.as_ref(), &mut room);
+        let (answer, reserved) = match (answered, reserved) {
+            (Some(answer), Some((_, _, r))) => (answer, r),
+            (_, taken) => {
+                // Not answered here (or answered without asking for room:
+                // an answerer breaking its contract is not obeyed).
+                if let Some((lane, len, r)) = taken {
+                    link.unreserve(r);
+                    self.give_back_room(src, lane, len);
+                }
+                return false;
+            }
+        };
+        let (lane, body) = answer;
         self.answerers.1.fetch_add(1, Ordering::Relaxed);
         self.inbox.took_direct(src, key, payload.len());
         self.return_credit(src, key, true);
@@ -131,15 +180,11 @@ impl Core {
             aux: 0,
             seq: 0,
         };
-        match self.link(self.hop(src)) {
-            Some(link) => {
-                link.forward(self, header, Payload::from_vec_in(body, Some(&self.pool)));
-                let (m, b) = &self.sent[src as usize];
-                m.fetch_add(1, Ordering::Relaxed);
-                b.fetch_add(len as u64, Ordering::Relaxed);
-            }
-            None => tracing::debug!(src, "no link to answer on; the answer is dropped"),
-        }
+        let body = Payload::from_vec_in(body, Some(&self.pool));
+        link.forward_reserved(self, header, body, reserved);
+        let (m, b) = &self.sent[src as usize];
+        m.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(len as u64, Ordering::Relaxed);
         true
     }
 
@@ -164,6 +209,51 @@ impl Core {
         } else {
             self.release_lane(dst, key, 1);
             false
+        }
+    }
+
+    /// Give back room [`try_acquire_room`](Self::try_acquire_room)
+    /// reserved and no answer used.
+    fn give_back_room(&self, dst: u32, key: LaneKey, len: usize) {
+        if !crate::inbox::budgeted(key.kind) {
+            return;
+        }
+        if let Some(flow) = self.flow.get(dst as usize) {
+            flow.release(len);
+        }
+        self.release_lane(dst, key, 1);
+    }
+}
+
+/// A test's answerer of one-sided-like requests, for the backends' attack
+/// tests: request `id` (8 bytes, on lane [`REQUESTS`]) is answered with
+/// [`ANSWER`] bytes of `id` on lane `1 + id`, as the heap answers a get.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::{LaneKey, LaneKind};
+
+    pub(crate) const REQUESTS: LaneKey = LaneKey {
+        comm: 0,
+        kind: LaneKind::Rpc,
+        tag: 0,
+    };
+    pub(crate) const ANSWER: usize = 1 << 20;
+
+    pub(crate) struct Get;
+
+    impl crate::Answerer for Get {
+        fn answer(
+            &self,
+            _src: u32,
+            request: &[u8],
+            room: &mut dyn FnMut(LaneKey, usize) -> bool,
+        ) -> Option<(LaneKey, Vec<u8>)> {
+            let id = u64::from_le_bytes(request.try_into().ok()?);
+            let lane = LaneKey {
+                tag: 1 + id,
+                ..REQUESTS
+            };
+            room(lane, ANSWER).then(|| (lane, vec![id as u8; ANSWER]))
         }
     }
 }

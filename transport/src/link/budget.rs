@@ -142,6 +142,20 @@ mod tests {
         assert_eq!(b.reserved(), 0, "over-release clamps");
     }
 
+    /// Credit for more than was ever reserved (a member's forged credit)
+    /// returns what was reserved and no more: room never exceeds the
+    /// budget's maximum.
+    #[test]
+    fn an_over_release_never_raises_room_above_the_maximum() {
+        let b = Budget::new(10);
+        assert!(b.try_acquire(4));
+        b.release(usize::MAX);
+        b.release(1 << 40);
+        assert_eq!(b.reserved(), 0);
+        assert!(b.try_acquire(10));
+        assert!(!b.try_acquire(1), "no more than the maximum");
+    }
+
     #[test]
     fn a_waiting_sender_goes_on_when_bytes_are_released() {
         let b = std::sync::Arc::new(Budget::new(10));

@@ -22,6 +22,8 @@ mod sim;
 mod transport;
 mod watch;
 
+#[cfg(test)]
+pub(crate) use answer::testing;
 pub(crate) use answer::AnswerSpin;
 use answer::Answerers;
 pub(crate) use budget::{heartbeat_interval, Budget};
@@ -57,7 +59,7 @@ pub(crate) enum Gone {
 
 impl Gone {
     /// What a notice's `aux` says (an unknown value: failed).
-    fn from_aux(aux: u32) -> Gone {
+    pub(crate) fn from_aux(aux: u32) -> Gone {
         match aux {
             1 => Gone::Silent,
             2 => Gone::Left,
@@ -84,6 +86,32 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     /// Forward a frame another rank sent (a star coordinator's relay, a
     /// credit, a notice) without blocking.
     fn forward(&self, core: &Core, header: Header, payload: Payload);
+    /// Reserve room for a frame of `len` payload bytes in what this link
+    /// may have queued for writing (`Spec::send_budget_bytes`), without
+    /// waiting: `None` when there is none now. Only the link's own writes
+    /// give it back, so its peer cannot move it: a frame queued within it
+    /// (an answer, `answer.rs`) is bounded whatever the peer does. A link
+    /// that queues nothing for writing always has room.
+    fn reserve(&self, len: usize) -> Option<Reservation> {
+        Some(Reservation { len, bytes: 0 })
+    }
+    /// [`forward`](Self::forward) a frame within `room` (from
+    /// [`reserve`](Self::reserve)), given back once the frame is written
+    /// or the link has ended.
+    fn forward_reserved(&self, core: &Core, header: Header, payload: Payload, room: Reservation) {
+        self.unreserve(room);
+        self.forward(core, header, payload);
+    }
+    /// Give back `room` unused.
+    fn unreserve(&self, room: Reservation) {
+        let _ = room;
+    }
+    /// Bytes queued on the link for writing and not yet written: what a
+    /// peer that reads nothing makes this rank hold (a test's view).
+    #[cfg(test)]
+    fn queued_bytes(&self) -> usize {
+        0
+    }
     /// Tell rank `dst` (this link's peer, or a rank beyond it on a
     /// sparse shape's route) that rank `gone` has gone (or, `Silent`, has
     /// been silent for a whole deadline; `Heard`, is heard again), behind
@@ -140,6 +168,17 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     fn close_drain(&self) {}
     fn close_flush(&self);
     fn close_end(&self);
+}
+
+/// Room reserved on a link for one frame ([`Link::reserve`]): used by
+/// [`Link::forward_reserved`] or given back by [`Link::unreserve`].
+#[derive(Debug)]
+#[must_use = "reserved room must be used or given back"]
+pub(crate) struct Reservation {
+    /// The payload length it was reserved for.
+    pub len: usize,
+    /// Bytes reserved in the link's budget (0: a link without one).
+    pub bytes: usize,
 }
 
 /// A receive posted by a caller waiting on its link: the message from
@@ -721,6 +760,37 @@ impl Core {
         failed.sort_unstable();
         failed.dedup();
         failed
+    }
+
+    /// Bytes of a frame that says it comes from `src` arrived over the
+    /// link to `peer`: the link's peer makes progress, and `src` too if
+    /// the link serves it. A claim about any other rank (a frame passing
+    /// through, or an envelope's outer header before its tag is checked)
+    /// keeps nobody else looking alive.
+    pub(crate) fn progress(&self, peer: u32, src: u32) {
+        self.inbox.progress(peer);
+        if src != peer && self.serves(peer, src) {
+            self.inbox.progress(src);
+        }
+    }
+
+    /// Whether the link to `peer` may carry peer-gone notice `h`
+    /// (dispatch's rule: `dispatch.rs`), for whom it is and whom it is
+    /// about: lets a keeper of notices (QUIC's order keeper counts their
+    /// copies) hold only ones that can count.
+    pub(crate) fn may_tell_gone(&self, peer: u32, h: &Header) -> bool {
+        if h.src >= self.world || h.dst >= self.world || h.src == self.rank {
+            return false;
+        }
+        if self.star {
+            self.rank != 0 && peer == 0 && h.src != 0 && h.dst == self.rank
+        } else if self.sparse && h.dst != self.rank {
+            h.src != peer && self.relays(peer, h.src, h.dst)
+        } else if self.sparse {
+            h.src != peer && self.serves(peer, h.src)
+        } else {
+            h.src != peer && h.dst == self.rank
+        }
     }
 
     /// A stream that carries `peer`'s link read bytes: its ranks are not

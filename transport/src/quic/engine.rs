@@ -25,7 +25,7 @@
 //! payloads its messages sent over the sidecar.
 
 use super::Order;
-use crate::link::{heartbeat_interval, Budget, Core, Latch, Next, Watch};
+use crate::link::{heartbeat_interval, Budget, Core, Latch, Next, Reservation, Watch};
 use crate::tcp::{readable_in, Serviced, TcpLink};
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
@@ -164,6 +164,21 @@ impl QLink {
         let len = parts.iter().map(|p| p.len()).sum::<usize>() + HEADER_LEN;
         self.budget.acquire(len, core.timeout(), dst)?;
         Ok(len)
+    }
+
+    /// Room for a frame of `len` payload bytes if the link has it now
+    /// (never waits).
+    pub(crate) fn try_reserve(&self, len: usize) -> Option<Reservation> {
+        let bytes = len.saturating_add(HEADER_LEN);
+        self.budget
+            .try_acquire(bytes)
+            .then_some(Reservation { len, bytes })
+    }
+
+    /// Bytes reserved in the link's budget now.
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> usize {
+        self.budget.reserved()
     }
 
     /// Give back a reservation that was not used.
@@ -630,7 +645,7 @@ fn read_stream(
             Err(e) => return Err(format!("stream {id}: {e}")),
         };
         if let Some(h) = s.asm.body_header() {
-            core.inbox.progress(h.src);
+            core.progress(peer, h.src);
         }
         let header = s.asm.advance(n).map_err(|e| e.to_string())?;
         if fin {

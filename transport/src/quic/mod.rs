@@ -36,7 +36,7 @@ mod tests;
 use crate::auth::handshake;
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{self, FormationError};
-use crate::link::{Core, Gone, Link, LinkTransport, Sink};
+use crate::link::{Core, Gone, Link, LinkTransport, Reservation, Sink};
 use crate::spec::Spec;
 use crate::tcp::TcpLink;
 use crate::wire::{FrameType, Header};
@@ -80,6 +80,17 @@ pub(crate) fn connect(
     threshold: usize,
     upgrade: form::Upgrade,
 ) -> Result<LinkTransport, FormationError> {
+    let (core, refusers) = form_links(spec, threshold, upgrade)?;
+    Ok(LinkTransport::start(core, refusers))
+}
+
+/// [`connect`]'s formation: the core with every link in its table (not
+/// started yet), and the threads refusing latecomers.
+fn form_links(
+    spec: &Spec,
+    threshold: usize,
+    upgrade: form::Upgrade,
+) -> Result<(Arc<Core>, Vec<form::Refuser>), FormationError> {
     let threshold = threshold.max(MIN_THRESHOLD);
     let rank = spec.rank;
     let identity = match spec.identity.clone() {
@@ -165,7 +176,7 @@ pub(crate) fn connect(
     }
     core.set_links(links);
     refusers.extend(former::refuse_latecomers(former));
-    Ok(LinkTransport::start(core, refusers))
+    Ok((core, refusers))
 }
 
 /// Dial and accept until every QUIC link of this rank is up.
@@ -365,6 +376,56 @@ impl Link for QuicLink {
             out.payload(s as usize, &mut h);
             self.sidecar.enqueue(core, h, payload);
         }
+    }
+
+    /// In the budget of the path the frame takes: QUIC's under the
+    /// threshold, the sidecar's from it.
+    fn reserve(&self, len: usize) -> Option<Reservation> {
+        if len < self.threshold {
+            self.quic.try_reserve(len)
+        } else {
+            self.sidecar.reserve(len)
+        }
+    }
+
+    fn forward_reserved(&self, core: &Core, mut h: Header, payload: Payload, room: Reservation) {
+        let small = payload.len() < self.threshold;
+        if small != (room.len < self.threshold) {
+            // Reserved on the other path (the frame is not the length it
+            // was reserved for): given back there, sent unreserved.
+            self.unreserve(room);
+            self.forward(core, h, payload);
+            return;
+        }
+        let s = stream_of(&h);
+        let mut out = lock(&self.order.out);
+        if small {
+            out.frame(s as usize, &mut h);
+            let bytes = Payload::concat_in(
+                [&h.encode()[..], payload.as_ref()].into_iter(),
+                Some(&core.pool),
+            );
+            if !self.quic.submit(core, bytes, s, room.bytes) {
+                self.quic.unreserve(room.bytes);
+            }
+        } else {
+            out.payload(s as usize, &mut h);
+            self.sidecar.enqueue_reserved(core, h, payload, room);
+        }
+    }
+
+    fn unreserve(&self, room: Reservation) {
+        if room.len < self.threshold {
+            self.quic.unreserve(room.bytes);
+        } else {
+            self.sidecar.unreserve(room);
+        }
+    }
+
+    /// The sidecar's queue, and what answers hold on QUIC's.
+    #[cfg(test)]
+    fn queued_bytes(&self) -> usize {
+        self.sidecar.queued_bytes() + self.quic.reserved()
     }
 
     /// On every stream, behind whatever was relayed there.

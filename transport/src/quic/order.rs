@@ -22,7 +22,7 @@
 //! far below 2^16 (the links' byte budgets bound them), so the 16-bit
 //! counter never wraps onto a payload still in flight.
 
-use crate::link::{Core, Next};
+use crate::link::{Core, Gone, Next};
 use crate::wire::{FrameType, Header};
 use crate::Payload;
 use std::collections::{HashMap, VecDeque};
@@ -103,7 +103,10 @@ pub(crate) struct In {
     /// told): a relay sends each on every stream (behind what it relayed
     /// there), and it counts here with the last copy. Notices for
     /// different ranks (a sparse shape's relay passes on several) count
-    /// apart, and a notice that counted starts afresh.
+    /// apart, and a notice that counted starts afresh. Only notices the
+    /// link may carry are counted (`Core::may_tell_gone`), by the kind
+    /// they say: at most the ranks the peer may speak of, four kinds
+    /// each, whatever it sends.
     gone_marks: HashMap<(u32, u32, u32), usize>,
 }
 
@@ -144,6 +147,12 @@ impl In {
         }
         st.frames.push_back((h, payload));
         st.deliver(core, peer, &mut self.gone_marks)
+    }
+
+    /// Peer-gone notices whose copies are being counted.
+    #[cfg(test)]
+    pub(crate) fn gone_marks(&self) -> usize {
+        self.gone_marks.len()
     }
 
     /// A payload of stream `s` from `peer`, read off the sidecar.
@@ -188,7 +197,13 @@ impl InStream {
                         }
                     }
                     None if h.ftype == FrameType::PeerGone => {
-                        let mark = (h.src, h.aux, h.dst);
+                        // Counted only if it can count: about and for
+                        // ranks this link may speak of, by the kind it
+                        // says (so what is held is bounded by the world).
+                        if !core.may_tell_gone(peer, &h) {
+                            return Err("a peer-gone notice this link may not carry".into());
+                        }
+                        let mark = (h.src, Gone::from_aux(h.aux) as u32, h.dst);
                         let marks = gone_marks.entry(mark).or_insert(0);
                         *marks += 1;
                         if *marks == super::engine::STREAMS as usize {

@@ -129,3 +129,51 @@ fn a_peer_whose_stamps_never_line_up_is_refused_not_buffered_forever() {
     }
     assert!(refused, "the waiting frames are bounded");
 }
+
+/// A member flooding notices that a rank is gone, each about a rank and
+/// for a rank of its choosing and saying anything (never all eight copies
+/// a real notice has): the order keeper counts copies of only those the
+/// link may carry (about another rank of the world, for this rank, of a
+/// kind that exists), so what it holds is bounded by the world, not by
+/// the flood. The others are refused as the protocol errors they are.
+#[test]
+fn a_flood_of_peer_gone_notices_is_bounded_by_the_world() {
+    const WORLD: u32 = 4;
+    let core = Core::new(&CoreConfig {
+        rank: 0,
+        world: WORLD,
+        shape: crate::Shape::Mesh,
+        timeout: Duration::from_secs(5),
+        max_message_bytes: 1 << 20,
+        peer_budget_bytes: 1 << 20,
+        lane_depth: 8,
+        ranks_here: 1,
+    });
+    let mut inn = In::new(8);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut refused = 0;
+    for i in 0..50_000u32 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let (src, dst) = if i % 2 == 0 {
+            // Anything at all.
+            (rng as u32, (rng >> 32) as u32)
+        } else {
+            // About a rank of the world, for this rank.
+            (rng as u32 % WORLD, 0)
+        };
+        let mut h = Header::control(FrameType::PeerGone, src, dst);
+        h.aux = (rng >> 16) as u32;
+        if inn.frame(&core, 1, 1 + (i % 7) as usize, h, None).is_err() {
+            refused += 1;
+        }
+    }
+    // Ranks 2 and 3 (not this rank, not the link's peer), four kinds.
+    assert!(
+        inn.gone_marks() <= 2 * 4,
+        "{} notices held",
+        inn.gone_marks()
+    );
+    assert!(refused >= 25_000, "the forged ones are refused");
+}

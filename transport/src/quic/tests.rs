@@ -357,3 +357,187 @@ fn a_rank_forms_while_silent_quic_clients_hold_handshakes() {
         assert!(s.refused(by), "stranger {i} still holds a handshake");
     }
 }
+
+/// A member playing rank 0 of 3: its sidecar (kept open, never read) and
+/// its QUIC connection to one rank.
+struct Member {
+    conn: quiche::Connection,
+    sock: UdpSocket,
+    local: SocketAddr,
+    peer: SocketAddr,
+    _sidecar: TcpStream,
+}
+
+impl Member {
+    /// Join rank `to` at `addr` as rank 0 of 3: the sidecar's handshake,
+    /// then QUIC with a genuine leaf, until established.
+    fn join(addr: SocketAddr, to: u32) -> Member {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut tcp = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => std::thread::yield_now(),
+                Err(e) => panic!("cannot reach rank {to}: {e}"),
+            }
+        };
+        let id = Identity {
+            rank: 0,
+            world: 3,
+            shape: 0,
+            key: handshake::derive_key(Some(TOKEN)),
+            version: handshake::PROTOCOL_VERSION,
+            transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
+            heap: 0,
+        };
+        let admitted = handshake::dial(&mut tcp, &id, deadline).unwrap();
+        assert_eq!(admitted.rank, to);
+        crate::shm::decline(&tcp, &admitted.keys).unwrap();
+        let leaf = ClusterCa::from_token(TOKEN).unwrap().issue(0).unwrap();
+        let mut cfg = quiche_config(&leaf, Duration::from_secs(30), true).unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(1)))
+            .unwrap();
+        let local = sock.local_addr().unwrap();
+        let scid = random_cid().unwrap();
+        let name = crate::auth::tls::rank_name(to);
+        let conn = quiche::connect(Some(&name), &scid, local, addr, &mut cfg).unwrap();
+        let mut m = Member {
+            conn,
+            sock,
+            local,
+            peer: addr,
+            _sidecar: tcp,
+        };
+        while !m.conn.is_established() {
+            assert!(
+                Instant::now() < deadline,
+                "rank {to} did not take the member"
+            );
+            m.drive();
+        }
+        m
+    }
+
+    /// One turn: send what quiche has, take what came (waiting a
+    /// millisecond at most), run its timers.
+    fn drive(&mut self) {
+        let mut buf = vec![0u8; 65_535];
+        while let Ok((n, _)) = self.conn.send(&mut buf) {
+            let _ = self.sock.send(&buf[..n]);
+        }
+        match self.sock.recv(&mut buf) {
+            Ok(n) => {
+                let info = quiche::RecvInfo {
+                    from: self.peer,
+                    to: self.local,
+                };
+                let _ = self.conn.recv(&mut buf[..n], info);
+            }
+            Err(_) => self.conn.on_timeout(),
+        }
+    }
+
+    /// Write frame `h` (and `payload`) on the QUIC stream its lane takes,
+    /// stamped as coming after no sidecar payload.
+    fn frame(&mut self, h: Header, payload: &[u8]) {
+        let id = engine::stream_of(&h) * 4 + 2;
+        let bytes = [&h.encode()[..], payload].concat();
+        let mut at = 0;
+        while at < bytes.len() {
+            match self.conn.stream_send(id, &bytes[at..], false) {
+                Ok(n) => at += n,
+                Err(quiche::Error::Done) => self.drive(),
+                Err(e) => panic!("stream {id}: {e}"),
+            }
+        }
+    }
+}
+
+use crate::link::testing::{Get, ANSWER, REQUESTS};
+
+/// The one-sided amplification attack over QUIC: a member (rank 0 of 3)
+/// sends small requests for large answers on QUIC, returns forged credit
+/// for each, and never reads its sidecar, which large answers take. What
+/// rank 1 holds queued on the link stays within its write budget (the
+/// rest of the requests wait in its inbox), and an honest rank 2 still
+/// gets its answer from rank 1 at once.
+#[test]
+fn answers_to_a_member_that_never_reads_stay_within_the_link_budget_quic() {
+    const BUDGET: usize = 4 << 20;
+    const N: u64 = 48;
+    let addrs = free_addrs(3);
+    let spec = |rank| {
+        let mut s = Spec::new(rank, 3, addrs.clone());
+        s.token = Some(TOKEN.into());
+        s.timeout = Duration::from_secs(30);
+        s.shared_memory = false;
+        s.send_budget_bytes = BUDGET;
+        s
+    };
+    let (s1, s2) = (spec(1), spec(2));
+    let rank1 = std::thread::spawn(move || {
+        let (core, refusers) =
+            form_links(&s1, DEFAULT_SIDECAR_THRESHOLD, crate::shm::upgrade).unwrap();
+        (LinkTransport::start(Arc::clone(&core), refusers), core)
+    });
+    let rank2 = std::thread::spawn(move || crate::connect(&s2).unwrap());
+    let to2 = std::thread::spawn({
+        let a = addrs[2];
+        move || Member::join(a, 2)
+    });
+    let attacker = Member::join(addrs[1], 1);
+    let idle = to2.join().unwrap();
+    // The member's thread: drives both connections, writes what it is
+    // told to on the one to rank 1; never reads its sidecars.
+    let (frames, told) = crossbeam_channel::unbounded::<(Header, Vec<u8>)>();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let member = std::thread::spawn({
+        let stop = Arc::clone(&stop);
+        move || {
+            let (mut attacker, mut idle) = (attacker, idle);
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                while let Ok((h, payload)) = told.try_recv() {
+                    attacker.frame(h, &payload);
+                }
+                attacker.drive();
+                idle.drive();
+            }
+        }
+    });
+    let (t1, core) = rank1.join().unwrap();
+    let t2 = rank2.join().unwrap();
+    t1.set_answerer(REQUESTS, Arc::new(Get));
+    for id in 0..N {
+        let mut h = Header::control(FrameType::Data, 0, 1);
+        (h.kind, h.len) = (LaneKind::Rpc, 8);
+        frames.send((h, id.to_le_bytes().to_vec())).unwrap();
+        let mut c = Header::control(FrameType::Credit, 0, 1);
+        (c.kind, c.tag, c.aux, c.len) = (LaneKind::Rpc, 1 + id, 1, 1 << 40);
+        frames.send((c, Vec::new())).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while t1.stats()[0].received_messages < N {
+        assert!(Instant::now() < deadline, "the requests were not read");
+        std::thread::yield_now();
+    }
+    let link = core.link(0).unwrap();
+    let queued = link.queued_bytes();
+    assert!(
+        queued <= BUDGET + ANSWER,
+        "{queued} bytes queued for a member that reads nothing (budget {BUDGET})"
+    );
+    assert!(
+        t1.stats()[0].queued_bytes > 0,
+        "requests past the budget wait in the inbox"
+    );
+    // The honest rank is answered at once, over its own link.
+    t2.send(1, REQUESTS, &[&7u64.to_le_bytes()]).unwrap();
+    let lane = LaneKey { tag: 8, ..REQUESTS };
+    let answer = t2.recv(1, lane, Duration::from_secs(20), None).unwrap();
+    assert_eq!(answer.as_ref(), vec![7u8; ANSWER]);
+    // The member goes (its sockets close), then the ranks.
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    member.join().unwrap();
+    drop((t1, t2));
+}

@@ -2,12 +2,15 @@
 //! holder of the token), then the table and the ready barrier (see
 //! `mod.rs`).
 
-use super::session::{joiner_proof, seed_key, seed_proof_ok, Ephemeral, Record, Session};
-use super::wire::{
-    decode_table, decode_welcome, encode_proof, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table,
-    TableError, CHALLENGE_LEN, HEAD_LEN, RECORD_MAX, REPLY_LEN, SEED_VERSION,
+use super::session::{
+    joiner_proof, seed_key, seed_proof_ok, Ephemeral, Membership, Record, Session,
 };
-use super::{read_record, table_record_max, write_by, Status, ANY, FLAG_RECORD_LEN};
+use super::wire::{
+    decode_table, decode_welcome, encode_claim, encode_proof, version_of, ChallengeMsg, JoinMsg,
+    ReplyMsg, Table, TableError, CHALLENGE_LEN, HEAD_LEN, NOT_A_MEMBER, RECORD_MAX, REPLY_LEN,
+    SEED_VERSION,
+};
+use super::{read_record, table_record_max, write_by, Status, ANY, FLAG_RECORD_LEN, GROW_MAX};
 use crate::auth::handshake::read_by;
 use crate::auth::tls::RankIdentity;
 use crate::form::{handshake_time, Backoff, FormationError};
@@ -19,8 +22,8 @@ use std::time::{Duration, Instant};
 /// The seed, in errors that name a rank.
 const SEED_RANK: u32 = 0;
 
-/// What a joiner asks for.
-#[derive(Clone, Debug)]
+/// What a joiner asks for. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct JoinRequest {
     /// The job's size; 0: a new process for a running elastic job, which
     /// waits (within its deadline) for the members to grow the job and
@@ -30,8 +33,12 @@ pub struct JoinRequest {
     pub rank: Option<u32>,
     pub star: bool,
     /// A member growing the running job: how many new processes the new
-    /// group admits (0: not growing).
+    /// group admits (0: not growing; at most [`GROW_MAX`]).
     pub grow: u32,
+    /// A member growing the running job: its membership of the group the
+    /// seed formed last ([`Joined::membership`]), which proves its claim
+    /// is its own. The seed refuses a growth's member without one.
+    pub member: Option<Membership>,
     pub token: Option<String>,
     /// Deadline of the whole bootstrap.
     pub timeout: Duration,
@@ -39,6 +46,32 @@ pub struct JoinRequest {
     /// seed sees" (NAT, containers); port 0 means this rank has none (a
     /// star worker).
     pub advertise: SocketAddr,
+}
+
+impl std::fmt::Debug for JoinRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field named: one added must be added here too.
+        let JoinRequest {
+            world,
+            rank,
+            star,
+            grow,
+            member,
+            token,
+            timeout,
+            advertise,
+        } = self;
+        f.debug_struct("JoinRequest")
+            .field("world", world)
+            .field("rank", rank)
+            .field("star", star)
+            .field("grow", grow)
+            .field("member", member)
+            .field("token", &token.as_ref().map(|_| "<redacted>"))
+            .field("timeout", timeout)
+            .field("advertise", advertise)
+            .finish()
+    }
 }
 
 /// A rank the seed admitted: who it is, whom it links to, its identity.
@@ -50,6 +83,7 @@ pub struct Joined {
     /// Every rank's data address, in rank order.
     pub peers: Vec<SocketAddr>,
     pub identity: RankIdentity,
+    membership: Membership,
     link: SeedLink,
 }
 
@@ -78,6 +112,12 @@ impl SeedLink {
 }
 
 impl Joined {
+    /// This rank's membership of the group now forming: what it hands
+    /// back (`JoinRequest::member`) to grow the job once it runs.
+    pub fn membership(&self) -> Membership {
+        self.membership.clone()
+    }
+
     /// The ready barrier: report whether this rank's links are up, and
     /// learn whether everyone's are.
     pub fn ready(self, ok: bool, timeout: Duration) -> Result<(), FormationError> {
@@ -107,6 +147,7 @@ pub struct Admitted {
     pub rank: u32,
     pub world: u32,
     pub identity: RankIdentity,
+    membership: Membership,
     link: SeedLink,
     /// When the table is late: the seed sends it once everyone has joined
     /// or at its own deadline, which need not be ours.
@@ -134,6 +175,13 @@ enum Failed {
 
 /// The first half of `join`: be admitted (a rank and an identity).
 pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
+    if req.grow > GROW_MAX {
+        // The flags could not carry it, and the seed would refuse it.
+        return Err(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!("a growth by {} new processes: at most {GROW_MAX}", req.grow),
+        });
+    }
     let deadline = Instant::now() + req.timeout;
     // The slow KDF runs before any connection, not on the seed's clock.
     let key = seed_key(req.token.as_deref());
@@ -154,11 +202,12 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
                 // the members grow it.
                 let reply_by = if req.world == 0 { deadline } else { by };
                 match attempt(&mut s, seed, req, &key, by, reply_by) {
-                    Ok((rank, world, identity, session)) => {
+                    Ok((rank, world, identity, membership, session)) => {
                         return Ok(Admitted {
                             rank,
                             world,
                             identity,
+                            membership,
                             link: SeedLink {
                                 at: seed,
                                 stream: s,
@@ -187,9 +236,12 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
     }
 }
 
+/// What an admission hands the joiner.
+type Admission = (u32, u32, RankIdentity, Membership, Session);
+
 /// One admission exchange on a connected `s`, all before `by` but the
 /// seed's reply, which may come until `reply_by`: the rank, the world,
-/// the identity and the sealed session.
+/// the identity, the membership and the sealed session.
 fn attempt(
     s: &mut TcpStream,
     at: SocketAddr,
@@ -197,7 +249,7 @@ fn attempt(
     key: &[u8; 32],
     by: Instant,
     reply_by: Instant,
-) -> Result<(u32, u32, RankIdentity, Session), Failed> {
+) -> Result<Admission, Failed> {
     let not_seed = || {
         Failed::Suspect(FormationError::ConnectionFailed {
             rank: SEED_RANK,
@@ -243,10 +295,16 @@ fn attempt(
     let shared = ephemeral.agree(&theirs.share).ok_or_else(not_seed)?;
     let mut advertised = Vec::with_capacity(ADDR_LEN);
     crate::wire::codec::put_addr(&mut advertised, req.advertise);
-    let proof = encode_proof(
-        req.advertise,
-        &joiner_proof(key, &join, &challenge, &advertised),
-    );
+    // Only a growth's member claims its membership.
+    let claim = match req.member.as_ref().filter(|_| req.grow > 0) {
+        Some(m) => encode_claim(
+            req.advertise,
+            m.rank(),
+            &m.tag(&join, &challenge, &advertised),
+        ),
+        None => encode_claim(req.advertise, NOT_A_MEMBER, &[0; 32]),
+    };
+    let proof = encode_proof(&claim, &joiner_proof(key, &join, &challenge, &claim));
     write_by(s, &proof, by).map_err(Failed::Again)?;
     let mut reply = [0u8; REPLY_LEN];
     match read_by(s, &mut reply, reply_by) {
@@ -290,6 +348,12 @@ fn attempt(
                 "the seed at {at} has as many new processes waiting for the job to grow as it keeps"
             ),
         }),
+        s if s == Status::NotMember as u32 => Some(FormationError::ConnectionFailed {
+            rank: SEED_RANK,
+            reason: format!(
+                "the seed at {at} does not take this process for a member of the group it formed last (or its membership already claimed a rank of this growth): only members grow a job; a new process joins it with Node::join_running"
+            ),
+        }),
         s if s == Status::NotElastic as u32 => Some(FormationError::ConnectionFailed {
             rank: SEED_RANK,
             reason: format!(
@@ -313,7 +377,7 @@ fn attempt(
             "the seed at {at} went away during the welcome: {e}"
         ))
     })?;
-    let identity = open_welcome(&mut session, &sealed, verdict.rank)
+    let (identity, secret) = open_welcome(&mut session, &sealed, verdict.rank)
         .map_err(|what| Failed::Final(FormationError::SeedTampered { seed: at, what }))?;
     if verdict.rank >= verdict.world || (req.world != 0 && verdict.world != req.world) {
         return Err(Failed::Final(FormationError::SeedTampered {
@@ -321,23 +385,26 @@ fn attempt(
             what: "a rank or world other than the one asked for",
         }));
     }
-    Ok((verdict.rank, verdict.world, identity, session))
+    let membership = Membership::new(verdict.rank, secret);
+    Ok((verdict.rank, verdict.world, identity, membership, session))
 }
 
-/// The identity in a sealed welcome for `rank`: the record must open,
-/// hold three parts, and its leaf must name `rank`, chain to the CA it
-/// came with and be its key's. What did not hold up, otherwise.
+/// The identity and the member's secret in a sealed welcome for `rank`:
+/// the record must open, hold three parts and the secret, and its leaf
+/// must name `rank`, chain to the CA it came with and be its key's. What
+/// did not hold up, otherwise.
 pub(super) fn open_welcome(
     session: &mut Session,
     sealed: &[u8],
     rank: u32,
-) -> Result<RankIdentity, &'static str> {
+) -> Result<(RankIdentity, [u8; 32]), &'static str> {
     let plain = session
         .open(Record::Welcome, sealed)
         .map_err(|_| "a welcome that does not authenticate")?;
-    let [ca, cert, key] = decode_welcome(&plain).ok_or("a welcome of another shape")?;
-    RankIdentity::from_der(rank, &ca, &cert, &key)
-        .ok_or("a leaf that does not chain to its CA, names another rank or is not its key's")
+    let ([ca, cert, key], secret) = decode_welcome(&plain).ok_or("a welcome of another shape")?;
+    let identity = RankIdentity::from_der(rank, &ca, &cert, &key)
+        .ok_or("a leaf that does not chain to its CA, names another rank or is not its key's")?;
+    Ok((identity, secret))
 }
 
 /// The peer table in a sealed table record for a world of `world`.
@@ -363,6 +430,7 @@ impl Admitted {
             rank,
             world,
             identity,
+            membership,
             mut link,
             table_by,
         } = self;
@@ -386,6 +454,7 @@ impl Admitted {
             world,
             peers,
             identity,
+            membership,
             link,
         })
     }

@@ -2,23 +2,26 @@
 //! TLS identities.
 //!
 //! ```text
-//! joiner → seed   Join      (81 B): "MWSEED02", version, world (0: a new
-//!                                   process for a running job), wanted rank
-//!                                   (u32::MAX: any), flags (bit 0 star; bits
-//!                                   8.. a growth's number of new processes),
-//!                                   nonce_j, share_j (an ephemeral P-256
-//!                                   key, 33 B)
+//! joiner → seed   Join      (81 B): "MWSEED02", version (3), world (0: a
+//!                                   new process for a running job), wanted
+//!                                   rank (u32::MAX: any), flags (bit 0 star;
+//!                                   bits 8.. a growth's number of new
+//!                                   processes), nonce_j, share_j (an
+//!                                   ephemeral P-256 key, 33 B)
 //! seed → joiner   Challenge (69 B): "MWSEED02", version, nonce_s, share_s
-//! joiner → seed   Proof     (50 B): advertised address (18 B; unspecified IP:
-//!                                   the one the seed sees), then
-//!                                   HMAC(key, "seed joiner" ‖ join ‖ challenge ‖ address)
+//! joiner → seed   Proof     (86 B): claim = advertised address (18 B;
+//!                                   unspecified IP: the one the seed sees),
+//!                                   member m (u32; u32::MAX: none), tag_m
+//!                                   (32 B; zeros for none), then
+//!                                   HMAC(key, "seed joiner" ‖ join ‖ challenge ‖ claim)
+//!                 tag_m = HMAC(secret_m, "seed member" ‖ join ‖ challenge ‖ address ‖ m)
 //!                 … a proof that does not verify: the seed closes, silent …
 //! seed → joiner   Reply     (44 B): status, rank, world, then
 //!                                   HMAC(key, "seed reply" ‖ join ‖ challenge ‖ proof ‖ those 12 B)
 //! then, if admitted, records sealed under
 //!   K = HMAC(key, "seed records" ‖ join ‖ challenge ‖ proof ‖ SHA-256(ECDH(share_j, share_s))):
 //! seed → joiner   record 0, Welcome: CA cert, leaf cert, leaf key (DER,
-//!                 each after its length)
+//!                 each after its length), then secret_r (32 B)
 //! … once every rank has joined (or the seed's deadline passed) …
 //! seed → joiner   record 1, Table: status (0 ok / 1 missing), n, then n
 //!                 addresses in rank order (18 B each) or the n ranks missing
@@ -66,6 +69,22 @@
 //! answers it then, with the growth's world in the reply. The table,
 //! ready barrier and verdict follow as at formation; then the seed waits
 //! for the next growth.
+//!
+//! Holding the token does not make a process a member. Every welcome
+//! carries its rank's secret in the group being formed,
+//! `secret_r = HMAC(member_key, generation ‖ r)` (`member_key` random,
+//! the seed's own; `generation` counts the groups it has formed), and a
+//! member's growth claim names its rank `m` in the group the seed formed
+//! last and proves it with `tag_m`, over this join's fresh challenge.
+//! The seed checks, before it keeps or allocates anything for the claim:
+//! the tag (else `NotMember`); that each membership claims one rank per
+//! growth; that the growth adds between 1 and [`GROW_MAX`] new processes
+//! and keeps at most as many members as the running group has (a group
+//! shrunk since keeps fewer). Which rank a member takes is its group's
+//! business — a shrink or a split renumbers ranks without the seed — so
+//! a member of the last group can take another member's rank in place of
+//! its own (one rank, not two); a process that never was one cannot take
+//! any but a new process's.
 
 pub(crate) use crate::auth::handshake::write_by;
 use crate::form::io_fail;
@@ -76,6 +95,7 @@ use std::time::Instant;
 mod joiner;
 mod server;
 mod session;
+mod slots;
 mod wire;
 
 #[cfg(test)]
@@ -85,6 +105,7 @@ mod tests;
 
 pub use joiner::{admit_me, join, Admitted, JoinRequest, Joined};
 pub use server::{Seed, SeedConfig};
+pub use session::Membership;
 pub(crate) use session::{Record, Session};
 #[cfg(test)]
 pub(crate) use wire::Table;
@@ -96,6 +117,16 @@ pub(crate) use wire::{
 
 /// A wanted rank meaning "the lowest free one".
 const ANY: u32 = u32::MAX;
+
+/// The most new processes one growth may add. The seed keeps a slot for
+/// every rank of a growing group and sends every rank a table of them
+/// all (18 B a rank), so a member's claim must not size them at will
+/// (one claim for a world near 2^32 used to abort rank 0's process, the
+/// seed's host, and with it the job). 65 536 keeps a growth's slots and
+/// tables to a few MiB, and is far more than one seed admits in a
+/// deadline: new processes wait for a growth 64 at a time (`WAITING_MAX`
+/// in `slots.rs`), each admission a connection and a thread.
+pub const GROW_MAX: u32 = 1 << 16;
 
 /// The seed's verdict on a joiner that proved the token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +142,10 @@ enum Status {
     /// A new process for a running job, at a seed with as many waiting
     /// for a growth as it keeps.
     Full = 6,
+    /// A growth's member claim without a membership of the group the seed
+    /// formed last (a token holder that is no member, a forged or stale
+    /// membership), or with one that already claimed a rank of the growth.
+    NotMember = 7,
 }
 
 /// Read one sealed record's bytes after its length (at most `max`)

@@ -2,11 +2,13 @@
 //! members, and one short-lived thread per admission (see `mod.rs`).
 
 use super::session::{
-    joiner_proof_ok, seed_key, seed_proof, Ephemeral, Record, RecordError, Session,
+    joiner_proof_ok, member_secret, member_tag_ok, seed_key, seed_proof, Ephemeral, Record,
+    RecordError, Session,
 };
+use super::slots::{Claim, Hello, Member, Running, Slot, Slots, Waiting, WAITING_MAX};
 use super::wire::{
-    encode_table, encode_welcome, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table,
-    CHALLENGE_LEN, HEAD_LEN, JOIN_LEN, PROOF_LEN, REPLY_LEN, SEED_VERSION,
+    encode_table, encode_welcome, member_claim, version_of, ChallengeMsg, JoinMsg, ReplyMsg, Table,
+    CLAIM_LEN, HEAD_LEN, JOIN_LEN, NOT_A_MEMBER, PROOF_LEN, REPLY_LEN, SEED_VERSION,
 };
 use super::{io_fail, read_record, table_addr, write_by, Status, ANY, FLAG_RECORD_LEN};
 use crate::auth::handshake::read_by;
@@ -15,7 +17,7 @@ use crate::form::{
     handshake_time, poll_readable, Doorway, FormationError, Handshake, PENDING_PER_SOURCE,
 };
 use crate::wire::codec::ADDR_LEN;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -25,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// What a seed serves.
-#[derive(Clone, Debug)]
+/// What a seed serves. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct SeedConfig {
     pub world: u32,
     pub star: bool,
@@ -41,6 +43,28 @@ pub struct SeedConfig {
     /// growing the job (`JoinRequest::grow`) and new processes for it
     /// (`JoinRequest::world` 0), until the seed is dropped.
     pub elastic: bool,
+}
+
+impl std::fmt::Debug for SeedConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field named: one added must be added here too.
+        let SeedConfig {
+            world,
+            star,
+            token,
+            timeout,
+            reserved,
+            elastic,
+        } = self;
+        f.debug_struct("SeedConfig")
+            .field("world", world)
+            .field("star", star)
+            .field("token", &token.as_ref().map(|_| "<redacted>"))
+            .field("timeout", timeout)
+            .field("reserved", reserved)
+            .field("elastic", elastic)
+            .finish()
+    }
 }
 
 /// A running seed (its thread). Dropping it stops it.
@@ -69,19 +93,29 @@ impl Seed {
             rank: 0,
             reason: format!("the seed cannot make a CA: {e}"),
         })?;
+        let mut member_key = [0u8; 32];
+        boring::rand::rand_bytes(&mut member_key).map_err(|e| {
+            FormationError::ConnectionFailed {
+                rank: 0,
+                reason: format!("the seed cannot draw its member key: {e}"),
+            }
+        })?;
         let job = Arc::new(Job {
             world: cfg.world,
             star: cfg.star,
             reserved: cfg.reserved,
             elastic: cfg.elastic,
             key: seed_key(cfg.token.as_deref()),
+            member_key,
             ca,
             slots: Mutex::new(Slots {
                 ranks: (0..cfg.world).map(|_| Slot::Free).collect(),
                 open: true,
                 world: cfg.world,
                 joiners_from: cfg.world,
-                running: false,
+                generation: 0,
+                running: None,
+                claimed_by: HashMap::new(),
                 waiting: VecDeque::new(),
             }),
             bell: Arc::clone(&bell),
@@ -156,107 +190,6 @@ const LINGER: Duration = Duration::from_secs(2);
 /// again (it is woken at once by a connection, a claim or its drop).
 const IDLE_TURN: Duration = Duration::from_secs(60);
 
-/// A joiner admitted by the seed, waiting for the others.
-#[derive(Debug)]
-struct Member {
-    stream: TcpStream,
-    addr: SocketAddr,
-    session: Session,
-}
-
-/// What a joiner that proved the token sent and was sent: enough to
-/// answer it, now or (a new process for a running job) at the growth.
-struct Hello {
-    join: [u8; JOIN_LEN],
-    challenge: [u8; CHALLENGE_LEN],
-    proof: [u8; PROOF_LEN],
-    shared: [u8; 32],
-    /// Its data address for the table.
-    addr: SocketAddr,
-}
-
-/// A new process for a running job, waiting for the members to grow it.
-struct Waiting {
-    stream: TcpStream,
-    hello: Hello,
-}
-
-/// How many new processes an elastic seed keeps waiting for a growth;
-/// one more is told so (they all proved the token: none is a stranger).
-const WAITING_MAX: usize = 64;
-
-#[derive(Debug)]
-enum Slot {
-    Free,
-    /// An admission has claimed this rank and is sending the welcome.
-    Claimed,
-    Member(Member),
-}
-
-struct Slots {
-    ranks: Vec<Slot>,
-    /// Whether ranks may still be claimed.
-    open: bool,
-    /// The size of the group forming (0: none; an elastic seed between
-    /// growths).
-    world: u32,
-    /// Ranks from here on are for new processes, in arrival order (a
-    /// growth's; the world when none is growing).
-    joiners_from: u32,
-    /// Whether the job has formed once.
-    running: bool,
-    /// New processes for the running job, in arrival order.
-    waiting: VecDeque<Waiting>,
-}
-
-/// A joiner's claim on a rank.
-enum Claim {
-    Rank(u32),
-    /// The verdict, the rank in question and the world.
-    Refused(Status, u32, u32),
-    /// A new process for a running job: answered at the next growth.
-    Wait,
-}
-
-impl Slots {
-    /// A member's claim on its own rank in a growth of the running job:
-    /// the first opens the growth; the others must ask for the same.
-    fn claim_member(&mut self, join: &JoinMsg) -> Claim {
-        let Some(joiners_from) = join.world.checked_sub(join.grow).filter(|&m| m > 0) else {
-            return Claim::Refused(Status::World, 0, self.world);
-        };
-        if join.want >= joiners_from {
-            // A member asks for a new process's rank: refused before it
-            // could open a growth nobody else would join.
-            return Claim::Refused(Status::RankConflict, join.want, self.world);
-        }
-        if self.world == 0 {
-            self.ranks = (0..join.world).map(|_| Slot::Free).collect();
-            self.world = join.world;
-            self.joiners_from = joiners_from;
-            self.open = true;
-            tracing::info!(world = join.world, joiners = join.grow, "a growth begins");
-        } else if join.world != self.world || joiners_from != self.joiners_from {
-            return Claim::Refused(Status::World, 0, self.world);
-        }
-        let want = join.want;
-        let free = matches!(self.ranks.get(want as usize), Some(Slot::Free));
-        if !self.open || want >= joiners_from || !free {
-            return Claim::Refused(Status::RankConflict, want, self.world);
-        }
-        self.ranks[want as usize] = Slot::Claimed;
-        Claim::Rank(want)
-    }
-
-    /// Between growths: no group forming.
-    fn idle(&mut self) {
-        self.ranks.clear();
-        self.world = 0;
-        self.joiners_from = 0;
-        self.open = false;
-    }
-}
-
 /// Whether a waiting process is still there: nothing to read (it only
 /// waits for the reply), no end of stream.
 fn still_there(s: &TcpStream) -> bool {
@@ -291,14 +224,14 @@ fn reply(
     write_by(s, &reply, deadline)
 }
 
-/// Admit `hello`'s joiner as `rank` of `world`: the reply, then its
-/// identity sealed; the session for the records that follow.
+/// Admit `hello`'s joiner as `rank` of `world`, the seed's
+/// `generation`-th group: the reply, then its identity and its member's
+/// secret sealed; the session for the records that follow.
 fn welcome(
     s: &mut TcpStream,
     job: &Job,
     hello: &Hello,
-    rank: u32,
-    world: u32,
+    (rank, world, generation): (u32, u32, u64),
     deadline: Instant,
 ) -> Result<Session, Refused> {
     reply(s, job, hello, Status::Ok, rank, world, deadline)?;
@@ -310,9 +243,21 @@ fn welcome(
         &hello.shared,
     );
     let [ca, cert, key] = job.ca.issue(rank)?.to_der()?;
-    let welcome = session.seal(Record::Welcome, &encode_welcome([&ca, &cert, &key]))?;
+    let mut plain = encode_welcome([&ca, &cert, &key]);
+    plain.extend_from_slice(&member_secret(&job.member_key, generation, rank));
+    let welcome = session.seal(Record::Welcome, &plain)?;
     write_by(s, &welcome, deadline)?;
     Ok(session)
+}
+
+/// A growth's member claim as it came, with the join it is bound to.
+struct MemberClaim<'a> {
+    /// The rank in the running group it claims (`NOT_A_MEMBER`: none).
+    rank: u32,
+    tag: [u8; 32],
+    join: &'a [u8],
+    challenge: &'a [u8],
+    advertise: &'a [u8],
 }
 
 /// What every admission thread shares with the loop.
@@ -323,6 +268,9 @@ struct Job {
     reserved: Option<u32>,
     elastic: bool,
     key: [u8; 32],
+    /// The key of every member's secret (`member_secret`): random, never
+    /// sent.
+    member_key: [u8; 32],
     ca: ClusterCa,
     slots: Mutex<Slots>,
     bell: Arc<Bell>,
@@ -333,9 +281,29 @@ impl Job {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The verdict on a joiner that proved the token; a rank is claimed
-    /// for it, or it is refused, or it waits for a growth.
-    fn claim(&self, join: &JoinMsg) -> Claim {
+    /// Which rank of the `running` group `claim` proves to be (`None`:
+    /// it claims none, or its tag is not that rank's of that group).
+    fn member_of(&self, claim: &MemberClaim<'_>, running: Running) -> Option<u32> {
+        let rank = claim.rank;
+        if rank == NOT_A_MEMBER || rank >= running.world {
+            return None;
+        }
+        let secret = member_secret(&self.member_key, running.generation, rank);
+        member_tag_ok(
+            &secret,
+            claim.join,
+            claim.challenge,
+            claim.advertise,
+            rank,
+            &claim.tag,
+        )
+        .then_some(rank)
+    }
+
+    /// The verdict on a joiner that proved the token (and claims
+    /// `member`ship, for a growth); a rank is claimed for it, or it is
+    /// refused, or it waits for a growth.
+    fn claim(&self, join: &JoinMsg, member: &MemberClaim<'_>) -> Claim {
         if join.star != self.star {
             return Claim::Refused(Status::Topology, 0, self.world);
         }
@@ -343,13 +311,15 @@ impl Job {
         if join.world == 0 || join.grow > 0 {
             // A new process may come while the job still forms; a growth
             // only once it has.
-            if !self.elastic || (join.grow > 0 && !slots.running) {
+            let running = slots.running;
+            if !self.elastic || (join.grow > 0 && running.is_none()) {
                 return Claim::Refused(Status::NotElastic, 0, 0);
             }
-            if join.world == 0 {
+            let Some(running) = running.filter(|_| join.world != 0) else {
                 return Claim::Wait;
-            }
-            return slots.claim_member(join);
+            };
+            let proved = self.member_of(member, running);
+            return slots.claim_member(join, proved, running);
         }
         if join.world != self.world {
             return Claim::Refused(Status::World, 0, self.world);
@@ -359,7 +329,7 @@ impl Job {
             if join.want == ANY { 0 } else { join.want },
             self.world,
         );
-        if !slots.open || slots.running {
+        if !slots.open || slots.running.is_some() {
             return refused;
         }
         let free = |r: u32| matches!(slots.ranks.get(r as usize), Some(Slot::Free));
@@ -370,7 +340,11 @@ impl Job {
         match rank {
             Some(r) => {
                 slots.ranks[r as usize] = Slot::Claimed;
-                Claim::Rank(r)
+                Claim::Rank {
+                    rank: r,
+                    world: slots.world,
+                    generation: slots.generation,
+                }
             }
             None => refused,
         }
@@ -396,7 +370,7 @@ impl Job {
     /// arrival order (the seed's loop, while a growth forms).
     fn place_waiting(&self, time: Duration) {
         loop {
-            let (mut w, rank, world) = {
+            let (mut w, rank, world, generation) = {
                 let mut slots = self.slots();
                 let free = (slots.joiners_from..slots.world)
                     .find(|&r| matches!(slots.ranks.get(r as usize), Some(Slot::Free)));
@@ -410,10 +384,11 @@ impl Job {
                     continue;
                 }
                 slots.ranks[rank as usize] = Slot::Claimed;
-                (w, rank, slots.world)
+                (w, rank, slots.world, slots.generation)
             };
             let deadline = Instant::now() + time;
-            let member = welcome(&mut w.stream, self, &w.hello, rank, world, deadline);
+            let admitted = (rank, world, generation);
+            let member = welcome(&mut w.stream, self, &w.hello, admitted, deadline);
             match &member {
                 Ok(_) => tracing::info!(rank, world, "seed admitted a new process to the job"),
                 Err(e) => tracing::warn!(rank, "a new process could not take its rank: {e}"),
@@ -429,11 +404,17 @@ impl Job {
         }
     }
 
-    /// The claimed `rank` becomes `member`'s (`None`: free again).
+    /// The claimed `rank` becomes `member`'s (`None`: free again, and
+    /// the membership that claimed it may claim again).
     fn settle(&self, rank: u32, member: Option<Member>) {
-        if let Some(slot) = self.slots().ranks.get_mut(rank as usize) {
+        let mut slots = self.slots();
+        if member.is_none() {
+            slots.claimed_by.retain(|_, claimed| *claimed != rank);
+        }
+        if let Some(slot) = slots.ranks.get_mut(rank as usize) {
             *slot = member.map_or(Slot::Free, Slot::Member);
         }
+        drop(slots);
         self.bell.ring();
     }
 }
@@ -515,8 +496,9 @@ fn admit(
     write_by(&mut s, &challenge, deadline)?;
     let mut proof = [0u8; PROOF_LEN];
     read_by(&mut s, &mut proof, deadline)?;
-    let (advertised, tag) = proof.split_at(ADDR_LEN);
-    if !joiner_proof_ok(&job.key, &join, &challenge, advertised, tag) {
+    let (claimed, tag) = proof.split_at(ADDR_LEN + CLAIM_LEN);
+    let advertised = &claimed[..ADDR_LEN];
+    if !joiner_proof_ok(&job.key, &join, &challenge, claimed, tag) {
         // Closed without a word: a stranger learns nothing of the job.
         return Err(Refused::Proof);
     }
@@ -531,8 +513,20 @@ fn admit(
         shared: ephemeral.agree(&msg.share).ok_or(Refused::Share)?,
         addr: table_addr(super::get_addr(advertised), from),
     };
-    let rank = match job.claim(&msg) {
-        Claim::Rank(rank) => rank,
+    let (member, member_tag) = member_claim(&proof);
+    let member = MemberClaim {
+        rank: member,
+        tag: member_tag,
+        join: &join,
+        challenge: &challenge,
+        advertise: advertised,
+    };
+    let (rank, world, generation) = match job.claim(&msg, &member) {
+        Claim::Rank {
+            rank,
+            world,
+            generation,
+        } => (rank, world, generation),
         Claim::Wait => {
             job.wait_for_growth(Waiting { stream: s, hello }, deadline)?;
             return Ok(None);
@@ -542,8 +536,7 @@ fn admit(
             return Err(Refused::Verdict(status, rank));
         }
     };
-    let world = job.slots().world;
-    match welcome(&mut s, job, &hello, rank, world, deadline) {
+    match welcome(&mut s, job, &hello, (rank, world, generation), deadline) {
         Ok(session) => {
             let member = Member {
                 stream: s,
@@ -612,11 +605,6 @@ impl Server {
             }
             return formed;
         }
-        {
-            let mut slots = self.job.slots();
-            slots.running = true;
-            slots.idle();
-        }
         tracing::info!("the job has formed; the seed serves its growths");
         while !self.stopped() {
             if self.job.slots().world == 0 {
@@ -667,19 +655,20 @@ impl Server {
             }
             self.turn(&[], settle_by - now);
         }
-        let mut members: Vec<Option<Member>> = {
+        let (generation, mut members): (u64, Vec<Option<Member>>) = {
             let mut slots = self.job.slots();
             let ranks = std::mem::take(&mut slots.ranks);
-            if slots.running {
-                slots.idle();
-            }
-            ranks
+            // Nothing forms now: the next member's claim opens a growth
+            // (a growth only once the job runs: `Job::claim`).
+            slots.idle();
+            let members = ranks
                 .into_iter()
                 .map(|s| match s {
                     Slot::Member(m) => Some(m),
                     _ => None,
                 })
-                .collect()
+                .collect();
+            (slots.generation, members)
         };
         let missing: Vec<u32> = (0..members.len() as u32)
             .filter(|&r| members[r as usize].is_none())
@@ -694,6 +683,14 @@ impl Server {
             return Err(FormationError::Timeout { missing });
         }
         let all = self.barrier(&mut members, timeout);
+        if all {
+            // Before the verdict: a member may grow the job as soon as it
+            // has it, with its membership of this group.
+            self.job.slots().running = Some(Running {
+                world: members.len() as u32,
+                generation,
+            });
+        }
         self.send_all(&mut members, Record::Verdict, &[u8::from(all)]);
         if all {
             Ok(())

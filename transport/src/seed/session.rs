@@ -24,25 +24,110 @@ pub(crate) fn seed_key(token: Option<&str>) -> [u8; 32] {
     }
 }
 
-/// The joiner's proof: over its Join, the seed's Challenge and the
-/// address it advertises (so nobody can redirect its peers).
+/// The joiner's proof: over its Join, the seed's Challenge and its claim
+/// (`wire::encode_claim`: the address it advertises, so nobody can
+/// redirect its peers, and the membership it claims).
 pub(crate) fn joiner_proof(
     key: &[u8; 32],
     join: &[u8],
     challenge: &[u8],
-    advertise: &[u8],
+    claim: &[u8],
 ) -> [u8; 32] {
-    proof_of(key, b"seed joiner", &[join, challenge, advertise])
+    proof_of(key, b"seed joiner", &[join, challenge, claim])
 }
 
 pub(crate) fn joiner_proof_ok(
     key: &[u8; 32],
     join: &[u8],
     challenge: &[u8],
-    advertise: &[u8],
+    claim: &[u8],
     tag: &[u8],
 ) -> bool {
-    verify_of(key, b"seed joiner", &[join, challenge, advertise], tag)
+    verify_of(key, b"seed joiner", &[join, challenge, claim], tag)
+}
+
+/// The secret of `rank` in the group the seed formed as its
+/// `generation`-th (its first formation 0, each growth the next): only
+/// the seed, which keeps `member_key` (random, its own), and the process
+/// it sealed it to know it.
+pub(crate) fn member_secret(member_key: &[u8; 32], generation: u64, rank: u32) -> [u8; 32] {
+    proof_of(
+        member_key,
+        b"seed member secret",
+        &[&generation.to_le_bytes(), &rank.to_le_bytes()],
+    )
+}
+
+/// A member's tag over this join (its Join, the seed's fresh Challenge,
+/// its advertised address) and the rank it claims: the proof that the
+/// growth's claim comes from the process that holds that rank's secret,
+/// good for this join only.
+fn member_tag(
+    secret: &[u8; 32],
+    join: &[u8],
+    challenge: &[u8],
+    advertise: &[u8],
+    rank: u32,
+) -> [u8; 32] {
+    proof_of(
+        secret,
+        b"seed member",
+        &[join, challenge, advertise, &rank.to_le_bytes()],
+    )
+}
+
+pub(crate) fn member_tag_ok(
+    secret: &[u8; 32],
+    join: &[u8],
+    challenge: &[u8],
+    advertise: &[u8],
+    rank: u32,
+    tag: &[u8],
+) -> bool {
+    verify_of(
+        secret,
+        b"seed member",
+        &[join, challenge, advertise, &rank.to_le_bytes()],
+        tag,
+    )
+}
+
+/// A process's membership in the group a seed formed (at formation or a
+/// growth): its rank there and the secret the seed sealed to it in the
+/// welcome. A member growing the job hands it back
+/// (`JoinRequest::member`) to prove that its claim is its own; the seed
+/// takes only the memberships of the group it formed last. Its `Debug`
+/// shows the rank, never the secret.
+#[derive(Clone)]
+pub struct Membership {
+    rank: u32,
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership")
+            .field("rank", &self.rank)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Membership {
+    pub(crate) fn new(rank: u32, secret: [u8; 32]) -> Membership {
+        Membership { rank, secret }
+    }
+
+    /// This process's rank in the group whose membership this is (its
+    /// rank in a group shrunk or split since may be another).
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The tag over one growth's join (see `member_tag`).
+    pub(crate) fn tag(&self, join: &[u8], challenge: &[u8], advertise: &[u8]) -> [u8; 32] {
+        member_tag(&self.secret, join, challenge, advertise, self.rank)
+    }
 }
 
 /// The seed's proof: over everything before it and its verdict.

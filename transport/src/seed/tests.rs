@@ -3,7 +3,9 @@
 
 use super::joiner::{open_table, open_welcome};
 use super::session::{joiner_proof, seed_key, Ephemeral, Record, Session};
-use super::wire::{encode_proof, CHALLENGE_LEN, REPLY_LEN, SEED_VERSION};
+use super::wire::{
+    encode_claim, encode_proof, CHALLENGE_LEN, NOT_A_MEMBER, REPLY_LEN, SEED_VERSION,
+};
 use super::*;
 use crate::auth::tls::ClusterCa;
 use crate::form::{poll_readable, FormationError};
@@ -50,6 +52,7 @@ pub(super) fn req(
         rank,
         star: false,
         grow: 0,
+        member: None,
         token: Some(token.into()),
         timeout,
         advertise: SocketAddr::from(([0, 0, 0, 0], port)),
@@ -76,8 +79,9 @@ pub(super) fn connect_from(ip: [u8; 4], to: SocketAddr) -> TcpStream {
 /// Four joiners (one asks for rank 3, the others for any: the lowest
 /// free) form a job
 /// through the seed at `at`: each gets its rank's identity and the same
-/// table, and the ready barrier passes. How long it took.
-pub(super) fn four_form(at: SocketAddr) -> Duration {
+/// table, and the ready barrier passes. How long it took, and the ranks'
+/// memberships in rank order.
+pub(super) fn four_form(at: SocketAddr) -> (Duration, Vec<Membership>) {
     let started = std::time::Instant::now();
     let joined: Vec<(u16, Joined)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4u16)
@@ -107,12 +111,14 @@ pub(super) fn four_form(at: SocketAddr) -> Duration {
             SocketAddr::from(([127, 0, 0, 1], *port))
         );
     }
+    let mut members: Vec<Membership> = joined.iter().map(|(_, j)| j.membership()).collect();
+    members.sort_by_key(Membership::rank);
     std::thread::scope(|s| {
         for (_, j) in joined {
             s.spawn(move || j.ready(true, LONG).unwrap());
         }
     });
-    started.elapsed()
+    (started.elapsed(), members)
 }
 
 /// Formation with a stranger at work (`attack` says when it is under
@@ -132,7 +138,7 @@ fn forms_despite(attack: impl FnOnce(SocketAddr, &AtomicBool, &dyn Fn()) + Send)
         });
         // The attack is under way before the first joiner comes.
         started_rx.recv().unwrap();
-        let took = four_form(at);
+        let (took, _) = four_form(at);
         stop.store(true, Ordering::Release);
         took
     });
@@ -234,10 +240,9 @@ fn guess(at: SocketAddr, wrong_key: &[u8; 32]) -> Vec<u8> {
     let mut challenge = [0u8; CHALLENGE_LEN];
     c.read_exact(&mut challenge).unwrap();
     let advertise: SocketAddr = "10.9.9.9:7".parse().unwrap();
-    let mut addr = Vec::new();
-    crate::wire::codec::put_addr(&mut addr, advertise);
-    let proof = joiner_proof(wrong_key, &join, &challenge, &addr);
-    c.write_all(&encode_proof(advertise, &proof)).unwrap();
+    let claim = encode_claim(advertise, NOT_A_MEMBER, &[0; 32]);
+    let proof = joiner_proof(wrong_key, &join, &challenge, &claim);
+    c.write_all(&encode_proof(&claim, &proof)).unwrap();
     let mut after = Vec::new();
     let _ = c.read_to_end(&mut after);
     after
@@ -316,7 +321,12 @@ fn sessions() -> (Session, Session) {
 fn a_welcome_or_table_with_one_flipped_byte_is_refused() {
     let ca = ClusterCa::random().unwrap();
     let [ca_der, cert, key] = ca.issue(0).unwrap().to_der().unwrap();
-    let plain = encode_welcome([&ca_der, &cert, &key]);
+    let with_secret = |parts: [&[u8]; 3]| {
+        let mut plain = encode_welcome(parts);
+        plain.extend_from_slice(&[0x5e; 32]);
+        plain
+    };
+    let plain = with_secret([&ca_der, &cert, &key]);
     let table = encode_table(&Table::Peers(vec!["10.0.0.1:5".parse().unwrap()]));
     let (mut seed, mut joiner) = sessions();
     let welcome = seed.seal(Record::Welcome, &plain).unwrap();
@@ -337,10 +347,8 @@ fn a_welcome_or_table_with_one_flipped_byte_is_refused() {
         assert!(open_table(&mut j, &bad[4..], 1).is_err(), "{at}");
     }
     // The records in order open; out of order (a replayed welcome), not.
-    assert_eq!(
-        open_welcome(&mut joiner, &welcome[4..], 0).unwrap().rank(),
-        0
-    );
+    let (identity, secret) = open_welcome(&mut joiner, &welcome[4..], 0).unwrap();
+    assert_eq!((identity.rank(), secret), (0, [0x5e; 32]));
     assert!(open_table(&mut joiner, &welcome[4..], 1).is_err());
     // A seed that seals a CA its leaf does not chain to: refused too.
     let mut forged = ca_der.clone();
@@ -351,10 +359,21 @@ fn a_welcome_or_table_with_one_flipped_byte_is_refused() {
     forged[subject + 3] ^= 1;
     let (mut seed, mut joiner) = sessions();
     let sealed = seed
-        .seal(Record::Welcome, &encode_welcome([&forged, &cert, &key]))
+        .seal(Record::Welcome, &with_secret([&forged, &cert, &key]))
         .unwrap();
     let e = open_welcome(&mut joiner, &sealed[4..], 0).unwrap_err();
     assert!(e.contains("does not chain"), "{e}");
+    // A welcome without the member's secret, or with more after it.
+    for plain in [encode_welcome([&ca_der, &cert, &key]), {
+        let mut p = plain.clone();
+        p.push(0);
+        p
+    }] {
+        let (mut seed, mut joiner) = sessions();
+        let sealed = seed.seal(Record::Welcome, &plain).unwrap();
+        let e = open_welcome(&mut joiner, &sealed[4..], 0).unwrap_err();
+        assert!(e.contains("another shape"), "{e}");
+    }
 }
 
 /// A relay to `to` that flips one byte of every connection it carries:
@@ -486,4 +505,40 @@ fn an_altered_advertised_address_is_refused_like_a_wrong_token() {
         "{e}"
     );
     drop(relay);
+}
+
+#[test]
+fn debug_never_shows_the_token_or_a_members_secret() {
+    const SECRET: &str = "a cluster token nobody may print";
+    let spec = crate::Spec {
+        token: Some(SECRET.into()),
+        ..crate::Spec::new(1, 4, vec!["127.0.0.1:9".parse().unwrap()])
+    };
+    let mut join = req(4, Some(1), SECRET, LONG, 9);
+    join.grow = 2;
+    join.member = Some(Membership::new(3, [0xab; 32]));
+    let config = SeedConfig {
+        world: 4,
+        star: false,
+        token: Some(SECRET.into()),
+        timeout: LONG,
+        reserved: Some(0),
+        elastic: true,
+    };
+    let shown = [
+        format!("{spec:?}"),
+        format!("{spec:#?}"),
+        format!("{join:?}"),
+        format!("{config:?}"),
+    ];
+    for shown in &shown {
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains("nobody"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+        // The rest is still there to debug with.
+        assert!(shown.contains("world: 4"), "{shown}");
+    }
+    // A member's secret is as good as its rank's claim in a growth.
+    assert!(!shown[2].contains("171"), "{}", shown[2]);
+    assert!(shown[2].contains("rank: 3"), "{}", shown[2]);
 }

@@ -7,14 +7,17 @@ use crate::wire::Reader;
 use std::io::Read;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-/// Every message that opens a direction starts with this: version 2 of
-/// the seed protocol (version 1, `MWSEED01`, proved nothing before it
-/// answered and sent its welcome in the clear).
+/// Every message that opens a direction starts with this, then the
+/// version: the layout of magic and version since version 2 (version 1,
+/// `MWSEED01`, proved nothing before it answered and sent its welcome in
+/// the clear).
 const MAGIC: &[u8; 8] = b"MWSEED02";
 /// What the messages of the first version began with.
 const MAGIC_V1: &[u8; 8] = b"MWSEED01";
-/// The seed protocol's version, in the Join and the Challenge.
-pub const SEED_VERSION: u32 = 2;
+/// The seed protocol's version, in the Join and the Challenge: 3 since a
+/// growth's member proves its membership (version 2 took any holder of
+/// the token at its word).
+pub const SEED_VERSION: u32 = 3;
 
 /// Magic and version: what either side reads first.
 pub(crate) const HEAD_LEN: usize = 12;
@@ -22,7 +25,15 @@ pub(crate) const HEAD_LEN: usize = 12;
 pub(crate) const SHARE_LEN: usize = 33;
 pub(crate) const JOIN_LEN: usize = HEAD_LEN + 12 + 24 + SHARE_LEN;
 pub(crate) const CHALLENGE_LEN: usize = HEAD_LEN + 24 + SHARE_LEN;
-pub(crate) const PROOF_LEN: usize = ADDR_LEN + 32;
+/// A membership claim: a rank of the running group (`NOT_A_MEMBER`:
+/// none) and the tag that proves it.
+pub(crate) const CLAIM_LEN: usize = 4 + 32;
+/// Advertised address, membership claim, proof of the token.
+pub(crate) const PROOF_LEN: usize = ADDR_LEN + CLAIM_LEN + 32;
+/// The membership claim of a joiner that claims none.
+pub(crate) const NOT_A_MEMBER: u32 = u32::MAX;
+/// The secret a member proves its membership with.
+pub(crate) const MEMBER_SECRET_LEN: usize = 32;
 pub(crate) const REPLY_LEN: usize = 12 + 32;
 const FLAG_STAR: u32 = 1;
 /// The flags' bits that say how many joiners a growing member admits.
@@ -78,8 +89,9 @@ pub(crate) struct JoinMsg {
     pub want: u32,
     pub star: bool,
     /// A member of a running job growing it (`grow`): how many new
-    /// processes the new group admits (at most 2^24 - 1); 0: a rank of
-    /// a job that forms, or (`world` 0) a new process for a running one.
+    /// processes the new group admits (the flags carry at most 2^24 - 1,
+    /// the seed takes at most `GROW_MAX`); 0: a rank of a job that forms,
+    /// or (`world` 0) a new process for a running one.
     pub grow: u32,
     pub nonce: [u8; 24],
     /// The joiner's ephemeral key share.
@@ -147,13 +159,37 @@ impl ChallengeMsg {
     }
 }
 
-/// The joiner's proof message: its advertised address, then the proof
-/// (which covers that address).
-pub(crate) fn encode_proof(advertise: SocketAddr, proof: &[u8; 32]) -> [u8; PROOF_LEN] {
-    let mut out = Vec::with_capacity(PROOF_LEN);
+/// What the joiner's proof covers after the Join and the Challenge: its
+/// advertised address, the rank of the running group it claims to be
+/// (`NOT_A_MEMBER`: none) and that membership's tag (zeros for none).
+pub(crate) fn encode_claim(
+    advertise: SocketAddr,
+    member: u32,
+    tag: &[u8; 32],
+) -> [u8; ADDR_LEN + CLAIM_LEN] {
+    let mut out = Vec::with_capacity(ADDR_LEN + CLAIM_LEN);
     put_addr(&mut out, advertise);
-    out.extend_from_slice(proof);
+    out.extend_from_slice(&member.to_le_bytes());
+    out.extend_from_slice(tag);
     array(&out, 0)
+}
+
+/// The membership claim in a proof message's first bytes: the rank
+/// claimed (`NOT_A_MEMBER`: none) and its tag.
+pub(crate) fn member_claim(proof: &[u8]) -> (u32, [u8; 32]) {
+    (u32_at(proof, ADDR_LEN), array(proof, ADDR_LEN + 4))
+}
+
+/// The joiner's proof message: its claim (`encode_claim`), then the
+/// proof of the token (which covers the claim).
+pub(crate) fn encode_proof(
+    claim: &[u8; ADDR_LEN + CLAIM_LEN],
+    proof: &[u8; 32],
+) -> [u8; PROOF_LEN] {
+    let mut out = [0u8; PROOF_LEN];
+    out[..ADDR_LEN + CLAIM_LEN].copy_from_slice(claim);
+    out[ADDR_LEN + CLAIM_LEN..].copy_from_slice(proof);
+    out
 }
 
 /// The seed's verdict on an authenticated joiner (its proof follows it).
@@ -188,11 +224,12 @@ impl ReplyMsg {
 /// Most bytes one part of the welcome may have.
 pub(crate) const WELCOME_PART_MAX: usize = 64 << 10;
 /// Most bytes a sealed record's body may have (a welcome of three parts
-/// at most, and its tag).
-pub(crate) const RECORD_MAX: usize = 3 * (4 + WELCOME_PART_MAX) + 16;
+/// at most and a member's secret, and its tag).
+pub(crate) const RECORD_MAX: usize = 3 * (4 + WELCOME_PART_MAX) + MEMBER_SECRET_LEN + 16;
 
 /// The welcome's parts (CA cert, leaf cert, leaf key), each after its
-/// length: the plaintext of the welcome record.
+/// length: the plaintext of the welcome record, which the member's
+/// secret (`MEMBER_SECRET_LEN` bytes) follows.
 pub(crate) fn encode_welcome(parts: [&[u8]; 3]) -> Vec<u8> {
     let mut out = Vec::new();
     for part in parts {
@@ -227,10 +264,11 @@ pub(crate) fn read_welcome(r: &mut impl Read) -> Result<[Vec<u8>; 3], WelcomeErr
     Ok([part()?, part()?, part()?])
 }
 
-/// The three parts of a welcome record's plaintext, if it is exactly that.
-pub(crate) fn decode_welcome(mut plain: &[u8]) -> Option<[Vec<u8>; 3]> {
+/// The three parts of a welcome record's plaintext and the member's
+/// secret after them, if it is exactly that.
+pub(crate) fn decode_welcome(mut plain: &[u8]) -> Option<([Vec<u8>; 3], [u8; MEMBER_SECRET_LEN])> {
     let parts = read_welcome(&mut plain).ok()?;
-    plain.is_empty().then_some(parts)
+    (plain.len() == MEMBER_SECRET_LEN).then(|| (parts, array(plain, 0)))
 }
 
 /// The seed's table: every rank's address, or the ranks that never joined.

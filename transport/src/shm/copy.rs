@@ -45,6 +45,12 @@ pub(crate) const MARK: u16 = 0x5343;
 /// faster than `process_vm_readv`, which runs at about 60 % of `memcpy`
 /// (docs/benchmarks.md).
 pub const DEFAULT_THRESHOLD: usize = 0;
+/// What a single copy into a buffer of its own reads before that buffer
+/// grows; it then doubles as the bytes come. The sender's claim (up to
+/// `MAX_MESSAGE_BYTES`) is never allocated on its word: a lie about its
+/// buffers fails at the first byte that is not there, having cost this
+/// side what it read.
+const FIRST_READ: usize = 1 << 20;
 
 /// The sender's side of one single-copy message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,10 +195,6 @@ impl Source {
         let total: u64 = remote.iter().map(|r| r.1).sum();
         let mut done: u64 = 0;
         while done < total {
-            let riov = ranges_from(remote, done, |(a, l)| libc::iovec {
-                iov_base: a as *mut libc::c_void,
-                iov_len: l as usize,
-            });
             let mut lparts: Vec<(u64, u64)> = Vec::with_capacity(local.len());
             for p in local.iter_mut() {
                 lparts.push((p.as_mut_ptr() as u64, p.len() as u64));
@@ -202,20 +204,79 @@ impl Source {
                 iov_len: l as usize,
             });
             // SAFETY: every local iovec lies inside one of `local`'s
-            // slices, which this call borrows mutably; the remote ones are
-            // the peer's and the kernel checks them.
+            // slices, which this call borrows mutably.
+            done += unsafe { self.read_once(remote, done, &liov) }? as u64;
+        }
+        Ok(())
+    }
+
+    /// Copy the peer's `remote` ranges (`total` bytes) into `buf` (emptied
+    /// first), which grows as the bytes come (see [`FIRST_READ`]).
+    pub(crate) fn read_growing(
+        &self,
+        remote: &[(u64, u64)],
+        total: usize,
+        mut buf: Vec<u8>,
+    ) -> io::Result<Vec<u8>> {
+        buf.clear();
+        while buf.len() < total {
+            let done = buf.len();
+            if buf.capacity() == done {
+                let more = done.max(FIRST_READ).min(total - done);
+                buf.try_reserve_exact(more)
+                    .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+            }
+            let room = (buf.capacity() - done).min(total - done);
+            let spare = &mut buf.spare_capacity_mut()[..room];
+            let liov = [libc::iovec {
+                iov_base: spare.as_mut_ptr().cast(),
+                iov_len: room,
+            }];
+            // SAFETY: the one local iovec is `buf`'s spare capacity,
+            // borrowed mutably until `read_once` returns.
+            let n = unsafe { self.read_once(remote, done as u64, &liov) }?;
+            // SAFETY: the kernel wrote `n` bytes (at most `room`) at the
+            // start of the spare capacity: they are initialised.
+            unsafe { buf.set_len(done + n.min(room)) };
+        }
+        Ok(buf)
+    }
+
+    /// One `process_vm_readv` of the peer's `remote` ranges from byte
+    /// `from` on into `local`; how many bytes (never 0: the end of what
+    /// the peer named is an error).
+    ///
+    /// # Safety
+    ///
+    /// Every iovec of `local` is memory of this process, writable, that
+    /// nothing else reads or writes until this returns.
+    unsafe fn read_once(
+        &self,
+        remote: &[(u64, u64)],
+        from: u64,
+        local: &[libc::iovec],
+    ) -> io::Result<usize> {
+        let riov = ranges_from(remote, from, |(a, l)| libc::iovec {
+            iov_base: a as *mut libc::c_void,
+            iov_len: l as usize,
+        });
+        loop {
+            // SAFETY: the local iovecs are writable memory of this process
+            // (the caller's contract); the remote ones are the peer's, and
+            // the kernel checks them (a range the peer does not have mapped
+            // is EFAULT, never a fault here).
             let n = unsafe {
                 libc::process_vm_readv(
                     self.pid,
-                    liov.as_ptr(),
-                    liov.len() as libc::c_ulong,
+                    local.as_ptr(),
+                    local.len() as libc::c_ulong,
                     riov.as_ptr(),
                     riov.len() as libc::c_ulong,
                     0,
                 )
             };
             match n {
-                n if n > 0 => done += n as u64,
+                n if n > 0 => return Ok(n as usize),
                 0 => return Err(io::ErrorKind::UnexpectedEof.into()),
                 _ => {
                     let e = io::Error::last_os_error();
@@ -225,7 +286,6 @@ impl Source {
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -444,9 +504,14 @@ impl ShmLink {
                 Took::Filled
             }
             _ => {
+                // `h.len` is under the cap (the header decoded), and the
+                // buffer grows only as the bytes come.
                 let len = usize::try_from(h.len).unwrap_or(usize::MAX);
-                let mut buf = core.pool.take_filled(len);
-                let read = src.read(&d.parts, &mut [&mut buf[..]]);
+                let buf = core.pool.take_reusing(len, FIRST_READ);
+                let (buf, read) = match src.read_growing(&d.parts, len, buf) {
+                    Ok(buf) => (buf, Ok(())),
+                    Err(e) => (Vec::new(), Err(e)),
+                };
                 if !self.copied(rx, core, src, d.ticket, read) {
                     return Took::Ended;
                 }
@@ -480,7 +545,8 @@ impl ShmLink {
                 if src.alive() {
                     tracing::error!(
                         peer = self.peer,
-                        "single copy failed: {e}; closing the link"
+                        "single copy from rank {} failed ({e}): the memory it named cannot be read; closing the link",
+                        self.peer
                     );
                 }
                 false

@@ -24,6 +24,8 @@
 //! (relays, credits, the goodbye), and wakes senders waiting for room.
 
 mod copy;
+#[cfg(test)]
+mod hostile_tests;
 mod io;
 mod region;
 mod ring;
@@ -38,7 +40,7 @@ pub use setup::NEGOTIATION_LEN;
 
 use crate::auth::handshake::Keys;
 use crate::form::{FormationError, LinkMaker};
-use crate::link::{Core, Gone, Latch, Link, Next, Posted};
+use crate::link::{Budget, Core, Gone, Latch, Link, Next, Posted, Reservation};
 use crate::spec::Spec;
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
@@ -81,12 +83,14 @@ pub(crate) fn upgrade(
     let paired = setup::pair_up(spec, streams)?;
     let close_wait = spec.timeout;
     let single_copy = spec.shm_single_copy;
+    let budget = spec.send_budget_bytes;
     Ok(paired
         .into_iter()
         .map(|p| {
             let peer = p.peer;
             let make: LinkMaker = Box::new(move |core: &Arc<Core>| {
-                let link: Arc<dyn Link> = Arc::new(ShmLink::new(core, p, close_wait, single_copy));
+                let link: Arc<dyn Link> =
+                    Arc::new(ShmLink::new(core, p, close_wait, single_copy, budget));
                 link
             });
             tracing::debug!(peer, "shared-memory link");
@@ -107,10 +111,11 @@ struct Rx {
     ended: bool,
 }
 
-/// A frame queued for the I/O thread, and the one part-written.
+/// Frames queued for the I/O thread, each with the bytes reserved for
+/// it in the link's budget (0: none).
 #[derive(Debug, Default)]
 struct Queue {
-    frames: VecDeque<(Header, Payload)>,
+    frames: VecDeque<(Header, Payload, usize)>,
 }
 
 #[derive(Debug)]
@@ -121,6 +126,8 @@ struct Partial {
     payload: Payload,
     /// Bytes of header and payload written.
     at: usize,
+    /// Budget to give back once it is written.
+    reserved: usize,
 }
 
 /// The writing side's state (one writer at a time).
@@ -153,6 +160,8 @@ pub(crate) struct ShmLink {
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     queue: Mutex<Queue>,
+    /// What frames queued within a reservation (answers) may hold.
+    budget: Budget,
     /// Senders waiting for room sleep here; the I/O thread wakes them.
     room: (Mutex<()>, Condvar),
     room_waiters: AtomicUsize,
@@ -178,7 +187,13 @@ pub(crate) struct ShmLink {
 }
 
 impl ShmLink {
-    fn new(core: &Core, p: setup::Paired, close_wait: Duration, single_copy: usize) -> ShmLink {
+    fn new(
+        core: &Core,
+        p: setup::Paired,
+        close_wait: Duration,
+        single_copy: usize,
+        budget: usize,
+    ) -> ShmLink {
         if let Err(e) = p.sock.set_nonblocking(true) {
             tracing::warn!(peer = p.peer, "doorbell stream: {e}");
         }
@@ -204,6 +219,7 @@ impl ShmLink {
                 ticket: 0,
             }),
             queue: Mutex::new(Queue::default()),
+            budget: Budget::new(budget),
             room: (Mutex::new(()), Condvar::new()),
             room_waiters: AtomicUsize::new(0),
             ended: AtomicBool::new(false),
@@ -384,7 +400,7 @@ impl ShmLink {
     fn flush_queued(&self, tx: &mut Tx, core: &Core) -> bool {
         loop {
             if tx.partial.is_none() {
-                let Some((h, payload)) = lock(&self.queue).frames.pop_front() else {
+                let Some((h, payload, reserved)) = lock(&self.queue).frames.pop_front() else {
                     return true;
                 };
                 tx.partial = Some(Partial {
@@ -392,6 +408,7 @@ impl ShmLink {
                     header: h.encode(),
                     payload,
                     at: 0,
+                    reserved,
                 });
             }
             let Some(p) = tx.partial.as_mut() else {
@@ -427,19 +444,45 @@ impl ShmLink {
                 }
             }
             let bell = p.bell;
+            self.budget.release(p.reserved);
             tx.partial = None;
             self.publish(tx.head, bell);
         }
     }
 
     /// Queue a frame for the I/O thread (never blocks), and write it now
-    /// if no one else writes.
-    fn enqueue(&self, core: &Core, header: Header, payload: Payload) {
+    /// if no one else writes; `reserved`: bytes of the link's budget it
+    /// holds until written.
+    fn enqueue(&self, core: &Core, header: Header, payload: Payload, reserved: usize) {
         if self.ended.load(Ordering::Acquire) {
+            self.budget.release(reserved);
             return;
         }
-        lock(&self.queue).frames.push_back((header, payload));
+        lock(&self.queue)
+            .frames
+            .push_back((header, payload, reserved));
         self.flush_now(core);
+    }
+
+    /// Frames are queued and the ring has taken nothing for a whole
+    /// deadline: the peer has stopped reading. It is failed, and what it
+    /// would make this rank hold for it (answers, relays, credits) goes
+    /// with the link instead of piling up.
+    fn check_stall(&self, core: &Core) {
+        let full = self.full_since.load(Ordering::Relaxed);
+        if full == 0 || self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        let since = self.born + Duration::from_nanos(full);
+        if since.elapsed() >= core.timeout() && !lock(&self.queue).frames.is_empty() {
+            tracing::error!(
+                peer = self.peer,
+                "rank {} has read nothing of what is queued for it for {:?}; closing the link",
+                self.peer,
+                core.timeout()
+            );
+            self.fail(core);
+        }
     }
 
     /// Write what is queued if the writer is free; otherwise whoever holds
@@ -459,6 +502,7 @@ impl ShmLink {
             // room freed while this thread still held the writer, the bell
             // may have woken a thread that could not take it: look again.
             if !self.out.room(head).is_ok_and(|n| n > 0) {
+                self.check_stall(core);
                 return false;
             }
         }
@@ -522,7 +566,7 @@ impl ShmLink {
             };
             self.freed();
             if let Some(h) = rx.asm.body_header() {
-                core.inbox.progress(h.src);
+                core.progress(self.peer, h.src);
             }
             match rx.asm.advance(n) {
                 Ok(None) => {}
@@ -592,7 +636,7 @@ impl ShmLink {
                 continue;
             }
             if quiet.elapsed() >= DIRECT_STALL {
-                core.inbox.progress(h.src);
+                core.progress(self.peer, h.src);
                 let got = prefix(read, &[&*p.head, &*p.body]);
                 rx.asm.resume_body(h, &core.pool, &got);
                 return false;
@@ -697,7 +741,36 @@ impl Link for ShmLink {
     }
 
     fn forward(&self, core: &Core, header: Header, payload: Payload) {
-        self.enqueue(core, header, payload);
+        self.enqueue(core, header, payload, 0);
+    }
+
+    fn reserve(&self, len: usize) -> Option<Reservation> {
+        let bytes = len.saturating_add(HEADER_LEN);
+        self.budget
+            .try_acquire(bytes)
+            .then_some(Reservation { len, bytes })
+    }
+
+    fn forward_reserved(&self, core: &Core, header: Header, payload: Payload, room: Reservation) {
+        self.enqueue(core, header, payload, room.bytes);
+    }
+
+    fn unreserve(&self, room: Reservation) {
+        self.budget.release(room.bytes);
+    }
+
+    #[cfg(test)]
+    fn queued_bytes(&self) -> usize {
+        let queued: usize = lock(&self.queue)
+            .frames
+            .iter()
+            .map(|(_, p, _)| HEADER_LEN + p.len())
+            .sum();
+        let partial = lock(&self.tx)
+            .partial
+            .as_ref()
+            .map_or(0, |p| HEADER_LEN + p.payload.len() - p.at);
+        queued + partial
     }
 
     fn tell_gone(&self, core: &Core, gone: u32, how: Gone, dst: u32) {
@@ -705,7 +778,7 @@ impl Link for ShmLink {
             aux: how as u32,
             ..Header::control(FrameType::PeerGone, gone, dst)
         };
-        self.enqueue(core, h, Payload::default());
+        self.enqueue(core, h, Payload::default(), 0);
     }
 
     fn poll(&self, core: &Core, _want_len: Option<usize>) -> bool {
@@ -774,7 +847,7 @@ impl Link for ShmLink {
         if !self.ended.load(Ordering::Acquire) {
             lock(&self.queue)
                 .frames
-                .push_back((bye, Payload::default()));
+                .push_back((bye, Payload::default(), 0));
         }
         self.flushing.store(true, Ordering::Release);
         self.wake_io();
@@ -813,5 +886,125 @@ impl ShmLink {
         if let Some(w) = lock(&self.waker).as_ref() {
             let _ = w.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    //! The one-sided amplification attack from a same-host member, played
+    //! by hand over the rings (`setup::pair_by_hand`).
+
+    use super::setup::{pair_by_hand, Claim};
+    use crate::auth::handshake;
+    use crate::link::testing::{Get, ANSWER, REQUESTS};
+    use crate::wire::{FrameType, Header};
+    use crate::{LaneKind, LinkKind, LinkTransport, Spec, Transport};
+    use std::io::Write;
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    const BUDGET: usize = 4 << 20;
+    const N: u64 = 48;
+
+    /// Rank 1 of 2 (its transport and core), and rank 0 played by hand
+    /// (its stream and rings), which has written `N` requests for large
+    /// answers and forged credit for each into the ring rank 1 reads, and
+    /// reads nothing.
+    fn attacked() -> (
+        LinkTransport,
+        Arc<crate::link::Core>,
+        TcpStream,
+        super::setup::Handmade,
+    ) {
+        let addrs: Vec<SocketAddr> = (0..2)
+            .map(|_| {
+                TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("a free port")
+            })
+            .collect();
+        let spec = |rank: u32| {
+            let mut s = Spec::tcp(rank, 2, addrs.clone());
+            s.token = Some("same-host amplification token".into());
+            s.timeout = Duration::from_secs(30);
+            s.send_budget_bytes = BUDGET;
+            s
+        };
+        let rank1 = {
+            let spec = spec(1);
+            std::thread::spawn(move || {
+                let (core, refusers) = crate::tcp::form_links(&spec, super::upgrade).unwrap();
+                (LinkTransport::start(Arc::clone(&core), refusers), core)
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut sock = loop {
+            match TcpStream::connect_timeout(&addrs[1], Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => std::thread::yield_now(),
+                Err(e) => panic!("cannot reach rank 1: {e}"),
+            }
+        };
+        let admitted =
+            handshake::dial(&mut sock, &crate::form::identity(&spec(0), 0), deadline).unwrap();
+        let made = pair_by_hand(&sock, &admitted.keys, Claim::Own).unwrap();
+        let (t1, core) = rank1.join().unwrap();
+        assert_eq!(t1.links()[0], LinkKind::SharedMemory);
+        t1.set_answerer(REQUESTS, Arc::new(Get));
+        let ring = made.out.as_ref().expect("the ring rank 1 reads");
+        let mut head = 0;
+        for id in 0..N {
+            let mut h = Header::control(FrameType::Data, 0, 1);
+            (h.kind, h.len) = (LaneKind::Rpc, 8);
+            let mut c = Header::control(FrameType::Credit, 0, 1);
+            (c.kind, c.tag, c.aux, c.len) = (LaneKind::Rpc, 1 + id, 1, 1 << 40);
+            let bytes = [&h.encode()[..], &id.to_le_bytes(), &c.encode()].concat();
+            assert_eq!(ring.write(&mut head, &bytes), Ok(bytes.len()));
+        }
+        ring.publish(head, None);
+        sock.write_all(&[1]).unwrap();
+        while t1.stats()[0].received_messages < N {
+            assert!(Instant::now() < deadline, "the requests were not read");
+            std::thread::yield_now();
+        }
+        (t1, core, sock, made)
+    }
+
+    /// A member (rank 0 of 2, same host) writes small requests for large
+    /// answers into the ring rank 1 reads, returns forged credit for each,
+    /// and never reads the ring rank 1 answers into: what rank 1 holds
+    /// queued on the link stays within its write budget, and the rest of
+    /// the requests wait in its inbox.
+    #[test]
+    fn answers_to_a_same_host_member_that_never_reads_stay_within_the_link_budget() {
+        let (t1, core, _sock, _made) = attacked();
+        let queued = core.link(0).unwrap().queued_bytes();
+        assert!(
+            queued <= BUDGET + ANSWER,
+            "{queued} bytes queued for a member that reads nothing (budget {BUDGET})"
+        );
+        assert!(
+            t1.stats()[0].queued_bytes > 0,
+            "requests past the budget wait in the inbox"
+        );
+    }
+
+    /// Once the ring has taken nothing of what is queued for a whole
+    /// deadline, the member is failed: its link closed, sends to it fail
+    /// at once naming it. (Timing: runs in the serial group.)
+    #[test]
+    fn a_same_host_member_that_reads_nothing_for_a_deadline_is_failed_timeout() {
+        let (t1, core, _sock, _made) = attacked();
+        t1.set_timeout(Duration::from_millis(300));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !core.inbox.is_gone(0) {
+            assert!(Instant::now() < deadline, "the member was not failed");
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            t1.send(0, REQUESTS, &[b"x"]),
+            Err(crate::TransportError::PeerDisconnected { rank: 0 })
+        );
     }
 }

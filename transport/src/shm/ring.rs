@@ -1,9 +1,9 @@
 //! A segment of memory shared with one peer process, holding one
 //! single-producer, single-consumer byte ring.
 //!
-//! Each rank creates the segment of the ring it reads from a peer (a file
-//! in `/dev/shm`, mode 0600, unlinked once the peer has mapped it) and
-//! maps the peer's for the ring it writes. The ring is a byte stream like
+//! Each rank creates the segment of the ring it reads from a peer (a
+//! sealed memfd bound to the link, `region.rs`; its descriptor closed once
+//! the peer has mapped it) and maps the peer's for the ring it writes. The ring is a byte stream like
 //! a socket: frames go in whole (header, then payload), a large one in
 //! pieces as room frees, and the reader runs them through the frame
 //! assembler.
@@ -30,7 +30,7 @@
 //! keeps its own position in its own memory, and bytes are copied out
 //! before anything is decoded from them.
 
-use std::ffi::CString;
+use super::region::{self, Kind, Locator};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
@@ -71,15 +71,15 @@ const _: () = assert!(std::mem::size_of::<Control>() <= DATA_AT);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Corrupt;
 
-/// A mapped ring segment; unmapped when dropped (and unlinked, if this
-/// side created it and has not unlinked it yet).
+/// A mapped ring segment; unmapped when dropped.
 #[derive(Debug)]
 pub(crate) struct Segment {
     base: NonNull<u8>,
     len: usize,
     capacity: usize,
-    /// The file's path while it still has one (this side created it).
-    path: Option<CString>,
+    /// Its descriptor while the peer may still open it (this side
+    /// created it).
+    offered: Option<OwnedFd>,
 }
 
 // SAFETY: the mapping is plain shared memory; every access to it goes
@@ -88,10 +88,6 @@ unsafe impl Send for Segment {}
 // SAFETY: as above; `&Segment` methods never hand out references into the
 // mapping, only copies.
 unsafe impl Sync for Segment {}
-
-pub(super) fn cpath(path: &str) -> io::Result<CString> {
-    CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-}
 
 /// The ring capacity a rank with `peers_here` same-host peers gives each
 /// inbound ring: memory in `/dev/shm` grows with the square of the ranks
@@ -105,41 +101,32 @@ pub(crate) fn capacity_for(peers_here: usize) -> usize {
 }
 
 impl Segment {
-    /// Create the segment file `path` (which must not exist) for a ring of
-    /// `capacity` bytes, with its pages reserved (a full tmpfs fails here,
-    /// not later with a bus error), and map it.
-    pub(crate) fn create(path: &str, capacity: usize) -> io::Result<Segment> {
+    /// Create the segment of a ring of `capacity` bytes, bound to
+    /// `binding` (`region.rs`), and map it.
+    pub(crate) fn create(capacity: usize, binding: &[u8]) -> io::Result<Segment> {
         assert!(capacity.is_power_of_two() && capacity >= MIN_CAPACITY);
-        let c = cpath(path)?;
         let len = DATA_AT + capacity;
-        let fd = super::region::create_file(&c, len)?;
-        let made = (|| {
-            let mut seg = map(&fd, len, capacity)?;
-            seg.path = Some(c.clone());
-            seg.control()
-                .capacity
-                .0
-                .store(capacity as u64, Ordering::Relaxed);
-            seg.control().magic.0.store(MAGIC, Ordering::Release);
-            Ok(seg)
-        })();
-        if made.is_err() {
-            // SAFETY: `c` is a valid path; the file is this call's.
-            unsafe { libc::unlink(c.as_ptr()) };
-        }
-        made
+        let fd = region::create_region(Kind::Ring, len, binding)?;
+        let mut seg = map(&fd, len, capacity)?;
+        seg.offered = Some(fd);
+        seg.control()
+            .capacity
+            .0
+            .store(capacity as u64, Ordering::Relaxed);
+        seg.control().magic.0.store(MAGIC, Ordering::Release);
+        Ok(seg)
     }
 
-    /// Map the peer's segment `path`, which must be a regular file of this
-    /// user's, private to it (mode 0600), sized for a ring of `capacity`
-    /// bytes, and marked as a ring of that capacity.
-    pub(crate) fn open(path: &str, capacity: usize) -> io::Result<Segment> {
+    /// Map the peer's segment at `owner`, which must be a region bound to
+    /// `binding`, sized for a ring of `capacity` bytes, and marked as a
+    /// ring of that capacity.
+    pub(crate) fn open(owner: Locator, capacity: usize, binding: &[u8]) -> io::Result<Segment> {
         let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
         if !(capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)) {
             return Err(bad("the announced ring capacity is out of range"));
         }
         let len = DATA_AT + capacity;
-        let fd = super::region::open_file(&cpath(path)?, len)?;
+        let fd = region::open_region(owner, Kind::Ring, len, binding)?;
         let seg = map(&fd, len, capacity)?;
         let c = seg.control();
         if c.magic.0.load(Ordering::Acquire) != MAGIC
@@ -150,13 +137,15 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Remove the segment's file (the mapping stays); once both sides
-    /// have mapped it, nothing else can.
-    pub(crate) fn unlink(&mut self) {
-        if let Some(c) = self.path.take() {
-            // SAFETY: `c` is a valid path.
-            unsafe { libc::unlink(c.as_ptr()) };
-        }
+    /// Where the peer opens it, until it is withdrawn.
+    pub(crate) fn locator(&self) -> Option<Locator> {
+        self.offered.as_ref().and_then(region::locator_of)
+    }
+
+    /// Close the segment's descriptor (the mapping stays); once both sides
+    /// have mapped it, nothing else can open it by its locator.
+    pub(crate) fn withdraw(&mut self) {
+        self.offered = None;
     }
 
     fn control(&self) -> &Control {
@@ -387,13 +376,12 @@ fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {
         base: super::region::map_shared(fd, len)?,
         len,
         capacity,
-        path: None,
+        offered: None,
     })
 }
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        self.unlink();
         // SAFETY: `base`/`len` are the mapping made in `map`, unmapped once.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
@@ -403,16 +391,19 @@ impl Drop for Segment {
 mod tests {
     use super::*;
 
-    fn path(what: &str) -> String {
-        format!("/dev/shm/meshwork-test-{}-{what}", std::process::id())
+    const BOUND: &[u8] = b"a link's ring key";
+
+    /// A segment, and the peer's mapping of it.
+    fn pair() -> (Segment, Segment) {
+        let a = Segment::create(MIN_CAPACITY, BOUND).expect("create");
+        let b = Segment::open(a.locator().expect("offered"), MIN_CAPACITY, BOUND).expect("open");
+        (a, b)
     }
 
     #[test]
     fn bytes_wrap_around_the_end_of_the_ring() {
-        let p = path("wrap");
-        let mut a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
-        a.unlink();
+        let (mut a, b) = pair();
+        a.withdraw();
         let (mut head, mut tail) = (0u64, 0u64);
         // Step through every offset class of a wrap: writes of a prime
         // length never line up with the end.
@@ -430,9 +421,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_takes_nothing_until_read() {
-        let p = path("full");
-        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let (a, b) = pair();
         let mut head = 0;
         let big = vec![7u8; MIN_CAPACITY + 10];
         assert_eq!(b.write(&mut head, &big), Ok(MIN_CAPACITY));
@@ -446,9 +435,7 @@ mod tests {
 
     #[test]
     fn a_head_beyond_the_ring_is_corrupt() {
-        let p = path("corrupt");
-        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let (a, b) = pair();
         // A hostile producer claims more than the ring holds, or less than
         // was read.
         b.publish(MIN_CAPACITY as u64 + 1, None);
@@ -461,9 +448,7 @@ mod tests {
 
     #[test]
     fn a_bell_is_asked_for_only_while_the_reader_sleeps_and_no_caller_reads() {
-        let p = path("bell");
-        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let (a, b) = pair();
         let mut head = 0;
         b.write(&mut head, b"x").expect("write");
         assert!(!b.publish(head, None), "the reader is awake");
@@ -485,9 +470,7 @@ mod tests {
 
     #[test]
     fn a_message_rings_only_if_a_thread_waits_for_its_kind() {
-        let p = path("wanted");
-        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let b = Segment::open(&p, MIN_CAPACITY).expect("open");
+        let (a, b) = pair();
         let (mut head, tail) = (0, 0);
         assert!(!a.set_asleep(true, tail));
         b.write(&mut head, b"p2p").expect("write");
@@ -508,16 +491,31 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_not_private_to_this_user_is_refused() {
-        let p = path("mode");
-        let a = Segment::create(&p, MIN_CAPACITY).expect("create");
-        let c = cpath(&p).expect("path");
-        // SAFETY: a valid path.
-        assert_eq!(unsafe { libc::chmod(c.as_ptr(), 0o644) }, 0);
-        let e = Segment::open(&p, MIN_CAPACITY).expect_err("0644 is refused");
+    fn a_segment_not_private_sealed_or_bound_to_this_link_is_refused() {
+        // A binding of this test's own: a descriptor number freed here and
+        // reused by another test's segment is never this one's.
+        const BOUND: &[u8] = b"the refusals test's ring key";
+        let a = Segment::create(MIN_CAPACITY, BOUND).expect("create");
+        let at = a.locator().expect("offered");
+        let fd = at.1 as libc::c_int;
+        // SAFETY: this test's own open descriptor.
+        assert_eq!(unsafe { libc::fchmod(fd, 0o644) }, 0);
+        let e = Segment::open(at, MIN_CAPACITY, BOUND).expect_err("0644 is refused");
         assert!(e.to_string().contains("private"), "{e}");
-        assert!(Segment::open(&p, MIN_CAPACITY * 2).is_err(), "wrong size");
-        drop(a);
-        assert!(Segment::open(&p, MIN_CAPACITY).is_err(), "unlinked");
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::fchmod(fd, 0o600) }, 0);
+        let e = Segment::open(at, MIN_CAPACITY * 2, BOUND).expect_err("wrong size");
+        assert!(e.to_string().contains("size"), "{e}");
+        let e = Segment::open(at, MIN_CAPACITY, b"another link").expect_err("another key");
+        assert!(e.to_string().contains("not bound"), "{e}");
+        // A heap region is not a ring, whatever its binding.
+        let heap = crate::SharedRegion::create((DATA_AT + MIN_CAPACITY) / 8, BOUND).expect("heap");
+        let e = Segment::open(heap.locator().expect("offered"), MIN_CAPACITY, BOUND)
+            .expect_err("a heap");
+        assert!(e.to_string().contains("not bound"), "{e}");
+        assert!(Segment::open(at, MIN_CAPACITY, BOUND).is_ok());
+        let mut a = a;
+        a.withdraw();
+        assert!(Segment::open(at, MIN_CAPACITY, BOUND).is_err(), "withdrawn");
     }
 }

@@ -7,12 +7,16 @@
 //!    With them, the process id and the address of a random probe value
 //!    (`copy.rs`), and the value.
 //! 2. Ring: each rank that shares the host creates the segment of the
-//!    ring it will read from the peer (`ring.rs`) and sends its path and
-//!    capacity (nothing, if it could not: no `/dev/shm`, a full tmpfs),
-//!    and whether it could read the peer's probe out of the peer's memory
-//!    (then the peer may hand it large messages by single copy).
-//! 3. Mapped: each maps the peer's and says whether it could. Both must,
-//!    or both keep the network link; each then unlinks its own file.
+//!    ring it will read from the peer (`ring.rs`: a sealed memfd whose
+//!    name commits to a key derived from this link's session keys) and
+//!    sends where the peer opens it (its process id and the descriptor)
+//!    and its capacity (nothing, if it could not: no memory), and whether
+//!    it could read the peer's probe out of the peer's memory (then the
+//!    peer may hand it large messages by single copy).
+//! 3. Mapped: each maps the peer's, if it is bound to this link's key
+//!    (`region.rs`: a member cannot make this rank map another link's
+//!    ring, or any other file), and says whether it could. Both must, or
+//!    both keep the network link; each then closes its own descriptor.
 //!
 //! Every rank writes a round on every stream before it reads any, so the
 //! rounds cannot wait on each other in a cycle. Each message carries a
@@ -22,6 +26,7 @@
 //! liveness signal.
 
 use super::copy::{self, Source};
+use super::region::Locator;
 use super::ring::{capacity_for, Segment};
 use crate::auth::handshake::Keys;
 use crate::form::{io_fail, FormationError};
@@ -31,12 +36,12 @@ use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
-const MAGIC: &[u8; 8] = b"mwshm002";
+const MAGIC: &[u8; 8] = b"mwshm003";
 const TAG: usize = 32;
 const HOST: usize = 8 + 1 + 4 + 8 + 8 + 36;
 const OFFER: usize = HOST + 4 + 8 + 16;
-const PATH_MAX: usize = 96;
-const RING: usize = 1 + PATH_MAX + 8 + 1;
+/// Ring: present, process id, descriptor, capacity, reads the peer.
+const RING: usize = 1 + 4 + 4 + 8 + 1;
 const MAPPED: usize = 1;
 
 /// A same-host peer whose rings are mapped.
@@ -220,12 +225,12 @@ pub(crate) fn pair_up(
             peer_reads: false,
         });
     }
-    let result = rounds(spec, here.as_ref(), &mut talks, deadline);
+    let result = rounds(here.as_ref(), &mut talks, deadline);
     let mut paired = Vec::new();
     for mut t in talks {
-        // The file goes once both sides have mapped it (or given up).
+        // The descriptor goes once both sides have mapped it (or given up).
         if let Some(s) = t.inn.as_mut() {
-            s.unlink();
+            s.withdraw();
         }
         match (t.same, t.inn, t.out) {
             (true, Some(inn), Some(out)) if result.is_ok() => paired.push(Paired {
@@ -243,7 +248,6 @@ pub(crate) fn pair_up(
 }
 
 fn rounds(
-    spec: &Spec,
     here: Option<&Host>,
     talks: &mut [Talk],
     deadline: Instant,
@@ -279,31 +283,25 @@ fn rounds(
         }
     }
     // 2: rings.
-    if talks.iter().any(|t| t.same) {
-        sweep_stale();
-    }
     let capacity = capacity_for(talks.iter().filter(|t| t.same).count());
     for t in talks.iter_mut() {
         let mut m = [0u8; RING];
         if t.same {
-            let path = format!(
-                "/dev/shm/meshwork-{}-r{}-p{}-{:016x}",
-                std::process::id(),
-                spec.rank,
-                t.peer,
-                random()
-            );
-            match Segment::create(&path, capacity) {
+            match Segment::create(capacity, &ring_key(&t.keys.send, capacity)) {
                 Ok(s) => {
-                    m[0] = path.len() as u8;
-                    m[1..1 + path.len()].copy_from_slice(path.as_bytes());
-                    m[1 + PATH_MAX..RING - 1].copy_from_slice(&(capacity as u64).to_le_bytes());
-                    m[RING - 1] = u8::from(t.source.is_some());
-                    t.inn = Some(s);
+                    if let Some(at) = s.locator() {
+                        m = Ring {
+                            at,
+                            capacity,
+                            reads: t.source.is_some(),
+                        }
+                        .encode();
+                        t.inn = Some(s);
+                    }
                 }
                 Err(e) => tracing::warn!(
                     peer = t.peer,
-                    "no shared memory with rank {} (cannot create {path}: {e}); using the network link",
+                    "no shared memory with rank {} (cannot make a ring: {e}); using the network link",
                     t.peer
                 ),
             }
@@ -315,16 +313,20 @@ fn rounds(
         let (Some(m), true, true) = (theirs, t.same, t.inn.is_some()) else {
             continue;
         };
-        let Some((path, cap)) = parse_ring(&m) else {
+        let Some(ring) = Ring::decode(&m) else {
             continue;
         };
-        t.peer_reads = m[RING - 1] == 1;
-        match Segment::open(path, cap) {
+        t.peer_reads = ring.reads;
+        // The peer's segment is bound to the key of its sending direction,
+        // which is this side's receiving one.
+        match Segment::open(ring.at, ring.capacity, &ring_key(&t.keys.recv, ring.capacity)) {
             Ok(s) => t.out = Some(s),
             Err(e) => tracing::warn!(
                 peer = t.peer,
-                "no shared memory with rank {} (cannot map {path}: {e}); using the network link",
-                t.peer
+                "no shared memory with rank {} (refused the ring it named, /proc/{}/fd/{}: {e}); using the network link",
+                t.peer,
+                ring.at.0,
+                ring.at.1
             ),
         }
     }
@@ -354,18 +356,49 @@ fn rounds(
     Ok(())
 }
 
-/// A ring message's path and capacity: `None` for "no ring", or for a
-/// path outside meshwork's names in `/dev/shm`.
-fn parse_ring(m: &[u8]) -> Option<(&str, usize)> {
-    let n = usize::from(*m.first()?);
-    if n == 0 || n > PATH_MAX || m.len() < RING {
-        return None;
+/// The key a ring segment is bound to (`region.rs`), from one direction's
+/// session key: only the link's two ends know it, and no other link's
+/// segment, nor any file another process made, carries it.
+fn ring_key(session: &[u8; 32], capacity: usize) -> [u8; 32] {
+    let mut m = b"meshwork ring segment v1".to_vec();
+    m.extend_from_slice(&(capacity as u64).to_le_bytes());
+    *blake3::keyed_hash(session, &m).as_bytes()
+}
+
+/// A ring message: where the peer opens the segment, its capacity, and
+/// whether the sender can read the peer's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ring {
+    at: Locator,
+    capacity: usize,
+    reads: bool,
+}
+
+impl Ring {
+    fn encode(&self) -> [u8; RING] {
+        let mut m = [0u8; RING];
+        m[0] = 1;
+        m[1..5].copy_from_slice(&self.at.0.to_le_bytes());
+        m[5..9].copy_from_slice(&self.at.1.to_le_bytes());
+        m[9..17].copy_from_slice(&(self.capacity as u64).to_le_bytes());
+        m[17] = u8::from(self.reads);
+        m
     }
-    let cap = u64::from_le_bytes(m[1 + PATH_MAX..RING - 1].try_into().ok()?);
-    let path = std::str::from_utf8(&m[1..1 + n]).ok()?;
-    let ours =
-        path.starts_with("/dev/shm/meshwork-") && !path.contains("..") && !path[9..].contains('/');
-    ours.then_some((path, usize::try_from(cap).ok()?))
+
+    /// `None` for "no ring", or a message that is not one.
+    fn decode(m: &[u8]) -> Option<Ring> {
+        let m = m.get(..RING)?;
+        if m[0] != 1 || m[17] > 1 {
+            return None;
+        }
+        let u32_at = |i: usize| Some(u32::from_le_bytes(m.get(i..i + 4)?.try_into().ok()?));
+        let cap = u64::from_le_bytes(m[9..17].try_into().ok()?);
+        Some(Ring {
+            at: (u32_at(1)?, u32_at(5)?),
+            capacity: usize::try_from(cap).ok()?,
+            reads: m[17] == 1,
+        })
+    }
 }
 
 /// Fuzzing entry point: the offer and the ring message decode without a
@@ -384,9 +417,8 @@ pub(crate) fn fuzz_negotiation(data: &[u8]) {
         assert!(d.parts.len() <= copy::MAX_PARTS);
         assert_eq!(d.parts.iter().map(|p| p.1).sum::<u64>(), data.len() as u64);
     }
-    if let Some((path, _cap)) = parse_ring(data) {
-        assert!(path.starts_with("/dev/shm/meshwork-") && !path.contains(".."));
-        assert!(path.len() <= PATH_MAX);
+    if let Some(ring) = Ring::decode(data) {
+        assert_eq!(ring.encode()[..], data[..RING]);
     }
 }
 
@@ -421,69 +453,85 @@ pub(crate) fn decline(sock: &TcpStream, keys: &Keys) -> std::io::Result<()> {
     t.sock.set_read_timeout(None)
 }
 
-/// Remove ring files of this user's left by processes that died between
-/// creating and unlinking them (a crash during formation): files named
-/// for a process id that no longer exists.
-fn sweep_stale() {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    // SAFETY: `geteuid` has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("meshwork-"))
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let mine = entry.metadata().is_ok_and(|m| m.uid() == me);
-        // SAFETY: signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if mine && gone && pid > 0 {
-            tracing::debug!(file = ?name, "removing a ring file its creator left");
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+/// What a test's hand-made same-host peer names as its ring in round 2.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Claim {
+    /// A ring of its own, bound to the link: an honest peer.
+    Own,
+    /// The ring the peer named for itself (its own inbound ring).
+    Peers,
+    /// A ring of its own, bound to another link's key.
+    OtherLinks,
 }
 
-pub(super) fn random() -> u64 {
-    let mut b = [0u8; 8];
-    // A name collision only makes `create` fail (O_EXCL): then the pair
-    // keeps the network link.
-    let _ = getrandom::getrandom(&mut b);
-    u64::from_le_bytes(b)
+/// What a test's hand-made same-host peer ends the rounds with.
+#[cfg(test)]
+#[derive(Debug)]
+pub(super) struct Handmade {
+    /// The ring it made, which the peer writes (its descriptor still open).
+    pub inn: Option<Segment>,
+    /// The peer's ring, mapped here, which it writes.
+    pub out: Option<Segment>,
+    /// Whether the peer said it mapped the ring named.
+    pub mapped: bool,
+}
+
+/// Speak the rounds as a rank of this host (with this process's probe,
+/// and saying it can read the peer's memory), naming in round 2 what
+/// `claim` says, after hearing the peer's: a test's hand-made member.
+#[cfg(test)]
+pub(super) fn pair_by_hand(
+    sock: &TcpStream,
+    keys: &Keys,
+    claim: Claim,
+) -> std::io::Result<Handmade> {
+    let mut t = Talk {
+        peer: 0,
+        sock: sock.try_clone()?,
+        keys: keys.clone(),
+        same: true,
+        inn: None,
+        out: None,
+        source: None,
+        peer_reads: false,
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let here = Host::here()?;
+    t.say(1, &offer(Some(&here)))?;
+    t.hear(1, OFFER, deadline)?;
+    let theirs = t.hear(2, RING, deadline)?.as_deref().and_then(Ring::decode);
+    let cap = theirs.map_or(capacity_for(1), |r| r.capacity);
+    let own = |key: &[u8; 32]| Segment::create(cap, &ring_key(key, cap));
+    let inn = match claim {
+        Claim::Own => Some(own(&keys.send)?),
+        Claim::OtherLinks => Some(own(&[7; 32])?),
+        Claim::Peers => None,
+    };
+    let named = match claim {
+        Claim::Peers => theirs.map(|r| r.at),
+        _ => inn.as_ref().and_then(Segment::locator),
+    };
+    let m = named.map_or([0; RING], |at| {
+        Ring {
+            at,
+            capacity: cap,
+            reads: true,
+        }
+        .encode()
+    });
+    t.say(2, &m)?;
+    let out = theirs
+        .and_then(|r| Segment::open(r.at, r.capacity, &ring_key(&keys.recv, r.capacity)).ok());
+    t.say(3, &[u8::from(out.is_some())])?;
+    let mapped = t.hear(3, MAPPED, deadline)?.is_some_and(|m| m[0] == 1);
+    t.sock.set_read_timeout(None)?;
+    Ok(Handmade { inn, out, mapped })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ring_files_of_dead_processes_are_swept_and_live_ones_kept() {
-        let mut child = std::process::Command::new("true").spawn().expect("spawn");
-        let dead = child.id();
-        child.wait().expect("reap");
-        let stale = format!("/dev/shm/meshwork-{dead}-r0-p1-test");
-        let live = format!("/dev/shm/meshwork-{}-r0-p1-test", std::process::id());
-        for p in [&stale, &live] {
-            std::fs::write(p, b"x").expect("write");
-        }
-        sweep_stale();
-        assert!(
-            !std::path::Path::new(&stale).exists(),
-            "a dead process's file stays"
-        );
-        assert!(
-            std::path::Path::new(&live).exists(),
-            "a live process's file went"
-        );
-        std::fs::remove_file(&live).expect("remove");
-    }
 
     #[test]
     fn offers_match_only_on_the_same_host() {

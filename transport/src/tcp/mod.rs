@@ -19,7 +19,8 @@ use crate::auth::handshake::Keys;
 use crate::auth::seal::{Opener, Sealer};
 use crate::form::{self, FormationError};
 use crate::link::{
-    heartbeat_interval, Budget, Core, Direct, Gone, Latch, Link, LinkTransport, Posted, Sink, Watch,
+    heartbeat_interval, Budget, Core, Direct, Gone, Latch, Link, LinkTransport, Posted,
+    Reservation, Sink, Watch,
 };
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header};
@@ -37,6 +38,16 @@ pub(crate) fn connect(
     spec: &Spec,
     upgrade: form::Upgrade,
 ) -> Result<LinkTransport, FormationError> {
+    let (core, refusers) = form_links(spec, upgrade)?;
+    Ok(LinkTransport::start(core, refusers))
+}
+
+/// [`connect`]'s formation: the core with every link in its table (not
+/// started yet), and the thread refusing latecomers.
+pub(crate) fn form_links(
+    spec: &Spec,
+    upgrade: form::Upgrade,
+) -> Result<(Arc<Core>, Vec<form::Refuser>), FormationError> {
     let mut formed = form::form(spec, 0)?;
     let upgraded = upgrade(spec, &mut formed.streams)?;
     let core = Arc::new(Core::new(&spec.core_config()));
@@ -54,10 +65,7 @@ pub(crate) fn connect(
         }
     }
     core.set_links(links);
-    Ok(LinkTransport::start(
-        core,
-        formed.refuser.into_iter().collect(),
-    ))
+    Ok((core, formed.refuser.into_iter().collect()))
 }
 
 /// See the module docs.
@@ -141,6 +149,34 @@ impl TcpLink {
         self.tx.enqueue_frame(header, payload, &core.pool)
     }
 
+    /// Room in the link's budget for a frame of `len` payload bytes, now
+    /// or `None` (see [`Link::reserve`]).
+    pub(crate) fn reserve(&self, len: usize) -> Option<Reservation> {
+        self.tx.reserve(len)
+    }
+
+    /// Queue a frame within `room`, without blocking.
+    pub(crate) fn enqueue_reserved(
+        &self,
+        core: &Core,
+        header: Header,
+        payload: Payload,
+        room: Reservation,
+    ) -> bool {
+        self.tx.enqueue_reserved(header, payload, &core.pool, room)
+    }
+
+    /// Give back `room` unused.
+    pub(crate) fn unreserve(&self, room: Reservation) {
+        self.tx.budget.release(room.bytes);
+    }
+
+    /// Bytes queued on the link and not yet written (reserved or not).
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.tx.queued_bytes()
+    }
+
     /// A caller starts (`true`) or stops reading the socket itself.
     pub(crate) fn caller_polls(&self, on: bool) {
         if on {
@@ -194,6 +230,12 @@ impl TcpLink {
         // Woken when the socket takes more, only while it would not.
         self.watch.writing(matches!(flushed, Ok(Flushed::Blocked)));
         let beat_due = hb.saturating_sub(f.last_beat.elapsed());
+        // A peer that has taken nothing of what is queued for it for a
+        // whole deadline has stopped reading: it is failed, and what it
+        // would make this rank hold for it (answers, relays, credits) is
+        // dropped with the link instead of piling up.
+        let stall = f.stalled_since.map(|s| s.elapsed());
+        let stalled = written && stall.is_some_and(|s| s >= core.timeout());
         // Whoever waits for the goodbye reads the flusher: set it unlocked.
         drop(f);
         if matches!(flushed, Ok(Flushed::Finished)) {
@@ -202,11 +244,28 @@ impl TcpLink {
         if !written {
             self.rx.fail(core, &*self.sink);
         }
+        if stalled {
+            tracing::error!(
+                peer = self.peer,
+                "rank {} has read nothing of what is queued for it for {:?}; closing the link",
+                self.peer,
+                core.timeout()
+            );
+            self.rx.fail(core, &*self.sink);
+            return self.ended();
+        }
+        let stall_due = match stall {
+            Some(s) => core.timeout().saturating_sub(s),
+            None => Duration::MAX,
+        };
         match self.rx.check_silence(core) {
             None => self.ended(),
-            Some(silence_due) => {
-                Serviced::Within(beat_due.min(silence_due).max(Duration::from_millis(1)))
-            }
+            Some(silence_due) => Serviced::Within(
+                beat_due
+                    .min(silence_due)
+                    .min(stall_due)
+                    .max(Duration::from_millis(1)),
+            ),
         }
     }
 
@@ -319,6 +378,23 @@ impl Link for TcpLink {
 
     fn forward(&self, core: &Core, header: Header, payload: Payload) {
         self.enqueue(core, header, payload);
+    }
+
+    fn reserve(&self, len: usize) -> Option<Reservation> {
+        TcpLink::reserve(self, len)
+    }
+
+    fn forward_reserved(&self, core: &Core, header: Header, payload: Payload, room: Reservation) {
+        self.enqueue_reserved(core, header, payload, room);
+    }
+
+    fn unreserve(&self, room: Reservation) {
+        TcpLink::unreserve(self, room);
+    }
+
+    #[cfg(test)]
+    fn queued_bytes(&self) -> usize {
+        TcpLink::queued_bytes(self)
     }
 
     fn tell_gone(&self, core: &Core, gone: u32, how: Gone, dst: u32) {

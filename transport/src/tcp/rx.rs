@@ -223,7 +223,15 @@ impl Rx {
                         core.heard(self.peer);
                     }
                     if let Some(h) = st.asm.body_header() {
-                        core.inbox.progress(h.src);
+                        // An envelope's outer header is nobody's word
+                        // until its tag is checked: only the link's peer
+                        // is known to be sending.
+                        let src = if st.opener.is_some() {
+                            self.peer
+                        } else {
+                            h.src
+                        };
+                        core.progress(self.peer, src);
                     }
                     match st.asm.advance(n) {
                         Ok(None) => {}
@@ -292,6 +300,8 @@ impl Rx {
     /// Read `pieces` full from the socket for a caller waiting for them,
     /// as long as bytes keep coming; after [`DIRECT_STALL`] without a byte
     /// it stops (the bytes read so far are then handed to the assembler).
+    /// The bytes are progress from `src` (a rank the header said, once
+    /// it is trusted; the link's peer before).
     fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
         let total: usize = pieces.iter().map(|p| p.len()).sum();
         let mut read = 0;
@@ -315,7 +325,7 @@ impl Rx {
                         st.silent = false;
                         core.heard(self.peer);
                     }
-                    core.inbox.progress(src);
+                    core.progress(self.peer, src);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -356,10 +366,11 @@ impl Rx {
         }
         let mut inner = [0u8; HEADER_LEN];
         let mut tag = [0u8; TAG_LEN];
+        // Not yet authentic: progress from the link's peer only.
         let got = self.read_direct(
             st,
             core,
-            p.src,
+            self.peer,
             &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
         );
         match got {

@@ -8,7 +8,7 @@ use crate::link::{Core, CoreConfig, Direct, Link};
 use crate::spec::Spec;
 use crate::wire::{Assembler, FrameType, Header};
 use crate::{LaneKind, Payload};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -161,4 +161,210 @@ fn an_ended_link_queues_nothing() {
     }
     let (h, p) = frame(2, 16);
     assert!(!link.enqueue(&core, h, p), "an ended link refuses");
+}
+
+/// A rank of `world` whose links to `peers` run over fresh connections
+/// (their I/O threads started), each with `budget` bytes of write budget;
+/// the peers' raw ends, by rank. `token`: the links seal their frames.
+fn hub(
+    world: u32,
+    peers: &[u32],
+    timeout: Duration,
+    budget: usize,
+    token: bool,
+) -> (Arc<Core>, Vec<Arc<TcpLink>>, Vec<TcpStream>) {
+    let core = Arc::new(Core::new(&CoreConfig {
+        rank: 0,
+        world,
+        shape: crate::Shape::Mesh,
+        timeout,
+        max_message_bytes: 1 << 30,
+        peer_budget_bytes: 2 << 20,
+        lane_depth: 8,
+        ranks_here: 1,
+    }));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut spec = Spec::tcp(0, world, vec![addr; world as usize]);
+    spec.timeout = timeout;
+    spec.send_budget_bytes = budget;
+    if token {
+        spec.token = Some("a token of sixteen bytes or more".into());
+    }
+    let keys = Keys {
+        send: [0; 32],
+        recv: [0; 32],
+    };
+    let mut links = Vec::new();
+    let mut table: Vec<Option<Arc<dyn Link>>> = vec![None; world as usize];
+    let mut raw = Vec::new();
+    for &peer in peers {
+        let ours = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        let (theirs, _) = l.accept().unwrap();
+        let link =
+            Arc::new(TcpLink::new(&core, peer, ours, &keys, &spec, Arc::new(Direct)).unwrap());
+        table[peer as usize] = Some(Arc::clone(&link) as Arc<dyn Link>);
+        links.push(link);
+        raw.push(theirs);
+    }
+    core.set_links(table);
+    for link in &links {
+        Arc::clone(link).start(&core);
+    }
+    (core, links, raw)
+}
+
+/// Stop a hub's links (without waiting for goodbyes).
+fn stop(links: Vec<Arc<TcpLink>>) {
+    for link in links {
+        link.close_end();
+    }
+}
+
+use crate::link::testing::{Get, ANSWER, REQUESTS};
+
+/// Request `id`'s frame from `src`, unsealed.
+fn request(src: u32, id: u64) -> Vec<u8> {
+    let h = Header {
+        ftype: FrameType::Data,
+        kind: LaneKind::Rpc,
+        src,
+        dst: 0,
+        comm: 0,
+        tag: 0,
+        len: 8,
+        aux: 0,
+        seq: 0,
+    };
+    [&h.encode()[..], &id.to_le_bytes()].concat()
+}
+
+/// A forged credit from `src` for an answer on lane `1 + id` it never
+/// read, returning far more bytes than were ever sent to it.
+fn forged_credit(src: u32, id: u64) -> Vec<u8> {
+    let mut c = Header::control(FrameType::Credit, src, 0);
+    (c.kind, c.tag, c.aux, c.len) = (LaneKind::Rpc, 1 + id, 1, 1 << 40);
+    c.encode().to_vec()
+}
+
+/// Wait (at most 20 s) until `done`.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// Read frames off `s` until the data frame on lane `tag`; its payload.
+fn read_answer(s: &mut TcpStream, tag: u64) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut asm = Assembler::new(3, 1 << 30);
+    let pool = crate::BufferPool::new();
+    loop {
+        if let Some((h, body)) = asm.take_frame() {
+            if h.tag == tag {
+                return body;
+            }
+            continue;
+        }
+        let n = s.read(asm.space()).expect("the answer came");
+        assert!(n > 0, "the link ended before the answer");
+        if let Some(h) = asm.advance(n).unwrap() {
+            if h.ftype == FrameType::Data {
+                asm.start_body(h, &pool);
+            }
+        }
+    }
+}
+
+/// The one-sided amplification attack: a member sends small requests for
+/// large answers, returns forged credit for every answer, and never reads
+/// its socket. What answers hold queued on its link stays within the
+/// link's write budget (the rest of its requests wait in the inbox,
+/// untouched), and an honest rank's request is still answered at once.
+#[test]
+fn answers_to_a_requester_that_never_reads_stay_within_the_link_budget() {
+    const BUDGET: usize = 4 << 20;
+    const N: u64 = 48;
+    let (core, links, mut raw) = hub(3, &[1, 2], Duration::from_secs(60), BUDGET, false);
+    core.set_answerer(REQUESTS, Arc::new(Get));
+    let mut attack = Vec::new();
+    for id in 0..N {
+        attack.extend(request(1, id));
+        attack.extend(forged_credit(1, id));
+    }
+    raw[0].write_all(&attack).unwrap();
+    wait_for("every request read", || {
+        core.inbox.stats()[1].received_messages == N
+    });
+    let queued = links[0].queued_bytes();
+    assert!(
+        queued <= BUDGET + ANSWER,
+        "{queued} bytes queued for a requester that reads nothing (budget {BUDGET})"
+    );
+    assert!(
+        !core.inbox.lane_is_empty(1, REQUESTS),
+        "requests past the budget wait in the inbox"
+    );
+    // The honest rank on its own link is answered where it is read.
+    raw[1].write_all(&request(2, 7)).unwrap();
+    let answer = read_answer(&mut raw[1], 8);
+    assert_eq!(answer, vec![7u8; ANSWER]);
+    stop(links);
+}
+
+/// A member that stops reading is failed once it has taken nothing of
+/// what is queued for it for a whole deadline: its link is closed, its
+/// rank gone (sends to it then fail at once, naming it), and what was
+/// queued for it is dropped. (Timing: runs in the serial group.)
+#[test]
+fn a_peer_that_reads_nothing_for_a_deadline_is_failed_timeout() {
+    let (core, links, mut raw) = hub(2, &[1], Duration::from_millis(300), 4 << 20, false);
+    core.set_answerer(REQUESTS, Arc::new(Get));
+    let mut attack = Vec::new();
+    for id in 0..16 {
+        attack.extend(request(1, id));
+        attack.extend(forged_credit(1, id));
+    }
+    raw[0].write_all(&attack).unwrap();
+    wait_for("the silent reader failed", || core.inbox.is_gone(1));
+    assert_eq!(
+        links[0].send(&core, Header::control(FrameType::Heartbeat, 0, 1), &[], 1),
+        Err(crate::TransportError::PeerDisconnected { rank: 1 })
+    );
+    stop(links);
+}
+
+/// On an authenticated link the outer header only frames an envelope:
+/// bytes of one that claims to come from another rank (rank 2, on the
+/// link to rank 1) keep only the link's own peer looking alive until its
+/// tag is checked. A member, or anyone on the path, cannot keep a silent
+/// rank alive with it.
+#[test]
+fn an_unverified_envelope_keeps_only_the_links_peer_alive() {
+    let (core, links, mut raw) = hub(3, &[1], Duration::from_secs(60), 4 << 20, true);
+    core.inbox.set_silent(1, true);
+    core.inbox.set_silent(2, true);
+    let outer = Header {
+        ftype: FrameType::Data,
+        kind: LaneKind::Control,
+        src: 2,
+        dst: 0,
+        comm: 0,
+        tag: 0,
+        len: 1 << 20,
+        aux: 0,
+        seq: 0,
+    };
+    // The outer header and part of a body that never completes.
+    raw[0].write_all(&outer.encode()).unwrap();
+    raw[0].write_all(&[0u8; 4096]).unwrap();
+    wait_for("the bytes read", || core.inbox.failed() != [1, 2]);
+    assert_eq!(
+        core.inbox.failed(),
+        [2],
+        "only the link's peer made progress"
+    );
+    stop(links);
 }

@@ -9,13 +9,13 @@
 //! what is queued here. The receiving side is `rx.rs`.
 
 use crate::auth::seal::{Envelope, Sealer, SEAL_OVERHEAD};
-use crate::link::{Budget, Core};
+use crate::link::{Budget, Core, Reservation};
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{ErrorKind, IoSlice};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -25,7 +25,10 @@ pub(crate) enum Out {
     /// A frame whose bytes were reserved in the link's budget (returned
     /// once written).
     Frame([u8; HEADER_LEN], Payload),
-    /// A frame sent without a reservation (a relay, a credit, an answer).
+    /// A frame sent within room reserved for it without waiting (an
+    /// answer): these bytes return to the budget once it is written.
+    Reserved([u8; HEADER_LEN], Payload, usize),
+    /// A frame sent without a reservation (a relay, a credit, a notice).
     Unbudgeted([u8; HEADER_LEN], Payload),
     /// The unwritten tail of a frame an application thread began writing.
     Tail(Vec<u8>),
@@ -38,9 +41,21 @@ impl Out {
     /// The bytes it puts on the wire, in order.
     fn pieces(&self) -> [&[u8]; 2] {
         match self {
-            Out::Frame(h, p) | Out::Unbudgeted(h, p) => [&h[..], p.as_ref()],
+            Out::Frame(h, p) | Out::Unbudgeted(h, p) | Out::Reserved(h, p, _) => {
+                [&h[..], p.as_ref()]
+            }
             Out::Tail(t) => [&t[..], &[]],
             Out::Close(_) => [&[], &[]],
+        }
+    }
+
+    /// Bytes it holds waiting for the wire.
+    fn len(&self) -> usize {
+        match self {
+            Out::Frame(_, p) | Out::Unbudgeted(_, p) | Out::Reserved(_, p, _) => {
+                HEADER_LEN + p.len()
+            }
+            Out::Tail(t) | Out::Close(t) => t.len(),
         }
     }
 }
@@ -75,6 +90,8 @@ pub(crate) struct Wire {
     sealer: Option<Mutex<Sealer>>,
     /// The link's I/O thread has stopped: nothing queued would be written.
     ended: AtomicBool,
+    /// Bytes queued for the I/O thread and not yet written, of every kind.
+    queued: AtomicUsize,
 }
 
 impl Wire {
@@ -85,6 +102,7 @@ impl Wire {
             waker: OnceLock::new(),
             sealer: sealer.map(Mutex::new),
             ended: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         }
     }
 
@@ -157,6 +175,59 @@ impl TcpTx {
         payload: Payload,
         pool: &Arc<BufferPool>,
     ) -> bool {
+        self.queue_frame(h, payload, pool, 0)
+    }
+
+    /// Room in the link's budget for a frame of `len` payload bytes (in
+    /// its envelope, if the link seals), reserved now or `None`.
+    pub(crate) fn reserve(&self, len: usize) -> Option<Reservation> {
+        let overhead = if self.wire.sealer.is_some() {
+            SEAL_OVERHEAD
+        } else {
+            0
+        };
+        let bytes = len.saturating_add(HEADER_LEN + overhead);
+        self.budget
+            .try_acquire(bytes)
+            .then_some(Reservation { len, bytes })
+    }
+
+    /// [`enqueue_frame`](Self::enqueue_frame) within `room`: its bytes
+    /// return to the budget once written (at once if written now, or if
+    /// the link has ended).
+    pub(crate) fn enqueue_reserved(
+        &self,
+        h: Header,
+        payload: Payload,
+        pool: &Arc<BufferPool>,
+        room: Reservation,
+    ) -> bool {
+        self.queue_frame(h, payload, pool, room.bytes)
+    }
+
+    /// `enqueue_frame`, the frame queued within `reserved` bytes of the
+    /// budget (0: without a reservation).
+    fn queue_frame(
+        &self,
+        h: Header,
+        payload: Payload,
+        pool: &Arc<BufferPool>,
+        reserved: usize,
+    ) -> bool {
+        let queued = self.queue_frame_inner(h, payload, pool, reserved);
+        if !matches!(queued, Queued::Reserved) {
+            self.budget.release(reserved);
+        }
+        !matches!(queued, Queued::Failed)
+    }
+
+    fn queue_frame_inner(
+        &self,
+        h: Header,
+        payload: Payload,
+        pool: &Arc<BufferPool>,
+        reserved: usize,
+    ) -> Queued {
         let mut pending = self.wire.pending();
         let parts = [payload.as_ref()];
         let env = match self.wire.seal(&h, &parts, pool) {
@@ -164,7 +235,7 @@ impl TcpTx {
             Some(Ok(env)) => Some(env),
             Some(Err(e)) => {
                 tracing::error!("{e}");
-                return false;
+                return Queued::Failed;
             }
         };
         if *pending == 0 && h.ftype == crate::wire::FrameType::Data {
@@ -180,16 +251,31 @@ impl TcpTx {
                 Some(env) => self.write_or_queue_tail(&mut pending, env.pieces(&parts)),
             };
             match written {
-                Ok(true) => return true,
+                Ok(true) => return Queued::Done,
                 Ok(false) => {}
-                Err(_) => return false,
+                Err(_) => return Queued::Failed,
             }
         }
-        let item = match env {
-            None => Out::Unbudgeted(h.encode(), payload),
-            Some(env) => Out::Unbudgeted(env.outer(), env.rest_in(&parts, pool)),
+        let (head, rest) = match env {
+            None => (h.encode(), payload),
+            Some(env) => (env.outer(), env.rest_in(&parts, pool)),
         };
-        self.push(&mut pending, item)
+        let item = if reserved > 0 {
+            Out::Reserved(head, rest, reserved)
+        } else {
+            Out::Unbudgeted(head, rest)
+        };
+        match self.push(&mut pending, item) {
+            true if reserved > 0 => Queued::Reserved,
+            true => Queued::Done,
+            false => Queued::Failed,
+        }
+    }
+
+    /// Bytes queued for the I/O thread and not yet written.
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.wire.queued.load(Ordering::Relaxed)
     }
 
     /// Queue the goodbye after everything queued: once written, the I/O
@@ -213,8 +299,10 @@ impl TcpTx {
         if self.wire.ended.load(Ordering::Acquire) {
             return false;
         }
+        let len = item.len();
         let sent = self.tx.send(item).is_ok();
         if sent {
+            self.wire.queued.fetch_add(len, Ordering::Relaxed);
             *pending += 1;
             self.wire.wake();
         }
@@ -345,6 +433,16 @@ impl TcpTx {
     }
 }
 
+/// What became of a frame queued without waiting.
+enum Queued {
+    /// Written now, or queued without a reservation.
+    Done,
+    /// Queued within its reservation, which its writer gives back.
+    Reserved,
+    /// The link has ended (or the frame could not be sealed).
+    Failed,
+}
+
 /// Write as much of `bufs` as the socket takes without blocking; returns
 /// the bytes written and leaves `bufs` advanced past them.
 fn write_now(stream: &TcpStream, bufs: &mut [IoSlice<'_>]) -> std::io::Result<usize> {
@@ -387,6 +485,8 @@ pub(crate) struct Flusher {
     items: usize,
     /// Budget to return once `batch` is written.
     budgeted: usize,
+    /// Bytes of `batch`'s items, as counted in `Wire::queued`.
+    bytes: usize,
     /// A `Close` was taken: the goodbye is the batch's last frame.
     closing: bool,
     /// The goodbye is written and the write half shut.
@@ -416,6 +516,7 @@ impl Flusher {
             done: 0,
             items: 0,
             budgeted: 0,
+            bytes: 0,
             closing: false,
             finished: false,
             stalled_since: None,
@@ -431,6 +532,7 @@ impl Flusher {
                 break;
             };
             self.items += 1;
+            self.bytes += item.len();
             match item {
                 Out::Close(bye) => {
                     self.closing = true;
@@ -443,6 +545,11 @@ impl Flusher {
                 }
                 Out::Unbudgeted(h, p) => {
                     bytes += p.len();
+                    self.batch.push(Out::Unbudgeted(h, p));
+                }
+                Out::Reserved(h, p, reserved) => {
+                    bytes += p.len();
+                    self.budgeted += reserved;
                     self.batch.push(Out::Unbudgeted(h, p));
                 }
                 Out::Tail(t) => {
@@ -483,9 +590,10 @@ impl TcpTx {
             }
             // The batch is on the wire: its items are no longer pending.
             *self.wire.pending() -= f.items;
+            self.wire.queued.fetch_sub(f.bytes, Ordering::Relaxed);
             self.budget.release(f.budgeted);
             f.batch.clear();
-            (f.done, f.items, f.budgeted) = (0, 0, 0);
+            (f.done, f.items, f.budgeted, f.bytes) = (0, 0, 0, 0);
             if f.closing {
                 let _ = self.wire.stream.shutdown(Shutdown::Write);
                 f.finished = true;
