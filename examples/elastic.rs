@@ -13,6 +13,12 @@
 //! SEED=127.0.0.1:29400 CLUSTER_TOKEN=… elastic --join
 //! ```
 //!
+//! With `--manual` the survivors recover by hand, as a program that
+//! wants to decide does (`Recovery::Manual`): the step that met the
+//! failure fails naming it; each survivor revokes the group (so every
+//! other member's call fails at once), agrees on what failed, and
+//! replaces its group: `g = g.shrink()?`, then `g = g.grow(lost)?`.
+//!
 //! Rank 0 hosts the seed, so it is the one member the job cannot lose;
 //! run the seed as its own process (`meshrun seed --elastic`) to lose
 //! any. Each process prints `READY` after its tenth step, and
@@ -40,7 +46,13 @@ fn main() -> meshwork::Result<()> {
     } else {
         Node::from_env()?
     };
-    let mut g: Arc<ProcessGroup> = node.recovery(Recovery::Shrink).connect()?;
+    let manual = args.iter().any(|a| a == "--manual");
+    let recovery = if manual {
+        Recovery::Manual
+    } else {
+        Recovery::Shrink
+    };
+    let mut g: Arc<ProcessGroup> = node.recovery(recovery).connect()?;
     // The size to keep the job at (a newcomer joins a job already grown back).
     let size = g.world_size();
     let (mut step, mut model) = (0u64, vec![0f32; MODEL]);
@@ -55,6 +67,24 @@ fn main() -> meshwork::Result<()> {
                 }
             }
             Err(Error::GroupShrunk { failed }) => {
+                let lost = size - g.world_size();
+                say(&format!(
+                    "lost ranks {failed:?} at step {step}: {} left, waiting for {lost} new process(es)",
+                    g.world_size()
+                ));
+                g = g.grow(lost)?;
+                growths += 1;
+                catch_up(&g, &mut step, &mut model)?;
+            }
+            Err(Error::PeerDisconnected { .. } | Error::Timeout { .. } | Error::Revoked)
+                if manual =>
+            {
+                // Every member's pending call fails now, not at its deadline.
+                g.revoke();
+                let (_, failed) = g.agree(u64::MAX)?;
+                // The old groups are dropped as they are replaced; the new
+                // ones go on over their links.
+                g = g.shrink()?;
                 let lost = size - g.world_size();
                 say(&format!(
                     "lost ranks {failed:?} at step {step}: {} left, waiting for {lost} new process(es)",

@@ -5,6 +5,7 @@ mod collectives;
 mod comm_adapter;
 mod compress;
 mod heap;
+mod links;
 mod p2p;
 mod recovery;
 pub(crate) mod rpc;
@@ -44,6 +45,11 @@ type Job = Box<dyn FnOnce() + Send>;
 /// if it never sends anything another rank reads, a `Timeout` naming it).
 pub struct ProcessGroup {
     cell: Arc<Cell>,
+    /// The links under this group, held while it is in use: a group made
+    /// from this one holds them too, so it outlives this one.
+    links: Arc<links::Links>,
+    /// Whether this group let go of `links` (shut down, or dropped).
+    released: AtomicBool,
     /// Runs `*_nb` operations in issue order, on one thread per group,
     /// spawned on first use.
     executor: Mutex<Option<Sender<Job>>>,
@@ -284,7 +290,21 @@ impl GroupInner {
 }
 
 impl ProcessGroup {
+    /// A world group over `transport`, the one holder of its links so far.
     pub(crate) fn new(
+        transport: Arc<dyn Transport>,
+        comm_id: u64,
+        timeout: Duration,
+        topology: Topology,
+    ) -> Self {
+        let links = links::Links::new(Arc::clone(&transport));
+        ProcessGroup::over(links, transport, comm_id, timeout, topology)
+    }
+
+    /// A group over `transport` (the links `links` hold, or a view of
+    /// them), holding `links`.
+    fn over(
+        links: Arc<links::Links>,
         transport: Arc<dyn Transport>,
         comm_id: u64,
         timeout: Duration,
@@ -298,6 +318,8 @@ impl ProcessGroup {
         let _ = inner.cell.set(Arc::downgrade(&cell));
         ProcessGroup {
             cell,
+            links,
+            released: AtomicBool::new(false),
             executor: Mutex::new(None),
             elastic: std::sync::OnceLock::new(),
         }
@@ -508,18 +530,36 @@ impl ProcessGroup {
     /// returns `Ok`; any other call afterwards returns `Error::ShutDown`.
     /// Ranks that did not confirm in time are reported in
     /// `ShutdownIncomplete`.
+    ///
+    /// Only this group ends: a group made from it (`split`, `shrink`) or
+    /// the group it was made from keeps working, over the same links,
+    /// which close when the last group over them is shut down or dropped.
     pub fn shutdown(&self) -> Result<()> {
         if self.inner().shut_down.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.drain_executor();
-        self.inner().confirm_shutdown()
+        let confirmed = self.inner().confirm_shutdown();
+        self.release();
+        confirmed
+    }
+
+    /// This group is done with its links: its communicator is forgotten
+    /// here (its waits end, what comes for it is dropped) and, if it was
+    /// the last group over them, the links close. Once.
+    fn release(&self) {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.inner();
+        inner.transport.forget(inner.comm_id);
+        self.links.release();
     }
 }
 
 impl GroupInner {
-    /// The shutdown's confirmations, then the close (see
-    /// [`ProcessGroup::shutdown`]).
+    /// The shutdown's confirmations (see [`ProcessGroup::shutdown`]); the
+    /// caller then lets go of the links.
     fn confirm_shutdown(&self) -> Result<()> {
         let t = &self.transport;
         let key = LaneKey {
@@ -589,7 +629,6 @@ impl GroupInner {
                 }
             }
         }
-        t.close();
         if unconfirmed.is_empty() {
             Ok(())
         } else {
@@ -601,8 +640,10 @@ impl GroupInner {
 
 impl Drop for ProcessGroup {
     /// A best-effort graceful close: queued non-blocking operations finish
-    /// (each bounded by the deadline), then the transport flushes what is
-    /// queued and closes. Peers see this rank leave (`PeerDisconnected`).
+    /// (each bounded by the deadline), then this group lets go of its
+    /// links; if no other group (one made from it, or the one it was made
+    /// from) is over them, the transport flushes what is queued and
+    /// closes, and peers see this rank leave (`PeerDisconnected`).
     /// [`ProcessGroup::shutdown`] is the confirmed form. On a sparse
     /// topology dropping is `shutdown` (its error ignored): a rank done
     /// with its own calls may still have others' traffic to relay, so it
@@ -612,6 +653,11 @@ impl Drop for ProcessGroup {
         let sparse = crate::node::shape_of(inner.topology).is_sparse();
         if sparse && !inner.shut_down.swap(true, Ordering::AcqRel) {
             self.drain_executor();
+            // Let go behind the confirmation (this group is gone: no one
+            // else can release it).
+            self.released.store(true, Ordering::Release);
+            // Released when the confirmation is done (or never starts).
+            let hold = links::Release(Arc::clone(&self.links));
             // The ranks of an in-process world may be dropped one after
             // another on one thread: each confirms behind its drop, so
             // none waits for one dropped after it.
@@ -620,6 +666,8 @@ impl Drop for ProcessGroup {
                 if let Err(e) = inner.confirm_shutdown() {
                     tracing::warn!("dropping a group of a sparse topology: {e}");
                 }
+                inner.transport.forget(inner.comm_id);
+                drop(hold);
             };
             if !in_process {
                 confirm();
@@ -632,7 +680,7 @@ impl Drop for ProcessGroup {
             return;
         }
         self.drain_executor();
-        self.inner().transport.close();
+        self.release();
     }
 }
 

@@ -9,7 +9,7 @@ use meshwork_collectives::Topology;
 use meshwork_transport::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The parent's transport seen through a sub-group's rank numbering.
 #[derive(Debug)]
@@ -32,24 +32,29 @@ impl SubTransport {
             })
     }
 
-    fn sub_rank(&self, parent: u32) -> u32 {
+    /// The sub-rank of parent rank `parent`; `None` for a rank outside
+    /// this group.
+    fn sub_rank(&self, parent: u32) -> Option<u32> {
         self.members
             .iter()
             .position(|&m| m == parent)
-            .map_or(parent, |i| i as u32)
+            .map(|i| i as u32)
     }
 
-    /// Name ranks in the sub-group's numbering in errors.
-    fn translate(&self, e: TransportError) -> TransportError {
+    /// Name ranks in the sub-group's numbering in errors. A rank outside
+    /// the group (a relay between two members, say) has no number here:
+    /// the error names `instead`, the member the call was for.
+    fn translate(&self, e: TransportError, instead: u32) -> TransportError {
+        let sub = |parent: u32| self.sub_rank(parent).unwrap_or(instead);
         match e {
             TransportError::Timeout { waiting_on } => TransportError::Timeout {
-                waiting_on: self.sub_rank(waiting_on),
+                waiting_on: sub(waiting_on),
             },
-            TransportError::PeerDisconnected { rank } => TransportError::PeerDisconnected {
-                rank: self.sub_rank(rank),
-            },
+            TransportError::PeerDisconnected { rank } => {
+                TransportError::PeerDisconnected { rank: sub(rank) }
+            }
             TransportError::LengthMismatch { from, got, want } => TransportError::LengthMismatch {
-                from: self.sub_rank(from),
+                from: sub(from),
                 got,
                 want,
             },
@@ -80,7 +85,7 @@ impl Transport for SubTransport {
         let p = self.parent_rank(dst)?;
         self.parent
             .send(p, key, parts)
-            .map_err(|e| self.translate(e))
+            .map_err(|e| self.translate(e, dst))
     }
 
     fn recv(
@@ -94,16 +99,32 @@ impl Transport for SubTransport {
         let p = self.parent_rank(src)?;
         self.parent
             .recv(p, key, timeout, want_len)
-            .map_err(|e| self.translate(e))
+            .map_err(|e| self.translate(e, src))
     }
 
+    /// The next message on `key` from a member. The lane is this group's
+    /// own, but any rank of the links may write to it: what a rank
+    /// outside the group sends there is dropped (it is no member, and
+    /// has no number here to be reported under).
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
-        self.check_open()?;
-        let (src, msg) = self
-            .parent
-            .recv_any(key, timeout)
-            .map_err(|e| self.translate(e))?;
-        Ok((self.sub_rank(src), msg))
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_open()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (src, msg) = self
+                .parent
+                .recv_any(key, left)
+                .map_err(|e| self.translate(e, u32::MAX))?;
+            match self.sub_rank(src) {
+                Some(sub) => return Ok((sub, msg)),
+                None => tracing::warn!(
+                    src,
+                    comm = key.comm,
+                    bytes = msg.len(),
+                    "a message from a rank outside this group on its lane; dropped"
+                ),
+            }
+        }
     }
 
     /// The parent's counters for this group's members (all of their
@@ -158,7 +179,11 @@ impl Transport for SubTransport {
     /// The parent's links read this group's lanes too (an answer goes
     /// back to the parent's rank that asked: no numbering to translate).
     fn set_answerer(&self, key: LaneKey, answerer: Arc<dyn meshwork_transport::Answerer>) -> bool {
-        self.parent.set_answerer(key, answerer)
+        let members = Arc::new(Members {
+            members: self.members.clone(),
+            answerer,
+        });
+        self.parent.set_answerer(key, members)
     }
 
     fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
@@ -202,6 +227,35 @@ impl Transport for SubTransport {
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
+
+    /// The view's communicator is done: forgotten by the links (which
+    /// stay up), and the view closed.
+    fn forget(&self, comm: u64) {
+        self.parent.forget(comm);
+        self.close();
+    }
+}
+
+/// A view's answerer: answers the group's members only. A request from
+/// a rank outside the group is left to the inbox, where the group's
+/// server drops it (`SubTransport::recv_any`).
+struct Members {
+    members: Vec<u32>,
+    answerer: Arc<dyn meshwork_transport::Answerer>,
+}
+
+impl meshwork_transport::Answerer for Members {
+    fn answer(
+        &self,
+        src: u32,
+        request: &[u8],
+        room: &mut dyn FnMut(LaneKey, usize) -> bool,
+    ) -> Option<(LaneKey, Vec<u8>)> {
+        if !self.members.contains(&src) {
+            return None;
+        }
+        self.answerer.answer(src, request, room)
+    }
 }
 
 /// A communicator id for a split, the same on every member: the parent's
@@ -220,8 +274,10 @@ impl ProcessGroup {
     /// ordered by `key`, ties by parent rank. Every rank of this group must
     /// call it (it is a collective). Each sub-group has its own collective
     /// sequence, tag space and RPC namespace and may run concurrently with
-    /// the parent and its siblings; it shares the parent's links, so it
-    /// lives no longer than they do.
+    /// the parent and its siblings. It shares the parent's links and
+    /// outlives the parent: `g = g.split(..)?` drops the parent and goes
+    /// on over the same links, which close when the last group over them
+    /// is shut down or dropped.
     pub fn split(&self, color: u32, key: u32) -> Result<Arc<ProcessGroup>> {
         let world = self.world_size() as usize;
         let seq = self.inner().peek_seq();
@@ -250,7 +306,7 @@ impl ProcessGroup {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(comm);
-        let group = ProcessGroup::new(sub, comm, self.timeout(), topology);
+        let group = ProcessGroup::over(self.links.hold(), sub, comm, self.timeout(), topology);
         group.inner().inherit_routes(&inner);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
@@ -345,5 +401,130 @@ impl ProcessGroup {
             *v = (a / total) as f32;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshwork_transport::mem::MemHub;
+    use meshwork_transport::LaneKind;
+
+    const LANE: LaneKey = LaneKey {
+        comm: 77,
+        kind: LaneKind::PointToPoint,
+        tag: 3,
+    };
+
+    /// A world of 4 as raw endpoints.
+    fn world() -> Vec<Arc<dyn Transport>> {
+        MemHub::world(4)
+            .into_iter()
+            .map(|t| Arc::new(t) as Arc<dyn Transport>)
+            .collect()
+    }
+
+    fn view(parent: &Arc<dyn Transport>, members: Vec<u32>) -> SubTransport {
+        let rank = members.iter().position(|&m| m == parent.rank()).unwrap() as u32;
+        SubTransport {
+            parent: Arc::clone(parent),
+            members,
+            rank,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Ranks 2 and 3 form a group; rank 1, outside it, writes to its
+    /// lane first. The group hears its member (sub-rank 1), never rank
+    /// 1's message under the number 1.
+    #[test]
+    fn a_non_member_on_the_lane_is_not_taken_for_a_member() {
+        let w = world();
+        let sub = view(&w[2], vec![2, 3]);
+        w[1].send(2, LANE, &[b"forged"]).unwrap();
+        w[3].send(2, LANE, &[b"genuine"]).unwrap();
+        let (from, msg) = sub.recv_any(LANE, Duration::from_secs(5)).unwrap();
+        assert_eq!((from, msg.as_ref()), (1, &b"genuine"[..]));
+        // Dropped, not left queued under the lane.
+        let again = sub.recv_any(LANE, Duration::from_millis(1));
+        assert!(
+            matches!(again, Err(TransportError::Timeout { .. })),
+            "{again:?}"
+        );
+    }
+
+    /// An error about a rank outside the group (a relay, say) names the
+    /// member the call was for, never a member that happens to have that
+    /// number here.
+    #[test]
+    fn errors_about_non_members_name_the_member_called() {
+        let w = world();
+        let sub = view(&w[2], vec![2, 3]);
+        let e = sub.translate(TransportError::PeerDisconnected { rank: 1 }, 0);
+        assert_eq!(e, TransportError::PeerDisconnected { rank: 0 });
+        let e = sub.translate(TransportError::Timeout { waiting_on: 3 }, 0);
+        assert_eq!(e, TransportError::Timeout { waiting_on: 1 });
+    }
+
+    /// A group's answerer answers its members only.
+    #[test]
+    fn a_view_answers_only_its_members() {
+        struct Echo;
+        impl meshwork_transport::Answerer for Echo {
+            fn answer(
+                &self,
+                _src: u32,
+                request: &[u8],
+                _room: &mut dyn FnMut(LaneKey, usize) -> bool,
+            ) -> Option<(LaneKey, Vec<u8>)> {
+                Some((LANE, request.to_vec()))
+            }
+        }
+        let only = Members {
+            members: vec![2, 3],
+            answerer: Arc::new(Echo),
+        };
+        use meshwork_transport::Answerer as _;
+        let mut room = |_: LaneKey, _: usize| true;
+        assert!(only.answer(1, b"get", &mut room).is_none());
+        assert!(only.answer(3, b"get", &mut room).is_some());
+    }
+
+    /// Ranks 2 and 3 as a group serving RPC; rank 1, outside it, sends a
+    /// request under the id member 3's own call will use. Member 3's call
+    /// gets its own answer, and the handler only ever hears members.
+    #[test]
+    fn a_non_member_cannot_call_or_answer_in_a_group() {
+        let w = world();
+        let groups: Vec<Arc<ProcessGroup>> = w
+            .iter()
+            .map(|t| {
+                Arc::new(ProcessGroup::new(
+                    Arc::clone(t),
+                    0,
+                    Duration::from_secs(10),
+                    Topology::Mesh,
+                ))
+            })
+            .collect();
+        let comm = 0x5eed_0001;
+        let subs: Vec<Arc<ProcessGroup>> = [2, 3]
+            .iter()
+            .map(|&r| groups[r].view(vec![2, 3], comm).unwrap())
+            .collect();
+        let callers = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heard = Arc::clone(&callers);
+        subs[0].register_rpc(9, move |caller, args| {
+            heard.lock().unwrap().push(caller);
+            args.to_vec()
+        });
+        // Rank 1 (no member) asks for fn 9 with request id 0 — member 3's
+        // first call's id — so an answer to it would land in that call.
+        let head = super::super::rpc::request_head(9, 0);
+        w[1].send(2, super::super::rpc::request_key(comm), &[&head, b"forged"])
+            .unwrap();
+        let got = subs[1].rpc(0, 9, b"mine").unwrap();
+        assert_eq!(got, b"mine");
+        assert_eq!(*callers.lock().unwrap(), [1]);
     }
 }

@@ -48,6 +48,12 @@ pub(crate) fn elastic_in(
 /// only then takes the free rank, and all four finish every step with
 /// the same model.
 fn replaces_a_killed_member(topology: &str, victim: u32) {
+    replaces_a_lost_member(topology, victim, libc::SIGKILL, &[]);
+}
+
+/// [`replaces_a_killed_member`], the victim sent `signal`, every process
+/// run with `flags` as well.
+fn replaces_a_lost_member(topology: &str, victim: u32, signal: i32, flags: &[&str]) {
     let seed = crate::support::free_ports(1)[0].to_string();
     let mut ranks = Ranks::none();
     for r in 0..4u32 {
@@ -56,14 +62,15 @@ fn replaces_a_killed_member(topology: &str, victim: u32) {
             ("WORLD", "4".into()),
             ("TOPOLOGY", topology.into()),
         ];
-        let Some(cmd) = elastic(&seed, &env, &["--steps", "8000"]) else {
+        let args = [&["--steps", "8000"], flags].concat();
+        let Some(cmd) = elastic(&seed, &env, &args) else {
             crate::netlab::skip("examples/elastic is not built (cargo test builds examples)");
             return;
         };
         ranks.add(cmd);
     }
     ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
-    ranks.signal(victim, libc::SIGKILL);
+    ranks.signal(victim, signal);
     let survivors: Vec<u32> = (0..4).filter(|&r| r != victim).collect();
     let lost = ranks.wait_for(&survivors, "lost ranks", Duration::from_secs(30));
     for (r, line) in &lost {
@@ -77,7 +84,8 @@ fn replaces_a_killed_member(topology: &str, victim: u32) {
         );
     }
     let env = [("TOPOLOGY", topology.to_string())];
-    let newcomer = ranks.add(elastic(&seed, &env, &["--join", "--steps", "8000"]).unwrap());
+    let args = [&["--join", "--steps", "8000"], flags].concat();
+    let newcomer = ranks.add(elastic(&seed, &env, &args).unwrap());
     let mut everyone = survivors.clone();
     everyone.push(newcomer);
     let done = ranks.wait_for(&everyone, "elastic OK", Duration::from_secs(60));
@@ -118,4 +126,18 @@ fn faults_elastic_example_replaces_a_killed_worker_in_a_mesh() {
 #[test]
 fn faults_elastic_example_replaces_a_killed_worker_in_a_star() {
     replaces_a_killed_member("star", 1);
+}
+
+/// The manual recovery path, as a program written against ULFM does it:
+/// revoke, agree, `g = g.shrink()?` (the old group dropped at once), then
+/// `g = g.grow(1)?`; a killed member.
+#[test]
+fn faults_elastic_manual_recovery_replaces_a_killed_member() {
+    replaces_a_lost_member("mesh", 2, libc::SIGKILL, &["--manual"]);
+}
+
+/// The same with a frozen member (stopped, its links open).
+#[test]
+fn faults_elastic_manual_recovery_replaces_a_frozen_member() {
+    replaces_a_lost_member("mesh", 1, libc::SIGSTOP, &["--manual"]);
 }

@@ -9,6 +9,7 @@ mod faults;
 mod groups;
 mod large;
 mod launcher;
+mod lifetime;
 mod multiprocess;
 mod netlab;
 mod netlab_faults;

@@ -53,6 +53,10 @@ fn rank_process_entry() {
     let outcome = Node::from_env().and_then(|n| n.connect()).and_then(|g| {
         let formed_ms = started.elapsed().as_millis();
         check_links(&g)?;
+        if scenario == "reform" {
+            // Takes the group: it is replaced (and dropped) as it goes.
+            return crate::lifetime::reform(g);
+        }
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),

@@ -132,6 +132,9 @@ struct State {
     closed: bool,
     /// Communicators revoked: every wait on their lanes fails.
     revoked: HashSet<u64>,
+    /// Communicators this rank is done with (`forget`): waits on their
+    /// lanes end with `Closed`, and what comes for them is dropped.
+    forgotten: HashSet<u64>,
     /// The members of each communicator whose collectives are doomed by
     /// any member's failure (`set_members`).
     members: HashMap<u64, Vec<u32>>,
@@ -225,6 +228,7 @@ impl Inbox {
                 ],
                 closed: false,
                 revoked: HashSet::new(),
+                forgotten: HashSet::new(),
                 members: HashMap::new(),
                 lane_due: HashMap::new(),
                 issued: HashMap::new(),
@@ -267,6 +271,24 @@ impl Inbox {
             return false;
         }
         let n = msg.len() as u64;
+        if st.forgotten.contains(&key.comm) {
+            // Nobody here will take it: counted as received and taken, so
+            // its sender gets its credit back.
+            drop(msg);
+            if let Some(p) = st.peers.get_mut(src as usize) {
+                p.last_progress = Instant::now();
+                p.silent = false;
+                p.received_messages += 1;
+                p.received_bytes += n;
+                p.queued_bytes += n;
+                if budgeted(key.kind) {
+                    p.budgeted_bytes += n;
+                }
+            }
+            consumed(&mut st, src, key, n as usize);
+            st.wake(Change::Taken(src));
+            return true;
+        }
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.last_progress = Instant::now();
             p.silent = false;
@@ -375,6 +397,30 @@ impl Inbox {
         let first = st.revoked.insert(comm);
         st.wake(Change::All);
         first
+    }
+
+    /// This rank is done with `comm` (`Transport::forget`): what is queued
+    /// for it is dropped (and owed back to its senders as credit), its
+    /// waits end with `Closed`, and what comes for it later is dropped.
+    pub(crate) fn forget(&self, comm: u64) {
+        let mut st = self.lock();
+        if !st.forgotten.insert(comm) {
+            return;
+        }
+        let lanes: Vec<(u32, LaneKey)> = st
+            .lanes
+            .keys()
+            .filter(|(_, key)| key.comm == comm)
+            .copied()
+            .collect();
+        for (src, key) in lanes {
+            for msg in st.lanes.remove(&(src, key)).unwrap_or_default() {
+                consumed(&mut st, src, key, msg.len());
+            }
+        }
+        st.members.remove(&comm);
+        st.issued.remove(&comm);
+        st.wake(Change::All);
     }
 
     /// Park until a peer's standing changes or a communicator is revoked,
@@ -601,6 +647,9 @@ impl Inbox {
             if st.revoked.contains(&key.comm) {
                 return Err(TransportError::Revoked);
             }
+            if st.forgotten.contains(&key.comm) {
+                return Err(TransportError::Closed);
+            }
             for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
                     if taken.is_ok() && budgeted(key.kind) {
@@ -636,6 +685,9 @@ impl Inbox {
         loop {
             if st.revoked.contains(&key.comm) {
                 return Err(TransportError::Revoked);
+            }
+            if st.forgotten.contains(&key.comm) {
+                return Err(TransportError::Closed);
             }
             if let Some(taken) = take_front(&mut st, src, key, want_len) {
                 if taken.is_ok() && budgeted(key.kind) {

@@ -357,6 +357,14 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Close this endpoint: peers waiting on it see `PeerDisconnected` once
     /// they have drained what it sent; its own calls return `Closed`.
     fn close(&self);
+    /// This rank is done with communicator `comm` while the endpoint
+    /// stays open for others (its group was shut down or dropped): waits
+    /// on its lanes end with `Closed`, what is queued for it is dropped,
+    /// and what arrives for it later is dropped too, its credit returned
+    /// to the sender, so a peer still sending on it costs nothing here.
+    fn forget(&self, comm: u64) {
+        let _ = comm;
+    }
     /// Ranks this endpoint knows have failed, ascending: gone without a
     /// goodbye (reset, EOF, exited), silent for a whole deadline, or a
     /// same-host process stopped.

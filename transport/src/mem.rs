@@ -163,6 +163,10 @@ impl Transport for MemTransport {
         self.own().is_revoked(comm)
     }
 
+    fn forget(&self, comm: u64) {
+        self.own().forget(comm);
+    }
+
     fn close(&self) {
         if self.own().is_closed() {
             return;

@@ -94,6 +94,13 @@ impl Core {
         all.push((key, answerer));
     }
 
+    /// No answerer for communicator `comm`'s lanes any more (its group is
+    /// done here).
+    pub(crate) fn drop_answerers(&self, comm: u64) {
+        let mut all = self.answerers.0.write().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(k, _)| k.comm != comm);
+    }
+
     /// Requests answered here so far.
     pub(crate) fn answered(&self) -> u64 {
         self.answerers.1.load(Ordering::Relaxed)

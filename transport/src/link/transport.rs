@@ -321,6 +321,11 @@ impl Transport for LinkTransport {
         true
     }
 
+    fn forget(&self, comm: u64) {
+        self.core.drop_answerers(comm);
+        self.core.inbox.forget(comm);
+    }
+
     fn close(&self) {
         let core = &self.core;
         if core.inbox.is_closed() {
