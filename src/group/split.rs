@@ -166,6 +166,12 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
+        self.members
+            .get(rank as usize)
+            .is_some_and(|&p| self.parent.await_failure_of(p, timeout))
+    }
+
     fn max_message_bytes(&self) -> u64 {
         self.parent.max_message_bytes()
     }
@@ -188,12 +194,6 @@ impl Transport for SubTransport {
 
     fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
         Some((Arc::clone(&self.parent), self.members.clone()))
-    }
-
-    fn learned_failed(&self, rank: u32, silent: bool) {
-        if let Some(&p) = self.members.get(rank as usize) {
-            self.parent.learned_failed(p, silent);
-        }
     }
 
     fn collective_members(&self, comm: u64, members: &[u32]) {
