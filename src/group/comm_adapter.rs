@@ -164,16 +164,34 @@ impl<'a> CollComm<'a> {
         }
     }
 
-    /// A member's notice that the call met a failed rank.
-    fn failed_notice(&self, msg: &[u8]) -> Option<Error> {
+    /// A member's notice that the call met a failed rank. The notice
+    /// voids this call either way (its sender has left it); it names the
+    /// rank as failed only if this rank's own failure detector agrees, now
+    /// or within the grace an honest notice needs (its sender told every
+    /// member of the failure through the transport before it wrote the
+    /// notice). A member's word alone never makes a rank failed here.
+    fn failed_notice(&self, from: u32, msg: &[u8]) -> Option<Error> {
         let h: &[u8; HEADER_LEN] = msg.get(..HEADER_LEN)?.try_into().ok()?;
         if h[0] != MARK_FAILED {
             return None;
         }
         let rank = u32::from_le_bytes(h[8..12].try_into().ok()?);
         let silent = u64::from_le_bytes(h[16..24].try_into().ok()?) == 1;
-        if rank != self.inner.rank && rank < self.inner.world {
-            self.transport().learned_failed(rank, silent);
+        let seen = rank != self.inner.rank
+            && rank < self.inner.world
+            && self
+                .transport()
+                .await_failure_of(rank, super::recovery::grace(self.inner.timeout()));
+        if !seen {
+            tracing::warn!(
+                from,
+                rank,
+                "a member says rank {rank} failed, which this rank does not see; the call is void"
+            );
+            return Some(self.mismatch(
+                from,
+                format!("a notice that rank {rank} failed, which this rank does not see"),
+            ));
         }
         let err = if silent {
             Error::Timeout {
@@ -268,7 +286,7 @@ impl CollComm<'_> {
     /// A received message's descriptor against this call's: a mismatch
     /// voids the call on every rank.
     fn check(&self, from: u32, msg: &[u8]) -> Result<(), Error> {
-        if let Some(err) = self.failed_notice(msg) {
+        if let Some(err) = self.failed_notice(from, msg) {
             return Err(err);
         }
         match Descriptor::decode(msg) {
@@ -289,6 +307,77 @@ impl CollComm<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::ProcessGroup;
+    use meshwork_transport::{pipe_world, Shape};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Rank 0 of a world of three, holding the token but hostile, writes
+    /// on the first collective's lane that rank 2 failed. Ranks 1 and 2
+    /// run the collective: rank 1's call is void (the notice's sender left
+    /// it) and names rank 0 as the one who voided it; rank 2 is not taken
+    /// for failed, here or anywhere.
+    #[test]
+    fn a_members_word_does_not_make_a_rank_failed() {
+        let mut world = pipe_world(3, Shape::Mesh).unwrap().into_iter();
+        let hostile: Arc<dyn Transport> = Arc::new(world.next().unwrap());
+        let groups: Vec<Arc<ProcessGroup>> = world
+            .map(|t| {
+                Arc::new(ProcessGroup::new(
+                    Arc::new(t),
+                    0,
+                    Duration::from_millis(300),
+                    meshwork_collectives::Topology::Mesh,
+                ))
+            })
+            .collect();
+        let desc = Descriptor {
+            coll: Collective::AllReduce,
+            dtype: DType::U32,
+            count: 2,
+            op: Some(ReduceOp::Sum),
+            root: None,
+            algo: Algorithm::RecursiveDoubling,
+        };
+        let mut notice = desc.encode(MARK_FAILED);
+        notice[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let lane = LaneKey {
+            comm: 0,
+            kind: LaneKind::Collective,
+            tag: 0,
+        };
+        hostile.send(1, lane, &[&notice]).unwrap();
+        let calls: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                let g = Arc::clone(g);
+                std::thread::spawn(move || {
+                    g.set_algorithm("all_reduce", Some("recursive_doubling"))
+                        .unwrap();
+                    let mut x = [1u32; 2];
+                    g.all_reduce(&mut x, ReduceOp::Sum)
+                })
+            })
+            .collect();
+        let got: Vec<_> = calls.into_iter().map(|c| c.join().unwrap()).collect();
+        match &got[0] {
+            Err(Error::CollectiveMismatch {
+                rank: 0, theirs, ..
+            }) => {
+                assert!(theirs.contains("rank 2 failed"), "{theirs}");
+            }
+            other => panic!("rank 1: {other:?}"),
+        }
+        assert!(got[1].is_err(), "rank 0 never joined the call");
+        for g in &groups {
+            assert!(
+                !g.failed().contains(&2),
+                "rank {}: {:?}",
+                g.rank(),
+                g.failed()
+            );
+        }
+    }
 
     #[test]
     fn descriptor_round_trips() {

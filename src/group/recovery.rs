@@ -54,7 +54,7 @@ impl Recovery {
 /// failure behind it to become known (a peer's silence is noticed a
 /// heartbeat check after its deadline; a dead process's links end at
 /// once): at most a second, within the deadline-plus-2-s bound.
-fn grace(timeout: Duration) -> Duration {
+pub(super) fn grace(timeout: Duration) -> Duration {
     timeout.min(Duration::from_secs(1))
 }
 

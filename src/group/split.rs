@@ -166,6 +166,12 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
+        self.members
+            .get(rank as usize)
+            .is_some_and(|&p| self.parent.await_failure_of(p, timeout))
+    }
+
     fn max_message_bytes(&self) -> u64 {
         self.parent.max_message_bytes()
     }
@@ -188,12 +194,6 @@ impl Transport for SubTransport {
 
     fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
         Some((Arc::clone(&self.parent), self.members.clone()))
-    }
-
-    fn learned_failed(&self, rank: u32, silent: bool) {
-        if let Some(&p) = self.members.get(rank as usize) {
-            self.parent.learned_failed(p, silent);
-        }
     }
 
     fn collective_members(&self, comm: u64, members: &[u32]) {
@@ -425,10 +425,7 @@ mod tests {
     }
 
     fn view(parent: &Arc<dyn Transport>, members: Vec<u32>) -> SubTransport {
-        let rank = members
-            .iter()
-            .position(|&m| m == parent.rank())
-            .unwrap() as u32;
+        let rank = members.iter().position(|&m| m == parent.rank()).unwrap() as u32;
         SubTransport {
             parent: Arc::clone(parent),
             members,
@@ -524,12 +521,8 @@ mod tests {
         // Rank 1 (no member) asks for fn 9 with request id 0 — member 3's
         // first call's id — so an answer to it would land in that call.
         let head = super::super::rpc::request_head(9, 0);
-        w[1].send(
-            2,
-            super::super::rpc::request_key(comm),
-            &[&head, b"forged"],
-        )
-        .unwrap();
+        w[1].send(2, super::super::rpc::request_key(comm), &[&head, b"forged"])
+            .unwrap();
         let got = subs[1].rpc(0, 9, b"mine").unwrap();
         assert_eq!(got, b"mine");
         assert_eq!(*callers.lock().unwrap(), [1]);

@@ -62,7 +62,9 @@ pub(crate) fn reform(g: Arc<ProcessGroup>) -> Result<String> {
     check(&half, "a shrunk half after its parent was dropped")?;
     let size = half.world_size();
     half.shutdown()?;
-    Ok(format!("world {world}, halves of {size}, every group exact"))
+    Ok(format!(
+        "world {world}, halves of {size}, every group exact"
+    ))
 }
 
 /// In process: every rank of `local(world)` runs [`reform`].

@@ -488,6 +488,7 @@ fn lane_depth_and_peer_budget_are_configurable() {
         let g = Node::new(1, 2)
             .peers(a1)?
             .lane_depth(8)
+            .peer_budget_bytes(1 << 20)
             .timeout(Duration::from_secs(20))
             .connect()?;
         // Wait (bounded) until the sender has filled its 8 slots.
@@ -522,6 +523,39 @@ fn lane_depth_and_peer_budget_are_configurable() {
     g.send_bytes(b"late", 1, 2).unwrap();
     g.barrier().unwrap();
     receiver.join().unwrap().unwrap();
+}
+
+/// Every rank holds its senders to its own lane depth and byte budget,
+/// so ranks whose settings differ are refused at formation, naming them,
+/// instead of one closing the other's link when it first sends past them.
+#[test]
+fn ranks_with_other_receive_bounds_are_refused_at_formation() {
+    for (depth, budget) in [(8, meshwork::DEFAULT_PEER_BUDGET), (256, 1 << 20)] {
+        let addrs = free_ports(2);
+        let (a0, a1) = (addrs.clone(), addrs);
+        let other = std::thread::spawn(move || {
+            Node::new(1, 2)
+                .peers(a1)
+                .and_then(|n| n.timeout(Duration::from_secs(5)).connect())
+                .map(|_| ())
+        });
+        let got = Node::new(0, 2)
+            .peers(a0)
+            .unwrap()
+            .lane_depth(depth)
+            .peer_budget_bytes(budget)
+            .timeout(Duration::from_secs(5))
+            .connect()
+            .map(|_| ());
+        let theirs = other.join().unwrap();
+        for e in [got, theirs] {
+            let e = e.expect_err("settings differ").to_string();
+            assert!(
+                e.contains("PEER_BUDGET_BYTES, LANE_DEPTH"),
+                "depth {depth}, budget {budget}: {e}"
+            );
+        }
+    }
 }
 
 /// A message whose bytes pause midway — longer than a receiver waiting

@@ -383,7 +383,9 @@ fn core(rank: u32, world: u32, shape: crate::Shape) -> Core {
         timeout: Duration::from_secs(1),
         max_message_bytes: 1 << 20,
         peer_budget_bytes: 1 << 20,
-        lane_depth: crate::LANE_DEPTH,
+        // Deep enough for a whole script (4 096 messages) on one lane:
+        // the scripts send without waiting for credit.
+        lane_depth: 4096,
         ranks_here: 1,
     })
 }

@@ -33,9 +33,22 @@ struct Peer {
     credit_due: u64,
     /// The sender waits for room: what is owed goes back at once.
     credit_wanted: bool,
+    /// Lanes holding budgeted messages from this peer.
+    budgeted_lanes: usize,
+    /// Lanes holding its other (collective, control) messages.
+    other_lanes: usize,
 }
 
 impl Peer {
+    /// The count of lanes of `kind` holding its messages.
+    fn lanes_of(&mut self, kind: LaneKind) -> &mut usize {
+        if budgeted(kind) {
+            &mut self.budgeted_lanes
+        } else {
+            &mut self.other_lanes
+        }
+    }
+
     /// Failed: gone without a goodbye, or silent.
     fn failed(&self) -> bool {
         (self.gone && !self.left) || self.silent
@@ -45,6 +58,30 @@ impl Peer {
 /// Default number of messages one sender may have queued on one budgeted
 /// lane of one receiver; past it the sender waits.
 pub const LANE_DEPTH: u32 = 256;
+
+/// Lanes one sender may hold budgeted messages (point to point, RPC) on
+/// here. A sender keeps to it: it waits for credit before it opens a
+/// lane past it. A sender past it is refused.
+pub const LANES_PER_SENDER: usize = 1 << 12;
+
+/// Collective and control lanes one sender may hold messages on here:
+/// honest traffic stays far inside (a lane per call the sender is ahead
+/// of this rank by; 1 024 non-blocking calls in flight per group at
+/// most); a sender past it is refused.
+pub(crate) const OTHER_LANES_PER_SENDER: usize = 1 << 16;
+
+/// What this rank holds its peers to on budgeted lanes: what every
+/// sender holds itself to (`PEER_BUDGET_BYTES`, `LANE_DEPTH`, equal on
+/// every rank: checked in the handshake).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub budget: u64,
+    pub lane_depth: u32,
+}
+
+/// Revocations one peer may have held here for communicators this rank
+/// does not have yet (see `Inbox::revoke_from`).
+pub(crate) const PENDING_REVOCATIONS: usize = 16;
 
 /// Collective sequence numbers accepted ahead of the highest this rank has
 /// issued on a communicator; a peer that skips further ahead is refused
@@ -132,6 +169,11 @@ struct State {
     closed: bool,
     /// Communicators revoked: every wait on their lanes fails.
     revoked: HashSet<u64>,
+    /// Revocations a peer sent for a communicator this rank does not have
+    /// (yet: a split a peer finished first): `(peer, comm)`, at most
+    /// [`PENDING_REVOCATIONS`] per peer, applied once the communicator is
+    /// made here.
+    pending_revocations: VecDeque<(u32, u64)>,
     /// Communicators this rank is done with (`forget`): waits on their
     /// lanes end with `Closed`, and what comes for them is dropped.
     forgotten: HashSet<u64>,
@@ -151,6 +193,9 @@ struct State {
     /// By rank, the ranks that relay between it and this rank (either
     /// way); empty where every rank is reached directly.
     relays: Vec<Vec<u32>>,
+    /// What peers are held to off a link (`None`: in-process senders,
+    /// trusted).
+    limits: Option<Limits>,
 }
 
 impl State {
@@ -168,6 +213,36 @@ impl State {
                 None
             }
         })
+    }
+
+    /// Whether one more message of `n` bytes from `src` on `key` keeps
+    /// within what any sender may have queued here (see
+    /// `Inbox::deliver_checked`).
+    fn check(&self, src: u32, key: LaneKey, n: u64) -> Result<(), &'static str> {
+        let queued = self.lanes.get(&(src, key)).map_or(0, VecDeque::len);
+        if queued >= lane_bound(key.kind) {
+            return Err("more messages queued on one lane than any sender may");
+        }
+        let Some(p) = self.peers.get(src as usize) else {
+            return Ok(());
+        };
+        let new_lane = queued == 0;
+        if budgeted(key.kind) {
+            if let Some(limits) = self.limits {
+                if queued >= limits.lane_depth as usize {
+                    return Err("more messages on one lane than LANE_DEPTH");
+                }
+                if p.budgeted_bytes > 0 && p.budgeted_bytes.saturating_add(n) > limits.budget {
+                    return Err("more bytes queued than PEER_BUDGET_BYTES");
+                }
+            }
+            if new_lane && p.budgeted_lanes >= LANES_PER_SENDER {
+                return Err("messages on more point-to-point and RPC lanes than any sender may");
+            }
+        } else if new_lane && p.other_lanes >= OTHER_LANES_PER_SENDER {
+            return Err("messages on more collective and control lanes than any sender may");
+        }
+        Ok(())
     }
 
     /// Wake the parked threads that `change` concerns (they look again
@@ -223,11 +298,14 @@ impl Inbox {
                         budgeted_bytes: 0,
                         credit_due: 0,
                         credit_wanted: false,
+                        budgeted_lanes: 0,
+                        other_lanes: 0,
                     };
                     world as usize
                 ],
                 closed: false,
                 revoked: HashSet::new(),
+                pending_revocations: VecDeque::new(),
                 forgotten: HashSet::new(),
                 members: HashMap::new(),
                 lane_due: HashMap::new(),
@@ -236,10 +314,18 @@ impl Inbox {
                 next_park: 0,
                 spare: Vec::new(),
                 relays: Vec::new(),
+                limits: None,
             }),
             deliveries: AtomicU64::new(0),
             spin,
         }
+    }
+
+    /// Hold senders off links to `limits` (see [`deliver_checked`]).
+    ///
+    /// [`deliver_checked`]: Self::deliver_checked
+    pub(crate) fn set_limits(&self, limits: Limits) {
+        self.lock().limits = Some(limits);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -249,28 +335,36 @@ impl Inbox {
 
     /// A whole message from a trusted sender (this process).
     pub(crate) fn deliver(&self, src: u32, key: LaneKey, msg: Payload) {
-        self.deliver_inner(src, key, msg, false);
+        let _unbounded = self.deliver_inner(src, key, msg, false);
     }
 
-    /// A whole message from `src` on `key`, off a link. `false`: the lane
-    /// already holds as many messages from `src` as any sender may queue
-    /// there ([`lane_bound`]); the message is dropped and the sender is at
-    /// fault.
-    pub(crate) fn deliver_checked(&self, src: u32, key: LaneKey, msg: Payload) -> bool {
+    /// A whole message from `src` on `key`, off a link, checked against
+    /// what any sender may have queued here: `Err` (the message dropped,
+    /// the sender at fault) says which bound it broke — messages on one
+    /// lane ([`lane_bound`]; on a budgeted lane, the lane depth), budgeted
+    /// bytes past the budget (one message is always admitted when none is
+    /// queued, as the sender admits it), or lanes ([`LANES_PER_SENDER`]).
+    pub(crate) fn deliver_checked(
+        &self,
+        src: u32,
+        key: LaneKey,
+        msg: Payload,
+    ) -> Result<(), &'static str> {
         self.deliver_inner(src, key, msg, true)
     }
 
-    fn deliver_inner(&self, src: u32, key: LaneKey, msg: Payload, bounded: bool) -> bool {
+    fn deliver_inner(
+        &self,
+        src: u32,
+        key: LaneKey,
+        msg: Payload,
+        bounded: bool,
+    ) -> Result<(), &'static str> {
         let mut st = self.lock();
-        if bounded
-            && st
-                .lanes
-                .get(&(src, key))
-                .is_some_and(|q| q.len() >= lane_bound(key.kind))
-        {
-            return false;
-        }
         let n = msg.len() as u64;
+        if bounded && !st.forgotten.contains(&key.comm) {
+            st.check(src, key, n)?;
+        }
         if st.forgotten.contains(&key.comm) {
             // Nobody here will take it: counted as received and taken, so
             // its sender gets its credit back.
@@ -287,7 +381,7 @@ impl Inbox {
             }
             consumed(&mut st, src, key, n as usize);
             st.wake(Change::Taken(src));
-            return true;
+            return Ok(());
         }
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.last_progress = Instant::now();
@@ -301,15 +395,17 @@ impl Inbox {
             }
         }
         let state = &mut *st;
-        state
-            .lanes
-            .entry((src, key))
-            .or_insert_with(|| state.spare.pop().unwrap_or_default())
-            .push_back(msg);
+        let lane = state.lanes.entry((src, key)).or_insert_with(|| {
+            if let Some(p) = state.peers.get_mut(src as usize) {
+                *p.lanes_of(key.kind) += 1;
+            }
+            state.spare.pop().unwrap_or_default()
+        });
+        lane.push_back(msg);
         st.wake(Change::Delivered(src, key));
         drop(st);
         self.deliveries.fetch_add(1, Ordering::Release);
-        true
+        Ok(())
     }
 
     /// Whether nothing from `src` is queued on `key`.
@@ -390,6 +486,38 @@ impl Inbox {
         self.lock().relays = relays;
     }
 
+    /// A peer's revocation of `comm`: revoked (as [`revoke`]) if this rank
+    /// has the communicator — `Some(first)` — else held until it does,
+    /// `None`. A peer cannot revoke what this rank does not have (an
+    /// agreement's communicator, which must outlive revocation, or one
+    /// made up), nor grow the revoked set: revocations of communicators
+    /// not (yet) here are held at most [`PENDING_REVOCATIONS`] per peer,
+    /// the oldest giving way.
+    ///
+    /// [`revoke`]: Self::revoke
+    pub(crate) fn revoke_from(&self, peer: u32, comm: u64) -> Option<bool> {
+        let mut st = self.lock();
+        if st.members.contains_key(&comm) {
+            drop(st);
+            return Some(self.revoke(comm));
+        }
+        if st.forgotten.contains(&comm) || st.pending_revocations.contains(&(peer, comm)) {
+            return None;
+        }
+        let held = st
+            .pending_revocations
+            .iter()
+            .filter(|(p, _)| *p == peer)
+            .count();
+        if held >= PENDING_REVOCATIONS {
+            if let Some(i) = st.pending_revocations.iter().position(|(p, _)| *p == peer) {
+                st.pending_revocations.remove(i);
+            }
+        }
+        st.pending_revocations.push_back((peer, comm));
+        None
+    }
+
     /// Revoke communicator `comm`: every wait on its lanes, now and
     /// later, fails with `Revoked`. Whether it was the first revocation.
     pub(crate) fn revoke(&self, comm: u64) -> bool {
@@ -417,6 +545,7 @@ impl Inbox {
             for msg in st.lanes.remove(&(src, key)).unwrap_or_default() {
                 consumed(&mut st, src, key, msg.len());
             }
+            lane_closed(&mut st, src, key);
         }
         st.members.remove(&comm);
         st.issued.remove(&comm);
@@ -432,8 +561,14 @@ impl Inbox {
 
     /// A collective of `comm` needs every one of `members`: its waits fail
     /// as soon as one of them is known failed, naming it.
-    pub(crate) fn set_members(&self, comm: u64, members: Vec<u32>) {
-        self.lock().members.insert(comm, members);
+    /// Whether a peer revoked `comm` before it was made here (the caller
+    /// then revokes it).
+    pub(crate) fn set_members(&self, comm: u64, members: Vec<u32>) -> bool {
+        let mut st = self.lock();
+        st.members.insert(comm, members);
+        let held = st.pending_revocations.len();
+        st.pending_revocations.retain(|(_, c)| *c != comm);
+        st.pending_revocations.len() != held
     }
 
     pub(crate) fn is_revoked(&self, comm: u64) -> bool {
@@ -788,6 +923,7 @@ fn take_front(
     let msg = queue.pop_front()?;
     if queue.is_empty() {
         if let Some(q) = st.lanes.remove(&(src, key)) {
+            lane_closed(st, src, key);
             if st.spare.len() < SPARE_QUEUES {
                 st.spare.push(q);
             }
@@ -795,6 +931,14 @@ fn take_front(
     }
     consumed(st, src, key, msg.len());
     Some(Ok(msg))
+}
+
+/// `src`'s lane `key` holds nothing any more (it was removed).
+fn lane_closed(st: &mut State, src: u32, key: LaneKey) {
+    if let Some(p) = st.peers.get_mut(src as usize) {
+        let open = p.lanes_of(key.kind);
+        *open = open.saturating_sub(1);
+    }
 }
 
 /// Account for a message from `src` leaving the queues.

@@ -48,7 +48,7 @@ pub use auth::handshake::PROTOCOL_VERSION;
 pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;
-pub use inbox::{LANE_DEPTH, SEQ_WINDOW};
+pub use inbox::{LANES_PER_SENDER, LANE_DEPTH, SEQ_WINDOW};
 pub use link::{pipe_world, LinkTransport};
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
@@ -384,11 +384,6 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn view_of(&self) -> Option<(Arc<dyn Transport>, Vec<u32>)> {
         None
     }
-    /// A member told this rank that `rank` failed (gone, or `silent` for a
-    /// whole deadline): it counts as failed here too.
-    fn learned_failed(&self, rank: u32, silent: bool) {
-        let _ = (rank, silent);
-    }
     /// A collective of communicator `comm` needs every one of `members`:
     /// its waits fail as soon as one of them is known failed, naming it,
     /// instead of waiting out the deadline behind a neighbour.
@@ -400,6 +395,13 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn await_failure(&self, comm: u64, timeout: Duration) -> Vec<u32> {
         let _ = (comm, timeout);
         self.failed()
+    }
+    /// Whether `rank` is known failed here, waiting up to `timeout` for
+    /// this rank's own failure detector to learn it (a member's word
+    /// that `rank` failed is checked against it, never taken as is).
+    fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
+        let _ = timeout;
+        self.failed().contains(&rank)
     }
     /// The largest message this endpoint sends or takes (`MAX_MESSAGE_BYTES`).
     fn max_message_bytes(&self) -> u64 {

@@ -139,16 +139,41 @@ pub(crate) const TRANSPORT_SEALED: u64 = 1 << 62;
 /// authenticated although a token is set (`FRAME_AUTH=0`).
 pub(crate) const TRANSPORT_UNAUTHENTICATED: u64 = 1 << 61;
 
+/// The settings word's bits that carry a fingerprint of what a rank
+/// holds its senders to (`PEER_BUDGET_BYTES`, `LANE_DEPTH`): every rank
+/// checks its peers against its own, so they must be equal.
+pub(crate) const TRANSPORT_BOUNDS: u64 = 0xffff << 44;
+
+/// The settings word's bits for the receive bounds `peer_budget` and
+/// `lane_depth`: 16 bits of an FNV-1a hash of both.
+pub(crate) fn bounds_word(peer_budget: u64, lane_depth: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in peer_budget
+        .to_le_bytes()
+        .into_iter()
+        .chain(lane_depth.to_le_bytes())
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    ((h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48)) & 0xffff) << 44
+}
+
 /// A settings word in words.
 pub(crate) fn describe_transport(word: u64) -> String {
-    let sealed = if word & TRANSPORT_SEALED != 0 {
-        ", payloads encrypted"
+    let mut sealed = if word & TRANSPORT_SEALED != 0 {
+        ", payloads encrypted".to_string()
     } else if word & TRANSPORT_UNAUTHENTICATED != 0 {
-        ", frames unauthenticated"
+        ", frames unauthenticated".to_string()
     } else {
-        ""
+        String::new()
     };
-    let flags = TRANSPORT_QUIC | TRANSPORT_SEALED | TRANSPORT_UNAUTHENTICATED;
+    if word & TRANSPORT_BOUNDS != 0 {
+        sealed += &format!(
+            ", receive bounds {:04x} (PEER_BUDGET_BYTES, LANE_DEPTH)",
+            (word & TRANSPORT_BOUNDS) >> 44
+        );
+    }
+    let flags = TRANSPORT_QUIC | TRANSPORT_SEALED | TRANSPORT_UNAUTHENTICATED | TRANSPORT_BOUNDS;
     if word & TRANSPORT_QUIC == 0 {
         format!("TCP{sealed}")
     } else {

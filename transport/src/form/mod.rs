@@ -167,7 +167,8 @@ pub(crate) fn identity(spec: &Spec, transport: u64) -> Identity {
         key: handshake::derive_key(spec.token.as_deref()),
         version: spec.protocol_version,
         heap: spec.heap_bytes,
-        transport: transport
+        transport: (transport & !handshake::TRANSPORT_BOUNDS)
+            | handshake::bounds_word(spec.peer_budget_bytes, spec.lane_depth)
             | match spec.protect() {
                 Some(Protect::Encrypt) => handshake::TRANSPORT_SEALED,
                 Some(Protect::Authenticate) => 0,

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | data | for this rank: its source is a rank this link serves (`Core::serves`), a collective's sequence number is inside the window, the lane is under its bound; for another rank: its route passes this link into this rank (`Core::relays`: a star's coordinator, from the worker itself; a sparse shape's relay) |
 //! | credit, credit wanted | for this rank: from a rank this link serves; for another rank: as data for another rank (relayed) |
-//! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; a sparse shape: along the route from the rank it is about (as data from it), never from that rank itself; a mesh: not about this rank or the link's own peer |
+//! | peer gone | a star: only on a worker's link to the coordinator, and not about this rank or the coordinator; a sparse shape: along the route from the rank it is about (as data from it), never from that rank itself; a mesh: a silence only (a peer's end each sees itself), not about this rank or the link's own peer |
 //! | heartbeat, bye | always |
 
 use super::{Core, Gone};
@@ -65,7 +65,9 @@ impl Core {
                 } else if self.sparse {
                     h.src != peer && self.serves(peer, h.src)
                 } else {
-                    h.src != peer
+                    // A mesh peer tells of a silence only: an end each
+                    // peer sees for itself, on its own link.
+                    h.src != peer && Gone::from_aux(h.aux) == Gone::Silent
                 };
                 if !allowed || h.src == self.rank {
                     return refuse(peer, &h, "a peer-gone notice this link may not carry");
@@ -167,12 +169,8 @@ impl Core {
                 kind: h.kind,
                 tag: h.tag,
             };
-            if !self.inbox.deliver_checked(h.src, key, payload) {
-                refuse(
-                    peer,
-                    &h,
-                    "more messages queued on one lane than any sender may",
-                );
+            if let Err(why) = self.inbox.deliver_checked(h.src, key, payload) {
+                refuse(peer, &h, why);
                 return false;
             }
             true
@@ -331,11 +329,36 @@ mod tests {
     fn peer_gone_comes_from_the_coordinator_or_a_mesh_peer() {
         let (mesh, _) = core(1, 3, false);
         let gone = Header::control(FrameType::PeerGone, 2, 1);
-        assert_eq!(mesh.on_header(0, gone), Next::Continue, "a mesh peer tells");
-        assert!(mesh.inbox.is_gone(2));
+        let silent = Header {
+            aux: Gone::Silent as u32,
+            ..gone
+        };
+        assert_eq!(
+            mesh.on_header(0, silent),
+            Next::Continue,
+            "a mesh peer tells of a silence"
+        );
+        assert_eq!(mesh.inbox.failed(), [2]);
         let (mesh, _) = core(1, 3, false);
-        assert_eq!(mesh.on_header(2, gone), Next::End, "nobody tells of itself");
-        assert!(!mesh.inbox.is_gone(2));
+        assert_eq!(
+            mesh.on_header(2, silent),
+            Next::End,
+            "nobody tells of itself"
+        );
+        assert!(mesh.inbox.failed().is_empty());
+        // A mesh rank sees every end itself: a peer saying another rank
+        // failed, left or is heard again is refused, and changes nothing.
+        for how in [Gone::Failed, Gone::Left, Gone::Heard] {
+            let (mesh, _) = core(1, 3, false);
+            mesh.inbox.set_silent(2, true);
+            let notice = Header {
+                aux: how as u32,
+                ..gone
+            };
+            assert_eq!(mesh.on_header(0, notice), Next::End, "{how:?}");
+            assert!(!mesh.inbox.is_gone(2), "{how:?}");
+            assert_eq!(mesh.inbox.failed(), [2], "{how:?}: still silent");
+        }
 
         let (coord, _) = core(0, 3, true);
         assert_eq!(coord.on_header(1, gone), Next::End, "workers tell nobody");
@@ -345,6 +368,51 @@ mod tests {
         assert!(worker.inbox.is_gone(2));
         let about_me = Header::control(FrameType::PeerGone, 1, 1);
         assert_eq!(worker.on_header(0, about_me), Next::End);
+    }
+
+    /// A peer may revoke a communicator this rank has, not one it does
+    /// not (an agreement's, one made up): those are held, at most
+    /// `PENDING_REVOCATIONS` per peer, and applied only once the
+    /// communicator is made here.
+    #[test]
+    fn revocations_only_of_communicators_here_and_bounded_per_peer() {
+        let (core, links) = core(0, 3, false);
+        core.inbox.set_members(5, vec![0, 1, 2]);
+        let revoke = |comm: u64, from: u32| {
+            let h = Header {
+                comm,
+                ..Header::control(FrameType::Revoke, from, 0)
+            };
+            assert_eq!(core.on_header(from, h), Next::Continue);
+        };
+        revoke(5, 1);
+        assert!(core.inbox.is_revoked(5));
+        // Passed on to the other peer, once.
+        let passed = |to: usize| {
+            links[to]
+                .forwarded
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|h| h.ftype == FrameType::Revoke)
+                .count()
+        };
+        assert_eq!((passed(1), passed(2)), (0, 1));
+        // A flood of revocations of communicators this rank does not have.
+        for comm in 1000..3000 {
+            revoke(comm, 1);
+        }
+        assert!((1000..3000).all(|c| !core.inbox.is_revoked(c)));
+        assert_eq!(passed(2), 1, "none passed on");
+        // Made later: only the newest few of rank 1's were held.
+        let held = (1000..3000)
+            .filter(|&c| core.inbox.set_members(c, vec![0, 1, 2]))
+            .count();
+        assert_eq!(held, crate::inbox::PENDING_REVOCATIONS);
+        // A split a peer finished first and revoked at once: made here,
+        // it is revoked.
+        revoke(9, 2);
+        assert!(core.inbox.set_members(9, vec![0, 2]));
     }
 
     #[test]
@@ -398,6 +466,83 @@ mod tests {
         // Another lane of the same sender is unaffected.
         let other = Header { tag: 10, ..h };
         assert!(core.on_data(1, other, Payload::default()));
+    }
+
+    /// A sender that ignores credit is held here to what an honest one
+    /// holds itself to: the lane depth, the byte budget (one message of
+    /// any size when none is queued) and the lanes per sender; past any,
+    /// its link is refused.
+    #[test]
+    fn a_sender_ignoring_credit_is_refused_at_the_receiver() {
+        let p2p = |tag: u64, len: usize| {
+            let h = Header {
+                len: len as u64,
+                ..data(1, 0, LaneKind::PointToPoint, tag)
+            };
+            (h, Payload::from_parts(&[&vec![7u8; len]]))
+        };
+        // Lane depth (4 here).
+        let (rx, _) = core(0, 2, false);
+        for _ in 0..4 {
+            let (h, p) = p2p(1, 8);
+            assert!(rx.on_data(1, h, p));
+        }
+        let (h, p) = p2p(1, 8);
+        assert!(!rx.on_data(1, h, p), "a fifth message on one lane");
+        // Bytes: the budget is 1 MiB; a message over it alone is admitted.
+        let (rx, _) = core(0, 2, false);
+        let (h, p) = p2p(1, 1 << 20);
+        assert!(rx.on_data(1, h, p));
+        let (h, p) = p2p(2, 1);
+        assert!(!rx.on_data(1, h, p), "past the budget");
+        let (rx, _) = core(0, 2, false);
+        for tag in 0..4 {
+            let (h, p) = p2p(tag, 250 << 10);
+            assert!(rx.on_data(1, h, p));
+        }
+        let (h, p) = p2p(9, 250 << 10);
+        assert!(!rx.on_data(1, h, p), "five times 250 KiB past 1 MiB");
+        // Lanes: empty messages on as many tags as any sender may.
+        let (rx, _) = core(0, 2, false);
+        for tag in 0..crate::LANES_PER_SENDER as u64 {
+            let (h, p) = p2p(tag, 0);
+            assert!(rx.on_data(1, h, p));
+        }
+        let (h, p) = p2p(u64::MAX, 0);
+        assert!(!rx.on_data(1, h, p), "one lane too many");
+        // Taken, a lane makes room for another.
+        rx.inbox
+            .try_take(1, key(LaneKind::PointToPoint, 0), None)
+            .unwrap()
+            .unwrap();
+        let (h, p) = p2p(u64::MAX, 0);
+        assert!(rx.on_data(1, h, p));
+        // Collective lanes are counted apart.
+        let c = data(1, 0, LaneKind::Collective, 1);
+        assert!(rx.on_data(1, c, Payload::from_parts(&[b"abc"])));
+    }
+
+    /// The sender side of the same bound: a sender with as many lanes in
+    /// flight to one rank as a receiver takes waits before it opens one
+    /// more (an honest sender is never refused).
+    #[test]
+    fn a_sender_keeps_to_the_lanes_a_receiver_takes() {
+        let (core, _) = core(0, 3, false);
+        for tag in 0..crate::LANES_PER_SENDER as u64 {
+            assert!(core.try_acquire_lane(1, key(LaneKind::PointToPoint, tag)));
+        }
+        let next = key(LaneKind::PointToPoint, u64::MAX);
+        assert!(!core.try_acquire_lane(1, next), "one lane too many");
+        assert!(
+            core.try_acquire_lane(1, key(LaneKind::PointToPoint, 0)),
+            "an open lane takes more, to its depth"
+        );
+        assert!(
+            core.try_acquire_lane(2, next),
+            "another receiver is counted apart"
+        );
+        core.release_lane(1, key(LaneKind::PointToPoint, 5), 1);
+        assert!(core.try_acquire_lane(1, next), "a lane credited makes room");
     }
 
     #[test]

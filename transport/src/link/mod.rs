@@ -43,6 +43,32 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Budgeted messages sent and not yet credited: per lane, and how many
+/// lanes are open to each rank. A sender holds itself to what its
+/// receivers hold it to (`Inbox::deliver_checked`): at most the lane
+/// depth per lane and [`LANES_PER_SENDER`] lanes per receiver.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    lanes: HashMap<(u32, LaneKey), u32>,
+    open: Vec<u32>,
+}
+
+impl InFlight {
+    /// Whether one more message fits on `dst`'s lane `key`.
+    fn has_room(&self, dst: u32, key: LaneKey, depth: u32) -> bool {
+        match self.lanes.get(&(dst, key)) {
+            Some(&n) => n < depth,
+            None => {
+                depth > 0
+                    && self
+                        .open
+                        .get(dst as usize)
+                        .is_none_or(|&open| (open as usize) < crate::inbox::LANES_PER_SENDER)
+            }
+        }
+    }
+}
+
 /// What a peer-gone notice says of its rank (its header's `aux`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -266,7 +292,7 @@ pub struct Core {
     /// (messages, bytes) this rank sent to each rank.
     pub(crate) sent: Vec<(AtomicU64, AtomicU64)>,
     /// Budgeted messages sent but not yet credited, per (destination, lane).
-    lanes_in_flight: Mutex<HashMap<(u32, LaneKey), u32>>,
+    lanes_in_flight: Mutex<InFlight>,
     lanes_freed: Condvar,
     /// Threads waiting on `lanes_freed` (counted under its lock).
     lane_waiters: AtomicUsize,
@@ -309,6 +335,10 @@ impl Core {
         let (shape, world, rank) = (cfg.shape, cfg.world, cfg.rank);
         let sparse = shape.is_sparse();
         let inbox = Inbox::new(world, spin);
+        inbox.set_limits(crate::inbox::Limits {
+            budget: cfg.peer_budget_bytes,
+            lane_depth: cfg.lane_depth,
+        });
         let mut via = Vec::new();
         if sparse {
             via = (0..world)
@@ -345,7 +375,10 @@ impl Core {
             sent: (0..cfg.world)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
-            lanes_in_flight: Mutex::new(HashMap::new()),
+            lanes_in_flight: Mutex::new(InFlight {
+                lanes: HashMap::new(),
+                open: vec![0; cfg.world as usize],
+            }),
             lanes_freed: Condvar::new(),
             lane_waiters: AtomicUsize::new(0),
             lane_depth: cfg.lane_depth.max(1),
@@ -414,10 +447,7 @@ impl Core {
                 .lanes_in_flight
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if lanes
-                .get(&(dst, key))
-                .is_some_and(|n| *n >= self.lane_depth)
-            {
+            if !lanes.has_room(dst, key, self.lane_depth) {
                 self.lane_waiters.fetch_add(1, Ordering::SeqCst);
                 lanes = self
                     .lanes_freed
@@ -439,13 +469,18 @@ impl Core {
     }
 
     /// Take a slot on `dst`'s lane `key` in `lanes` if one is free.
-    fn take_slot(&self, lanes: &mut HashMap<(u32, LaneKey), u32>, dst: u32, key: LaneKey) -> bool {
-        let n = lanes.entry((dst, key)).or_insert(0);
-        let free = *n < self.lane_depth;
-        if free {
-            *n += 1;
+    fn take_slot(&self, lanes: &mut InFlight, dst: u32, key: LaneKey) -> bool {
+        if !lanes.has_room(dst, key, self.lane_depth) {
+            return false;
         }
-        free
+        let n = lanes.lanes.entry((dst, key)).or_insert(0);
+        if *n == 0 {
+            if let Some(open) = lanes.open.get_mut(dst as usize) {
+                *open += 1;
+            }
+        }
+        *n += 1;
+        true
     }
 
     /// This rank waits for room to send to `dst` on lane `key`: ask `dst`
@@ -466,10 +501,13 @@ impl Core {
             .lanes_in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = lanes.get_mut(&(dst, key)) {
+        if let Some(n) = lanes.lanes.get_mut(&(dst, key)) {
             *n = n.saturating_sub(count);
             if *n == 0 {
-                lanes.remove(&(dst, key));
+                lanes.lanes.remove(&(dst, key));
+                if let Some(open) = lanes.open.get_mut(dst as usize) {
+                    *open = open.saturating_sub(1);
+                }
             }
         }
         drop(lanes);
@@ -484,6 +522,7 @@ impl Core {
         self.lanes_in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .lanes
             .get(&(dst, key))
             .copied()
             .unwrap_or(0)
@@ -727,7 +766,13 @@ impl Core {
     /// Revoke communicator `comm` here and pass it on, the first time, to
     /// every link but `from`'s.
     pub(crate) fn revoke(&self, comm: u64, from: Option<u32>) {
-        if !self.inbox.revoke(comm) {
+        let first = match from {
+            None => self.inbox.revoke(comm),
+            // Only of a communicator this rank has; others are held
+            // (bounded) until it does (`Inbox::revoke_from`).
+            Some(peer) => self.inbox.revoke_from(peer, comm) == Some(true),
+        };
+        if !first {
             return;
         }
         tracing::debug!(comm, ?from, "communicator revoked");

@@ -273,19 +273,11 @@ impl Transport for LinkTransport {
         self.core.revoke(comm, None);
     }
 
-    fn learned_failed(&self, rank: u32, silent: bool) {
-        if rank == self.core.rank || rank >= self.core.world {
-            return;
-        }
-        if silent {
-            self.core.inbox.set_silent(rank, true);
-        } else {
-            self.core.inbox.set_gone(rank);
-        }
-    }
-
     fn collective_members(&self, comm: u64, members: &[u32]) {
-        self.core.inbox.set_members(comm, members.to_vec());
+        if self.core.inbox.set_members(comm, members.to_vec()) {
+            // A peer revoked it before it was made here.
+            self.core.revoke(comm, None);
+        }
     }
 
     fn is_revoked(&self, comm: u64) -> bool {
@@ -302,6 +294,24 @@ impl Transport for LinkTransport {
             }
             // A link ending, a silence or a revocation wakes this; a
             // stopped same-host process is looked for again each slice.
+            self.core
+                .inbox
+                .wait_news((until - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.core.failed().contains(&rank) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            // As `await_failure`: news wakes this; a stopped same-host
+            // process is looked for again each slice.
             self.core
                 .inbox
                 .wait_news((until - now).min(Duration::from_millis(10)));
