@@ -376,7 +376,8 @@ fn dial_retry(addr: SocketAddr) -> TcpStream {
 
 /// Play rank 0 of a world of 2 by hand through the (unauthenticated) TCP
 /// handshake, then return the socket for sending raw frames at rank 1
-/// (a rank of the TCP transport: the hello's transport word is 0).
+/// (a rank of the TCP transport: the hello's settings word holds only
+/// the default receive bounds).
 fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     use hmac::{Hmac, Mac};
     use sha2::{Digest, Sha256};
@@ -385,6 +386,11 @@ fn impostor_rank0(a1: SocketAddr) -> TcpStream {
     hello[..8].copy_from_slice(b"MESHWORK");
     hello[8..12].copy_from_slice(&meshwork::WIRE_PROTOCOL_VERSION.to_le_bytes());
     hello[12..16].copy_from_slice(&2u32.to_le_bytes());
+    let settings = meshwork_transport::hello_bounds_word(
+        meshwork::DEFAULT_PEER_BUDGET,
+        meshwork_transport::LANE_DEPTH,
+    );
+    hello[24..32].copy_from_slice(&settings.to_le_bytes());
     s.write_all(&hello).unwrap();
     let mut challenge = [0u8; 36];
     s.read_exact(&mut challenge).unwrap();

@@ -45,6 +45,10 @@ mod tcp;
 mod wire;
 
 pub use auth::handshake::PROTOCOL_VERSION;
+/// The hello's settings-word bits for receive bounds (for tests that
+/// speak the handshake by hand).
+#[doc(hidden)]
+pub use auth::handshake::bounds_word as hello_bounds_word;
 pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;

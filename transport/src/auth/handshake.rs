@@ -146,7 +146,7 @@ pub(crate) const TRANSPORT_BOUNDS: u64 = 0xffff << 44;
 
 /// The settings word's bits for the receive bounds `peer_budget` and
 /// `lane_depth`: 16 bits of an FNV-1a hash of both.
-pub(crate) fn bounds_word(peer_budget: u64, lane_depth: u32) -> u64 {
+pub fn bounds_word(peer_budget: u64, lane_depth: u32) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in peer_budget
         .to_le_bytes()
