@@ -684,6 +684,10 @@ impl Drop for ProcessGroup {
     }
 }
 
+// The group's control-lane tags, all of them: the shutdown's two below,
+// and the same-host heap exchange's two, which spell "heap"
+// (`heap/share.rs`: 0x6865_6170_0000_0001 and _0002).
+
 /// Control-lane tag of the shutdown confirmation.
 const CONTROL_SHUTDOWN: u64 = 1;
 /// Control-lane tag of a sparse shape's shutdown rounds between

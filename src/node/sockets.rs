@@ -43,6 +43,14 @@ pub(crate) fn from_launcher() -> Option<BoundSockets> {
         );
         return None;
     }
+    for fd in [tcp, udp] {
+        // Ours from here on: not inherited by whatever this rank runs.
+        // SAFETY: fcntl(2) on a descriptor just checked to be an open
+        // socket; it changes only its close-on-exec flag.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+            tracing::warn!("MESHRUN_SOCKETS: cannot mark fd {fd} close-on-exec");
+        }
+    }
     // SAFETY: both descriptors are open sockets of the kinds checked above,
     // passed to this process by its launcher for it to own; `TAKEN` makes
     // sure they are wrapped (and later closed) once only.

@@ -208,30 +208,6 @@ fn faults_soak_70000_small_then_large_mesh() {
     all_ok(&results);
 }
 
-/// No room for a segment (each rank in a mount namespace of its own whose
-/// `/dev/shm` is a 64 KiB tmpfs, smaller than one ring): the pair keeps
-/// the network link and the job runs.
-#[test]
-fn a_full_dev_shm_falls_back_to_the_network_link() {
-    // SAFETY: `geteuid` has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        crate::netlab::skip("a private /dev/shm needs root (unshare -m)");
-        return;
-    }
-    let mut l = Launch::loopback(2, "mesh", 20.0);
-    l.set("EXPECT_LINKS", "Quic");
-    let private_shm = [
-        "unshare",
-        "-m",
-        "sh",
-        "-c",
-        "mount -t tmpfs -o size=64k tmpfs /dev/shm && exec \"$0\" \"$@\"",
-    ];
-    l.wrap = vec![private_shm.iter().map(|s| s.to_string()).collect(); 2];
-    let mut ranks = spawn(&l, "all_reduce_small");
-    all_ok(&ranks.results(Duration::from_secs(60)));
-}
-
 /// Two processes whose settings disagree: both fail at once with the typed
 /// error, neither waits for the formation deadline.
 fn disagreeing_pair(env0: &[(&str, String)], env1: &[(&str, String)], expect: &str) {

@@ -32,6 +32,7 @@ mod quic;
 mod route;
 pub mod seed;
 mod shm;
+pub use shm::SharedRegion;
 /// Shared memory: the size from which a message is copied once, straight
 /// from the sender's memory (`Spec::shm_single_copy`).
 pub use shm::DEFAULT_SINGLE_COPY as DEFAULT_SHM_SINGLE_COPY;
@@ -39,16 +40,15 @@ pub use shm::DEFAULT_SINGLE_COPY as DEFAULT_SHM_SINGLE_COPY;
 /// handshake (for tests that relay formation streams byte by byte).
 #[doc(hidden)]
 pub use shm::NEGOTIATION_LEN as SHM_NEGOTIATION_LEN;
-pub use shm::{is_region_path, SharedRegion, REGION_PATH_MAX};
 mod spec;
 mod tcp;
 mod wire;
 
-pub use auth::handshake::PROTOCOL_VERSION;
 /// The hello's settings-word bits for receive bounds (for tests that
 /// speak the handshake by hand).
 #[doc(hidden)]
 pub use auth::handshake::bounds_word as hello_bounds_word;
+pub use auth::handshake::PROTOCOL_VERSION;
 pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;

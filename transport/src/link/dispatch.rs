@@ -55,21 +55,11 @@ impl Core {
             }
             FrameType::PeerGone => {
                 // A star's coordinator tells its workers of another
-                // worker; a mesh peer tells of any other rank; on a sparse
+                // worker; a mesh peer of another rank's silence; on a sparse
                 // shape a notice comes along the route from the rank it is
                 // about, behind that rank's last frames (`Core::spread`).
-                let allowed = if self.star {
-                    self.rank != 0 && peer == 0 && h.src != 0
-                } else if self.sparse && h.dst != self.rank {
-                    h.src != peer && self.relays(peer, h.src, h.dst)
-                } else if self.sparse {
-                    h.src != peer && self.serves(peer, h.src)
-                } else {
-                    // A mesh peer tells of a silence only: an end each
-                    // peer sees for itself, on its own link.
-                    h.src != peer && Gone::from_aux(h.aux) == Gone::Silent
-                };
-                if !allowed || h.src == self.rank {
+                let allowed = self.may_tell_gone(peer, &h);
+                if !allowed {
                     return refuse(peer, &h, "a peer-gone notice this link may not carry");
                 }
                 if self.sparse && h.dst != self.rank {

@@ -834,7 +834,9 @@ impl Core {
         } else if self.sparse {
             h.src != peer && self.serves(peer, h.src)
         } else {
-            h.src != peer && h.dst == self.rank
+            // A mesh peer tells of a silence only: an end each peer sees
+            // for itself, on its own link.
+            h.src != peer && h.dst == self.rank && Gone::from_aux(h.aux) == Gone::Silent
         }
     }
 

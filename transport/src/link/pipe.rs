@@ -99,7 +99,7 @@ impl Link for PipeLink {
                 let ok = match core.on_header(peer, h) {
                     Next::Continue => true,
                     Next::Body(h) => {
-                        core.inbox.progress(h.src);
+                        core.progress(peer, h.src);
                         core.on_data(peer, h, payload)
                     }
                     Next::End => false,

@@ -32,7 +32,7 @@ mod ring;
 mod setup;
 
 pub use copy::DEFAULT_THRESHOLD as DEFAULT_SINGLE_COPY;
-pub use region::{is_region_path, SharedRegion, REGION_PATH_MAX};
+pub use region::SharedRegion;
 #[cfg(test)]
 pub(crate) use setup::decline;
 pub(crate) use setup::fuzz_negotiation;
@@ -854,6 +854,16 @@ impl Link for ShmLink {
     }
 
     fn close_flush(&self) {
+        // A stopped process reads nothing until it is continued, if ever:
+        // not waited for (a group replacing a frozen member closes these
+        // links while the member is still stopped).
+        if self.frozen() {
+            tracing::debug!(
+                peer = self.peer,
+                "the peer is stopped; closing without a flush"
+            );
+            return;
+        }
         // At most the deadline, counted from when the ring last took
         // anything: a peer that stopped reading long ago is not waited
         // for again.

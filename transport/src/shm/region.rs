@@ -252,19 +252,6 @@ impl SharedRegion {
     }
 }
 
-/// The longest path a region was announced by, before regions became
-/// memfds (issue 27). Kept only for `lib.rs`'s re-export, with
-/// [`is_region_path`]; remove both with that line.
-#[doc(hidden)]
-pub const REGION_PATH_MAX: usize = 96;
-
-/// No path is a region's any more: regions are memfds, opened by a
-/// locator and checked by their binding (see the module docs).
-#[doc(hidden)]
-pub fn is_region_path(_path: &str) -> bool {
-    false
-}
-
 fn bytes_of(words: usize) -> io::Result<usize> {
     match words.checked_mul(8) {
         Some(n) if n > 0 && i64::try_from(n).is_ok() => Ok(n),
