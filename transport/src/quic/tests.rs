@@ -388,7 +388,9 @@ impl Member {
             shape: 0,
             key: handshake::derive_key(Some(TOKEN)),
             version: handshake::PROTOCOL_VERSION,
-            transport: handshake::TRANSPORT_QUIC | DEFAULT_SIDECAR_THRESHOLD as u64,
+            transport: handshake::TRANSPORT_QUIC
+                | DEFAULT_SIDECAR_THRESHOLD as u64
+                | handshake::bounds_word(crate::DEFAULT_PEER_BUDGET, crate::LANE_DEPTH),
             heap: 0,
         };
         let admitted = handshake::dial(&mut tcp, &id, deadline).unwrap();

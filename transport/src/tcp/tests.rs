@@ -180,7 +180,10 @@ fn hub(
         timeout,
         max_message_bytes: 1 << 30,
         peer_budget_bytes: 2 << 20,
-        lane_depth: 8,
+        // The default depth: the attacks below queue dozens of requests
+        // on one lane, and must meet the bound they test, not this one
+        // (the receiver would refuse a sender past it too).
+        lane_depth: crate::LANE_DEPTH,
         ranks_here: 1,
     }));
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
