@@ -487,9 +487,12 @@ impl Node {
     /// Reach ranks on this host through shared memory (on by default;
     /// `SHM=0` turns it off). "This host" is the same kernel boot, network
     /// namespace and user; other ranks keep the network link. A pair where
-    /// either side has it off, or where a segment cannot be made (no
-    /// `/dev/shm`, a full tmpfs), keeps the network link too (logged);
-    /// the job never fails for it. `g.links()` tells which peers use it.
+    /// either side has it off, where a ring cannot be made (say, its
+    /// memory cannot be reserved), or where one cannot open the other's
+    /// (ranks in different process-id namespaces) keeps the network link
+    /// too (logged); the job never fails for it. Rings and heaps are
+    /// sealed memfds, not files in `/dev/shm`: nothing is left behind.
+    /// `g.links()` tells which peers use it.
     pub fn shared_memory(mut self, on: bool) -> Node {
         self.shared_memory = on;
         self

@@ -273,9 +273,14 @@ pub fn hello(data: &[u8]) {
     assert_eq!(handshake::parse(&again), Some(p));
 }
 
-/// The same-host negotiation's offer and ring messages (`shm/setup.rs`):
-/// what decodes re-encodes to the same bytes; a ring path is one of
-/// meshwork's names in `/dev/shm`, nothing else.
+/// The same-host negotiation's messages (`shm/setup.rs`, magic
+/// `mwshm003`) and a single-copy descriptor (`shm/copy.rs`): what decodes
+/// re-encodes to the same bytes, and a descriptor names at most four
+/// ranges, adding up to the length it is decoded against. A ring message
+/// names no path, only where the peer opens the segment (a process id
+/// and a descriptor number); what is opened there is checked when it is
+/// opened (sealed, private, bound to the link: `shm/region.rs`), not
+/// here.
 pub fn shm_negotiation(data: &[u8]) {
     crate::shm::fuzz_negotiation(data);
 }
@@ -628,12 +633,15 @@ mod tests {
 
     #[test]
     fn shm_negotiation_survives_random_and_mutated_messages() {
-        let mut offer = b"mwshm001\x01".to_vec();
+        let mut offer = b"mwshm003\x01".to_vec();
         offer.extend((0..56).map(|i| i as u8));
-        let mut ring = vec![30u8];
-        ring.extend_from_slice(b"/dev/shm/meshwork-1-r0-p1-abcd");
-        ring.resize(1 + 96, 0);
+        // A ring message: present, the creator's process id and
+        // descriptor, the capacity, whether it reads the peer's probe.
+        let mut ring = vec![1u8];
+        ring.extend_from_slice(&4242u32.to_le_bytes());
+        ring.extend_from_slice(&7u32.to_le_bytes());
         ring.extend_from_slice(&(1u64 << 20).to_le_bytes());
+        ring.push(1);
         sweep(9, 100_000, 120, &[offer, ring], shm_negotiation);
     }
 

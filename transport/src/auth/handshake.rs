@@ -50,8 +50,11 @@ use std::time::Instant;
 /// revoke frame and a coordinator's notice of a silent worker; version 8
 /// the symmetric heap's size in the hello (checked equal, 0 included);
 /// version 9 the whole shape (k-regular and its degree, hypercube) in the
-/// hello's topology word, and frames relayed by any rank of a sparse shape.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// hello's topology word, and frames relayed by any rank of a sparse shape;
+/// version 10 the receive bounds' fingerprint in the settings word
+/// (`bounds_word`) and same-host rings as sealed memfds bound to the link
+/// (negotiation `mwshm003`).
+pub const PROTOCOL_VERSION: u32 = 10;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;

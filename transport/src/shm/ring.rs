@@ -90,7 +90,7 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 /// The ring capacity a rank with `peers_here` same-host peers gives each
-/// inbound ring: memory in `/dev/shm` grows with the square of the ranks
+/// inbound ring: shared memory (memfds) grows with the square of the ranks
 /// on a host, so rings shrink as they multiply.
 pub(crate) fn capacity_for(peers_here: usize) -> usize {
     match peers_here {
