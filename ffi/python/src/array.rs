@@ -1,27 +1,56 @@
-//! Arrays from Python, used in place: their memory is read or written
-//! directly, never copied.
+//! Arrays from Python, held for the duration of one call.
 //!
 //! Three ways in, tried in this order:
-//! 1. the buffer protocol (numpy arrays of standard dtypes, `bytes`,
-//!    `bytearray`, `memoryview`, `array.array`): the exporter's own view,
-//!    released when the call ends;
-//! 2. CPU torch tensors (`torch.Tensor` and subclasses such as
-//!    `nn.Parameter`), by `data_ptr()`, when `torch` is imported;
-//! 3. `__array_interface__`, for numpy dtypes that the buffer protocol
-//!    cannot describe (`ml_dtypes.bfloat16`).
+//! 1. CPU torch tensors (`torch.Tensor` and subclasses such as
+//!    `nn.Parameter`), when `torch` is imported: staged (`torch.rs`);
+//! 2. the buffer protocol (numpy arrays of standard dtypes, `bytes`,
+//!    `bytearray`, `memoryview`, `array.array`): used in place, through
+//!    the exporter's own view, held until the call ends;
+//! 3. numpy arrays of a dtype the buffer protocol cannot describe
+//!    (`ml_dtypes.bfloat16`): through a view of them as unsigned integers
+//!    of the same size, made by numpy, then as in 2.
+//!
+//! Anything else is refused. meshwork takes no address from the object
+//! itself (no `__array_interface__`, no `data_ptr` attribute, no
+//! `__torch_function__` answer): only from the exporter's C code, so an
+//! object cannot point meshwork at memory it does not own.
 //!
 //! Every way checks the same things, each failure an `InvalidArgument`
 //! (a `ValueError`) naming the argument: C-contiguous, writable where the
 //! call writes, aligned for its element type, and an element type
-//! meshwork reduces (collectives; point-to-point takes any bytes).
+//! meshwork reduces (collectives; point-to-point takes any bytes, but no
+//! Python object references).
+//!
+//! # Held for the call
+//!
+//! The call runs with the GIL released, so other Python threads run
+//! meanwhile; the memory must not move or be freed under it.
+//! - An exported buffer stays put: `bytearray`, `array.array` and `mmap`
+//!   refuse to resize or close while exported, and numpy counts the
+//!   export as a reference, so `a.resize(...)` refuses. numpy skips that
+//!   count with `refcheck=False`, but never resizes an array that has a
+//!   weak reference: the call holds one to every numpy array through
+//!   which it reaches the memory, so that resize is refused too.
+//! - A torch tensor cannot be held so. `t.resize_()`, `t.set_()`,
+//!   `t.share_memory_()` and `t.untyped_storage().resize_()` on another
+//!   thread free the tensor's memory at once, whatever references to the
+//!   tensor, its storage or a DLPack capsule of it meshwork holds (torch
+//!   keeps no count of exports; `t.numpy()` makes a storage non-resizable,
+//!   but `set_` and `share_memory_` still free it). So the call works on
+//!   meshwork's own copy, the stage (`torch.rs`), and the result is
+//!   copied back with the GIL held once the tensor is checked unchanged;
+//!   a changed tensor is an `InvalidArgument` and is not written. A numpy
+//!   array over a tensor's memory (`t.numpy()`, `np.asarray(t)`) is
+//!   staged the same way, checked against that tensor.
+
+mod torch;
 
 use crate::errors::invalid;
-use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyMemoryView, PyType, PyWeakrefReference};
 use std::ffi::{c_char, CStr};
 
 /// An element type meshwork reduces.
@@ -83,32 +112,56 @@ impl DType {
 const SUPPORTED: &str =
     "float16, bfloat16, float32, float64, int8, int32, int64, uint8, uint32, uint64";
 
-/// Whether a call reads an array or writes it.
+/// How a call uses an array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Access {
+    /// Read only (a send buffer).
     Read,
+    /// Overwritten whole on success, not read (a receive buffer).
     Write,
+    /// Read, then written (an in-place collective).
+    Update,
 }
 
-/// What keeps an array's memory alive and pinned during a call.
-enum Hold<'py> {
+impl Access {
+    fn writes(self) -> bool {
+        self != Access::Read
+    }
+
+    fn reads(self) -> bool {
+        self != Access::Write
+    }
+}
+
+/// What keeps an array's memory alive and in place during a call.
+struct Hold<'py> {
     /// A buffer-protocol view, released on drop (the exporter cannot
     /// resize or free the memory until then). Boxed: the view must not
     /// move while exported.
-    Buffer(Box<ffi::Py_buffer>),
-    /// A reference to the object (torch tensor, `__array_interface__`
-    /// exporter) that owns the memory.
-    Object(#[allow(dead_code, reason = "held for its reference only")] Bound<'py, PyAny>),
+    view: Option<Box<ffi::Py_buffer>>,
+    /// Weak references to the numpy arrays through which the memory is
+    /// reached: numpy refuses to resize an array that has one, even with
+    /// `refcheck=False`.
+    #[allow(dead_code, reason = "held for their effect on numpy only")]
+    pins: Vec<Bound<'py, PyAny>>,
+    /// The torch tensor that owns the memory, until staged.
+    owner: Option<Bound<'py, PyAny>>,
+    /// meshwork's copy of memory a torch tensor owns.
+    stage: Option<torch::Stage<'py>>,
 }
 
 /// One argument's memory for the duration of a call.
 pub(crate) struct Array<'py> {
+    /// What the call reads and writes: the caller's memory, or the stage.
     ptr: *mut u8,
     bytes: usize,
+    /// The caller's memory (`ptr`, unless staged).
+    target: *mut u8,
     /// The element type, or a description of the unsupported one.
     dtype: Result<DType, String>,
     what: &'static str,
     writable: bool,
+    access: Access,
     hold: Hold<'py>,
 }
 
@@ -118,13 +171,14 @@ impl std::fmt::Debug for Array<'_> {
             .field("what", &self.what)
             .field("bytes", &self.bytes)
             .field("dtype", &self.dtype)
+            .field("staged", &self.hold.stage.is_some())
             .finish()
     }
 }
 
 impl Drop for Array<'_> {
     fn drop(&mut self) {
-        if let Hold::Buffer(view) = &mut self.hold {
+        if let Some(view) = &mut self.hold.view {
             // SAFETY: the view was filled by a successful PyObject_GetBuffer
             // and is released once; an Array lives only while the GIL is
             // held (it is !Send and bound to 'py), so this runs attached.
@@ -151,18 +205,24 @@ impl<'py> Array<'py> {
     /// [`Array::dtype`] (checked: size and alignment).
     pub(crate) fn slice<T: mw::Element>(&self) -> &[T] {
         let (ptr, len) = self.parts::<T>();
-        // SAFETY: `ptr` is non-null and aligned for `T` (`parts`); the
-        // exporter keeps `bytes` bytes alive while `hold` lives, which
-        // outlives the borrow of `self`; every bit pattern is a valid `T`
-        // (`Element: Pod`). Other Python threads writing the same array
-        // during the call is the caller's race, as with any C library.
+        // SAFETY: `ptr` is non-null and aligned for `T` (`parts`). It is
+        // either the stage, owned by `hold`, or memory whose exporter keeps
+        // `bytes` bytes alive and in place while its view in `hold` lives
+        // (see the module's docs); `hold` outlives the borrow of `self`.
+        // Every bit pattern is a valid `T` (`Element: Pod`). Other Python
+        // threads writing the same array during the call is the caller's
+        // race, as with any C library.
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 
     /// The memory as elements of `T`, writable (the array was taken with
-    /// `Access::Write`, so it is checked writable).
+    /// an access that writes, so it is checked writable).
     pub(crate) fn slice_mut<T: mw::Element>(&mut self) -> &mut [T] {
-        assert!(self.writable, "{}: taken read-only", self.what);
+        assert!(
+            self.writable && self.access.writes(),
+            "{}: taken read-only",
+            self.what
+        );
         let (ptr, len) = self.parts::<T>();
         // SAFETY: as in `slice`; exclusive because `&mut self` is, and
         // `disjoint` refuses two arguments over the same bytes.
@@ -196,11 +256,24 @@ impl<'py> Array<'py> {
         (ptr, self.bytes / size)
     }
 
+    /// After the call that wrote this array succeeded: the stage's
+    /// contents into the caller's memory, once its torch tensor is checked
+    /// unchanged (else `InvalidArgument`, and nothing is written). Nothing
+    /// to do for memory used in place, or for an array the call only read.
+    pub(crate) fn write_back(mut self) -> PyResult<()> {
+        match self.hold.stage.take() {
+            Some(stage) if self.access.writes() => {
+                stage.write_back(self.target, self.bytes, self.what)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `InvalidArgument` when `self` and `other` share bytes (a `&` and a
     /// `&mut` slice over the same memory would be undefined behaviour, and
     /// the result would be garbage anyway).
     pub(crate) fn disjoint(&self, other: &Array<'_>, py: Python<'_>) -> PyResult<()> {
-        let (a, b) = (self.ptr as usize, other.ptr as usize);
+        let (a, b) = (self.target as usize, other.target as usize);
         if self.bytes > 0 && other.bytes > 0 && a < b + other.bytes && b < a + self.bytes {
             return Err(invalid(
                 py,
@@ -215,8 +288,8 @@ impl<'py> Array<'py> {
 
     /// Check what every way in checks: writable if written, aligned and a
     /// whole number of elements for a known dtype.
-    fn checked(self, py: Python<'_>, access: Access) -> PyResult<Self> {
-        if access == Access::Write && !self.writable {
+    fn checked(self, py: Python<'_>) -> PyResult<Self> {
+        if self.access.writes() && !self.writable {
             return Err(invalid(
                 py,
                 format!(
@@ -226,7 +299,8 @@ impl<'py> Array<'py> {
             ));
         }
         if let Ok(d) = self.dtype {
-            if !self.bytes.is_multiple_of(d.size()) || !(self.ptr as usize).is_multiple_of(d.size())
+            if !self.bytes.is_multiple_of(d.size())
+                || !(self.target as usize).is_multiple_of(d.size())
             {
                 return Err(invalid(
                     py,
@@ -240,6 +314,18 @@ impl<'py> Array<'py> {
         }
         Ok(self)
     }
+
+    /// Memory a torch tensor owns is copied into a stage: the call works
+    /// on that.
+    fn staged(mut self) -> PyResult<Self> {
+        if let Some(tensor) = self.hold.owner.take() {
+            let mut stage =
+                torch::Stage::new(&tensor, self.target, self.bytes, self.access, self.what)?;
+            self.ptr = stage.ptr();
+            self.hold.stage = Some(stage);
+        }
+        Ok(self)
+    }
 }
 
 /// `obj`'s memory for one call: `what` names the argument in messages.
@@ -249,11 +335,11 @@ pub(crate) fn array<'py>(
     access: Access,
 ) -> PyResult<Array<'py>> {
     let py = obj.py();
-    let arr = if let Some(a) = from_buffer(obj, what)? {
+    let arr = if let Some(a) = torch::from_tensor(obj, what, access)? {
         a
-    } else if let Some(a) = from_torch(obj, what, access)? {
+    } else if let Some(a) = from_buffer(obj, what, access)? {
         a
-    } else if let Some(a) = from_array_interface(obj, what)? {
+    } else if let Some(a) = from_numpy_view(obj, what, access)? {
         a
     } else {
         return Err(invalid(
@@ -265,7 +351,7 @@ pub(crate) fn array<'py>(
             ),
         ));
     };
-    arr.checked(py, access)
+    arr.checked(py)?.staged()
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -285,10 +371,28 @@ fn not_contiguous(py: Python<'_>, what: &str) -> PyErr {
     )
 }
 
-/// Way 1: the buffer protocol. `None` when `obj` does not export a buffer
+fn holds_objects(py: Python<'_>, what: &str, dtype: &str) -> PyErr {
+    invalid(
+        py,
+        format!(
+            "{what}: dtype {dtype} is not supported: its elements are references to Python \
+             objects, not data"
+        ),
+    )
+}
+
+/// Way 2: the buffer protocol. `None` when `obj` does not export a buffer
 /// (or cannot describe its dtype in one, as numpy with bfloat16).
-fn from_buffer<'py>(obj: &Bound<'py, PyAny>, what: &'static str) -> PyResult<Option<Array<'py>>> {
+fn from_buffer<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &'static str,
+    access: Access,
+) -> PyResult<Option<Array<'py>>> {
     let py = obj.py();
+    // Pinned before the export: from then on numpy refuses to resize any
+    // array on the way, even if the GIL is released before the view is
+    // read (a `PyOnceLock` or `intern!` does that the first time).
+    let (pins, owner) = owners(obj)?;
     let mut view = Box::new(ffi::Py_buffer::new());
     // Ask for strides and format, not for contiguity or writability: the
     // checks below give meshwork's own messages.
@@ -301,33 +405,190 @@ fn from_buffer<'py>(obj: &Bound<'py, PyAny>, what: &'static str) -> PyResult<Opt
         drop(PyErr::take(py));
         return Ok(None);
     }
+    let (ptr, bytes, readonly, itemsize) = (view.buf, view.len, view.readonly, view.itemsize);
     // SAFETY: the view is filled; PyBuffer_IsContiguous only reads it.
     let contiguous = unsafe { ffi::PyBuffer_IsContiguous(&*view, b'C' as c_char) } == 1;
     let format = if view.format.is_null() {
         // NULL means unsigned bytes.
-        b"B".as_slice()
+        b"B".to_vec()
     } else {
         // SAFETY: a non-null format is a NUL-terminated string owned by
         // the exporter for the life of the view.
-        unsafe { CStr::from_ptr(view.format) }.to_bytes()
+        unsafe { CStr::from_ptr(view.format) }.to_bytes().to_vec()
     };
-    let dtype = dtype_of_format(format, view.itemsize as usize).map_err(|d| {
-        // numpy's name for it reads better than a format code.
+    // From here on, dropping `hold` releases the view.
+    let hold = Hold {
+        view: Some(view),
+        pins,
+        owner,
+        stage: None,
+    };
+    // numpy's name for the dtype reads better than a format code.
+    let numpy_name = || {
         obj.getattr(intern!(py, "dtype"))
             .and_then(|t| t.str().map(|s| s.to_string()))
-            .unwrap_or(d)
-    });
-    let arr = Array {
-        ptr: view.buf.cast(),
-        bytes: view.len as usize,
-        dtype,
-        what,
-        writable: view.readonly == 0,
-        hold: Hold::Buffer(view),
     };
+    if format_has_objects(&format) {
+        let name = numpy_name().unwrap_or_else(|_| String::from_utf8_lossy(&format).into());
+        return Err(holds_objects(py, what, &name));
+    }
     if !contiguous {
         return Err(not_contiguous(py, what));
     }
+    let dtype = dtype_of_format(&format, itemsize as usize).map_err(|d| numpy_name().unwrap_or(d));
+    Ok(Some(Array {
+        ptr: ptr.cast(),
+        bytes: bytes as usize,
+        target: ptr.cast(),
+        dtype,
+        what,
+        writable: readonly == 0,
+        access,
+        hold,
+    }))
+}
+
+/// Whether a buffer format has Python object references (numpy's `O`
+/// code) outside the field names of a struct format (`T{O:name:f:x:}`).
+fn format_has_objects(format: &[u8]) -> bool {
+    let mut in_name = false;
+    for &c in format {
+        match c {
+            b':' => in_name = !in_name,
+            b'O' if !in_name => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// What meshwork needs of `numpy`: its own attributes, looked up on
+/// `numpy.ndarray` itself so that a subclass cannot answer instead.
+struct Numpy {
+    ndarray: Py<PyType>,
+    dtype_of: Py<PyAny>,
+    base_of: Py<PyAny>,
+    view_of: Py<PyAny>,
+    dtype: Py<PyAny>,
+}
+
+static NUMPY: PyOnceLock<Numpy> = PyOnceLock::new();
+
+/// numpy, if it is imported (without it there is no numpy array).
+fn numpy(py: Python<'_>) -> PyResult<Option<&Numpy>> {
+    if let Some(np) = NUMPY.get(py) {
+        return Ok(Some(np));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(np) = modules.cast::<PyDict>()?.get_item("numpy")? else {
+        return Ok(None);
+    };
+    let ndarray = np.getattr("ndarray")?.cast_into::<PyType>()?;
+    let found = Numpy {
+        dtype_of: ndarray.getattr("dtype")?.unbind(),
+        base_of: ndarray.getattr("base")?.unbind(),
+        view_of: ndarray.getattr("view")?.unbind(),
+        dtype: np.getattr("dtype")?.unbind(),
+        ndarray: ndarray.unbind(),
+    };
+    Ok(Some(NUMPY.get_or_init(py, || found)))
+}
+
+/// Whether `obj`'s type is `ndarray` or a subclass (by its type, not by
+/// what `obj.__class__` claims).
+fn is_ndarray(np: &Numpy, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    obj.get_type().is_subclass(np.ndarray.bind(obj.py()))
+}
+
+/// The numpy arrays (and memoryviews) through which `obj` reaches its
+/// memory, each numpy array pinned by a weak reference, and the torch
+/// tensor that owns the memory, if one does (`t.numpy()`, `np.asarray(t)`
+/// and views of them).
+type Owners<'py> = (Vec<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>);
+
+fn owners<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Owners<'py>> {
+    let py = obj.py();
+    let mut pins = Vec::new();
+    let Some(np) = numpy(py)? else {
+        return Ok((pins, None));
+    };
+    let mut at = obj.clone();
+    // numpy keeps a view's base at the owner of the memory, so chains are
+    // short; the bound is against a cycle.
+    for _ in 0..32 {
+        if torch::is_tensor(&at)? {
+            return Ok((pins, Some(at)));
+        }
+        let next = if is_ndarray(np, &at)? {
+            if let Ok(weak) = PyWeakrefReference::new(&at) {
+                pins.push(weak.into_any());
+            }
+            np.base_of
+                .bind(py)
+                .call_method1(intern!(py, "__get__"), (&at,))?
+        } else if at.is_exact_instance_of::<PyMemoryView>() {
+            at.getattr(intern!(py, "obj"))?
+        } else {
+            break;
+        };
+        if next.is_none() {
+            break;
+        }
+        at = next;
+    }
+    Ok((pins, None))
+}
+
+/// Way 3: a numpy array whose dtype the buffer protocol cannot carry
+/// (`ml_dtypes.bfloat16`): a view of it as unsigned integers of the same
+/// size, made by numpy, taken as a buffer. `None` when `obj` is not a
+/// numpy array.
+fn from_numpy_view<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &'static str,
+    access: Access,
+) -> PyResult<Option<Array<'py>>> {
+    let py = obj.py();
+    let Some(np) = numpy(py)? else {
+        return Ok(None);
+    };
+    if !is_ndarray(np, obj)? {
+        return Ok(None);
+    }
+    let dtype = np
+        .dtype_of
+        .bind(py)
+        .call_method1(intern!(py, "__get__"), (obj,))?;
+    let name: String = dtype.getattr(intern!(py, "name"))?.extract()?;
+    if dtype.getattr(intern!(py, "hasobject"))?.extract::<bool>()? {
+        return Err(holds_objects(py, what, &name));
+    }
+    let itemsize: usize = dtype.getattr(intern!(py, "itemsize"))?.extract()?;
+    if ![1, 2, 4, 8].contains(&itemsize) {
+        return Err(invalid(
+            py,
+            format!(
+                "{what}: dtype {name} is not supported: numpy cannot share its memory as a \
+                 buffer (a.view(np.uint8) can be sent as bytes)"
+            ),
+        ));
+    }
+    let unsigned = np.dtype.bind(py).call1((format!("u{itemsize}"),))?;
+    let view = np
+        .view_of
+        .bind(py)
+        .call1((obj, unsigned, np.ndarray.bind(py)))?;
+    let Some(mut arr) = from_buffer(&view, what, access)? else {
+        return Err(invalid(
+            py,
+            format!("{what}: numpy did not export a view of it as a buffer"),
+        ));
+    };
+    arr.dtype = if name == "bfloat16" && itemsize == 2 {
+        Ok(DType::BF16)
+    } else {
+        Err(name)
+    };
     Ok(Some(arr))
 }
 
@@ -365,215 +626,4 @@ fn dtype_of_format(format: &[u8], itemsize: usize) -> Result<DType, String> {
         _ => return Err(describe()),
     };
     Ok(d)
-}
-
-/// What meshwork needs of `torch`, looked up once torch is imported.
-struct Torch {
-    tensor: Py<PyType>,
-    strided: Py<PyAny>,
-    is_grad_enabled: Py<PyAny>,
-    dtypes: Vec<(Py<PyAny>, DType)>,
-}
-
-static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
-
-/// torch's types, if torch is imported (meshwork never imports it).
-fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
-    if let Some(t) = TORCH.get(py) {
-        return Ok(Some(t));
-    }
-    let modules = py.import("sys")?.getattr("modules")?;
-    let Some(torch) = modules.cast::<PyDict>()?.get_item("torch")? else {
-        return Ok(None);
-    };
-    let mut dtypes = Vec::new();
-    // torch names its dtypes as numpy does.
-    for d in DType::ALL {
-        // uint32/uint64 came in torch 2.3; older versions lack them.
-        if let Ok(t) = torch.getattr(d.name()) {
-            dtypes.push((t.unbind(), d));
-        }
-    }
-    let t = Torch {
-        tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
-        strided: torch.getattr("strided")?.unbind(),
-        is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
-        dtypes,
-    };
-    Ok(Some(TORCH.get_or_init(py, || t)))
-}
-
-/// Way 2: a torch tensor. `None` when `obj` is not one.
-fn from_torch<'py>(
-    obj: &Bound<'py, PyAny>,
-    what: &'static str,
-    access: Access,
-) -> PyResult<Option<Array<'py>>> {
-    let py = obj.py();
-    let Some(torch) = torch(py)? else {
-        return Ok(None);
-    };
-    if !obj.is_instance(torch.tensor.bind(py))? {
-        return Ok(None);
-    }
-    let device = obj.getattr(intern!(py, "device"))?;
-    let kind = device.getattr(intern!(py, "type"))?;
-    if kind.extract::<&str>().ok() != Some("cpu") {
-        return Err(invalid(
-            py,
-            format!("{what} is a torch tensor on {device}; meshwork takes CPU tensors (t.cpu())"),
-        ));
-    }
-    if !obj
-        .getattr(intern!(py, "layout"))?
-        .is(torch.strided.bind(py))
-    {
-        return Err(invalid(
-            py,
-            format!("{what} is a sparse torch tensor; pass a dense one (t.to_dense())"),
-        ));
-    }
-    if !obj
-        .call_method0(intern!(py, "is_contiguous"))?
-        .extract::<bool>()?
-    {
-        return Err(not_contiguous(py, what));
-    }
-    if access == Access::Write
-        && obj
-            .getattr(intern!(py, "requires_grad"))?
-            .extract::<bool>()?
-        && torch.is_grad_enabled.bind(py).call0()?.extract::<bool>()?
-    {
-        // As torch refuses an in-place op on a leaf that requires grad:
-        // autograd would not see the write.
-        return Err(invalid(
-            py,
-            format!(
-                "{what} requires grad and this call writes it; call it under torch.no_grad() \
-                 or pass t.detach() (gradients: p.grad)"
-            ),
-        ));
-    }
-    let dtype_obj = obj.getattr(intern!(py, "dtype"))?;
-    let dtype = torch
-        .dtypes
-        .iter()
-        .find(|(t, _)| dtype_obj.is(t.bind(py)))
-        .map(|&(_, d)| d)
-        .ok_or_else(|| dtype_obj.to_string());
-    let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
-    let numel: usize = obj.call_method0(intern!(py, "numel"))?.extract()?;
-    let size: usize = obj.call_method0(intern!(py, "element_size"))?.extract()?;
-    let bytes = numel
-        .checked_mul(size)
-        .ok_or_else(|| invalid(py, format!("{what}: {numel} elements overflow")))?;
-    Ok(Some(Array {
-        ptr: ptr as *mut u8,
-        bytes,
-        dtype,
-        what,
-        writable: true,
-        hold: Hold::Object(obj.clone()),
-    }))
-}
-
-/// Way 3: `__array_interface__` (numpy arrays whose dtype the buffer
-/// protocol cannot describe). `None` when `obj` has none.
-fn from_array_interface<'py>(
-    obj: &Bound<'py, PyAny>,
-    what: &'static str,
-) -> PyResult<Option<Array<'py>>> {
-    let py = obj.py();
-    let Ok(interface) = obj.getattr(intern!(py, "__array_interface__")) else {
-        return Ok(None);
-    };
-    let interface = interface.cast_into::<PyDict>()?;
-    let get = |key: &str| -> PyResult<Bound<'py, PyAny>> {
-        interface.get_item(key)?.ok_or_else(|| {
-            PyTypeError::new_err(format!("{what}: __array_interface__ has no {key:?}"))
-        })
-    };
-    let data = get("data")?;
-    let Ok(data) = data.cast_into::<PyTuple>() else {
-        return Err(invalid(
-            py,
-            format!("{what}: an __array_interface__ without a data pointer is not supported"),
-        ));
-    };
-    let (ptr, readonly): (usize, bool) = data.extract()?;
-    let typestr: String = get("typestr")?.extract()?;
-    let itemsize: usize = typestr
-        .get(2..)
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| PyTypeError::new_err(format!("{what}: bad typestr {typestr:?}")))?;
-    let shape: Vec<usize> = get("shape")?.extract()?;
-    let strides: Option<Vec<isize>> = get("strides")?.extract()?;
-    let count = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-    let bytes = count
-        .and_then(|n| n.checked_mul(itemsize))
-        .ok_or_else(|| invalid(py, format!("{what}: its shape overflows")))?;
-    if let Some(strides) = strides {
-        if !c_contiguous(&shape, &strides, itemsize) {
-            return Err(not_contiguous(py, what));
-        }
-    }
-    // bfloat16 and friends are "V2" (raw bytes) here; the dtype says what
-    // they are.
-    let name = obj
-        .getattr(intern!(py, "dtype"))
-        .and_then(|d| d.getattr(intern!(py, "name")))
-        .and_then(|n| n.extract::<String>())
-        .unwrap_or_else(|_| typestr.clone());
-    let dtype = match (name.as_str(), itemsize) {
-        ("bfloat16", 2) => Ok(DType::BF16),
-        _ => {
-            let code = typestr.as_bytes().get(1).copied().unwrap_or(b'?');
-            let order = typestr.as_bytes().first().copied().unwrap_or(b'|');
-            match (code, itemsize) {
-                (b'f', 2) => Ok(DType::F16),
-                (b'f', 4) => Ok(DType::F32),
-                (b'f', 8) => Ok(DType::F64),
-                (b'i', 1) => Ok(DType::I8),
-                (b'i', 4) => Ok(DType::I32),
-                (b'i', 8) => Ok(DType::I64),
-                (b'u', 1) => Ok(DType::U8),
-                (b'u', 4) => Ok(DType::U32),
-                (b'u', 8) => Ok(DType::U64),
-                _ => Err(name.clone()),
-            }
-            .and_then(|d| {
-                let foreign = (order == b'>' && cfg!(target_endian = "little"))
-                    || (order == b'<' && cfg!(target_endian = "big"));
-                if foreign && itemsize > 1 {
-                    Err(format!("{name} (non-native byte order)"))
-                } else {
-                    Ok(d)
-                }
-            })
-        }
-    };
-    Ok(Some(Array {
-        ptr: ptr as *mut u8,
-        bytes,
-        dtype,
-        what,
-        writable: !readonly,
-        hold: Hold::Object(obj.clone()),
-    }))
-}
-
-/// Whether `strides` (bytes) walk `shape` in C order without gaps.
-fn c_contiguous(shape: &[usize], strides: &[isize], itemsize: usize) -> bool {
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut expected = itemsize as isize;
-    for (&dim, &stride) in shape.iter().zip(strides).rev() {
-        if dim != 1 && stride != expected {
-            return false;
-        }
-        expected *= dim as isize;
-    }
-    shape.len() == strides.len()
 }

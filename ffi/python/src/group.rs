@@ -97,8 +97,9 @@ fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> PyResult<DT
 /// `meshwork.local(n)`.
 ///
 /// Every rank must call a group's collectives in the same order with
-/// matching arguments. Arrays are used in place (no copy): numpy arrays or
-/// CPU torch tensors, C-contiguous, writable where the call writes them.
+/// matching arguments. Arrays are numpy arrays (used in place, no copy) or
+/// CPU torch tensors (through a copy, checked unchanged before the result
+/// is written back), C-contiguous, writable where the call writes them.
 /// Each call blocks until this rank's part is done, with the GIL released,
 /// and fails with a `meshwork.Error` subclass; nothing waits longer than
 /// the group's `timeout` without progress. A group may be used from
@@ -127,12 +128,13 @@ impl ProcessGroup {
     /// An in-place collective on one array: check, then run `f` with the
     /// GIL released.
     fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, f: impl InPlace) -> PyResult<()> {
-        let mut a = array(a, "a", Access::Write)?;
+        let mut a = array(a, "a", Access::Update)?;
         let g = &*self.inner;
         with_dtype!(a.dtype(py)?, T => {
             let buf = a.slice_mut::<T>();
             py.detach(|| f.run(g, buf)).map_err(|e| to_py(py, e))
-        })
+        })?;
+        a.write_back()
     }
 }
 
@@ -241,7 +243,8 @@ impl ProcessGroup {
                 None => &mut [],
             };
             py.detach(|| f.run(g, s, r)).map_err(|e| to_py(py, e))
-        })
+        })?;
+        recv.map_or(Ok(()), Array::write_back)
     }
 }
 
@@ -429,7 +432,8 @@ impl ProcessGroup {
         let g = &*self.inner;
         let buf = a.bytes_mut();
         py.detach(|| g.recv(buf, src, tag))
-            .map_err(|e| to_py(py, e))
+            .map_err(|e| to_py(py, e))?;
+        a.write_back()
     }
 
     /// The size of every rank's symmetric heap in bytes (`HEAP_MB`; 0:
@@ -459,7 +463,8 @@ impl ProcessGroup {
         let g = &*self.inner;
         let buf = a.bytes_mut();
         py.detach(|| g.get(src, offset, buf))
-            .map_err(|e| to_py(py, e))
+            .map_err(|e| to_py(py, e))?;
+        a.write_back()
     }
 
     /// Add `value` to the 8-byte word at `offset` of `dst`'s heap; the
@@ -510,7 +515,8 @@ impl ProcessGroup {
         let mut a = array(a, "a", Access::Write)?;
         self.inner
             .heap_read(offset, a.bytes_mut())
-            .map_err(|e| to_py(py, e))
+            .map_err(|e| to_py(py, e))?;
+        a.write_back()
     }
 
     /// The ranks this rank knows have failed, ascending: gone without a
@@ -598,9 +604,9 @@ pub(crate) fn _rust_all_reduce_loop(
     op: &str,
 ) -> PyResult<f64> {
     let op = reduce_op(py, op)?;
-    let mut a = array(a, "a", Access::Write)?;
+    let mut a = array(a, "a", Access::Update)?;
     let g = &*group.inner;
-    with_dtype!(a.dtype(py)?, T => {
+    let seconds = with_dtype!(a.dtype(py)?, T => {
         let buf = a.slice_mut::<T>();
         py.detach(|| {
             let start = std::time::Instant::now();
@@ -610,7 +616,9 @@ pub(crate) fn _rust_all_reduce_loop(
             Ok(start.elapsed().as_secs_f64())
         })
         .map_err(|e| to_py(py, e))
-    })
+    })?;
+    a.write_back()?;
+    Ok(seconds)
 }
 
 /// A heap offset from Python: not negative.

@@ -1,8 +1,8 @@
 //! `meshwork._meshwork`, the extension module behind the Python package
 //! `meshwork` (`ffi/python/python/meshwork`): groups from the environment
 //! or in-process, every collective, send/recv and shutdown on numpy arrays
-//! and CPU torch tensors used in place, with the GIL released while a call
-//! blocks. The contract is DESIGN.md, "C ABI and Python"; the Python-facing
+//! (used in place) and CPU torch tensors (through a checked copy: see
+//! `array.rs`), with the GIL released while a call blocks. The contract is DESIGN.md, "C ABI and Python"; the Python-facing
 //! reference is the docstrings and `_meshwork.pyi`.
 
 mod array;

@@ -208,7 +208,7 @@ def test_gather_and_scatter_need_their_buffers_at_the_root_only():
     refused_then_usable(2, lambda g: g.scatter(None, np.zeros(1), root=g.rank), "the root needs a send")
 
 
-def test_bfloat16_goes_in_place_through_the_array_interface():
+def test_bfloat16_goes_in_place_through_a_numpy_view():
     bf16 = np_dtype("bfloat16")
 
     def body(g):

@@ -1,6 +1,7 @@
-"""CPU torch tensors are taken like numpy arrays: in place (the tensor's
-own storage), every dtype, refused when non-contiguous, sparse, or
-requiring grad where written with autograd on."""
+"""CPU torch tensors are taken like numpy arrays: results land in the
+tensor's own storage (through meshwork's copy: test_held_buffers.py),
+every dtype, refused when non-contiguous, sparse, or requiring grad where
+written with autograd on."""
 
 from __future__ import annotations
 

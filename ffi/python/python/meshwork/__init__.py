@@ -11,13 +11,14 @@ collectives between processes and machines, with no MPI library and no
     g.shutdown()
 
 ``meshwork.local(n)`` makes a world of ``n`` ranks inside one process
-(drive each from its own thread). Arrays are numpy arrays or CPU torch
-tensors, used in place (never copied): C-contiguous, writable where the
-call writes them, of dtype float16, bfloat16 (``ml_dtypes``), float32,
-float64, int8, int32, int64, uint8, uint32 or uint64. Every call blocks
-with the GIL released. Failures raise ``meshwork.Error`` subclasses, one
-per kind; ``InvalidArgument`` is also a ``ValueError`` and ``Timeout`` a
-``TimeoutError``.
+(drive each from its own thread). Arrays are numpy arrays (used in
+place) or CPU torch tensors (through a copy, written back once the call
+succeeds and the tensor is checked unchanged): C-contiguous, writable
+where the call writes them, of dtype float16, bfloat16 (``ml_dtypes``),
+float32, float64, int8, int32, int64, uint8, uint32 or uint64. Every
+call blocks with the GIL released. Failures raise ``meshwork.Error``
+subclasses, one per kind; ``InvalidArgument`` is also a ``ValueError``
+and ``Timeout`` a ``TimeoutError``.
 """
 
 from ._errors import *  # noqa: F401,F403  (the exception classes)

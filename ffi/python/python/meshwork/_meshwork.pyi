@@ -7,7 +7,8 @@ from typing import Any, List, Literal, Optional, Tuple, Type
 from ._errors import Error
 
 # A numpy array, a CPU torch tensor, or another C-contiguous buffer
-# (bytes, bytearray, memoryview, array.array). Collectives take the
+# (bytes, bytearray, memoryview, array.array); held for the whole call
+# (docs/python.md, "Held for the call"). Collectives take the
 # dtypes float16, bfloat16, float32, float64, int8, int32, int64, uint8,
 # uint32, uint64; send/recv take any.
 Array = Any

@@ -1,0 +1,432 @@
+//! CPU torch tensors, staged: the call reads and writes meshwork's own
+//! copy, never the tensor's memory while the GIL is released.
+//!
+//! Why: no reference meshwork can hold keeps a tensor's memory where it
+//! is. Another thread's `t.resize_(n)` (growing), `t.set_(...)`,
+//! `t.share_memory_()` or `t.untyped_storage().resize_(...)` frees it at
+//! once, even while meshwork holds the tensor, its storage or a DLPack
+//! capsule of it (torch keeps no count of exports). Writing there from a
+//! call that released the GIL would be a write into freed memory.
+//!
+//! How, with the GIL held throughout (so no Python code runs meanwhile):
+//! 1. on entry, torch's own C code answers where the tensor's bytes are
+//!    and which storage holds them ([`TensorState`]), with
+//!    `__torch_function__` off so that no subclass or mode answers
+//!    instead; the bytes must lie inside that storage;
+//! 2. the stage is filled from them (skipped for a receive buffer, which
+//!    the call overwrites whole);
+//! 3. the call runs on the stage with the GIL released;
+//! 4. on success, torch is asked again; only if the tensor still has the
+//!    same bytes in the same storage, of the same size, at the same
+//!    version (so neither resized, nor given other storage, nor written
+//!    in place by another thread), is the stage copied back. Otherwise
+//!    `InvalidArgument`, and the tensor is not written.
+//!
+//! The copies happen with the GIL held, as torch's own `copy_` would run;
+//! torch itself does not guard a tensor against a resize by a thread
+//! already inside a torch call, and neither can meshwork.
+//!
+//! The cost: one copy in and one copy out of the tensor's bytes, at
+//! memory speed (docs/python.md has the measurement).
+
+use super::{not_contiguous, Access, Array, DType, Hold};
+use crate::errors::invalid;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyType};
+
+/// What meshwork needs of `torch`, looked up once torch is imported. The
+/// tensor attributes are `torch._C.TensorBase`'s own descriptors, called
+/// with the tensor as argument, so that a subclass's attributes of the
+/// same name are not consulted.
+struct Torch {
+    tensor_base: Py<PyType>,
+    strided: Py<PyAny>,
+    is_grad_enabled: Py<PyAny>,
+    /// `torch._C.DisableTorchFunction`.
+    disable_torch_function: Py<PyAny>,
+    dtypes: Vec<(Py<PyAny>, DType)>,
+    // Getters (`__get__(t)`).
+    device: Py<PyAny>,
+    layout: Py<PyAny>,
+    dtype: Py<PyAny>,
+    requires_grad: Py<PyAny>,
+    version: Py<PyAny>,
+    // Methods (`m(t)`).
+    is_contiguous: Py<PyAny>,
+    is_conj: Py<PyAny>,
+    data_ptr: Py<PyAny>,
+    numel: Py<PyAny>,
+    element_size: Py<PyAny>,
+    untyped_storage: Py<PyAny>,
+    storage_data_ptr: Py<PyAny>,
+    storage_nbytes: Py<PyAny>,
+    names: Names,
+}
+
+/// The attribute names used on a tensor's way in and back, interned when
+/// torch is first seen rather than by `intern!`: that (as any
+/// `PyOnceLock`) releases the GIL the first time it runs, and the stage
+/// relies on no release between asking torch where a tensor's bytes are
+/// and copying them.
+struct Names {
+    get: Py<PyString>,
+    enter: Py<PyString>,
+    exit: Py<PyString>,
+    type_: Py<PyString>,
+    is_complex: Py<PyString>,
+}
+
+static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+
+/// torch's types, if torch is imported (meshwork never imports it).
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(torch) = modules.cast::<PyDict>()?.get_item("torch")? else {
+        return Ok(None);
+    };
+    let mut dtypes = Vec::new();
+    // torch names its dtypes as numpy does.
+    for d in DType::ALL {
+        // uint32/uint64 came in torch 2.3; older versions lack them.
+        if let Ok(t) = torch.getattr(d.name()) {
+            dtypes.push((t.unbind(), d));
+        }
+    }
+    let c = torch.getattr("_C")?;
+    // `_TensorBase` before torch 2.1.
+    let base = c
+        .getattr("TensorBase")
+        .or_else(|_| c.getattr("_TensorBase"))?
+        .cast_into::<PyType>()?;
+    let storage = c.getattr("StorageBase")?;
+    let of = |name: &str| base.getattr(name).map(Bound::unbind);
+    let name = |n: &str| PyString::intern(py, n).unbind();
+    let t = Torch {
+        strided: torch.getattr("strided")?.unbind(),
+        is_grad_enabled: torch.getattr("is_grad_enabled")?.unbind(),
+        disable_torch_function: c.getattr("DisableTorchFunction")?.unbind(),
+        dtypes,
+        device: of("device")?,
+        layout: of("layout")?,
+        dtype: of("dtype")?,
+        requires_grad: of("requires_grad")?,
+        version: of("_version")?,
+        is_contiguous: of("is_contiguous")?,
+        is_conj: of("is_conj")?,
+        data_ptr: of("data_ptr")?,
+        numel: of("numel")?,
+        element_size: of("element_size")?,
+        untyped_storage: of("untyped_storage")?,
+        storage_data_ptr: storage.getattr("data_ptr")?.unbind(),
+        storage_nbytes: storage.getattr("nbytes")?.unbind(),
+        tensor_base: base.unbind(),
+        names: Names {
+            get: name("__get__"),
+            enter: name("__enter__"),
+            exit: name("__exit__"),
+            type_: name("type"),
+            is_complex: name("is_complex"),
+        },
+    };
+    Ok(Some(TORCH.get_or_init(py, || t)))
+}
+
+impl Torch {
+    /// The getter `desc` of `t`.
+    fn get<'py>(&self, desc: &Py<PyAny>, t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = t.py();
+        desc.bind(py).call_method1(self.names.get.bind(py), (t,))
+    }
+
+    /// The method `m` of `t`, without arguments.
+    fn call<'py>(&self, m: &Py<PyAny>, t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        m.bind(t.py()).call1((t,))
+    }
+
+    /// Whether `obj` is a tensor by its type (not by what `obj.__class__`
+    /// claims).
+    fn is_tensor(&self, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+        obj.get_type().is_subclass(self.tensor_base.bind(obj.py()))
+    }
+}
+
+/// Whether `obj` is a torch tensor (false when torch is not imported).
+pub(super) fn is_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match torch(obj.py())? {
+        Some(torch) => torch.is_tensor(obj),
+        None => Ok(false),
+    }
+}
+
+/// `torch._C.DisableTorchFunction()`, entered until dropped: torch calls
+/// on this thread meanwhile skip `__torch_function__` overrides, of
+/// tensor subclasses and of modes, which could answer anything (a
+/// `data_ptr` of 8). Thread-local, and the GIL is held throughout.
+struct TorchFunctionOff<'py> {
+    ctx: Bound<'py, PyAny>,
+    exit: &'py Py<PyString>,
+}
+
+impl<'py> TorchFunctionOff<'py> {
+    fn enter(py: Python<'py>, torch: &'py Torch) -> PyResult<Self> {
+        let ctx = torch.disable_torch_function.bind(py).call0()?;
+        ctx.call_method0(torch.names.enter.bind(py))?;
+        Ok(TorchFunctionOff {
+            ctx,
+            exit: &torch.names.exit,
+        })
+    }
+}
+
+impl Drop for TorchFunctionOff<'_> {
+    fn drop(&mut self) {
+        let py = self.ctx.py();
+        let none = py.None();
+        if let Err(e) = self
+            .ctx
+            .call_method1(self.exit.bind(py), (&none, &none, &none))
+        {
+            // It does not fail; if it ever did, say so rather than lose it.
+            e.write_unraisable(py, Some(&self.ctx));
+        }
+    }
+}
+
+/// Way 1: a torch tensor, to be staged. `None` when `obj` is not one.
+pub(super) fn from_tensor<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &'static str,
+    access: Access,
+) -> PyResult<Option<Array<'py>>> {
+    let py = obj.py();
+    let Some(torch) = torch(py)? else {
+        return Ok(None);
+    };
+    if !torch.is_tensor(obj)? {
+        return Ok(None);
+    }
+    let _off = TorchFunctionOff::enter(py, torch)?;
+    let device = torch.get(&torch.device, obj)?;
+    let kind = device.getattr(torch.names.type_.bind(py))?;
+    if kind.extract::<&str>().ok() != Some("cpu") {
+        return Err(invalid(
+            py,
+            format!("{what} is a torch tensor on {device}; meshwork takes CPU tensors (t.cpu())"),
+        ));
+    }
+    if !torch.get(&torch.layout, obj)?.is(torch.strided.bind(py)) {
+        return Err(invalid(
+            py,
+            format!("{what} is a sparse torch tensor; pass a dense one (t.to_dense())"),
+        ));
+    }
+    if !torch.call(&torch.is_contiguous, obj)?.extract::<bool>()? {
+        return Err(not_contiguous(py, what));
+    }
+    if access != Access::Read
+        && torch.get(&torch.requires_grad, obj)?.extract::<bool>()?
+        && torch.is_grad_enabled.bind(py).call0()?.extract::<bool>()?
+    {
+        // As torch refuses an in-place op on a leaf that requires grad:
+        // autograd would not see the write.
+        return Err(invalid(
+            py,
+            format!(
+                "{what} requires grad and this call writes it; call it under torch.no_grad() \
+                 or pass t.detach() (gradients: p.grad)"
+            ),
+        ));
+    }
+    let dtype_obj = torch.get(&torch.dtype, obj)?;
+    // Only a complex tensor can be a conjugate view, and `is_conj` may
+    // release the GIL (which the tests' timing relies on it not doing).
+    if dtype_obj
+        .getattr(torch.names.is_complex.bind(py))?
+        .extract::<bool>()?
+        && torch.call(&torch.is_conj, obj)?.extract::<bool>()?
+    {
+        // Its memory holds the values before conjugation.
+        return Err(invalid(
+            py,
+            format!("{what} is a conjugate view; pass t.resolve_conj()"),
+        ));
+    }
+    let dtype = torch
+        .dtypes
+        .iter()
+        .find(|(t, _)| dtype_obj.is(t.bind(py)))
+        .map(|&(_, d)| d)
+        .ok_or_else(|| dtype_obj.to_string());
+    let state = TensorState::of(torch, obj, what)?;
+    let hold = Hold {
+        view: None,
+        pins: Vec::new(),
+        owner: Some(obj.clone()),
+        stage: None,
+    };
+    Ok(Some(Array {
+        ptr: state.data as *mut u8,
+        bytes: state.bytes,
+        target: state.data as *mut u8,
+        dtype,
+        what,
+        writable: true,
+        access,
+        hold,
+    }))
+}
+
+/// Where a tensor's bytes are, as torch's C code says: what the stage is
+/// checked against before it is copied back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TensorState {
+    data: usize,
+    bytes: usize,
+    storage: usize,
+    storage_bytes: usize,
+    /// The version counter, bumped by every in-place op (`resize_` and
+    /// `set_` included); `None` for inference tensors, which have none.
+    version: Option<u64>,
+}
+
+impl TensorState {
+    /// `t`'s state; to be called with `__torch_function__` off.
+    fn of(torch: &Torch, t: &Bound<'_, PyAny>, what: &str) -> PyResult<Self> {
+        let py = t.py();
+        // A tensor subclass without storage (a wrapper subclass) fails
+        // here: say so in meshwork's terms.
+        let no_memory = |e: PyErr| {
+            invalid(
+                py,
+                format!(
+                    "{what}: torch cannot give this tensor's memory ({e}); pass a plain tensor"
+                ),
+            )
+        };
+        let data: usize = torch
+            .call(&torch.data_ptr, t)
+            .map_err(no_memory)?
+            .extract()?;
+        let numel: usize = torch.call(&torch.numel, t)?.extract()?;
+        let size: usize = torch.call(&torch.element_size, t)?.extract()?;
+        let bytes = numel
+            .checked_mul(size)
+            .ok_or_else(|| invalid(py, format!("{what}: {numel} elements overflow")))?;
+        let storage = torch.call(&torch.untyped_storage, t).map_err(no_memory)?;
+        let storage_bytes: usize = torch.call(&torch.storage_nbytes, &storage)?.extract()?;
+        let storage: usize = torch.call(&torch.storage_data_ptr, &storage)?.extract()?;
+        let version = torch
+            .get(&torch.version, t)
+            .and_then(|v| v.extract::<u64>())
+            .ok();
+        Ok(TensorState {
+            data,
+            bytes,
+            storage,
+            storage_bytes,
+            version,
+        })
+    }
+
+    /// Whether `len` bytes at `at` lie inside the storage.
+    fn holds(&self, at: usize, len: usize) -> bool {
+        len == 0
+            || (at >= self.storage
+                && at
+                    .checked_add(len)
+                    .is_some_and(|end| end <= self.storage.saturating_add(self.storage_bytes)))
+    }
+}
+
+/// meshwork's copy of memory that a torch tensor owns, for one call.
+pub(super) struct Stage<'py> {
+    /// Eight-byte words: aligned for every element type.
+    words: Vec<u64>,
+    tensor: Bound<'py, PyAny>,
+    entry: TensorState,
+}
+
+impl<'py> Stage<'py> {
+    /// A stage for `bytes` bytes at `target`, memory `tensor` owns (the
+    /// tensor's own, or a numpy view of it), filled from there when the
+    /// call reads it.
+    pub(super) fn new(
+        tensor: &Bound<'py, PyAny>,
+        target: *mut u8,
+        bytes: usize,
+        access: Access,
+        what: &str,
+    ) -> PyResult<Self> {
+        let py = tensor.py();
+        let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
+        // Nothing from here to the copy releases the GIL (`Names`).
+        let _off = TorchFunctionOff::enter(py, torch)?;
+        let entry = TensorState::of(torch, tensor, what)?;
+        if !entry.holds(target as usize, bytes) {
+            return Err(invalid(
+                py,
+                format!(
+                    "{what} is not inside the memory of the torch tensor it views (was the \
+                     tensor resized or given other storage since?)"
+                ),
+            ));
+        }
+        let mut words = vec![0u64; bytes.div_ceil(8)];
+        if access.reads() && bytes > 0 {
+            // SAFETY: torch said, with the GIL held, that its storage holds
+            // these bytes (`holds`), and the GIL has stayed held since and
+            // until the copy is done, so no Python code resized or freed
+            // them. The stage has room for `bytes` bytes; no overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(target, words.as_mut_ptr().cast::<u8>(), bytes)
+            };
+        }
+        Ok(Stage {
+            words,
+            tensor: tensor.clone(),
+            entry,
+        })
+    }
+
+    /// Where the call reads and writes. The words do not move when the
+    /// stage does.
+    pub(super) fn ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr().cast()
+    }
+
+    /// The stage into `bytes` bytes at `target` if the tensor still is as
+    /// it was on entry; else `InvalidArgument` and nothing is written.
+    pub(super) fn write_back(self, target: *mut u8, bytes: usize, what: &str) -> PyResult<()> {
+        let py = self.tensor.py();
+        let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
+        // Nothing from here to the copy releases the GIL (`Names`).
+        let _off = TorchFunctionOff::enter(py, torch)?;
+        // A tensor whose storage was emptied under it may have no data
+        // pointer to give: changed, too.
+        let now = TensorState::of(torch, &self.tensor, what).ok();
+        if now != Some(self.entry) {
+            return Err(invalid(
+                py,
+                format!(
+                    "{what}: its torch tensor changed during the call (resized, given other \
+                     storage by set_ or share_memory_, or written by another thread); the \
+                     result was not written into it. Leave a tensor alone while a call uses it"
+                ),
+            ));
+        }
+        if bytes > 0 {
+            // SAFETY: torch said just now, with the GIL held since, that the
+            // storage is where it was on entry and of the same size
+            // (`now == entry`), and it held the target then (`new`). The
+            // stage holds `bytes` bytes; no overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.words.as_ptr().cast::<u8>(), target, bytes)
+            };
+        }
+        Ok(())
+    }
+}
