@@ -258,6 +258,10 @@ impl meshwork_transport::Answerer for Members {
     }
 }
 
+/// Mixed into the parent's id for [`ProcessGroup::subgroup`]'s
+/// communicators.
+const SUBGROUP_SALT: u64 = 0x7375_6267_726f_7570;
+
 /// A communicator id for a split, the same on every member: the parent's
 /// id, the sequence number of the split's exchange, and the colour, mixed.
 pub(super) fn child_comm_id(parent: u64, seq: u64, color: u32) -> u64 {
@@ -293,6 +297,59 @@ impl ProcessGroup {
             .ok_or_else(|| {
                 Error::InvalidArgument("split: this rank is missing from its own colour".into())
             })
+    }
+
+    /// A group of `members` (ranks of this group, in the order that numbers
+    /// them: `members[i]` is its rank `i`) over this group's links, made
+    /// without a collective: every member calls it with the same
+    /// `members` and `key`, and no other rank need call anything — the
+    /// shape of `torch.distributed.new_group`, whose non-members do not
+    /// take part. `key` names the group among those made from this one
+    /// (the same `key` twice is the same communicator: use each once).
+    /// `InvalidArgument` if a member is out of range or listed twice, or
+    /// if this rank is not a member.
+    ///
+    /// ```
+    /// let world = meshwork::local(3)?;
+    /// let handles: Vec<_> = world
+    ///     .into_iter()
+    ///     .filter(|g| g.rank() != 1)
+    ///     .map(|g| std::thread::spawn(move || {
+    ///         let pair = g.subgroup(&[0, 2], 7)?;
+    ///         let mut x = [g.rank()];
+    ///         pair.all_reduce(&mut x, meshwork::ReduceOp::Sum)?;
+    ///         Ok::<_, meshwork::Error>((pair.rank(), x[0]))
+    ///     }))
+    ///     .collect();
+    /// let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect::<Result<_, _>>()?;
+    /// assert_eq!(got, [(0, 2), (1, 2)]);
+    /// # Ok::<(), meshwork::Error>(())
+    /// ```
+    pub fn subgroup(&self, members: &[u32], key: u64) -> Result<Arc<ProcessGroup>> {
+        let world = self.world_size();
+        if let Some(&r) = members.iter().find(|&&r| r >= world) {
+            return Err(Error::InvalidArgument(format!(
+                "subgroup: rank {r} is out of range; this group has ranks 0..{world}"
+            )));
+        }
+        let mut seen = members.to_vec();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument(format!(
+                "subgroup: rank {} is listed twice",
+                w[0]
+            )));
+        }
+        self.inner().check_usable()?;
+        // Apart from splits (sequence numbers) and shrinks (agreements):
+        // a key of its own mixed with the parent's id.
+        let comm = child_comm_id(self.inner().comm_id ^ SUBGROUP_SALT, key, u32::MAX - 2);
+        self.view(members.to_vec(), comm).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "subgroup: this rank ({}) is not among the members {members:?}",
+                self.rank()
+            ))
+        })
     }
 
     /// A group of `members` (ranks of this group, ascending) over this

@@ -61,6 +61,33 @@ impl<R> Work<R> {
         }
     }
 
+    /// [`wait`](Self::wait) at most `timeout`: the result, or the handle
+    /// back (`Err`) if the operation has not completed by then (it goes
+    /// on; wait again, or drop the handle).
+    pub fn wait_timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> std::result::Result<Result<R>, Work<R>> {
+        let until = std::time::Instant::now() + timeout;
+        let mut result = self.slot.result.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = result.take() {
+                return Ok(r);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                drop(result);
+                return Err(self);
+            }
+            result = self
+                .slot
+                .done
+                .wait_timeout(result, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// Whether the operation has completed; never blocks.
     pub fn is_complete(&self) -> bool {
         self.slot

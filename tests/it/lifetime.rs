@@ -175,3 +175,31 @@ fn g_equals_g_shrink_and_split_across_processes_over_tcp() {
 fn g_equals_g_shrink_and_split_across_processes_over_shared_memory() {
     reform_across("shm");
 }
+
+/// `subgroup` needs no collective: two pairs of a world of four, each
+/// made by its members only (in the order given: rank 3 is rank 0 of
+/// its pair), run at once; bad member lists are refused by name.
+#[test]
+fn subgroups_are_made_by_their_members_only() {
+    let results = crate::support::run_world(4, |g| -> Result<(u32, u32, u64)> {
+        let members: &[u32] = if g.rank() % 2 == 1 { &[3, 1] } else { &[0, 2] };
+        let pair = g.subgroup(members, 10 + u64::from(g.rank() % 2))?;
+        let mut x = [u64::from(g.rank()); 4];
+        pair.all_reduce(&mut x, ReduceOp::Sum)?;
+        let mut b = [u64::from(g.rank()) * 100];
+        pair.broadcast(&mut b, 0)?;
+        assert_eq!(x[0], members.iter().map(|&m| u64::from(m)).sum::<u64>());
+        Ok((pair.rank(), pair.world_size(), b[0]))
+    });
+    let got: Vec<_> = results.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got, [(0, 2, 0), (1, 2, 300), (1, 2, 0), (0, 2, 300)]);
+    let world = meshwork::local(2).unwrap();
+    for (members, says) in [
+        (&[0u32, 2][..], "out of range"),
+        (&[0, 0][..], "listed twice"),
+        (&[1][..], "not among the members"),
+    ] {
+        let e = world[0].subgroup(members, 1).unwrap_err().to_string();
+        assert!(e.contains(says), "{members:?}: {e}");
+    }
+}

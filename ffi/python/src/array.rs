@@ -334,6 +334,19 @@ pub(crate) fn array<'py>(
     what: &'static str,
     access: Access,
 ) -> PyResult<Array<'py>> {
+    array_now(obj, what, access)?.staged()
+}
+
+/// `obj`'s memory as it is now, not staged: for a copy made at once, with
+/// the GIL held from here to the copy and nothing on the way that could
+/// release it (a non-blocking call's input, copied into memory the call
+/// owns; its result, copied back when it is waited for). Checked as
+/// [`array`] checks.
+pub(crate) fn array_now<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &'static str,
+    access: Access,
+) -> PyResult<Array<'py>> {
     let py = obj.py();
     let arr = if let Some(a) = torch::from_tensor(obj, what, access)? {
         a
@@ -351,7 +364,7 @@ pub(crate) fn array<'py>(
             ),
         ));
     };
-    arr.checked(py)?.staged()
+    arr.checked(py)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -5,7 +5,6 @@
 
 use crate::array::{array, Access, Array, DType};
 use crate::errors::{invalid, to_py};
-use mw::half::{bf16, f16};
 use mw::ReduceOp;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -13,46 +12,48 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Run `$body` with `$T` the element type of the `DType` `$d`.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! with_dtype {
     ($d:expr, $T:ident => $body:expr) => {
         match $d {
-            DType::F32 => {
+            $crate::array::DType::F32 => {
                 type $T = f32;
                 $body
             }
-            DType::F64 => {
+            $crate::array::DType::F64 => {
                 type $T = f64;
                 $body
             }
-            DType::F16 => {
-                type $T = f16;
+            $crate::array::DType::F16 => {
+                type $T = mw::half::f16;
                 $body
             }
-            DType::BF16 => {
-                type $T = bf16;
+            $crate::array::DType::BF16 => {
+                type $T = mw::half::bf16;
                 $body
             }
-            DType::I8 => {
+            $crate::array::DType::I8 => {
                 type $T = i8;
                 $body
             }
-            DType::I32 => {
+            $crate::array::DType::I32 => {
                 type $T = i32;
                 $body
             }
-            DType::I64 => {
+            $crate::array::DType::I64 => {
                 type $T = i64;
                 $body
             }
-            DType::U8 => {
+            $crate::array::DType::U8 => {
                 type $T = u8;
                 $body
             }
-            DType::U32 => {
+            $crate::array::DType::U32 => {
                 type $T = u32;
                 $body
             }
-            DType::U64 => {
+            $crate::array::DType::U64 => {
                 type $T = u64;
                 $body
             }
@@ -61,7 +62,7 @@ macro_rules! with_dtype {
 }
 
 /// The operator named `op`: "sum", "prod", "min", "max" or "avg".
-fn reduce_op(py: Python<'_>, op: &str) -> PyResult<ReduceOp> {
+pub(crate) fn reduce_op(py: Python<'_>, op: &str) -> PyResult<ReduceOp> {
     Ok(match op {
         "sum" => ReduceOp::Sum,
         "prod" => ReduceOp::Prod,
@@ -78,7 +79,7 @@ fn reduce_op(py: Python<'_>, op: &str) -> PyResult<ReduceOp> {
 }
 
 /// The one element type of `send` and `recv`.
-fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> PyResult<DType> {
+pub(crate) fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> PyResult<DType> {
     let (s, r) = (send.dtype(py)?, recv.dtype(py)?);
     if s != r {
         return Err(invalid(
@@ -112,7 +113,7 @@ pub(crate) struct ProcessGroup {
 
 impl ProcessGroup {
     /// `rank` as a rank of this group, or `InvalidArgument` naming `what`.
-    fn rank_arg(&self, py: Python<'_>, rank: i64, what: &str) -> PyResult<u32> {
+    pub(crate) fn rank_arg(&self, py: Python<'_>, rank: i64, what: &str) -> PyResult<u32> {
         let world = self.inner.world_size();
         u32::try_from(rank)
             .ok()

@@ -7,7 +7,9 @@
 
 mod array;
 mod errors;
+mod form;
 mod group;
+mod nb;
 
 use errors::to_py;
 use group::ProcessGroup;
@@ -57,6 +59,10 @@ fn local(py: Python<'_>, n: i64) -> PyResult<Vec<ProcessGroup>> {
 #[pymodule]
 fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProcessGroup>()?;
+    m.add_class::<nb::Work>()?;
+    m.add_class::<form::Listener>()?;
+    m.add_function(wrap_pyfunction!(form::form, m)?)?;
+    m.add_function(wrap_pyfunction!(form::random_token, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(local, m)?)?;
     m.add_function(wrap_pyfunction!(join_running, m)?)?;

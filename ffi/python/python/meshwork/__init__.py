@@ -23,6 +23,27 @@ and ``Timeout`` a ``TimeoutError``.
 
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import __all__ as _error_names
-from ._meshwork import ProcessGroup, __version__, connect, join_running, local
+from ._meshwork import (
+    Listener,
+    ProcessGroup,
+    Work,
+    __version__,
+    connect,
+    form,
+    join_running,
+    local,
+    random_token,
+)
 
-__all__ = ["ProcessGroup", "connect", "join_running", "local", "__version__", *_error_names]
+__all__ = [
+    "Listener",
+    "ProcessGroup",
+    "Work",
+    "connect",
+    "form",
+    "join_running",
+    "local",
+    "random_token",
+    "__version__",
+    *_error_names,
+]

@@ -1,0 +1,520 @@
+//! Non-blocking collectives: `g.all_reduce_nb(a)` returns a
+//! `meshwork.Work` at once; the operation runs on the group's own thread
+//! (Rust's `*_nb`, in issue order with every other call of the group),
+//! with no Python and no GIL on the way, and `work.wait()` puts the result
+//! into the array the call named and returns it.
+//!
+//! The input is copied when the call is made, with the GIL held, into
+//! memory the operation owns; the result is copied into the named array
+//! when it is waited for, again with the GIL held, into wherever that
+//! array's memory is then (checked as any call checks it). Nothing of the
+//! caller's is touched while the GIL is released, so no array has to be
+//! held still meanwhile: resizing one between the call and `wait` is the
+//! caller's business, and a result that no longer fits is an
+//! `InvalidArgument` at `wait`.
+
+use crate::array::{array_now, Access};
+use crate::errors::{invalid, to_py};
+use crate::group::{reduce_op, same_dtype, ProcessGroup};
+use crate::with_dtype;
+use pyo3::prelude::*;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// A Rust `Work` of any element type: waited for, its result as bytes.
+trait Pending: Send {
+    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited;
+    fn is_complete(&self) -> bool;
+}
+
+/// What a wait gives: the result's bytes, or the operation's error, or
+/// (past the timeout) the operation back.
+enum Waited {
+    Done(mw::Result<Vec<u8>>),
+    NotYet(Box<dyn Pending>),
+}
+
+impl<T: mw::Element> Pending for mw::Work<Vec<T>> {
+    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited {
+        let bytes = |v: Vec<T>| bytemuck::cast_slice::<T, u8>(&v).to_vec();
+        match timeout {
+            None => Waited::Done((*self).wait().map(bytes)),
+            Some(t) => match (*self).wait_timeout(t) {
+                Ok(r) => Waited::Done(r.map(bytes)),
+                Err(work) => Waited::NotYet(Box::new(work)),
+            },
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        mw::Work::is_complete(self)
+    }
+}
+
+impl Pending for mw::Work<()> {
+    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited {
+        match timeout {
+            None => Waited::Done((*self).wait().map(|()| Vec::new())),
+            Some(t) => match (*self).wait_timeout(t) {
+                Ok(r) => Waited::Done(r.map(|()| Vec::new())),
+                Err(work) => Waited::NotYet(Box::new(work)),
+            },
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        mw::Work::is_complete(self)
+    }
+}
+
+/// Where a work stands.
+enum State {
+    /// Under way; `None` while a thread waits on it.
+    Running(Option<Box<dyn Pending>>),
+    /// Waited for: the array the result went into (`None` for a call
+    /// with none), or the error it raised.
+    Finished(PyResult<Option<Py<PyAny>>>),
+}
+
+/// The handle of a non-blocking call (`g.all_reduce_nb(a)`, …).
+///
+/// `wait()` blocks, with the GIL released, until the operation is done,
+/// then writes its result into the array the call named and returns that
+/// array (`None` for `barrier_nb`); it raises the `meshwork.Error` the
+/// blocking call would have raised, naming the rank. `wait(timeout)`
+/// raises `TimeoutError` if the operation is not done within `timeout`
+/// seconds (it goes on; wait again). Every operation has the group's
+/// deadline, so a plain `wait()` always returns. Waiting again returns
+/// the same array (or raises the same error). A work dropped unwaited
+/// still completes; its result is discarded.
+#[pyclass(frozen, module = "meshwork", name = "Work")]
+pub(crate) struct Work {
+    state: Mutex<State>,
+    /// Signalled when a wait hands the operation back or finishes it.
+    turned: Condvar,
+    /// The array the result goes into.
+    target: Option<Py<PyAny>>,
+    what: &'static str,
+}
+
+impl std::fmt::Debug for Work {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Work").field("what", &self.what).finish()
+    }
+}
+
+impl Work {
+    fn new(pending: Box<dyn Pending>, target: Option<Py<PyAny>>, what: &'static str) -> Work {
+        Work {
+            state: Mutex::new(State::Running(Some(pending))),
+            turned: Condvar::new(),
+            target,
+            what,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The result's bytes into the target, now, with the GIL held.
+    fn deliver(&self, py: Python<'_>, bytes: &[u8]) -> PyResult<Option<Py<PyAny>>> {
+        let Some(target) = &self.target else {
+            return Ok(None);
+        };
+        let bound = target.bind(py);
+        let mut a = array_now(bound, self.what, Access::Write)?;
+        let into = a.bytes_mut();
+        if into.len() != bytes.len() {
+            return Err(invalid(
+                py,
+                format!(
+                    "{}: {} bytes of result, but the array holds {} now (changed since the call)",
+                    self.what,
+                    bytes.len(),
+                    into.len()
+                ),
+            ));
+        }
+        into.copy_from_slice(bytes);
+        Ok(Some(target.clone_ref(py)))
+    }
+}
+
+#[pymethods]
+impl Work {
+    /// Block until the operation is done (at most `timeout` seconds, if
+    /// given), then return the array holding its result (`None` for a
+    /// call with none). Raises what the blocking call would have raised.
+    #[pyo3(signature = (timeout = None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        let timeout = timeout
+            .map(|s| {
+                Duration::try_from_secs_f64(s.max(0.0))
+                    .map_err(|_| invalid(py, format!("timeout {s} is not a number of seconds")))
+            })
+            .transpose()?;
+        let until = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            // Never held while the GIL is wanted or a wait blocks.
+            let pending = {
+                let mut st = self.lock();
+                match &mut *st {
+                    State::Finished(r) => return clone_result(py, r),
+                    State::Running(p) => p.take(),
+                }
+            };
+            let Some(pending) = pending else {
+                // Another thread waits on it: wait for its turn.
+                let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+                if left.is_some_and(|l| l.is_zero()) {
+                    return Err(not_done(self.what));
+                }
+                py.detach(|| {
+                    let st = self.lock();
+                    if matches!(&*st, State::Running(None)) {
+                        let slice = left.unwrap_or(Duration::from_millis(100));
+                        drop(self.turned.wait_timeout(st, slice));
+                    }
+                });
+                continue;
+            };
+            let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+            match py.detach(move || pending.wait_for(left)) {
+                Waited::NotYet(p) => {
+                    *self.lock() = State::Running(Some(p));
+                    self.turned.notify_all();
+                    return Err(not_done(self.what));
+                }
+                Waited::Done(r) => {
+                    let out = r
+                        .map_err(|e| to_py(py, e))
+                        .and_then(|bytes| self.deliver(py, &bytes));
+                    let ret = clone_result(py, &out);
+                    *self.lock() = State::Finished(out);
+                    self.turned.notify_all();
+                    return ret;
+                }
+            }
+        }
+    }
+
+    /// Whether the operation is done (its result may not have been
+    /// written yet: `wait()` writes it). Never blocks.
+    fn is_completed(&self) -> bool {
+        match &*self.lock() {
+            State::Finished(_) => true,
+            State::Running(Some(p)) => p.is_complete(),
+            // Being waited for by another thread right now.
+            State::Running(None) => false,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<meshwork.Work {} {}>",
+            self.what,
+            if self.is_completed() {
+                "done"
+            } else {
+                "pending"
+            }
+        )
+    }
+}
+
+fn clone_result(py: Python<'_>, r: &PyResult<Option<Py<PyAny>>>) -> PyResult<Option<Py<PyAny>>> {
+    match r {
+        Ok(a) => Ok(a.as_ref().map(|a| a.clone_ref(py))),
+        Err(e) => Err(e.clone_ref(py)),
+    }
+}
+
+fn not_done(what: &str) -> PyErr {
+    pyo3::exceptions::PyTimeoutError::new_err(format!(
+        "the operation on {what} is not done yet; wait again"
+    ))
+}
+
+impl ProcessGroup {
+    /// An in-place non-blocking call: `a`'s contents now, the result into
+    /// `a` at `wait`.
+    fn nb_in_place(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        start: impl StartInPlace,
+    ) -> PyResult<Work> {
+        let g = &*self.inner;
+        let pending = {
+            let arr = array_now(a, "a", Access::Update)?;
+            with_dtype!(arr.dtype(py)?, T => start.start(g, arr.slice::<T>().to_vec()))
+        };
+        Ok(Work::new(pending, Some(a.clone().unbind()), "a"))
+    }
+
+    /// A non-blocking call from `send` into `recv` (`None` where this rank
+    /// does not use it).
+    fn nb_send_recv(
+        &self,
+        py: Python<'_>,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: Option<&Bound<'_, PyAny>>,
+        start: impl StartSendRecv,
+    ) -> PyResult<Work> {
+        let g = &*self.inner;
+        let pending = {
+            let s = send
+                .map(|s| array_now(s, "send", Access::Read))
+                .transpose()?;
+            let r = recv
+                .map(|r| array_now(r, "recv", Access::Write))
+                .transpose()?;
+            let (dtype, want) = match (&s, &r) {
+                (Some(s), Some(r)) => (same_dtype(py, s, r)?, Some(r.bytes().len())),
+                (Some(a), None) => (a.dtype(py)?, None),
+                (None, Some(a)) => (a.dtype(py)?, Some(a.bytes().len())),
+                (None, None) => return Err(invalid(py, "send and recv are both None".into())),
+            };
+            with_dtype!(dtype, T => {
+                let input: Vec<T> = s.as_ref().map_or_else(Vec::new, |s| s.slice::<T>().to_vec());
+                let size = std::mem::size_of::<T>();
+                start.start(g, input, want.map(|b| b / size))
+            })
+        };
+        Ok(Work::new(pending, recv.map(|r| r.clone().unbind()), "recv"))
+    }
+}
+
+/// Starts an in-place `*_nb` call of any element type.
+trait StartInPlace {
+    fn start<T: mw::Element>(self, g: &mw::ProcessGroup, input: Vec<T>) -> Box<dyn Pending>;
+}
+
+/// Starts a `*_nb` call from one buffer into another: `recv_len`, the
+/// receiving array's length in elements where this rank has one.
+trait StartSendRecv {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        recv_len: Option<usize>,
+    ) -> Box<dyn Pending>;
+}
+
+macro_rules! in_place_nb {
+    ($name:ident ( $($field:ident : $ty:ty),* ) => |$g:ident, $input:ident, $s:ident| $call:expr) => {
+        struct $name($($ty),*);
+        impl StartInPlace for $name {
+            fn start<T: mw::Element>(self, $g: &mw::ProcessGroup, $input: Vec<T>) -> Box<dyn Pending> {
+                let $s = self;
+                Box::new($call)
+            }
+        }
+    };
+}
+
+in_place_nb!(AllReduceNb(op: mw::ReduceOp) => |g, input, s| g.all_reduce_nb(input, s.0));
+in_place_nb!(BroadcastNb(root: u32) => |g, input, s| g.broadcast_nb(input, s.0));
+in_place_nb!(ReduceNb(op: mw::ReduceOp, root: u32) => |g, input, s| g.reduce_nb(input, s.0, s.1));
+in_place_nb!(ScanNb(op: mw::ReduceOp) => |g, input, s| g.scan_nb(input, s.0));
+in_place_nb!(ExclusiveScanNb(op: mw::ReduceOp) => |g, input, s| g.exclusive_scan_nb(input, s.0));
+
+struct AllGatherNb;
+impl StartSendRecv for AllGatherNb {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        _: Option<usize>,
+    ) -> Box<dyn Pending> {
+        Box::new(g.all_gather_nb(input))
+    }
+}
+
+struct ReduceScatterNb(mw::ReduceOp);
+impl StartSendRecv for ReduceScatterNb {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        _: Option<usize>,
+    ) -> Box<dyn Pending> {
+        Box::new(g.reduce_scatter_nb(input, self.0))
+    }
+}
+
+struct AllToAllNb;
+impl StartSendRecv for AllToAllNb {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        _: Option<usize>,
+    ) -> Box<dyn Pending> {
+        Box::new(g.all_to_all_nb(input))
+    }
+}
+
+struct GatherNb(u32);
+impl StartSendRecv for GatherNb {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        _: Option<usize>,
+    ) -> Box<dyn Pending> {
+        Box::new(g.gather_nb(input, self.0))
+    }
+}
+
+struct ScatterNb(u32);
+impl StartSendRecv for ScatterNb {
+    fn start<T: mw::Element>(
+        self,
+        g: &mw::ProcessGroup,
+        input: Vec<T>,
+        recv_len: Option<usize>,
+    ) -> Box<dyn Pending> {
+        Box::new(g.scatter_nb(input, recv_len.unwrap_or(0), self.0))
+    }
+}
+
+#[pymethods]
+impl ProcessGroup {
+    /// `all_reduce`, non-blocking: returns a `meshwork.Work` at once;
+    /// `work.wait()` puts the result into `a` and returns it. `a` is read
+    /// now, so it may be reused before `wait`.
+    #[pyo3(signature = (a, op = "sum"))]
+    fn all_reduce_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
+        let op = reduce_op(py, op)?;
+        self.nb_in_place(py, a, AllReduceNb(op))
+    }
+
+    /// `broadcast`, non-blocking (see `all_reduce_nb`).
+    #[pyo3(signature = (a, root = 0))]
+    fn broadcast_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, root: i64) -> PyResult<Work> {
+        let root = self.rank_arg(py, root, "root")?;
+        self.nb_in_place(py, a, BroadcastNb(root))
+    }
+
+    /// `reduce`, non-blocking (see `all_reduce_nb`).
+    #[pyo3(signature = (a, op = "sum", root = 0))]
+    fn reduce_nb(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        op: &str,
+        root: i64,
+    ) -> PyResult<Work> {
+        let op = reduce_op(py, op)?;
+        let root = self.rank_arg(py, root, "root")?;
+        self.nb_in_place(py, a, ReduceNb(op, root))
+    }
+
+    /// `scan`, non-blocking (see `all_reduce_nb`).
+    #[pyo3(signature = (a, op = "sum"))]
+    fn scan_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
+        let op = reduce_op(py, op)?;
+        self.nb_in_place(py, a, ScanNb(op))
+    }
+
+    /// `exclusive_scan`, non-blocking (see `all_reduce_nb`).
+    #[pyo3(signature = (a, op = "sum"))]
+    fn exclusive_scan_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
+        let op = reduce_op(py, op)?;
+        self.nb_in_place(py, a, ExclusiveScanNb(op))
+    }
+
+    /// `all_gather`, non-blocking: `send` is read now; `wait()` fills
+    /// `recv` and returns it.
+    fn all_gather_nb(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+    ) -> PyResult<Work> {
+        self.nb_send_recv(py, Some(send), Some(recv), AllGatherNb)
+    }
+
+    /// `reduce_scatter`, non-blocking (see `all_gather_nb`).
+    #[pyo3(signature = (send, recv, op = "sum"))]
+    fn reduce_scatter_nb(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        op: &str,
+    ) -> PyResult<Work> {
+        let op = reduce_op(py, op)?;
+        self.nb_send_recv(py, Some(send), Some(recv), ReduceScatterNb(op))
+    }
+
+    /// `all_to_all`, non-blocking (see `all_gather_nb`).
+    fn all_to_all_nb(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+    ) -> PyResult<Work> {
+        self.nb_send_recv(py, Some(send), Some(recv), AllToAllNb)
+    }
+
+    /// `gather`, non-blocking (see `all_gather_nb`); `recv` at the root
+    /// only.
+    #[pyo3(signature = (send, recv = None, root = 0))]
+    fn gather_nb(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: Option<&Bound<'_, PyAny>>,
+        root: i64,
+    ) -> PyResult<Work> {
+        let root = self.rank_arg(py, root, "root")?;
+        let here = self.inner.rank() == root;
+        let recv = recv.filter(|_| here);
+        if here && recv.is_none() {
+            return Err(invalid(py, "gather_nb: the root needs a recv array".into()));
+        }
+        self.nb_send_recv(py, Some(send), recv, GatherNb(root))
+    }
+
+    /// `scatter`, non-blocking (see `all_gather_nb`); `send` at the root
+    /// only.
+    #[pyo3(signature = (send, recv, root = 0))]
+    fn scatter_nb(
+        &self,
+        py: Python<'_>,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: &Bound<'_, PyAny>,
+        root: i64,
+    ) -> PyResult<Work> {
+        let root = self.rank_arg(py, root, "root")?;
+        let here = self.inner.rank() == root;
+        let send = send.filter(|_| here);
+        if here && send.is_none() {
+            return Err(invalid(
+                py,
+                "scatter_nb: the root needs a send array".into(),
+            ));
+        }
+        self.nb_send_recv(py, send, Some(recv), ScatterNb(root))
+    }
+
+    /// `barrier`, non-blocking: `wait()` returns None once every rank has
+    /// called it.
+    fn barrier_nb(&self) -> Work {
+        Work::new(Box::new(self.inner.barrier_nb()), None, "barrier")
+    }
+
+    /// A group of `ranks` (ranks of this group; `ranks[i]` becomes its
+    /// rank `i`) over this group's links, made without a collective:
+    /// every member calls it with the same `ranks` and `key`, and the
+    /// other ranks call nothing (`torch.distributed.new_group`'s shape).
+    /// Use each `key` once per group. `InvalidArgument` if this rank is
+    /// not among `ranks` or a rank is out of range or listed twice.
+    fn subgroup(&self, py: Python<'_>, ranks: Vec<u32>, key: u64) -> PyResult<ProcessGroup> {
+        let inner = self.inner.subgroup(&ranks, key).map_err(|e| to_py(py, e))?;
+        Ok(ProcessGroup { inner })
+    }
+}
