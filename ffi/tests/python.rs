@@ -342,3 +342,128 @@ fn python_overhead_bench_runs_in_two_processes() {
         format!("RESULT ok rank {r} of 2")
     });
 }
+
+/// The venv's Python if torch with gloo is there (else `None`, after
+/// `skip`).
+fn torch_python() -> Option<PathBuf> {
+    let python = venv_python()?;
+    let has_torch = python_cmd(&python)
+        .args([
+            "-c",
+            "import torch, torch.distributed as d; assert d.is_gloo_available()",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_torch {
+        skip("torch with gloo is not installed (pip install --no-deps -r .ci/torch-cpu.txt)");
+        return None;
+    }
+    Some(python)
+}
+
+/// `torchrun --standalone --nproc-per-node n tests/torchrun/check_backend.py
+/// parts` with `env`; every rank's report (its file under a fresh
+/// directory: torchrun interleaves their output).
+fn torchrun_check(
+    n: u32,
+    parts: &[&str],
+    torchrun_args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<Vec<String>> {
+    let python = torch_python()?;
+    let dir = std::env::temp_dir().join(format!(
+        "meshwork-torchrun-{}-{}",
+        std::process::id(),
+        parts.join("-")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory for the reports");
+    let out = run_bounded(
+        python_cmd(&python)
+            .current_dir(package_dir())
+            .args([
+                "-W",
+                "ignore",
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+            ])
+            .args(["--nproc-per-node", &n.to_string()])
+            .args(torchrun_args)
+            .arg("tests/torchrun/check_backend.py")
+            .args(parts)
+            .env("RESULT_DIR", &dir)
+            .env("OMP_NUM_THREADS", "1")
+            .envs(env.iter().copied()),
+        Duration::from_secs(600),
+    );
+    let reports: Vec<String> = (0..n)
+        .map(|r| std::fs::read_to_string(dir.join(format!("rank{r}"))).unwrap_or_default())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    if reports.iter().all(String::is_empty) {
+        panic!("torchrun {parts:?}: no rank reported: {}", show(&out));
+    }
+    Some(reports)
+}
+
+/// torch's own API over meshwork under torchrun with 4 processes: every
+/// op on every dtype exact, sub-groups, DDP with several buckets and FSDP2
+/// ending with the parameters gloo gives (max |diff| <= 1e-5).
+#[test]
+fn python_torch_backend_runs_every_op_ddp_and_fsdp_under_torchrun() {
+    let Some(reports) = torchrun_check(4, &["ops", "ddp", "fsdp"], &[], &[]) else {
+        return;
+    };
+    for (r, report) in reports.iter().enumerate() {
+        assert!(
+            report.contains(&format!("RESULT ok rank {r} of 4")),
+            "rank {r}: {report}"
+        );
+    }
+    assert!(
+        reports[0].contains("DDP: max |meshwork - gloo| ="),
+        "{}",
+        reports[0]
+    );
+    assert!(
+        reports[0].contains("FSDP2: max |meshwork - gloo| ="),
+        "{}",
+        reports[0]
+    );
+}
+
+/// A rank killed between all-reduces under torchrun: every survivor's
+/// next call raises `PeerDisconnected` naming it, well within the
+/// deadline (10 s). torchrun is told to look at its workers only every
+/// 5 s, so it does not stop the survivors before they report.
+#[test]
+fn python_torch_backend_killed_rank_raises_on_every_survivor() {
+    let Some(reports) = torchrun_check(
+        4,
+        &["killed"],
+        &["--monitor-interval", "5"],
+        &[("DEADLINE_S", "10")],
+    ) else {
+        return;
+    };
+    for (r, report) in reports.iter().enumerate().take(3) {
+        assert!(
+            report.contains(&format!("RESULT ok rank {r} of 4: PeerDisconnected after")),
+            "rank {r}: {report}"
+        );
+        assert!(report.contains("rank 3 disconnected"), "rank {r}: {report}");
+        let took: f64 = report
+            .split(" after ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(f64::MAX);
+        assert!(took < 12.0, "rank {r} took {took} s: {report}");
+    }
+    assert!(
+        reports[3].is_empty(),
+        "the killed rank reported: {}",
+        reports[3]
+    );
+}
