@@ -9,6 +9,7 @@ mod array;
 mod errors;
 mod form;
 mod group;
+mod more;
 mod nb;
 
 use errors::to_py;
@@ -61,6 +62,7 @@ fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProcessGroup>()?;
     m.add_class::<nb::Work>()?;
     m.add_class::<form::Listener>()?;
+    m.add_class::<more::Compressor>()?;
     m.add_function(wrap_pyfunction!(form::form, m)?)?;
     m.add_function(wrap_pyfunction!(form::random_token, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;

@@ -69,7 +69,7 @@ def test_the_standard_bases():
     assert issubclass(meshwork.FormationTimeout, TimeoutError)
     assert issubclass(meshwork.Io, OSError)
     assert not issubclass(meshwork.PeerDisconnected, (ValueError, TimeoutError))
-    classes = {"ProcessGroup", "Work", "Listener"}
+    classes = {"ProcessGroup", "Work", "Listener", "Compressor"}
     assert sorted(n for n in meshwork.__all__ if n[0].isupper() and n not in classes) == sorted(
         ["Error", *VARIANTS]
     )

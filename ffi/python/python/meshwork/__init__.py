@@ -24,6 +24,7 @@ and ``Timeout`` a ``TimeoutError``.
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import __all__ as _error_names
 from ._meshwork import (
+    Compressor,
     Listener,
     ProcessGroup,
     Work,
@@ -36,6 +37,7 @@ from ._meshwork import (
 )
 
 __all__ = [
+    "Compressor",
     "Listener",
     "ProcessGroup",
     "Work",
