@@ -436,14 +436,15 @@ fn python_torch_backend_runs_every_op_ddp_and_fsdp_under_torchrun() {
 /// A rank killed between all-reduces under torchrun: every survivor's
 /// next call raises `PeerDisconnected` naming it, well within the
 /// deadline (10 s). torchrun is told to look at its workers only every
-/// 5 s, so it does not stop the survivors before they report.
+/// 60 s, so it does not stop the survivors before they report; rank 0
+/// stops it once all have.
 #[test]
 fn python_torch_backend_killed_rank_raises_on_every_survivor() {
     let Some(reports) = torchrun_check(
         4,
         &["killed"],
-        &["--monitor-interval", "5"],
-        &[("DEADLINE_S", "10")],
+        &["--monitor-interval", "60"],
+        &[("DEADLINE_S", "10"), ("STOP_AGENT", "1")],
     ) else {
         return;
     };

@@ -27,36 +27,37 @@ trait Pending: Send {
     fn is_complete(&self) -> bool;
 }
 
-/// What a wait gives: the result's bytes, or the operation's error, or
-/// (past the timeout) the operation back.
+/// An operation's result, whatever its element type: its bytes.
+trait Bytes: Send {
+    fn bytes(&self) -> &[u8];
+}
+
+impl<T: mw::Element> Bytes for Vec<T> {
+    fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice::<T, u8>(self)
+    }
+}
+
+impl Bytes for () {
+    fn bytes(&self) -> &[u8] {
+        &[]
+    }
+}
+
+/// What a wait gives: the result, or the operation's error, or (past the
+/// timeout) the operation back.
 enum Waited {
-    Done(mw::Result<Vec<u8>>),
+    Done(mw::Result<Box<dyn Bytes>>),
     NotYet(Box<dyn Pending>),
 }
 
-impl<T: mw::Element> Pending for mw::Work<Vec<T>> {
+impl<R: Bytes + 'static> Pending for mw::Work<R> {
     fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited {
-        let bytes = |v: Vec<T>| bytemuck::cast_slice::<T, u8>(&v).to_vec();
+        let boxed = |r: R| Box::new(r) as Box<dyn Bytes>;
         match timeout {
-            None => Waited::Done((*self).wait().map(bytes)),
+            None => Waited::Done((*self).wait().map(boxed)),
             Some(t) => match (*self).wait_timeout(t) {
-                Ok(r) => Waited::Done(r.map(bytes)),
-                Err(work) => Waited::NotYet(Box::new(work)),
-            },
-        }
-    }
-
-    fn is_complete(&self) -> bool {
-        mw::Work::is_complete(self)
-    }
-}
-
-impl Pending for mw::Work<()> {
-    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited {
-        match timeout {
-            None => Waited::Done((*self).wait().map(|()| Vec::new())),
-            Some(t) => match (*self).wait_timeout(t) {
-                Ok(r) => Waited::Done(r.map(|()| Vec::new())),
+                Ok(r) => Waited::Done(r.map(boxed)),
                 Err(work) => Waited::NotYet(Box::new(work)),
             },
         }
@@ -189,7 +190,7 @@ impl Work {
                 Waited::Done(r) => {
                     let out = r
                         .map_err(|e| to_py(py, e))
-                        .and_then(|bytes| self.deliver(py, &bytes));
+                        .and_then(|result| self.deliver(py, result.bytes()));
                     let ret = clone_result(py, &out);
                     *self.lock() = State::Finished(out);
                     self.turned.notify_all();

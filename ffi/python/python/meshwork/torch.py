@@ -298,11 +298,64 @@ class _Done:
         return self._fut.done()
 
 
+class _Ready:
+    """A call that ran to its end already (as a meshwork Work)."""
+
+    def wait(self, timeout: Optional[float] = None):
+        return None
+
+    def is_completed(self) -> bool:
+        return True
+
+
+_READY = _Ready()
+
+
+class _Now:
+    """The group's calls, run here: blocking, with the GIL released, on
+    the caller's thread (torch waits for a synchronous op at once, so the
+    hand-off to meshwork's thread and back would only add two wake-ups).
+    Each returns a finished wait."""
+
+    def __init__(self, group: meshwork.ProcessGroup):
+        self._g = group
+
+    def __getattr__(self, name: str):
+        blocking = getattr(self._g, name)
+
+        def call(*args, **kwargs):
+            blocking(*args, **kwargs)
+            return _READY
+
+        return call
+
+
+class _Later:
+    """The group's calls, started on meshwork's thread for the group
+    (``*_nb``); each returns a ``meshwork.Work``."""
+
+    def __init__(self, group: meshwork.ProcessGroup):
+        self._g = group
+
+    def __getattr__(self, name: str):
+        return getattr(self._g, name + "_nb")
+
+
 def _flat(t: torch.Tensor) -> torch.Tensor:
     """``t`` as a flat contiguous tensor: ``t`` itself (a view) when it is
     contiguous, else a copy (written back by the caller)."""
     t = t.detach()
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+def _apart(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``src``, or a copy of it where it shares memory with ``dst`` (an
+    all-gather in place: FSDP2's input is its shard of the output)."""
+    a, b = src.data_ptr(), dst.data_ptr()
+    na, nb = src.numel() * src.element_size(), dst.numel() * dst.element_size()
+    if na and nb and a < b + nb and b < a + na:
+        return src.clone()
+    return src
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
@@ -314,6 +367,7 @@ class _Backend(_C10dBackend):
     def __init__(self, group: meshwork.ProcessGroup, rank: int, size: int, timeout, world_group: bool):
         super().__init__(rank, size)
         self._g = group
+        self._now, self._later = _Now(group), _Later(group)
         self._rank, self._size = rank, size
         self._options = _C10dBackend.Options(NAME, timeout=timeout)
         self._completer = _Completer(f"meshwork-{rank}")
@@ -352,6 +406,12 @@ class _Backend(_C10dBackend):
                     _world = None
 
     # Helpers.
+    def _via(self, opts):
+        """How to run an op: here and now when torch waits for it at once
+        (``async_op=False``), else on meshwork's thread. Either way it
+        takes its place in the group's order when it is issued."""
+        return self._later if getattr(opts, "asyncOp", True) else self._now
+
     def _work(self, parts, outputs) -> _Work:
         """A work of ``parts``: (meshwork work, finish or None) pairs."""
         return _Work(self, [w for w, _ in parts], [f for _, f in parts], outputs)
@@ -403,10 +463,12 @@ class _Backend(_C10dBackend):
 
     # Collectives.
     def allreduce(self, tensors, opts):
-        parts = [self._reduced(t, opts.reduceOp, lambda f, n: self._g.all_reduce_nb(f, op=n)) for t in tensors]
+        c = self._via(opts)
+        parts = [self._reduced(t, opts.reduceOp, lambda f, n: c.all_reduce(f, op=n)) for t in tensors]
         return self._work(parts, list(tensors))
 
     def allreduce_coalesced(self, tensors, opts):
+        c = self._via(opts)
         if not tensors:
             return self._work([], [])
         dtypes = {t.dtype for t in tensors}
@@ -414,7 +476,7 @@ class _Backend(_C10dBackend):
             raise ValueError(f"meshwork: allreduce_coalesced of several dtypes {sorted(map(str, dtypes))}")
         name = self._op(opts.reduceOp, tensors[0].dtype)
         flat = torch.cat([self._scaled(t, opts.reduceOp).reshape(-1) for t in tensors])
-        w = self._g.all_reduce_nb(flat, op=name)
+        w = c.all_reduce(flat, op=name)
 
         def finish():
             at = 0
@@ -425,10 +487,11 @@ class _Backend(_C10dBackend):
         return self._work([(w, finish)], list(tensors))
 
     def broadcast(self, tensors, opts):
+        c = self._via(opts)
         parts = []
         for t in tensors:
             flat = _flat(t)
-            parts.append((self._g.broadcast_nb(_bytes(flat), root=opts.rootRank), self._copier(flat, t)))
+            parts.append((c.broadcast(_bytes(flat), root=opts.rootRank), self._copier(flat, t)))
         return self._work(parts, list(tensors))
 
     @staticmethod
@@ -439,24 +502,26 @@ class _Backend(_C10dBackend):
         return lambda: t.copy_(flat.view(t.shape))
 
     def reduce(self, tensors, opts):
+        c = self._via(opts)
         root = opts.rootRank
         parts = [
-            self._reduced(t, opts.reduceOp, lambda f, n: self._g.reduce_nb(f, op=n, root=root)) for t in tensors
+            self._reduced(t, opts.reduceOp, lambda f, n: c.reduce(f, op=n, root=root)) for t in tensors
         ]
         return self._work(parts, list(tensors))
 
-    def _all_gather_flat(self, out: torch.Tensor, inp: torch.Tensor):
+    def _all_gather_flat(self, c, out: torch.Tensor, inp: torch.Tensor):
         """Start an all-gather of ``inp`` into ``out`` (``size`` × ``inp``'s
         elements, any shape); (the meshwork work, a finish)."""
         flat_out = _flat(out)
-        w = self._g.all_gather_nb(_bytes(_flat(inp)), _bytes(flat_out))
+        w = c.all_gather(_bytes(_apart(_flat(inp), flat_out)), _bytes(flat_out))
         return w, self._copier(flat_out, out)
 
     def allgather(self, out_lists, inputs, opts):
+        c = self._via(opts)
         parts = []
         for outs, inp in zip(out_lists, inputs):
             flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype)
-            w = self._g.all_gather_nb(_bytes(_flat(inp)), _bytes(flat))
+            w = c.all_gather(_bytes(_flat(inp)), _bytes(flat))
 
             def finish(outs=outs, flat=flat, n=inp.numel()):
                 for i, o in enumerate(outs):
@@ -466,46 +531,50 @@ class _Backend(_C10dBackend):
         return self._work(parts, [o for outs in out_lists for o in outs])
 
     def all_gather_single(self, out, inp, opts):
-        return self._work([self._all_gather_flat(out, inp)], [out])
+        return self._work([self._all_gather_flat(self._via(opts), out, inp)], [out])
 
     # The names of older torch releases.
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, outs, inps, opts):
-        return self._work([self._all_gather_flat(o, i) for o, i in zip(outs, inps)], list(outs))
+        c = self._via(opts)
+        return self._work([self._all_gather_flat(c, o, i) for o, i in zip(outs, inps)], list(outs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
-    def _reduce_scatter_flat(self, out: torch.Tensor, inp: torch.Tensor, op):
+    def _reduce_scatter_flat(self, c, out: torch.Tensor, inp: torch.Tensor, op):
         name = self._op(op, inp.dtype)
         src = _flat(self._scaled(inp, op))
         flat_out = _flat(out)
-        w = self._g.reduce_scatter_nb(src, flat_out, op=name)
+        w = c.reduce_scatter(_apart(src, flat_out), flat_out, op=name)
         return w, self._copier(flat_out, out)
 
     def reduce_scatter_single(self, out, inp, opts):
-        return self._work([self._reduce_scatter_flat(out, inp, opts.reduceOp)], [out])
+        return self._work([self._reduce_scatter_flat(self._via(opts), out, inp, opts.reduceOp)], [out])
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outs, inps, opts):
-        parts = [self._reduce_scatter_flat(o, i, opts.reduceOp) for o, i in zip(outs, inps)]
+        c = self._via(opts)
+        parts = [self._reduce_scatter_flat(c, o, i, opts.reduceOp) for o, i in zip(outs, inps)]
         return self._work(parts, list(outs))
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def reduce_scatter(self, outs, in_lists, opts):
+        c = self._via(opts)
         parts = []
         for out, ins in zip(outs, in_lists):
             flat_in = torch.cat([t.reshape(-1) for t in ins])
-            parts.append(self._reduce_scatter_flat(out, flat_in, opts.reduceOp))
+            parts.append(self._reduce_scatter_flat(c, out, flat_in, opts.reduceOp))
         return self._work(parts, list(outs))
 
     def gather(self, out_lists, inputs, opts):
+        c = self._via(opts)
         root, inp = opts.rootRank, inputs[0]
         here = self._rank == root
         flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype) if here else None
-        w = self._g.gather_nb(_bytes(_flat(inp)), _bytes(flat) if here else None, root=root)
+        w = c.gather(_bytes(_flat(inp)), _bytes(flat) if here else None, root=root)
         outs = out_lists[0] if here else []
 
         def finish():
@@ -516,19 +585,21 @@ class _Backend(_C10dBackend):
         return self._work([(w, finish if here else None)], outs)
 
     def scatter(self, outs, in_lists, opts):
+        c = self._via(opts)
         root, out = opts.rootRank, outs[0]
         here = self._rank == root
         send = _bytes(torch.cat([t.reshape(-1) for t in in_lists[0]])) if here else None
         flat = _flat(out)
-        w = self._g.scatter_nb(send, _bytes(flat), root=root)
+        w = c.scatter(send, _bytes(flat), root=root)
         return self._work([(w, self._copier(flat, out))], [out])
 
     def alltoall(self, outs, ins, opts):
+        c = self._via(opts)
         sizes = {t.numel() for t in list(outs) + list(ins)}
         if len(sizes) == 1:
             send = torch.cat([t.reshape(-1) for t in ins])
             flat = torch.empty_like(send)
-            w = self._g.all_to_all_nb(_bytes(send), _bytes(flat))
+            w = c.all_to_all(_bytes(send), _bytes(flat))
             n = next(iter(sizes))
 
             def finish():
@@ -539,10 +610,11 @@ class _Backend(_C10dBackend):
         return self._uneven(list(ins), list(outs))
 
     def all_to_all_single(self, out, inp, out_splits, in_splits, opts):
+        c = self._via(opts)
         n = self._size
         if not out_splits and not in_splits:
             flat_out = _flat(out)
-            w = self._g.all_to_all_nb(_bytes(_flat(inp)), _bytes(flat_out))
+            w = c.all_to_all(_bytes(_apart(_flat(inp), flat_out)), _bytes(flat_out))
             return self._work([(w, self._copier(flat_out, out))], [out])
         rows_in = inp.size(0) if inp.dim() else 1
         rows_out = out.size(0) if out.dim() else 1
@@ -583,7 +655,7 @@ class _Backend(_C10dBackend):
         return self._work([(_Done(s), None), (_Done(r), None)], [whole] if whole is not None else outs)
 
     def barrier(self, opts):
-        return self._work([(self._g.barrier_nb(), None)], [])
+        return self._work([(self._via(opts).barrier(), None)], [])
 
     # Point to point.
     def send(self, tensors, dst, tag):

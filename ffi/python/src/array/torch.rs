@@ -375,16 +375,27 @@ impl<'py> Stage<'py> {
                 ),
             ));
         }
-        let mut words = vec![0u64; bytes.div_ceil(8)];
-        if access.reads() && bytes > 0 {
+        let n = bytes.div_ceil(8);
+        let words = if access.reads() && bytes > 0 {
+            // Filled by the copy, not zeroed first: one pass over the
+            // memory, not two.
+            let mut words: Vec<u64> = Vec::with_capacity(n);
             // SAFETY: torch said, with the GIL held, that its storage holds
             // these bytes (`holds`), and the GIL has stayed held since and
             // until the copy is done, so no Python code resized or freed
-            // them. The stage has room for `bytes` bytes; no overlap.
+            // them. The stage has room for `n * 8 >= bytes` bytes; no
+            // overlap. The last word's bytes past `bytes` (at most 7) are
+            // zeroed before `set_len`, so all `n` words are initialised.
             unsafe {
-                std::ptr::copy_nonoverlapping(target, words.as_mut_ptr().cast::<u8>(), bytes)
-            };
-        }
+                let dst = words.as_mut_ptr().cast::<u8>();
+                std::ptr::copy_nonoverlapping(target, dst, bytes);
+                std::ptr::write_bytes(dst.add(bytes), 0, n * 8 - bytes);
+                words.set_len(n);
+            }
+            words
+        } else {
+            vec![0u64; n]
+        };
         Ok(Stage {
             words,
             tensor: tensor.clone(),

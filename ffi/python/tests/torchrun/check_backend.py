@@ -32,8 +32,13 @@ def report(line: str) -> None:
     print(line, flush=True)
     where = os.environ.get("RESULT_DIR")
     if where:
-        with open(os.path.join(where, f"rank{dist.get_rank()}"), "a") as f:
-            f.write(line + "\n")
+        # Whole or not at all (renamed into place): a reader that sees the
+        # file sees every line written so far.
+        path = os.path.join(where, f"rank{dist.get_rank()}")
+        before = open(path).read() if os.path.exists(path) else ""
+        with open(path + ".new", "w") as f:
+            f.write(before + line + "\n")
+        os.replace(path + ".new", path)
 
 
 def eq(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
@@ -258,7 +263,10 @@ def killed() -> None:
     """The last rank kills itself between all-reduces; every survivor's
     next call raises, naming it, well within the deadline. Survivors
     report and leave at once (a shutdown would wait for the dead rank's
-    confirmation)."""
+    confirmation); rank 0 then stops torchrun's agent, which would
+    otherwise notice the dead rank only at its next look (the test runs
+    it with a long ``--monitor-interval``, so that it cannot stop the
+    survivors before they report)."""
     r, n = dist.get_rank(), dist.get_world_size()
     victim = n - 1
     t = torch.ones(1 << 16)
@@ -274,6 +282,15 @@ def killed() -> None:
     except Exception as e:  # noqa: BLE001 — reported
         took = time.monotonic() - start
         report(f"RESULT ok rank {r} of {n}: {type(e).__name__} after {took:.2f} s: {e}")
+        if r == 0 and os.environ.get("STOP_AGENT") == "1":
+            # Once the others have reported (their files are there).
+            where = os.environ.get("RESULT_DIR", ".")
+            until = time.monotonic() + 10
+            while time.monotonic() < until and not all(
+                os.path.exists(os.path.join(where, f"rank{i}")) for i in range(n - 1)
+            ):
+                time.sleep(0.01)
+            os.kill(os.getppid(), signal.SIGTERM)
         os._exit(0)
 
 

@@ -1,0 +1,117 @@
+"""torch.distributed through meshwork against gloo, in the same run.
+
+    torchrun --standalone --nproc-per-node 4 benches/torch_backend.py [--quick]
+
+Forms the default group on the "meshwork" backend and a gloo group of the
+same ranks, then measures, each call barrier-separated, the time of the
+slowest rank (median over the runs):
+
+- ``dist.all_reduce`` of float32 at 4 KiB and at 25 MiB (DDP's default
+  bucket) through meshwork and through gloo, and the same all-reduce as
+  meshwork's own Python call on the same tensor (``g.all_reduce(t)``) —
+  the backend's cost over the binding;
+- one DDP training step (forward, backward with the gradient all-reduce
+  overlapped, optimizer) of a 25 MiB model over each.
+
+Rank 0 prints the table; ratios are gloo's time (or meshwork's own
+call's) over the backend's: above 1, the backend is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import meshwork.torch as mwt
+
+
+def slowest(times, group=None):
+    """Per run, the slowest rank's time; their median."""
+    t = torch.tensor(times, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return statistics.median(t.tolist())
+
+
+def timed(call, runs: int, barrier) -> float:
+    for _ in range(max(2, runs // 10)):
+        call()
+    times = []
+    for _ in range(runs):
+        barrier()
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return slowest(times)
+
+
+def model(width: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 16),
+    )
+
+
+def ddp_step_time(group, width: int, runs: int, barrier) -> float:
+    net = torch.nn.parallel.DistributedDataParallel(model(width), process_group=group)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    x = torch.randn(32, width, generator=torch.Generator().manual_seed(dist.get_rank()))
+
+    def step():
+        opt.zero_grad()
+        net(x).square().mean().backward()
+        opt.step()
+
+    return timed(step, runs, barrier)
+
+
+def fmt_size(b: int) -> str:
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="a few runs, small sizes (a smoke test)")
+    args = ap.parse_args()
+    dist.init_process_group("meshwork", timeout=datetime.timedelta(seconds=120))
+    gloo = dist.new_group(backend="gloo")
+    ours = mwt._world
+    rank, n = dist.get_rank(), dist.get_world_size()
+    sizes = [4 << 10, 25 << 20] if not args.quick else [4 << 10, 256 << 10]
+    rows = []
+    for size in sizes:
+        runs = (200 if size < 1 << 20 else 20) if not args.quick else 5
+        t = torch.ones(size // 4)
+        backend = timed(lambda: dist.all_reduce(t), runs, dist.barrier)
+        theirs = timed(lambda: dist.all_reduce(t, group=gloo), runs, lambda: dist.barrier(group=gloo))
+        direct = timed(lambda: ours.all_reduce(t), runs, ours.barrier)
+        a = t.numpy().copy()
+        own_numpy = timed(lambda: ours.all_reduce(a), runs, ours.barrier)
+        rows.append((f"all_reduce {fmt_size(size)}", backend, theirs, direct))
+        rows.append((f"  (own call, numpy)", own_numpy, theirs, None))
+    width = 1448 if not args.quick else 128  # 3 layers: about 25 MiB of float32 at 1448
+    params = sum(p.numel() for p in model(width).parameters()) * 4
+    runs = 10 if not args.quick else 3
+    backend = ddp_step_time(None, width, runs, dist.barrier)
+    theirs = ddp_step_time(gloo, width, runs, lambda: dist.barrier(group=gloo))
+    rows.append((f"DDP step, {fmt_size(params)} model", backend, theirs, None))
+    if rank == 0:
+        print(f"# torch.distributed, {n} processes on one host, float32; slowest rank, median", flush=True)
+        print(f"{'what':<28} {'meshwork':>11} {'gloo':>11} {'gloo/mw':>8} {'mw own call':>12} {'own/mw':>7}")
+        for what, b, g, d in rows:
+            own = f"{d * 1e6:10.1f}us {d / b:7.2f}" if d is not None else f"{'-':>12} {'-':>7}"
+            print(f"{what:<28} {b * 1e6:9.1f}us {g * 1e6:9.1f}us {g / b:8.2f} {own}")
+        print(f"RESULT ok rank 0 of {n}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
