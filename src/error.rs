@@ -87,12 +87,25 @@ pub enum Error {
     /// deadline. Remedy: find out why those ranks stall (a frozen process, a
     /// cut link, a rank that skipped the call), or raise the deadline
     /// (`Node::timeout`, `TIMEOUT_S`, `ProcessGroup::set_timeout`).
-    #[error("{op} timed out waiting on ranks {waiting_on:?}; see Node::timeout / TIMEOUT_S")]
+    ///
+    /// For a collective, `waiting_on` names the members that never entered
+    /// the call — asked, when it timed out, through their RPC servers —
+    /// rather than a neighbour that was waiting itself, and `detail` says
+    /// what each was doing (`: rank 2 has not entered all_reduce #3; its
+    /// last call here, broadcast #2, ended 4.0 s ago; …`; see
+    /// `ProcessGroup::flight_record`).
+    #[error(
+        "{op} timed out waiting on ranks {waiting_on:?}{detail}; see Node::timeout / TIMEOUT_S"
+    )]
     Timeout {
         /// The operation that timed out (`"barrier"`, `"recv"`, …).
         op: String,
         /// The ranks it waited on.
         waiting_on: Vec<u32>,
+        /// What the ranks waited on were doing, as far as the others
+        /// could tell (`": rank 2 has not entered …"`); empty if nothing
+        /// is known beyond `waiting_on`.
+        detail: String,
     },
 
     /// Ranks issued different collectives (or the same one with different
@@ -193,6 +206,7 @@ impl Error {
             T::Timeout { waiting_on } => Error::Timeout {
                 op: op.to_string(),
                 waiting_on: vec![waiting_on],
+                detail: String::new(),
             },
             T::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
             T::Closed => Error::ShutDown,

@@ -92,8 +92,10 @@
 //! g0.set_timeout(Duration::from_millis(50));
 //! // Rank 1 is alive but never joins the barrier.
 //! match g0.barrier() {
-//!     Err(Error::Timeout { op, waiting_on }) => {
+//!     Err(Error::Timeout { op, waiting_on, detail }) => {
 //!         assert_eq!((op.as_str(), waiting_on), ("barrier", vec![1]));
+//!         // Asked, rank 1 said it never entered the barrier.
+//!         assert!(detail.starts_with(": rank 1 has not entered barrier #0"), "{detail}");
 //!     }
 //!     other => panic!("{other:?}"),
 //! }
@@ -242,7 +244,10 @@ mod mdns;
 mod node;
 
 pub use error::{Error, Result};
-pub use group::{Compressor, ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT, MAX_IN_FLIGHT};
+pub use group::{
+    CallState, Compressor, FlightEntry, ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT,
+    FLIGHT_RECORD_LEN, MAX_IN_FLIGHT,
+};
 pub use local::{local, local_with};
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;

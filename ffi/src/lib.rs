@@ -256,6 +256,7 @@ mod tests {
             mw::Error::Timeout {
                 op: String::new(),
                 waiting_on: vec![],
+                detail: String::new(),
             },
             mw::Error::PeerDisconnected { rank: 1 },
             mw::Error::RankConflict { rank: 1 },

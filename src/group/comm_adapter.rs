@@ -130,7 +130,9 @@ impl<'a> CollComm<'a> {
     }
 
     fn map_err(&self, e: TransportError) -> Error {
-        let err = self.inner.error(e, self.desc.coll.name());
+        let err = self
+            .inner
+            .error_in(e, self.desc.coll.name(), Some(self.key.tag));
         self.tell_failed(&err);
         err
     }
@@ -197,6 +199,7 @@ impl<'a> CollComm<'a> {
             Error::Timeout {
                 op: self.desc.coll.name().to_string(),
                 waiting_on: vec![rank],
+                detail: String::new(),
             }
         } else {
             Error::PeerDisconnected { rank }

@@ -4,6 +4,7 @@ mod agree;
 mod collectives;
 mod comm_adapter;
 mod compress;
+mod flight;
 mod heap;
 mod links;
 mod p2p;
@@ -13,6 +14,7 @@ mod split;
 mod work;
 
 pub use compress::Compressor;
+pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 pub use recovery::Recovery;
 pub use work::Work;
 
@@ -112,6 +114,8 @@ pub(crate) struct Call {
     seq: u64,
     desc: Descriptor,
     inner: Arc<GroupInner>,
+    /// Its number in the flight record.
+    flight: u64,
 }
 
 impl GroupInner {
@@ -257,8 +261,10 @@ impl GroupInner {
             .unwrap_or_else(|| select(coll, self.world as usize, bytes, self.topology));
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         self.transport.note_collective(self.comm_id, seq);
+        let flight = self.record_start(coll.name(), seq, bytes as u64, T::DTYPE.name());
         Ok(Call {
             seq,
+            flight,
             inner: Arc::clone(self),
             desc: Descriptor {
                 coll,
@@ -285,7 +291,9 @@ impl GroupInner {
     ) -> Result<R> {
         let mut comm = CollComm::new(&call.inner, call.seq, call.desc);
         tracing::trace!(seq = call.seq, op = %call.desc.describe(), "collective");
-        f(&mut comm, call.desc.algo)
+        let outcome = f(&mut comm, call.desc.algo);
+        call.inner.rpc.flight.end(call.flight, &outcome);
+        outcome
     }
 }
 
@@ -396,6 +404,17 @@ impl ProcessGroup {
     /// so it arrives even if this rank dies while sending it.
     pub fn revoke(&self) {
         self.inner().transport.revoke(self.inner().comm_id);
+    }
+
+    /// The group's flight record: its last [`FLIGHT_RECORD_LEN`] collective
+    /// calls, oldest first — each one's operation, sequence number, bytes,
+    /// element type, members, start and end and outcome. Kept all the time
+    /// (a lock at the start and the end of each call); when a call times
+    /// out, every member's record is what the others are told about it
+    /// (see [`Error::Timeout`]). `FLIGHT_RECORD_DUMP=<file>` writes every
+    /// group's record there on `SIGUSR1`.
+    pub fn flight_record(&self) -> Vec<FlightEntry> {
+        self.inner().rpc.flight.snapshot()
     }
 
     /// Traffic with each rank (indexed by rank): messages and bytes sent

@@ -63,7 +63,14 @@ impl GroupInner {
     /// `Revoked`, a failure named after the rank that failed, and under
     /// [`Recovery::Abort`] the group revoked everywhere.
     pub(crate) fn error(&self, e: TransportError, op: &str) -> Error {
-        let err = self.blame(e, op);
+        self.error_in(e, op, None)
+    }
+
+    /// [`error`](Self::error) of collective call `seq` (`Some`): a timeout
+    /// that no failure explains asks the other members who never entered
+    /// the call (`flight.rs`).
+    pub(crate) fn error_in(&self, e: TransportError, op: &str, seq: Option<u64>) -> Error {
+        let err = self.blame(e, op, seq);
         let failure = matches!(err, Error::PeerDisconnected { .. } | Error::Timeout { .. });
         match self.recovery() {
             Recovery::Abort if failure => {
@@ -134,7 +141,7 @@ impl GroupInner {
         shrunk(&failed)
     }
 
-    fn blame(&self, e: TransportError, op: &str) -> Error {
+    fn blame(&self, e: TransportError, op: &str, seq: Option<u64>) -> Error {
         let suspect = match e {
             TransportError::Revoked => return Error::Revoked,
             TransportError::Timeout { waiting_on } => waiting_on,
@@ -158,6 +165,18 @@ impl GroupInner {
                 return Error::Revoked;
             }
         }
+        if failed.is_empty() {
+            if let (TransportError::Timeout { .. }, Some(seq)) = (&e, seq) {
+                if let Some(missing) = self.who_is_missing(op, seq) {
+                    tracing::debug!(op, seq, ?missing.ranks, "named the ranks that never entered the call");
+                    return Error::Timeout {
+                        op: op.to_string(),
+                        waiting_on: missing.ranks,
+                        detail: missing.detail,
+                    };
+                }
+            }
+        }
         if failed.is_empty() || failed.contains(&suspect) {
             return Error::from_transport(e, op);
         }
@@ -172,6 +191,7 @@ impl GroupInner {
             _ => Error::Timeout {
                 op: op.to_string(),
                 waiting_on: failed,
+                detail: String::new(),
             },
         }
     }

@@ -45,6 +45,9 @@ pub(crate) struct Rpc {
     abandoned: Mutex<VecDeque<(u32, u64)>>,
     /// This rank's symmetric heap, served by the server itself.
     pub(super) heap: std::sync::OnceLock<Arc<super::Heap>>,
+    /// The group's flight record, which the server answers questions
+    /// about (`flight.rs`).
+    pub(super) flight: Arc<super::flight::FlightRecord>,
 }
 
 impl Rpc {
@@ -54,6 +57,7 @@ impl Rpc {
             next_id: AtomicU64::new(0),
             abandoned: Mutex::new(VecDeque::new()),
             heap: std::sync::OnceLock::new(),
+            flight: super::flight::FlightRecord::new(),
         })
     }
 
@@ -221,6 +225,10 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
         .get(&fn_id)
         .cloned();
     let (status, body) = match handler {
+        // The library's own: what the flight record knows of a call.
+        _ if fn_id == super::flight::FLIGHT_FN => {
+            (OK, super::flight::answer_question(&rpc.flight, args))
+        }
         None => (UNKNOWN, Vec::new()),
         Some(h) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, args))) {
             Ok(out) => (OK, out),
@@ -299,13 +307,71 @@ impl GroupInner {
     }
 }
 
+impl GroupInner {
+    /// [`rpc_call`](Self::rpc_call) to every rank of `dsts` at once, all
+    /// waited for together for at most `timeout`: each rank's answer (or
+    /// why there is none).
+    pub(crate) fn rpc_many(
+        &self,
+        dsts: &[u32],
+        fn_id: u32,
+        args: &[u8],
+        timeout: Duration,
+    ) -> Vec<(u32, Result<Vec<u8>>)> {
+        let until = std::time::Instant::now() + timeout;
+        let op = |e| Error::from_transport(e, "rpc");
+        let asked: Vec<(u32, Result<u64>)> = dsts
+            .iter()
+            .map(|&dst| {
+                let id = self.rpc.next_id.fetch_add(1, Ordering::Relaxed);
+                let sent = self
+                    .transport
+                    .send(
+                        dst,
+                        request_key(self.comm_id),
+                        &[&request_head(fn_id, id), args],
+                    )
+                    .map(|()| id)
+                    .map_err(op);
+                (dst, sent)
+            })
+            .collect();
+        asked
+            .into_iter()
+            .map(|(dst, id)| {
+                let answer = id.and_then(|id| {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    match self
+                        .transport
+                        .recv(dst, response_key(self.comm_id, id), left, None)
+                    {
+                        Ok(r) => match decode_response(r.as_ref()) {
+                            Response::Ok(body) => Ok(body.to_vec()),
+                            _ => Err(Error::RpcFailed {
+                                fn_id,
+                                rank: dst,
+                                reason: "no answer".into(),
+                            }),
+                        },
+                        Err(e) => {
+                            self.rpc.abandon(dst, id);
+                            Err(op(e))
+                        }
+                    }
+                });
+                (dst, answer)
+            })
+            .collect()
+    }
+}
+
 impl super::ProcessGroup {
     /// Register `handler` for `fn_id` on this rank, replacing any earlier
     /// one. It runs on the group's RPC workers with the caller's rank and
     /// the arguments, and may itself call `rpc` or send. Ids from
     /// `0xFFFF_FF00` are reserved for the library: `0xFFFF_FFF0` carries
-    /// the one-sided operations, and a handler registered there is never
-    /// called.
+    /// the one-sided operations and `0xFFFF_FFF1` the flight record's
+    /// questions, and a handler registered there is never called.
     pub fn register_rpc(
         &self,
         fn_id: u32,

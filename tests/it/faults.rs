@@ -20,7 +20,7 @@ fn a_silent_rank_times_out_naming_it_and_the_op() {
                 let mut x = [1.0f32; 10];
                 let e = g.all_reduce(&mut x, ReduceOp::Sum).unwrap_err();
                 match e {
-                    Error::Timeout { op, waiting_on } => {
+                    Error::Timeout { op, waiting_on, .. } => {
                         assert_eq!(op, "all_reduce");
                         assert_eq!(waiting_on.len(), 1);
                     }

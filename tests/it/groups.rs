@@ -141,7 +141,7 @@ fn rpc_suite(g: &ProcessGroup) -> meshwork::Result<()> {
         other => panic!("{other:?}"),
     }
     match g.rpc_with_timeout(peer, 3, b"", Duration::from_millis(200)) {
-        Err(Error::Timeout { op, waiting_on }) => {
+        Err(Error::Timeout { op, waiting_on, .. }) => {
             assert_eq!((op.as_str(), waiting_on), ("rpc", vec![peer]))
         }
         other => panic!("{other:?}"),

@@ -6,6 +6,7 @@ mod compress;
 mod discovery;
 mod elastic;
 mod faults;
+mod forensics;
 mod groups;
 mod large;
 mod launcher;

@@ -70,6 +70,9 @@ fn rank_process_entry() {
             "compressed" => crate::compress::scenario(&g),
             "sparse" => crate::sparse::scenario(&g),
             "relay" => crate::sparse::relay_scenario(&g),
+            "stuck" => crate::forensics::scenario(&g, false),
+            "stuck_in_barrier" => crate::forensics::scenario(&g, true),
+            "flight_dump" => crate::forensics::dump_scenario(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {

@@ -63,9 +63,14 @@ fn exception<'py>(py: Python<'py>, e: &mw::Error) -> PyResult<Bound<'py, PyAny>>
     };
     let set = |name: &str, value: Bound<'py, PyAny>| exc.setattr(name, value);
     match e {
-        E::Timeout { op, waiting_on } => {
+        E::Timeout {
+            op,
+            waiting_on,
+            detail,
+        } => {
             set("op", op.into_pyobject(py)?.into_any())?;
             set("waiting_on", waiting_on.into_pyobject(py)?)?;
+            set("detail", detail.into_pyobject(py)?.into_any())?;
         }
         E::PeerDisconnected { rank } | E::RankConflict { rank } => {
             set("rank", rank.into_pyobject(py)?.into_any())?;
@@ -141,6 +146,7 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
             E::Timeout {
                 op: "recv".into(),
                 waiting_on: vec![1],
+                detail: String::new(),
             },
         ),
         ("PeerDisconnected", E::PeerDisconnected { rank: 1 }),
