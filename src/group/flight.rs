@@ -307,6 +307,7 @@ mod dump {
         // SAFETY: fcntl on a descriptor pipe2 just returned.
         unsafe { libc::fcntl(read_fd, libc::F_SETFL, 0) };
         WAKE.store(write_fd, Ordering::Relaxed);
+        tracing::info!("flight record: SIGUSR1 appends every group's record to {path}");
         std::thread::Builder::new()
             .name("meshwork-flight-dump".into())
             .spawn(move || {
@@ -335,7 +336,6 @@ mod dump {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        tracing::info!("flight record: SIGUSR1 appends every group's record to {path}");
         Ok(())
     }
 }
