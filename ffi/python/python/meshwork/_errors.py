@@ -44,11 +44,15 @@ class InvalidArgument(Error, ValueError):
 class Timeout(Error, TimeoutError):
     """The ranks a call waited on made no progress for the group's
     deadline (``ProcessGroup.timeout``, ``TIMEOUT_S``). ``op`` names the
-    call, ``waiting_on`` the ranks. Find out why they stall, or raise the
-    deadline."""
+    call, ``waiting_on`` the ranks — for a collective, those that never
+    entered it — and ``detail`` what each was doing (``": rank 2 has not
+    entered all_reduce #3; its last call here, broadcast #2, ended 4.0 s
+    ago; ..."``, empty if nothing is known). Find out why they stall, or
+    raise the deadline."""
 
     op: str
     waiting_on: list[int]
+    detail: str
 
 
 class PeerDisconnected(Error):
