@@ -180,9 +180,9 @@ impl FlightRecord {
     pub(crate) fn answer(&self, comm: u64, seq: u64) -> Vec<u8> {
         let (entered, last) = {
             let ring = self.lock();
-            let here = ring.entries.iter().filter(|e| e.comm == comm);
+            let mut here = ring.entries.iter().filter(|e| e.comm == comm);
             let entered = here.clone().any(|e| e.seq >= seq);
-            (entered, here.last().cloned())
+            (entered, here.next_back().cloned())
         };
         let mut words = match &last {
             Some(e) if e.seq == seq => format!("it is in {} #{} too", e.op, e.seq),

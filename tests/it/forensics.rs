@@ -1,6 +1,10 @@
 //! Who is missing: a rank that is alive but never enters a collective is
 //! named by every other member's timeout — not a neighbour that waits
 //! itself — with what it is doing, over every link.
+#![allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
 
 use crate::multiprocess::launch;
 use crate::procs::spawn;
@@ -27,6 +31,7 @@ pub(crate) fn scenario(g: &ProcessGroup, in_barrier: bool) -> meshwork::Result<S
             let _ = halves.barrier();
         }
         println!("STUCK");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
         loop {
             std::thread::park();
         }
@@ -178,6 +183,7 @@ pub(crate) fn dump_scenario(g: &ProcessGroup) -> meshwork::Result<String> {
     g.broadcast(&mut x, 0)?;
     g.barrier()?;
     println!("READY");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     loop {
         std::thread::park();
     }
