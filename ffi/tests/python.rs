@@ -468,3 +468,33 @@ fn python_torch_backend_killed_rank_raises_on_every_survivor() {
         reports[3]
     );
 }
+
+/// The same with torch tensors used in place (`MESHWORK_TORCH_IN_PLACE=1`:
+/// torch's own contract, as gloo's, instead of the checked copies).
+#[test]
+fn python_torch_backend_in_place_runs_every_op_ddp_and_fsdp_under_torchrun() {
+    let Some(reports) = torchrun_check(
+        4,
+        &["ops", "ddp", "fsdp"],
+        &[],
+        &[("MESHWORK_TORCH_IN_PLACE", "1")],
+    ) else {
+        return;
+    };
+    for (r, report) in reports.iter().enumerate() {
+        assert!(
+            report.contains(&format!("RESULT ok rank {r} of 4")),
+            "rank {r}: {report}"
+        );
+    }
+    assert!(
+        reports[0].contains("DDP: max |meshwork - gloo| ="),
+        "{}",
+        reports[0]
+    );
+    assert!(
+        reports[0].contains("FSDP2: max |meshwork - gloo| ="),
+        "{}",
+        reports[0]
+    );
+}

@@ -65,12 +65,48 @@ impl ProcessGroup {
     }
 
     /// Non-blocking [`ProcessGroup::all_reduce`]; the result is the reduced buffer.
-    pub fn all_reduce_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
+    pub fn all_reduce_nb<T: Element>(&self, buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
+        self.all_reduce_nb_in(buf, op)
+    }
+
+    /// [`ProcessGroup::all_reduce_nb`] on any buffer the caller hands over
+    /// (a `Vec<T>`, a `Box<[T]>`, a fixed array, a handle on memory that
+    /// something else owns); the result is the buffer, reduced in place: no
+    /// copy is made on the way in or out.
+    ///
+    /// The operation owns `buf` until it completes and calls
+    /// `buf.as_mut()` on the group's thread, where it reads and writes the
+    /// slice it gets; `as_mut` must give the same slice every time. If the
+    /// operation fails, the buffer is dropped there and may hold part of a
+    /// result.
+    ///
+    /// ```
+    /// # use meshwork::{local, ReduceOp};
+    /// # let world = local(2)?;
+    /// std::thread::scope(|s| {
+    ///     for g in &world {
+    ///         s.spawn(move || {
+    ///             let buf: Box<[f32]> = vec![g.rank() as f32 + 1.0; 4].into_boxed_slice();
+    ///             let w = g.all_reduce_nb_in(buf, ReduceOp::Sum);
+    ///             assert_eq!(*w.wait().unwrap(), [3.0; 4]);
+    ///             let w = g.all_reduce_nb_in([g.rank() as u8; 3], ReduceOp::Max);
+    ///             assert_eq!(w.wait().unwrap(), [1; 3]);
+    ///         });
+    ///     }
+    /// });
+    /// # Ok::<(), meshwork::Error>(())
+    /// ```
+    pub fn all_reduce_nb_in<T: Element, B: AsMut<[T]> + Send + 'static>(
+        &self,
+        mut buf: B,
+        op: ReduceOp,
+    ) -> Work<B> {
+        let len = buf.as_mut().len();
         let call = self
             .inner()
-            .begin::<T>(Collective::AllReduce, buf.len(), Some(op), None);
+            .begin::<T>(Collective::AllReduce, len, Some(op), None);
         self.submit(call, move |g, call| {
-            g.run(call, |c, a| all_reduce::all_reduce(c, &mut buf, op, a))?;
+            g.run(call, |c, a| all_reduce::all_reduce(c, buf.as_mut(), op, a))?;
             Ok(buf)
         })
     }

@@ -42,8 +42,19 @@
 //!   a changed tensor is an `InvalidArgument` and is not written. A numpy
 //!   array over a tensor's memory (`t.numpy()`, `np.asarray(t)`) is
 //!   staged the same way, checked against that tensor.
+//!
+//! `meshwork.set_torch_in_place(True)` turns the stage off for the whole
+//! process: a torch tensor's memory is then used in place, held only by
+//! torch's own contract, which the caller takes on (no resize, `set_` or
+//! `share_memory_` while a call uses the tensor). The tensor is still
+//! checked unchanged after a call that wrote it, but a change found then
+//! may come after meshwork wrote memory the tensor no longer owns
+//! (`torch.rs`, "In place, on request").
 
 mod torch;
+
+pub(crate) use torch::{_torch_copies, in_place_from_env, set_torch_in_place, torch_in_place};
+pub(crate) use torch::{count_copy, Watched};
 
 use crate::errors::invalid;
 use pyo3::ffi;
@@ -144,10 +155,13 @@ struct Hold<'py> {
     /// `refcheck=False`.
     #[allow(dead_code, reason = "held for their effect on numpy only")]
     pins: Vec<Bound<'py, PyAny>>,
-    /// The torch tensor that owns the memory, until staged.
+    /// The torch tensor that owns the memory, until staged or lent.
     owner: Option<Bound<'py, PyAny>>,
     /// meshwork's copy of memory a torch tensor owns.
     stage: Option<torch::Stage<'py>>,
+    /// The torch tensor whose memory the call uses in place
+    /// (`set_torch_in_place`), as it was on entry.
+    lent: Option<torch::Watch<'py>>,
 }
 
 /// One argument's memory for the duration of a call.
@@ -172,6 +186,7 @@ impl std::fmt::Debug for Array<'_> {
             .field("bytes", &self.bytes)
             .field("dtype", &self.dtype)
             .field("staged", &self.hold.stage.is_some())
+            .field("lent", &self.hold.lent.is_some())
             .finish()
     }
 }
@@ -206,12 +221,16 @@ impl<'py> Array<'py> {
     pub(crate) fn slice<T: mw::Element>(&self) -> &[T] {
         let (ptr, len) = self.parts::<T>();
         // SAFETY: `ptr` is non-null and aligned for `T` (`parts`). It is
-        // either the stage, owned by `hold`, or memory whose exporter keeps
+        // either the stage, owned by `hold`; or memory whose exporter keeps
         // `bytes` bytes alive and in place while its view in `hold` lives
-        // (see the module's docs); `hold` outlives the borrow of `self`.
-        // Every bit pattern is a valid `T` (`Element: Pod`). Other Python
-        // threads writing the same array during the call is the caller's
-        // race, as with any C library.
+        // (see the module's docs); or, with `set_torch_in_place` on
+        // (`hold.lent`), a torch tensor's memory, which `hold` keeps
+        // referenced and which the caller promised, by turning the switch
+        // on, not to resize, re-point or free while the call runs (torch's
+        // own contract for collectives). `hold` outlives the borrow of
+        // `self`. Every bit pattern is a valid `T` (`Element: Pod`). Other
+        // Python threads writing the same array during the call is the
+        // caller's race, as with any C library.
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 
@@ -258,15 +277,48 @@ impl<'py> Array<'py> {
 
     /// After the call that wrote this array succeeded: the stage's
     /// contents into the caller's memory, once its torch tensor is checked
-    /// unchanged (else `InvalidArgument`, and nothing is written). Nothing
-    /// to do for memory used in place, or for an array the call only read.
+    /// unchanged (else `InvalidArgument`, and nothing is written); a torch
+    /// tensor used in place is checked unchanged all the same (else
+    /// `InvalidArgument`, the result written already). Nothing to do for
+    /// other memory used in place, or for an array the call only read.
     pub(crate) fn write_back(mut self) -> PyResult<()> {
-        match self.hold.stage.take() {
-            Some(stage) if self.access.writes() => {
-                stage.write_back(self.target, self.bytes, self.what)
-            }
-            _ => Ok(()),
+        if !self.access.writes() {
+            return Ok(());
         }
+        if let Some(stage) = self.hold.stage.take() {
+            return stage.write_back(self.target, self.bytes, self.what);
+        }
+        match &self.hold.lent {
+            Some(watch) => watch.check_in_place(self.what),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a torch tensor owns this memory (taken by [`array_now`]):
+    /// a copy of it counts for `_torch_copies`.
+    pub(crate) fn torch_owned(&self) -> bool {
+        self.hold.owner.is_some()
+    }
+
+    /// With `set_torch_in_place` on, for a non-blocking call: this array's
+    /// memory, when a torch tensor owns it, lent to the operation as a
+    /// [`Lent`], and the tensor as it is now, to be checked unchanged at
+    /// `wait`. `None` when the switch is off or no torch tensor owns the
+    /// memory: then the call copies. `T` must be the type of
+    /// [`Array::dtype`]. For an array from [`array_now`].
+    pub(crate) fn lend<T: mw::Element>(&self) -> PyResult<Option<(Lent<T>, Watched)>> {
+        let Some(tensor) = self.hold.owner.as_ref().filter(|_| torch::in_place()) else {
+            return Ok(None);
+        };
+        assert!(self.hold.stage.is_none(), "{}: lent, not staged", self.what);
+        let watch = torch::Watch::new(tensor, self.target, self.bytes, self.what)?;
+        let (ptr, len) = self.parts::<T>();
+        let lent = Lent {
+            ptr,
+            len,
+            _tensor: tensor.clone().unbind(),
+        };
+        Ok(Some((lent, watch.unbind())))
     }
 
     /// `InvalidArgument` when `self` and `other` share bytes (a `&` and a
@@ -316,15 +368,64 @@ impl<'py> Array<'py> {
     }
 
     /// Memory a torch tensor owns is copied into a stage: the call works
-    /// on that.
+    /// on that. With `set_torch_in_place` on, it is used in place instead,
+    /// and the tensor's state noted.
     fn staged(mut self) -> PyResult<Self> {
         if let Some(tensor) = self.hold.owner.take() {
-            let mut stage =
-                torch::Stage::new(&tensor, self.target, self.bytes, self.access, self.what)?;
-            self.ptr = stage.ptr();
-            self.hold.stage = Some(stage);
+            if torch::in_place() {
+                let watch = torch::Watch::new(&tensor, self.target, self.bytes, self.what)?;
+                self.hold.lent = Some(watch);
+            } else {
+                let mut stage =
+                    torch::Stage::new(&tensor, self.target, self.bytes, self.access, self.what)?;
+                self.ptr = stage.ptr();
+                self.hold.stage = Some(stage);
+            }
         }
         Ok(self)
+    }
+}
+
+/// Memory a torch tensor owns, lent to a non-blocking operation
+/// (`ProcessGroup::all_reduce_nb_in`) with `set_torch_in_place` on: the
+/// operation reads and writes it on the group's thread, without the GIL,
+/// until it completes; then the `Lent` is dropped (on whatever thread:
+/// PyO3 defers the tensor's decref until a thread next holds the GIL).
+pub(crate) struct Lent<T> {
+    /// Non-null and aligned for `T`; `len` elements.
+    ptr: *mut T,
+    len: usize,
+    /// The tensor, kept alive as long as the operation can use its memory,
+    /// even if the `meshwork.Work` is dropped unwaited.
+    _tensor: Py<PyAny>,
+}
+
+// SAFETY: a `Lent` is the only Rust handle on its memory, and that
+// memory is not tied to a thread (a CPU tensor's storage, from torch's
+// allocator), so the operation may use it from the group's thread. The
+// operation uses it (through `as_mut`) only until it completes, and it
+// stays valid that long because (1) `_tensor` keeps the tensor, and so its
+// storage, from being freed by its last reference going — the Lent lives
+// in the operation until it completes, then in its result until `wait`,
+// or is dropped unwaited with it — and (2) the caller promised, by turning
+// `set_torch_in_place` on, torch's own contract for a collective in
+// flight: the tensor is not resized, given other storage (`set_`,
+// `share_memory_`) or freed (`untyped_storage().resize_(0)`) until its
+// `Work` is waited for, and `wait` returns only once the operation has
+// completed. A promise broken is caught at `wait` (the tensor is checked
+// unchanged), but only after the fact, as the switch's docs say. Python
+// code reading or writing the tensor meanwhile is the caller's race, as
+// with any C library.
+unsafe impl<T: Send> Send for Lent<T> {}
+
+impl<T> AsMut<[T]> for Lent<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        // SAFETY: `ptr` is non-null and aligned for `T` and the `len`
+        // elements lie inside the tensor's storage (`Array::parts`, checked
+        // on entry, and `Watch::new`), valid while the Lent lives (see its
+        // `Send`); exclusive because `&mut self` is. Every bit pattern is a
+        // valid `T` (`lend` takes `T: Element`, which is `Pod`).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
@@ -435,6 +536,7 @@ fn from_buffer<'py>(
         pins,
         owner,
         stage: None,
+        lent: None,
     };
     // numpy's name for the dtype reads better than a format code.
     let numpy_name = || {

@@ -100,7 +100,8 @@ pub(crate) fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> 
 /// Every rank must call a group's collectives in the same order with
 /// matching arguments. Arrays are numpy arrays (used in place, no copy) or
 /// CPU torch tensors (through a copy, checked unchanged before the result
-/// is written back), C-contiguous, writable where the call writes them.
+/// is written back; in place after `meshwork.set_torch_in_place(True)`),
+/// C-contiguous, writable where the call writes them.
 /// Each call blocks until this rank's part is done, with the GIL released,
 /// and fails with a `meshwork.Error` subclass; nothing waits longer than
 /// the group's `timeout` without progress. A group may be used from

@@ -2,8 +2,9 @@
 //! `meshwork` (`ffi/python/python/meshwork`): groups from the environment
 //! or in-process, every collective, send/recv and shutdown on numpy arrays
 //! (used in place) and CPU torch tensors (through a checked copy: see
-//! `array.rs`), with the GIL released while a call blocks. The contract is DESIGN.md, "C ABI and Python"; the Python-facing
-//! reference is the docstrings and `_meshwork.pyi`.
+//! `array.rs`; in place with `set_torch_in_place`), with the GIL released
+//! while a call blocks. The contract is DESIGN.md, "C ABI and Python"; the
+//! Python-facing reference is the docstrings and `_meshwork.pyi`.
 
 mod array;
 mod errors;
@@ -70,6 +71,10 @@ fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(join_running, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_samples, m)?)?;
     m.add_function(wrap_pyfunction!(group::_rust_all_reduce_loop, m)?)?;
+    m.add_function(wrap_pyfunction!(array::set_torch_in_place, m)?)?;
+    m.add_function(wrap_pyfunction!(array::torch_in_place, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_torch_copies, m)?)?;
+    array::in_place_from_env(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

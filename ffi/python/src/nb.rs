@@ -12,8 +12,15 @@
 //! held still meanwhile: resizing one between the call and `wait` is the
 //! caller's business, and a result that no longer fits is an
 //! `InvalidArgument` at `wait`.
+//!
+//! Except, with `set_torch_in_place` on, `all_reduce_nb` on memory a
+//! torch tensor owns: that memory is lent to the operation
+//! (`ProcessGroup::all_reduce_nb_in` over an `array::Lent`), which reduces
+//! it in place without the GIL, under torch's contract (the tensor is left
+//! alone until `wait`); the `Work` keeps the tensor, and `wait` checks it
+//! unchanged instead of copying. The other `_nb` calls copy as above.
 
-use crate::array::{array_now, Access};
+use crate::array::{array_now, count_copy, Access, Array, Lent, Watched};
 use crate::errors::{invalid, to_py};
 use crate::group::{reduce_op, same_dtype, ProcessGroup};
 use crate::with_dtype;
@@ -44,6 +51,14 @@ impl Bytes for () {
     }
 }
 
+impl<T: Send> Bytes for Lent<T> {
+    /// Nothing to copy: the result is in the tensor's memory already
+    /// (`Target::Lent`).
+    fn bytes(&self) -> &[u8] {
+        &[]
+    }
+}
+
 /// What a wait gives: the result, or the operation's error, or (past the
 /// timeout) the operation back.
 enum Waited {
@@ -66,6 +81,18 @@ impl<R: Bytes + 'static> Pending for mw::Work<R> {
     fn is_complete(&self) -> bool {
         mw::Work::is_complete(self)
     }
+}
+
+/// Where a work's result goes.
+enum Target {
+    /// Nowhere: a call without one (`barrier_nb`).
+    Nothing,
+    /// Copied into this array at `wait`.
+    Copy(Py<PyAny>),
+    /// Written in place by the operation into this array's memory, lent
+    /// by a torch tensor (`set_torch_in_place`): `wait` checks the tensor
+    /// unchanged since the call, and keeps it alive till then.
+    Lent(Py<PyAny>, Watched),
 }
 
 /// Where a work stands.
@@ -93,8 +120,8 @@ pub(crate) struct Work {
     state: Mutex<State>,
     /// Signalled when a wait hands the operation back or finishes it.
     turned: Condvar,
-    /// The array the result goes into.
-    target: Option<Py<PyAny>>,
+    /// Where the result goes.
+    target: Target,
     what: &'static str,
 }
 
@@ -105,7 +132,7 @@ impl std::fmt::Debug for Work {
 }
 
 impl Work {
-    fn new(pending: Box<dyn Pending>, target: Option<Py<PyAny>>, what: &'static str) -> Work {
+    fn new(pending: Box<dyn Pending>, target: Target, what: &'static str) -> Work {
         Work {
             state: Mutex::new(State::Running(Some(pending))),
             turned: Condvar::new(),
@@ -118,13 +145,22 @@ impl Work {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The result's bytes into the target, now, with the GIL held.
+    /// The result's bytes into the target, now, with the GIL held (for a
+    /// lent target: the check that its tensor is unchanged).
     fn deliver(&self, py: Python<'_>, bytes: &[u8]) -> PyResult<Option<Py<PyAny>>> {
-        let Some(target) = &self.target else {
-            return Ok(None);
+        let target = match &self.target {
+            Target::Nothing => return Ok(None),
+            Target::Lent(target, watched) => {
+                watched.bind(py).check_in_place(self.what)?;
+                return Ok(Some(target.clone_ref(py)));
+            }
+            Target::Copy(target) => target,
         };
         let bound = target.bind(py);
         let mut a = array_now(bound, self.what, Access::Write)?;
+        if a.torch_owned() {
+            count_copy();
+        }
         let into = a.bytes_mut();
         if into.len() != bytes.len() {
             return Err(invalid(
@@ -246,12 +282,44 @@ impl ProcessGroup {
         a: &Bound<'_, PyAny>,
         start: impl StartInPlace,
     ) -> PyResult<Work> {
+        let arr = array_now(a, "a", Access::Update)?;
+        self.nb_copied(py, a, &arr, start)
+    }
+
+    /// [`ProcessGroup::nb_in_place`] with `a` taken as `arr`.
+    fn nb_copied(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        arr: &Array<'_>,
+        start: impl StartInPlace,
+    ) -> PyResult<Work> {
         let g = &*self.inner;
-        let pending = {
-            let arr = array_now(a, "a", Access::Update)?;
-            with_dtype!(arr.dtype(py)?, T => start.start(g, arr.slice::<T>().to_vec()))
-        };
-        Ok(Work::new(pending, Some(a.clone().unbind()), "a"))
+        if arr.torch_owned() {
+            count_copy();
+        }
+        let pending = with_dtype!(arr.dtype(py)?, T => start.start(g, arr.slice::<T>().to_vec()));
+        Ok(Work::new(pending, Target::Copy(a.clone().unbind()), "a"))
+    }
+
+    /// `all_reduce_nb` on `a`, taken as `arr`, if a torch tensor owns its
+    /// memory and `set_torch_in_place` is on: the memory is lent to the
+    /// operation, no copy. `None` (nothing started) otherwise.
+    fn all_reduce_nb_lent(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        arr: &Array<'_>,
+        op: mw::ReduceOp,
+    ) -> PyResult<Option<Work>> {
+        let g = &*self.inner;
+        let started = with_dtype!(arr.dtype(py)?, T => arr.lend::<T>()?.map(|(lent, watched)| {
+            let work: Box<dyn Pending> = Box::new(g.all_reduce_nb_in(lent, op));
+            (work, watched)
+        }));
+        Ok(started.map(|(pending, watched)| {
+            Work::new(pending, Target::Lent(a.clone().unbind(), watched), "a")
+        }))
     }
 
     /// A non-blocking call from `send` into `recv` (`None` where this rank
@@ -277,13 +345,17 @@ impl ProcessGroup {
                 (None, Some(a)) => (a.dtype(py)?, Some(a.bytes().len())),
                 (None, None) => return Err(invalid(py, "send and recv are both None".into())),
             };
+            if s.as_ref().is_some_and(|s| s.torch_owned()) {
+                count_copy();
+            }
             with_dtype!(dtype, T => {
                 let input: Vec<T> = s.as_ref().map_or_else(Vec::new, |s| s.slice::<T>().to_vec());
                 let size = std::mem::size_of::<T>();
                 start.start(g, input, want.map(|b| b / size))
             })
         };
-        Ok(Work::new(pending, recv.map(|r| r.clone().unbind()), "recv"))
+        let target = recv.map_or(Target::Nothing, |r| Target::Copy(r.clone().unbind()));
+        Ok(Work::new(pending, target, "recv"))
     }
 }
 
@@ -385,11 +457,18 @@ impl StartSendRecv for ScatterNb {
 impl ProcessGroup {
     /// `all_reduce`, non-blocking: returns a `meshwork.Work` at once;
     /// `work.wait()` puts the result into `a` and returns it. `a` is read
-    /// now, so it may be reused before `wait`.
+    /// now, so it may be reused before `wait` — except a torch tensor with
+    /// `meshwork.set_torch_in_place(True)`: that one is reduced in place,
+    /// no copy, and must be left alone (not resized, re-pointed, read or
+    /// written) until `wait`, which checks it unchanged.
     #[pyo3(signature = (a, op = "sum"))]
     fn all_reduce_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
         let op = reduce_op(py, op)?;
-        self.nb_in_place(py, a, AllReduceNb(op))
+        let arr = array_now(a, "a", Access::Update)?;
+        if let Some(work) = self.all_reduce_nb_lent(py, a, &arr, op)? {
+            return Ok(work);
+        }
+        self.nb_copied(py, a, &arr, AllReduceNb(op))
     }
 
     /// `broadcast`, non-blocking (see `all_reduce_nb`).
@@ -505,7 +584,11 @@ impl ProcessGroup {
     /// `barrier`, non-blocking: `wait()` returns None once every rank has
     /// called it.
     fn barrier_nb(&self) -> Work {
-        Work::new(Box::new(self.inner.barrier_nb()), None, "barrier")
+        Work::new(
+            Box::new(self.inner.barrier_nb()),
+            Target::Nothing,
+            "barrier",
+        )
     }
 
     /// A group of `ranks` (ranks of this group; `ranks[i]` becomes its

@@ -13,7 +13,9 @@ collectives between processes and machines, with no MPI library and no
 ``meshwork.local(n)`` makes a world of ``n`` ranks inside one process
 (drive each from its own thread). Arrays are numpy arrays (used in
 place) or CPU torch tensors (through a copy, written back once the call
-succeeds and the tensor is checked unchanged): C-contiguous, writable
+succeeds and the tensor is checked unchanged; used in place after
+``meshwork.set_torch_in_place(True)``, under torch's contract that a
+tensor is left alone while a call uses it): C-contiguous, writable
 where the call writes them, of dtype float16, bfloat16 (``ml_dtypes``),
 float32, float64, int8, int32, int64, uint8, uint32 or uint64. Every
 call blocks with the GIL released. Failures raise ``meshwork.Error``
@@ -34,6 +36,8 @@ from ._meshwork import (
     join_running,
     local,
     random_token,
+    set_torch_in_place,
+    torch_in_place,
 )
 
 __all__ = [
@@ -46,6 +50,8 @@ __all__ = [
     "join_running",
     "local",
     "random_token",
+    "set_torch_in_place",
+    "torch_in_place",
     "__version__",
     *_error_names,
 ]

@@ -8,7 +8,8 @@ from ._errors import Error
 
 # A numpy array, a CPU torch tensor, or another C-contiguous buffer
 # (bytes, bytearray, memoryview, array.array); held for the whole call
-# (docs/python.md, "Held for the call"). Collectives take the
+# (docs/python.md, "Held for the call"; a torch tensor only by torch's
+# contract after set_torch_in_place(True)). Collectives take the
 # dtypes float16, bfloat16, float32, float64, int8, int32, int64, uint8,
 # uint32, uint64; send/recv take any.
 Array = Any
@@ -138,5 +139,18 @@ def join_running() -> ProcessGroup:
 def local(n: int) -> List[ProcessGroup]:
     """A world of ``n`` ranks inside this process; drive each from its own thread."""
 
+def set_torch_in_place(on: bool) -> None:
+    """Use CPU torch tensors in place (no copy) in every call of this
+    process, under torch's contract: a tensor is not resized, given other
+    storage or freed while a call uses it (until it returns, or its Work
+    is waited for). A tensor found changed after a call that wrote it
+    raises InvalidArgument, but the call may have written memory the
+    tensor no longer owns. Default off (copies); ``MESHWORK_TORCH_IN_PLACE=1``
+    turns it on at import."""
+
+def torch_in_place() -> bool:
+    """Whether calls use CPU torch tensors in place (``set_torch_in_place``)."""
+
 def _error_samples() -> List[Tuple[str, Error]]: ...
+def _torch_copies() -> int: ...
 def _rust_all_reduce_loop(group: ProcessGroup, a: Array, iters: int, op: Op = "sum") -> float: ...

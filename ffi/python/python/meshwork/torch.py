@@ -21,7 +21,11 @@ group, in issue order, with no Python and no GIL while it runs; the
 error (naming the rank) if the op failed; ``get_future()`` completes with
 the output tensors, so DDP overlaps communication with the backward pass.
 Inputs are read when the op is issued; outputs are written when it is
-waited for (``wait()``, or the future).
+waited for (``wait()``, or the future) — unless
+``meshwork.set_torch_in_place(True)``: then ops waited for at once and
+asynchronous all-reduces work on the tensors themselves, under torch's
+contract that a tensor is left alone while an op on it is in flight
+(docs/torch.md, "In place").
 
 Reductions: SUM, PRODUCT, MIN, MAX, AVG (floating point), PREMUL_SUM, on
 float32, float64, float16, bfloat16, int8, int32, int64, uint8 (and bool

@@ -28,12 +28,99 @@
 //!
 //! The cost: one copy in and one copy out of the tensor's bytes, at
 //! memory speed (docs/python.md has the measurement).
+//!
+//! # In place, on request
+//!
+//! `meshwork.set_torch_in_place(True)` (or `MESHWORK_TORCH_IN_PLACE=1`
+//! at import) trades that safety for the copies, process-wide: every
+//! call then uses a tensor's memory in place, as gloo and NCCL do, and
+//! relies on torch's own contract for collectives, which the caller
+//! accepts by turning it on: a tensor is not resized, given other storage
+//! or freed while a call on it is in flight (until it returns, or its
+//! `Work` is waited for). Steps 1 and 4 above still run ([`Watch`]): a
+//! tensor found changed after a call that wrote it is an
+//! `InvalidArgument`, but by then meshwork may have written memory the
+//! tensor no longer owns. The default is off.
 
 use super::{not_contiguous, Access, Array, DType, Hold};
 use crate::errors::invalid;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyType};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Whether calls use torch tensors in place (`set_torch_in_place`).
+static IN_PLACE: AtomicBool = AtomicBool::new(false);
+
+/// How many times a call copied memory a torch tensor owns into or out
+/// of memory meshwork owns (`_torch_copies`, for tests).
+static COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether calls use torch tensors in place; read once per call.
+pub(crate) fn in_place() -> bool {
+    IN_PLACE.load(Ordering::Relaxed)
+}
+
+/// Count one copy of memory a torch tensor owns.
+pub(crate) fn count_copy() {
+    COPIES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The switch's value from `MESHWORK_TORCH_IN_PLACE`, read at import:
+/// `1` on, unset, empty or `0` off; anything else is refused, so that a
+/// misspelt value does not silently leave the copies on (or off).
+pub(crate) fn in_place_from_env(py: Python<'_>) -> PyResult<()> {
+    let on = match std::env::var("MESHWORK_TORCH_IN_PLACE").as_deref() {
+        Ok("1") => true,
+        Ok("" | "0") | Err(std::env::VarError::NotPresent) => false,
+        Ok(other) => {
+            return Err(invalid(
+                py,
+                format!("MESHWORK_TORCH_IN_PLACE={other:?}: use 1 (in place) or 0 (copies)"),
+            ))
+        }
+        Err(e) => return Err(invalid(py, format!("MESHWORK_TORCH_IN_PLACE: {e}"))),
+    };
+    IN_PLACE.store(on, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Use CPU torch tensors in place (`True`) or through meshwork's own copy
+/// (`False`, the default), in every call of this process from now on
+/// (calls under way keep the way they started with). Also set at import
+/// by `MESHWORK_TORCH_IN_PLACE=1`.
+///
+/// In place, no copy is made, and the caller promises torch's own
+/// contract for collectives: a tensor is not resized (`resize_`), given
+/// other storage (`set_`, `share_memory_`) or freed
+/// (`untyped_storage().resize_(0)`) while a call uses it, that is until
+/// the call returns, or until its `Work` is waited for (non-blocking
+/// calls: `all_reduce_nb` uses the tensor in place; the other `_nb` calls
+/// still copy). After a call that wrote a tensor, meshwork still checks
+/// it unchanged (data pointer, size, storage, version) and raises
+/// `meshwork.InvalidArgument` if it changed; but unlike the default, the
+/// call may already have written the result into memory the tensor no
+/// longer owns — freed memory, or memory since given to another tensor or
+/// object — which can corrupt other data or crash the process. Without
+/// the switch such a change is caught before anything is written.
+#[pyfunction]
+pub(crate) fn set_torch_in_place(on: bool) {
+    IN_PLACE.store(on, Ordering::Relaxed);
+}
+
+/// Whether calls use CPU torch tensors in place (`set_torch_in_place`).
+#[pyfunction]
+pub(crate) fn torch_in_place() -> bool {
+    in_place()
+}
+
+/// How many times a call of this process copied memory a torch tensor
+/// owns into or out of memory meshwork owns (a stage made, a non-blocking
+/// call's input read or result written): for tests.
+#[pyfunction]
+pub(crate) fn _torch_copies() -> u64 {
+    COPIES.load(Ordering::Relaxed)
+}
 
 /// What meshwork needs of `torch`, looked up once torch is imported. The
 /// tensor attributes are `torch._C.TensorBase`'s own descriptors, called
@@ -267,6 +354,7 @@ pub(super) fn from_tensor<'py>(
         pins: Vec::new(),
         owner: Some(obj.clone()),
         stage: None,
+        lent: None,
     };
     Ok(Some(Array {
         ptr: state.data as *mut u8,
@@ -342,12 +430,115 @@ impl TensorState {
     }
 }
 
+/// A torch tensor as it was when a call took its memory: what the tensor
+/// is checked against when the call is done.
+pub(crate) struct Watch<'py> {
+    tensor: Bound<'py, PyAny>,
+    entry: TensorState,
+}
+
+impl<'py> Watch<'py> {
+    /// `tensor`'s state now, for `bytes` bytes at `target` (the tensor's
+    /// own memory, or a numpy view of it); `InvalidArgument` unless they
+    /// lie inside its storage. To be called with `__torch_function__` off.
+    fn take(
+        torch: &Torch,
+        tensor: &Bound<'py, PyAny>,
+        target: *mut u8,
+        bytes: usize,
+        what: &str,
+    ) -> PyResult<Self> {
+        let py = tensor.py();
+        let entry = TensorState::of(torch, tensor, what)?;
+        if !entry.holds(target as usize, bytes) {
+            return Err(invalid(
+                py,
+                format!(
+                    "{what} is not inside the memory of the torch tensor it views (was the \
+                     tensor resized or given other storage since?)"
+                ),
+            ));
+        }
+        Ok(Watch {
+            tensor: tensor.clone(),
+            entry,
+        })
+    }
+
+    /// [`Watch::take`] for a call that uses the memory in place.
+    pub(crate) fn new(
+        tensor: &Bound<'py, PyAny>,
+        target: *mut u8,
+        bytes: usize,
+        what: &str,
+    ) -> PyResult<Self> {
+        let py = tensor.py();
+        let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
+        let _off = TorchFunctionOff::enter(py, torch)?;
+        Watch::take(torch, tensor, target, bytes, what)
+    }
+
+    /// Whether torch says now that the tensor has the same bytes in the
+    /// same storage, of the same size, at the same version as on entry. To
+    /// be called with `__torch_function__` off.
+    fn unchanged(&self, torch: &Torch, what: &str) -> bool {
+        // A tensor whose storage was emptied under it may have no data
+        // pointer to give: changed, too.
+        TensorState::of(torch, &self.tensor, what).ok() == Some(self.entry)
+    }
+
+    /// After a call that wrote the tensor's memory in place: `Ok` if the
+    /// tensor is unchanged, else `InvalidArgument`, saying that the
+    /// result may have gone into memory the tensor no longer owns.
+    pub(crate) fn check_in_place(&self, what: &str) -> PyResult<()> {
+        let py = self.tensor.py();
+        let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
+        let _off = TorchFunctionOff::enter(py, torch)?;
+        if self.unchanged(torch, what) {
+            return Ok(());
+        }
+        Err(invalid(
+            py,
+            format!(
+                "{what}: its torch tensor changed while a call used its memory in place \
+                 (resized, given other storage by set_ or share_memory_, or written by \
+                 another thread) before the call returned or its Work was waited for. With \
+                 set_torch_in_place(True) meshwork may have written the result into memory \
+                 the tensor no longer owns: leave a tensor alone until its call is done"
+            ),
+        ))
+    }
+
+    /// The same, held without the GIL (in a non-blocking call's `Work`).
+    pub(crate) fn unbind(self) -> Watched {
+        Watched {
+            tensor: self.tensor.unbind(),
+            entry: self.entry,
+        }
+    }
+}
+
+/// A [`Watch`] held without the GIL.
+pub(crate) struct Watched {
+    tensor: Py<PyAny>,
+    entry: TensorState,
+}
+
+impl Watched {
+    /// The watch, with the GIL held.
+    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> Watch<'py> {
+        Watch {
+            tensor: self.tensor.bind(py).clone(),
+            entry: self.entry,
+        }
+    }
+}
+
 /// meshwork's copy of memory that a torch tensor owns, for one call.
 pub(super) struct Stage<'py> {
     /// Eight-byte words: aligned for every element type.
     words: Vec<u64>,
-    tensor: Bound<'py, PyAny>,
-    entry: TensorState,
+    watch: Watch<'py>,
 }
 
 impl<'py> Stage<'py> {
@@ -365,24 +556,16 @@ impl<'py> Stage<'py> {
         let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
         // Nothing from here to the copy releases the GIL (`Names`).
         let _off = TorchFunctionOff::enter(py, torch)?;
-        let entry = TensorState::of(torch, tensor, what)?;
-        if !entry.holds(target as usize, bytes) {
-            return Err(invalid(
-                py,
-                format!(
-                    "{what} is not inside the memory of the torch tensor it views (was the \
-                     tensor resized or given other storage since?)"
-                ),
-            ));
-        }
+        let watch = Watch::take(torch, tensor, target, bytes, what)?;
+        count_copy();
         let n = bytes.div_ceil(8);
         let words = if access.reads() && bytes > 0 {
             // Filled by the copy, not zeroed first: one pass over the
             // memory, not two.
             let mut words: Vec<u64> = Vec::with_capacity(n);
             // SAFETY: torch said, with the GIL held, that its storage holds
-            // these bytes (`holds`), and the GIL has stayed held since and
-            // until the copy is done, so no Python code resized or freed
+            // these bytes (`Watch::take`), and the GIL has stayed held since
+            // and until the copy is done, so no Python code resized or freed
             // them. The stage has room for `n * 8 >= bytes` bytes; no
             // overlap. The last word's bytes past `bytes` (at most 7) are
             // zeroed before `set_len`, so all `n` words are initialised.
@@ -396,11 +579,7 @@ impl<'py> Stage<'py> {
         } else {
             vec![0u64; n]
         };
-        Ok(Stage {
-            words,
-            tensor: tensor.clone(),
-            entry,
-        })
+        Ok(Stage { words, watch })
     }
 
     /// Where the call reads and writes. The words do not move when the
@@ -412,14 +591,11 @@ impl<'py> Stage<'py> {
     /// The stage into `bytes` bytes at `target` if the tensor still is as
     /// it was on entry; else `InvalidArgument` and nothing is written.
     pub(super) fn write_back(self, target: *mut u8, bytes: usize, what: &str) -> PyResult<()> {
-        let py = self.tensor.py();
+        let py = self.watch.tensor.py();
         let torch = torch(py)?.expect("a tensor was seen, so torch is imported");
         // Nothing from here to the copy releases the GIL (`Names`).
         let _off = TorchFunctionOff::enter(py, torch)?;
-        // A tensor whose storage was emptied under it may have no data
-        // pointer to give: changed, too.
-        let now = TensorState::of(torch, &self.tensor, what).ok();
-        if now != Some(self.entry) {
+        if !self.watch.unchanged(torch, what) {
             return Err(invalid(
                 py,
                 format!(
@@ -432,8 +608,8 @@ impl<'py> Stage<'py> {
         if bytes > 0 {
             // SAFETY: torch said just now, with the GIL held since, that the
             // storage is where it was on entry and of the same size
-            // (`now == entry`), and it held the target then (`new`). The
-            // stage holds `bytes` bytes; no overlap.
+            // (`unchanged`), and it held the target then (`Watch::take`).
+            // The stage holds `bytes` bytes; no overlap.
             unsafe {
                 std::ptr::copy_nonoverlapping(self.words.as_ptr().cast::<u8>(), target, bytes)
             };
