@@ -15,6 +15,7 @@
 mod answer;
 mod budget;
 mod dispatch;
+mod lanes;
 mod latch;
 mod pipe;
 #[cfg(test)]
@@ -37,37 +38,10 @@ use crate::inbox::Inbox;
 use crate::route::Shape;
 use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
-
-/// Budgeted messages sent and not yet credited: per lane, and how many
-/// lanes are open to each rank. A sender holds itself to what its
-/// receivers hold it to (`Inbox::deliver_checked`): at most the lane
-/// depth per lane and [`LANES_PER_SENDER`] lanes per receiver.
-#[derive(Debug)]
-pub(crate) struct InFlight {
-    lanes: HashMap<(u32, LaneKey), u32>,
-    open: Vec<u32>,
-}
-
-impl InFlight {
-    /// Whether one more message fits on `dst`'s lane `key`.
-    fn has_room(&self, dst: u32, key: LaneKey, depth: u32) -> bool {
-        match self.lanes.get(&(dst, key)) {
-            Some(&n) => n < depth,
-            None => {
-                depth > 0
-                    && self
-                        .open
-                        .get(dst as usize)
-                        .is_none_or(|&open| (open as usize) < crate::inbox::LANES_PER_SENDER)
-            }
-        }
-    }
-}
+use std::time::Duration;
 
 /// What a peer-gone notice says of its rank (its header's `aux`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +266,7 @@ pub struct Core {
     /// (messages, bytes) this rank sent to each rank.
     pub(crate) sent: Vec<(AtomicU64, AtomicU64)>,
     /// Budgeted messages sent but not yet credited, per (destination, lane).
-    lanes_in_flight: Mutex<InFlight>,
+    lanes_in_flight: Mutex<lanes::InFlight>,
     lanes_freed: Condvar,
     /// Threads waiting on `lanes_freed` (counted under its lock).
     lane_waiters: AtomicUsize,
@@ -375,10 +349,7 @@ impl Core {
             sent: (0..cfg.world)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
-            lanes_in_flight: Mutex::new(InFlight {
-                lanes: HashMap::new(),
-                open: vec![0; cfg.world as usize],
-            }),
+            lanes_in_flight: Mutex::new(lanes::InFlight::new(cfg.world)),
             lanes_freed: Condvar::new(),
             lane_waiters: AtomicUsize::new(0),
             lane_depth: cfg.lane_depth.max(1),
@@ -419,113 +390,6 @@ impl Core {
 
     pub(crate) fn set_timeout(&self, timeout: Duration) {
         self.timeout_ns.store(nanos(timeout), Ordering::Relaxed);
-    }
-
-    /// Wait (up to the deadline) for a slot on `dst`'s lane `key`.
-    pub(crate) fn acquire_lane(&self, dst: u32, key: LaneKey) -> Result<(), TransportError> {
-        let deadline = Instant::now() + self.timeout();
-        let mut lanes = self
-            .lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        loop {
-            if self.take_slot(&mut lanes, dst, key) {
-                return Ok(());
-            }
-            let now = Instant::now();
-            let unreachable = self.inbox.unreachable(dst);
-            if now >= deadline || unreachable.is_some() {
-                // A relay gone on the way is named; otherwise `dst`.
-                return Err(match unreachable {
-                    Some(e @ TransportError::PeerDisconnected { rank }) if rank != dst => e,
-                    _ => TransportError::Timeout { waiting_on: dst },
-                });
-            }
-            drop(lanes);
-            self.ask_credit(dst, key);
-            lanes = self
-                .lanes_in_flight
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if !lanes.has_room(dst, key, self.lane_depth) {
-                self.lane_waiters.fetch_add(1, Ordering::SeqCst);
-                lanes = self
-                    .lanes_freed
-                    .wait_timeout(lanes, deadline.saturating_duration_since(Instant::now()))
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-                self.lane_waiters.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-    }
-
-    /// A slot on `dst`'s lane `key` now, without waiting: taken if `true`.
-    pub(crate) fn try_acquire_lane(&self, dst: u32, key: LaneKey) -> bool {
-        let mut lanes = self
-            .lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        self.take_slot(&mut lanes, dst, key)
-    }
-
-    /// Take a slot on `dst`'s lane `key` in `lanes` if one is free.
-    fn take_slot(&self, lanes: &mut InFlight, dst: u32, key: LaneKey) -> bool {
-        if !lanes.has_room(dst, key, self.lane_depth) {
-            return false;
-        }
-        let n = lanes.lanes.entry((dst, key)).or_insert(0);
-        if *n == 0 {
-            if let Some(open) = lanes.open.get_mut(dst as usize) {
-                *open += 1;
-            }
-        }
-        *n += 1;
-        true
-    }
-
-    /// This rank waits for room to send to `dst` on lane `key`: ask `dst`
-    /// for the credit it owes (it returns credit in batches otherwise).
-    pub(crate) fn ask_credit(&self, dst: u32, key: LaneKey) {
-        let mut h = Header::control(FrameType::CreditWanted, self.rank, dst);
-        (h.comm, h.kind, h.tag) = (key.comm, key.kind, key.tag);
-        if self.transmit(self.hop(dst), h, &[], dst).is_err() {
-            tracing::debug!(dst, "cannot ask for credit; the link is gone");
-        }
-    }
-
-    /// `dst` took `count` messages of lane `key`. Credits for more than
-    /// are in flight are ignored (the lane is not in flight: nothing to
-    /// free).
-    pub(crate) fn release_lane(&self, dst: u32, key: LaneKey, count: u32) {
-        let mut lanes = self
-            .lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = lanes.lanes.get_mut(&(dst, key)) {
-            *n = n.saturating_sub(count);
-            if *n == 0 {
-                lanes.lanes.remove(&(dst, key));
-                if let Some(open) = lanes.open.get_mut(dst as usize) {
-                    *open = open.saturating_sub(1);
-                }
-            }
-        }
-        drop(lanes);
-        if self.lane_waiters.load(Ordering::SeqCst) > 0 {
-            self.lanes_freed.notify_all();
-        }
-    }
-
-    /// Messages of lane `key` sent to `dst` and not yet credited.
-    #[cfg(test)]
-    pub(crate) fn in_flight(&self, dst: u32, key: LaneKey) -> u32 {
-        self.lanes_in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .lanes
-            .get(&(dst, key))
-            .copied()
-            .unwrap_or(0)
     }
 
     /// The link that carries traffic for `dst`: a star worker reaches

@@ -10,6 +10,14 @@
 //! `Timeout` if the link has been silent (not even heartbeats) for a whole
 //! deadline.
 
+mod bounds;
+mod credit;
+
+pub(crate) use bounds::{budgeted, Limits};
+#[cfg(test)]
+pub(crate) use bounds::{lane_bound, PENDING_REVOCATIONS};
+pub use bounds::{LANES_PER_SENDER, LANE_DEPTH, SEQ_WINDOW};
+
 use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,69 +60,6 @@ impl Peer {
     /// Failed: gone without a goodbye, or silent.
     fn failed(&self) -> bool {
         (self.gone && !self.left) || self.silent
-    }
-}
-
-/// Default number of messages one sender may have queued on one budgeted
-/// lane of one receiver; past it the sender waits.
-pub const LANE_DEPTH: u32 = 256;
-
-/// Lanes one sender may hold budgeted messages (point to point, RPC) on
-/// here. A sender keeps to it: it waits for credit before it opens a
-/// lane past it. A sender past it is refused.
-pub const LANES_PER_SENDER: usize = 1 << 12;
-
-/// Collective and control lanes one sender may hold messages on here:
-/// honest traffic stays far inside (a lane per call the sender is ahead
-/// of this rank by; 1 024 non-blocking calls in flight per group at
-/// most); a sender past it is refused.
-pub(crate) const OTHER_LANES_PER_SENDER: usize = 1 << 16;
-
-/// What this rank holds its peers to on budgeted lanes: what every
-/// sender holds itself to (`PEER_BUDGET_BYTES`, `LANE_DEPTH`, equal on
-/// every rank: checked in the handshake).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
-    pub budget: u64,
-    pub lane_depth: u32,
-}
-
-/// Revocations one peer may have held here for communicators this rank
-/// does not have yet (see `Inbox::revoke_from`).
-pub(crate) const PENDING_REVOCATIONS: usize = 16;
-
-/// Collective sequence numbers accepted ahead of the highest this rank has
-/// issued on a communicator; a peer that skips further ahead is refused
-/// (its link is closed) rather than allowed to open lanes at arbitrary
-/// sequence numbers. Legal programs stay far inside it: non-blocking
-/// operations are capped at 1024 in flight, and only a root that sends
-/// broadcasts in a loop without ever waiting could run a million calls
-/// ahead of a slow receiver.
-pub const SEQ_WINDOW: u64 = 1 << 20;
-
-/// Credits owed to one sender: bytes, and messages per lane.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Credit {
-    pub bytes: u64,
-    pub lanes: Vec<(LaneKey, u32)>,
-}
-
-/// Lanes whose senders are held to a byte budget: the application decides
-/// when it receives them. Collective and control traffic is bounded by the
-/// algorithms' own pipelines.
-pub(crate) fn budgeted(kind: LaneKind) -> bool {
-    matches!(kind, LaneKind::PointToPoint | LaneKind::Rpc)
-}
-
-/// Messages one sender may have queued on one lane here, whatever its
-/// kind: budgeted lanes stop an honest sender at its lane depth long
-/// before this; collective lanes hold a collective's segments (a 16 GiB
-/// broadcast in 256 KiB segments is 65 536); control lanes hold a handful.
-/// A sender past it is misbehaving, and its link is closed.
-pub(crate) fn lane_bound(kind: LaneKind) -> usize {
-    match kind {
-        LaneKind::Control => 1 << 12,
-        LaneKind::PointToPoint | LaneKind::Rpc | LaneKind::Collective => 1 << 18,
     }
 }
 
@@ -215,36 +160,6 @@ impl State {
         })
     }
 
-    /// Whether one more message of `n` bytes from `src` on `key` keeps
-    /// within what any sender may have queued here (see
-    /// `Inbox::deliver_checked`).
-    fn check(&self, src: u32, key: LaneKey, n: u64) -> Result<(), &'static str> {
-        let queued = self.lanes.get(&(src, key)).map_or(0, VecDeque::len);
-        if queued >= lane_bound(key.kind) {
-            return Err("more messages queued on one lane than any sender may");
-        }
-        let Some(p) = self.peers.get(src as usize) else {
-            return Ok(());
-        };
-        let new_lane = queued == 0;
-        if budgeted(key.kind) {
-            if let Some(limits) = self.limits {
-                if queued >= limits.lane_depth as usize {
-                    return Err("more messages on one lane than LANE_DEPTH");
-                }
-                if p.budgeted_bytes > 0 && p.budgeted_bytes.saturating_add(n) > limits.budget {
-                    return Err("more bytes queued than PEER_BUDGET_BYTES");
-                }
-            }
-            if new_lane && p.budgeted_lanes >= LANES_PER_SENDER {
-                return Err("messages on more point-to-point and RPC lanes than any sender may");
-            }
-        } else if new_lane && p.other_lanes >= OTHER_LANES_PER_SENDER {
-            return Err("messages on more collective and control lanes than any sender may");
-        }
-        Ok(())
-    }
-
     /// Wake the parked threads that `change` concerns (they look again
     /// under the lock; a wake-up that finds nothing is harmless).
     fn wake(&self, change: Change) {
@@ -319,13 +234,6 @@ impl Inbox {
             deliveries: AtomicU64::new(0),
             spin,
         }
-    }
-
-    /// Hold senders off links to `limits` (see [`deliver_checked`]).
-    ///
-    /// [`deliver_checked`]: Self::deliver_checked
-    pub(crate) fn set_limits(&self, limits: Limits) {
-        self.lock().limits = Some(limits);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -486,93 +394,11 @@ impl Inbox {
         self.lock().relays = relays;
     }
 
-    /// A peer's revocation of `comm`: revoked (as [`revoke`]) if this rank
-    /// has the communicator — `Some(first)` — else held until it does,
-    /// `None`. A peer cannot revoke what this rank does not have (an
-    /// agreement's communicator, which must outlive revocation, or one
-    /// made up), nor grow the revoked set: revocations of communicators
-    /// not (yet) here are held at most [`PENDING_REVOCATIONS`] per peer,
-    /// the oldest giving way.
-    ///
-    /// [`revoke`]: Self::revoke
-    pub(crate) fn revoke_from(&self, peer: u32, comm: u64) -> Option<bool> {
-        let mut st = self.lock();
-        if st.members.contains_key(&comm) {
-            drop(st);
-            return Some(self.revoke(comm));
-        }
-        if st.forgotten.contains(&comm) || st.pending_revocations.contains(&(peer, comm)) {
-            return None;
-        }
-        let held = st
-            .pending_revocations
-            .iter()
-            .filter(|(p, _)| *p == peer)
-            .count();
-        if held >= PENDING_REVOCATIONS {
-            if let Some(i) = st.pending_revocations.iter().position(|(p, _)| *p == peer) {
-                st.pending_revocations.remove(i);
-            }
-        }
-        st.pending_revocations.push_back((peer, comm));
-        None
-    }
-
-    /// Revoke communicator `comm`: every wait on its lanes, now and
-    /// later, fails with `Revoked`. Whether it was the first revocation.
-    pub(crate) fn revoke(&self, comm: u64) -> bool {
-        let mut st = self.lock();
-        let first = st.revoked.insert(comm);
-        st.wake(Change::All);
-        first
-    }
-
-    /// This rank is done with `comm` (`Transport::forget`): what is queued
-    /// for it is dropped (and owed back to its senders as credit), its
-    /// waits end with `Closed`, and what comes for it later is dropped.
-    pub(crate) fn forget(&self, comm: u64) {
-        let mut st = self.lock();
-        if !st.forgotten.insert(comm) {
-            return;
-        }
-        let lanes: Vec<(u32, LaneKey)> = st
-            .lanes
-            .keys()
-            .filter(|(_, key)| key.comm == comm)
-            .copied()
-            .collect();
-        for (src, key) in lanes {
-            for msg in st.lanes.remove(&(src, key)).unwrap_or_default() {
-                consumed(&mut st, src, key, msg.len());
-            }
-            lane_closed(&mut st, src, key);
-        }
-        st.members.remove(&comm);
-        st.issued.remove(&comm);
-        st.wake(Change::All);
-    }
-
     /// Park until a peer's standing changes or a communicator is revoked,
     /// `timeout` at most.
     pub(crate) fn wait_news(&self, timeout: Duration) {
         let st = self.lock();
         drop(self.wait_until(st, Instant::now() + timeout, Wait::News));
-    }
-
-    /// A collective of `comm` needs every one of `members`: its waits fail
-    /// as soon as one of them is known failed, naming it.
-    /// Whether a peer revoked `comm` before it was made here (the caller
-    /// then revokes it).
-    pub(crate) fn set_members(&self, comm: u64, members: Vec<u32>) -> bool {
-        let mut st = self.lock();
-        st.members.insert(comm, members);
-        let held = st.pending_revocations.len();
-        st.pending_revocations.retain(|(_, c)| *c != comm);
-        st.pending_revocations.len() != held
-    }
-
-    pub(crate) fn is_revoked(&self, comm: u64) -> bool {
-        self.lock().revoked.contains(&comm)
     }
 
     /// Whether `src` is known gone, or out of reach for good (a relay on
@@ -629,66 +455,6 @@ impl Inbox {
                 ..PeerStats::default()
             })
             .collect()
-    }
-
-    /// What `src` is owed after a receive on `key`: everything consumed
-    /// since the last credit, once enough bytes are due, or `key`'s lane
-    /// is half consumed, or `src` has said it waits for room
-    /// ([`want_credit`](Self::want_credit)) — so a sender waiting for room
-    /// is never left waiting on a receiver that is waiting on it, and a
-    /// sender that is not waiting gets its credit in batches (not a frame
-    /// back per message).
-    pub(crate) fn take_credit(
-        &self,
-        src: u32,
-        key: LaneKey,
-        at_least: u64,
-        depth: u32,
-    ) -> Option<Credit> {
-        let mut st = self.lock();
-        let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
-        let p = st.peers.get(src as usize)?;
-        let flush = p.credit_due >= at_least || lane_due >= depth / 2 || p.credit_wanted;
-        // Only when flushing: is anything owed on any of `src`'s lanes?
-        if !flush || (p.credit_due == 0 && !st.lane_due.keys().any(|(s, _)| *s == src)) {
-            return None;
-        }
-        let p = st.peers.get_mut(src as usize)?;
-        p.credit_wanted = false;
-        let bytes = std::mem::take(&mut p.credit_due);
-        let keys: Vec<(u32, LaneKey)> = st
-            .lane_due
-            .keys()
-            .filter(|(s, _)| *s == src)
-            .copied()
-            .collect();
-        let lanes = keys
-            .into_iter()
-            .filter_map(|k| st.lane_due.remove(&k).map(|n| (k.1, n)))
-            .collect();
-        Some(Credit { bytes, lanes })
-    }
-
-    /// `src` waits for room to send here: its credit goes back with the
-    /// next [`take_credit`](Self::take_credit), whatever the batch.
-    pub(crate) fn want_credit(&self, src: u32) {
-        if let Some(p) = self.lock().peers.get_mut(src as usize) {
-            p.credit_wanted = true;
-        }
-    }
-
-    /// This rank issued collective `seq` on `comm`.
-    pub(crate) fn note_issued(&self, comm: u64, seq: u64) {
-        let mut st = self.lock();
-        let e = st.issued.entry(comm).or_insert(0);
-        *e = (*e).max(seq);
-    }
-
-    /// Whether a collective message for `seq` on `comm` is within the
-    /// window this rank accepts.
-    pub(crate) fn in_window(&self, comm: u64, seq: u64) -> bool {
-        let issued = self.lock().issued.get(&comm).copied().unwrap_or(0);
-        seq < issued.saturating_add(SEQ_WINDOW)
     }
 
     /// In-process senders: wait until `src`'s budgeted bytes queued here

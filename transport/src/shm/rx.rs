@@ -1,0 +1,163 @@
+//! The receive side of a shared-memory link: frames read off the
+//! inbound ring through the one frame assembler and the core's dispatch,
+//! a posted receive's payload read straight into the caller's buffer,
+//! and the link's end (a ring that lies, a peer gone).
+
+use super::*;
+
+impl ShmLink {
+    /// Read the ring now if no other thread is (into `posted`'s buffers
+    /// when given); whether the link has ended.
+    pub(super) fn read_now(&self, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
+        match self.rx.try_lock() {
+            Ok(mut rx) => self.pump(&mut rx, core, posted),
+            Err(_) => self.ended.load(Ordering::Acquire),
+        }
+    }
+
+    /// Process every complete frame in the ring (with `posted`: until the
+    /// posted message is read into its buffers); whether the link ended.
+    pub(super) fn pump(&self, rx: &mut Rx, core: &Core, mut posted: Option<&mut Posted<'_>>) -> bool {
+        loop {
+            if rx.ended {
+                return true;
+            }
+            if self.ended.load(Ordering::Acquire) {
+                return self.end(rx, core);
+            }
+            if let Some((h, buf)) = rx.asm.take_frame() {
+                if !core.on_data(self.peer, h, Payload::from_vec_in(buf, Some(&core.pool))) {
+                    return self.refuse(rx, core);
+                }
+                continue;
+            }
+            if rx.pending.is_some() {
+                match self.read_pending(rx, core, posted.as_deref_mut()) {
+                    Ok(None) if rx.pending.is_some() => return false,
+                    Ok(None) | Ok(Some(copy::Took::Delivered)) => continue,
+                    Ok(Some(copy::Took::Filled)) => return false,
+                    Ok(Some(copy::Took::Ended)) => return true,
+                    Err(Corrupt) => return self.corrupt_ring(rx, core),
+                }
+            }
+            let n = match self.inn.read(&mut rx.tail, rx.asm.space()) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(Corrupt) => return self.corrupt_ring(rx, core),
+            };
+            self.freed();
+            if let Some(h) = rx.asm.body_header() {
+                core.progress(self.peer, h.src);
+            }
+            match rx.asm.advance(n) {
+                Ok(None) => {}
+                Ok(Some(h)) if copy::marked(&h) => rx.pending = Some(copy::Pending::new(h)),
+                Ok(Some(h)) => match core.on_header(self.peer, h) {
+                    Next::Continue => {}
+                    Next::Body(h) => match posted.as_deref_mut() {
+                        Some(p) if p.wants(core, &h) => {
+                            if self.read_direct(rx, core, h, p) {
+                                return false;
+                            }
+                        }
+                        _ => rx.asm.start_body(h, &core.pool),
+                    },
+                    Next::End => return self.refuse(rx, core),
+                },
+                Err(e) => {
+                    tracing::error!(peer = self.peer, "protocol error: {e}; closing the link");
+                    return self.refuse(rx, core);
+                }
+            }
+        }
+    }
+
+    pub(super) fn corrupt_ring(&self, rx: &mut Rx, core: &Core) -> bool {
+        tracing::error!(
+            peer = self.peer,
+            "the peer corrupted the ring's control words; closing the link"
+        );
+        self.refuse(rx, core)
+    }
+
+    /// Room was freed: wake the writer if it waits for it.
+    pub(super) fn freed(&self) {
+        if self.inn.producer_waits() {
+            self.ring_bell();
+        }
+    }
+
+    /// Read the body of `h` straight into the caller's buffers as its
+    /// bytes come; whether it was read whole (otherwise what was read goes
+    /// to the assembler, which reads the rest).
+    pub(super) fn read_direct(&self, rx: &mut Rx, core: &Core, h: Header, p: &mut Posted<'_>) -> bool {
+        let total = p.len();
+        let mut read = 0;
+        let mut quiet = Instant::now();
+        while read < total {
+            let (n, corrupt) = {
+                let dst = if read < p.head.len() {
+                    &mut p.head[read..]
+                } else {
+                    &mut p.body[read - p.head.len()..]
+                };
+                match self.inn.read(&mut rx.tail, dst) {
+                    Ok(n) => (n, false),
+                    Err(Corrupt) => (0, true),
+                }
+            };
+            if corrupt {
+                self.refuse(rx, core);
+                return false;
+            }
+            if n > 0 {
+                read += n;
+                quiet = Instant::now();
+                self.freed();
+                continue;
+            }
+            if quiet.elapsed() >= DIRECT_STALL {
+                core.progress(self.peer, h.src);
+                let got = prefix(read, &[&*p.head, &*p.body]);
+                rx.asm.resume_body(h, &core.pool, &got);
+                return false;
+            }
+            self.pause();
+        }
+        core.inbox.took_direct(p.src, p.key, total);
+        p.filled = true;
+        true
+    }
+
+    pub(super) fn end(&self, rx: &mut Rx, core: &Core) -> bool {
+        if !rx.ended {
+            rx.ended = true;
+            rx.pending = None;
+            rx.asm.discard(&core.pool);
+            self.ended.store(true, Ordering::Release);
+            core.lost(self.peer);
+            self.wake_room();
+            self.flushed.set();
+        }
+        true
+    }
+
+    /// A protocol error: cut the doorbell (the peer sees this side gone)
+    /// and end the link.
+    pub(super) fn refuse(&self, rx: &mut Rx, core: &Core) -> bool {
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.end(rx, core)
+    }
+
+    pub(super) fn fail(&self, core: &Core) {
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.ended.store(true, Ordering::Release);
+        // The reader, whoever it is, finds the link ended on its next turn;
+        // the I/O thread ends it now if it can.
+        if let Ok(mut rx) = self.rx.try_lock() {
+            self.end(&mut rx, core);
+        }
+        self.wake_room();
+        self.wake_io();
+    }
+}
