@@ -13,7 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod elastic;
+mod from_env;
+mod kubernetes;
 mod seed;
+mod slurm;
 mod sockets;
 mod translate;
 
@@ -55,6 +58,9 @@ pub struct Node {
     rank: u32,
     world: u32,
     peers: Vec<SocketAddr>,
+    /// Each peer's other addresses (its name resolved to several), in
+    /// rank order: dialled too, in turn (`Spec::alternates`).
+    peers_also: Vec<Vec<SocketAddr>>,
     topology: Topology,
     transport: TransportKind,
     timeout: Duration,
@@ -70,6 +76,8 @@ pub struct Node {
     recovery: Recovery,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
+    /// The seed's other addresses (its name resolved to several).
+    seed_also: Vec<SocketAddr>,
     join_any: bool,
     advertise: Option<SocketAddr>,
     /// `IFNAME`: the interface to announce and advertise.
@@ -117,6 +125,7 @@ impl Node {
             rank,
             world,
             peers: Vec::new(),
+            peers_also: Vec::new(),
             topology: Topology::Mesh,
             transport: TransportKind::Quic,
             timeout: DEFAULT_TIMEOUT,
@@ -131,6 +140,7 @@ impl Node {
             shm_single_copy: meshwork_transport::DEFAULT_SHM_SINGLE_COPY,
             recovery: Recovery::Manual,
             seed: None,
+            seed_also: Vec::new(),
             join_any: false,
             advertise: None,
             interface: None,
@@ -175,188 +185,26 @@ impl Node {
         n
     }
 
-    /// Read the environment (the table in `meshwork::env::VARS`). A
-    /// malformed variable is an error that names it.
-    pub fn from_env() -> Result<Node> {
-        let seed = match lookup("SEED") {
-            None => None,
-            Some(("MASTER_ADDR", value)) => {
-                let (_, port) = lookup("MASTER_PORT").ok_or_else(|| {
-                    bad(
-                        "MASTER_PORT",
-                        "",
-                        "MASTER_ADDR needs MASTER_PORT (the seed's port)",
-                    )
-                })?;
-                let hostport = format!("{value}:{port}");
-                Some(resolve(&hostport).map_err(|e| bad("MASTER_ADDR", &hostport, &e))?)
-            }
-            Some((name, value)) => Some(resolve(&value).map_err(|e| bad(name, &value, &e))?),
-        };
-        let rank = parse::<u32>("RANK")?;
-        let world = parse::<u32>("WORLD")?.unwrap_or(1);
-        if world == 0 {
-            return Err(bad("WORLD", "0", "a group needs at least one rank"));
-        }
-        let mut node = match (rank, seed) {
-            (None, Some(_)) => Node::join(world),
-            (rank, _) => Node::new(rank.unwrap_or(0), world),
-        };
-        node.seed = seed;
-        node.interface = lookup("IFNAME").map(|(_, v)| v);
-        if let Some((n, v)) = lookup("ADVERTISE") {
-            let addr = v
-                .parse::<SocketAddr>()
-                .or_else(|_| {
-                    v.parse::<std::net::IpAddr>()
-                        .map(|ip| SocketAddr::new(ip, 0))
-                })
-                .map_err(|_| bad(n, &v, "expected an IP address, optionally with :port"))?;
-            node.advertise = Some(addr);
-        }
-        let star_flag = parse::<u8>("DIAL_OUT")?.is_some_and(|v| v == 1);
-        node.topology = match lookup("TOPOLOGY") {
-            None if star_flag => Topology::Star,
-            None => Topology::Mesh,
-            Some((_, v)) if v.eq_ignore_ascii_case("mesh") => Topology::Mesh,
-            Some((_, v)) if v.eq_ignore_ascii_case("star") => Topology::Star,
-            Some((_, v)) if v.eq_ignore_ascii_case("hypercube") => Topology::Hypercube,
-            Some((n, v)) => match v.split_once(':') {
-                Some((k, d)) if k.eq_ignore_ascii_case("kregular") => Topology::KRegular {
-                    degree: d.trim().parse().map_err(|_| {
-                        bad(n, &v, "expected kregular:<even degree>, e.g. kregular:4")
-                    })?,
-                },
-                _ => {
-                    return Err(bad(
-                        n,
-                        &v,
-                        "expected mesh, star, kregular:<degree> or hypercube",
-                    ))
-                }
-            },
-        };
-        node.transport = match lookup("TRANSPORT") {
-            None => TransportKind::Quic,
-            Some((_, v)) if v.eq_ignore_ascii_case("tcp") => TransportKind::Tcp,
-            Some((_, v)) if v.eq_ignore_ascii_case("quic") => TransportKind::Quic,
-            Some((n, v)) => return Err(bad(n, &v, "expected quic or tcp")),
-        };
-        if let Some(t) = parse::<usize>("SIDECAR_THRESHOLD")? {
-            node.sidecar_threshold = t;
-        }
-        // A switch: 0 or 1.
-        let switch = |name: &str| -> Result<Option<bool>> {
-            match parse::<u8>(name)? {
-                None => Ok(None),
-                Some(e @ (0 | 1)) => Ok(Some(e == 1)),
-                Some(e) => Err(bad(name, &e.to_string(), "expected 0 or 1")),
-            }
-        };
-        if let Some(on) = switch("ENCRYPT_BULK")? {
-            node.encrypt_bulk = on;
-        }
-        if let Some(on) = switch("FRAME_AUTH")? {
-            node.frame_auth = on;
-        }
-        if let Some(on) = switch("SHM")? {
-            node.shared_memory = on;
-        }
-        if let Some(n) = parse::<usize>("SHM_SINGLE_COPY")? {
-            node.shm_single_copy = n;
-        }
-        if let Some(mb) = parse::<u64>("HEAP_MB")? {
-            node.heap_bytes = mb
-                .checked_mul(1 << 20)
-                .and_then(|b| usize::try_from(b).ok())
-                .ok_or_else(|| bad("HEAP_MB", &mb.to_string(), "too large for this machine"))?;
-        }
-        if let Some((n, v)) = lookup("RECOVERY") {
-            node.recovery = Recovery::parse(&v)
-                .ok_or_else(|| bad(n, &v, "expected manual, abort or shrink"))?;
-        }
-        if let Some((n, v)) = lookup("TIMEOUT_S") {
-            let secs: f64 = v
-                .parse()
-                .map_err(|_| bad(n, &v, "expected seconds, e.g. 60 or 2.5"))?;
-            if !(secs.is_finite() && secs > 0.0) {
-                return Err(bad(n, &v, "expected a positive number of seconds"));
-            }
-            node.timeout = Duration::from_secs_f64(secs);
-        }
-        if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
-            node.max_message_bytes = max;
-        }
-        if let Some(b) = parse::<u64>("PEER_BUDGET_BYTES")? {
-            node.peer_budget_bytes = b;
-        }
-        if let Some(d) = parse::<u32>("LANE_DEPTH")? {
-            if d == 0 {
-                return Err(bad(
-                    "LANE_DEPTH",
-                    "0",
-                    "a lane must hold at least one message",
-                ));
-            }
-            node.lane_depth = d;
-        }
-        node.token = lookup("CLUSTER_TOKEN").map(|(_, v)| v);
-        let base = parse::<u16>("DATA_PORT")?.unwrap_or(29500);
-        node.peers = match lookup("PEERS") {
-            Some((n, v)) => v
-                .split(',')
-                .map(|p| resolve(p.trim()).map_err(|e| bad(n, &v, &e)))
-                .collect::<Result<_>>()?,
-            None => (0..world)
-                .map(|r| {
-                    let port = u16::try_from(u32::from(base) + r).map_err(|_| {
-                        bad("DATA_PORT", &base.to_string(), "base + rank exceeds 65535")
-                    })?;
-                    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
-                })
-                .collect::<Result<_>>()?,
-        };
-        match parse::<u8>("DISCOVER")? {
-            None | Some(0) => {}
-            Some(1) => {
-                let disc = parse::<u16>("DISC_PORT")?.unwrap_or(29600);
-                node = node.discover(disc, base);
-                if let Some((_, host)) = lookup("DISCOVER_HOST") {
-                    node = node.discover_via(host);
-                }
-            }
-            Some(v) => return Err(bad("DISCOVER", &v.to_string(), "expected 0 or 1")),
-        }
-        for coll in Collective::ALL {
-            let name = format!("ALGO_{}", coll.name().to_ascii_uppercase());
-            if let Ok(v) = std::env::var(&name) {
-                let algo = Algorithm::from_name(v.trim())
-                    .filter(|a| coll.algorithms().contains(a))
-                    .ok_or_else(|| {
-                        let names: Vec<_> = coll.algorithms().iter().map(|a| a.name()).collect();
-                        bad(&name, &v, &format!("expected one of {}", names.join(", ")))
-                    })?;
-                node.algorithms.push((coll, algo));
-            }
-        }
-        Ok(node)
-    }
-
     /// Peer addresses in rank order, self included (mesh); a star worker may
-    /// give only the coordinator's.
+    /// give only the coordinator's. A name that resolves to several
+    /// addresses is dialled at each in turn, until one completes the
+    /// handshake.
     pub fn peers(mut self, addrs: impl IntoIterator<Item = impl ToSocketAddrs>) -> Result<Node> {
-        self.peers = addrs
+        (self.peers, self.peers_also) = addrs
             .into_iter()
             .enumerate()
             .map(|(i, a)| {
-                a.to_socket_addrs()
-                    .map_err(|e| Error::InvalidArgument(format!("peer address {i}: {e}")))?
-                    .next()
-                    .ok_or_else(|| {
-                        Error::InvalidArgument(format!("peer address {i} resolves to nothing"))
-                    })
+                let mut all = a
+                    .to_socket_addrs()
+                    .map_err(|e| Error::InvalidArgument(format!("peer address {i}: {e}")))?;
+                let first = all.next().ok_or_else(|| {
+                    Error::InvalidArgument(format!("peer address {i} resolves to nothing"))
+                })?;
+                Ok((first, all.collect()))
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         Ok(self)
     }
 
@@ -513,6 +361,7 @@ impl Node {
     /// is `TokenRequired`.
     pub fn seed(mut self, addr: SocketAddr) -> Node {
         self.seed = Some(addr);
+        self.seed_also.clear();
         self
     }
 
@@ -632,6 +481,7 @@ impl Node {
         let mut node = self;
         if let (Some((disc_port, data_base)), true) = (node.discover, world > 1) {
             node.peers = node.discovered_peers(disc_port, data_base)?;
+            node.peers_also.clear();
         }
         let transport: Arc<dyn Transport> = if world == 1 {
             Arc::new(MemHub::world(1).remove(0))
@@ -654,30 +504,45 @@ impl Node {
                 }
             };
             if node.token.is_none() {
+                let also = node.peers_also.iter().flatten();
                 // Keys derived from no secret would encrypt for nobody.
-                if node.encrypt_bulk || used.iter().any(|a| !a.ip().is_loopback()) {
+                if node.encrypt_bulk || used.iter().chain(also).any(|a| !a.ip().is_loopback()) {
                     return Err(Error::TokenRequired);
                 }
                 tracing::warn!(
                     "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
                 );
             }
-            node.form(rank, node.peers.clone(), None, None, None)?
+            // A rank known by several addresses listens on all of them
+            // (a token is needed off loopback).
+            let several = node
+                .peers_also
+                .get(rank as usize)
+                .is_some_and(|a| !a.is_empty());
+            let bind = (several && node.token.is_some()).then(|| {
+                let mine = node.peers[rank as usize];
+                SocketAddr::new(unspecified_like(mine), mine.port())
+            });
+            let also = node.peers_also.clone();
+            node.form(rank, node.peers.clone(), also, bind, None, None)?
         };
         node.group(rank, transport)
     }
 
-    /// The links of rank `rank` to `peers` (listening on `bind` if given),
-    /// on the chosen transport.
+    /// The links of rank `rank` to `peers` (and their `alternates`,
+    /// `Spec::alternates`), listening on `bind` if given, on the chosen
+    /// transport.
     fn form(
         &self,
         rank: u32,
         peers: Vec<SocketAddr>,
+        alternates: Vec<Vec<SocketAddr>>,
         bind: Option<SocketAddr>,
         identity: Option<meshwork_transport::RankIdentity>,
         held: Option<meshwork_transport::BoundSockets>,
     ) -> Result<Arc<dyn Transport>> {
         let mut spec = Spec::new(rank, self.world, peers);
+        spec.alternates = alternates;
         spec.shape = shape_of(self.topology);
         spec.backend = match self.transport {
             TransportKind::Tcp => Backend::Tcp,
@@ -778,26 +643,26 @@ impl Node {
 /// The wire protocol version this build speaks.
 pub const WIRE_PROTOCOL_VERSION: u32 = PROTOCOL_VERSION;
 
-fn bad(name: &str, value: &str, why: &str) -> Error {
-    Error::InvalidArgument(format!("{name}={value:?}: {why}"))
-}
-
-fn parse<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
-    match lookup(name) {
-        None => Ok(None),
-        Some((n, v)) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| bad(n, &v, &format!("expected {}", std::any::type_name::<T>()))),
-    }
-}
-
-fn resolve(hostport: &str) -> std::result::Result<SocketAddr, String> {
-    hostport
+/// Every address `hostport` resolves to: the first, and the others (a
+/// host known by several, each dialled in turn).
+fn resolve(hostport: &str) -> std::result::Result<(SocketAddr, Vec<SocketAddr>), String> {
+    let mut all = hostport
         .to_socket_addrs()
-        .map_err(|e| format!("{hostport}: {e}"))?
+        .map_err(|e| format!("{hostport}: {e}"))?;
+    let first = all
         .next()
-        .ok_or_else(|| format!("{hostport} resolves to nothing"))
+        .ok_or_else(|| format!("{hostport} resolves to nothing"))?;
+    let mut also: Vec<SocketAddr> = all.filter(|a| *a != first).collect();
+    also.dedup();
+    Ok((first, also))
+}
+
+/// The unspecified address of `addr`'s family.
+fn unspecified_like(addr: SocketAddr) -> std::net::IpAddr {
+    match addr {
+        SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
 }
 
 /// Refuse a cluster token too short to resist guessing.

@@ -42,8 +42,13 @@ impl Node {
             .advertise
             .map(|a| a.ip())
             .or(chosen.map(|i| i.addr.into()));
+        // The seed's addresses: its name may resolve to several.
+        let seeds: Vec<SocketAddr> = std::iter::once(seed_addr)
+            .chain(self.seed_also.iter().copied())
+            .collect();
+        let off_loopback = seeds.iter().find(|a| !a.ip().is_loopback());
         let listen_ip = seed_listen_ip(
-            seed_addr,
+            *off_loopback.unwrap_or(&seed_addr),
             announced,
             self.token.is_some(),
             self.encrypt_bulk,
@@ -53,7 +58,7 @@ impl Node {
         // another process's; it serves the job's growths while the job runs.
         let hosted = match wanted {
             Some(0) if elastic.is_none() && !self.running => Seed::start(
-                seed_addr,
+                seed_bind(&seeds, self.token.is_some()),
                 SeedConfig {
                     world,
                     star,
@@ -86,8 +91,8 @@ impl Node {
             std::net::Ipv4Addr::UNSPECIFIED.into()
         };
         let advertise = SocketAddr::new(announced.unwrap_or(unspecified), port);
-        let joined = seed::join(
-            seed_addr,
+        let joined = seed::join_at(
+            &seeds,
             &JoinRequest {
                 world,
                 rank: wanted,
@@ -113,6 +118,7 @@ impl Node {
             self.form(
                 rank,
                 joined.peers.clone(),
+                alternates_on_seed_host(&seeds, &joined.peers),
                 Some(bind),
                 Some(joined.identity.clone()),
                 held,
@@ -165,6 +171,43 @@ pub fn serve_seed(
     )
     .and_then(meshwork_transport::seed::Seed::wait)
     .map_err(from_formation)
+}
+
+/// Where rank 0 hosts the seed: on its address; but when the seed's name
+/// gives several and this host holds one of them, on every address (with
+/// a token), since which of them the others reach cannot be told here —
+/// a dead bridge's may be listed first.
+fn seed_bind(seeds: &[SocketAddr], token: bool) -> SocketAddr {
+    let first = seeds[0];
+    let local = |a: &SocketAddr| std::net::UdpSocket::bind(SocketAddr::new(a.ip(), 0)).is_ok();
+    if seeds.len() > 1 && token && seeds.iter().any(local) {
+        SocketAddr::new(super::unspecified_like(first), first.port())
+    } else {
+        first
+    }
+}
+
+/// The other addresses of each rank on the seed's host, in rank order:
+/// a rank whose table address is one of the seed's name's addresses is on
+/// the host that name denotes, so its other addresses are that rank's
+/// too (on its port): dialled in turn, they reach it when the one the
+/// seed saw is a dead bridge's (rank 0, joining its own seed, is seen at
+/// whichever of its addresses it dialled).
+fn alternates_on_seed_host(seeds: &[SocketAddr], peers: &[SocketAddr]) -> Vec<Vec<SocketAddr>> {
+    if seeds.len() < 2 {
+        return Vec::new();
+    }
+    peers
+        .iter()
+        .map(|p| match seeds.iter().any(|s| s.ip() == p.ip()) {
+            true => seeds
+                .iter()
+                .filter(|s| s.ip() != p.ip())
+                .map(|s| SocketAddr::new(s.ip(), p.port()))
+                .collect(),
+            false => Vec::new(),
+        })
+        .collect()
 }
 
 /// Where a seed-bootstrapped rank listens. With a token, every address.

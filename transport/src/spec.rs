@@ -73,6 +73,11 @@ pub struct Spec {
     /// Addresses in rank order. Mesh: every rank's. Star: at least the
     /// coordinator's (index 0); workers' entries are not used.
     pub peers: Vec<SocketAddr>,
+    /// Other addresses of each rank, in rank order (shorter than `peers`,
+    /// or empty, where there are none): a host known by several (a name
+    /// that resolves to several, a dead bridge's listed first) is dialled
+    /// at each in turn until one completes the handshake.
+    pub alternates: Vec<Vec<SocketAddr>>,
     /// Mesh, star, or a sparse shape whose ranks relay.
     pub shape: Shape,
     /// TCP, or QUIC with a TCP sidecar.
@@ -126,6 +131,7 @@ impl std::fmt::Debug for Spec {
             rank,
             world,
             peers,
+            alternates,
             shape,
             backend,
             token,
@@ -148,6 +154,7 @@ impl std::fmt::Debug for Spec {
             .field("rank", rank)
             .field("world", world)
             .field("peers", peers)
+            .field("alternates", alternates)
             .field("shape", shape)
             .field("backend", backend)
             .field("token", &token.as_ref().map(|_| "<redacted>"))
@@ -188,6 +195,7 @@ impl Spec {
             rank,
             world,
             peers,
+            alternates: Vec::new(),
             shape: Shape::Mesh,
             backend: Backend::Quic {
                 sidecar_threshold: crate::DEFAULT_SIDECAR_THRESHOLD,
@@ -237,6 +245,14 @@ impl Spec {
             lane_depth: self.lane_depth,
             ranks_here: self.peers.iter().filter(|a| Some(a.ip()) == me).count(),
         }
+    }
+
+    /// Every address of `rank`, its entry of `peers` first, or why there
+    /// is none.
+    pub(crate) fn addrs_of(&self, rank: u32) -> Result<Vec<SocketAddr>, FormationError> {
+        let first = self.addr_of(rank)?;
+        let others = self.alternates.get(rank as usize).into_iter().flatten();
+        Ok(std::iter::once(first).chain(others.copied()).collect())
     }
 
     /// The address of `rank`, or why there is none.

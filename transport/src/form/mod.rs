@@ -208,7 +208,8 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
             // each address (ranks on one host share one).
             let expected = accept_from
                 .iter()
-                .filter_map(|&r| addr_of(r).ok().map(|a| a.ip()));
+                .flat_map(|&r| cfg.addrs_of(r).unwrap_or_default())
+                .map(|a| a.ip());
             Some(Gate::new(
                 l,
                 id.clone(),
@@ -235,7 +236,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     let (accepted_tx, accepted_rx) = crossbeam_channel::unbounded();
     let mut dialers = Vec::new();
     for &peer in &dial_to {
-        let addr = addr_of(peer)?;
+        let addrs = cfg.addrs_of(peer)?;
         let (id, tx, waker, cancel) = (
             id.clone(),
             events_tx.clone(),
@@ -246,7 +247,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         let t = std::thread::Builder::new()
             .name(format!("meshwork-dial-{peer}"))
             .spawn(move || {
-                let res = dial_until(addr, peer, &id, deadline, timeout, &cancel);
+                let res = dial_until(addrs, peer, &id, deadline, timeout, &cancel);
                 let _ = tx.send(Event::Dialed(peer, res));
                 let _ = waker.wake();
             })
@@ -472,58 +473,144 @@ fn listen(
 
 /// Dial `peer` until admitted, refused by a holder of the token, or past
 /// the deadline (then: what could not be authenticated, if anything, else
-/// a timeout).
+/// a timeout). A peer known by several addresses is dialled at each in
+/// turn (see [`Addresses`]).
 fn dial_until(
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     peer: u32,
     id: &Identity,
     deadline: Instant,
     timeout: Duration,
     cancel: &AtomicBool,
 ) -> Result<(TcpStream, Keys), FormationError> {
+    let mut addrs = Addresses::new(addrs);
     let mut backoff = Backoff::new();
     let mut suspect = None;
     loop {
-        let now = Instant::now();
-        if now >= deadline || cancel.load(Ordering::Acquire) {
-            return Err(suspect.unwrap_or(FormationError::Timeout {
-                missing: vec![peer],
-            }));
-        }
-        let attempt = (deadline - now).min(Duration::from_secs(2));
-        match TcpStream::connect_timeout(&addr, attempt) {
-            Ok(mut s) => {
-                // Twice the acceptor's time: an acceptor that claimed this
-                // rank and answered is never left holding a stream its
-                // dialer gave up on (it would refuse the retry as taken).
-                let by = (Instant::now() + 2 * handshake_time(timeout)).min(deadline);
-                match handshake::dial(&mut s, id, by) {
-                    Ok(a) if a.rank == peer => {
-                        let _ = s.set_read_timeout(None);
-                        let _ = s.set_write_timeout(None);
-                        return Ok((s, a.keys));
-                    }
-                    Ok(a) => {
-                        return Err(FormationError::ConnectionFailed {
-                            rank: peer,
-                            reason: format!("{addr} answered as rank {}", a.rank),
-                        })
-                    }
-                    Err(e) if e.is_proven() => return Err(FormationError::from_handshake(e, peer)),
-                    Err(e) => {
-                        tracing::debug!(
-                            peer,
-                            "handshake with {addr} did not complete: {e}; retrying"
-                        );
-                        if matches!(e, HandshakeError::Token | HandshakeError::Protocol { .. }) {
-                            suspect = Some(FormationError::from_handshake(e, peer));
-                        }
+        for addr in addrs.round() {
+            let now = Instant::now();
+            if now >= deadline || cancel.load(Ordering::Acquire) {
+                return Err(suspect.unwrap_or(FormationError::Timeout {
+                    missing: vec![peer],
+                }));
+            }
+            let mut s = match addrs.connect(addr, deadline - now) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::trace!(peer, "dial {addr}: {e}");
+                    continue;
+                }
+            };
+            // Twice the acceptor's time: an acceptor that claimed this
+            // rank and answered is never left holding a stream its
+            // dialer gave up on (it would refuse the retry as taken).
+            let by = (Instant::now() + 2 * handshake_time(timeout)).min(deadline);
+            match handshake::dial(&mut s, id, by) {
+                Ok(a) if a.rank == peer => {
+                    let _ = s.set_read_timeout(None);
+                    let _ = s.set_write_timeout(None);
+                    return Ok((s, a.keys));
+                }
+                Ok(a) if addrs.is_single() => {
+                    return Err(FormationError::ConnectionFailed {
+                        rank: peer,
+                        reason: format!("{addr} answered as rank {}", a.rank),
+                    })
+                }
+                // One of several addresses may be another host's.
+                Ok(a) => {
+                    tracing::debug!(
+                        peer,
+                        "{addr} answered as rank {}; trying the others",
+                        a.rank
+                    );
+                    suspect = Some(FormationError::ConnectionFailed {
+                        rank: peer,
+                        reason: format!("{addr} answered as rank {}", a.rank),
+                    });
+                }
+                Err(e) if e.is_proven() => return Err(FormationError::from_handshake(e, peer)),
+                Err(e) => {
+                    tracing::debug!(
+                        peer,
+                        "handshake with {addr} did not complete: {e}; retrying"
+                    );
+                    if matches!(e, HandshakeError::Token | HandshakeError::Protocol { .. }) {
+                        suspect = Some(FormationError::from_handshake(e, peer));
                     }
                 }
             }
-            Err(e) => tracing::trace!(peer, "dial {addr}: {e}"),
         }
         backoff.pause(deadline);
+    }
+}
+
+/// The addresses of one peer (or of the seed), dialled in turn on each
+/// attempt: a host known by several — a name that resolves to several, a
+/// dead bridge's address listed first — is reached over the first that
+/// takes the connection and completes the handshake, not stalled on a
+/// dead one until the deadline. An address that answered (took the
+/// connection, or refused it: the host is there) is tried first from then
+/// on; one that stays silent costs at most a second an attempt.
+#[derive(Debug)]
+pub(crate) struct Addresses {
+    all: Vec<SocketAddr>,
+    /// Index of the address that answered last.
+    first: usize,
+}
+
+impl Addresses {
+    pub(crate) fn new(mut all: Vec<SocketAddr>) -> Addresses {
+        let mut seen = std::collections::HashSet::new();
+        all.retain(|a| seen.insert(*a));
+        Addresses { all, first: 0 }
+    }
+
+    /// Whether there is one address only (dialled as before there were
+    /// several: up to two seconds an attempt).
+    pub(crate) fn is_single(&self) -> bool {
+        self.all.len() <= 1
+    }
+
+    /// This attempt's order: the one that answered last, then the others
+    /// as listed.
+    pub(crate) fn round(&self) -> Vec<SocketAddr> {
+        let first = self.all.get(self.first).copied();
+        first
+            .into_iter()
+            .chain(
+                self.all
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != self.first)
+                    .map(|(_, a)| *a),
+            )
+            .collect()
+    }
+
+    /// Connect to `addr` within `left` (and a per-address bound), noting
+    /// whether it answered.
+    pub(crate) fn connect(
+        &mut self,
+        addr: SocketAddr,
+        left: Duration,
+    ) -> std::io::Result<TcpStream> {
+        let per_address = if self.is_single() {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_secs(1)
+        };
+        let res = TcpStream::connect_timeout(&addr, left.min(per_address));
+        let answered = match &res {
+            Ok(_) => true,
+            Err(e) => e.kind() == ErrorKind::ConnectionRefused,
+        };
+        if answered {
+            if let Some(i) = self.all.iter().position(|a| *a == addr) {
+                self.first = i;
+            }
+        }
+        res
     }
 }
 
@@ -565,4 +652,36 @@ pub(crate) fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) -> Op
     // SAFETY: `ps` is a valid array of `ps.len()` pollfds for the call.
     let n = unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
     (n >= 0).then(|| ps.iter().map(|p| p.revents != 0).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Addresses;
+    use std::net::{SocketAddr, TcpListener};
+    use std::time::Duration;
+
+    #[test]
+    fn the_address_that_answered_is_dialled_first_from_then_on() {
+        let open = TcpListener::bind("127.0.0.1:0").unwrap();
+        let refused = {
+            // A port nobody listens on (bound, then let go).
+            let l = TcpListener::bind("127.0.0.2:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let live = open.local_addr().unwrap();
+        let other: SocketAddr = "127.0.0.3:9".parse().unwrap();
+        let mut addrs = Addresses::new(vec![other, refused, other, live]);
+        assert!(!addrs.is_single());
+        assert_eq!(
+            addrs.round(),
+            vec![other, refused, live],
+            "deduplicated, in order"
+        );
+        // Refused: the host is there, so it goes first next time.
+        assert!(addrs.connect(refused, Duration::from_secs(1)).is_err());
+        assert_eq!(addrs.round(), vec![refused, other, live]);
+        assert!(addrs.connect(live, Duration::from_secs(1)).is_ok());
+        assert_eq!(addrs.round(), vec![live, other, refused]);
+        assert!(Addresses::new(vec![live, live]).is_single());
+    }
 }

@@ -46,7 +46,8 @@ use engine::{stream_of, Io, QLink, STREAMS};
 use former::random_cid;
 use former::{fail, Former, Pending, LISTEN};
 pub use order::MIN_THRESHOLD;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -131,6 +132,13 @@ fn form_links(
         Some(mio::net::UdpSocket::from_std(s))
     };
     let mut formed = form::form(spec, transport_word(threshold))?;
+    // A peer known by several addresses: its QUIC port is on the one its
+    // TCP stream was formed over (the UDP socket shares the port).
+    let formed_at: BTreeMap<u32, SocketAddr> = formed
+        .streams
+        .iter()
+        .filter_map(|(peer, s, _)| s.peer_addr().ok().map(|a| (*peer, a)))
+        .collect();
     // On any failure below, dropping it stops the TCP listener's thread.
     let mut refusers: Vec<form::Refuser> = formed.refuser.take().into_iter().collect();
     // Peers on this host need no QUIC connection.
@@ -143,10 +151,17 @@ fn form_links(
     let poll = mio::Poll::new().map_err(|e| fail(rank, e))?;
     let expected = accept_from
         .iter()
-        .filter_map(|&r| spec.peers.get(r as usize))
+        .flat_map(|&r| spec.addrs_of(r).unwrap_or_default())
         .map(|a| a.ip());
     let mut former = Former::new(rank, config, listener, poll, accept_from.clone(), expected);
-    let up = quic_links(spec, &mut former, &accept_from, &dial_to, deadline)?;
+    let up = quic_links(
+        spec,
+        &mut former,
+        &accept_from,
+        &dial_to,
+        &formed_at,
+        deadline,
+    )?;
     tracing::info!(
         rank,
         world = spec.world,
@@ -185,6 +200,7 @@ fn quic_links(
     former: &mut Former,
     accept_from: &BTreeSet<u32>,
     dial_to: &[u32],
+    formed_at: &BTreeMap<u32, SocketAddr>,
     deadline: Instant,
 ) -> Result<Vec<(u32, Pending)>, FormationError> {
     if let Some(l) = former.listener.as_mut() {
@@ -195,7 +211,11 @@ fn quic_links(
             .map_err(|e| fail(spec.rank, e))?;
     }
     for &peer in dial_to {
-        former.dial(peer, spec.addr_of(peer)?)?;
+        let addr = match formed_at.get(&peer) {
+            Some(&a) => a,
+            None => spec.addr_of(peer)?,
+        };
+        former.dial(peer, addr)?;
     }
     let want: BTreeSet<u32> = accept_from.iter().chain(dial_to).copied().collect();
     let mut formed: BTreeSet<u32> = BTreeSet::new();

@@ -13,7 +13,7 @@ use super::wire::{
 use super::{read_record, table_record_max, write_by, Status, ANY, FLAG_RECORD_LEN, GROW_MAX};
 use crate::auth::handshake::read_by;
 use crate::auth::tls::RankIdentity;
-use crate::form::{handshake_time, Backoff, FormationError};
+use crate::form::{handshake_time, Addresses, Backoff, FormationError};
 use crate::wire::codec::ADDR_LEN;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
@@ -157,7 +157,14 @@ pub struct Admitted {
 /// Join through the seed at `seed` (retrying until it answers, within the
 /// deadline): admission, then the table once every rank has joined.
 pub fn join(seed: SocketAddr, req: &JoinRequest) -> Result<Joined, FormationError> {
-    admit_me(seed, req)?.table()
+    join_at(&[seed], req)
+}
+
+/// [`join`] through a seed known by several addresses (its name resolves
+/// to several): each is dialled in turn on every attempt, until one
+/// admits this rank.
+pub fn join_at(seeds: &[SocketAddr], req: &JoinRequest) -> Result<Joined, FormationError> {
+    admit_me_at(seeds, req)?.table()
 }
 
 /// How one attempt at admission failed.
@@ -175,6 +182,12 @@ enum Failed {
 
 /// The first half of `join`: be admitted (a rank and an identity).
 pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, FormationError> {
+    admit_me_at(&[seed], req)
+}
+
+/// [`admit_me`] through a seed known by several addresses (see
+/// [`join_at`]).
+pub fn admit_me_at(seeds: &[SocketAddr], req: &JoinRequest) -> Result<Admitted, FormationError> {
     if req.grow > GROW_MAX {
         // The flags could not carry it, and the seed would refuse it.
         return Err(FormationError::ConnectionFailed {
@@ -188,49 +201,52 @@ pub fn admit_me(seed: SocketAddr, req: &JoinRequest) -> Result<Admitted, Formati
     let attempt_time = 2 * handshake_time(req.timeout);
     let mut backoff = Backoff::new();
     let mut suspect = None;
+    let mut addrs = Addresses::new(seeds.to_vec());
     loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(suspect.unwrap_or(FormationError::Timeout {
-                missing: vec![SEED_RANK],
-            }));
-        }
-        match TcpStream::connect_timeout(&seed, (deadline - now).min(Duration::from_secs(2))) {
-            Ok(mut s) => {
-                let by = (Instant::now() + attempt_time).min(deadline);
-                // A new process for a running job is answered only once
-                // the members grow it.
-                let reply_by = if req.world == 0 { deadline } else { by };
-                match attempt(&mut s, seed, req, &key, by, reply_by) {
-                    Ok((rank, world, identity, membership, session)) => {
-                        return Ok(Admitted {
-                            rank,
-                            world,
-                            identity,
-                            membership,
-                            link: SeedLink {
-                                at: seed,
-                                stream: s,
-                                session,
-                            },
-                            // A running job's new process was answered
-                            // only when the growth began: its table may
-                            // take the members' whole formation from now.
-                            table_by: deadline.max(Instant::now() + req.timeout)
-                                + req
-                                    .timeout
-                                    .clamp(Duration::from_millis(100), Duration::from_secs(5)),
-                        });
-                    }
-                    Err(Failed::Final(e)) => return Err(e),
-                    Err(Failed::Suspect(e)) => {
-                        tracing::debug!(%seed, "admission did not complete: {e}; retrying");
-                        suspect = Some(e);
-                    }
-                    Err(Failed::Again(e)) => tracing::trace!(%seed, "the seed hung up: {e}"),
-                }
+        for seed in addrs.round() {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(suspect.unwrap_or(FormationError::Timeout {
+                    missing: vec![SEED_RANK],
+                }));
             }
-            Err(e) => tracing::trace!(%seed, "dial the seed: {e}"),
+            match addrs.connect(seed, deadline - now) {
+                Ok(mut s) => {
+                    let by = (Instant::now() + attempt_time).min(deadline);
+                    // A new process for a running job is answered only once
+                    // the members grow it.
+                    let reply_by = if req.world == 0 { deadline } else { by };
+                    match attempt(&mut s, seed, req, &key, by, reply_by) {
+                        Ok((rank, world, identity, membership, session)) => {
+                            return Ok(Admitted {
+                                rank,
+                                world,
+                                identity,
+                                membership,
+                                link: SeedLink {
+                                    at: seed,
+                                    stream: s,
+                                    session,
+                                },
+                                // A running job's new process was answered
+                                // only when the growth began: its table may
+                                // take the members' whole formation from now.
+                                table_by: deadline.max(Instant::now() + req.timeout)
+                                    + req
+                                        .timeout
+                                        .clamp(Duration::from_millis(100), Duration::from_secs(5)),
+                            });
+                        }
+                        Err(Failed::Final(e)) => return Err(e),
+                        Err(Failed::Suspect(e)) => {
+                            tracing::debug!(%seed, "admission did not complete: {e}; retrying");
+                            suspect = Some(e);
+                        }
+                        Err(Failed::Again(e)) => tracing::trace!(%seed, "the seed hung up: {e}"),
+                    }
+                }
+                Err(e) => tracing::trace!(%seed, "dial the seed: {e}"),
+            }
         }
         backoff.pause(deadline);
     }

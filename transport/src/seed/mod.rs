@@ -103,7 +103,7 @@ mod growth_tests;
 #[cfg(test)]
 mod tests;
 
-pub use joiner::{admit_me, join, Admitted, JoinRequest, Joined};
+pub use joiner::{admit_me, admit_me_at, join, join_at, Admitted, JoinRequest, Joined};
 pub use server::{Seed, SeedConfig};
 pub use session::Membership;
 pub(crate) use session::{Record, Session};

@@ -17,7 +17,12 @@ impl ShmLink {
 
     /// Process every complete frame in the ring (with `posted`: until the
     /// posted message is read into its buffers); whether the link ended.
-    pub(super) fn pump(&self, rx: &mut Rx, core: &Core, mut posted: Option<&mut Posted<'_>>) -> bool {
+    pub(super) fn pump(
+        &self,
+        rx: &mut Rx,
+        core: &Core,
+        mut posted: Option<&mut Posted<'_>>,
+    ) -> bool {
         loop {
             if rx.ended {
                 return true;
@@ -90,7 +95,13 @@ impl ShmLink {
     /// Read the body of `h` straight into the caller's buffers as its
     /// bytes come; whether it was read whole (otherwise what was read goes
     /// to the assembler, which reads the rest).
-    pub(super) fn read_direct(&self, rx: &mut Rx, core: &Core, h: Header, p: &mut Posted<'_>) -> bool {
+    pub(super) fn read_direct(
+        &self,
+        rx: &mut Rx,
+        core: &Core,
+        h: Header,
+        p: &mut Posted<'_>,
+    ) -> bool {
         let total = p.len();
         let mut read = 0;
         let mut quiet = Instant::now();

@@ -1,0 +1,202 @@
+//! `Node::from_env`: a node from the environment (the one table of
+//! variables is `src/env.rs`), after the launchers' own variables are
+//! translated (`kubernetes.rs`, `slurm.rs`).
+
+use super::*;
+
+impl Node {
+    /// Read the environment (the table in `meshwork::env::VARS`). A
+    /// malformed variable is an error that names it.
+    pub fn from_env() -> Result<Node> {
+        let _translated = kubernetes::translate_env()?;
+        // The seed's other addresses, where its name resolves to several.
+        let mut seed_also = Vec::new();
+        let mut resolve_seed = |hostport: &str| {
+            resolve(hostport).map(|(first, also)| {
+                seed_also = also;
+                first
+            })
+        };
+        let seed = match lookup("SEED") {
+            // Under srun with nothing else set, rank 0 seeds on the step's first host.
+            None => slurm::seed_from_env()?,
+            Some(("MASTER_ADDR", value)) => {
+                let (_, port) = lookup("MASTER_PORT").ok_or_else(|| {
+                    bad(
+                        "MASTER_PORT",
+                        "",
+                        "MASTER_ADDR needs MASTER_PORT (the seed's port)",
+                    )
+                })?;
+                let hostport = format!("{value}:{port}");
+                Some(resolve_seed(&hostport).map_err(|e| bad("MASTER_ADDR", &hostport, &e))?)
+            }
+            Some((name, value)) => Some(resolve_seed(&value).map_err(|e| bad(name, &value, &e))?),
+        };
+        let rank = parse::<u32>("RANK")?;
+        let world = parse::<u32>("WORLD")?.unwrap_or(1);
+        if world == 0 {
+            return Err(bad("WORLD", "0", "a group needs at least one rank"));
+        }
+        let mut node = match (rank, seed) {
+            (None, Some(_)) => Node::join(world),
+            (rank, _) => Node::new(rank.unwrap_or(0), world),
+        };
+        node.seed = seed;
+        node.seed_also = seed_also;
+        node.interface = lookup("IFNAME").map(|(_, v)| v);
+        if let Some((n, v)) = lookup("ADVERTISE") {
+            let addr = v
+                .parse::<SocketAddr>()
+                .or_else(|_| {
+                    v.parse::<std::net::IpAddr>()
+                        .map(|ip| SocketAddr::new(ip, 0))
+                })
+                .map_err(|_| bad(n, &v, "expected an IP address, optionally with :port"))?;
+            node.advertise = Some(addr);
+        }
+        let star_flag = parse::<u8>("DIAL_OUT")?.is_some_and(|v| v == 1);
+        node.topology = match lookup("TOPOLOGY") {
+            None if star_flag => Topology::Star,
+            None => Topology::Mesh,
+            Some((_, v)) if v.eq_ignore_ascii_case("mesh") => Topology::Mesh,
+            Some((_, v)) if v.eq_ignore_ascii_case("star") => Topology::Star,
+            Some((_, v)) if v.eq_ignore_ascii_case("hypercube") => Topology::Hypercube,
+            Some((n, v)) => match v.split_once(':') {
+                Some((k, d)) if k.eq_ignore_ascii_case("kregular") => Topology::KRegular {
+                    degree: d.trim().parse().map_err(|_| {
+                        bad(n, &v, "expected kregular:<even degree>, e.g. kregular:4")
+                    })?,
+                },
+                _ => {
+                    return Err(bad(
+                        n,
+                        &v,
+                        "expected mesh, star, kregular:<degree> or hypercube",
+                    ))
+                }
+            },
+        };
+        node.transport = match lookup("TRANSPORT") {
+            None => TransportKind::Quic,
+            Some((_, v)) if v.eq_ignore_ascii_case("tcp") => TransportKind::Tcp,
+            Some((_, v)) if v.eq_ignore_ascii_case("quic") => TransportKind::Quic,
+            Some((n, v)) => return Err(bad(n, &v, "expected quic or tcp")),
+        };
+        if let Some(t) = parse::<usize>("SIDECAR_THRESHOLD")? {
+            node.sidecar_threshold = t;
+        }
+        // A switch: 0 or 1.
+        let switch = |name: &str| -> Result<Option<bool>> {
+            match parse::<u8>(name)? {
+                None => Ok(None),
+                Some(e @ (0 | 1)) => Ok(Some(e == 1)),
+                Some(e) => Err(bad(name, &e.to_string(), "expected 0 or 1")),
+            }
+        };
+        if let Some(on) = switch("ENCRYPT_BULK")? {
+            node.encrypt_bulk = on;
+        }
+        if let Some(on) = switch("FRAME_AUTH")? {
+            node.frame_auth = on;
+        }
+        if let Some(on) = switch("SHM")? {
+            node.shared_memory = on;
+        }
+        if let Some(n) = parse::<usize>("SHM_SINGLE_COPY")? {
+            node.shm_single_copy = n;
+        }
+        if let Some(mb) = parse::<u64>("HEAP_MB")? {
+            node.heap_bytes = mb
+                .checked_mul(1 << 20)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| bad("HEAP_MB", &mb.to_string(), "too large for this machine"))?;
+        }
+        if let Some((n, v)) = lookup("RECOVERY") {
+            node.recovery = Recovery::parse(&v)
+                .ok_or_else(|| bad(n, &v, "expected manual, abort or shrink"))?;
+        }
+        if let Some((n, v)) = lookup("TIMEOUT_S") {
+            let secs: f64 = v
+                .parse()
+                .map_err(|_| bad(n, &v, "expected seconds, e.g. 60 or 2.5"))?;
+            if !(secs.is_finite() && secs > 0.0) {
+                return Err(bad(n, &v, "expected a positive number of seconds"));
+            }
+            node.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
+            node.max_message_bytes = max;
+        }
+        if let Some(b) = parse::<u64>("PEER_BUDGET_BYTES")? {
+            node.peer_budget_bytes = b;
+        }
+        if let Some(d) = parse::<u32>("LANE_DEPTH")? {
+            if d == 0 {
+                return Err(bad(
+                    "LANE_DEPTH",
+                    "0",
+                    "a lane must hold at least one message",
+                ));
+            }
+            node.lane_depth = d;
+        }
+        node.token = lookup("CLUSTER_TOKEN").map(|(_, v)| v);
+        let base = parse::<u16>("DATA_PORT")?.unwrap_or(29500);
+        (node.peers, node.peers_also) = match lookup("PEERS") {
+            Some((n, v)) => v
+                .split(',')
+                .map(|p| resolve(p.trim()).map_err(|e| bad(n, &v, &e)))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .unzip(),
+            None => (0..world)
+                .map(|r| {
+                    let port = u16::try_from(u32::from(base) + r).map_err(|_| {
+                        bad("DATA_PORT", &base.to_string(), "base + rank exceeds 65535")
+                    })?;
+                    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(|peers| (peers, Vec::new()))?,
+        };
+        match parse::<u8>("DISCOVER")? {
+            None | Some(0) => {}
+            Some(1) => {
+                let disc = parse::<u16>("DISC_PORT")?.unwrap_or(29600);
+                node = node.discover(disc, base);
+                if let Some((_, host)) = lookup("DISCOVER_HOST") {
+                    node = node.discover_via(host);
+                }
+            }
+            Some(v) => return Err(bad("DISCOVER", &v.to_string(), "expected 0 or 1")),
+        }
+        for coll in Collective::ALL {
+            let name = format!("ALGO_{}", coll.name().to_ascii_uppercase());
+            if let Ok(v) = std::env::var(&name) {
+                let algo = Algorithm::from_name(v.trim())
+                    .filter(|a| coll.algorithms().contains(a))
+                    .ok_or_else(|| {
+                        let names: Vec<_> = coll.algorithms().iter().map(|a| a.name()).collect();
+                        bad(&name, &v, &format!("expected one of {}", names.join(", ")))
+                    })?;
+                node.algorithms.push((coll, algo));
+            }
+        }
+        Ok(node)
+    }
+}
+
+fn bad(name: &str, value: &str, why: &str) -> Error {
+    Error::InvalidArgument(format!("{name}={value:?}: {why}"))
+}
+
+fn parse<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
+    match lookup(name) {
+        None => Ok(None),
+        Some((n, v)) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(n, &v, &format!("expected {}", std::any::type_name::<T>()))),
+    }
+}
