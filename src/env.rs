@@ -136,3 +136,58 @@ pub(crate) fn lookup_in(
                 .map(|v| (n, v.trim().to_string()))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::VARS;
+    use std::collections::BTreeSet;
+
+    /// Every name in the first column of README.md's environment table
+    /// (a row may name several, aliases in parentheses).
+    fn readme_names() -> BTreeSet<String> {
+        let readme = include_str!("../README.md");
+        let table = &readme[readme
+            .find("## Environment")
+            .expect("README has an Environment section")..];
+        table
+            .lines()
+            .skip_while(|l| !l.starts_with("| variable"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .flat_map(|row| {
+                let first = row.split('|').nth(1).unwrap_or_default();
+                first
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(|code| {
+                        code.chars()
+                            .take_while(|c| {
+                                c.is_ascii_uppercase() || c.is_ascii_digit() || "_<>".contains(*c)
+                            })
+                            .collect::<String>()
+                    })
+                    .filter(|name| !name.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// README.md's environment table and `VARS` name the same variables:
+    /// the README cannot drift from what `Node::from_env` reads.
+    #[test]
+    fn the_readme_table_names_every_variable_and_no_other() {
+        let ours: BTreeSet<String> = VARS
+            .iter()
+            .flat_map(|v| std::iter::once(v.name).chain(v.aliases.iter().copied()))
+            .map(str::to_string)
+            .collect();
+        let readme = readme_names();
+        let missing: Vec<_> = ours.difference(&readme).collect();
+        let extra: Vec<_> = readme.difference(&ours).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "README.md's environment table lacks {missing:?} and has {extra:?} that src/env.rs does not"
+        );
+    }
+}
