@@ -8,22 +8,32 @@ use meshwork_transport::{LaneKey, LaneKind};
 use std::time::Duration;
 
 impl ProcessGroup {
-    fn p2p_key(&self, tag: u64) -> LaneKey {
+    /// The lane of `tag` on communicator `comm`.
+    fn p2p_key(comm: u64, tag: u64) -> LaneKey {
         LaneKey {
-            comm: self.inner().comm_id,
+            comm,
             kind: LaneKind::PointToPoint,
             tag,
         }
     }
 
-    fn check_rank(&self, op: &str, what: &str, rank: u32) -> Result<()> {
-        if rank >= self.inner().world {
+    /// The current communicator, checked usable and `rank` in range.
+    /// (Once per call: each look at the communicator takes a lock.)
+    fn checked(
+        &self,
+        op: &str,
+        what: &str,
+        rank: u32,
+    ) -> Result<std::sync::Arc<super::GroupInner>> {
+        let inner = self.inner();
+        if rank >= inner.world {
             return Err(Error::InvalidArgument(format!(
                 "{op}: {what} {rank} is out of range; this group has ranks 0..{}",
-                self.inner().world
+                inner.world
             )));
         }
-        self.inner().check_usable()
+        inner.check_usable()?;
+        Ok(inner)
     }
 
     /// Send `data` to `dst` under `tag`. Returns once the message is
@@ -36,27 +46,27 @@ impl ProcessGroup {
     /// message of another length is `InvalidArgument` naming both lengths,
     /// and stays queued for a receive with the right buffer.
     pub fn recv<T: Element>(&self, buf: &mut [T], src: u32, tag: u64) -> Result<()> {
-        self.check_rank("recv", "source", src)?;
+        let inner = self.checked("recv", "source", src)?;
         let bytes = bytemuck::cast_slice_mut::<T, u8>(buf);
-        self.inner()
+        inner
             .transport
             .recv_into(
                 src,
-                self.p2p_key(tag),
-                self.inner().timeout(),
+                Self::p2p_key(inner.comm_id, tag),
+                inner.timeout(),
                 &mut [],
                 bytes,
             )
-            .map_err(|e| self.inner().error(e, "recv"))
+            .map_err(|e| inner.error(e, "recv"))
     }
 
     /// Send raw bytes to `dst` under `tag`.
     pub fn send_bytes(&self, data: &[u8], dst: u32, tag: u64) -> Result<()> {
-        self.check_rank("send", "destination", dst)?;
-        self.inner()
+        let inner = self.checked("send", "destination", dst)?;
+        inner
             .transport
-            .send(dst, self.p2p_key(tag), &[data])
-            .map_err(|e| self.inner().error(e, "send"))
+            .send(dst, Self::p2p_key(inner.comm_id, tag), &[data])
+            .map_err(|e| inner.error(e, "send"))
     }
 
     /// Receive the next message from `src` under `tag`, whatever its length.
@@ -67,12 +77,11 @@ impl ProcessGroup {
     /// [`ProcessGroup::recv_bytes`] with its own deadline; a timeout
     /// consumes nothing.
     pub fn recv_bytes_timeout(&self, src: u32, tag: u64, timeout: Duration) -> Result<Vec<u8>> {
-        self.check_rank("recv_bytes", "source", src)?;
-        let msg = self
-            .inner()
+        let inner = self.checked("recv_bytes", "source", src)?;
+        let msg = inner
             .transport
-            .recv(src, self.p2p_key(tag), timeout, None)
-            .map_err(|e| self.inner().error(e, "recv_bytes"))?;
+            .recv(src, Self::p2p_key(inner.comm_id, tag), timeout, None)
+            .map_err(|e| inner.error(e, "recv_bytes"))?;
         Ok(msg.as_ref().to_vec())
     }
 }

@@ -316,6 +316,12 @@ impl Inbox {
         Ok(())
     }
 
+    /// Messages queued here so far (a count that only grows): a waiter
+    /// that saw it unchanged need not look at the queues again.
+    pub(crate) fn deliveries(&self) -> u64 {
+        self.deliveries.load(Ordering::Acquire)
+    }
+
     /// Whether nothing from `src` is queued on `key`.
     pub(crate) fn lane_is_empty(&self, src: u32, key: LaneKey) -> bool {
         !self.lock().lanes.contains_key(&(src, key))

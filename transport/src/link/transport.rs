@@ -81,6 +81,9 @@ impl LinkTransport {
                 return taken(msg);
             }
             let (mut ended, mut filled) = poll(&mut posted);
+            // Queues change only with a delivery: the loop below looks
+            // at them (a lock) only when one happened since.
+            let mut seen = core.inbox.deliveries();
             if !filled {
                 if let Some(msg) = core.inbox.try_take(src, key, want_len) {
                     return taken(msg);
@@ -103,8 +106,12 @@ impl LinkTransport {
                     if filled {
                         break;
                     }
-                    if let Some(msg) = core.inbox.try_take(src, key, want_len) {
-                        return taken(msg);
+                    let now = core.inbox.deliveries();
+                    if now != seen {
+                        seen = now;
+                        if let Some(msg) = core.inbox.try_take(src, key, want_len) {
+                            return taken(msg);
+                        }
                     }
                     turns = turns.wrapping_add(1);
                     // The clock every few turns: a turn costs about one

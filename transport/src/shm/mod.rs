@@ -288,7 +288,9 @@ impl ShmLink {
         core: &Core,
         dst: u32,
     ) -> Result<(), TransportError> {
-        let mut since = Instant::now();
+        // Read the clock only when the ring is full: a small message's
+        // write never is, and a clock read costs as much as the copy.
+        let mut since: Option<Instant> = None;
         for piece in pieces {
             let mut rest: &[u8] = piece;
             while !rest.is_empty() {
@@ -300,10 +302,11 @@ impl ShmLink {
                 rest = &rest[n..];
                 self.took(n);
                 if n > 0 {
-                    since = Instant::now();
+                    since = None;
                     self.publish(tx.head, bell);
                 } else {
-                    self.wait_room(core, tx.head, since + core.timeout(), dst)?;
+                    let from = *since.get_or_insert_with(Instant::now);
+                    self.wait_room(core, tx.head, from + core.timeout(), dst)?;
                 }
             }
         }
@@ -570,12 +573,13 @@ impl Link for ShmLink {
         let mut tx = lock(&self.tx);
         // A queued frame part-written goes on first (the stream must not
         // interleave); the rest of the queue may follow this frame.
-        let since = Instant::now();
+        let mut since: Option<Instant> = None;
         while tx.partial.is_some() {
             if self.flush_queued(&mut tx, core) {
                 break;
             }
-            self.wait_room(core, tx.head, since + core.timeout(), dst)?;
+            let from = *since.get_or_insert_with(Instant::now);
+            self.wait_room(core, tx.head, from + core.timeout(), dst)?;
         }
         let sent = if self.single_copy(parts) {
             self.send_single(&mut tx, core, header, parts, dst)
