@@ -12,6 +12,8 @@
 
 mod bounds;
 mod credit;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use bounds::{budgeted, Limits};
 #[cfg(test)]
@@ -590,47 +592,16 @@ impl Inbox {
         let mut spun = false;
         let mut st = self.lock();
         loop {
-            if st.revoked.contains(&key.comm) {
-                return Err(TransportError::Revoked);
-            }
-            if st.forgotten.contains(&key.comm) {
-                return Err(TransportError::Closed);
-            }
-            if let Some(taken) = take_front(&mut st, src, key, want_len) {
-                if taken.is_ok() && budgeted(key.kind) {
-                    // Senders in this process may be waiting for room.
-                    st.wake(Change::Taken(src));
-                }
-                return taken;
-            }
-            if st.closed {
-                return Err(TransportError::Closed);
-            }
-            let Some(peer) = st.peers.get(src as usize).copied() else {
-                return Err(TransportError::NoSuchRank {
-                    rank: src,
-                    world: st.peers.len() as u32,
-                });
+            let until = match st.verdict(src, key, want_len, start, Instant::now(), timeout) {
+                Verdict::Done(outcome) => return outcome,
+                Verdict::Wait(until) => until,
             };
-            if peer.gone {
-                return Err(TransportError::PeerDisconnected { rank: src });
-            }
-            if let Some(e) = st.cut(src) {
-                return Err(e);
-            }
-            if let Some(e) = doomed(&st, key) {
-                return Err(e);
-            }
-            let since = start.max(peer.last_progress);
-            if peer.silent || since.elapsed() >= timeout {
-                return Err(TransportError::Timeout { waiting_on: src });
-            }
             if !spun {
                 // Poll briefly (yielding the core) before parking.
                 spun = true;
                 let seen = self.deliveries.load(Ordering::Acquire);
                 drop(st);
-                let until = Instant::now() + SPIN;
+                let spin_until = Instant::now() + SPIN;
                 let mut turns = 0u32;
                 while self.deliveries.load(Ordering::Acquire) == seen {
                     turns = turns.wrapping_add(1);
@@ -642,7 +613,7 @@ impl Inbox {
                         std::hint::spin_loop();
                         continue;
                     }
-                    if Instant::now() >= until {
+                    if Instant::now() >= spin_until {
                         break;
                     }
                     std::thread::yield_now();
@@ -650,8 +621,75 @@ impl Inbox {
                 st = self.lock();
                 continue;
             }
-            st = self.wait_until(st, since + timeout, Wait::From(src, key));
+            st = self.wait_until(st, until, Wait::From(src, key));
         }
+    }
+}
+
+/// What a wait for a message from `src` on `key` does now.
+#[derive(Debug)]
+enum Verdict {
+    /// It ends: the message, or why there is none.
+    Done(Result<Payload, TransportError>),
+    /// It waits, at most until then (or until a change wakes it).
+    Wait(Instant),
+}
+
+impl State {
+    /// The decision a wait for a message from `src` on `key`, begun at
+    /// `start` with deadline `timeout`, takes at `now` — a pure function of
+    /// the state and the clock (tested on made-up instants): the message
+    /// if one is queued (taken); else the failure that dooms the wait, in
+    /// order — revoked, forgotten, closed, no such rank, the peer gone, a
+    /// relay on its way gone or silent, a member of the collective failed,
+    /// the peer silent or without progress for `timeout` (counted from the
+    /// later of `start` and its last progress); else wait.
+    fn verdict(
+        &mut self,
+        src: u32,
+        key: LaneKey,
+        want_len: Option<usize>,
+        start: Instant,
+        now: Instant,
+        timeout: Duration,
+    ) -> Verdict {
+        let fail = |e| Verdict::Done(Err(e));
+        if self.revoked.contains(&key.comm) {
+            return fail(TransportError::Revoked);
+        }
+        if self.forgotten.contains(&key.comm) {
+            return fail(TransportError::Closed);
+        }
+        if let Some(taken) = take_front(self, src, key, want_len) {
+            if taken.is_ok() && budgeted(key.kind) {
+                // Senders in this process may be waiting for room.
+                self.wake(Change::Taken(src));
+            }
+            return Verdict::Done(taken);
+        }
+        if self.closed {
+            return fail(TransportError::Closed);
+        }
+        let Some(peer) = self.peers.get(src as usize).copied() else {
+            return fail(TransportError::NoSuchRank {
+                rank: src,
+                world: self.peers.len() as u32,
+            });
+        };
+        if peer.gone {
+            return fail(TransportError::PeerDisconnected { rank: src });
+        }
+        if let Some(e) = self.cut(src) {
+            return fail(e);
+        }
+        if let Some(e) = doomed(self, key) {
+            return fail(e);
+        }
+        let since = start.max(peer.last_progress);
+        if peer.silent || now.saturating_duration_since(since) >= timeout {
+            return fail(TransportError::Timeout { waiting_on: src });
+        }
+        Verdict::Wait(since + timeout)
     }
 }
 

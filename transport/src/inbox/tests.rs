@@ -1,0 +1,227 @@
+//! The inbox's decisions on made-up instants and hand-set peers: a wait's
+//! deadline counted from progress, what dooms a wait and in which order,
+//! which changes wake which waiters, credits in batches, revocations held
+//! and applied, a forgotten communicator.
+
+use super::*;
+
+const P2P: LaneKey = LaneKey {
+    comm: 7,
+    kind: LaneKind::PointToPoint,
+    tag: 1,
+};
+const COLL: LaneKey = LaneKey {
+    comm: 7,
+    kind: LaneKind::Collective,
+    tag: 0,
+};
+const S: Duration = Duration::from_secs(1);
+
+fn msg(bytes: &[u8]) -> Payload {
+    Payload::from_parts(&[bytes])
+}
+
+/// An inbox of a world of 4 whose peers all made progress at `t0`.
+fn inbox_at(t0: Instant) -> Inbox {
+    let inbox = Inbox::new(4, false);
+    for p in &mut inbox.lock().peers {
+        p.last_progress = t0;
+    }
+    inbox
+}
+
+fn verdict(inbox: &Inbox, src: u32, key: LaneKey, start: Instant, now: Instant) -> Verdict {
+    inbox.lock().verdict(src, key, None, start, now, 2 * S)
+}
+
+fn failed_with(v: Verdict) -> TransportError {
+    match v {
+        Verdict::Done(Err(e)) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_deadline_counts_from_the_later_of_the_start_and_the_last_progress() {
+    let t0 = Instant::now();
+    let inbox = inbox_at(t0);
+    // Started at t0, nothing since: waits until t0 + 2 s, then fails.
+    assert!(matches!(verdict(&inbox, 1, P2P, t0, t0 + S), Verdict::Wait(u) if u == t0 + 2 * S));
+    assert_eq!(
+        failed_with(verdict(&inbox, 1, P2P, t0, t0 + 2 * S)),
+        TransportError::Timeout { waiting_on: 1 }
+    );
+    // A byte at t0 + 1.5 s moves the deadline to t0 + 3.5 s.
+    inbox.lock().peers[1].last_progress = t0 + S + S / 2;
+    let at = t0 + 3 * S;
+    assert!(matches!(verdict(&inbox, 1, P2P, t0, at), Verdict::Wait(u) if u == t0 + 3 * S + S / 2));
+    // A wait started after the last progress counts from its start.
+    assert!(matches!(
+        verdict(&inbox, 1, P2P, t0 + 4 * S, t0 + 5 * S),
+        Verdict::Wait(_)
+    ));
+    // A peer said silent fails a wait at once.
+    inbox.set_silent(1, true);
+    assert_eq!(
+        failed_with(verdict(&inbox, 1, P2P, t0, t0)),
+        TransportError::Timeout { waiting_on: 1 }
+    );
+}
+
+#[test]
+fn a_queued_message_is_taken_before_any_failure_but_a_revocation() {
+    let t0 = Instant::now();
+    let inbox = inbox_at(t0);
+    inbox.deliver(2, P2P, msg(b"last words"));
+    inbox.set_gone(2);
+    // What the peer sent before it went is still taken ...
+    match verdict(&inbox, 2, P2P, t0, t0 + 10 * S) {
+        Verdict::Done(Ok(m)) => assert_eq!(m.as_ref(), b"last words"),
+        other => panic!("{other:?}"),
+    }
+    // ... then its end is named.
+    assert_eq!(
+        failed_with(verdict(&inbox, 2, P2P, t0, t0)),
+        TransportError::PeerDisconnected { rank: 2 }
+    );
+    // A revoked communicator fails every wait, queued messages or not.
+    inbox.deliver(3, P2P, msg(b"x"));
+    inbox.revoke(7);
+    assert_eq!(
+        failed_with(verdict(&inbox, 3, P2P, t0, t0)),
+        TransportError::Revoked
+    );
+    assert_eq!(
+        failed_with(verdict(&inbox, 9, P2P, t0, t0)),
+        TransportError::Revoked,
+        "revocation is checked first, even for a rank out of range"
+    );
+}
+
+#[test]
+fn a_relay_gone_or_silent_is_named_and_a_collective_fails_with_any_member() {
+    let t0 = Instant::now();
+    let inbox = inbox_at(t0);
+    // Rank 3 is reached through rank 1.
+    inbox.set_relays(vec![vec![], vec![], vec![], vec![1]]);
+    inbox.set_silent(1, true);
+    assert_eq!(
+        failed_with(verdict(&inbox, 3, P2P, t0, t0)),
+        TransportError::Timeout { waiting_on: 1 }
+    );
+    inbox.set_gone(1);
+    assert_eq!(
+        failed_with(verdict(&inbox, 3, P2P, t0, t0)),
+        TransportError::PeerDisconnected { rank: 1 }
+    );
+    // A collective of ranks 0, 2 and 3: rank 2 silent dooms a wait on
+    // rank 0's message there — not a point-to-point wait on rank 0.
+    let inbox = inbox_at(t0);
+    assert!(!inbox.set_members(7, vec![0, 2, 3]));
+    inbox.set_silent(2, true);
+    assert_eq!(
+        failed_with(verdict(&inbox, 0, COLL, t0, t0)),
+        TransportError::Timeout { waiting_on: 2 }
+    );
+    assert!(matches!(verdict(&inbox, 0, P2P, t0, t0), Verdict::Wait(_)));
+    // A member that left (said goodbye) dooms nothing.
+    let inbox = inbox_at(t0);
+    inbox.set_members(7, vec![0, 2]);
+    inbox.set_left(2);
+    inbox.set_gone(2);
+    assert!(matches!(verdict(&inbox, 0, COLL, t0, t0), Verdict::Wait(_)));
+}
+
+#[test]
+fn a_change_wakes_only_the_waits_it_concerns() {
+    let other = LaneKey { tag: 2, ..P2P };
+    let cases = [
+        (Wait::From(1, P2P), Change::Delivered(1, P2P), true),
+        (Wait::From(1, P2P), Change::Delivered(2, P2P), false),
+        (Wait::From(1, P2P), Change::Delivered(1, other), false),
+        (Wait::Any(P2P), Change::Delivered(3, P2P), true),
+        (Wait::Any(P2P), Change::Delivered(3, other), false),
+        (Wait::Room(1), Change::Taken(1), true),
+        (Wait::Room(1), Change::Taken(2), false),
+        (Wait::Room(1), Change::Delivered(1, P2P), false),
+        (Wait::News, Change::Delivered(1, P2P), false),
+    ];
+    for (wait, change, wakes) in cases {
+        assert_eq!(wait.concerns(change), wakes, "{wait:?} by {change:?}");
+    }
+    for wait in [
+        Wait::From(0, COLL),
+        Wait::Any(P2P),
+        Wait::Room(3),
+        Wait::News,
+    ] {
+        assert!(wait.concerns(Change::All), "{wait:?}");
+    }
+}
+
+#[test]
+fn credit_goes_back_in_batches_or_when_the_sender_waits() {
+    let inbox = Inbox::new(2, false);
+    let take = |n: usize| {
+        for _ in 0..n {
+            inbox.deliver(1, P2P, msg(&[0; 100]));
+            inbox.try_take(1, P2P, None).unwrap().unwrap();
+        }
+    };
+    // Three messages taken: owed, but below the batch (1 000 bytes) and
+    // under half of the lane depth (8): nothing yet.
+    take(3);
+    assert_eq!(inbox.take_credit(1, P2P, 1000, 8), None);
+    // A fourth: half the lane depth consumed: all of it goes back.
+    take(1);
+    let c = inbox.take_credit(1, P2P, 1000, 8).unwrap();
+    assert_eq!((c.bytes, c.lanes), (400, vec![(P2P, 4)]));
+    // Owed again, and the sender says it waits: paid at once.
+    take(1);
+    assert_eq!(inbox.take_credit(1, P2P, 1000, 8), None);
+    inbox.want_credit(1);
+    let c = inbox.take_credit(1, P2P, 1000, 8).unwrap();
+    assert_eq!((c.bytes, c.lanes), (100, vec![(P2P, 1)]));
+    // Collective traffic is not credited.
+    inbox.deliver(1, COLL, msg(&[0; 5000]));
+    inbox.try_take(1, COLL, None).unwrap().unwrap();
+    assert_eq!(inbox.take_credit(1, COLL, 1, 1), None);
+}
+
+#[test]
+fn revocations_of_communicators_not_yet_here_are_held_until_made() {
+    let inbox = Inbox::new(3, false);
+    assert_eq!(inbox.revoke_from(1, 40), None, "held");
+    assert!(!inbox.is_revoked(40));
+    assert!(inbox.set_members(40, vec![0, 1, 2]), "applied when made");
+    assert_eq!(inbox.revoke_from(2, 40), Some(true), "now it is here");
+    assert_eq!(inbox.revoke_from(2, 40), Some(false), "once");
+    // One peer's held revocations are bounded; another's are its own.
+    for comm in 100..100 + 3 * PENDING_REVOCATIONS as u64 {
+        inbox.revoke_from(1, comm);
+    }
+    inbox.revoke_from(2, 500);
+    let held = (100..100 + 3 * PENDING_REVOCATIONS as u64)
+        .filter(|&c| inbox.set_members(c, vec![0, 1]))
+        .count();
+    assert_eq!(held, PENDING_REVOCATIONS);
+    assert!(inbox.set_members(500, vec![0, 2]));
+}
+
+#[test]
+fn a_forgotten_communicator_ends_its_waits_and_credits_what_comes_for_it() {
+    let t0 = Instant::now();
+    let inbox = inbox_at(t0);
+    inbox.deliver(1, P2P, msg(&[1; 10]));
+    inbox.forget(7);
+    assert_eq!(
+        failed_with(verdict(&inbox, 1, P2P, t0, t0)),
+        TransportError::Closed
+    );
+    // What came, and what comes later, is owed back to its sender.
+    inbox.deliver(1, P2P, msg(&[2; 30]));
+    inbox.want_credit(1);
+    let c = inbox.take_credit(1, P2P, u64::MAX, u32::MAX).unwrap();
+    assert_eq!(c.bytes, 40);
+    assert_eq!(inbox.stats()[1].queued_bytes, 0);
+}
