@@ -56,6 +56,7 @@ pub use inbox::{LANES_PER_SENDER, LANE_DEPTH, SEQ_WINDOW};
 pub use link::{pipe_world, LinkTransport};
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
+pub use route::ShapeError;
 pub use spec::{connect, Backend, BoundSockets, Shape, Spec};
 
 use std::fmt;

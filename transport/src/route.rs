@@ -26,6 +26,40 @@ pub enum Shape {
     Hypercube,
 }
 
+/// Why a number of ranks cannot take a shape ([`Shape::check`],
+/// [`pipe_world`](crate::pipe_world)). Remedy: another shape, or another
+/// world size.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// A world of no ranks.
+    #[error("a world needs at least one rank")]
+    NoRanks,
+    /// A k-regular shape of odd degree (rank `r` links to `r ± 1 …
+    /// r ± degree/2`, so the degree is even).
+    #[error(
+        "a k-regular topology needs an even degree (rank r links to r±1 … r±degree/2), not {degree}"
+    )]
+    OddDegree {
+        /// The degree asked for.
+        degree: u32,
+    },
+    /// A k-regular shape whose degree is not in `2..world`.
+    #[error("a k-regular topology of {world} ranks needs 2 ≤ degree < {world}, not {degree}")]
+    DegreeOutOfRange {
+        /// The ranks.
+        world: u32,
+        /// The degree asked for.
+        degree: u32,
+    },
+    /// A hypercube of a world that is not a power of two of at least 2.
+    #[error("a hypercube needs a world that is a power of two (at least 2), not {world}")]
+    HypercubeWorld {
+        /// The ranks.
+        world: u32,
+    },
+}
+
 impl Shape {
     /// Whether ranks that are not linked reach each other through a
     /// relay, on a shape other than the star.
@@ -34,19 +68,17 @@ impl Shape {
     }
 
     /// Why `world` ranks cannot take this shape, if they cannot.
-    pub fn check(self, world: u32) -> Result<(), String> {
+    pub fn check(self, world: u32) -> Result<(), ShapeError> {
         match self {
             Shape::Mesh | Shape::Star => Ok(()),
-            Shape::KRegular { degree } if degree % 2 == 1 => Err(format!(
-                "a k-regular topology needs an even degree (rank r links to r±1 … r±degree/2), not {degree}"
-            )),
-            Shape::KRegular { degree } if degree < 2 || degree >= world => Err(format!(
-                "a k-regular topology of {world} ranks needs 2 ≤ degree < {world}, not {degree}"
-            )),
+            Shape::KRegular { degree } if degree % 2 == 1 => Err(ShapeError::OddDegree { degree }),
+            Shape::KRegular { degree } if degree < 2 || degree >= world => {
+                Err(ShapeError::DegreeOutOfRange { world, degree })
+            }
             Shape::KRegular { .. } => Ok(()),
-            Shape::Hypercube if !world.is_power_of_two() || world < 2 => Err(format!(
-                "a hypercube needs a world that is a power of two (at least 2), not {world}"
-            )),
+            Shape::Hypercube if !world.is_power_of_two() || world < 2 => {
+                Err(ShapeError::HypercubeWorld { world })
+            }
             Shape::Hypercube => Ok(()),
         }
     }

@@ -59,6 +59,36 @@ const COMPARE_SWAP: u8 = 4;
 const OK: u8 = 0;
 const REFUSED: u8 = 1;
 
+/// Why a heap refuses an operation: this rank's own call's
+/// `InvalidArgument`, or the refusal a target answers a caller with (its
+/// text travels in the answer).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The bytes asked for run past the heap's end.
+    #[error("{op}: {n} bytes at offset {offset} do not fit in the heap of {heap} bytes")]
+    Outside {
+        op: &'static str,
+        offset: usize,
+        n: usize,
+        heap: usize,
+    },
+    /// An atomic on a word that is not 8-byte aligned.
+    #[error("{op}: offset {offset} is not 8-byte aligned (heap of {heap} bytes)")]
+    Misaligned {
+        op: &'static str,
+        offset: usize,
+        heap: usize,
+    },
+    /// A get larger than a piece: origins ask in pieces, so only a
+    /// caller that does not follow the protocol asks for more.
+    #[error("get: a piece of {len} bytes, at most {PIECE}")]
+    PieceTooLarge { len: usize },
+    /// The caller's heap is another size than this rank's (or this rank
+    /// has none: 0 bytes).
+    #[error("the heap differs between ranks: this one has {ours} bytes, the caller's {theirs}; set the same HEAP_MB (Node::heap_bytes) everywhere")]
+    SizeMismatch { ours: usize, theirs: u64 },
+}
+
 /// A request, decoded (a pure function of its bytes: fuzzed).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Request<'a> {
@@ -126,9 +156,9 @@ pub(crate) fn decode_request(id: u64, args: &[u8]) -> Option<(u64, u64, Request<
 
 /// Why `heap` refuses `req`, or the length of what it answers (the bytes
 /// read, the previous value); nothing is done yet.
-fn check(heap: &Heap, req: &Request<'_>) -> std::result::Result<usize, String> {
+fn check(heap: &Heap, req: &Request<'_>) -> std::result::Result<usize, Refusal> {
     let at = |offset: u64| usize::try_from(offset).unwrap_or(usize::MAX);
-    let refused = |why: Option<String>, len: usize| why.map_or(Ok(len), Err);
+    let refused = |why: Option<Refusal>, len: usize| why.map_or(Ok(len), Err);
     match *req {
         Request::Put { offset, data } => refused(heap.outside("put", at(offset), data.len()), 0),
         Request::Get { offset, len } => {
@@ -138,7 +168,7 @@ fn check(heap: &Heap, req: &Request<'_>) -> std::result::Result<usize, String> {
             }
             if len > PIECE {
                 // Origins ask in pieces: an answer is never larger.
-                return Err(format!("get: a piece of {len} bytes, at most {PIECE}"));
+                return Err(Refusal::PieceTooLarge { len });
             }
             Ok(len)
         }
@@ -184,7 +214,7 @@ fn perform(heap: &Heap, req: &Request<'_>, out: &mut Vec<u8>) {
 
 /// What `heap` answers to `req`: the bytes read or the previous value,
 /// or why not.
-fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String> {
+fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, Refusal> {
     let len = check(heap, req)?;
     let mut out = Vec::with_capacity(len);
     perform(heap, req, &mut out);
@@ -193,13 +223,13 @@ fn apply(heap: &Heap, req: &Request<'_>) -> std::result::Result<Vec<u8>, String>
 
 /// Why this rank (`heap`, if it has one) refuses a request from a caller
 /// whose heap is `size` bytes, or the length of its answer's body.
-fn admit(heap: Option<&Heap>, size: u64, req: &Request<'_>) -> std::result::Result<usize, String> {
+fn admit(heap: Option<&Heap>, size: u64, req: &Request<'_>) -> std::result::Result<usize, Refusal> {
     match heap {
         Some(heap) if heap.len() as u64 == size => check(heap, req),
-        _ => Err(format!(
-            "the heap differs between ranks: this one has {} bytes, the caller's {size}; set the same HEAP_MB (Node::heap_bytes) everywhere",
-            heap.map_or(0, Heap::len)
-        )),
+        _ => Err(Refusal::SizeMismatch {
+            ours: heap.map_or(0, Heap::len),
+            theirs: size,
+        }),
     }
 }
 
@@ -208,7 +238,7 @@ fn admit(heap: Option<&Heap>, size: u64, req: &Request<'_>) -> std::result::Resu
 fn answer_bytes(
     heap: Option<&Heap>,
     req: &Request<'_>,
-    admitted: std::result::Result<usize, String>,
+    admitted: std::result::Result<usize, Refusal>,
 ) -> Vec<u8> {
     match (heap, admitted) {
         (Some(heap), Ok(len)) => {
@@ -217,7 +247,7 @@ fn answer_bytes(
             perform(heap, req, &mut out);
             out
         }
-        (_, Err(why)) => [&[REFUSED], why.as_bytes()].concat(),
+        (_, Err(why)) => [&[REFUSED], why.to_string().as_bytes()].concat(),
         (None, Ok(_)) => vec![REFUSED],
     }
 }
@@ -290,7 +320,11 @@ impl meshwork_transport::Answerer for Answerer {
         let (id, size, req) = decode_request(id, args)?;
         let heap = self.rpc.heap.get().map(|h| &**h);
         let admitted = admit(heap, size, &req);
-        let len = 1 + admitted.as_ref().map_or_else(String::len, |&n| n);
+        let len = 1 + match &admitted {
+            Ok(n) => *n,
+            // A refusal is rare: its text is made again for the answer.
+            Err(why) => why.to_string().len(),
+        };
         let lane = response_key(self.comm, id);
         if !room(lane, len) {
             return None;
@@ -307,7 +341,7 @@ struct InFlight {
 
 impl GroupInner {
     /// This rank's heap, or why there is none.
-    fn heap(&self, op: &str) -> Result<&Arc<Heap>> {
+    fn heap(&self, op: &'static str) -> Result<&Arc<Heap>> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
@@ -319,7 +353,7 @@ impl GroupInner {
     }
 
     /// The heap, checked for `op` on `rank`'s `n` bytes at `offset`.
-    fn heap_for(&self, op: &str, rank: u32, offset: usize, n: usize) -> Result<&Arc<Heap>> {
+    fn heap_for(&self, op: &'static str, rank: u32, offset: usize, n: usize) -> Result<&Arc<Heap>> {
         let heap = self.heap(op)?;
         if rank >= self.world {
             return Err(Error::InvalidArgument(format!(
@@ -329,7 +363,7 @@ impl GroupInner {
             )));
         }
         match heap.outside(op, offset, n) {
-            Some(why) => Err(Error::InvalidArgument(why)),
+            Some(why) => Err(Error::InvalidArgument(why.to_string())),
             None => Ok(heap),
         }
     }
@@ -494,21 +528,21 @@ impl GroupInner {
     /// bytes); the previous value.
     pub(crate) fn heap_atomic(
         &self,
-        name: &str,
+        name: &'static str,
         dst: u32,
         offset: usize,
         req: Request<'_>,
     ) -> Result<u64> {
         let heap = self.heap_for(name, dst, offset, 0)?;
         if let Some(why) = heap.not_a_word(name, offset) {
-            return Err(Error::InvalidArgument(why));
+            return Err(Error::InvalidArgument(why.to_string()));
         }
         if dst == self.rank {
-            let prev = apply(heap, &req).map_err(Error::InvalidArgument)?;
+            let prev = apply(heap, &req).map_err(|why| Error::InvalidArgument(why.to_string()))?;
             return Ok(u64_of(&prev));
         }
         if let Some(peer) = self.mapped_live(name, dst)? {
-            let prev = apply(peer, &req).map_err(Error::InvalidArgument)?;
+            let prev = apply(peer, &req).map_err(|why| Error::InvalidArgument(why.to_string()))?;
             return Ok(u64_of(&prev));
         }
         let id = self.next_id();
@@ -532,7 +566,12 @@ impl GroupInner {
         Ok(u64_of(body))
     }
 
-    pub(crate) fn heap_local(&self, op: &str, offset: usize, n: usize) -> Result<&Arc<Heap>> {
+    pub(crate) fn heap_local(
+        &self,
+        op: &'static str,
+        offset: usize,
+        n: usize,
+    ) -> Result<&Arc<Heap>> {
         self.heap_for(op, self.rank, offset, n)
     }
 }
@@ -610,7 +649,7 @@ impl super::ProcessGroup {
         let inner = self.inner();
         let heap = inner.heap_local("atomic_load", offset, 0)?;
         if let Some(why) = heap.not_a_word("atomic_load", offset) {
-            return Err(Error::InvalidArgument(why));
+            return Err(Error::InvalidArgument(why.to_string()));
         }
         Ok(heap.word(offset).load(Ordering::SeqCst))
     }
@@ -649,13 +688,17 @@ mod tests {
             offset: u64::MAX,
             len: 2,
         };
-        assert!(apply(&heap, &far).unwrap_err().contains("heap of 16 bytes"));
+        assert!(apply(&heap, &far)
+            .unwrap_err()
+            .to_string()
+            .contains("heap of 16 bytes"));
         let odd = Request::FetchAdd {
             offset: 4,
             value: 1,
         };
         assert!(apply(&heap, &odd)
             .unwrap_err()
+            .to_string()
             .contains("not 8-byte aligned"));
         // A caller whose heap is another size, or a rank without one.
         let (_, answer) = answer_to(Some(&heap), 1, &cas).unwrap();

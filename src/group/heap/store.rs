@@ -15,6 +15,7 @@
 
 use super::super::{GroupInner, ProcessGroup};
 use super::share::Exchange;
+use super::Refusal;
 use crate::error::{Error, Result};
 use meshwork_transport::{LinkKind, SharedRegion};
 use std::sync::atomic::AtomicU64;
@@ -113,23 +114,26 @@ impl Heap {
     }
 
     /// Why `n` bytes at `offset` are not in the heap, if they are not.
-    pub(super) fn outside(&self, op: &str, offset: usize, n: usize) -> Option<String> {
+    pub(super) fn outside(&self, op: &'static str, offset: usize, n: usize) -> Option<Refusal> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => None,
-            _ => Some(format!(
-                "{op}: {n} bytes at offset {offset} do not fit in the heap of {} bytes",
-                self.len
-            )),
+            _ => Some(Refusal::Outside {
+                op,
+                offset,
+                n,
+                heap: self.len,
+            }),
         }
     }
 
     /// Why the word at `offset` cannot be used atomically, if it cannot.
-    pub(super) fn not_a_word(&self, op: &str, offset: usize) -> Option<String> {
+    pub(super) fn not_a_word(&self, op: &'static str, offset: usize) -> Option<Refusal> {
         if !offset.is_multiple_of(8) {
-            return Some(format!(
-                "{op}: offset {offset} is not 8-byte aligned (heap of {} bytes)",
-                self.len
-            ));
+            return Some(Refusal::Misaligned {
+                op,
+                offset,
+                heap: self.len,
+            });
         }
         self.outside(op, offset, 8)
     }

@@ -29,8 +29,10 @@
 //! closes the link. Sealing happens where the link's wire order is decided
 //! (under its lock), so nonce order is wire order.
 
+use crate::wire::frame::FrameError;
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, LaneKind, Payload};
+use boring::error::ErrorStack;
 use boring::symm::{Cipher, Crypter, Mode};
 use std::sync::Arc;
 
@@ -38,6 +40,61 @@ use std::sync::Arc;
 pub(crate) const TAG_LEN: usize = 16;
 /// Bytes an envelope adds to a frame: the outer header and the tag.
 pub(crate) const SEAL_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+
+/// Why this side could not seal a frame or a record: a failure here,
+/// never the peer's doing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SealError {
+    /// A control frame handed over with a payload (a bug on this side:
+    /// only data frames carry one).
+    #[error("sealing: a {0:?} frame with a payload")]
+    PayloadOnControl(FrameType),
+    /// AES-256-GCM failed in BoringSSL while sealing.
+    #[error("sealing: {0}")]
+    Crypto(ErrorStack),
+}
+
+/// Why an envelope (or a sealed record) does not open. Every variant but
+/// the last two says what the peer, or whoever sits between, sent:
+/// nothing of it may be acted on, and a link closes over it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AuthError {
+    /// An envelope too short to hold a frame header and a tag.
+    #[error("an envelope of {len} bytes (a header and a tag need {})", HEADER_LEN + TAG_LEN)]
+    ShortEnvelope { len: usize },
+    /// A tag that does not verify: the envelope was altered, inserted,
+    /// replayed, reordered, sealed under another key, or one before it
+    /// was dropped.
+    #[error("a frame that fails authentication")]
+    Forged,
+    /// AES-256-GCM refused to open the envelope (the same causes as
+    /// [`Forged`](Self::Forged), as BoringSSL reports them).
+    #[error("a frame that fails authentication ({0})")]
+    ForgedCipher(ErrorStack),
+    /// An authentic envelope whose frame header is malformed: the peer
+    /// itself sent it.
+    #[error("an authentic frame with a malformed header: {0}")]
+    BadHeader(FrameError),
+    /// An authentic envelope whose payload is not the length its header
+    /// says (a control frame carries none).
+    #[error("an envelope of {carried} payload bytes for a frame of {claimed}")]
+    LengthMismatch { carried: usize, claimed: u64 },
+    /// A sealed record too short to hold its tag.
+    #[error("a sealed record of {len} bytes (its tag alone is {TAG_LEN})")]
+    ShortRecord { len: usize },
+    /// A sealed record that does not open: altered, sealed under another
+    /// key, or for another place or context.
+    #[error("a record that does not open ({0})")]
+    ForgedRecord(ErrorStack),
+    /// AES-256-GCM could not be set up here to open it (this side's
+    /// failure, not the peer's).
+    #[error("opening: {0}")]
+    Crypto(ErrorStack),
+    /// An encrypted envelope handed to [`Opener::verify`] (a bug on this
+    /// side: only authenticated envelopes open where they lie).
+    #[error("an encrypted envelope opened in place")]
+    EncryptedInPlace,
+}
 
 /// What a link's envelopes protect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +131,8 @@ fn same_tag(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn crypter(mode: Mode, key: &[u8; 32], nonce: u64) -> Result<Crypter, String> {
-    Crypter::new(Cipher::aes_256_gcm(), mode, key, Some(&iv(nonce))).map_err(|e| e.to_string())
+fn crypter(mode: Mode, key: &[u8; 32], nonce: u64) -> Result<Crypter, ErrorStack> {
+    Crypter::new(Cipher::aes_256_gcm(), mode, key, Some(&iv(nonce)))
 }
 
 /// A frame in its envelope, ready for the wire: `head` (outer and inner
@@ -124,12 +181,12 @@ impl Envelope {
 }
 
 /// The outer and inner headers of frame `h` carrying `n` payload bytes.
-fn heads(h: &Header, n: usize) -> Result<[u8; 2 * HEADER_LEN], String> {
+fn heads(h: &Header, n: usize) -> Result<[u8; 2 * HEADER_LEN], SealError> {
     let mut inner = *h;
     if h.ftype == FrameType::Data {
         inner.len = n as u64;
     } else if n != 0 {
-        return Err(format!("a {:?} frame with a payload", h.ftype));
+        return Err(SealError::PayloadOnControl(h.ftype));
     }
     let outer = Header {
         ftype: FrameType::Data,
@@ -178,14 +235,14 @@ impl Sealer {
         h: &Header,
         parts: &[&[u8]],
         pool: &Arc<BufferPool>,
-    ) -> Result<Envelope, String> {
+    ) -> Result<Envelope, SealError> {
         let n: usize = parts.iter().map(|p| p.len()).sum();
         let head = heads(h, n)?;
         let (cipher, tag) = match self.protect {
             Protect::Authenticate => (None, mac(&self.key, self.next, &head[HEADER_LEN..], parts)),
             Protect::Encrypt => {
-                let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
-                let mut c = crypter(Mode::Encrypt, &self.key, self.next)?;
+                let err = SealError::Crypto;
+                let mut c = crypter(Mode::Encrypt, &self.key, self.next).map_err(err)?;
                 c.aad_update(&head[HEADER_LEN..]).map_err(err)?;
                 // The cipher may write up to a block more than it is given.
                 let mut out = pool.take_filled(n + 16);
@@ -236,23 +293,26 @@ impl Opener {
         world: u32,
         max_len: u64,
         pool: &Arc<BufferPool>,
-    ) -> Result<(Header, Payload), String> {
+    ) -> Result<(Header, Payload), AuthError> {
         if body.len() < HEADER_LEN + TAG_LEN {
-            return Err(format!("an envelope of {} bytes", body.len()));
+            return Err(AuthError::ShortEnvelope { len: body.len() });
         }
         let n = body.len() - HEADER_LEN - TAG_LEN;
-        let (inner, rest) = body.split_at(HEADER_LEN);
+        let Some((inner, rest)) = body.split_first_chunk::<HEADER_LEN>() else {
+            return Err(AuthError::ShortEnvelope { len: body.len() });
+        };
         let (payload, tag) = rest.split_at(n);
-        let err = |e: boring::error::ErrorStack| format!("a frame that fails authentication ({e})");
+        let err = AuthError::ForgedCipher;
         let plain = match self.protect {
             Protect::Authenticate => {
                 if !same_tag(&mac(&self.key, self.next, inner, &[payload]), tag) {
-                    return Err("a frame that fails authentication".into());
+                    return Err(AuthError::Forged);
                 }
                 None
             }
             Protect::Encrypt => {
-                let mut c = crypter(Mode::Decrypt, &self.key, self.next)?;
+                let mut c =
+                    crypter(Mode::Decrypt, &self.key, self.next).map_err(AuthError::Crypto)?;
                 c.aad_update(inner).map_err(err)?;
                 c.set_tag(tag).map_err(err)?;
                 let mut out = pool.take_filled(n + 16);
@@ -264,14 +324,7 @@ impl Opener {
         };
         // Authentic from here on.
         self.next += 1;
-        let head: &[u8; HEADER_LEN] = inner.try_into().map_err(|_| "header")?;
-        let h = Header::decode(head, world, max_len).map_err(|e| e.to_string())?;
-        let expect = if h.ftype == FrameType::Data { h.len } else { 0 };
-        if expect != n as u64 {
-            return Err(format!(
-                "an envelope of {n} payload bytes for a frame of {expect}"
-            ));
-        }
+        let h = authentic_header(inner, n, world, max_len)?;
         let payload = match plain {
             Some(p) => {
                 pool.give(body);
@@ -306,25 +359,37 @@ impl Opener {
         tag: &[u8],
         world: u32,
         max_len: u64,
-    ) -> Result<Header, String> {
+    ) -> Result<Header, AuthError> {
         if self.protect != Protect::Authenticate {
-            return Err("an encrypted envelope opened in place".into());
+            return Err(AuthError::EncryptedInPlace);
         }
         if !same_tag(&mac(&self.key, self.next, inner, parts), tag) {
-            return Err("a frame that fails authentication".into());
+            return Err(AuthError::Forged);
         }
         // Authentic from here on.
         self.next += 1;
-        let h = Header::decode(inner, world, max_len).map_err(|e| e.to_string())?;
         let n: usize = parts.iter().map(|p| p.len()).sum();
-        let expect = if h.ftype == FrameType::Data { h.len } else { 0 };
-        if expect != n as u64 {
-            return Err(format!(
-                "an envelope of {n} payload bytes for a frame of {expect}"
-            ));
-        }
-        Ok(h)
+        authentic_header(inner, n, world, max_len)
     }
+}
+
+/// The header of an authentic envelope that carried `n` payload bytes,
+/// if it is well formed and says that length (a control frame, none).
+fn authentic_header(
+    inner: &[u8; HEADER_LEN],
+    n: usize,
+    world: u32,
+    max_len: u64,
+) -> Result<Header, AuthError> {
+    let h = Header::decode(inner, world, max_len).map_err(AuthError::BadHeader)?;
+    let claimed = if h.ftype == FrameType::Data { h.len } else { 0 };
+    if claimed != n as u64 {
+        return Err(AuthError::LengthMismatch {
+            carried: n,
+            claimed,
+        });
+    }
+    Ok(h)
 }
 
 /// One AES-256-GCM record outside a link (the seed's welcome and what
@@ -335,9 +400,9 @@ pub(crate) fn seal_record(
     nonce: u64,
     aad: &[u8],
     plain: &[u8],
-) -> Result<Vec<u8>, String> {
-    let err = |e: boring::error::ErrorStack| format!("sealing: {e}");
-    let mut c = crypter(Mode::Encrypt, key, nonce)?;
+) -> Result<Vec<u8>, SealError> {
+    let err = SealError::Crypto;
+    let mut c = crypter(Mode::Encrypt, key, nonce).map_err(err)?;
     c.aad_update(aad).map_err(err)?;
     let mut out = vec![0u8; plain.len() + 16 + TAG_LEN];
     let mut at = c.update(plain, &mut out).map_err(err)?;
@@ -354,13 +419,13 @@ pub(crate) fn open_record(
     nonce: u64,
     aad: &[u8],
     sealed: &[u8],
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, AuthError> {
     if sealed.len() < TAG_LEN {
-        return Err(format!("a sealed record of {} bytes", sealed.len()));
+        return Err(AuthError::ShortRecord { len: sealed.len() });
     }
     let (body, tag) = sealed.split_at(sealed.len() - TAG_LEN);
-    let err = |e: boring::error::ErrorStack| format!("a record that does not open ({e})");
-    let mut c = crypter(Mode::Decrypt, key, nonce)?;
+    let err = AuthError::ForgedRecord;
+    let mut c = crypter(Mode::Decrypt, key, nonce).map_err(AuthError::Crypto)?;
     c.aad_update(aad).map_err(err)?;
     c.set_tag(tag).map_err(err)?;
     let mut out = vec![0u8; body.len() + 16];

@@ -18,6 +18,7 @@ mod dispatch;
 mod lanes;
 mod latch;
 mod pipe;
+mod protocol;
 #[cfg(test)]
 mod sim;
 mod transport;
@@ -31,6 +32,7 @@ pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
 pub use pipe::world as pipe_world;
+pub(crate) use protocol::{Carried, ProtocolError};
 pub use transport::LinkTransport;
 pub(crate) use watch::Watch;
 

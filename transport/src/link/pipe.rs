@@ -7,7 +7,7 @@
 //! star, a hypercube, a circulant) and exercise its relays.
 
 use super::{Core, CoreConfig, Gone, Link, LinkTransport, Next};
-use crate::route::Shape;
+use crate::route::{Shape, ShapeError};
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
@@ -133,9 +133,9 @@ impl Link for PipeLink {
 /// A world of `world` ranks in this process shaped as `shape`: rank `r`'s
 /// transport is element `r`; only linked ranks share a queue, the others'
 /// frames are relayed. `Err`: a shape the world cannot take.
-pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, String> {
+pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, ShapeError> {
     if world == 0 {
-        return Err("a world needs at least one rank".into());
+        return Err(ShapeError::NoRanks);
     }
     if world > 1 {
         shape.check(world)?;

@@ -25,7 +25,9 @@
 //! payloads its messages sent over the sidecar.
 
 use super::Order;
-use crate::link::{heartbeat_interval, Budget, Core, Latch, Next, Reservation, Watch};
+use crate::link::{
+    heartbeat_interval, Budget, Carried, Core, Latch, Next, ProtocolError, Reservation, Watch,
+};
 use crate::tcp::{readable_in, Serviced, TcpLink};
 use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
@@ -68,6 +70,45 @@ const CLOSE_IDLE: Duration = Duration::from_millis(500);
 pub(crate) const WAKE: mio::Token = mio::Token(0);
 const SOCKET: mio::Token = mio::Token(1);
 const SIDECAR: mio::Token = mio::Token(2);
+
+/// Why a QUIC link's connection ended other than in order (its peer's
+/// ranks are then gone, unless this side was closing anyway).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkFailure {
+    /// The peer broke the protocol.
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
+    /// quiche could not make a datagram to send.
+    #[error("QUIC send: {0}")]
+    Send(quiche::Error),
+    /// quiche refused bytes for one of this side's streams.
+    #[error("QUIC stream {id}: {source}")]
+    StreamSend { id: u64, source: quiche::Error },
+    /// quiche could not read one of the peer's streams (reset by the
+    /// peer, or past the flow control it was given).
+    #[error("QUIC stream {id} unreadable: {source}")]
+    StreamRecv { id: u64, source: quiche::Error },
+    /// Polling the link's sockets failed.
+    #[error("poll: {0}")]
+    Poll(std::io::Error),
+    /// The peer's sidecar ended while its QUIC connection was open.
+    #[error("the sidecar ended")]
+    SidecarEnded,
+    /// The peer closed the connection with an error.
+    #[error("closed by the peer: code {code:#x} {reason}")]
+    ClosedByPeer { code: u64, reason: String },
+    /// quiche closed the connection on this side (a transport error it
+    /// found in what the peer sent).
+    #[error("closed on this side: {} error {code:#x} {reason}", if *.is_app { "application" } else { "transport" })]
+    ClosedHere {
+        is_app: bool,
+        code: u64,
+        reason: String,
+    },
+    /// Nothing came from the peer for quiche's idle timeout.
+    #[error("idle timeout")]
+    IdleTimeout,
+}
 
 /// An item for a link's thread.
 #[derive(Debug)]
@@ -219,7 +260,7 @@ impl QLink {
 
     /// After an application thread worked the engine: hand a failure to
     /// the thread, and wake it if a timer now falls before its wake-up.
-    fn after_work(&self, e: &mut Engine, res: Result<(), String>) {
+    fn after_work(&self, e: &mut Engine, res: Result<(), LinkFailure>) {
         if let Err(x) = res {
             e.fatal.get_or_insert(x);
         }
@@ -354,7 +395,7 @@ struct Engine {
     /// Since when an acknowledgement is owed and held back.
     ack_owed: Option<Instant>,
     /// A failure an application thread met, for the thread to act on.
-    fatal: Option<String>,
+    fatal: Option<LinkFailure>,
     /// When the thread will wake up on its own.
     planned: Instant,
 }
@@ -404,13 +445,13 @@ impl Engine {
     }
 
     /// Send up to a burst of datagrams.
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), LinkFailure> {
         self.ack_owed = None;
         for _ in 0..BURST {
             let n = match self.io.conn.send(&mut self.sbuf) {
                 Ok((n, _)) => n,
                 Err(quiche::Error::Done) => return Ok(()),
-                Err(e) => return Err(format!("QUIC send: {e}")),
+                Err(e) => return Err(LinkFailure::Send(e)),
             };
             match self.io.socket.send(&self.sbuf[..n]) {
                 Ok(_) => self.last_sent = Instant::now(),
@@ -456,14 +497,14 @@ impl Engine {
 
     /// Hand queued bytes to quiche, stream by stream, as far as its flow
     /// control allows.
-    fn write_streams(&mut self, link: &QLink) -> Result<(), String> {
+    fn write_streams(&mut self, link: &QLink) -> Result<(), LinkFailure> {
         for index in 0..self.out.len() {
             let id = self.io.stream_id(index as u64);
             while let Some(chunk) = self.out[index].front_mut() {
                 let n = match self.io.conn.stream_send(id, chunk.bytes.as_ref(), false) {
                     Ok(n) => n,
                     Err(quiche::Error::Done) => 0,
-                    Err(e) => return Err(format!("QUIC stream {id}: {e}")),
+                    Err(source) => return Err(LinkFailure::StreamSend { id, source }),
                 };
                 self.opened[index] = true;
                 chunk.bytes.advance(n);
@@ -485,7 +526,7 @@ impl Engine {
     /// about to follow carries it, or it goes out `ACK_DELAY` later, or
     /// with the next datagrams. One datagram per message fewer, and one
     /// wake-up of the peer's thread fewer.
-    fn pump(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), String> {
+    fn pump(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), LinkFailure> {
         let got = self.recv();
         if self.io.conn.timeout() == Some(Duration::ZERO) {
             self.io.conn.on_timeout();
@@ -508,13 +549,18 @@ impl Engine {
 
     /// Read every stream that has data (and retry those waiting for the
     /// sidecar). `Err`: a protocol error; the link must close.
-    fn read_streams(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), String> {
+    fn read_streams(
+        &mut self,
+        core: &Core,
+        link: &QLink,
+        order: &Order,
+    ) -> Result<(), LinkFailure> {
         let ids: Vec<u64> = self.io.conn.readable().collect();
         for id in ids {
             // Only the peer's unidirectional streams carry frames.
             let theirs = if self.io.dialer { 3 } else { 2 };
             if id % 4 != theirs || id / 4 >= STREAMS {
-                return Err(format!("frames on unexpected stream {id}"));
+                return Err(ProtocolError::UnexpectedStream { id }.into());
             }
             let s = self.streams.entry(id).or_insert_with(|| StreamRx {
                 // A frame of the threshold or more belongs on the sidecar.
@@ -547,7 +593,7 @@ impl Engine {
         link: &QLink,
         order: &Order,
         keep_alive: Duration,
-    ) -> Option<Option<String>> {
+    ) -> Option<Option<LinkFailure>> {
         if let Some(e) = self.fatal.take() {
             return Some(Some(self.fail(e)));
         }
@@ -557,7 +603,7 @@ impl Engine {
         if self.sidecar_ended && self.closing.is_none() {
             // Every payload the sidecar brought has been matched above;
             // descriptors still waiting will never be.
-            return Some(Some(self.fail("the sidecar ended".into())));
+            return Some(Some(self.fail(LinkFailure::SidecarEnded)));
         }
         if let Some(until) = self.closing {
             let drained = self.out.iter().all(VecDeque::is_empty);
@@ -597,24 +643,27 @@ impl Engine {
         Some(match self.io.conn.peer_error() {
             // The peer closed its end in order; its sidecar's end ends it.
             Some(e) if e.is_app && e.error_code == 0 => None,
-            Some(e) => Some(format!(
-                "closed by the peer: code {:#x} {}",
-                e.error_code,
-                String::from_utf8_lossy(&e.reason)
-            )),
+            Some(e) => Some(LinkFailure::ClosedByPeer {
+                code: e.error_code,
+                reason: String::from_utf8_lossy(&e.reason).into_owned(),
+            }),
             None => Some(
                 self.io
                     .conn
                     .local_error()
-                    .map_or("idle timeout".to_string(), |e| format!("{e:?}")),
+                    .map_or(LinkFailure::IdleTimeout, |e| LinkFailure::ClosedHere {
+                        is_app: e.is_app,
+                        code: e.error_code,
+                        reason: String::from_utf8_lossy(&e.reason).into_owned(),
+                    }),
             ),
         })
     }
 
     /// Close the connection over a failure; returns it.
-    fn fail(&mut self, e: String) -> String {
+    fn fail(&mut self, e: LinkFailure) -> LinkFailure {
         tracing::debug!(peer = self.io.peer, "closing the QUIC link: {e}");
-        let _ = self.io.conn.close(true, 0x1, e.as_bytes());
+        let _ = self.io.conn.close(true, 0x1, e.to_string().as_bytes());
         let _ = self.flush();
         e
     }
@@ -628,7 +677,7 @@ fn read_stream(
     s: &mut StreamRx,
     core: &Core,
     order: &Order,
-) -> Result<(), String> {
+) -> Result<(), LinkFailure> {
     let (peer, index) = (io.peer, (id / 4) as usize);
     loop {
         if let Some((h, buf)) = s.asm.take_frame() {
@@ -642,17 +691,17 @@ fn read_stream(
         let (n, fin) = match io.conn.stream_recv(id, s.asm.space()) {
             Ok(x) => x,
             Err(quiche::Error::Done) => return Ok(()),
-            Err(e) => return Err(format!("stream {id}: {e}")),
+            Err(source) => return Err(LinkFailure::StreamRecv { id, source }),
         };
         if let Some(h) = s.asm.body_header() {
             core.progress(peer, h.src);
         }
-        let header = s.asm.advance(n).map_err(|e| e.to_string())?;
+        let header = s.asm.advance(n).map_err(ProtocolError::from)?;
         if fin {
             s.ended = true;
             if s.asm.mid_frame() {
                 s.asm.discard(&core.pool);
-                return Err(format!("stream {id} ended inside a frame"));
+                return Err(ProtocolError::EndedInsideFrame { id }.into());
             }
         }
         let Some(h) = header else { continue };
@@ -664,11 +713,11 @@ fn read_stream(
         }
         match core.on_header(peer, h) {
             Next::Body(h) if s.ended && h.len > 0 => {
-                return Err(format!("stream {id} ended inside a frame"))
+                return Err(ProtocolError::EndedInsideFrame { id }.into())
             }
             Next::Body(h) => s.asm.start_body(h, &core.pool),
             Next::Continue => {}
-            Next::End => return Err("a data frame this link may not carry".into()),
+            Next::End => return Err(ProtocolError::NotCarried(Carried::DataFrame).into()),
         }
     }
 }
@@ -743,7 +792,7 @@ pub(crate) fn run(
         };
         if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != ErrorKind::Interrupted {
-                break Some(format!("poll: {e}"));
+                break Some(LinkFailure::Poll(e));
             }
         }
         side_readable = readable_in(&events, SIDECAR);

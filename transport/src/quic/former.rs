@@ -47,9 +47,9 @@ fn unspecified(addr: &SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-pub(crate) fn random_cid() -> Result<quiche::ConnectionId<'static>, String> {
+pub(crate) fn random_cid() -> Result<quiche::ConnectionId<'static>, getrandom::Error> {
     let mut id = [0u8; quiche::MAX_CONN_ID_LEN];
-    getrandom::getrandom(&mut id).map_err(|e| e.to_string())?;
+    getrandom::getrandom(&mut id)?;
     Ok(quiche::ConnectionId::from_vec(id.to_vec()))
 }
 
@@ -199,7 +199,7 @@ impl Former {
         size_buffers(&socket2::SockRef::from(&s));
         let local = s.local_addr().map_err(|e| fail(peer, e))?;
         let mut socket = mio::net::UdpSocket::from_std(s);
-        let scid = random_cid().map_err(|e| fail(peer, e))?;
+        let scid = random_cid().map_err(|e| fail(peer, format!("QUIC connection id: {e}")))?;
         let name = tls::rank_name(peer);
         let conn = quiche::connect(Some(&name), &scid, local, addr, &mut self.config)
             .map_err(|e| fail(peer, format!("QUIC: {e}")))?;
@@ -286,16 +286,22 @@ impl Former {
                 return;
             }
         };
-        let accepted = random_cid().map_err(|e| e.to_string()).and_then(|scid| {
-            quiche::accept(&scid, None, local, from, &mut self.config).map_err(|e| e.to_string())
-        });
-        let mut conn = match accepted {
-            Ok(c) => c,
+        let accepted = match random_cid() {
+            Ok(scid) => match quiche::accept(&scid, None, local, from, &mut self.config) {
+                Ok(conn) => Some(conn),
+                Err(e) => {
+                    tracing::debug!(%from, "QUIC accept: {e}");
+                    None
+                }
+            },
             Err(e) => {
-                tracing::debug!(%from, "QUIC accept: {e}");
-                let _ = self.poll.registry().deregister(&mut socket);
-                return;
+                tracing::debug!(%from, "QUIC accept: no connection id: {e}");
+                None
             }
+        };
+        let Some(mut conn) = accepted else {
+            let _ = self.poll.registry().deregister(&mut socket);
+            return;
         };
         let info = quiche::RecvInfo { from, to: local };
         let _ = conn.recv(&mut self.buf[..n], info);

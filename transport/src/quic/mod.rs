@@ -36,7 +36,7 @@ mod tests;
 use crate::auth::handshake;
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{self, FormationError};
-use crate::link::{Core, Gone, Link, LinkTransport, Reservation, Sink};
+use crate::link::{Core, Gone, Link, LinkTransport, ProtocolError, Reservation, Sink};
 use crate::spec::Spec;
 use crate::tcp::TcpLink;
 use crate::wire::{FrameType, Header};
@@ -259,7 +259,7 @@ impl Order {
         s: usize,
         h: Header,
         payload: Option<Payload>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtocolError> {
         lock(&self.inn).frame(core, peer, s, h, payload)
     }
 }
@@ -566,16 +566,25 @@ pub(crate) fn idle_timeout(timeout: Duration) -> Duration {
     (timeout * 3).max(Duration::from_secs(10))
 }
 
+/// Why a rank's QUIC configuration could not be made (a failure here).
+#[derive(Debug, thiserror::Error)]
+enum ConfigError {
+    /// BoringSSL refused the rank's leaf, key or TLS settings.
+    #[error("TLS context: {0}")]
+    Tls(#[from] boring::error::ErrorStack),
+    /// quiche refused the TLS context or the ALPN.
+    #[error("{0}")]
+    Quiche(#[from] quiche::Error),
+}
+
 fn quiche_config(
     identity: &RankIdentity,
     timeout: Duration,
     loopback: bool,
-) -> Result<quiche::Config, String> {
-    let ctx = identity.ssl_context().map_err(|e| e.to_string())?;
-    let mut c = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx)
-        .map_err(|e| e.to_string())?;
-    c.set_application_protos(&[ALPN])
-        .map_err(|e| e.to_string())?;
+) -> Result<quiche::Config, ConfigError> {
+    let ctx = identity.ssl_context()?;
+    let mut c = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx)?;
+    c.set_application_protos(&[ALPN])?;
     // quiche's defaults would stall or never notice a dead peer: every
     // window is 0 and the idle timeout is off. Windows: 16 MiB a stream,
     // 64 MiB a connection (payloads over the threshold take the sidecar,

@@ -22,7 +22,7 @@
 //! far below 2^16 (the links' byte budgets bound them), so the 16-bit
 //! counter never wraps onto a payload still in flight.
 
-use crate::link::{Core, Gone, Next};
+use crate::link::{Carried, Core, Gone, Next, ProtocolError};
 use crate::wire::{FrameType, Header};
 use crate::Payload;
 use std::collections::{HashMap, VecDeque};
@@ -140,10 +140,15 @@ impl In {
         s: usize,
         h: Header,
         payload: Option<Payload>,
-    ) -> Result<(), String> {
-        let st = self.streams.get_mut(s).ok_or("no such stream")?;
+    ) -> Result<(), ProtocolError> {
+        let st = self
+            .streams
+            .get_mut(s)
+            .ok_or(ProtocolError::NoSuchStream { index: s })?;
         if st.frames.len() >= MAX_WAITING {
-            return Err("too many frames waiting for sidecar payloads".into());
+            return Err(ProtocolError::FramesWithoutPayloads {
+                waiting: st.frames.len(),
+            });
         }
         st.frames.push_back((h, payload));
         st.deliver(core, peer, &mut self.gone_marks)
@@ -163,10 +168,15 @@ impl In {
         s: usize,
         h: Header,
         payload: Payload,
-    ) -> Result<(), String> {
-        let st = self.streams.get_mut(s).ok_or("no such stream")?;
+    ) -> Result<(), ProtocolError> {
+        let st = self
+            .streams
+            .get_mut(s)
+            .ok_or(ProtocolError::NoSuchStream { index: s })?;
         if st.payloads.len() >= MAX_WAITING {
-            return Err("too many sidecar payloads waiting for their frames".into());
+            return Err(ProtocolError::PayloadsWithoutFrames {
+                waiting: st.payloads.len(),
+            });
         }
         st.payloads.push_back((h, payload));
         st.deliver(core, peer, &mut self.gone_marks)
@@ -179,7 +189,7 @@ impl InStream {
         core: &Core,
         peer: u32,
         gone_marks: &mut HashMap<(u32, u32, u32), usize>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtocolError> {
         loop {
             if self
                 .frames
@@ -193,7 +203,7 @@ impl InStream {
                 match payload {
                     Some(p) => {
                         if !core.on_data(peer, h, p) {
-                            return Err("a frame this link may not carry".into());
+                            return Err(ProtocolError::NotCarried(Carried::Frame));
                         }
                     }
                     None if h.ftype == FrameType::PeerGone => {
@@ -201,7 +211,7 @@ impl InStream {
                         // ranks this link may speak of, by the kind it
                         // says (so what is held is bounded by the world).
                         if !core.may_tell_gone(peer, &h) {
-                            return Err("a peer-gone notice this link may not carry".into());
+                            return Err(ProtocolError::NotCarried(Carried::PeerGone));
                         }
                         let mark = (h.src, Gone::from_aux(h.aux) as u32, h.dst);
                         let marks = gone_marks.entry(mark).or_insert(0);
@@ -209,13 +219,13 @@ impl InStream {
                         if *marks == super::engine::STREAMS as usize {
                             gone_marks.remove(&mark);
                             if matches!(core.on_header(peer, h), Next::End) {
-                                return Err("a peer-gone notice this link may not carry".into());
+                                return Err(ProtocolError::NotCarried(Carried::PeerGone));
                             }
                         }
                     }
                     None => {
                         if matches!(core.on_header(peer, h), Next::End) {
-                            return Err("the peer ended the link".into());
+                            return Err(ProtocolError::Ended);
                         }
                     }
                 }
@@ -232,7 +242,7 @@ impl InStream {
                 self.payloads_done = self.payloads_done.wrapping_add(1);
                 debug_assert_eq!(h.ftype, FrameType::Data);
                 if !core.on_data(peer, h, payload) {
-                    return Err("a payload this link may not carry".into());
+                    return Err(ProtocolError::NotCarried(Carried::SidecarPayload));
                 }
                 continue;
             }

@@ -231,7 +231,7 @@ pub(crate) enum RecordError {
     #[error("a record that does not authenticate")]
     Forged,
     #[error("{0}")]
-    Seal(String),
+    Seal(crate::auth::seal::SealError),
 }
 
 /// The sealed records of one join (`auth::seal::seal_record`: AES-256-GCM)

@@ -126,6 +126,32 @@ pub(crate) fn probe() -> (u32, u64, [u8; 16]) {
     (std::process::id(), v.as_ptr() as u64, *v)
 }
 
+/// Why this process cannot read a peer's memory (it then takes no single
+/// copies from that peer).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SourceError {
+    /// The peer offered no probe value (it had no randomness to make one).
+    #[error("the peer has no probe")]
+    NoProbe,
+    /// The offered pid is not a pid here.
+    #[error("pid {0} out of range")]
+    PidRange(u32),
+    /// The kernel gave no pidfd for the pid (no such process, no
+    /// `pidfd_open` in this kernel, or no permission).
+    #[error("pidfd_open: {0}")]
+    PidfdOpen(io::Error),
+    /// The kernel returned a descriptor that is not one.
+    #[error("pidfd {0} out of range")]
+    PidfdRange(libc::c_long),
+    /// Reading the probe failed (ptrace permission: Yama, a container's
+    /// seccomp profile, another user).
+    #[error("process_vm_readv: {0}")]
+    Read(io::Error),
+    /// The probe read back another value, or the process is gone.
+    #[error("the pid names another process (another pid namespace?)")]
+    AnotherProcess,
+}
+
 /// A peer process this one may copy from.
 #[derive(Debug)]
 pub(crate) struct Source {
@@ -136,28 +162,28 @@ pub(crate) struct Source {
 impl Source {
     /// The peer that offered `pid` and a probe at `addr` holding `value`,
     /// if this process can read its memory; why not otherwise.
-    pub(crate) fn open(pid: u32, addr: u64, value: [u8; 16]) -> Result<Source, String> {
+    pub(crate) fn open(pid: u32, addr: u64, value: [u8; 16]) -> Result<Source, SourceError> {
         if value == [0; 16] {
-            return Err("the peer has no probe".into());
+            return Err(SourceError::NoProbe);
         }
-        let pid = libc::pid_t::try_from(pid).map_err(|_| "pid out of range".to_string())?;
+        let pid = libc::pid_t::try_from(pid).map_err(|_| SourceError::PidRange(pid))?;
         // SAFETY: pidfd_open takes a pid and flags and returns a new
         // descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         if fd < 0 {
-            return Err(format!("pidfd_open: {}", io::Error::last_os_error()));
+            return Err(SourceError::PidfdOpen(io::Error::last_os_error()));
         }
-        let fd = i32::try_from(fd).map_err(|_| "pidfd out of range".to_string())?;
+        let fd = i32::try_from(fd).map_err(|_| SourceError::PidfdRange(fd))?;
         // SAFETY: the descriptor was just returned to this process.
         let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
         let src = Source { pid, pidfd };
         let mut got = [0u8; 16];
         src.read(&[(addr, 16)], &mut [&mut got[..]])
-            .map_err(|e| format!("process_vm_readv: {e}"))?;
+            .map_err(SourceError::Read)?;
         // The pidfd was opened before the read: if the process is still
         // alive, the pid named it throughout.
         if got != value || !src.alive() {
-            return Err("the pid names another process (another pid namespace?)".into());
+            return Err(SourceError::AnotherProcess);
         }
         Ok(src)
     }

@@ -8,7 +8,7 @@
 //! [`Flusher`]'s state carried between turns). A per-link budget bounds
 //! what is queued here. The receiving side is `rx.rs`.
 
-use crate::auth::seal::{Envelope, Sealer, SEAL_OVERHEAD};
+use crate::auth::seal::{Envelope, SealError, Sealer, SEAL_OVERHEAD};
 use crate::link::{Budget, Core, Reservation};
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload, TransportError};
@@ -118,7 +118,7 @@ impl Wire {
         h: &Header,
         parts: &[&[u8]],
         pool: &Arc<BufferPool>,
-    ) -> Option<Result<Envelope, String>> {
+    ) -> Option<Result<Envelope, SealError>> {
         let sealer = self.sealer.as_ref()?;
         Some(
             sealer
