@@ -110,8 +110,9 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
             }
             let total = bytes / 4;
             let (mut a, mut b) = (vec![0f32; total], vec![0f32; total]);
+            let rank = g.rank() as usize;
             for (i, x) in a.iter_mut().enumerate() {
-                *x = val(g.rank() as usize, i);
+                *x = val(rank, i);
             }
             for _ in 0..2 {
                 call(&g, coll, &mut a, &mut b)?;
@@ -143,7 +144,7 @@ fn rank_main(sizes: &[usize], iters: &[usize], colls: &[String]) -> meshwork::Re
 /// Environment variables, as (name, value).
 type Env = &'static [(&'static str, &'static str)];
 
-const CONFIGS: [(&str, &str, Env); 10] = [
+const CONFIGS: [(&str, &str, Env); 12] = [
     ("quic", "mesh", &[("TRANSPORT", "quic"), ("SHM", "0")]),
     (
         "quic-only",
@@ -156,6 +157,18 @@ const CONFIGS: [(&str, &str, Env); 10] = [
     ),
     ("tcp", "mesh", &[("TRANSPORT", "tcp"), ("SHM", "0")]),
     ("star", "star", &[("TRANSPORT", "quic"), ("SHM", "0")]),
+    // The cost of frame authentication: as quic and tcp, with FRAME_AUTH=0
+    // (only when asked: --configs tcp,tcp-noauth).
+    (
+        "quic-noauth",
+        "mesh",
+        &[("TRANSPORT", "quic"), ("FRAME_AUTH", "0"), ("SHM", "0")],
+    ),
+    (
+        "tcp-noauth",
+        "mesh",
+        &[("TRANSPORT", "tcp"), ("FRAME_AUTH", "0"), ("SHM", "0")],
+    ),
     ("shm", "mesh", &[("SHM", "1")]),
     (
         "shm-ring",
@@ -257,8 +270,9 @@ fn main() {
         .iter()
         .filter(|(name, topology, _)| match &wanted {
             Some(w) => w.iter().any(|x| x == name),
-            // Sparse shapes only when asked (kregular:4 needs 5 ranks).
-            None => !["hypercube", "kregular:4"].contains(topology),
+            // Sparse shapes (kregular:4 needs 5 ranks) and the cost of
+            // authentication only when asked.
+            None => !["hypercube", "kregular:4"].contains(topology) && !name.ends_with("-noauth"),
         })
         .map(|&(name, topology, env)| {
             (name, meshwork_rows(topology, env, &s, &i, &colls.join(",")))
@@ -280,7 +294,7 @@ fn main() {
         columns.push(("ompi-sm", sm));
     }
     println!("# {} processes on loopback, float, sum; time in µs; busbw in GB/s (nccl-tests factors); #w = wrong elements", world());
-    println!("# with SHM=0 (the network links): quic: QUIC + TCP sidecar (default between hosts); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; ompi: Open MPI TCP");
+    println!("# with SHM=0 (the network links): quic: QUIC + TCP sidecar (default between hosts); quic-only: no sidecar; tcp: the TCP transport; star: quic in a star; -noauth: FRAME_AUTH=0 (frames not authenticated); ompi: Open MPI TCP");
     println!(
         "# shm: shared memory (the default on one host); shm-ring: without single copy (SHM_SINGLE_COPY=0); ompi-sm: Open MPI shared memory (vader)"
     );

@@ -53,8 +53,9 @@ use std::time::Instant;
 /// hello's topology word, and frames relayed by any rank of a sparse shape;
 /// version 10 the receive bounds' fingerprint in the settings word
 /// (`bounds_word`) and same-host rings as sealed memfds bound to the link
-/// (negotiation `mwshm003`).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// (negotiation `mwshm003`); version 11 GMAC in place of keyed BLAKE3 for
+/// the tags of authenticated frames (`seal.rs`).
+pub const PROTOCOL_VERSION: u32 = 11;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;
