@@ -99,8 +99,8 @@ pub(crate) enum AuthError {
     /// GMAC failed in AWS-LC while checking a tag (this side's failure).
     #[error("opening: {0}")]
     Tag(GmacError),
-    /// An encrypted envelope handed to [`Opener::verify`] (a bug on this
-    /// side: only authenticated envelopes open where they lie).
+    /// An encrypted envelope checked where it lies ([`Opener::begin`]; a
+    /// bug on this side: only authenticated envelopes can be).
     #[error("an encrypted envelope opened in place")]
     EncryptedInPlace,
 }
@@ -308,6 +308,53 @@ impl Sealer {
     }
 }
 
+impl Sealer {
+    /// On an authenticating link, frame `h` with an `n`-byte payload
+    /// sealed as it goes out: its outer and inner headers, and the tag
+    /// under way, through which the payload must then pass, in order,
+    /// before [`Tagging::finish`] gives the tag that follows it. The nonce
+    /// is spent: the caller writes the frame or ends the link. `None` on
+    /// an encrypting link.
+    pub(crate) fn begin(
+        &mut self,
+        h: &Header,
+        n: usize,
+    ) -> Option<Result<([u8; 2 * HEADER_LEN], Tagging<'_>), SealError>> {
+        let Keyed::Tag(gmac) = &mut self.keyed else {
+            return None;
+        };
+        let head = match heads(h, n) {
+            Ok(head) => head,
+            Err(e) => return Some(Err(e)),
+        };
+        let started = gmac
+            .start(&iv(self.next))
+            .and_then(|()| gmac.update(&head[HEADER_LEN..]));
+        if let Err(e) = started {
+            return Some(Err(SealError::Tag(e)));
+        }
+        self.next += 1;
+        Some(Ok((head, Tagging { gmac })))
+    }
+}
+
+/// A frame's tag under way on the sending side (see [`Sealer::begin`]).
+pub(crate) struct Tagging<'a> {
+    gmac: &'a mut Gmac,
+}
+
+impl Tagging<'_> {
+    /// The next bytes of the payload.
+    pub(crate) fn update(&mut self, bytes: &[u8]) -> Result<(), SealError> {
+        self.gmac.update(bytes).map_err(SealError::Tag)
+    }
+
+    /// The tag, to follow the payload on the wire.
+    pub(crate) fn finish(self) -> Result<[u8; TAG_LEN], SealError> {
+        self.gmac.finish().map_err(SealError::Tag)
+    }
+}
+
 /// One direction's opening side.
 pub(crate) struct Opener {
     keyed: Keyed,
@@ -386,34 +433,61 @@ impl Opener {
 }
 
 impl Opener {
-    /// Whether this link's envelopes can be opened where their payload
-    /// lies (authenticated, not encrypted), for [`verify`](Self::verify).
+    /// Whether this link's envelopes can be checked where their payload
+    /// lies (authenticated, not encrypted), for [`begin`](Self::begin).
     pub(crate) fn in_place(&self) -> bool {
         matches!(self.keyed, Keyed::Tag(_))
     }
 
-    /// Open an envelope whose parts were read apart: its frame header
-    /// `inner`, its payload `parts` (in order, where they lie), its `tag`.
-    /// Only for [`in_place`](Self::in_place) links. As with
-    /// [`open`](Self::open), nothing may be acted on before `Ok`.
-    pub(crate) fn verify(
-        &mut self,
+    /// Start checking the next envelope's tag while its bytes arrive
+    /// (only on [`in_place`](Self::in_place) links): every byte after the
+    /// outer header up to the tag goes through [`Checking::update`], in
+    /// wire order, then [`Checking::finish`] checks the tag. Abandoning it
+    /// spends nothing: the envelope can still be opened afterwards.
+    pub(crate) fn begin(&mut self) -> Result<Checking<'_>, AuthError> {
+        let Keyed::Tag(gmac) = &mut self.keyed else {
+            return Err(AuthError::EncryptedInPlace);
+        };
+        gmac.start(&iv(self.next)).map_err(AuthError::Tag)?;
+        Ok(Checking {
+            gmac,
+            next: &mut self.next,
+        })
+    }
+}
+
+/// An envelope's tag being checked as its bytes arrive (see
+/// [`Opener::begin`]).
+pub(crate) struct Checking<'a> {
+    gmac: &'a mut Gmac,
+    next: &'a mut u64,
+}
+
+impl Checking<'_> {
+    /// The envelope's next bytes (its inner header first, then its
+    /// payload).
+    pub(crate) fn update(&mut self, bytes: &[u8]) -> Result<(), AuthError> {
+        self.gmac.update(bytes).map_err(AuthError::Tag)
+    }
+
+    /// Whether `tag` is the tag of what was covered, which was the frame
+    /// header `inner` and an `n`-byte payload: the frame's header,
+    /// authentic from here on, or why not. Nothing may be acted on
+    /// before `Ok`.
+    pub(crate) fn finish(
+        self,
         inner: &[u8; HEADER_LEN],
-        parts: &[&[u8]],
+        n: usize,
         tag: &[u8],
         world: u32,
         max_len: u64,
     ) -> Result<Header, AuthError> {
-        let Keyed::Tag(gmac) = &mut self.keyed else {
-            return Err(AuthError::EncryptedInPlace);
-        };
-        let want = mac(gmac, self.next, inner, parts).map_err(AuthError::Tag)?;
+        let want = self.gmac.finish().map_err(AuthError::Tag)?;
         if !same_tag(&want, tag) {
             return Err(AuthError::Forged);
         }
         // Authentic from here on.
-        self.next += 1;
-        let n: usize = parts.iter().map(|p| p.len()).sum();
+        *self.next += 1;
         authentic_header(inner, n, world, max_len)
     }
 }
@@ -537,6 +611,62 @@ mod tests {
             mac(&mut under_link_key, 5, &[1; HEADER_LEN], &[&payload]).unwrap(),
             whole
         );
+    }
+
+    /// A frame tagged piece by piece as it goes out opens like any other;
+    /// checked as it arrives, it passes once, in its place, unaltered; an
+    /// abandoned check spends nothing.
+    #[test]
+    fn frames_tagged_and_checked_piece_by_piece_open_as_sealed() {
+        let pool = Arc::new(BufferPool::new());
+        let key = [4u8; 32];
+        let mut s = Sealer::new(key, Protect::Authenticate).unwrap();
+        let (mut whole, mut checked) = (
+            Opener::new(key, Protect::Authenticate).unwrap(),
+            Opener::new(key, Protect::Authenticate).unwrap(),
+        );
+        let payload: Vec<u8> = (0..5000u32).map(|i| (i % 241) as u8).collect();
+        for nonce in 0..3u64 {
+            let Some(Ok((head, mut tagging))) = s.begin(&data(nonce), payload.len()) else {
+                panic!("an authenticating sealer begins");
+            };
+            for piece in payload.chunks(1234) {
+                tagging.update(piece).unwrap();
+            }
+            let tag = tagging.finish().unwrap();
+            let mut body = head[HEADER_LEN..].to_vec();
+            body.extend_from_slice(&payload);
+            body.extend_from_slice(&tag);
+            let (h, p) = whole.open(body.clone(), 2, u64::MAX, &pool).unwrap();
+            assert_eq!((h.tag, p.as_ref()), (nonce, &payload[..]));
+            let inner: [u8; HEADER_LEN] = head[HEADER_LEN..].try_into().unwrap();
+            // Abandoned halfway: nothing spent.
+            let mut check = checked.begin().unwrap();
+            check.update(&inner).unwrap();
+            check.update(&payload[..100]).unwrap();
+            // Altered: refused, nothing spent.
+            let mut check = checked.begin().unwrap();
+            check.update(&inner).unwrap();
+            check.update(&payload[1..]).unwrap();
+            check.update(&[0]).unwrap();
+            assert!(matches!(
+                check.finish(&inner, payload.len(), &tag, 2, u64::MAX),
+                Err(AuthError::Forged)
+            ));
+            let mut check = checked.begin().unwrap();
+            for piece in std::iter::once(&inner[..]).chain(payload.chunks(777)) {
+                check.update(piece).unwrap();
+            }
+            let h = check
+                .finish(&inner, payload.len(), &tag, 2, u64::MAX)
+                .unwrap();
+            assert_eq!(h.tag, nonce);
+        }
+        // An encrypting link has neither.
+        let mut enc = Sealer::new(key, Protect::Encrypt).unwrap();
+        assert!(enc.begin(&data(0), 10).is_none());
+        let mut enc = Opener::new(key, Protect::Encrypt).unwrap();
+        assert!(matches!(enc.begin(), Err(AuthError::EncryptedInPlace)));
     }
 
     #[test]

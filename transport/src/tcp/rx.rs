@@ -5,7 +5,7 @@
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
-use crate::auth::seal::{Opener, SEAL_OVERHEAD, TAG_LEN};
+use crate::auth::seal::{AuthError, Opener, SEAL_OVERHEAD, TAG_LEN};
 use crate::link::{heartbeat_interval, Core, Next, Posted, Sink};
 use crate::wire::FrameType;
 use crate::wire::{Assembler, Header, HEADER_LEN};
@@ -63,6 +63,20 @@ fn prefix<'a>(n: usize, pieces: &[&'a [u8]]) -> Vec<&'a [u8]> {
         })
         .filter(|p| !p.is_empty())
         .collect()
+}
+
+/// Show `f` the bytes of `pieces` (one run of bytes across them) in
+/// `range`, in order.
+fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMut(&[u8])) {
+    let mut start = 0;
+    for p in pieces {
+        let end = start + p.len();
+        let (from, to) = (range.start.max(start), range.end.min(end));
+        if from < to {
+            f(&p[from - start..to - start]);
+        }
+        start = end;
+    }
 }
 
 #[derive(Debug)]
@@ -313,6 +327,20 @@ impl Rx {
     /// The bytes are progress from `src` (a rank the header said, once
     /// it is trusted; the link's peer before).
     fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
+        self.read_direct_seen(st, core, src, pieces, &mut |_| {})
+    }
+
+    /// [`read_direct`](Self::read_direct), showing `seen` the bytes of
+    /// each read, in order, as soon as they are in (while they are in
+    /// cache).
+    fn read_direct_seen(
+        &self,
+        st: &mut State,
+        core: &Core,
+        src: u32,
+        pieces: &mut [&mut [u8]],
+        seen: &mut dyn FnMut(&[u8]),
+    ) -> Read {
         let total: usize = pieces.iter().map(|p| p.len()).sum();
         let mut read = 0;
         let started = Instant::now();
@@ -328,6 +356,7 @@ impl Rx {
             match read_pieces_now(&self.stream, pieces, read) {
                 Ok(0) => return Read::Ended,
                 Ok(n) => {
+                    each_in(pieces, read..read + n, &mut *seen);
                     read += n;
                     quiet = Instant::now();
                     st.last_byte = quiet;
@@ -382,45 +411,14 @@ impl Rx {
             st.asm.start_body(outer, &core.pool);
             return Direct::Stalled;
         }
-        let mut inner = [0u8; HEADER_LEN];
-        let mut tag = [0u8; TAG_LEN];
-        // Not yet authentic: progress from the link's peer only.
-        let got = self.read_direct(
-            st,
-            core,
-            self.peer,
-            &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
-        );
-        match got {
-            Read::Full => {}
-            Read::Ended => return Direct::Ended,
-            Read::Stalled(n) => {
-                let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
-                st.asm.resume_body(outer, &core.pool, &read);
-                return Direct::Stalled;
-            }
-        }
-        // Not yet authentic: it only decides whether the payload stays.
-        let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
-        if !claimed.is_ok_and(|c| p.wants(core, &c)) {
-            let read: [&[u8]; 4] = [&inner, &*p.head, &*p.body, &tag];
-            st.asm.resume_body(outer, &core.pool, &read);
-            return Direct::Stalled;
-        }
-        let Some(o) = st.opener.as_mut() else {
+        let Some(mut opener) = st.opener.take() else {
             return Direct::Refused;
         };
-        let parts: [&[u8]; 2] = [&*p.head, &*p.body];
-        let h = match o.verify(&inner, &parts, &tag, core.world, core.max_message_bytes) {
+        let checked = self.envelope_checked(st, core, outer, p, &mut opener);
+        st.opener = Some(opener);
+        let h = match checked {
             Ok(h) => h,
-            Err(e) => {
-                tracing::error!(
-                    peer = self.peer,
-                    "{e} on the link to rank {}; closing the link",
-                    self.peer
-                );
-                return Direct::Refused;
-            }
+            Err(direct) => return direct,
         };
         match core.on_header(self.peer, h) {
             Next::Body(h) if p.wants(core, &h) => {
@@ -430,6 +428,73 @@ impl Rx {
             }
             _ => Direct::Refused,
         }
+    }
+
+    /// `envelope_into`'s reading: the envelope's bytes into the posted
+    /// buffers, its tag checked as they arrive (`o`: the link's opener,
+    /// out of `st` meanwhile). `Ok`: the frame's header, authentic.
+    fn envelope_checked(
+        &self,
+        st: &mut State,
+        core: &Core,
+        outer: Header,
+        p: &mut Posted<'_>,
+        o: &mut Opener,
+    ) -> Result<Header, Direct> {
+        let mut inner = [0u8; HEADER_LEN];
+        let mut tag = [0u8; TAG_LEN];
+        let refuse = |e: AuthError| {
+            tracing::error!(
+                peer = self.peer,
+                "{e} on the link to rank {}; closing the link",
+                self.peer
+            );
+            Direct::Refused
+        };
+        let mut check = o.begin().map_err(refuse)?;
+        // Everything but the tag is covered, as it arrives.
+        let covered = HEADER_LEN + p.len();
+        let mut at = 0;
+        let mut failed = None;
+        let mut see = |bytes: &[u8]| {
+            let take = bytes.len().min(covered.saturating_sub(at));
+            at += bytes.len();
+            if take > 0 && failed.is_none() {
+                failed = check.update(&bytes[..take]).err();
+            }
+        };
+        // Not yet authentic: progress from the link's peer only.
+        let got = self.read_direct_seen(
+            st,
+            core,
+            self.peer,
+            &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
+            &mut see,
+        );
+        match got {
+            Read::Full => {}
+            Read::Ended => return Err(Direct::Ended),
+            Read::Stalled(n) => {
+                // The check is abandoned; the assembler opens the
+                // envelope whole.
+                let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
+                st.asm.resume_body(outer, &core.pool, &read);
+                return Err(Direct::Stalled);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(refuse(e));
+        }
+        // Not yet authentic: it only decides whether the payload stays.
+        let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
+        if !claimed.is_ok_and(|c| p.wants(core, &c)) {
+            let read: [&[u8]; 4] = [&inner, &*p.head, &*p.body, &tag];
+            st.asm.resume_body(outer, &core.pool, &read);
+            return Err(Direct::Stalled);
+        }
+        check
+            .finish(&inner, p.len(), &tag, core.world, core.max_message_bytes)
+            .map_err(refuse)
     }
 
     /// A complete envelope: opened, then acted on as any frame read
