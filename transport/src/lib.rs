@@ -44,6 +44,9 @@ mod spec;
 mod tcp;
 mod wire;
 
+/// The tag of authenticated frames, for `benches/mac.rs` only.
+#[doc(hidden)]
+pub use auth::gmac::Gmac;
 /// The hello's settings-word bits for receive bounds (for tests that
 /// speak the handshake by hand).
 #[doc(hidden)]

@@ -24,7 +24,7 @@ pub(crate) const GMAC_TAG_LEN: usize = 16;
 /// the key, IV and tag lengths are fixed).
 #[derive(Debug, thiserror::Error)]
 #[error("AWS-LC's AES-256-GCM failed in {0}")]
-pub(crate) struct GmacError(&'static str);
+pub struct GmacError(&'static str);
 
 fn check(ok: c_int, call: &'static str) -> Result<(), GmacError> {
     if ok == 1 {
@@ -36,7 +36,7 @@ fn check(ok: c_int, call: &'static str) -> Result<(), GmacError> {
 
 /// One key's GMAC: an AES-256-GCM context with the key set, reused for
 /// every tag under that key.
-pub(crate) struct Gmac {
+pub struct Gmac {
     ctx: NonNull<lc::EVP_CIPHER_CTX>,
 }
 
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Gmac {
 }
 
 impl Gmac {
-    pub(crate) fn new(key: &[u8; 32]) -> Result<Gmac, GmacError> {
+    pub fn new(key: &[u8; 32]) -> Result<Gmac, GmacError> {
         // SAFETY: no arguments; a null return is handled.
         let ctx = NonNull::new(unsafe { lc::EVP_CIPHER_CTX_new() })
             .ok_or(GmacError("EVP_CIPHER_CTX_new"))?;
@@ -76,7 +76,7 @@ impl Gmac {
 
     /// The tag of `pieces`, in order, under the 12-byte IV `iv` (never
     /// used twice with this key: the caller's nonce).
-    pub(crate) fn tag<'a>(
+    pub fn tag<'a>(
         &mut self,
         iv: &[u8; 12],
         pieces: impl IntoIterator<Item = &'a [u8]>,
