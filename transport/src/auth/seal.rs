@@ -359,6 +359,9 @@ impl Tagging<'_> {
 pub(crate) struct Opener {
     keyed: Keyed,
     next: u64,
+    /// Bytes of envelope `next` hashed so far as they arrived
+    /// ([`stream_start`](Self::stream_start)), if it is being hashed so.
+    streamed: Option<usize>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -372,6 +375,7 @@ impl Opener {
         Ok(Opener {
             keyed: Keyed::new(key, protect)?,
             next: 0,
+            streamed: None,
         })
     }
 
@@ -394,9 +398,16 @@ impl Opener {
         };
         let (payload, tag) = rest.split_at(n);
         let err = AuthError::ForgedCipher;
+        let streamed = self.streamed.take();
         let plain = match &mut self.keyed {
             Keyed::Tag(gmac) => {
-                let want = mac(gmac, self.next, inner, &[payload]).map_err(AuthError::Tag)?;
+                let want = if streamed == Some(HEADER_LEN + n) {
+                    // Hashed as it arrived, all of it.
+                    gmac.finish()
+                } else {
+                    mac(gmac, self.next, inner, &[payload])
+                };
+                let want = want.map_err(AuthError::Tag)?;
                 if !same_tag(&want, tag) {
                     return Err(AuthError::Forged);
                 }
@@ -439,12 +450,42 @@ impl Opener {
         matches!(self.keyed, Keyed::Tag(_))
     }
 
+    /// Start hashing the next envelope as its body (what follows its outer
+    /// header) is assembled, so that [`open`](Self::open) only finishes
+    /// the tag: called when its body starts, then
+    /// [`stream_feed`](Self::stream_feed) after every read. Only on
+    /// [`in_place`](Self::in_place) links (elsewhere it does nothing).
+    /// Whatever was hashed before is abandoned.
+    pub(crate) fn stream_start(&mut self) -> Result<(), AuthError> {
+        self.streamed = None;
+        if let Keyed::Tag(gmac) = &mut self.keyed {
+            gmac.start(&iv(self.next)).map_err(AuthError::Tag)?;
+            self.streamed = Some(0);
+        }
+        Ok(())
+    }
+
+    /// The envelope's body as read so far, `read` of `total` bytes (the
+    /// tag included): what of it is new and before the tag is hashed.
+    pub(crate) fn stream_feed(&mut self, read: &[u8], total: usize) -> Result<(), AuthError> {
+        let (Some(fed), Keyed::Tag(gmac)) = (self.streamed, &mut self.keyed) else {
+            return Ok(());
+        };
+        let covered = read.len().min(total.saturating_sub(TAG_LEN));
+        if covered > fed {
+            gmac.update(&read[fed..covered]).map_err(AuthError::Tag)?;
+            self.streamed = Some(covered);
+        }
+        Ok(())
+    }
+
     /// Start checking the next envelope's tag while its bytes arrive
     /// (only on [`in_place`](Self::in_place) links): every byte after the
     /// outer header up to the tag goes through [`Checking::update`], in
     /// wire order, then [`Checking::finish`] checks the tag. Abandoning it
     /// spends nothing: the envelope can still be opened afterwards.
     pub(crate) fn begin(&mut self) -> Result<Checking<'_>, AuthError> {
+        self.streamed = None;
         let Keyed::Tag(gmac) = &mut self.keyed else {
             return Err(AuthError::EncryptedInPlace);
         };
@@ -662,6 +703,37 @@ mod tests {
                 .unwrap();
             assert_eq!(h.tag, nonce);
         }
+        // Hashed while assembled: opened by finishing the tag if all of it
+        // was hashed, by hashing it whole otherwise; bytes hashed that are
+        // not the bytes opened fail.
+        let mut streamed = Opener::new(key, Protect::Authenticate).unwrap();
+        let mut s = Sealer::new(key, Protect::Authenticate).unwrap();
+        for (nonce, fed) in [(0u64, usize::MAX), (1, 1000), (2, 0), (3, usize::MAX)] {
+            let env = s.seal(&data(nonce), &[&payload], &pool).unwrap();
+            let body = wire(&env, &[&payload]);
+            streamed.stream_start().unwrap();
+            let upto = fed.min(body.len());
+            for at in (0..upto).step_by(999) {
+                let end = (at + 999).min(upto);
+                streamed.stream_feed(&body[..end], body.len()).unwrap();
+            }
+            if nonce == 3 {
+                // The hash saw other bytes than those opened: refused.
+                let mut other = body.clone();
+                other[HEADER_LEN + 7] ^= 1;
+                let mut fresh = Opener::new(key, Protect::Authenticate).unwrap();
+                fresh.next = 3;
+                fresh.stream_start().unwrap();
+                fresh.stream_feed(&other, other.len()).unwrap();
+                assert!(matches!(
+                    fresh.open(body.clone(), 2, u64::MAX, &pool),
+                    Err(AuthError::Forged)
+                ));
+            }
+            let (h, p) = streamed.open(body, 2, u64::MAX, &pool).unwrap();
+            assert_eq!((h.tag, p.as_ref()), (nonce, &payload[..]));
+        }
+
         // An encrypting link has neither.
         let mut enc = Sealer::new(key, Protect::Encrypt).unwrap();
         assert!(enc.begin(&data(0), 10).is_none());

@@ -9,7 +9,7 @@ use crate::auth::seal::{AuthError, Opener, SEAL_OVERHEAD, TAG_LEN};
 use crate::link::{heartbeat_interval, Core, Next, Posted, Sink};
 use crate::wire::FrameType;
 use crate::wire::{Assembler, Header, HEADER_LEN};
-use crate::Payload;
+use crate::{BufferPool, Payload};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -76,6 +76,34 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
             f(&p[from - start..to - start]);
         }
         start = end;
+    }
+}
+
+/// Assemble envelope `outer`'s body, after `read` (its first bytes, read
+/// elsewhere), hashing it as it comes in (`opener`: the link's).
+fn assemble_envelope(
+    asm: &mut Assembler,
+    opener: Option<&mut Opener>,
+    outer: Header,
+    pool: &BufferPool,
+    read: &[&[u8]],
+) -> Result<(), AuthError> {
+    asm.resume_body(outer, pool, read);
+    match opener {
+        Some(o) => {
+            o.stream_start()?;
+            feed(asm, Some(o))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Hash what has arrived of the envelope being assembled (while it is in
+/// cache), so that opening it only finishes the tag.
+fn feed(asm: &Assembler, opener: Option<&mut Opener>) -> Result<(), AuthError> {
+    match (opener, asm.body_so_far()) {
+        (Some(o), Some((read, total))) => o.stream_feed(read, total),
+        _ => Ok(()),
     }
 }
 
@@ -258,7 +286,12 @@ impl Rx {
                         core.progress(self.peer, src);
                     }
                     match st.asm.advance(n) {
-                        Ok(None) => {}
+                        Ok(None) => {
+                            if let Err(e) = feed(&st.asm, st.opener.as_mut()) {
+                                tracing::error!(peer = self.peer, "{e}; closing the link");
+                                return self.refuse(st, core, sink);
+                            }
+                        }
                         // An envelope: read it whole; nothing in it counts
                         // before it opens.
                         Ok(Some(h)) if st.opener.is_some() => {
@@ -276,7 +309,18 @@ impl Rx {
                                     Direct::Refused => return self.refuse(st, core, sink),
                                     Direct::Stalled => {}
                                 },
-                                None => st.asm.start_body(h, &core.pool),
+                                None => {
+                                    let started = assemble_envelope(
+                                        &mut st.asm,
+                                        st.opener.as_mut(),
+                                        h,
+                                        &core.pool,
+                                        &[],
+                                    );
+                                    if started.is_err() {
+                                        return self.refuse(st, core, sink);
+                                    }
+                                }
                             }
                         }
                         Ok(Some(h)) => match core.on_header(self.peer, h) {
@@ -408,8 +452,11 @@ impl Rx {
     ) -> Direct {
         let in_place = st.opener.as_ref().is_some_and(Opener::in_place);
         if !in_place || outer.len != (HEADER_LEN + p.len() + TAG_LEN) as u64 {
-            st.asm.start_body(outer, &core.pool);
-            return Direct::Stalled;
+            return match assemble_envelope(&mut st.asm, st.opener.as_mut(), outer, &core.pool, &[])
+            {
+                Ok(()) => Direct::Stalled,
+                Err(_) => Direct::Refused,
+            };
         }
         let Some(mut opener) = st.opener.take() else {
             return Direct::Refused;
@@ -475,11 +522,12 @@ impl Rx {
             Read::Full => {}
             Read::Ended => return Err(Direct::Ended),
             Read::Stalled(n) => {
-                // The check is abandoned; the assembler opens the
-                // envelope whole.
+                // The check is abandoned; the assembler takes over.
                 let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
-                st.asm.resume_body(outer, &core.pool, &read);
-                return Err(Direct::Stalled);
+                return Err(
+                    assemble_envelope(&mut st.asm, Some(o), outer, &core.pool, &read)
+                        .map_or_else(refuse, |()| Direct::Stalled),
+                );
             }
         }
         if let Some(e) = failed {
@@ -489,8 +537,10 @@ impl Rx {
         let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
         if !claimed.is_ok_and(|c| p.wants(core, &c)) {
             let read: [&[u8]; 4] = [&inner, &*p.head, &*p.body, &tag];
-            st.asm.resume_body(outer, &core.pool, &read);
-            return Err(Direct::Stalled);
+            return Err(
+                assemble_envelope(&mut st.asm, Some(o), outer, &core.pool, &read)
+                    .map_or_else(refuse, |()| Direct::Stalled),
+            );
         }
         check
             .finish(&inner, p.len(), &tag, core.world, core.max_message_bytes)

@@ -139,6 +139,11 @@ impl Assembler {
         matches!(&self.body, Some(b) if b.read == b.total)
     }
 
+    /// The body being read, as far as it is read, and its whole length.
+    pub(crate) fn body_so_far(&self) -> Option<(&[u8], usize)> {
+        self.body.as_ref().map(|b| (&b.buf[..b.read], b.total))
+    }
+
     /// The header of the body being read, if any.
     pub(crate) fn body_header(&self) -> Option<&Header> {
         self.body.as_ref().map(|b| &b.header)
