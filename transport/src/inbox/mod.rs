@@ -505,16 +505,9 @@ impl Inbox {
         key: LaneKey,
         want_len: Option<usize>,
     ) -> Option<Result<Payload, TransportError>> {
-        let mut st = self.lock();
-        let taken = take_front(&mut st, src, key, want_len);
-        if matches!(taken, Some(Ok(_))) && budgeted(key.kind) {
-            // Senders in this process may be waiting for room.
-            st.wake(Change::Taken(src));
-        }
-        taken
+        take_front(&mut self.lock(), src, key, want_len)
     }
 
-    /// Wait on the condvar until `deadline` at most.
     /// Park until a change that concerns `wait`, or `deadline` (or a
     /// spurious wake-up: callers look again either way).
     fn wait_until<'a>(
@@ -561,9 +554,6 @@ impl Inbox {
             }
             for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
-                    if taken.is_ok() && budgeted(key.kind) {
-                        st.wake(Change::Taken(src));
-                    }
                     return taken.map(|msg| (src, msg));
                 }
             }
@@ -661,10 +651,6 @@ impl State {
             return fail(TransportError::Closed);
         }
         if let Some(taken) = take_front(self, src, key, want_len) {
-            if taken.is_ok() && budgeted(key.kind) {
-                // Senders in this process may be waiting for room.
-                self.wake(Change::Taken(src));
-            }
             return Verdict::Done(taken);
         }
         if self.closed {
@@ -714,7 +700,8 @@ fn doomed(st: &State, key: LaneKey) -> Option<TransportError> {
 /// Take the front message of lane (`src`, `key`), if any: `Err` (and the
 /// message stays) when `want_len` is given and differs. Empty lanes are
 /// removed — collective lanes live for one call — and the message is
-/// accounted as consumed.
+/// accounted as consumed (waking senders in this process that may be
+/// waiting for room).
 fn take_front(
     st: &mut State,
     src: u32,
@@ -740,6 +727,9 @@ fn take_front(
         }
     }
     consumed(st, src, key, msg.len());
+    if budgeted(key.kind) {
+        st.wake(Change::Taken(src));
+    }
     Some(Ok(msg))
 }
 
