@@ -60,6 +60,15 @@ impl Out {
     }
 }
 
+/// What of `pieces` follows their first `written` bytes, copied into one
+/// buffer (the tail of a frame the socket took only part of).
+fn rest_after<'a>(pieces: impl Iterator<Item = &'a [u8]>, written: usize) -> Vec<u8> {
+    let rest: Vec<&[u8]> = after(pieces, written).collect();
+    let mut tail = Vec::with_capacity(rest.iter().map(|p| p.len()).sum());
+    rest.iter().for_each(|p| tail.extend_from_slice(p));
+    tail
+}
+
 /// What is left of `pieces` once their first `n` bytes are written.
 fn after<'a>(
     pieces: impl Iterator<Item = &'a [u8]>,
@@ -346,11 +355,7 @@ impl TcpTx {
             write_now(&self.wire.stream, slices)?
         };
         if written < total {
-            let mut tail = Vec::with_capacity(total - written);
-            for p in after(pieces, written) {
-                tail.extend_from_slice(p);
-            }
-            self.queue_tail(pending, tail)?;
+            self.queue_tail(pending, rest_after(pieces, written))?;
         }
         Ok(true)
     }
@@ -512,8 +517,7 @@ impl TcpTx {
             };
             if written < head.len() + piece.len() {
                 // Stalled: the rest goes to the queue, hashed first.
-                let mut tail: Vec<u8> = Vec::new();
-                after([head, piece].into_iter(), written).for_each(|p| tail.extend_from_slice(p));
+                let mut tail = rest_after([head, piece].into_iter(), written);
                 for rest in pieces {
                     if let Err(e) = tagging.update(rest) {
                         return Some(Err(cut(e)));
@@ -536,10 +540,7 @@ impl TcpTx {
         let total = head.len() + last.len() + tag.len();
         Some(match write_while_taken(&self.wire.stream, &mut bufs) {
             Ok(w) if w < total => {
-                let mut tail = Vec::new();
-                after([head, last, &tag[..]].into_iter(), w)
-                    .for_each(|p| tail.extend_from_slice(p));
-                self.queue_tail(pending, tail)
+                self.queue_tail(pending, rest_after([head, last, &tag[..]].into_iter(), w))
             }
             Ok(_) => Ok(()),
             Err(e) => Err(e),
