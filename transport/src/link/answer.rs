@@ -285,7 +285,7 @@ mod tests {
         fn poll(&self, _: &Core, _: Option<usize>) -> bool {
             false
         }
-        fn caller_polls(&self, _: bool, _: Option<usize>) {}
+        fn caller_polls(&self, _: &Core, _: bool, _: Option<usize>) {}
         fn start(self: Arc<Self>, _: &Arc<Core>) {}
         fn close_begin(&self) {}
         fn close_flush(&self) {}

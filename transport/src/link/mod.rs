@@ -131,10 +131,10 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     }
     /// A caller is about to `poll` the link in a loop (`true`), or has
     /// stopped (`false`), waiting for a message of `want_len` bytes if
-    /// known: meanwhile the link's I/O thread need not be woken by what
-    /// arrives for it (see `watch.rs`). Calls pair up, with equal
-    /// `want_len`.
-    fn caller_polls(&self, on: bool, want_len: Option<usize>);
+    /// known: meanwhile, and for a moment after, the link's I/O thread
+    /// need not be woken by what arrives for it (see `watch.rs`). Calls
+    /// pair up, with equal `want_len`.
+    fn caller_polls(&self, core: &Core, on: bool, want_len: Option<usize>);
     /// A thread parks (`on`) waiting for a message of lane kind `kind` that
     /// comes over this link, or is done waiting. Parking, returns whether
     /// the link holds unread bytes the thread must read first (a link
@@ -500,8 +500,17 @@ impl Core {
             return Ok(());
         }
         self.acquire_lane(dst, key)?;
+        let flow = &self.flow[dst as usize];
+        if flow.try_acquire(len) {
+            return Ok(());
+        }
+        // Credit comes over the link to `dst`'s hop: its thread must read
+        // it as it comes.
+        let _wanted = self
+            .link(self.hop(dst))
+            .map(|l| transport::Want::new(self, &**l, key.kind));
         let ask = || self.ask_credit(dst, key);
-        let got = self.flow[dst as usize].acquire_asking(len, self.timeout(), dst, ask);
+        let got = flow.acquire_asking(len, self.timeout(), dst, ask);
         if got.is_err() {
             self.release_lane(dst, key, 1);
         }

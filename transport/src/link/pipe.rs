@@ -81,7 +81,7 @@ impl Link for PipeLink {
         Duration::ZERO
     }
 
-    fn caller_polls(&self, _on: bool, _want_len: Option<usize>) {}
+    fn caller_polls(&self, _core: &Core, _on: bool, _want_len: Option<usize>) {}
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {
         let Some(inn) = self.inn.lock().unwrap_or_else(|e| e.into_inner()).take() else {

@@ -63,7 +63,7 @@ impl Link for SimLink {
         false
     }
 
-    fn caller_polls(&self, _on: bool, _want_len: Option<usize>) {}
+    fn caller_polls(&self, _core: &Core, _on: bool, _want_len: Option<usize>) {}
     fn start(self: Arc<Self>, _: &Arc<Core>) {}
     fn close_begin(&self) {}
     fn close_flush(&self) {}

@@ -90,8 +90,8 @@ impl LinkTransport {
                 }
             }
             if !filled && !ended {
-                link.caller_polls(true, want_len);
-                let _done = Stop(&**link, want_len);
+                link.caller_polls(core, true, want_len);
+                let _done = Stop(core, &**link, want_len);
                 let until = Instant::now() + poll_for(link.patience(), want_len).min(timeout);
                 let mut turns = 0u32;
                 loop {
@@ -374,10 +374,10 @@ impl Transport for LinkTransport {
 
 /// A parked thread's wait for messages of one lane kind over one link,
 /// ended however the wait ends.
-struct Want<'a>(&'a dyn Link, LaneKind);
+pub(super) struct Want<'a>(&'a dyn Link, LaneKind);
 
 impl<'a> Want<'a> {
-    fn new(core: &Core, link: &'a dyn Link, kind: LaneKind) -> Want<'a> {
+    pub(super) fn new(core: &Core, link: &'a dyn Link, kind: LaneKind) -> Want<'a> {
         if link.want(kind, true) {
             // Bytes that came before the wait was known: read them now.
             link.poll(core, None);
@@ -393,11 +393,11 @@ impl Drop for Want<'_> {
 }
 
 /// Ends a caller's polling of a link however its loop ends.
-struct Stop<'a>(&'a dyn Link, Option<usize>);
+struct Stop<'a>(&'a Core, &'a dyn Link, Option<usize>);
 
 impl Drop for Stop<'_> {
     fn drop(&mut self) {
-        self.0.caller_polls(false, self.1);
+        self.1.caller_polls(self.0, false, self.2);
     }
 }
 

@@ -742,7 +742,7 @@ pub(crate) fn run(
     let fd = lock(&link).io.socket.as_raw_fd();
     let registered = link
         .watch
-        .attach(poll.registry(), SOCKET, fd)
+        .attach(poll.registry(), SOCKET, fd, Arc::clone(&link.waker))
         .and_then(|()| sidecar.attach(poll.registry(), SIDECAR, Arc::clone(&link.waker)));
     if let Err(e) = registered {
         tracing::error!(peer, "cannot poll the link's sockets: {e}");
@@ -785,7 +785,9 @@ pub(crate) fn run(
                     timer
                 }
             }
-            .min(side_wait);
+            .min(side_wait)
+            // Reading back on when the callers' quiet period is over.
+            .min(link.watch.settle(core.answered()).unwrap_or(Duration::MAX));
             let wait = spin.wait(&core, wait);
             e.planned = Instant::now() + wait;
             wait

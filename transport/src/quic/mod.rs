@@ -470,19 +470,25 @@ impl Link for QuicLink {
         self.sidecar.pump(core)
     }
 
-    fn caller_polls(&self, on: bool, want_len: Option<usize>) {
+    fn caller_polls(&self, core: &Core, on: bool, want_len: Option<usize>) {
         // Only the path the awaited message takes (as `poll` reads it):
         // QUIC below the threshold, the sidecar from it.
         if want_len.is_none_or(|n| n < self.threshold) {
             if on {
                 self.quic.watch.begin();
             } else {
-                self.quic.watch.end();
+                self.quic.watch.end(core.answered());
             }
         }
         if want_len.is_none_or(|n| n >= self.threshold) {
-            self.sidecar.caller_polls(on);
+            self.sidecar.caller_polls(core, on);
         }
+    }
+
+    fn want(&self, _kind: crate::LaneKind, on: bool) -> bool {
+        let quic = self.quic.watch.park(on);
+        let sidecar = self.sidecar.park(on);
+        quic || sidecar
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {

@@ -641,7 +641,7 @@ impl Link for ShmLink {
         self.read_now(core, Some(posted))
     }
 
-    fn caller_polls(&self, on: bool, _want_len: Option<usize>) {
+    fn caller_polls(&self, _core: &Core, on: bool, _want_len: Option<usize>) {
         let tail = self.inn.tail_hint();
         if self.inn.caller_reads(on, tail) {
             // A writer that saw a caller reading rang no bell: what came

@@ -194,12 +194,18 @@ impl TcpLink {
     }
 
     /// A caller starts (`true`) or stops reading the socket itself.
-    pub(crate) fn caller_polls(&self, on: bool) {
+    pub(crate) fn caller_polls(&self, core: &Core, on: bool) {
         if on {
             self.watch.begin();
         } else {
-            self.watch.end();
+            self.watch.end(core.answered());
         }
+    }
+
+    /// A thread parks on what the I/O thread reads (`on`), or stops; see
+    /// [`Link::want`].
+    pub(crate) fn park(&self, on: bool) -> bool {
+        self.watch.park(on)
     }
 
     /// Read what has arrived, if no other thread is; whether it ended.
@@ -216,8 +222,8 @@ impl TcpLink {
         token: mio::Token,
         waker: Arc<mio::Waker>,
     ) -> std::io::Result<()> {
-        self.watch
-            .attach(registry, token, self.tx.wire.stream.as_raw_fd())?;
+        let fd = self.tx.wire.stream.as_raw_fd();
+        self.watch.attach(registry, token, fd, Arc::clone(&waker))?;
         self.tx.wire.set_waker(waker);
         Ok(())
     }
@@ -274,12 +280,15 @@ impl TcpLink {
             Some(s) => core.timeout().saturating_sub(s),
             None => Duration::MAX,
         };
+        // Reading back on when the callers' quiet period is over.
+        let quiet_due = self.watch.settle(core.answered()).unwrap_or(Duration::MAX);
         match self.rx.check_silence(core) {
             None => self.ended(),
             Some(silence_due) => Serviced::Within(
                 beat_due
                     .min(silence_due)
                     .min(stall_due)
+                    .min(quiet_due)
                     .max(Duration::from_millis(1)),
             ),
         }
@@ -433,8 +442,12 @@ impl Link for TcpLink {
         }
     }
 
-    fn caller_polls(&self, on: bool, _want_len: Option<usize>) {
-        self.caller_polls(on);
+    fn caller_polls(&self, core: &Core, on: bool, _want_len: Option<usize>) {
+        self.caller_polls(core, on);
+    }
+
+    fn want(&self, _kind: crate::LaneKind, on: bool) -> bool {
+        self.park(on)
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {
