@@ -9,22 +9,25 @@
 //! several times what a small message does (measured: about one switch
 //! per message on a 2-process ping-pong, most of the 8-byte latency).
 //!
-//! Read interest stays off for [`QUIET`] after the last poller stops: a
-//! rank in a loop of collectives reads each of its links again within
-//! microseconds, and turning interest back on and off around every
-//! receive cost two `epoll_ctl` calls each, and woke the thread for every
-//! message that came on a link nobody was reading at that instant (the
-//! next round's, the next call's). Meanwhile what arrives waits in the
-//! socket for the next caller. It comes back on at once when a thread
-//! parks waiting for what only the I/O thread would read (a receive past
-//! its polling window, a sender waiting for credit, a wait on every
-//! link), when the process answers requests where they are read (one-sided
-//! operations: the thread must see them at once), and otherwise when the
-//! thread, which wakes at the end of the quiet period, finds it over.
-//! Registering re-checks readiness, so bytes already waiting are reported
-//! then and nothing is missed. So what nobody waits for is read at most
-//! `QUIET` late — heartbeats, failure notices, credits a sender is not
-//! yet waiting for — far inside every deadline.
+//! Read interest stays off for a quiet period after the last poller
+//! stops ([`QUIET_MIN`], doubling up to [`QUIET_MAX`] while callers keep
+//! coming back): a rank in a loop of collectives reads each of its links
+//! again within microseconds, and turning interest back on and off around
+//! every receive cost two `epoll_ctl` calls each, and woke the thread for
+//! every message that came on a link nobody was reading at that instant
+//! (the next round's, the next call's). Meanwhile what arrives waits in
+//! the socket for the next caller. Interest comes back on at once when a
+//! thread parks waiting for what only the I/O thread would read (a receive
+//! past its polling window, a sender waiting for credit, a wait on every
+//! link; not the RPC server's standing wait, see [`Watch::park`]) or when the process has answered requests where they are read
+//! (RPC and one-sided operations come in runs: the thread must see them as
+//! they come), and otherwise when the thread, which looks at the end of
+//! the quiet period, finds it over. Registering re-checks readiness, so
+//! bytes already waiting are reported then and nothing is missed. So what
+//! nobody waits for is read at most `QUIET_MAX` late — heartbeats, failure
+//! notices, credits a sender is not yet waiting for — far inside every
+//! deadline; and a link's thread is woken once per quiet period, not once
+//! per message.
 //!
 //! Write interest is on only while the thread has bytes the socket would
 //! not take: a writable socket is almost always writable, and every
@@ -34,9 +37,11 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long read interest stays off after the last caller stopped
-/// polling (see the module docs).
-pub(crate) const QUIET: Duration = Duration::from_millis(1);
+/// The first quiet period after a caller stops polling (see the module
+/// docs).
+pub(crate) const QUIET_MIN: Duration = Duration::from_millis(1);
+/// The longest: periods double while callers keep coming back within them.
+pub(crate) const QUIET_MAX: Duration = Duration::from_millis(8);
 
 /// See the module docs. One per watched socket.
 #[derive(Debug, Default)]
@@ -50,9 +55,9 @@ struct Registration {
     registry: mio::Registry,
     token: mio::Token,
     fd: RawFd,
-    /// Wakes the I/O thread: read interest went off, and the thread may
-    /// be asleep for as long as a heartbeat's interval; it must look again
-    /// when the quiet period ends.
+    /// Wakes the I/O thread when a quiet period begins: it may be asleep
+    /// for as long as a heartbeat's interval, and must look when the
+    /// period ends.
     waker: Arc<mio::Waker>,
 }
 
@@ -62,14 +67,9 @@ struct State {
     pollers: usize,
     /// Threads parked on what the I/O thread reads from the socket.
     parked: usize,
-    /// After the last poller stopped: read interest stays off until then
-    /// (unless a thread parks).
-    quiet_until: Option<Instant>,
-    /// The thread's last turn found a quiet period: it looks again within
-    /// [`QUIET`] (else it may sleep a heartbeat's interval).
-    looking: bool,
-    /// Requests answered in this process when last looked at (see
-    /// [`Watch::end`]).
+    /// The quiet period under way, if any (the thread looks at its end).
+    quiet: Option<Quiet>,
+    /// Requests answered in this process when last looked at.
     answered: u64,
     /// The thread waits for room to write.
     writing: bool,
@@ -77,19 +77,73 @@ struct State {
     current: Option<mio::Interest>,
 }
 
-impl State {
-    /// Whether the thread need not be woken by bytes that arrive, at `now`.
-    fn quiet(&self, now: Instant) -> bool {
-        self.pollers > 0 || (self.parked == 0 && self.quiet_until.is_some_and(|t| now < t))
-    }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Quiet {
+    /// It ends then, unless a caller polls again before.
+    until: Instant,
+    /// Its length from a caller's stop.
+    len: Duration,
+    /// A caller stopped since the thread last looked.
+    extended: bool,
+}
 
-    fn wanted(&self, now: Instant) -> Option<mio::Interest> {
-        let read = (!self.quiet(now)).then_some(mio::Interest::READABLE);
+impl State {
+    fn wanted(&self) -> Option<mio::Interest> {
+        let quiet = self.pollers > 0 || (self.parked == 0 && self.quiet.is_some());
+        let read = (!quiet).then_some(mio::Interest::READABLE);
         let write = self.writing.then_some(mio::Interest::WRITABLE);
         match (read, write) {
             (Some(r), Some(w)) => Some(r | w),
             (r, w) => r.or(w),
         }
+    }
+
+    /// A caller starts polling at `now`; whether a quiet period began
+    /// (the thread must be woken to look at its end).
+    fn begin(&mut self, now: Instant) -> bool {
+        self.pollers += 1;
+        if self.quiet.is_some() {
+            return false;
+        }
+        self.quiet = Some(Quiet {
+            until: now + QUIET_MIN,
+            len: QUIET_MIN,
+            extended: false,
+        });
+        true
+    }
+
+    /// A caller stops polling at `now`, `answered` requests answered in
+    /// the process so far (when that moved, the quiet period ends now).
+    fn end(&mut self, now: Instant, answered: u64) {
+        self.pollers = self.pollers.saturating_sub(1);
+        if std::mem::replace(&mut self.answered, answered) != answered {
+            self.quiet = None;
+        } else if let Some(q) = &mut self.quiet {
+            q.until = now + q.len;
+            q.extended = true;
+        }
+    }
+
+    /// The thread looks at `now`: the quiet period ends if it is over (or
+    /// requests were answered since); how long until it must look again.
+    fn settle(&mut self, now: Instant, answered: u64) -> Option<Duration> {
+        if std::mem::replace(&mut self.answered, answered) != answered {
+            self.quiet = None;
+        }
+        let q = self.quiet.as_mut()?;
+        if self.pollers > 0 {
+            return Some(q.len);
+        }
+        if now >= q.until {
+            self.quiet = None;
+            return None;
+        }
+        if std::mem::take(&mut q.extended) {
+            // Callers keep coming back: look less often.
+            q.len = (q.len * 2).min(QUIET_MAX);
+        }
+        Some(q.until - now)
     }
 }
 
@@ -120,19 +174,15 @@ impl Watch {
         };
         let mut st = self.lock();
         let _ = self.registration.set(reg);
-        self.apply(&mut st, Instant::now())
+        self.apply(&mut st)
     }
 
     /// A caller starts reading the socket itself.
     pub(crate) fn begin(&self) {
         let mut st = self.lock();
-        st.pollers += 1;
-        let was = st.current;
-        self.apply_logged(&mut st, Instant::now());
-        if reads(was) && !reads(st.current) && !st.looking {
-            // The thread may sleep long: it must wake when the quiet
-            // period ends to turn reading back on.
-            st.looking = true;
+        let began = st.begin(Instant::now());
+        self.apply_logged(&mut st);
+        if began {
             if let Some(r) = self.registration.get() {
                 if let Err(e) = r.waker.wake() {
                     tracing::warn!("cannot wake a link's thread: {e}");
@@ -141,40 +191,32 @@ impl Watch {
         }
     }
 
-    /// A caller stops reading the socket itself (one `end` per `begin`).
-    /// `answered`: requests answered in this process so far — when that
-    /// moved since last looked at, read interest comes back now, not after
-    /// [`QUIET`] (requests come in runs, and the thread answers them as
-    /// they are read).
+    /// A caller stops reading the socket itself (one `end` per `begin`);
+    /// `answered`: requests answered in this process so far.
     pub(crate) fn end(&self, answered: u64) {
         let mut st = self.lock();
-        st.pollers = st.pollers.saturating_sub(1);
-        let now = Instant::now();
-        if std::mem::replace(&mut st.answered, answered) != answered {
-            st.quiet_until = None;
-            self.apply_logged(&mut st, now);
-        } else {
-            // Nothing to change now: interest is off while polled.
-            st.quiet_until = Some(now + QUIET);
-        }
+        st.end(Instant::now(), answered);
+        self.apply_logged(&mut st);
     }
 
     /// A thread parks (`on`) until the I/O thread reads what it waits
     /// for, or is done waiting. Parking, returns whether read interest was
-    /// off (the parking thread reads what came meanwhile itself: a socket
-    /// registered again reports only what arrives after, on some systems).
+    /// off: the parking thread then reads what came meanwhile itself, at
+    /// once. Not for the RPC server's standing wait for requests (the
+    /// links call this for every other lane kind): it would keep every
+    /// link out of quiet periods for the group's life, and requests reach
+    /// it within one anyway — at once when a caller reads the link, and
+    /// with no quiet periods once the process is answering them.
     pub(crate) fn park(&self, on: bool) -> bool {
         let mut st = self.lock();
         if on {
             st.parked += 1;
-            let was = st.current;
-            self.apply_logged(&mut st, Instant::now());
-            !reads(was)
         } else {
-            // Left as it is: the thread settles it on its next turn.
             st.parked = st.parked.saturating_sub(1);
-            false
         }
+        let was = st.current;
+        self.apply_logged(&mut st);
+        on && !reads(was)
     }
 
     /// The thread has bytes the socket would not take (`true`), or none.
@@ -182,38 +224,22 @@ impl Watch {
         let mut st = self.lock();
         if st.writing != on {
             st.writing = on;
-            self.apply_logged(&mut st, Instant::now());
+            self.apply_logged(&mut st);
         }
     }
 
-    /// The I/O thread's turn: read interest back on if the quiet period
-    /// is over (or requests were answered since last looked at, as in
-    /// [`Watch::end`]); how long until the thread must look again, if it
-    /// is not over.
+    /// The I/O thread's turn (`answered`: requests answered in this
+    /// process so far): read interest back on if the quiet period is over;
+    /// how long until the thread must look again, if it is not.
     pub(crate) fn settle(&self, answered: u64) -> Option<Duration> {
         let mut st = self.lock();
-        let now = Instant::now();
-        if std::mem::replace(&mut st.answered, answered) != answered {
-            st.quiet_until = None;
-        }
-        self.apply_logged(&mut st, now);
-        let due = if st.pollers > 0 {
-            Some(QUIET)
-        } else {
-            match st.quiet_until {
-                Some(t) if now < t && st.parked == 0 => Some(t - now),
-                _ => {
-                    st.quiet_until = None;
-                    None
-                }
-            }
-        };
-        st.looking = due.is_some();
+        let due = st.settle(Instant::now(), answered);
+        self.apply_logged(&mut st);
         due
     }
 
-    fn apply_logged(&self, st: &mut State, now: Instant) {
-        if let Err(e) = self.apply(st, now) {
+    fn apply_logged(&self, st: &mut State) {
+        if let Err(e) = self.apply(st) {
             // Left as it was: a wake-up too many, or one too few until a
             // caller or the thread's next turn changes it again — the
             // link's silence check bounds how long that can last.
@@ -221,14 +247,14 @@ impl Watch {
         }
     }
 
-    /// Register the socket for what `st` wants at `now`, if that changed.
-    /// Before the thread registered it there is nothing to change
-    /// (`attach` looks at the state then).
-    fn apply(&self, st: &mut State, now: Instant) -> std::io::Result<()> {
+    /// Register the socket for what `st` wants, if that changed. Before
+    /// the thread registered it there is nothing to change (`attach`
+    /// looks at the state then).
+    fn apply(&self, st: &mut State) -> std::io::Result<()> {
         let Some(r) = self.registration.get() else {
             return Ok(());
         };
-        let wanted = st.wanted(now);
+        let wanted = st.wanted();
         if wanted == st.current {
             return Ok(());
         }
@@ -241,5 +267,104 @@ impl Watch {
         }
         st.current = wanted;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(st: &State) -> bool {
+        reads(st.wanted())
+    }
+
+    #[test]
+    fn a_quiet_period_follows_the_last_poller_and_ends_when_the_thread_finds_it_over() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut st = State::default();
+        assert!(reading(&st));
+        assert!(
+            st.begin(t0),
+            "the first poll begins a period: wake the thread"
+        );
+        assert!(!reading(&st));
+        assert!(!st.begin(t0), "a second poller begins nothing");
+        assert_eq!(
+            st.settle(t0, 0),
+            Some(QUIET_MIN),
+            "pollers: look again later"
+        );
+        st.end(t0, 0);
+        st.end(t0 + ms(1) / 2, 0);
+        assert!(!reading(&st), "stays off after the last poller");
+        let due = st.settle(t0 + ms(1), 0).expect("not over yet");
+        assert_eq!(due, QUIET_MIN / 2);
+        assert_eq!(
+            st.settle(t0 + ms(2), 0),
+            None,
+            "over: the thread reads again"
+        );
+        assert!(reading(&st));
+        assert!(st.begin(t0 + ms(3)), "a new period wakes the thread again");
+    }
+
+    #[test]
+    fn periods_double_while_callers_come_back_up_to_the_longest() {
+        let t0 = Instant::now();
+        let mut st = State::default();
+        let mut now = t0;
+        st.begin(now);
+        let mut lens = Vec::new();
+        for _ in 0..8 {
+            st.end(now, 0);
+            // The thread looks just before the end, finds it extended.
+            let due = st.settle(now, 0).expect("quiet");
+            lens.push(due);
+            now += due / 2;
+            st.begin(now);
+        }
+        assert_eq!(lens[0], QUIET_MIN);
+        assert!(lens.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(*lens.last().unwrap(), QUIET_MAX);
+    }
+
+    #[test]
+    fn a_parked_thread_or_an_answered_request_turns_reading_back_on() {
+        let t0 = Instant::now();
+        let mut st = State::default();
+        st.begin(t0);
+        st.end(t0, 0);
+        assert!(!reading(&st));
+        st.parked += 1;
+        assert!(reading(&st), "a parked thread needs the I/O thread");
+        st.parked -= 1;
+        assert!(!reading(&st));
+        st.begin(t0);
+        st.end(t0, 1);
+        assert!(reading(&st), "requests were answered: no quiet period");
+        st.begin(t0);
+        st.end(t0, 1);
+        assert!(!reading(&st));
+        assert_eq!(st.settle(t0, 2), None);
+        assert!(reading(&st));
+    }
+
+    #[test]
+    fn writing_interest_is_kept_through_quiet_periods() {
+        let t0 = Instant::now();
+        let mut st = State {
+            writing: true,
+            ..State::default()
+        };
+        st.begin(t0);
+        assert_eq!(st.wanted(), Some(mio::Interest::WRITABLE));
+        st.end(t0, 0);
+        assert_eq!(st.wanted(), Some(mio::Interest::WRITABLE));
+        st.settle(t0 + QUIET_MAX, 0);
+        assert_eq!(
+            st.wanted(),
+            Some(mio::Interest::READABLE | mio::Interest::WRITABLE)
+        );
     }
 }

@@ -485,9 +485,10 @@ impl Link for QuicLink {
         }
     }
 
-    fn want(&self, _kind: crate::LaneKind, on: bool) -> bool {
-        let quic = self.quic.watch.park(on);
-        let sidecar = self.sidecar.park(on);
+    fn want(&self, kind: crate::LaneKind, on: bool) -> bool {
+        // As the TCP link's (`TcpLink::park`).
+        let quic = kind != crate::LaneKind::Rpc && self.quic.watch.park(on);
+        let sidecar = self.sidecar.park(kind, on);
         quic || sidecar
     }
 
