@@ -142,6 +142,12 @@ pub(crate) trait Link: Send + Sync + fmt::Debug {
     fn want(&self, _kind: crate::LaneKind, _on: bool) -> bool {
         false
     }
+    /// [`want`](Self::want) for a standing wait — the RPC server's for
+    /// requests, which lasts the group's life: a link whose thread reads
+    /// for every parked thread (see `watch.rs`) need not for this one.
+    fn want_standing(&self, kind: crate::LaneKind, on: bool) -> bool {
+        self.want(kind, on)
+    }
     /// How long a receiving thread reads this link itself before it parks
     /// (and leaves the link to the link's own thread, whose wake-up and
     /// hand-off cost two context switches).

@@ -224,9 +224,11 @@ impl Transport for LinkTransport {
 
     fn recv_any(&self, key: LaneKey, timeout: Duration) -> Result<(u32, Payload), TransportError> {
         let core = &self.core;
+        // The RPC server's wait for requests stands as long as the group.
+        let standing = key.kind == LaneKind::Rpc;
         let _wanted: Vec<Want<'_>> = core
             .links()
-            .map(|(_, l)| Want::new(core, &**l, key.kind))
+            .map(|(_, l)| Want::with(core, &**l, key.kind, standing))
             .collect();
         let (src, msg) = self.core.inbox.recv_any(key, timeout)?;
         self.core.credit(src, key);
@@ -373,22 +375,43 @@ impl Transport for LinkTransport {
 }
 
 /// A parked thread's wait for messages of one lane kind over one link,
-/// ended however the wait ends.
-pub(super) struct Want<'a>(&'a dyn Link, LaneKind);
+/// ended however the wait ends; `standing`: see [`Link::want_standing`].
+pub(super) struct Want<'a> {
+    link: &'a dyn Link,
+    kind: LaneKind,
+    standing: bool,
+}
 
 impl<'a> Want<'a> {
     pub(super) fn new(core: &Core, link: &'a dyn Link, kind: LaneKind) -> Want<'a> {
-        if link.want(kind, true) {
+        Want::with(core, link, kind, false)
+    }
+
+    fn with(core: &Core, link: &'a dyn Link, kind: LaneKind, standing: bool) -> Want<'a> {
+        let want = Want {
+            link,
+            kind,
+            standing,
+        };
+        if want.set(true) {
             // Bytes that came before the wait was known: read them now.
             link.poll(core, None);
         }
-        Want(link, kind)
+        want
+    }
+
+    fn set(&self, on: bool) -> bool {
+        if self.standing {
+            self.link.want_standing(self.kind, on)
+        } else {
+            self.link.want(self.kind, on)
+        }
     }
 }
 
 impl Drop for Want<'_> {
     fn drop(&mut self) {
-        self.0.want(self.1, false);
+        self.set(false);
     }
 }
 

@@ -202,11 +202,11 @@ impl Watch {
     /// A thread parks (`on`) until the I/O thread reads what it waits
     /// for, or is done waiting. Parking, returns whether read interest was
     /// off: the parking thread then reads what came meanwhile itself, at
-    /// once. Not for the RPC server's standing wait for requests (the
-    /// links call this for every other lane kind): it would keep every
-    /// link out of quiet periods for the group's life, and requests reach
-    /// it within one anyway — at once when a caller reads the link, and
-    /// with no quiet periods once the process is answering them.
+    /// once. Not for the RPC server's standing wait for requests
+    /// (`Link::want_standing`): it would keep every link out of quiet
+    /// periods for the group's life, and requests reach it within one
+    /// anyway — at once when a caller reads the link, and with no quiet
+    /// periods once the process is answering them.
     pub(crate) fn park(&self, on: bool) -> bool {
         let mut st = self.lock();
         if on {

@@ -485,11 +485,14 @@ impl Link for QuicLink {
         }
     }
 
-    fn want(&self, kind: crate::LaneKind, on: bool) -> bool {
-        // As the TCP link's (`TcpLink::park`).
-        let quic = kind != crate::LaneKind::Rpc && self.quic.watch.park(on);
-        let sidecar = self.sidecar.park(kind, on);
+    fn want(&self, _kind: crate::LaneKind, on: bool) -> bool {
+        let quic = self.quic.watch.park(on);
+        let sidecar = self.sidecar.park(on);
         quic || sidecar
+    }
+
+    fn want_standing(&self, _kind: crate::LaneKind, _on: bool) -> bool {
+        false
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {

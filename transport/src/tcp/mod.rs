@@ -204,8 +204,8 @@ impl TcpLink {
 
     /// A thread parks on what the I/O thread reads (`on`), or stops; see
     /// [`Link::want`] and [`Watch::park`].
-    pub(crate) fn park(&self, kind: crate::LaneKind, on: bool) -> bool {
-        kind != crate::LaneKind::Rpc && self.watch.park(on)
+    pub(crate) fn park(&self, on: bool) -> bool {
+        self.watch.park(on)
     }
 
     /// Read what has arrived, if no other thread is; whether it ended.
@@ -446,8 +446,12 @@ impl Link for TcpLink {
         self.caller_polls(core, on);
     }
 
-    fn want(&self, kind: crate::LaneKind, on: bool) -> bool {
-        self.park(kind, on)
+    fn want(&self, _kind: crate::LaneKind, on: bool) -> bool {
+        self.park(on)
+    }
+
+    fn want_standing(&self, _kind: crate::LaneKind, _on: bool) -> bool {
+        false
     }
 
     fn start(self: Arc<Self>, core: &Arc<Core>) {
