@@ -69,6 +69,8 @@ struct State {
     parked: usize,
     /// The quiet period under way, if any (the thread looks at its end).
     quiet: Option<Quiet>,
+    /// When the last one ended, and its length.
+    last: Option<(Instant, Duration)>,
     /// Requests answered in this process when last looked at.
     answered: u64,
     /// The thread waits for room to write.
@@ -105,9 +107,17 @@ impl State {
         if self.quiet.is_some() {
             return false;
         }
+        // A caller back soon after the last period ended: a longer one
+        // (a link read once per call of a slow loop).
+        let len = match self.last {
+            Some((ended, len)) if now.saturating_duration_since(ended) < QUIET_MAX => {
+                (len * 2).min(QUIET_MAX)
+            }
+            _ => QUIET_MIN,
+        };
         self.quiet = Some(Quiet {
-            until: now + QUIET_MIN,
-            len: QUIET_MIN,
+            until: now + len,
+            len,
             extended: false,
         });
         true
@@ -136,6 +146,7 @@ impl State {
             return Some(q.len);
         }
         if now >= q.until {
+            self.last = Some((now, q.len));
             self.quiet = None;
             return None;
         }
@@ -327,6 +338,42 @@ mod tests {
         assert_eq!(lens[0], QUIET_MIN);
         assert!(lens.windows(2).all(|w| w[1] >= w[0]));
         assert_eq!(*lens.last().unwrap(), QUIET_MAX);
+    }
+
+    #[test]
+    fn a_caller_back_soon_after_a_period_ended_begins_a_longer_one() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut st = State::default();
+        // A caller polls briefly every 3 ms; the thread looks when due.
+        let mut look: Option<Instant> = None;
+        let mut began = Vec::new();
+        for k in 0..12 {
+            let poll = t0 + ms(3) * k;
+            while let Some(t) = look.filter(|&t| t <= poll) {
+                look = st.settle(t, 0).map(|due| t + due);
+            }
+            if st.begin(poll) {
+                began.push(k);
+            }
+            st.end(poll, 0);
+            // Woken for a new period, or looking already.
+            look = look.or_else(|| st.settle(poll, 0).map(|due| poll + due));
+        }
+        assert_eq!(
+            began,
+            [0, 1],
+            "a 1 ms period, then longer ones that cover the gaps"
+        );
+        assert!(!reading(&st));
+        // After a long idle, a fresh period is the shortest again.
+        let idle = t0 + ms(3) * 12 + QUIET_MAX * 3;
+        while let Some(t) = look {
+            look = st.settle(t, 0).map(|due| t + due);
+        }
+        assert!(reading(&st));
+        assert!(st.begin(idle));
+        assert_eq!(st.quiet.map(|q| q.len), Some(QUIET_MIN));
     }
 
     #[test]
