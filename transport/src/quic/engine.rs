@@ -284,7 +284,14 @@ impl QLink {
         if e.fatal.is_some() || e.closing.is_some() {
             return false;
         }
-        let res = e.pump(core, self, order);
+        let got = e.recv();
+        if got == 0 && e.idle() {
+            // Nothing came and nothing waits to go (the common case for a
+            // caller polling in a loop): nothing changed for quiche but
+            // the clock, and its timers are the thread's.
+            return true;
+        }
+        let res = e.pumped(core, self, order, got);
         self.after_work(&mut e, res);
         true
     }
@@ -489,6 +496,12 @@ impl Engine {
     }
 
     /// Queue every command waiting in the channel.
+    /// Nothing to do but wait: no datagram left to read, no frame queued
+    /// for the engine or for quiche's streams.
+    fn idle(&self) -> bool {
+        !self.again && self.rx.is_empty() && self.out.iter().all(VecDeque::is_empty)
+    }
+
     fn take_cmds(&mut self, core: &Core) {
         while let Ok(cmd) = self.rx.try_recv() {
             self.take(cmd, core);
@@ -528,6 +541,17 @@ impl Engine {
     /// wake-up of the peer's thread fewer.
     fn pump(&mut self, core: &Core, link: &QLink, order: &Order) -> Result<(), LinkFailure> {
         let got = self.recv();
+        self.pumped(core, link, order, got)
+    }
+
+    /// [`pump`](Self::pump) after its reading of `got` datagrams.
+    fn pumped(
+        &mut self,
+        core: &Core,
+        link: &QLink,
+        order: &Order,
+        got: usize,
+    ) -> Result<(), LinkFailure> {
         if self.io.conn.timeout() == Some(Duration::ZERO) {
             self.io.conn.on_timeout();
         }

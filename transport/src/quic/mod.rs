@@ -467,6 +467,12 @@ impl Link for QuicLink {
         if want_len.is_none_or(|n| n < self.threshold) {
             self.quic.try_pump(core, &self.order);
         }
+        // And one known to be under it does not come over the sidecar
+        // (what the sidecar brings meanwhile, its thread reads: the caller
+        // does not watch it, see `caller_polls`).
+        if want_len.is_some_and(|n| n < self.threshold) {
+            return false;
+        }
         self.sidecar.pump(core)
     }
 
