@@ -10,24 +10,26 @@
 //! per message on a 2-process ping-pong, most of the 8-byte latency).
 //!
 //! Read interest stays off for a quiet period after the last poller
-//! stops ([`QUIET_MIN`], doubling up to [`QUIET_MAX`] while callers keep
-//! coming back): a rank in a loop of collectives reads each of its links
-//! again within microseconds, and turning interest back on and off around
-//! every receive cost two `epoll_ctl` calls each, and woke the thread for
-//! every message that came on a link nobody was reading at that instant
-//! (the next round's, the next call's). Meanwhile what arrives waits in
-//! the socket for the next caller. Interest comes back on at once when a
+//! stops: [`QUIET_MIN`] at first, doubling up to [`QUIET_MAX`] while
+//! callers keep coming back within one (or within `QUIET_MAX` of the last
+//! one's end). A rank in a loop of collectives reads each of its links
+//! again within microseconds; turning interest back on and off around
+//! every receive cost two `epoll_ctl` calls, and woke the thread for every
+//! message that came on a link nobody was reading at that instant (the
+//! next round's, the next call's). Meanwhile what arrives waits in the
+//! socket for the next caller. Interest comes back on at once when a
 //! thread parks waiting for what only the I/O thread would read (a receive
-//! past its polling window, a sender waiting for credit, a wait on every
-//! link; not the RPC server's standing wait, see [`Watch::park`]) or when the process has answered requests where they are read
-//! (RPC and one-sided operations come in runs: the thread must see them as
-//! they come), and otherwise when the thread, which looks at the end of
-//! the quiet period, finds it over. Registering re-checks readiness, so
-//! bytes already waiting are reported then and nothing is missed. So what
-//! nobody waits for is read at most `QUIET_MAX` late — heartbeats, failure
-//! notices, credits a sender is not yet waiting for — far inside every
-//! deadline; and a link's thread is woken once per quiet period, not once
-//! per message.
+//! past its polling window, an RPC response, a sender waiting for credit,
+//! a wait on every link; not the RPC server's standing wait, see
+//! [`Watch::park`]), or when the process has answered requests where they
+//! are read (RPC and one-sided operations come in runs: the thread must
+//! see them as they come); otherwise when the thread, which looks at the
+//! end of the quiet period, finds it over. Registering re-checks
+//! readiness, so bytes already waiting are reported then and nothing is
+//! missed. So what nobody waits for is read at most `QUIET_MAX` late —
+//! heartbeats, failure notices, credits a sender is not yet waiting for —
+//! far inside every deadline; and a link's thread is woken once per quiet
+//! period, not once per message.
 //!
 //! Write interest is on only while the thread has bytes the socket would
 //! not take: a writable socket is almost always writable, and every

@@ -495,13 +495,13 @@ impl Engine {
         }
     }
 
-    /// Queue every command waiting in the channel.
     /// Nothing to do but wait: no datagram left to read, no frame queued
     /// for the engine or for quiche's streams.
     fn idle(&self) -> bool {
         !self.again && self.rx.is_empty() && self.out.iter().all(VecDeque::is_empty)
     }
 
+    /// Queue every command waiting in the channel.
     fn take_cmds(&mut self, core: &Core) {
         while let Ok(cmd) = self.rx.try_recv() {
             self.take(cmd, core);
