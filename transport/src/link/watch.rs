@@ -102,11 +102,12 @@ impl State {
         }
     }
 
-    /// A caller starts polling at `now`; whether a quiet period began
-    /// (the thread must be woken to look at its end).
-    fn begin(&mut self, now: Instant) -> bool {
+    /// A caller starts polling at `now` (`bulk`: for a large message, see
+    /// [`Watch::end`]); whether a quiet period began (the thread must be
+    /// woken to look at its end).
+    fn begin(&mut self, now: Instant, bulk: bool) -> bool {
         self.pollers += 1;
-        if self.quiet.is_some() {
+        if self.quiet.is_some() || bulk {
             return false;
         }
         // A caller back soon after the last period ended: a longer one
@@ -126,10 +127,11 @@ impl State {
     }
 
     /// A caller stops polling at `now`, `answered` requests answered in
-    /// the process so far (when that moved, the quiet period ends now).
-    fn end(&mut self, now: Instant, answered: u64) {
+    /// the process so far (when that moved, the quiet period ends now; so
+    /// it does after a `bulk` wait).
+    fn end(&mut self, now: Instant, answered: u64, bulk: bool) {
         self.pollers = self.pollers.saturating_sub(1);
-        if std::mem::replace(&mut self.answered, answered) != answered {
+        if std::mem::replace(&mut self.answered, answered) != answered || bulk {
             self.quiet = None;
         } else if let Some(q) = &mut self.quiet {
             q.until = now + q.len;
@@ -190,10 +192,11 @@ impl Watch {
         self.apply(&mut st)
     }
 
-    /// A caller starts reading the socket itself.
-    pub(crate) fn begin(&self) {
+    /// A caller starts reading the socket itself (`bulk`: as in
+    /// [`Watch::end`]).
+    pub(crate) fn begin(&self, bulk: bool) {
         let mut st = self.lock();
-        let began = st.begin(Instant::now());
+        let began = st.begin(Instant::now(), bulk);
         self.apply_logged(&mut st);
         if began {
             if let Some(r) = self.registration.get() {
@@ -205,10 +208,12 @@ impl Watch {
     }
 
     /// A caller stops reading the socket itself (one `end` per `begin`);
-    /// `answered`: requests answered in this process so far.
-    pub(crate) fn end(&self, answered: u64) {
+    /// `answered`: requests answered in this process so far; `bulk`: it
+    /// waited for a large message, part of a stream the thread must keep
+    /// reading (no quiet period follows).
+    pub(crate) fn end(&self, answered: u64, bulk: bool) {
         let mut st = self.lock();
-        st.end(Instant::now(), answered);
+        st.end(Instant::now(), answered, bulk);
         self.apply_logged(&mut st);
     }
 
@@ -298,18 +303,18 @@ mod tests {
         let mut st = State::default();
         assert!(reading(&st));
         assert!(
-            st.begin(t0),
+            st.begin(t0, false),
             "the first poll begins a period: wake the thread"
         );
         assert!(!reading(&st));
-        assert!(!st.begin(t0), "a second poller begins nothing");
+        assert!(!st.begin(t0, false), "a second poller begins nothing");
         assert_eq!(
             st.settle(t0, 0),
             Some(QUIET_MIN),
             "pollers: look again later"
         );
-        st.end(t0, 0);
-        st.end(t0 + ms(1) / 2, 0);
+        st.end(t0, 0, false);
+        st.end(t0 + ms(1) / 2, 0, false);
         assert!(!reading(&st), "stays off after the last poller");
         let due = st.settle(t0 + ms(1), 0).expect("not over yet");
         assert_eq!(due, QUIET_MIN / 2);
@@ -319,7 +324,10 @@ mod tests {
             "over: the thread reads again"
         );
         assert!(reading(&st));
-        assert!(st.begin(t0 + ms(3)), "a new period wakes the thread again");
+        assert!(
+            st.begin(t0 + ms(3), false),
+            "a new period wakes the thread again"
+        );
     }
 
     #[test]
@@ -327,15 +335,15 @@ mod tests {
         let t0 = Instant::now();
         let mut st = State::default();
         let mut now = t0;
-        st.begin(now);
+        st.begin(now, false);
         let mut lens = Vec::new();
         for _ in 0..8 {
-            st.end(now, 0);
+            st.end(now, 0, false);
             // The thread looks just before the end, finds it extended.
             let due = st.settle(now, 0).expect("quiet");
             lens.push(due);
             now += due / 2;
-            st.begin(now);
+            st.begin(now, false);
         }
         assert_eq!(lens[0], QUIET_MIN);
         assert!(lens.windows(2).all(|w| w[1] >= w[0]));
@@ -355,10 +363,10 @@ mod tests {
             while let Some(t) = look.filter(|&t| t <= poll) {
                 look = st.settle(t, 0).map(|due| t + due);
             }
-            if st.begin(poll) {
+            if st.begin(poll, false) {
                 began.push(k);
             }
-            st.end(poll, 0);
+            st.end(poll, 0, false);
             // Woken for a new period, or looking already.
             look = look.or_else(|| st.settle(poll, 0).map(|due| poll + due));
         }
@@ -374,7 +382,7 @@ mod tests {
             look = st.settle(t, 0).map(|due| t + due);
         }
         assert!(reading(&st));
-        assert!(st.begin(idle));
+        assert!(st.begin(idle, false));
         assert_eq!(st.quiet.map(|q| q.len), Some(QUIET_MIN));
     }
 
@@ -382,21 +390,42 @@ mod tests {
     fn a_parked_thread_or_an_answered_request_turns_reading_back_on() {
         let t0 = Instant::now();
         let mut st = State::default();
-        st.begin(t0);
-        st.end(t0, 0);
+        st.begin(t0, false);
+        st.end(t0, 0, false);
         assert!(!reading(&st));
         st.parked += 1;
         assert!(reading(&st), "a parked thread needs the I/O thread");
         st.parked -= 1;
         assert!(!reading(&st));
-        st.begin(t0);
-        st.end(t0, 1);
+        st.begin(t0, false);
+        st.end(t0, 1, false);
         assert!(reading(&st), "requests were answered: no quiet period");
-        st.begin(t0);
-        st.end(t0, 1);
+        st.begin(t0, false);
+        st.end(t0, 1, false);
         assert!(!reading(&st));
         assert_eq!(st.settle(t0, 2), None);
         assert!(reading(&st));
+    }
+
+    #[test]
+    fn a_wait_for_a_large_message_leaves_no_quiet_period() {
+        let t0 = Instant::now();
+        let mut st = State::default();
+        assert!(
+            !st.begin(t0, true),
+            "no period: nothing for the thread to look at"
+        );
+        assert!(!reading(&st), "off while polled");
+        st.end(t0, 0, true);
+        assert!(reading(&st), "on again at once: the stream goes on");
+        // A bulk wait during a small one's period ends it too.
+        st.begin(t0, false);
+        st.end(t0, 0, false);
+        assert!(!reading(&st));
+        st.begin(t0, true);
+        st.end(t0, 0, true);
+        assert!(reading(&st));
+        assert_eq!(st.settle(t0, 0), None);
     }
 
     #[test]
@@ -406,9 +435,9 @@ mod tests {
             writing: true,
             ..State::default()
         };
-        st.begin(t0);
+        st.begin(t0, false);
         assert_eq!(st.wanted(), Some(mio::Interest::WRITABLE));
-        st.end(t0, 0);
+        st.end(t0, 0, false);
         assert_eq!(st.wanted(), Some(mio::Interest::WRITABLE));
         st.settle(t0 + QUIET_MAX, 0);
         assert_eq!(

@@ -481,13 +481,13 @@ impl Link for QuicLink {
         // QUIC below the threshold, the sidecar from it.
         if want_len.is_none_or(|n| n < self.threshold) {
             if on {
-                self.quic.watch.begin();
+                self.quic.watch.begin(false);
             } else {
-                self.quic.watch.end(core.answered());
+                self.quic.watch.end(core.answered(), false);
             }
         }
         if want_len.is_none_or(|n| n >= self.threshold) {
-            self.sidecar.caller_polls(core, on);
+            self.sidecar.caller_polls(core, on, want_len);
         }
     }
 
