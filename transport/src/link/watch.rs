@@ -126,12 +126,18 @@ impl State {
         true
     }
 
+    /// Whether requests were answered since last looked at (`answered`:
+    /// so far in the process); remembers the count.
+    fn answered_since(&mut self, answered: u64) -> bool {
+        std::mem::replace(&mut self.answered, answered) != answered
+    }
+
     /// A caller stops polling at `now`, `answered` requests answered in
     /// the process so far (when that moved, the quiet period ends now; so
     /// it does after a `bulk` wait).
     fn end(&mut self, now: Instant, answered: u64, bulk: bool) {
         self.pollers = self.pollers.saturating_sub(1);
-        if std::mem::replace(&mut self.answered, answered) != answered || bulk {
+        if self.answered_since(answered) || bulk {
             self.quiet = None;
         } else if let Some(q) = &mut self.quiet {
             q.until = now + q.len;
@@ -142,7 +148,7 @@ impl State {
     /// The thread looks at `now`: the quiet period ends if it is over (or
     /// requests were answered since); how long until it must look again.
     fn settle(&mut self, now: Instant, answered: u64) -> Option<Duration> {
-        if std::mem::replace(&mut self.answered, answered) != answered {
+        if self.answered_since(answered) {
             self.quiet = None;
         }
         let q = self.quiet.as_mut()?;
