@@ -183,7 +183,7 @@ impl Inbox {
     }
 
     pub(crate) fn is_revoked(&self, comm: u64) -> bool {
-        self.lock().revoked.contains(&comm)
+        !self.glance.none_revoked() && self.lock().revoked.contains(&comm)
     }
 
     /// This rank issued collective `seq` on `comm`.

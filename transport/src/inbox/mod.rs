@@ -12,6 +12,7 @@
 
 mod bounds;
 mod credit;
+mod glance;
 #[cfg(test)]
 mod tests;
 
@@ -21,9 +22,10 @@ pub(crate) use bounds::{lane_bound, PENDING_REVOCATIONS};
 pub use bounds::{LANES_PER_SENDER, LANE_DEPTH, SEQ_WINDOW};
 
 use crate::{LaneKey, LaneKind, Payload, PeerStats, TransportError};
+use glance::{Glance, Locked};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +113,7 @@ struct Parked {
 
 #[derive(Debug)]
 struct State {
-    lanes: HashMap<(u32, LaneKey), VecDeque<Payload>>,
+    lanes: LaneMap<VecDeque<Payload>>,
     peers: Vec<Peer>,
     closed: bool,
     /// Communicators revoked: every wait on their lanes fails.
@@ -128,7 +130,7 @@ struct State {
     /// any member's failure (`set_members`).
     members: HashMap<u64, Vec<u32>>,
     /// Budgeted messages consumed but not yet credited, per (sender, lane).
-    lane_due: HashMap<(u32, LaneKey), u32>,
+    lane_due: LaneMap<u32>,
     /// Highest collective sequence number issued, per communicator.
     issued: HashMap<u64, u64>,
     /// Threads parked on the inbox, and what each waits for.
@@ -177,12 +179,21 @@ impl State {
 #[derive(Debug)]
 pub(crate) struct Inbox {
     state: Mutex<State>,
+    /// What the state tells without the lock (`glance.rs`).
+    glance: Glance,
+    /// Ranks (the state's peers).
+    world: usize,
     /// Bumped on every delivery, so a waiter can spin without the lock.
     deliveries: AtomicU64,
     /// The threads that deliver here each have a core of their own: a
     /// receiver spins on the CPU a moment before it yields it.
     spin: bool,
 }
+
+/// A map keyed by sender and lane, looked up on every message: hashed
+/// with a per-process seed (keys come from peers) at a fraction of the
+/// default SipHash's cost.
+pub(crate) type LaneMap<V> = HashMap<(u32, LaneKey), V, foldhash::fast::RandomState>;
 
 /// Emptied lane queues kept for reuse.
 const SPARE_QUEUES: usize = 64;
@@ -201,7 +212,7 @@ impl Inbox {
         let now = Instant::now();
         Inbox {
             state: Mutex::new(State {
-                lanes: HashMap::new(),
+                lanes: LaneMap::default(),
                 peers: vec![
                     Peer {
                         gone: false,
@@ -225,7 +236,7 @@ impl Inbox {
                 pending_revocations: VecDeque::new(),
                 forgotten: HashSet::new(),
                 members: HashMap::new(),
-                lane_due: HashMap::new(),
+                lane_due: LaneMap::default(),
                 issued: HashMap::new(),
                 parked: Vec::new(),
                 next_park: 0,
@@ -233,14 +244,19 @@ impl Inbox {
                 relays: Vec::new(),
                 limits: None,
             }),
+            glance: Glance::default(),
+            world: world as usize,
             deliveries: AtomicU64::new(0),
             spin,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> Locked<'_> {
         // A panic elsewhere must not take the rank down with a poisoned lock.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        Locked::new(
+            self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            &self.glance,
+        )
     }
 
     /// A whole message from a trusted sender (this process).
@@ -326,7 +342,7 @@ impl Inbox {
 
     /// Whether nothing from `src` is queued on `key`.
     pub(crate) fn lane_is_empty(&self, src: u32, key: LaneKey) -> bool {
-        !self.lock().lanes.contains_key(&(src, key))
+        self.glance.nothing_held() || !self.lock().lanes.contains_key(&(src, key))
     }
 
     /// A message of `len` bytes from `src` on `key` was read straight into
@@ -360,6 +376,7 @@ impl Inbox {
         let mut st = self.lock();
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.gone = true;
+            self.glance.troubled();
         }
         st.wake(Change::All);
     }
@@ -418,6 +435,9 @@ impl Inbox {
     /// Why a send to `dst` cannot arrive, if it cannot: `dst` is gone, or
     /// a relay on its way is gone (named).
     pub(crate) fn unreachable(&self, dst: u32) -> Option<TransportError> {
+        if self.glance.untroubled() && (dst as usize) < self.world {
+            return None;
+        }
         let st = self.lock();
         if st.peers.get(dst as usize).is_none_or(|p| p.gone) {
             return Some(TransportError::PeerDisconnected { rank: dst });
@@ -435,6 +455,9 @@ impl Inbox {
             .peers
             .get_mut(src as usize)
             .is_some_and(|p| std::mem::replace(&mut p.silent, silent) != silent);
+        if silent {
+            self.glance.troubled();
+        }
         st.wake(Change::All);
         news
     }
@@ -447,7 +470,7 @@ impl Inbox {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.lock().closed
+        self.glance.closed()
     }
 
     /// Per-peer counters (this rank's receive side), by rank.
@@ -505,17 +528,15 @@ impl Inbox {
         key: LaneKey,
         want_len: Option<usize>,
     ) -> Option<Result<Payload, TransportError>> {
+        if self.glance.nothing_held() {
+            return None;
+        }
         take_front(&mut self.lock(), src, key, want_len)
     }
 
     /// Park until a change that concerns `wait`, or `deadline` (or a
     /// spurious wake-up: callers look again either way).
-    fn wait_until<'a>(
-        &'a self,
-        mut st: MutexGuard<'a, State>,
-        deadline: Instant,
-        wait: Wait,
-    ) -> MutexGuard<'a, State> {
+    fn wait_until<'a>(&'a self, mut st: Locked<'a>, deadline: Instant, wait: Wait) -> Locked<'a> {
         let left = deadline.saturating_duration_since(Instant::now());
         // Listed while the state is locked: whoever changes the state
         // after this (under the lock) finds this thread and unparks it;

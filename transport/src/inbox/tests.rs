@@ -225,3 +225,32 @@ fn a_forgotten_communicator_ends_its_waits_and_credits_what_comes_for_it() {
     assert_eq!(c.bytes, 40);
     assert_eq!(inbox.stats()[1].queued_bytes, 0);
 }
+
+#[test]
+fn what_the_inbox_tells_without_its_lock_follows_its_state() {
+    let inbox = Inbox::new(4, false);
+    assert!(inbox.try_take(1, P2P, None).is_none());
+    assert!(inbox.lane_is_empty(1, P2P));
+    inbox.deliver(1, P2P, msg(b"abc"));
+    assert!(!inbox.lane_is_empty(1, P2P));
+    assert!(inbox.lane_is_empty(2, P2P), "another sender's lane");
+    let got = inbox
+        .try_take(1, P2P, None)
+        .expect("queued")
+        .expect("taken");
+    assert_eq!(got.as_ref(), b"abc");
+    assert!(inbox.lane_is_empty(1, P2P));
+    assert!(inbox.unreachable(3).is_none());
+    inbox.set_gone(3);
+    assert!(matches!(
+        inbox.unreachable(3),
+        Some(TransportError::PeerDisconnected { rank: 3 })
+    ));
+    assert!(inbox.unreachable(2).is_none());
+    assert!(!inbox.is_revoked(7));
+    inbox.revoke(7);
+    assert!(inbox.is_revoked(7) && !inbox.is_revoked(8));
+    assert!(!inbox.is_closed());
+    inbox.close();
+    assert!(inbox.is_closed());
+}

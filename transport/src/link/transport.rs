@@ -92,7 +92,10 @@ impl LinkTransport {
             if !filled && !ended {
                 link.caller_polls(core, true, want_len);
                 let _done = Stop(core, &**link, want_len);
-                let until = Instant::now() + poll_for(link.patience(), want_len).min(timeout);
+                // The clock is first read after a few turns: a message
+                // that comes within them costs no clock read.
+                let patience = poll_for(link.patience(), want_len).min(timeout);
+                let mut until: Option<Instant> = None;
                 let mut turns = 0u32;
                 loop {
                     if core.spin {
@@ -116,8 +119,14 @@ impl LinkTransport {
                     turns = turns.wrapping_add(1);
                     // The clock every few turns: a turn costs about one
                     // non-blocking read, less than reading the clock.
-                    if ended || (turns.is_multiple_of(8) && Instant::now() >= until) {
+                    if ended {
                         break;
+                    }
+                    if turns.is_multiple_of(8) {
+                        let now = Instant::now();
+                        if now >= *until.get_or_insert(now + patience) {
+                            break;
+                        }
                     }
                 }
             }

@@ -385,7 +385,7 @@ impl ShmLink {
         self.out.offer_copy(ticket);
         // The reader must come now, whatever lane it waits on: this
         // sender waits for it.
-        if let Err(e) = self.write_all(tx, &[&header.encode(), &desc], None, core, dst) {
+        if let Err(e) = self.write_all(tx, &header.encode(), &[&desc], None, core, dst) {
             self.withdraw(ticket);
             return Err(e);
         }

@@ -278,12 +278,16 @@ impl ShmLink {
         (h.ftype == FrameType::Data && h.dst == self.peer).then_some(h.kind as usize)
     }
 
-    /// Write `pieces` whole, waiting (within the deadline, counted from
-    /// the last byte the ring took) for room.
+    /// Write `first` and then `rest` whole, waiting (within the deadline,
+    /// counted from the last byte the ring took) for room. What is written
+    /// is made readable once at the end, or every [`CHUNK`] bytes, or
+    /// before a wait for room: a small frame's header and payload reach
+    /// the reader together, with one store to the ring's `head`.
     fn write_all(
         &self,
         tx: &mut Tx,
-        pieces: &[&[u8]],
+        first: &[u8],
+        rest: &[&[u8]],
         bell: Option<usize>,
         core: &Core,
         dst: u32,
@@ -291,20 +295,29 @@ impl ShmLink {
         // Read the clock only when the ring is full: a small message's
         // write never is, and a clock read costs as much as the copy.
         let mut since: Option<Instant> = None;
-        for piece in pieces {
-            let mut rest: &[u8] = piece;
-            while !rest.is_empty() {
-                let step = rest.len().min(CHUNK);
+        let mut unpublished = 0;
+        for piece in std::iter::once(first).chain(rest.iter().copied()) {
+            let mut left: &[u8] = piece;
+            while !left.is_empty() {
+                let step = left.len().min(CHUNK);
                 let n = self
                     .out
-                    .write(&mut tx.head, &rest[..step])
+                    .write(&mut tx.head, &left[..step])
                     .map_err(|Corrupt| self.corrupt(core, dst))?;
-                rest = &rest[n..];
+                left = &left[n..];
                 self.took(n);
+                unpublished += n;
                 if n > 0 {
                     since = None;
-                    self.publish(tx.head, bell);
+                    if unpublished >= CHUNK {
+                        self.publish(tx.head, bell);
+                        unpublished = 0;
+                    }
                 } else {
+                    if unpublished > 0 {
+                        self.publish(tx.head, bell);
+                        unpublished = 0;
+                    }
                     let from = *since.get_or_insert_with(Instant::now);
                     self.wait_room(core, tx.head, from + core.timeout(), dst)?;
                 }
@@ -567,9 +580,6 @@ impl Link for ShmLink {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
         let h = header.encode();
-        let mut pieces: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        pieces.push(&h);
-        pieces.extend_from_slice(parts);
         let mut tx = lock(&self.tx);
         // A queued frame part-written goes on first (the stream must not
         // interleave); the rest of the queue may follow this frame.
@@ -584,7 +594,7 @@ impl Link for ShmLink {
         let sent = if self.single_copy(parts) {
             self.send_single(&mut tx, core, header, parts, dst)
         } else {
-            self.write_all(&mut tx, &pieces, self.bell_for(&header), core, dst)
+            self.write_all(&mut tx, &h, parts, self.bell_for(&header), core, dst)
         };
         self.flush_queued(&mut tx, core);
         drop(tx);

@@ -80,6 +80,11 @@ pub(crate) struct Segment {
     /// Its descriptor while the peer may still open it (this side
     /// created it).
     offered: Option<OwnedFd>,
+    /// The consumer's `tail` as the producer last loaded it (this
+    /// process's own word, not in the mapping): room known from it needs
+    /// no look at the line the consumer writes on every read, which would
+    /// move that line between cores once per message.
+    seen_tail: AtomicU64,
 }
 
 // SAFETY: the mapping is plain shared memory; every access to it goes
@@ -190,8 +195,24 @@ impl Segment {
 
     /// Copy as much of `src` as there is room for at `*head`; how much.
     /// Not visible to the consumer before [`publish`](Self::publish).
+    /// Only the producer writes (one thread at a time).
     pub(crate) fn write(&self, head: &mut u64, src: &[u8]) -> Result<usize, Corrupt> {
-        let n = self.room(*head)?.min(src.len());
+        // Room the consumer had freed when last looked at is still there
+        // (it only grows); the consumer's word is read again only when that
+        // is not enough.
+        let seen = self.seen_tail.load(Ordering::Relaxed);
+        let known = self.capacity as u64 - head.wrapping_sub(seen).min(self.capacity as u64);
+        let room = if known as usize >= src.len() {
+            known as usize
+        } else {
+            let room = self.room(*head)?;
+            self.seen_tail.store(
+                head.wrapping_sub((self.capacity - room) as u64),
+                Ordering::Relaxed,
+            );
+            room
+        };
+        let n = room.min(src.len());
         self.copy_in(*head, &src[..n]);
         *head = head.wrapping_add(n as u64);
         Ok(n)
@@ -377,6 +398,7 @@ fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {
         len,
         capacity,
         offered: None,
+        seen_tail: AtomicU64::new(0),
     })
 }
 
@@ -431,6 +453,31 @@ mod tests {
         let mut out = vec![0u8; 100];
         assert_eq!(a.read(&mut tail, &mut out), Ok(100));
         assert_eq!(b.room(head), Ok(100));
+        // The producer's own idea of the room (from the tail it saw when
+        // the ring filled) was none: it looks again, and takes exactly the
+        // 100 bytes freed, no more.
+        assert_eq!(b.write(&mut head, &[9u8; 150]), Ok(100));
+        assert_eq!(b.write(&mut head, &[9u8; 1]), Ok(0));
+        b.publish(head, None);
+        let mut rest = vec![0u8; MIN_CAPACITY];
+        assert_eq!(a.read(&mut tail, &mut rest), Ok(MIN_CAPACITY));
+        assert!(rest[..MIN_CAPACITY - 100].iter().all(|&x| x == 7));
+        assert!(rest[MIN_CAPACITY - 100..].iter().all(|&x| x == 9));
+    }
+
+    #[test]
+    fn room_the_producer_saw_is_used_without_looking_again() {
+        let (a, b) = pair();
+        let (mut head, mut tail) = (0u64, 0u64);
+        assert_eq!(b.write(&mut head, &[1u8; 64]), Ok(64));
+        b.publish(head, None);
+        let mut out = [0u8; 64];
+        assert_eq!(a.read(&mut tail, &mut out), Ok(64));
+        // A consumer word that lies is not looked at while the room the
+        // producer knows of suffices; once it does not, the lie is seen.
+        a.control().tail.0.store(head + 100, Ordering::SeqCst);
+        assert_eq!(b.write(&mut head, &[2u8; 64]), Ok(64));
+        assert_eq!(b.write(&mut head, &vec![3u8; MIN_CAPACITY]), Err(Corrupt));
     }
 
     #[test]

@@ -104,7 +104,9 @@ impl ShmLink {
     ) -> bool {
         let total = p.len();
         let mut read = 0;
-        let mut quiet = Instant::now();
+        // Since when nothing came (read only once the ring runs dry: a
+        // small message's body is there with its header).
+        let mut quiet: Option<Instant> = None;
         while read < total {
             let (n, corrupt) = {
                 let dst = if read < p.head.len() {
@@ -123,11 +125,11 @@ impl ShmLink {
             }
             if n > 0 {
                 read += n;
-                quiet = Instant::now();
+                quiet = None;
                 self.freed();
                 continue;
             }
-            if quiet.elapsed() >= DIRECT_STALL {
+            if quiet.get_or_insert_with(Instant::now).elapsed() >= DIRECT_STALL {
                 core.progress(self.peer, h.src);
                 let got = prefix(read, &[&*p.head, &*p.body]);
                 rx.asm.resume_body(h, &core.pool, &got);
