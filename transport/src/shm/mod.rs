@@ -161,6 +161,10 @@ pub(crate) struct ShmLink {
     /// Messages that went by single copy.
     single_copies: AtomicU64,
     rx: Mutex<Rx>,
+    /// The reader left nothing half done (no complete frame untaken, no
+    /// single copy pending): a ring with nothing new to read needs no
+    /// look under `rx`'s lock.
+    rx_clean: AtomicBool,
     tx: Mutex<Tx>,
     queue: Mutex<Queue>,
     /// What frames queued within a reservation (answers) may hold.
@@ -216,6 +220,7 @@ impl ShmLink {
                 pending: None,
                 ended: false,
             }),
+            rx_clean: AtomicBool::new(true),
             tx: Mutex::new(Tx {
                 head: 0,
                 partial: None,

@@ -9,6 +9,14 @@ impl ShmLink {
     /// Read the ring now if no other thread is (into `posted`'s buffers
     /// when given); whether the link has ended.
     pub(super) fn read_now(&self, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
+        // A waiting caller asks this in a loop: most turns find nothing
+        // new, which two loads tell without the lock.
+        if self.rx_clean.load(Ordering::Acquire)
+            && !self.ended.load(Ordering::Acquire)
+            && self.inn.readable(self.inn.tail_hint()) == Ok(0)
+        {
+            return false;
+        }
         match self.rx.try_lock() {
             Ok(mut rx) => self.pump(&mut rx, core, posted),
             Err(_) => self.ended.load(Ordering::Acquire),
@@ -17,12 +25,14 @@ impl ShmLink {
 
     /// Process every complete frame in the ring (with `posted`: until the
     /// posted message is read into its buffers); whether the link ended.
-    pub(super) fn pump(
-        &self,
-        rx: &mut Rx,
-        core: &Core,
-        mut posted: Option<&mut Posted<'_>>,
-    ) -> bool {
+    pub(super) fn pump(&self, rx: &mut Rx, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
+        let ended = self.pump_frames(rx, core, posted);
+        let clean = !rx.asm.frame_ready() && rx.pending.is_none();
+        self.rx_clean.store(clean, Ordering::Release);
+        ended
+    }
+
+    fn pump_frames(&self, rx: &mut Rx, core: &Core, mut posted: Option<&mut Posted<'_>>) -> bool {
         loop {
             if rx.ended {
                 return true;
