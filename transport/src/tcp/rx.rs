@@ -31,6 +31,51 @@ const DIRECT_STALL: Duration = Duration::from_millis(10);
 /// spinning longer measured no better, sleeping sooner worse.
 const DIRECT_SPIN: Duration = Duration::from_millis(1);
 
+/// A direct read with at least this much left to come sleeps until this
+/// much is in (`SO_RCVLOWAT`), not spinning on the socket. Asking an
+/// empty socket again and again takes its lock, which the sender's side
+/// needs to queue the bytes (on loopback the sender's system call runs
+/// the receiving stack); over a 16 MiB ping-pong the receiver asked
+/// about 20 000 times per message. Setting the mark back to 1 signals a
+/// socket already readable (Linux's `tcp_set_rcvlowat`), so the link's
+/// thread, which mio polls edge-triggered, misses nothing.
+const PACED: usize = 256 << 10;
+
+/// The socket's low-water mark for readiness (`SO_RCVLOWAT`) while a
+/// direct read sleeps for batches; back to 1 (the default) when dropped.
+struct Pacing<'a> {
+    stream: &'a TcpStream,
+    mark: usize,
+}
+
+impl Pacing<'_> {
+    fn set(&mut self, bytes: usize) {
+        if bytes == self.mark {
+            return;
+        }
+        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: a socket this link holds open, an int option of its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            self.mark = bytes;
+        }
+    }
+}
+
+impl Drop for Pacing<'_> {
+    fn drop(&mut self) {
+        self.set(1);
+    }
+}
+
 /// Where a direct read stopped.
 enum Read {
     Full,
@@ -393,6 +438,12 @@ impl Rx {
         // The link's thread waits for this lock to send its heartbeats and
         // check silence: hold it at most half a heartbeat period.
         let hold = heartbeat_interval(core.timeout()) / 2;
+        // Back to the default mark however this ends: the link's thread
+        // must hear of every byte.
+        let mut paced = Pacing {
+            stream: &self.stream,
+            mark: 1,
+        };
         while read < total {
             if read > 0 && quiet.duration_since(started) >= hold {
                 return Read::Stalled(read);
@@ -413,6 +464,19 @@ impl Rx {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     turns = turns.wrapping_add(1);
+                    if read > 0 && total - read >= PACED {
+                        // A bulk message under way: sleep until a batch of
+                        // it is in rather than ask the socket again and
+                        // again (each ask takes the socket's lock, which
+                        // the sender's side needs to queue the bytes).
+                        let left = DIRECT_STALL.saturating_sub(quiet.elapsed()).min(hold);
+                        if left.is_zero() {
+                            return Read::Stalled(read);
+                        }
+                        paced.set((total - read).min(PACED));
+                        let _ = crate::form::poll_readable(&[self.stream.as_raw_fd()], left);
+                        continue;
+                    }
                     if turns.is_multiple_of(8) {
                         let waited = quiet.elapsed();
                         if waited >= DIRECT_STALL {
