@@ -328,7 +328,7 @@ impl QuicLink {
             quic: Arc::clone(&quic),
         });
         let sink: Arc<dyn Sink> = Arc::clone(&order) as Arc<dyn Sink>;
-        let sidecar = Arc::new(TcpLink::new(core, peer, stream, keys, spec, sink)?.into_sidecar());
+        let sidecar = Arc::new(TcpLink::new(core, peer, stream, keys, spec, sink)?);
         Ok(QuicLink {
             peer,
             threshold,

@@ -108,15 +108,6 @@ pub(crate) enum Serviced {
 }
 
 impl TcpLink {
-    /// This link as QUIC's sidecar: its payloads are read by its own
-    /// thread, never straight into a waiting caller's buffer, so large
-    /// authenticated frames are tagged whole before they are written
-    /// (see `TcpTx::tag_pieces`).
-    pub(crate) fn into_sidecar(mut self) -> TcpLink {
-        self.tx.tag_pieces = false;
-        self
-    }
-
     /// A link over the authenticated `stream` to `peer`; its frames go to
     /// `sink`.
     pub(crate) fn new(
@@ -148,7 +139,6 @@ impl TcpLink {
                 tx,
                 budget: Arc::new(Budget::new(spec.send_budget_bytes)),
                 wire: Arc::new(Wire::new(stream, sealer)),
-                tag_pieces: true,
             },
             rx: rx::Rx::new(peer, read_half, opener, core),
             watch: Watch::default(),

@@ -162,12 +162,6 @@ pub(crate) struct TcpTx {
     pub tx: Sender<Out>,
     pub budget: Arc<Budget>,
     pub wire: Arc<Wire>,
-    /// Whether authenticated frames from [`TAG_PIECES_MIN`] are tagged in
-    /// pieces as they are written: not on QUIC's sidecar, whose peer never
-    /// reads straight into a waiting caller's buffer (its link's thread
-    /// reads, woken per piece): 16 MiB ping-pong there took 13.0 ms in
-    /// pieces against 9.2 whole (medians of 5).
-    pub tag_pieces: bool,
 }
 
 impl TcpTx {
@@ -427,7 +421,7 @@ impl TcpTx {
         self.budget.acquire(n, core.timeout(), dst)?;
         let mut pending = self.wire.pending();
         let len = n - SEAL_OVERHEAD - HEADER_LEN;
-        if *pending == 0 && self.tag_pieces && len >= TAG_PIECES_MIN {
+        if *pending == 0 && len >= TAG_PIECES_MIN {
             if let Some(sent) = self.send_tagging(&mut pending, &h, parts, len) {
                 drop(pending);
                 self.budget.release(n);
