@@ -31,12 +31,16 @@ const DIRECT_STALL: Duration = Duration::from_millis(10);
 /// spinning longer measured no better, sleeping sooner worse.
 const DIRECT_SPIN: Duration = Duration::from_millis(1);
 
-/// A direct read with at least this much left to come sleeps until this
-/// much is in (`SO_RCVLOWAT`), not spinning on the socket. Asking an
-/// empty socket again and again takes its lock, which the sender's side
-/// needs to queue the bytes (on loopback the sender's system call runs
-/// the receiving stack); over a 16 MiB ping-pong the receiver asked
-/// about 20 000 times per message. Setting the mark back to 1 signals a
+/// A direct read from a peer on this host with at least this much left
+/// to come sleeps until this much is in (`SO_RCVLOWAT`), not spinning on
+/// the socket. Asking an empty socket again and again takes its lock,
+/// which the sender's side needs to queue the bytes (on loopback the
+/// sender's system call runs the receiving stack); over a 16 MiB
+/// ping-pong the receiver asked about 20 000 times per message. Not
+/// across a network: there the contention is not (the receiving stack
+/// runs where the card's interrupt does), a batch takes milliseconds to
+/// come (2.2 ms at 1 Gbit/s), and Linux may clamp the receive window to
+/// the mark while it grows the buffer for it. Setting the mark back to 1 signals a
 /// socket already readable (Linux's `tcp_set_rcvlowat`), so the link's
 /// thread, which mio polls edge-triggered, misses nothing.
 const PACED: usize = 256 << 10;
@@ -167,6 +171,10 @@ struct State {
 pub(crate) struct Rx {
     peer: u32,
     stream: TcpStream,
+    /// The peer is on this host (a loopback address): its sends run this
+    /// socket's receiving stack, so a bulk direct read sleeps for batches
+    /// ([`PACED`]).
+    loopback: bool,
     state: Mutex<State>,
 }
 
@@ -227,9 +235,13 @@ impl Rx {
         } else {
             0
         };
+        let loopback = stream
+            .peer_addr()
+            .is_ok_and(|a| a.ip().to_canonical().is_loopback());
         Rx {
             peer,
             stream,
+            loopback,
             state: Mutex::new(State {
                 asm: Assembler::new(core.world, core.max_message_bytes.saturating_add(overhead)),
                 last_byte: Instant::now(),
@@ -464,7 +476,7 @@ impl Rx {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     turns = turns.wrapping_add(1);
-                    if read > 0 && total - read >= PACED {
+                    if self.loopback && read > 0 && total - read >= PACED {
                         // A bulk message under way: sleep until a batch of
                         // it is in rather than ask the socket again and
                         // again (each ask takes the socket's lock, which
