@@ -680,6 +680,26 @@ impl Rx {
     }
 
     /// Cut the connection (both directions): the reader sees its end.
+    /// The socket's low-water mark for readiness (`SO_RCVLOWAT`).
+    #[cfg(test)]
+    pub(crate) fn low_water(&self) -> usize {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a socket this link holds open; `v` and `len` sized for
+        // an int option.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "getsockopt(SO_RCVLOWAT)");
+        v as usize
+    }
+
     pub(crate) fn shutdown(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
     }

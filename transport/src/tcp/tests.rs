@@ -4,10 +4,10 @@
 
 use super::{Serviced, TcpLink};
 use crate::auth::handshake::Keys;
-use crate::link::{Core, CoreConfig, Direct, Link};
+use crate::link::{Core, CoreConfig, Direct, Link, Posted};
 use crate::spec::Spec;
 use crate::wire::{Assembler, FrameType, Header};
-use crate::{LaneKind, Payload};
+use crate::{LaneKey, LaneKind, Payload};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
@@ -370,4 +370,78 @@ fn an_unverified_envelope_keeps_only_the_links_peer_alive() {
         "only the link's peer made progress"
     );
     stop(links);
+}
+
+/// A direct read of a bulk message from a peer on this host sleeps for
+/// batches (`SO_RCVLOWAT`); however it ends — the message whole, or handed
+/// to the assembler when its bytes stop coming — the socket's mark is
+/// back to 1, so the link's thread hears of every byte after it.
+#[test]
+fn a_paced_direct_read_leaves_the_socket_as_it_found_it() {
+    let (core, link, mut raw) = pair(Duration::from_secs(30));
+    let key = LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag: 7,
+    };
+    let len = 1 << 20;
+    let header = Header {
+        ftype: FrameType::Data,
+        kind: key.kind,
+        src: 1,
+        dst: 0,
+        comm: key.comm,
+        tag: key.tag,
+        len: len as u64,
+        aux: 0,
+        seq: 0,
+    };
+    let body: Vec<u8> = (0..len).map(|j| (j * 7 % 251) as u8).collect();
+    let read_posted = |buf: &mut [u8]| {
+        let mut posted = Posted {
+            src: 1,
+            key,
+            head: &mut [],
+            body: buf,
+            filled: false,
+        };
+        assert!(!link.poll_into(&core, &mut posted), "the link ended");
+        posted.filled
+    };
+
+    // Whole, its bytes coming in 64 KiB pieces while the caller reads.
+    let sent = body.clone();
+    let writer = std::thread::spawn(move || {
+        raw.write_all(&header.encode()).unwrap();
+        for piece in sent.chunks(64 << 10) {
+            raw.write_all(piece).unwrap();
+        }
+        raw
+    });
+    let mut buf = vec![0u8; len];
+    let until = Instant::now() + Duration::from_secs(20);
+    while !read_posted(&mut buf) {
+        assert!(Instant::now() < until, "the message never came whole");
+    }
+    let mut raw = writer.join().unwrap();
+    assert!(buf == body, "the message read as sent");
+    assert_eq!(link.rx.low_water(), 1);
+
+    // Stalled: a header and 300 KiB, then nothing; the read sleeps for
+    // the next batch, gives up, and the assembler has what was read.
+    raw.write_all(&header.encode()).unwrap();
+    raw.write_all(&body[..300 << 10]).unwrap();
+    let mut buf = vec![0u8; len];
+    assert!(!read_posted(&mut buf), "half a message filled the buffer");
+    assert_eq!(link.rx.low_water(), 1, "the mark was left raised");
+    raw.write_all(&body[300 << 10..]).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let got = loop {
+        assert!(!link.pump(&core), "the link ended");
+        if let Some(msg) = core.inbox.try_take(1, key, None) {
+            break msg.unwrap();
+        }
+        assert!(Instant::now() < until, "the rest never came");
+    };
+    assert!(got.as_ref() == &body[..], "the message assembled as sent");
 }
