@@ -17,11 +17,12 @@
 //! | `auth/` | token handshake, sealing, cluster CA and leaves |
 //! | `form/` | who dials whom, dial/accept/back-off, refusing latecomers |
 //! | `link/` | the core: dispatch (with the checks a member is held to), credits, lane depth, liveness, relay, `trait Link`, the `Transport` impl |
-//! | `tcp/`, `quic/` | the backends; only [`connect`] names them |
+//! | `tcp/`, `quic/`, `shm/` | the links; only [`connect`], here, names them |
 //! | `seed/` | seed bootstrap: wire, server, client |
 
 mod auth;
 mod form;
+mod form_error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inbox;
@@ -60,11 +61,23 @@ pub use link::{pipe_world, LinkTransport};
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
 pub use route::ShapeError;
-pub use spec::{connect, Backend, BoundSockets, Shape, Spec};
-
+pub use spec::{Backend, BoundSockets, Shape, Spec};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Form this rank's links as `spec` says; returns once every link is up.
+pub fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
+    // Peers on this host get a shared-memory link, whichever backend
+    // links the others.
+    let upgrade: crate::form::Upgrade = crate::shm::upgrade;
+    match spec.backend {
+        Backend::Tcp => crate::tcp::connect(spec, upgrade),
+        Backend::Quic { sidecar_threshold } => {
+            crate::quic::connect(spec, sidecar_threshold, upgrade)
+        }
+    }
+}
 
 /// What a lane carries; each kind has its own tag space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,8 +1,8 @@
 //! What a rank needs to form its links: [`Spec`], given to [`connect`].
 
 use crate::auth::tls::RankIdentity;
-use crate::form::FormationError;
-use crate::link::{CoreConfig, LinkTransport};
+use crate::form_error::FormationError;
+use crate::link::CoreConfig;
 pub use crate::route::Shape;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::{Arc, Mutex};
@@ -264,18 +264,5 @@ impl Spec {
                 rank,
                 reason: format!("no address for rank {rank} ({} given)", self.peers.len()),
             })
-    }
-}
-
-/// Form this rank's links as `spec` says; returns once every link is up.
-pub fn connect(spec: &Spec) -> Result<LinkTransport, FormationError> {
-    // Peers on this host get a shared-memory link, whichever backend
-    // links the others.
-    let upgrade: crate::form::Upgrade = crate::shm::upgrade;
-    match spec.backend {
-        Backend::Tcp => crate::tcp::connect(spec, upgrade),
-        Backend::Quic { sidecar_threshold } => {
-            crate::quic::connect(spec, sidecar_threshold, upgrade)
-        }
     }
 }
