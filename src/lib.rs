@@ -242,6 +242,7 @@ mod local;
 #[cfg(feature = "mdns")]
 mod mdns;
 mod node;
+mod shape;
 
 pub use error::{Error, Result};
 pub use group::{

@@ -69,7 +69,7 @@ pub fn local_with(world: u32, topology: Topology) -> Result<Vec<Arc<ProcessGroup
     if topology == Topology::Mesh {
         return local(world);
     }
-    let ranks = meshwork_transport::pipe_world(world, crate::node::shape_of(topology))
+    let ranks = meshwork_transport::pipe_world(world, crate::shape::shape_of(topology))
         .map_err(|e| Error::InvalidArgument(format!("local_with: {e}")))?;
     Ok(ranks
         .into_iter()

@@ -20,8 +20,8 @@ mod slurm;
 mod sockets;
 mod translate;
 
+use crate::shape::{shape_of, sparse_cannot};
 use translate::from_formation;
-pub(crate) use translate::{shape_of, sparse_cannot};
 
 pub(crate) use elastic::Elastic;
 

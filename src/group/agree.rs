@@ -171,7 +171,9 @@ impl ProcessGroup {
     /// `InvalidArgument` saying so.
     pub fn shrink(&self) -> Result<Arc<ProcessGroup>> {
         if self.inner().fixed_relays() {
-            return Err(Error::InvalidArgument(crate::node::sparse_cannot("shrink")));
+            return Err(Error::InvalidArgument(crate::shape::sparse_cannot(
+                "shrink",
+            )));
         }
         let n = self.inner().agreements.load(Ordering::Relaxed);
         let (_, failed) = self.agree(u64::MAX)?;
@@ -204,7 +206,7 @@ impl ProcessGroup {
     /// [`Node::join_running`]: crate::Node::join_running
     pub fn grow(&self, joiners: u32) -> Result<Arc<ProcessGroup>> {
         if self.inner().fixed_relays() {
-            return Err(Error::InvalidArgument(crate::node::sparse_cannot("grow")));
+            return Err(Error::InvalidArgument(crate::shape::sparse_cannot("grow")));
         }
         let elastic = self.elastic.get().ok_or_else(|| {
             Error::InvalidArgument(

@@ -56,7 +56,15 @@ pub struct ProcessGroup {
     /// spawned on first use.
     executor: Mutex<Option<Sender<Job>>>,
     /// A job formed through a seed: what `grow` needs.
-    elastic: std::sync::OnceLock<Arc<crate::node::Elastic>>,
+    elastic: std::sync::OnceLock<Arc<dyn Growth>>,
+}
+
+/// How a group formed through a seed grows (the node's seed client
+/// implements it: `node/elastic.rs`). A trait here, so that the group
+/// does not name the node that builds it.
+pub(crate) trait Growth: Send + Sync + std::fmt::Debug {
+    /// `group`'s growth by `joiners` new processes.
+    fn grow(self: Arc<Self>, group: &ProcessGroup, joiners: u32) -> Result<Arc<ProcessGroup>>;
 }
 
 /// What a `ProcessGroup` holds: its current communicator, which
@@ -155,7 +163,7 @@ impl GroupInner {
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
             mapped: std::sync::OnceLock::new(),
-            fixed_relays: AtomicBool::new(crate::node::shape_of(topology).is_sparse()),
+            fixed_relays: AtomicBool::new(crate::shape::shape_of(topology).is_sparse()),
         })
     }
 
@@ -339,7 +347,7 @@ impl ProcessGroup {
     }
 
     /// Make the group able to grow through its job's seed.
-    pub(crate) fn set_elastic(&self, elastic: Arc<crate::node::Elastic>) {
+    pub(crate) fn set_elastic(&self, elastic: Arc<dyn Growth>) {
         let _ = self.elastic.set(elastic);
     }
 
@@ -618,7 +626,7 @@ impl GroupInner {
         for &peer in &then_recv {
             confirm(peer, &mut unconfirmed);
         }
-        let shape = crate::node::shape_of(self.topology);
+        let shape = crate::shape::shape_of(self.topology);
         if shape.is_sparse() && world > 1 {
             // A rank done confirming may still relay others' goodbyes. In
             // round i each rank tells its neighbours and hears theirs:
@@ -669,7 +677,7 @@ impl Drop for ProcessGroup {
     /// stays until every rank has finished, or the deadline.
     fn drop(&mut self) {
         let inner = self.inner();
-        let sparse = crate::node::shape_of(inner.topology).is_sparse();
+        let sparse = crate::shape::shape_of(inner.topology).is_sparse();
         if sparse && !inner.shut_down.swap(true, Ordering::AcqRel) {
             self.drain_executor();
             // Let go behind the confirmation (this group is gone: no one

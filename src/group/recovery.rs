@@ -83,7 +83,7 @@ impl GroupInner {
                 tracing::warn!(
                     op,
                     "{err}; revoking the group: {}",
-                    crate::node::sparse_cannot("RECOVERY=shrink")
+                    crate::shape::sparse_cannot("RECOVERY=shrink")
                 );
                 self.transport.revoke(self.comm_id);
             }

@@ -17,7 +17,7 @@
 
 use super::Node;
 use crate::error::{Error, Result};
-use crate::group::ProcessGroup;
+use crate::group::{Growth, ProcessGroup};
 use meshwork_transport::seed::{Membership, Seed, GROW_MAX};
 use std::fmt;
 use std::net::SocketAddr;
@@ -80,13 +80,11 @@ impl Elastic {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+}
 
+impl Growth for Elastic {
     /// `group`'s growth by `joiners` new processes (see the module).
-    pub(crate) fn grow(
-        self: Arc<Elastic>,
-        group: &ProcessGroup,
-        joiners: u32,
-    ) -> Result<Arc<ProcessGroup>> {
+    fn grow(self: Arc<Elastic>, group: &ProcessGroup, joiners: u32) -> Result<Arc<ProcessGroup>> {
         let _one = self.growing.lock().unwrap_or_else(|e| e.into_inner());
         let world = group
             .world_size()

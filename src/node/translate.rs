@@ -1,26 +1,7 @@
-//! The transport's words in the facade's: topologies as shapes, formation
-//! failures as errors.
+//! The transport's words in the facade's: formation failures as errors.
 
 use crate::error::Error;
-use meshwork_collectives::Topology;
-use meshwork_transport::{FormationError, Shape};
-
-/// Why `what` is refused on a sparse topology.
-pub(crate) fn sparse_cannot(what: &str) -> String {
-    format!(
-        "{what} is not supported on a sparse topology (kregular, hypercube): its routes pass through the failed ranks and are not rerouted; use a mesh, or RECOVERY=abort"
-    )
-}
-
-/// The transport's shape for a topology.
-pub(crate) fn shape_of(topology: Topology) -> Shape {
-    match topology {
-        Topology::Mesh => Shape::Mesh,
-        Topology::Star => Shape::Star,
-        Topology::KRegular { degree } => Shape::KRegular { degree },
-        Topology::Hypercube => Shape::Hypercube,
-    }
-}
+use meshwork_transport::FormationError;
 
 pub(super) fn from_formation(e: FormationError) -> Error {
     match e {
