@@ -1,4 +1,6 @@
-//! Same-host peers' heaps mapped here, and why each is the peer's own.
+//! Same-host peers' heaps mapped here, and why each is the peer's own;
+//! and making a group's heap (`ProcessGroup::make_heap`: the heap check,
+//! with the steps below around it).
 //!
 //! A rank with same-host peers keeps its heap in a sealed memfd
 //! (`SharedRegion`), which those peers open through `/proc/<pid>/fd/<fd>`
@@ -30,10 +32,10 @@
 //! same-host peer whatever happens, so nothing is left queued on a lane
 //! and nobody waits for a message that will not come.
 
-use super::super::GroupInner;
-use super::store::Heap;
+use super::super::{GroupInner, ProcessGroup};
+use super::store::{Heap, Mapped};
 use crate::error::{Error, Result};
-use meshwork_transport::{LaneKey, LaneKind};
+use meshwork_transport::{LaneKey, LaneKind, LinkKind};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
@@ -222,6 +224,72 @@ fn key(inner: &GroupInner, tag: u64) -> LaneKey {
         comm: inner.comm_id,
         kind: LaneKind::Control,
         tag,
+    }
+}
+
+/// Words of a rank's record in the heap check: the size, and whether it
+/// offers its region to its same-host peers (then everyone waits in a
+/// barrier until they have mapped it).
+const RECORD: usize = 2;
+
+impl ProcessGroup {
+    /// Give the group a symmetric heap of `bytes` (after checking that
+    /// every rank has one of the same size: a collective): `keep` if it is
+    /// that size (a grown group keeps a member's), else a zeroed one,
+    /// shared with same-host peers where there are any; and map theirs.
+    pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
+        if bytes == 0 {
+            // Every link's handshake compared the heap's size (0 too): a
+            // rank with a heap was refused at formation.
+            return Ok(());
+        }
+        let links = self.links();
+        let me = self.rank();
+        let same_host: Vec<u32> = (0..links.len() as u32)
+            .filter(|&r| r != me && links[r as usize] == LinkKind::SharedMemory)
+            .collect();
+        // Challenges first: a new region is bound to them when it is made.
+        let exchange = Exchange::challenge(self.inner(), &same_host)?;
+        let heap = match keep {
+            Some(heap) if heap.len() == bytes => Some(Arc::clone(heap)),
+            _ if !same_host.is_empty() => Heap::new_shared(bytes, &exchange.binding()),
+            _ => Heap::new(bytes),
+        }
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
+        })?;
+        // Served before this rank's part of the check leaves: whoever has
+        // passed the check may use it at once.
+        self.inner().attach_heap(&heap);
+        let world = self.world_size() as usize;
+        let mut records = vec![0u64; world * RECORD];
+        let mine = [bytes as u64, u64::from(heap.locator().is_some())];
+        match self.all_gather(&mine, &mut records) {
+            Err(Error::Timeout { waiting_on, .. }) => {
+                return Err(Error::InvalidArgument(format!(
+                    "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
+                )))
+            }
+            r => r?,
+        }
+        let records: Vec<&[u64]> = records.chunks_exact(RECORD).collect();
+        if let Some(r) = records.iter().position(|rec| rec[0] != bytes as u64) {
+            return Err(Error::InvalidArgument(format!(
+                "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
+                records[r][0]
+            )));
+        }
+        let top = exchange.map_peers(&heap, world)?;
+        // Every rank offering a region has had it mapped by whoever could
+        // (the records are the same everywhere: all or none wait).
+        if records.iter().any(|rec| rec[1] != 0) {
+            self.barrier()?;
+            heap.withdraw();
+        }
+        let top = Arc::new(top);
+        let here = (*top).clone();
+        let _ = self.inner().mapped.set(Mapped { top, here });
+        Ok(())
     }
 }
 

@@ -13,11 +13,9 @@
 //! cannot be made, or is not bound to this rank's challenge) is reached
 //! by messages.
 
-use super::super::{GroupInner, ProcessGroup};
-use super::share::Exchange;
+use super::super::GroupInner;
 use super::Refusal;
-use crate::error::{Error, Result};
-use meshwork_transport::{LinkKind, SharedRegion};
+use meshwork_transport::SharedRegion;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -96,7 +94,7 @@ impl Heap {
     }
 
     /// Its peers have mapped it: nothing else may open it.
-    fn withdraw(&self) {
+    pub(super) fn withdraw(&self) {
         if let Words::Shared(r) = &self.words {
             r.withdraw();
         }
@@ -211,14 +209,9 @@ fn split_words(offset: usize, n: usize) -> (usize, usize, usize) {
 /// every view (`top`, shared by a group's split and shrunk views), and by
 /// this communicator's ranks (`here`).
 pub(crate) struct Mapped {
-    top: Arc<Vec<Option<Arc<Heap>>>>,
-    here: Vec<Option<Arc<Heap>>>,
+    pub(super) top: Arc<Vec<Option<Arc<Heap>>>>,
+    pub(super) here: Vec<Option<Arc<Heap>>>,
 }
-
-/// Words of a rank's record in the heap check: the size, and whether it
-/// offers its region to its same-host peers (then everyone waits in a
-/// barrier until they have mapped it).
-const RECORD: usize = 2;
 
 impl GroupInner {
     /// The heap of `rank` mapped here, if it is.
@@ -241,67 +234,6 @@ impl GroupInner {
             None => (*top).clone(),
         };
         let _ = self.mapped.set(Mapped { top, here });
-    }
-}
-
-impl ProcessGroup {
-    /// Give the group a symmetric heap of `bytes` (after checking that
-    /// every rank has one of the same size: a collective): `keep` if it is
-    /// that size (a grown group keeps a member's), else a zeroed one,
-    /// shared with same-host peers where there are any; and map theirs.
-    pub(crate) fn make_heap(&self, bytes: usize, keep: Option<&Arc<Heap>>) -> Result<()> {
-        if bytes == 0 {
-            // Every link's handshake compared the heap's size (0 too): a
-            // rank with a heap was refused at formation.
-            return Ok(());
-        }
-        let links = self.links();
-        let me = self.rank();
-        let same_host: Vec<u32> = (0..links.len() as u32)
-            .filter(|&r| r != me && links[r as usize] == LinkKind::SharedMemory)
-            .collect();
-        // Challenges first: a new region is bound to them when it is made.
-        let exchange = Exchange::challenge(self.inner(), &same_host)?;
-        let heap = match keep {
-            Some(heap) if heap.len() == bytes => Some(Arc::clone(heap)),
-            _ if !same_host.is_empty() => Heap::new_shared(bytes, &exchange.binding()),
-            _ => Heap::new(bytes),
-        }
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!("a heap of {bytes} bytes cannot be allocated"))
-        })?;
-        // Served before this rank's part of the check leaves: whoever has
-        // passed the check may use it at once.
-        self.inner().attach_heap(&heap);
-        let world = self.world_size() as usize;
-        let mut records = vec![0u64; world * RECORD];
-        let mine = [bytes as u64, u64::from(heap.locator().is_some())];
-        match self.all_gather(&mine, &mut records) {
-            Err(Error::Timeout { waiting_on, .. }) => {
-                return Err(Error::InvalidArgument(format!(
-                    "the heap check: ranks {waiting_on:?} did not take part within the deadline (a rank without a heap does not); set the same HEAP_MB (Node::heap_bytes) everywhere"
-                )))
-            }
-            r => r?,
-        }
-        let records: Vec<&[u64]> = records.chunks_exact(RECORD).collect();
-        if let Some(r) = records.iter().position(|rec| rec[0] != bytes as u64) {
-            return Err(Error::InvalidArgument(format!(
-                "the heap differs between ranks: rank {r} has {} bytes, this rank {bytes}; set the same HEAP_MB (Node::heap_bytes) everywhere",
-                records[r][0]
-            )));
-        }
-        let top = exchange.map_peers(&heap, world)?;
-        // Every rank offering a region has had it mapped by whoever could
-        // (the records are the same everywhere: all or none wait).
-        if records.iter().any(|rec| rec[1] != 0) {
-            self.barrier()?;
-            heap.withdraw();
-        }
-        let top = Arc::new(top);
-        let here = (*top).clone();
-        let _ = self.inner().mapped.set(Mapped { top, here });
-        Ok(())
     }
 }
 
