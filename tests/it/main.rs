@@ -11,6 +11,7 @@ mod groups;
 mod k8s;
 mod large;
 mod launcher;
+mod layers;
 mod lifetime;
 mod multiprocess;
 mod netlab;
