@@ -193,6 +193,25 @@ pub enum Error {
     #[error("the group was shut down")]
     ShutDown,
 
+    /// A GPU this call needs is not there (`--features cuda`): no CUDA
+    /// driver, no such device, no NCCL, or an NCCL older than meshwork
+    /// accepts. `what` names what is missing and where it was looked for.
+    #[error("device unavailable: {what}")]
+    DeviceUnavailable {
+        /// What is missing, e.g. `the CUDA driver (libcuda.so): not found`.
+        what: String,
+    },
+
+    /// A CUDA call failed during `op` (a copy to or from the device, a
+    /// stream synchronisation): the device or its context is in error.
+    #[error("{op}: the device failed: {what}")]
+    DeviceFailed {
+        /// The operation, e.g. `all_reduce`.
+        op: String,
+        /// The driver's error.
+        what: String,
+    },
+
     /// An operating-system I/O error.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -231,6 +231,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod discovery;
 pub mod env;
 mod error;
@@ -243,6 +245,8 @@ mod local;
 mod mdns;
 mod node;
 mod shape;
+#[cfg(any(feature = "cuda", test))]
+mod staging;
 
 pub use error::{Error, Result};
 pub use group::{

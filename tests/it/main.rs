@@ -3,6 +3,8 @@
 mod bad_input;
 mod bitwise;
 mod compress;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod discovery;
 mod elastic;
 mod faults;

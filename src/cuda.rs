@@ -1,0 +1,661 @@
+//! Collectives and point-to-point on CUDA device buffers (`--features
+//! cuda`), through [`cudarc`] (re-exported: use its `CudaSlice` and
+//! `CudaStream`, so both sides agree on the version).
+//!
+//! Nothing of CUDA is linked: the driver (`libcuda.so`) and NCCL
+//! (`libnccl.so.2`, as NVIDIA's packages and torch wheels ship it) are
+//! loaded when first needed. A machine without them gets
+//! [`Error::DeviceUnavailable`] naming what is missing — from
+//! [`Device::open`], [`Device::count`] or [`nccl_version`] — never a
+//! panic.
+//!
+//! A [`DeviceGroup`] runs a [`ProcessGroup`]'s calls on device buffers by
+//! staging them through pinned host memory: the elementwise collectives
+//! (all_reduce, broadcast, reduce, scan, exclusive_scan) a chunk at a time,
+//! the copies of one chunk overlapping the network transfer of the one
+//! before; the collectives laid out by rank (all_gather, reduce_scatter,
+//! all_to_all, gather, scatter) and point-to-point whole. Every call
+//! returns when its result is in the device buffer, ordered after the work
+//! already queued on the group's stream (give the stream that produced the
+//! data). NCCL inside a node is not used yet: see docs/gpu.md.
+//!
+//! ```no_run
+//! # fn main() -> meshwork::Result<()> {
+//! use meshwork::cuda::{Device, DeviceGroup};
+//! use meshwork::{Node, ReduceOp};
+//!
+//! let g = Node::from_env()?.connect()?;
+//! let dev = Device::open(0)?; // DeviceUnavailable without a driver or GPU 0
+//! let stream = dev.stream()?;
+//! let mut grads = stream.clone_htod(&vec![1.0f32; 1 << 20]).expect("device memory");
+//! let dg = DeviceGroup::new(g, stream);
+//! dg.all_reduce(&mut grads, ReduceOp::Sum)?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub use cudarc;
+
+use crate::staging::{self, Sink, Source, Ways};
+use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice,
+};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+/// The oldest NCCL meshwork accepts: 2.18.
+pub const MIN_NCCL: NcclVersion = NcclVersion {
+    major: 2,
+    minor: 18,
+    patch: 0,
+};
+
+/// Chunks of this many bytes, unless [`DeviceGroup::chunk_bytes`] says
+/// otherwise: large enough that a chunk's collective is bandwidth bound,
+/// small enough that copies and transfer overlap on a 16 MiB gradient.
+pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+
+/// Host buffers a staged call cycles through (two: one being copied while
+/// the other is on the network).
+const DEPTH: usize = 2;
+
+/// An NCCL release, as `ncclGetVersion` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NcclVersion {
+    /// Major release (2).
+    pub major: u32,
+    /// Minor release.
+    pub minor: u32,
+    /// Patch level.
+    pub patch: u32,
+}
+
+impl NcclVersion {
+    /// The release `ncclGetVersion` encodes as `code`: `X*10000 + Y*100 + Z`
+    /// from 2.9 on, `X*1000 + Y*100 + Z` before. `None` for a code no
+    /// release has (negative, or 0).
+    pub fn from_code(code: i32) -> Option<NcclVersion> {
+        let code = u32::try_from(code).ok().filter(|&c| c > 0)?;
+        let (major, rest) = if code >= 10_000 {
+            (code / 10_000, code % 10_000)
+        } else {
+            (code / 1_000, code % 1_000)
+        };
+        Some(NcclVersion {
+            major,
+            minor: rest / 100,
+            patch: rest % 100,
+        })
+    }
+
+    /// `Ok` when this release is [`MIN_NCCL`] or newer; else
+    /// `DeviceUnavailable` naming both.
+    pub fn check(self) -> Result<NcclVersion> {
+        if self >= MIN_NCCL {
+            Ok(self)
+        } else {
+            Err(unavailable(format!(
+                "NCCL {self} (libnccl.so.2) is older than {MIN_NCCL}, the oldest meshwork accepts"
+            )))
+        }
+    }
+}
+
+impl fmt::Display for NcclVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+fn unavailable(what: impl Into<String>) -> Error {
+    Error::DeviceUnavailable { what: what.into() }
+}
+
+fn failed(op: &str, e: &DriverError) -> Error {
+    Error::DeviceFailed {
+        op: op.to_string(),
+        what: e.to_string(),
+    }
+}
+
+/// Runs `f`, a first call into a dynamically loaded library: a symbol the
+/// installed library lacks is a panic inside cudarc, turned into
+/// `DeviceUnavailable` naming `what`.
+fn loaded<R>(what: &str, f: impl FnOnce() -> R) -> Result<R> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("it could not be loaded");
+        unavailable(format!("{what}: {why}"))
+    })
+}
+
+/// The CUDA driver is on the loader's path.
+fn driver() -> Result<()> {
+    // SAFETY: only tries to dlopen the driver's library by its names; it
+    // runs no code of it beyond its initialisers.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(unavailable(
+            "the CUDA driver (libcuda.so): not found on the loader's path (LD_LIBRARY_PATH, ldconfig); \
+             this machine has no NVIDIA driver installed",
+        ))
+    }
+}
+
+/// The NCCL this process loads, checked against [`MIN_NCCL`]:
+/// `DeviceUnavailable` when `libnccl.so.2` is not on the loader's path or
+/// is older.
+pub fn nccl_version() -> Result<NcclVersion> {
+    // SAFETY: as in `driver`, a dlopen by name and nothing else.
+    if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+        return Err(unavailable(
+            "NCCL (libnccl.so.2): not found on the loader's path (LD_LIBRARY_PATH, ldconfig); \
+             NVIDIA's libnccl2 package and the nvidia-nccl-cu12 wheel ship it",
+        ));
+    }
+    let code = loaded(
+        "NCCL (libnccl.so.2)",
+        cudarc::nccl::result::get_nccl_version,
+    )?
+    .map_err(|e| {
+        unavailable(format!(
+            "NCCL (libnccl.so.2): ncclGetVersion failed ({e:?})"
+        ))
+    })?;
+    NcclVersion::from_code(code)
+        .ok_or_else(|| unavailable(format!("NCCL (libnccl.so.2) reports version code {code}")))?
+        .check()
+}
+
+/// One CUDA device of this machine, its primary context held.
+#[derive(Debug)]
+pub struct Device {
+    ctx: Arc<CudaContext>,
+}
+
+impl Device {
+    /// How many CUDA devices this process sees (`CUDA_VISIBLE_DEVICES`
+    /// applies); `DeviceUnavailable` without a driver.
+    pub fn count() -> Result<usize> {
+        driver()?;
+        let n = loaded("the CUDA driver (libcuda.so)", CudaContext::device_count)?
+            .map_err(|e| unavailable(format!("the CUDA driver (libcuda.so): {e}")))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Device `ordinal` (0-based, among the visible ones):
+    /// `DeviceUnavailable` without a driver, or when there is no such
+    /// device, naming how many there are.
+    pub fn open(ordinal: usize) -> Result<Device> {
+        let count = Device::count()?;
+        if ordinal >= count {
+            return Err(unavailable(format!(
+                "CUDA device {ordinal}: this process sees {count} (CUDA_VISIBLE_DEVICES={})",
+                std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into())
+            )));
+        }
+        let what = format!("CUDA device {ordinal}");
+        let ctx = loaded(&what, || CudaContext::new(ordinal))?
+            .map_err(|e| unavailable(format!("{what}: {e}")))?;
+        Ok(Device { ctx })
+    }
+
+    /// Its context (cudarc's).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A new stream on it.
+    pub fn stream(&self) -> Result<Arc<CudaStream>> {
+        self.ctx.new_stream().map_err(|e| failed("new stream", &e))
+    }
+
+    /// Its name (e.g. `NVIDIA H200`).
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().map_err(|e| failed("device name", &e))
+    }
+}
+
+/// Pinned (page-locked) host memory: copies to and from it run at the
+/// bus's speed, and the network reads it like any host buffer.
+struct Pinned {
+    mem: PinnedHostSlice<u8>,
+    ptr: *mut u8,
+}
+
+// SAFETY: `ptr` points into `mem`, which is `Send` (cudarc); the pointer
+// moves with the allocation it points into, and is used by one thread at
+// a time (whoever holds the `Pinned`).
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    fn new(stream: &CudaStream, bytes: usize) -> Result<Pinned> {
+        // SAFETY: the memory is uninitialised until the write below, and
+        // not read before it. Flags 0: not write-combined (the CPU reads
+        // it to reduce), not mapped into the device.
+        let mut mem = unsafe { stream.context().alloc_pinned_with_flags::<u8>(bytes, 0) }
+            .map_err(|e| failed("pinned host memory", &e))?;
+        let ptr = mem
+            .as_mut_ptr()
+            .map_err(|e| failed("pinned host memory", &e))?;
+        // SAFETY: `ptr` is `bytes` long (just allocated).
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+        Ok(Pinned { mem, ptr })
+    }
+}
+
+/// A pinned buffer seen as `T`s (its length rounded down to whole `T`s;
+/// pinned memory is page aligned, so any `T` is aligned in it).
+struct Typed<T> {
+    host: Pinned,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Typed<T> {
+    fn whole(&self) -> usize {
+        let len = self.host.mem.len();
+        len - len % std::mem::size_of::<T>()
+    }
+}
+
+impl<T: Element> Deref for Typed<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr..ptr + whole` lies in the allocation, initialised
+        // in `Pinned::new`; the shared borrow of `self` keeps every
+        // `&mut` view (`deref_mut`) away for its lifetime.
+        let bytes = unsafe { std::slice::from_raw_parts(self.host.ptr, self.whole()) };
+        bytemuck::cast_slice(bytes)
+    }
+}
+
+impl<T: Element> DerefMut for Typed<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`; the exclusive borrow of `self` makes this
+        // the only view.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.host.ptr, self.whole()) };
+        bytemuck::cast_slice_mut(bytes)
+    }
+}
+
+/// A device buffer the pipeline reads (and writes, when `&mut`).
+struct OnDevice<'a, S> {
+    buf: S,
+    stream: &'a Arc<CudaStream>,
+    op: &'static str,
+}
+
+impl<T: DeviceRepr> Source<T> for OnDevice<'_, &CudaSlice<T>> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+    fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
+        let part = self.buf.slice(at..at + into.len());
+        // A `[T]` destination: the copy is complete when this returns.
+        self.stream
+            .memcpy_dtoh(&part, into)
+            .map_err(|e| failed(self.op, &e))
+    }
+}
+
+impl<T: DeviceRepr> Source<T> for OnDevice<'_, &mut CudaSlice<T>> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+    fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
+        let part = self.buf.slice(at..at + into.len());
+        self.stream
+            .memcpy_dtoh(&part, into)
+            .map_err(|e| failed(self.op, &e))
+    }
+}
+
+impl<T: DeviceRepr> Sink<T> for OnDevice<'_, &mut CudaSlice<T>> {
+    fn upload(&mut self, at: usize, from: &[T]) -> Result<()> {
+        let mut part = self.buf.slice_mut(at..at + from.len());
+        // A `[T]` source: the copy is complete when this returns.
+        self.stream
+            .memcpy_htod(from, &mut part)
+            .map_err(|e| failed(self.op, &e))
+    }
+}
+
+/// A [`ProcessGroup`]'s calls on CUDA device buffers, staged through
+/// pinned host memory (see the module docs). `Send + Sync`; its pinned
+/// buffers are kept for the next call.
+pub struct DeviceGroup {
+    group: Arc<ProcessGroup>,
+    stream: Arc<CudaStream>,
+    chunk_bytes: usize,
+    pool: Mutex<Vec<Pinned>>,
+}
+
+impl fmt::Debug for DeviceGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceGroup")
+            .field("rank", &self.group.rank())
+            .field("world", &self.group.world_size())
+            .field("chunk_bytes", &self.chunk_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceGroup {
+    /// `group`'s calls on buffers of `stream`'s device, ordered on
+    /// `stream`.
+    pub fn new(group: Arc<ProcessGroup>, stream: Arc<CudaStream>) -> DeviceGroup {
+        DeviceGroup {
+            group,
+            stream,
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            pool: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Stage in chunks of `bytes` (rounded down to a multiple of 8, at
+    /// least 8). Every rank must use the same size: each chunk is its own
+    /// collective.
+    pub fn chunk_bytes(mut self, bytes: usize) -> DeviceGroup {
+        self.chunk_bytes = (bytes - bytes % 8).max(8);
+        self.pool = Mutex::new(Vec::new());
+        self
+    }
+
+    /// The group underneath.
+    pub fn group(&self) -> &Arc<ProcessGroup> {
+        &self.group
+    }
+
+    /// The stream every copy is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// [`ProcessGroup::all_reduce`] on a device buffer.
+    pub fn all_reduce<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.elementwise("all_reduce", buf, Ways::BOTH, |h| {
+            self.group.all_reduce(h, op)
+        })
+    }
+
+    /// [`ProcessGroup::broadcast`] on a device buffer.
+    pub fn broadcast<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        root: u32,
+    ) -> Result<()> {
+        let ways = Ways {
+            down: self.group.rank() == root,
+            up: self.group.rank() != root,
+        };
+        self.elementwise("broadcast", buf, ways, |h| self.group.broadcast(h, root))
+    }
+
+    /// [`ProcessGroup::reduce`] on a device buffer: the result at `root`;
+    /// the others' buffers are left as they were.
+    pub fn reduce<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<()> {
+        let ways = Ways {
+            down: true,
+            up: self.group.rank() == root,
+        };
+        self.elementwise("reduce", buf, ways, |h| self.group.reduce(h, op, root))
+    }
+
+    /// [`ProcessGroup::scan`] on a device buffer.
+    pub fn scan<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.elementwise("scan", buf, Ways::BOTH, |h| self.group.scan(h, op))
+    }
+
+    /// [`ProcessGroup::exclusive_scan`] on a device buffer.
+    pub fn exclusive_scan<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.elementwise("exclusive_scan", buf, Ways::BOTH, |h| {
+            self.group.exclusive_scan(h, op)
+        })
+    }
+
+    /// [`ProcessGroup::all_gather`] on device buffers.
+    pub fn all_gather<T: Element + DeviceRepr>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        self.whole("all_gather", send, recv, Ways::BOTH, |s, r| {
+            self.group.all_gather(s, r)
+        })
+    }
+
+    /// [`ProcessGroup::reduce_scatter`] on device buffers.
+    pub fn reduce_scatter<T: Element + DeviceRepr>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.whole("reduce_scatter", send, recv, Ways::BOTH, |s, r| {
+            self.group.reduce_scatter(s, r, op)
+        })
+    }
+
+    /// [`ProcessGroup::all_to_all`] on device buffers.
+    pub fn all_to_all<T: Element + DeviceRepr>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        self.whole("all_to_all", send, recv, Ways::BOTH, |s, r| {
+            self.group.all_to_all(s, r)
+        })
+    }
+
+    /// [`ProcessGroup::gather`] on device buffers (`recv` is written at
+    /// `root` only).
+    pub fn gather<T: Element + DeviceRepr>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        root: u32,
+    ) -> Result<()> {
+        let ways = Ways {
+            down: true,
+            up: self.group.rank() == root,
+        };
+        self.whole("gather", send, recv, ways, |s, r| {
+            self.group.gather(s, r, root)
+        })
+    }
+
+    /// [`ProcessGroup::scatter`] on device buffers (`send` is read at
+    /// `root` only).
+    pub fn scatter<T: Element + DeviceRepr>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        root: u32,
+    ) -> Result<()> {
+        let ways = Ways {
+            down: self.group.rank() == root,
+            up: true,
+        };
+        self.whole("scatter", send, recv, ways, |s, r| {
+            self.group.scatter(s, r, root)
+        })
+    }
+
+    /// [`ProcessGroup::barrier`], after the work queued on the stream.
+    pub fn barrier(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| failed("barrier", &e))?;
+        self.group.barrier()
+    }
+
+    /// [`ProcessGroup::send`] of a device buffer: one message, which a
+    /// host `recv` or a device [`recv`](Self::recv) takes alike.
+    pub fn send<T: Element + DeviceRepr>(
+        &self,
+        buf: &CudaSlice<T>,
+        dst: u32,
+        tag: u64,
+    ) -> Result<()> {
+        let host = self
+            .stream
+            .clone_dtoh(buf)
+            .map_err(|e| failed("send", &e))?;
+        self.group.send(&host, dst, tag)
+    }
+
+    /// [`ProcessGroup::recv`] into a device buffer.
+    pub fn recv<T: Element + DeviceRepr>(
+        &self,
+        buf: &mut CudaSlice<T>,
+        src: u32,
+        tag: u64,
+    ) -> Result<()> {
+        let mut host = vec![bytemuck::Zeroable::zeroed(); buf.len()];
+        self.group.recv(&mut host, src, tag)?;
+        self.stream
+            .memcpy_htod(&host, buf)
+            .map_err(|e| failed("recv", &e))
+    }
+
+    fn elementwise<T: Element + DeviceRepr>(
+        &self,
+        op: &'static str,
+        buf: &mut CudaSlice<T>,
+        ways: Ways,
+        call: impl Fn(&mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
+        let mut hosts = self.take(op)?;
+        let mut mem = OnDevice {
+            buf,
+            stream: &self.stream,
+            op,
+        };
+        let r = staging::pipelined(&mut mem, &mut hosts, chunk, ways, call);
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(hosts.into_iter().map(|t| t.host));
+        r
+    }
+
+    fn whole<T: Element + DeviceRepr>(
+        &self,
+        op: &'static str,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        ways: Ways,
+        call: impl FnOnce(&[T], &mut [T]) -> Result<()>,
+    ) -> Result<()> {
+        let mut from = OnDevice {
+            buf: send,
+            stream: &self.stream,
+            op,
+        };
+        let mut to = OnDevice {
+            buf: recv,
+            stream: &self.stream,
+            op,
+        };
+        staging::staged_whole(&mut from, &mut to, ways, call)
+    }
+
+    /// [`DEPTH`] pinned buffers of a chunk each, from the pool or new.
+    fn take<T: Element>(&self, op: &str) -> Result<Vec<Typed<T>>> {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::with_capacity(DEPTH);
+        while out.len() < DEPTH {
+            let host = match pool.pop() {
+                Some(h) => h,
+                None => Pinned::new(&self.stream, self.chunk_bytes).map_err(|e| match e {
+                    Error::DeviceFailed { what, .. } => Error::DeviceFailed {
+                        op: op.to_string(),
+                        what: format!("pinned host memory: {what}"),
+                    },
+                    other => other,
+                })?,
+            };
+            out.push(Typed {
+                host,
+                _t: std::marker::PhantomData,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_version_codes_decode_both_ways_nccl_has_written_them() {
+        let v = |major, minor, patch| NcclVersion {
+            major,
+            minor,
+            patch,
+        };
+        assert_eq!(NcclVersion::from_code(21_803), Some(v(2, 18, 3)));
+        assert_eq!(NcclVersion::from_code(22_203), Some(v(2, 22, 3)));
+        assert_eq!(NcclVersion::from_code(2_804), Some(v(2, 8, 4)));
+        assert_eq!(NcclVersion::from_code(0), None);
+        assert_eq!(NcclVersion::from_code(-1), None);
+        assert_eq!(v(2, 18, 3).to_string(), "2.18.3");
+    }
+
+    #[test]
+    fn an_nccl_older_than_the_floor_is_refused_by_name() {
+        let old = NcclVersion::from_code(21_705).unwrap();
+        match old.check() {
+            Err(Error::DeviceUnavailable { what }) => {
+                assert!(what.contains("2.17.5") && what.contains("2.18.0"), "{what}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let ok = NcclVersion::from_code(21_800).unwrap();
+        assert_eq!(ok.check().unwrap(), ok);
+        assert!(NcclVersion::from_code(30_000).unwrap().check().is_ok());
+    }
+
+    /// What `loaded` makes of a panic inside a loaded library's call.
+    #[test]
+    fn a_panic_while_loading_is_a_typed_error_naming_the_library() {
+        let r: Result<()> = loaded("NCCL (libnccl.so.2)", || {
+            panic!("Missing symbol ncclCommInitRankConfig")
+        });
+        match r {
+            Err(Error::DeviceUnavailable { what }) => {
+                assert!(
+                    what.contains("libnccl.so.2") && what.contains("ncclCommInitRankConfig"),
+                    "{what}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
