@@ -149,26 +149,66 @@ fn driver() -> Result<()> {
     }
 }
 
-/// The NCCL this process loads, checked against [`MIN_NCCL`]:
-/// `DeviceUnavailable` when `libnccl.so.2` is not on the loader's path or
-/// is older.
-pub fn nccl_version() -> Result<NcclVersion> {
-    // SAFETY: as in `driver`, a dlopen by name and nothing else.
-    if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-        return Err(unavailable(
+/// NCCL's library names, in the order tried: `libnccl.so.2` is what
+/// NVIDIA's `libnccl2` package and the `nvidia-nccl-cu12`/`-cu13` wheels
+/// (torch's) install; the bare `libnccl.so` only comes with the
+/// development package. (cudarc's own loader tries `libnccl.so` and
+/// numbered names that NCCL never had, not `libnccl.so.2`, so meshwork
+/// opens NCCL itself.)
+const NCCL_NAMES: [&std::ffi::CStr; 2] = [c"libnccl.so.2", c"libnccl.so"];
+
+/// NCCL, opened once for the process (`dlopen`, kept open).
+struct Nccl {
+    handle: *mut libc::c_void,
+}
+
+// SAFETY: a `dlopen` handle may be used from any thread (dlsym is
+// thread-safe); it is never closed.
+unsafe impl Send for Nccl {}
+// SAFETY: as above; nothing in it is mutated after it is made.
+unsafe impl Sync for Nccl {}
+
+fn nccl() -> Result<&'static Nccl> {
+    static NCCL: std::sync::OnceLock<Option<Nccl>> = std::sync::OnceLock::new();
+    NCCL.get_or_init(|| {
+        NCCL_NAMES.iter().find_map(|name| {
+            // SAFETY: `name` is a NUL-terminated library name; dlopen runs
+            // the library's initialisers, which NCCL's are fit for.
+            let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            (!handle.is_null()).then_some(Nccl { handle })
+        })
+    })
+    .as_ref()
+    .ok_or_else(|| {
+        unavailable(
             "NCCL (libnccl.so.2): not found on the loader's path (LD_LIBRARY_PATH, ldconfig); \
-             NVIDIA's libnccl2 package and the nvidia-nccl-cu12 wheel ship it",
-        ));
+             NVIDIA's libnccl2 package and the nvidia-nccl-cu12/cu13 wheels ship it",
+        )
+    })
+}
+
+/// The NCCL this process loads, checked against [`MIN_NCCL`]:
+/// `DeviceUnavailable` when `libnccl.so.2` is not on the loader's path,
+/// lacks `ncclGetVersion`, or is older. Needs no GPU.
+pub fn nccl_version() -> Result<NcclVersion> {
+    let lib = nccl()?;
+    // SAFETY: a symbol lookup in a library that stays open.
+    let sym = unsafe { libc::dlsym(lib.handle, c"ncclGetVersion".as_ptr()) };
+    if sym.is_null() {
+        return Err(unavailable("NCCL (libnccl.so.2): it has no ncclGetVersion"));
     }
-    let code = loaded(
-        "NCCL (libnccl.so.2)",
-        cudarc::nccl::result::get_nccl_version,
-    )?
-    .map_err(|e| {
-        unavailable(format!(
-            "NCCL (libnccl.so.2): ncclGetVersion failed ({e:?})"
-        ))
-    })?;
+    // SAFETY: `ncclResult_t ncclGetVersion(int *version)`, NCCL's stable
+    // signature since 2.3; `ncclResult_t` is a C enum (an `int`).
+    let get: unsafe extern "C" fn(*mut libc::c_int) -> libc::c_int =
+        unsafe { std::mem::transmute(sym) };
+    let mut code: libc::c_int = 0;
+    // SAFETY: `code` is a valid `int` to write.
+    let status = unsafe { get(&mut code) };
+    if status != 0 {
+        return Err(unavailable(format!(
+            "NCCL (libnccl.so.2): ncclGetVersion failed (ncclResult {status})"
+        )));
+    }
     NcclVersion::from_code(code)
         .ok_or_else(|| unavailable(format!("NCCL (libnccl.so.2) reports version code {code}")))?
         .check()

@@ -358,7 +358,7 @@ mod tests {
         let n = 23;
         let out = on_world(3, |rank, g| {
             let root = 1;
-            let mut mem = Host::new(vec![rank as u32 + 1; n]);
+            let mut mem = Host::new(vec![rank + 1; n]);
             let mut host = bufs::<u32>(2, chunk);
             let ways = Ways {
                 down: rank == root,
@@ -366,7 +366,7 @@ mod tests {
             };
             pipelined(&mut mem, &mut host, chunk, ways, |b| g.broadcast(b, root)).unwrap();
             let broadcast = (mem.data.clone(), mem.steps());
-            let mut mem = Host::new(vec![rank as u32 + 1; n]);
+            let mut mem = Host::new(vec![rank + 1; n]);
             let ways = Ways {
                 down: true,
                 up: rank == root,

@@ -15,7 +15,9 @@
 //! stopped and `meshrun` exits with that rank's status; it exits 0 when all
 //! ranks do. With `--keep-going` (a program that survives failures:
 //! `agree`, `shrink`), the others run on, and `meshrun` exits with the
-//! first failed rank's status once every rank has ended.
+//! first failed rank's status once every rank has ended. `meshrun devices`
+//! says which CUDA devices and which NCCL this process would use (a build
+//! with `--features cuda`), or what is missing.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -30,7 +32,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun devices\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
 
 struct Options {
     n: u32,
@@ -203,6 +205,9 @@ fn main() -> ExitCode {
     if args.first().is_some_and(|a| a == "seed") {
         return seed(&args[1..]);
     }
+    if args.first().is_some_and(|a| a == "devices") {
+        return devices();
+    }
     if args.first().is_some_and(|a| a == "token") {
         return match meshwork::random_token() {
             Ok(t) => {
@@ -371,4 +376,49 @@ fn main() -> ExitCode {
         None => ExitCode::SUCCESS,
         Some((_, code)) => ExitCode::from(u8::try_from(code.clamp(1, 255)).unwrap_or(1)),
     }
+}
+
+/// `meshrun devices`: the CUDA devices and the NCCL this process sees, or
+/// what is missing; exit 0 when both are there, 2 otherwise.
+#[cfg(feature = "cuda")]
+fn devices() -> ExitCode {
+    use meshwork::cuda::{nccl_version, Device};
+    let mut all = true;
+    match Device::count() {
+        Ok(n) => {
+            println!("cuda: {n} device(s)");
+            for i in 0..n {
+                match Device::open(i).and_then(|d| d.name()) {
+                    Ok(name) => println!("cuda: {i} {name}"),
+                    Err(e) => {
+                        println!("cuda: {i} {e}");
+                        all = false;
+                    }
+                }
+            }
+            all &= n > 0;
+        }
+        Err(e) => {
+            println!("cuda: {e}");
+            all = false;
+        }
+    }
+    match nccl_version() {
+        Ok(v) => println!("nccl: {v}"),
+        Err(e) => {
+            println!("nccl: {e}");
+            all = false;
+        }
+    }
+    if all {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn devices() -> ExitCode {
+    eprintln!("meshrun devices: this meshrun was built without the cuda feature (cargo build --features cuda)");
+    ExitCode::from(2)
 }

@@ -61,3 +61,72 @@ fn without_a_driver_every_entry_point_says_so() {
     let e = Device::open(0).unwrap_err().to_string();
     assert!(e.starts_with("device unavailable: the CUDA driver"), "{e}");
 }
+
+/// `meshrun devices` with the given `LD_LIBRARY_PATH` (none: removed):
+/// its exit status and its `nccl:` line.
+fn devices(library_path: Option<&str>) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_meshrun"));
+    cmd.arg("devices");
+    match library_path {
+        Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+        None => cmd.env_remove("LD_LIBRARY_PATH"),
+    };
+    let out = cmd.output().expect("meshrun runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let nccl = text
+        .lines()
+        .find_map(|l| l.strip_prefix("nccl: "))
+        .unwrap_or_else(|| panic!("no nccl line in {text:?}"))
+        .to_string();
+    (out.status.code(), nccl)
+}
+
+/// The NCCL that torch's wheels ship (`nvidia-nccl-cu13`, which CI
+/// installs for the torch tests) is loaded for real: its version is read
+/// through `ncclGetVersion` — no GPU needed for that — and passes the
+/// 2.18 floor. Without it on the loader's path, the same command names
+/// `libnccl.so.2` as missing, unless the system has its own NCCL.
+#[test]
+fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
+    let found = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|dir| std::path::Path::new(dir).join("libnccl.so.2").exists());
+    let Some(dir) = found else {
+        crate::netlab::skip("no nvidia-nccl wheel for python3 (pip install nvidia-nccl-cu13)");
+        return;
+    };
+    let (status, nccl) = devices(Some(&dir));
+    let v: Vec<u32> = nccl
+        .split('.')
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("not a version: {nccl:?}"))
+        })
+        .collect();
+    assert_eq!(v.len(), 3, "{nccl}");
+    let min = MIN_NCCL;
+    assert!((v[0], v[1]) >= (min.major, min.minor), "{nccl}");
+    // No driver on a machine like CI's: the command still says so, exit 2.
+    if Device::count().is_err() {
+        assert_eq!(status, Some(2));
+    }
+    let system_nccl = std::process::Command::new("sh")
+        .args(["-c", "ldconfig -p | grep -q 'libnccl.so.2 '"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let (status, nccl) = devices(None);
+    if !system_nccl {
+        assert_eq!(status, Some(2));
+        assert!(
+            nccl.starts_with("device unavailable: NCCL (libnccl.so.2): not found"),
+            "{nccl}"
+        );
+    }
+}
