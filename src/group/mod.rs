@@ -100,6 +100,9 @@ pub(crate) struct GroupInner {
     /// Agreements started (`agree`, `shrink`): the next one's number.
     agreements: AtomicU64,
     rpc: Arc<rpc::Rpc>,
+    /// This rank's symmetric heap once it has one, served to the others by
+    /// the RPC server and the links' readers (shared with sub-groups).
+    heap: heap::HeapSlot,
     /// The group this communicator belongs to (for `Recovery::Shrink`).
     cell: std::sync::OnceLock<std::sync::Weak<Cell>>,
     /// Set once `Recovery::Shrink` replaced this communicator: the ranks
@@ -134,15 +137,17 @@ impl GroupInner {
         timeout: Duration,
         topology: Topology,
         rpc: Arc<rpc::Rpc>,
+        heap: heap::HeapSlot,
     ) -> Arc<GroupInner> {
         transport.set_timeout(timeout);
         let members: Vec<u32> = (0..transport.world()).collect();
         transport.collective_members(comm_id, &members);
-        rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc));
         // Heap requests are answered by whichever thread reads them off
         // the link; the server answers what that thread leaves to it.
+        let replies = heap::Replies::new(Arc::clone(&transport), comm_id, Arc::clone(&heap));
+        rpc::serve(Arc::clone(&transport), comm_id, Arc::clone(&rpc), replies);
         let answerer = heap::Answerer {
-            rpc: Arc::clone(&rpc),
+            heap: Arc::clone(&heap),
             comm: comm_id,
         };
         transport.set_answerer(rpc::request_key(comm_id), Arc::new(answerer));
@@ -159,6 +164,7 @@ impl GroupInner {
             recovery: std::sync::atomic::AtomicU8::new(0),
             agreements: AtomicU64::new(0),
             rpc,
+            heap,
             cell: std::sync::OnceLock::new(),
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
@@ -183,13 +189,13 @@ impl GroupInner {
     /// its RPC server.
     pub(crate) fn attach_heap(&self, heap: &Arc<heap::Heap>) {
         if heap.len() > 0 {
-            let _ = self.rpc.heap.set(Arc::clone(heap));
+            let _ = self.heap.set(Arc::clone(heap));
         }
     }
 
     /// This rank's heap, if this communicator has one.
     pub(crate) fn heap_of(&self) -> Option<&Arc<heap::Heap>> {
-        self.rpc.heap.get()
+        self.heap.get()
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -326,7 +332,14 @@ impl ProcessGroup {
         timeout: Duration,
         topology: Topology,
     ) -> Self {
-        let inner = GroupInner::new(transport, comm_id, timeout, topology, rpc::Rpc::new());
+        let inner = GroupInner::new(
+            transport,
+            comm_id,
+            timeout,
+            topology,
+            rpc::Rpc::new(),
+            heap::HeapSlot::default(),
+        );
         let cell = Arc::new(Cell {
             current: std::sync::RwLock::new(Arc::clone(&inner)),
             recovering: Mutex::new(()),

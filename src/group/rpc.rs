@@ -43,8 +43,6 @@ pub(crate) struct Rpc {
     /// if they ever come, are discarded by later calls instead of staying
     /// queued forever.
     abandoned: Mutex<VecDeque<(u32, u64)>>,
-    /// This rank's symmetric heap, served by the server itself.
-    pub(super) heap: std::sync::OnceLock<Arc<super::Heap>>,
     /// The group's flight record, which the server answers questions
     /// about (`flight.rs`).
     pub(super) flight: Arc<super::flight::FlightRecord>,
@@ -56,7 +54,6 @@ impl Rpc {
             handlers: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             abandoned: Mutex::new(VecDeque::new()),
-            heap: std::sync::OnceLock::new(),
             flight: super::flight::FlightRecord::new(),
         })
     }
@@ -95,16 +92,34 @@ pub(crate) fn response_key(comm: u64, id: u64) -> LaneKey {
     }
 }
 
+/// Requests the server answers by other means than its workers: those for
+/// the reserved function `fn_id()` (the symmetric heap's, answered per
+/// requester by `heap/replies.rs`, so one requester that takes no answers
+/// never holds up the others).
+pub(crate) trait Sideline: Send + Sync {
+    /// The function id these requests carry.
+    fn fn_id(&self) -> u32;
+    /// Take request `request` (head, then arguments) from `src`; never
+    /// waits.
+    fn take(self: Arc<Self>, src: u32, request: Payload);
+}
+
 /// Start the server thread for one group; it starts its workers when the
 /// first request arrives (a group that never serves RPC costs one thread,
-/// asleep), and they all end when the transport closes.
-pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
+/// asleep), and they all end when the transport closes. Requests for
+/// `sideline`'s function go to it instead.
+pub(crate) fn serve(
+    transport: Arc<dyn Transport>,
+    comm: u64,
+    rpc: Arc<Rpc>,
+    sideline: Arc<dyn Sideline>,
+) {
     let rank = transport.rank();
     let spawned = std::thread::Builder::new()
         .name(format!("meshwork-rpc-{rank}"))
         .spawn(move || {
             let mut workers: Option<Sender<Request>> = None;
-            let replies = super::heap::Replies::new(Arc::clone(&transport), comm, Arc::clone(&rpc));
+            let reserved = sideline.fn_id();
             loop {
                 // No deadline of its own: the transport's close ends the
                 // wait (`Closed`).
@@ -114,11 +129,9 @@ pub(crate) fn serve(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) {
                     Err(_) => return,
                 };
                 // Heap requests the link's reader left here (for want of
-                // room to answer with, or a transport that cannot):
-                // answered per requester (`heap/replies.rs`), so one that
-                // takes no answers never holds up the others' requests.
-                if let Some((super::heap::HEAP_FN, ..)) = decode_request(req.1.as_ref()) {
-                    replies.push(req.0, req.1);
+                // room to answer with, or a transport that cannot).
+                if decode_request(req.1.as_ref()).is_some_and(|(f, ..)| f == reserved) {
+                    Arc::clone(&sideline).take(req.0, req.1);
                     continue;
                 }
                 let tx = workers.get_or_insert_with(|| start_workers(&transport, comm, &rpc));

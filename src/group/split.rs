@@ -413,7 +413,14 @@ impl GroupInner {
         let members: Vec<u32> = (0..self.world).filter(|r| !failed.contains(r)).collect();
         let (sub, topology) = self.sub_transport(members)?;
         let comm = child_comm_id(self.comm_id, n, u32::MAX - 1);
-        let inner = GroupInner::new(sub, comm, self.timeout(), topology, Arc::clone(&self.rpc));
+        let inner = GroupInner::new(
+            sub,
+            comm,
+            self.timeout(),
+            topology,
+            Arc::clone(&self.rpc),
+            Arc::clone(&self.heap),
+        );
         inner.inherit_routes(self);
         let overrides = self
             .overrides

@@ -46,6 +46,11 @@ use std::sync::Arc;
 /// The RPC function id of heap requests (ids from `0xFFFF_FF00` are the
 /// library's; a user's handler there is never called).
 pub(crate) const HEAP_FN: u32 = 0xFFFF_FFF0;
+
+/// Where a communicator's heap is, once it has one: shared by the
+/// communicator, the sub-groups made from it, and those answering its
+/// requests.
+pub(crate) type HeapSlot = Arc<std::sync::OnceLock<Arc<Heap>>>;
 /// The largest piece of a put or get in one message.
 const PIECE: usize = 4 << 20;
 /// Pieces in flight at once, per call.
@@ -301,7 +306,7 @@ pub(crate) fn answer(
 /// Answers a communicator's heap requests on the thread that reads them
 /// off the link (the target's I/O side), without waking its RPC server.
 pub(crate) struct Answerer {
-    pub(crate) rpc: Arc<super::rpc::Rpc>,
+    pub(crate) heap: HeapSlot,
     pub(crate) comm: u64,
 }
 
@@ -318,7 +323,7 @@ impl meshwork_transport::Answerer for Answerer {
         }
         // Malformed: the server drops it, saying so.
         let (id, size, req) = decode_request(id, args)?;
-        let heap = self.rpc.heap.get().map(|h| &**h);
+        let heap = self.heap.get().map(|h| &**h);
         let admitted = admit(heap, size, &req);
         let len = 1 + match &admitted {
             Ok(n) => *n,
@@ -345,7 +350,7 @@ impl GroupInner {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        self.rpc.heap.get().filter(|h| h.len() > 0).ok_or_else(|| {
+        self.heap.get().filter(|h| h.len() > 0).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{op}: this group has no heap (heap of 0 bytes; set HEAP_MB or Node::heap_bytes)"
             ))
@@ -586,7 +591,7 @@ impl super::ProcessGroup {
     /// The size of every rank's heap in bytes (`Node::heap_bytes`,
     /// `HEAP_MB`; 0: none).
     pub fn heap_bytes(&self) -> usize {
-        self.inner().rpc.heap.get().map_or(0, |h| h.len())
+        self.inner().heap.get().map_or(0, |h| h.len())
     }
 
     /// Write `data` into this rank's own heap at `offset`.

@@ -15,7 +15,8 @@
 //! it is gone), its requests are dropped, saying so and naming it: its
 //! calls fail at their deadline, as they would had it been silent.
 
-use super::super::rpc::{decode_request, Rpc};
+use super::super::rpc::{decode_request, Sideline};
+use super::{HeapSlot, HEAP_FN};
 use meshwork_transport::{Payload, Transport, TransportError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,7 +41,7 @@ struct Waiting {
 pub(crate) struct Replies {
     transport: Arc<dyn Transport>,
     comm: u64,
-    rpc: Arc<Rpc>,
+    heap: HeapSlot,
     waiting: Mutex<HashMap<u32, Waiting>>,
 }
 
@@ -51,11 +52,11 @@ impl std::fmt::Debug for Replies {
 }
 
 impl Replies {
-    pub(crate) fn new(transport: Arc<dyn Transport>, comm: u64, rpc: Arc<Rpc>) -> Arc<Replies> {
+    pub(crate) fn new(transport: Arc<dyn Transport>, comm: u64, heap: HeapSlot) -> Arc<Replies> {
         Arc::new(Replies {
             transport,
             comm,
-            rpc,
+            heap,
             waiting: Mutex::new(HashMap::new()),
         })
     }
@@ -120,7 +121,7 @@ impl Replies {
             let Some((_, id, args)) = decode_request(request.as_ref()) else {
                 continue;
             };
-            let heap = self.rpc.heap.get().map(|h| &**h);
+            let heap = self.heap.get().map(|h| &**h);
             match super::answer(&*self.transport, self.comm, heap, src, id, args) {
                 Err(TransportError::Closed) => return self.drop_waiting(src),
                 Err(
@@ -151,10 +152,19 @@ impl Replies {
     }
 }
 
+impl Sideline for Replies {
+    fn fn_id(&self) -> u32 {
+        HEAP_FN
+    }
+
+    fn take(self: Arc<Self>, src: u32, request: Payload) {
+        self.push(src, request);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::super::rpc::{request_head, response_key, serve};
-    use super::super::HEAP_FN;
+    use super::super::super::rpc::{request_head, response_key, serve, Rpc};
     use super::*;
     use crossbeam_channel::{Receiver, Sender};
     use meshwork_transport::{LaneKey, LinkKind, PeerStats};
@@ -268,11 +278,9 @@ mod tests {
         let w = world();
         let rpc = Rpc::new();
         rpc.register(7, Arc::new(|_, _| b"fine".to_vec()));
-        serve(
-            Arc::clone(&w.transport) as Arc<dyn Transport>,
-            0,
-            Arc::clone(&rpc),
-        );
+        let transport = Arc::clone(&w.transport) as Arc<dyn Transport>;
+        let replies = Replies::new(Arc::clone(&transport), 0, HeapSlot::default());
+        serve(transport, 0, Arc::clone(&rpc), replies);
         for id in 0..3 {
             w.requests.send((1, heap_request(id))).unwrap();
         }
@@ -294,7 +302,7 @@ mod tests {
         let replies = Replies::new(
             Arc::clone(&w.transport) as Arc<dyn Transport>,
             0,
-            Rpc::new(),
+            HeapSlot::default(),
         );
         for id in 0..(MAX_WAITING as u64 * 4) {
             replies.push(1, heap_request(id));
