@@ -337,6 +337,9 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &CudaSlice<T>> {
         self.buf.len()
     }
     fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
+        if into.is_empty() {
+            return Ok(());
+        }
         let part = self.buf.slice(at..at + into.len());
         // A `[T]` destination: the copy is complete when this returns.
         self.stream
@@ -350,6 +353,9 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &mut CudaSlice<T>> {
         self.buf.len()
     }
     fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
+        if into.is_empty() {
+            return Ok(());
+        }
         let part = self.buf.slice(at..at + into.len());
         self.stream
             .memcpy_dtoh(&part, into)
@@ -359,6 +365,9 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &mut CudaSlice<T>> {
 
 impl<T: DeviceRepr> Sink<T> for OnDevice<'_, &mut CudaSlice<T>> {
     fn upload(&mut self, at: usize, from: &[T]) -> Result<()> {
+        if from.is_empty() {
+            return Ok(());
+        }
         let mut part = self.buf.slice_mut(at..at + from.len());
         // A `[T]` source: the copy is complete when this returns.
         self.stream
