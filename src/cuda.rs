@@ -58,6 +58,10 @@ pub const MIN_NCCL: NcclVersion = NcclVersion {
 /// small enough that copies and transfer overlap on a 16 MiB gradient.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 
+/// The largest chunk [`DeviceGroup::chunk_bytes`] takes (1 GiB): two
+/// pinned buffers of it are held per group.
+pub const MAX_CHUNK_BYTES: usize = 1 << 30;
+
 /// Host buffers a staged call cycles through (two: one being copied while
 /// the other is on the network).
 const DEPTH: usize = 2;
@@ -325,6 +329,15 @@ impl<T: Element> DerefMut for Typed<T> {
     }
 }
 
+/// Waits for `stream`'s work, the copy just queued included. A copy to or
+/// from a plain slice is queued, not done, when cudarc returns (its
+/// `[T]` host slices synchronise nothing, and pinned memory makes the
+/// copy truly asynchronous): the pipeline hands the host buffer on next,
+/// and the call's result must be in the device buffer when it returns.
+fn complete(stream: &CudaStream, op: &str) -> Result<()> {
+    stream.synchronize().map_err(|e| failed(op, &e))
+}
+
 /// A device buffer the pipeline reads (and writes, when `&mut`).
 struct OnDevice<'a, S> {
     buf: S,
@@ -341,10 +354,10 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &CudaSlice<T>> {
             return Ok(());
         }
         let part = self.buf.slice(at..at + into.len());
-        // A `[T]` destination: the copy is complete when this returns.
         self.stream
             .memcpy_dtoh(&part, into)
-            .map_err(|e| failed(self.op, &e))
+            .map_err(|e| failed(self.op, &e))?;
+        complete(self.stream, self.op)
     }
 }
 
@@ -359,7 +372,8 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &mut CudaSlice<T>> {
         let part = self.buf.slice(at..at + into.len());
         self.stream
             .memcpy_dtoh(&part, into)
-            .map_err(|e| failed(self.op, &e))
+            .map_err(|e| failed(self.op, &e))?;
+        complete(self.stream, self.op)
     }
 }
 
@@ -369,10 +383,10 @@ impl<T: DeviceRepr> Sink<T> for OnDevice<'_, &mut CudaSlice<T>> {
             return Ok(());
         }
         let mut part = self.buf.slice_mut(at..at + from.len());
-        // A `[T]` source: the copy is complete when this returns.
         self.stream
             .memcpy_htod(from, &mut part)
-            .map_err(|e| failed(self.op, &e))
+            .map_err(|e| failed(self.op, &e))?;
+        complete(self.stream, self.op)
     }
 }
 
@@ -408,11 +422,12 @@ impl DeviceGroup {
         }
     }
 
-    /// Stage in chunks of `bytes` (rounded down to a multiple of 8, at
-    /// least 8). Every rank must use the same size: each chunk is its own
-    /// collective.
+    /// Stage in chunks of `bytes` (rounded down to a multiple of 8, kept
+    /// within 8 bytes and [`MAX_CHUNK_BYTES`]). Every rank must use the
+    /// same size: each chunk is its own collective.
     pub fn chunk_bytes(mut self, bytes: usize) -> DeviceGroup {
-        self.chunk_bytes = (bytes - bytes % 8).max(8);
+        let bytes = bytes.clamp(8, MAX_CHUNK_BYTES);
+        self.chunk_bytes = bytes - bytes % 8;
         self.pool = Mutex::new(Vec::new());
         self
     }
@@ -570,10 +585,13 @@ impl DeviceGroup {
         dst: u32,
         tag: u64,
     ) -> Result<()> {
-        let host = self
-            .stream
-            .clone_dtoh(buf)
-            .map_err(|e| failed("send", &e))?;
+        let mut host = vec![bytemuck::Zeroable::zeroed(); buf.len()];
+        let mut from = OnDevice {
+            buf,
+            stream: &self.stream,
+            op: "send",
+        };
+        from.download(0, &mut host)?;
         self.group.send(&host, dst, tag)
     }
 
@@ -586,9 +604,12 @@ impl DeviceGroup {
     ) -> Result<()> {
         let mut host = vec![bytemuck::Zeroable::zeroed(); buf.len()];
         self.group.recv(&mut host, src, tag)?;
-        self.stream
-            .memcpy_htod(&host, buf)
-            .map_err(|e| failed("recv", &e))
+        let mut to = OnDevice {
+            buf,
+            stream: &self.stream,
+            op: "recv",
+        };
+        to.upload(0, &host)
     }
 
     fn elementwise<T: Element + DeviceRepr>(
@@ -599,6 +620,7 @@ impl DeviceGroup {
         call: impl Fn(&mut [T]) -> Result<()> + Sync,
     ) -> Result<()> {
         let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
+        staging::same_length(&self.group, op, buf.len())?;
         let mut hosts = self.take(op)?;
         let mut mem = OnDevice {
             buf,
@@ -641,13 +663,20 @@ impl DeviceGroup {
         while out.len() < DEPTH {
             let host = match pool.pop() {
                 Some(h) => h,
-                None => Pinned::new(&self.stream, self.chunk_bytes).map_err(|e| match e {
-                    Error::DeviceFailed { what, .. } => Error::DeviceFailed {
-                        op: op.to_string(),
-                        what: format!("pinned host memory: {what}"),
-                    },
-                    other => other,
-                })?,
+                None => match Pinned::new(&self.stream, self.chunk_bytes) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        // What was taken goes back for the next call.
+                        pool.extend(out.into_iter().map(|t: Typed<T>| t.host));
+                        return Err(match e {
+                            Error::DeviceFailed { what, .. } => Error::DeviceFailed {
+                                op: op.to_string(),
+                                what: format!("pinned host memory: {what}"),
+                            },
+                            other => other,
+                        });
+                    }
+                },
             };
             out.push(Typed {
                 host,

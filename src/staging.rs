@@ -16,11 +16,15 @@
 //! ```
 //!
 //! Every rank must cut the same chunks (the same length, the same chunk
-//! size), because each chunk is its own collective; a rank with another
-//! length meets `CollectiveMismatch` on the first chunk whose length
-//! differs, as the unstaged call would.
+//! size), because each chunk is its own collective. A chunk's own check
+//! is not enough: with chunks of 4, a rank staging 8 elements and one
+//! staging 4 agree on the first chunk, and the longer one's second chunk
+//! would wait for a collective the other never starts (or take its next
+//! one). So the ranks first agree on the length ([`same_length`]: one
+//! all_gather of a `u64`), and a rank whose length differs is named in
+//! `CollectiveMismatch` on every rank, as the unstaged call would be.
 
-use crate::{Element, Error, Result};
+use crate::{Element, Error, ProcessGroup, Result};
 use std::ops::DerefMut;
 use std::sync::mpsc;
 
@@ -36,6 +40,23 @@ pub(crate) trait Source<T> {
 pub(crate) trait Sink<T>: Source<T> {
     /// Copies `from` into `self[at..at + from.len()]`, complete on return.
     fn upload(&mut self, at: usize, from: &[T]) -> Result<()>;
+}
+
+/// Every rank of `g` stages `n` elements for `op`: `Ok`, or
+/// `CollectiveMismatch` naming the first rank whose length differs (the
+/// same verdict on every rank, from one all_gather of the lengths).
+pub(crate) fn same_length(g: &ProcessGroup, op: &str, n: usize) -> Result<()> {
+    let mut all = vec![0u64; g.world_size() as usize];
+    g.all_gather(&[n as u64], &mut all)?;
+    match all.iter().position(|&m| m != n as u64) {
+        None => Ok(()),
+        Some(rank) => Err(Error::CollectiveMismatch {
+            op: op.to_string(),
+            ours: format!("{op} of {n} elements (staged from a device)"),
+            theirs: format!("{op} of {} elements", all[rank]),
+            rank: rank as u32,
+        }),
+    }
 }
 
 /// Which copies a chunk needs: a broadcast's non-root reads nothing out, a
@@ -481,21 +502,45 @@ mod tests {
         }
     }
 
-    /// Lengths that differ between ranks meet the group's mismatch check
-    /// on the first chunk whose length differs, never a hang.
+    /// Lengths that differ between ranks are named before any chunk
+    /// moves, never a hang — also where one rank's chunks are a prefix of
+    /// another's (8 against 4 with chunks of 4: the first chunks agree),
+    /// and where one rank has a single chunk; ranks that agree go on.
     #[test]
     fn ranks_with_other_lengths_are_told_so() {
         let chunk = 4;
-        let out = on_world(2, |rank, g| {
-            let n = if rank == 0 { 10 } else { 6 };
-            let mut mem = Host::new(vec![1i32; n]);
-            let mut host = bufs::<i32>(2, chunk);
-            pipelined(&mut mem, &mut host, chunk, Ways::BOTH, |b| {
-                g.all_reduce(b, ReduceOp::Sum)
-            })
-        });
-        for r in out {
-            assert!(matches!(r, Err(Error::CollectiveMismatch { .. })), "{r:?}");
+        for lengths in [[10, 6, 10], [8, 4, 8], [12, 8, 12], [4, 4, 3], [9, 9, 9]] {
+            let out = on_world(3, |rank, g| {
+                let n = lengths[rank as usize];
+                let mut mem = Host::new(vec![1i32; n]);
+                let mut host = bufs::<i32>(2, chunk);
+                same_length(g, "all_reduce", n)?;
+                pipelined(&mut mem, &mut host, chunk, Ways::BOTH, |b| {
+                    g.all_reduce(b, ReduceOp::Sum)
+                })?;
+                Ok::<_, Error>(mem.data)
+            });
+            let odd = lengths.iter().position(|&n| n != lengths[0]);
+            for (rank, r) in out.into_iter().enumerate() {
+                match (odd, r) {
+                    (None, Ok(data)) => assert_eq!(data, vec![3; lengths[0]]),
+                    (
+                        Some(odd),
+                        Err(Error::CollectiveMismatch {
+                            rank: named,
+                            theirs,
+                            ..
+                        }),
+                    ) => {
+                        // Each names the first rank whose length is not its own.
+                        let want = lengths.iter().position(|&n| n != lengths[rank]).unwrap();
+                        assert_eq!(named as usize, want, "{lengths:?} rank {rank}");
+                        assert!(theirs.contains(&lengths[want].to_string()), "{theirs}");
+                        assert!(odd < 3);
+                    }
+                    (_, r) => panic!("{lengths:?} rank {rank}: {r:?}"),
+                }
+            }
         }
     }
 

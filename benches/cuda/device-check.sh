@@ -23,8 +23,11 @@ nproc
 # check) only tries libnccl.so, which the wheels do not have: a link to
 # the same file, in a directory of its own, gives it that name.
 nccl_dir=
-if ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
-  nccl_dir=$(dirname "$(ldconfig -p | grep 'libnccl.so.2 ' | head -1 | sed 's/.*=> //')")
+# (grep without -q reads all of ldconfig's output: no SIGPIPE under
+# pipefail.)
+system=$({ ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep 'libnccl.so.2 ' || true)
+if [ -n "$system" ]; then
+  nccl_dir=$(dirname "$(echo "$system" | head -1 | sed 's/.*=> //')")
 else
   for py in python3 python; do
     dir=$($py -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)

@@ -3,7 +3,7 @@
 //! panic. (The staging pipeline itself is tested on host memory in
 //! `src/staging.rs`; on a GPU, `benches/cuda/device-check.sh`.)
 
-use meshwork::cuda::{nccl_version, Device, MIN_NCCL};
+use meshwork::cuda::{Device, MIN_NCCL};
 use meshwork::Error;
 
 /// No machine has device 1 000 000: without a driver the error names the
@@ -27,16 +27,6 @@ fn a_device_that_is_not_there_is_named() {
             }
         }
         other => panic!("device {ordinal} opened, or failed otherwise: {other:?}"),
-    }
-}
-
-/// NCCL is there and new enough, or its absence is named.
-#[test]
-fn nccl_is_found_and_new_enough_or_named_missing() {
-    match nccl_version() {
-        Ok(v) => assert!(v >= MIN_NCCL, "{v}"),
-        Err(Error::DeviceUnavailable { what }) => assert!(what.contains("libnccl.so.2"), "{what}"),
-        Err(other) => panic!("{other:?}"),
     }
 }
 
@@ -117,8 +107,13 @@ fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
     if Device::count().is_err() {
         assert_eq!(status, Some(2));
     }
+    // ldconfig is in /sbin, which a non-root PATH may lack; grep reads
+    // all of its output (no -q: no SIGPIPE under a long cache).
     let system_nccl = std::process::Command::new("sh")
-        .args(["-c", "ldconfig -p | grep -q 'libnccl.so.2 '"])
+        .args([
+            "-c",
+            "{ ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep 'libnccl.so.2 ' >/dev/null",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     let (status, nccl) = devices(None);
