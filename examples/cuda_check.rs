@@ -133,31 +133,68 @@ fn check<T: Small>(
     let block = values::<T>(rank, b);
     let blocks = values::<T>(rank, world * b);
     let zeros = |len| vec![bytemuck::Zeroable::zeroed(); len];
-    let mut want = zeros(world * b);
-    g.all_gather(&block, &mut want)?;
-    let mut d = to_device(&s, &zeros(world * b));
-    dg.all_gather(&to_device(&s, &block), &mut d)?;
-    record("all_gather", to_host(&s, &d) == want, true);
-    let mut want = zeros(b);
-    g.reduce_scatter(&blocks, &mut want, ReduceOp::Sum)?;
-    let mut d = to_device(&s, &zeros(b));
-    dg.reduce_scatter(&to_device(&s, &blocks), &mut d, ReduceOp::Sum)?;
-    record("reduce_scatter", to_host(&s, &d) == want, true);
-    let mut want = zeros(world * b);
-    g.all_to_all(&blocks, &mut want)?;
-    let mut d = to_device(&s, &zeros(world * b));
-    dg.all_to_all(&to_device(&s, &blocks), &mut d)?;
-    record("all_to_all", to_host(&s, &d) == want, true);
-    let mut want = zeros(world * b);
-    g.gather(&block, &mut want, 3 % world as u32)?;
-    let mut d = to_device(&s, &zeros(world * b));
-    dg.gather(&to_device(&s, &block), &mut d, 3 % world as u32)?;
-    record("gather", to_host(&s, &d) == want, rank == 3 % world as u32);
-    let mut want = zeros(b);
-    g.scatter(&blocks, &mut want, 0)?;
-    let mut d = to_device(&s, &zeros(b));
-    dg.scatter(&to_device(&s, &blocks), &mut d, 0)?;
-    record("scatter", to_host(&s, &d) == want, true);
+    type HostPair<'a, T> = Box<dyn Fn(&[T], &mut [T]) -> meshwork::Result<()> + 'a>;
+    type DevPair<'a, T> =
+        Box<dyn Fn(&CudaSlice<T>, &mut CudaSlice<T>) -> meshwork::Result<()> + 'a>;
+    let gather_root = 3 % world as u32;
+    // (name, what is sent, received length, host call, device call, checked here)
+    type ByRank<'a, T> = (
+        &'a str,
+        &'a [T],
+        usize,
+        HostPair<'a, T>,
+        DevPair<'a, T>,
+        bool,
+    );
+    let cases: Vec<ByRank<'_, T>> = vec![
+        (
+            "all_gather",
+            &block,
+            world * b,
+            Box::new(|s, r| g.all_gather(s, r)),
+            Box::new(|s, r| dg.all_gather(s, r)),
+            true,
+        ),
+        (
+            "reduce_scatter",
+            &blocks,
+            b,
+            Box::new(|s, r| g.reduce_scatter(s, r, ReduceOp::Sum)),
+            Box::new(|s, r| dg.reduce_scatter(s, r, ReduceOp::Sum)),
+            true,
+        ),
+        (
+            "all_to_all",
+            &blocks,
+            world * b,
+            Box::new(|s, r| g.all_to_all(s, r)),
+            Box::new(|s, r| dg.all_to_all(s, r)),
+            true,
+        ),
+        (
+            "gather",
+            &block,
+            world * b,
+            Box::new(|s, r| g.gather(s, r, gather_root)),
+            Box::new(|s, r| dg.gather(s, r, gather_root)),
+            rank == gather_root,
+        ),
+        (
+            "scatter",
+            &blocks,
+            b,
+            Box::new(|s, r| g.scatter(s, r, 0)),
+            Box::new(|s, r| dg.scatter(s, r, 0)),
+            true,
+        ),
+    ];
+    for (name, send, recv_len, host, dev, at) in cases {
+        let mut want = zeros(recv_len);
+        host(send, &mut want)?;
+        let mut d = to_device(&s, &zeros(recv_len));
+        dev(&to_device(&s, send), &mut d)?;
+        record(name, to_host(&s, &d) == want, at);
+    }
     // Point to point around the ring: device to device, and device to host.
     let next = (rank + 1) % world as u32;
     let prev = (rank + world as u32 - 1) % world as u32;

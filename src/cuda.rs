@@ -345,19 +345,30 @@ struct OnDevice<'a, S> {
     op: &'static str,
 }
 
+/// Copies `buf[at..at + into.len()]` into `into`, complete on return.
+fn download<T: DeviceRepr>(
+    buf: &CudaSlice<T>,
+    stream: &Arc<CudaStream>,
+    op: &str,
+    at: usize,
+    into: &mut [T],
+) -> Result<()> {
+    if into.is_empty() {
+        return Ok(());
+    }
+    let part = buf.slice(at..at + into.len());
+    stream
+        .memcpy_dtoh(&part, into)
+        .map_err(|e| failed(op, &e))?;
+    complete(stream, op)
+}
+
 impl<T: DeviceRepr> Source<T> for OnDevice<'_, &CudaSlice<T>> {
     fn len(&self) -> usize {
         self.buf.len()
     }
     fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
-        if into.is_empty() {
-            return Ok(());
-        }
-        let part = self.buf.slice(at..at + into.len());
-        self.stream
-            .memcpy_dtoh(&part, into)
-            .map_err(|e| failed(self.op, &e))?;
-        complete(self.stream, self.op)
+        download(self.buf, self.stream, self.op, at, into)
     }
 }
 
@@ -366,14 +377,7 @@ impl<T: DeviceRepr> Source<T> for OnDevice<'_, &mut CudaSlice<T>> {
         self.buf.len()
     }
     fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
-        if into.is_empty() {
-            return Ok(());
-        }
-        let part = self.buf.slice(at..at + into.len());
-        self.stream
-            .memcpy_dtoh(&part, into)
-            .map_err(|e| failed(self.op, &e))?;
-        complete(self.stream, self.op)
+        download(self.buf, self.stream, self.op, at, into)
     }
 }
 

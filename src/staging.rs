@@ -107,23 +107,23 @@ where
             bufs.len()
         )));
     }
-    if n <= chunk || bufs.len() == 1 {
+    // At least one chunk: an empty buffer still runs its collective.
+    let chunks = n.div_ceil(chunk).max(1);
+    let len_of = |k: usize| chunk.min(n - k * chunk);
+    if chunks == 1 || bufs.len() == 1 {
         let host = &mut bufs[0];
-        for at in (0..n.max(1)).step_by(chunk) {
-            let len = chunk.min(n - at.min(n));
-            let part = &mut host[..len];
+        for k in 0..chunks {
+            let part = &mut host[..len_of(k)];
             if ways.down {
-                mem.download(at, part)?;
+                mem.download(k * chunk, part)?;
             }
             op(part)?;
             if ways.up {
-                mem.upload(at, part)?;
+                mem.upload(k * chunk, part)?;
             }
         }
         return Ok(());
     }
-    let chunks = n.div_ceil(chunk);
-    let len_of = |k: usize| chunk.min(n - k * chunk);
     std::thread::scope(|s| {
         let (to_helper, jobs) = mpsc::channel::<(usize, B)>();
         let (back, done) = mpsc::channel::<(usize, B, Option<Result<()>>)>();
@@ -275,6 +275,17 @@ mod tests {
         }
     }
 
+    /// The pieces (offset, length) copied back (`up`) or out, in order.
+    fn pieces(steps: &[Step], up: bool) -> Vec<(usize, usize)> {
+        steps
+            .iter()
+            .filter_map(|s| match (s, up) {
+                (Step::Down(at, len), false) | (Step::Up(at, len), true) => Some((*at, *len)),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn bufs<T: Element>(count: usize, len: usize) -> Vec<Vec<T>> {
         (0..count)
             .map(|_| vec![bytemuck::Zeroable::zeroed(); len])
@@ -320,26 +331,12 @@ mod tests {
             });
             for (got, want, steps) in results {
                 assert_eq!(got, want, "n = {n}");
-                let downs: Vec<_> = steps
-                    .iter()
-                    .filter_map(|s| match s {
-                        Step::Down(at, len) => Some((*at, *len)),
-                        Step::Up(..) => None,
-                    })
-                    .collect();
-                let ups: Vec<_> = steps
-                    .iter()
-                    .filter_map(|s| match s {
-                        Step::Up(at, len) => Some((*at, *len)),
-                        Step::Down(..) => None,
-                    })
-                    .collect();
                 let want_pieces: Vec<(usize, usize)> = (0..n.max(1))
                     .step_by(chunk)
                     .map(|at| (at, chunk.min(n - at.min(n))))
                     .collect();
-                assert_eq!(downs, want_pieces, "n = {n}");
-                assert_eq!(ups, want_pieces, "n = {n}");
+                assert_eq!(pieces(&steps, false), want_pieces, "n = {n}");
+                assert_eq!(pieces(&steps, true), want_pieces, "n = {n}");
             }
         }
     }
@@ -400,12 +397,9 @@ mod tests {
         });
         for (rank, (bdata, bsteps), rdata, rsteps) in out {
             assert_eq!(bdata, vec![2; n]);
-            let downs = bsteps
-                .iter()
-                .filter(|s| matches!(s, Step::Down(..)))
-                .count();
+            let downs = pieces(&bsteps, false).len();
             assert_eq!(downs, if rank == 1 { 5 } else { 0 }, "rank {rank}");
-            let ups = rsteps.iter().filter(|s| matches!(s, Step::Up(..))).count();
+            let ups = pieces(&rsteps, true).len();
             assert_eq!(ups, if rank == 1 { 5 } else { 0 }, "rank {rank}");
             if rank == 1 {
                 assert_eq!(rdata, vec![6; n]);
