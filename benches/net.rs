@@ -8,6 +8,7 @@
 //! cargo bench --bench net              # 4 KiB … 64 MiB
 //! cargo bench --bench net -- --quick   # 4 KiB, 1 MiB, 16 MiB
 //! cargo bench --bench net -- --only all_reduce,barrier
+//! cargo bench --bench net -- --sizes 262144,1048576   # these sizes, in bytes
 //! cargo bench --bench net -- --configs quic,tcp   # a subset of the columns
 //! NET_WORLD=16 cargo bench --bench net -- --quick --only barrier,all_reduce
 //! NET_WORLD=8 cargo bench --bench net -- --only all_reduce --configs tcp,tcp-cube,tcp-k4
@@ -245,7 +246,14 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .map(|v| v.split(',').map(str::to_string).collect());
-    let sizes: Vec<usize> = if quick {
+    let listed: Option<Vec<usize>> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| parse(v));
+    let sizes: Vec<usize> = if let Some(listed) = listed {
+        listed
+    } else if quick {
         vec![4 << 10, 1 << 20, 16 << 20]
     } else {
         (0..=7).map(|k| (4usize << 10) << (2 * k)).collect()
