@@ -1,14 +1,14 @@
 //! The GPU half of `benches/cuda/device-check.sh` (`--features cuda`), one
 //! process per rank under `meshrun -n 4`: every collective and
-//! point-to-point on device buffers, for every dtype, against the same
-//! call on host buffers (bit for bit); NCCL loaded and a world of one run
+//! point-to-point on device buffers, for every dtype, blocking and `_nb`,
+//! against the same call on host buffers (bit for bit); NCCL loaded and a world of one run
 //! through it; the staged all_reduce's time beside the host call's and
 //! the copies' alone. Exits 1 if any case differs, 2 if there is no GPU.
 
 #![allow(clippy::print_stdout, reason = "the device check reports its results")]
 
 use meshwork::cuda::cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
-use meshwork::cuda::{cudarc, nccl_version, Device, DeviceGroup};
+use meshwork::cuda::{cudarc, nccl_version, Device, DeviceGroup, DeviceWork};
 use meshwork::{Element, Node, ProcessGroup, ReduceOp};
 use std::sync::Arc;
 use std::time::Instant;
@@ -121,12 +121,46 @@ fn check<T: Small>(
             rank != 0,
         ),
     ];
+    let mut wants = std::collections::HashMap::new();
     for (name, host, dev, at) in cases {
         let mut want = data.clone();
         host(&mut want)?;
         let mut d = to_device(&s, &data);
         dev(&mut d)?;
         record(name, to_host(&s, &d) == want, at);
+        wants.insert(name, want);
+    }
+    // The same, non-blocking: all five issued before any is waited for.
+    let nb: Vec<(&str, DeviceWork<CudaSlice<T>>, bool)> = vec![
+        (
+            "all_reduce sum",
+            dg.all_reduce_nb(to_device(&s, &data), ReduceOp::Sum),
+            true,
+        ),
+        ("broadcast", dg.broadcast_nb(to_device(&s, &data), 1), true),
+        (
+            "reduce",
+            dg.reduce_nb(to_device(&s, &data), ReduceOp::Sum, 2),
+            rank == 2,
+        ),
+        (
+            "scan",
+            dg.scan_nb(to_device(&s, &data), ReduceOp::Sum),
+            true,
+        ),
+        (
+            "exclusive_scan",
+            dg.exclusive_scan_nb(to_device(&s, &data), ReduceOp::Min),
+            rank != 0,
+        ),
+    ];
+    for (name, work, at) in nb {
+        let d = work.wait()?;
+        record(
+            &format!("{name} (_nb)"),
+            Some(&to_host(&s, &d)) == wants.get(name),
+            at,
+        );
     }
     // Laid out by rank: whole buffers.
     let b = 1001;
@@ -188,13 +222,52 @@ fn check<T: Small>(
             true,
         ),
     ];
+    let mut wants = std::collections::HashMap::new();
     for (name, send, recv_len, host, dev, at) in cases {
         let mut want = zeros(recv_len);
         host(send, &mut want)?;
         let mut d = to_device(&s, &zeros(recv_len));
         dev(&to_device(&s, send), &mut d)?;
         record(name, to_host(&s, &d) == want, at);
+        wants.insert(name, want);
     }
+    let into = |len| to_device(&s, &zeros(len));
+    let nb: Vec<(&str, DeviceWork<CudaSlice<T>>, bool)> = vec![
+        (
+            "all_gather",
+            dg.all_gather_nb(&to_device(&s, &block), into(world * b)),
+            true,
+        ),
+        (
+            "reduce_scatter",
+            dg.reduce_scatter_nb(&to_device(&s, &blocks), into(b), ReduceOp::Sum),
+            true,
+        ),
+        (
+            "all_to_all",
+            dg.all_to_all_nb(&to_device(&s, &blocks), into(world * b)),
+            true,
+        ),
+        (
+            "gather",
+            dg.gather_nb(&to_device(&s, &block), into(world * b), gather_root),
+            rank == gather_root,
+        ),
+        (
+            "scatter",
+            dg.scatter_nb(&to_device(&s, &blocks), into(b), 0),
+            true,
+        ),
+    ];
+    for (name, work, at) in nb {
+        let d = work.wait()?;
+        record(
+            &format!("{name} (_nb)"),
+            Some(&to_host(&s, &d)) == wants.get(name),
+            at,
+        );
+    }
+    dg.barrier_nb().wait()?;
     // Point to point around the ring: device to device, and device to host.
     let next = (rank + 1) % world as u32;
     let prev = (rank + world as u32 - 1) % world as u32;

@@ -28,6 +28,12 @@ use crate::{Element, Error, ProcessGroup, Result};
 use std::ops::DerefMut;
 use std::sync::mpsc;
 
+mod work;
+#[cfg(feature = "cuda")]
+pub use work::DeviceWork;
+#[cfg(feature = "cuda")]
+pub(crate) use work::{by_rank_nb, elementwise_nb};
+
 /// Memory the pipeline copies out of.
 pub(crate) trait Source<T> {
     /// Its length in elements.
@@ -217,96 +223,12 @@ where
 }
 
 #[cfg(test)]
+mod host;
+#[cfg(test)]
 mod tests {
+    use super::host::*;
     use super::*;
-    use crate::{local, ReduceOp};
-    use std::sync::{Arc, Mutex};
-
-    /// What a [`Host`] was asked to do, in order.
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    enum Step {
-        Down(usize, usize),
-        Up(usize, usize),
-    }
-
-    /// Host memory standing in for a device buffer: it records every copy
-    /// and can be told to fail one.
-    struct Host<T> {
-        data: Vec<T>,
-        log: Arc<Mutex<Vec<Step>>>,
-        fail_down_at: Option<usize>,
-    }
-
-    impl<T: Copy> Host<T> {
-        fn new(data: Vec<T>) -> Host<T> {
-            Host {
-                data,
-                log: Arc::default(),
-                fail_down_at: None,
-            }
-        }
-        fn steps(&self) -> Vec<Step> {
-            self.log.lock().unwrap().clone()
-        }
-    }
-
-    impl<T: Copy> Source<T> for Host<T> {
-        fn len(&self) -> usize {
-            self.data.len()
-        }
-        fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
-            if self.fail_down_at == Some(at) {
-                return Err(Error::DeviceFailed {
-                    op: "test".into(),
-                    what: format!("a copy out at {at}"),
-                });
-            }
-            self.log.lock().unwrap().push(Step::Down(at, into.len()));
-            into.copy_from_slice(&self.data[at..at + into.len()]);
-            Ok(())
-        }
-    }
-
-    impl<T: Copy> Sink<T> for Host<T> {
-        fn upload(&mut self, at: usize, from: &[T]) -> Result<()> {
-            self.log.lock().unwrap().push(Step::Up(at, from.len()));
-            self.data[at..at + from.len()].copy_from_slice(from);
-            Ok(())
-        }
-    }
-
-    /// The pieces (offset, length) copied back (`up`) or out, in order.
-    fn pieces(steps: &[Step], up: bool) -> Vec<(usize, usize)> {
-        steps
-            .iter()
-            .filter_map(|s| match (s, up) {
-                (Step::Down(at, len), false) | (Step::Up(at, len), true) => Some((*at, *len)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn bufs<T: Element>(count: usize, len: usize) -> Vec<Vec<T>> {
-        (0..count)
-            .map(|_| vec![bytemuck::Zeroable::zeroed(); len])
-            .collect()
-    }
-
-    /// Each rank of a local world runs `f(rank, group)`; the results in
-    /// rank order.
-    fn on_world<R: Send>(world: u32, f: impl Fn(u32, &crate::ProcessGroup) -> R + Sync) -> Vec<R> {
-        let groups = local(world).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups
-                .iter()
-                .map(|g| {
-                    let f = &f;
-                    s.spawn(move || f(g.rank(), g))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
+    use crate::ReduceOp;
 
     /// Lengths around the chunk size (empty, one short, one over, many
     /// chunks and a ragged tail) all give the unstaged call's result, and
