@@ -7,6 +7,8 @@ mod compress;
 mod flight;
 mod heap;
 mod links;
+#[cfg(any(feature = "cuda", test))]
+mod outside;
 mod p2p;
 mod recovery;
 pub(crate) mod rpc;
@@ -15,6 +17,8 @@ mod work;
 
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
+#[cfg(any(feature = "cuda", test))]
+pub(crate) use outside::{Outside, Progress};
 pub use recovery::Recovery;
 pub use work::Work;
 

@@ -1,0 +1,285 @@
+//! Collectives another engine carries (NCCL on device buffers) still take
+//! their place in the group's order and flight record, so the group's
+//! forensics cover them: a rank that never entered one is named in the
+//! `Timeout` of the ranks that did, as for a collective meshwork carries,
+//! and a member that died ends the wait with `PeerDisconnected`.
+
+use super::{Call, GroupInner, ProcessGroup};
+use crate::error::{Error, Result};
+use meshwork_collectives::{Collective, Element, ReduceOp};
+use std::time::{Duration, Instant};
+
+/// A collective in the group's order that another engine runs: made with
+/// [`ProcessGroup::outside`], ended with [`Outside::end`].
+pub(crate) struct Outside {
+    call: Call,
+    started: Instant,
+}
+
+/// What the engine says of its call when asked.
+#[derive(Debug)]
+pub(crate) enum Progress {
+    /// Complete.
+    Done,
+    /// Not yet.
+    Pending,
+    /// It failed.
+    Failed(Error),
+}
+
+impl ProcessGroup {
+    /// Take the next place in the group's order for `coll` on `count`
+    /// elements of `T`, carried by another engine. The same checks as a
+    /// meshwork collective (a usable group, `root` in range, `Avg` on
+    /// floats only).
+    pub(crate) fn outside<T: Element>(
+        &self,
+        coll: Collective,
+        count: usize,
+        op: Option<ReduceOp>,
+        root: Option<u32>,
+    ) -> Result<Outside> {
+        let call = self.inner().begin::<T>(coll, count, op, root)?;
+        Ok(Outside {
+            call,
+            started: Instant::now(),
+        })
+    }
+}
+
+impl Outside {
+    /// Poll `progress` until it is done, it fails, a member of the group
+    /// fails, or the group's deadline passes; `abort` is called, once,
+    /// before any error but the engine's own is returned, to unblock the
+    /// engine. The outcome goes into the flight record.
+    pub(crate) fn watch(
+        self,
+        mut progress: impl FnMut() -> Progress,
+        abort: impl FnOnce(),
+    ) -> Result<()> {
+        let inner = &self.call.inner;
+        let deadline = self.started + inner.timeout();
+        let mut turns = 0u32;
+        let outcome = loop {
+            match progress() {
+                Progress::Done => break Ok(()),
+                Progress::Failed(e) => break Err(e),
+                Progress::Pending => {}
+            }
+            if let Some(e) = inner.member_failed() {
+                abort();
+                break Err(e);
+            }
+            if Instant::now() >= deadline {
+                abort();
+                break Err(inner.stalled(self.call.desc.coll.name(), self.call.seq));
+            }
+            turns = turns.saturating_add(1);
+            pause(turns);
+        };
+        inner.rpc.flight.end(self.call.flight, &outcome);
+        outcome
+    }
+
+    /// The call ended without being watched (the engine refused it).
+    pub(crate) fn end(self, outcome: &Result<()>) {
+        self.call.inner.rpc.flight.end(self.call.flight, outcome);
+    }
+}
+
+/// Spin briefly, then yield, then sleep a little longer each turn up to
+/// 1 ms: a device collective of a few µs answers within the spins, one of
+/// seconds costs a core nothing.
+fn pause(turns: u32) {
+    if turns < 64 {
+        std::hint::spin_loop();
+    } else if turns < 256 {
+        std::thread::yield_now();
+    } else {
+        let us = u64::from(turns - 255).min(1000);
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+impl GroupInner {
+    /// The group cannot go on: revoked, shut down, or a member failed
+    /// (named).
+    fn member_failed(&self) -> Option<Error> {
+        if let Err(e) = self.check_usable() {
+            return Some(e);
+        }
+        self.transport
+            .failed()
+            .first()
+            .map(|&rank| Error::PeerDisconnected { rank })
+    }
+
+    /// Collective `seq` (`op`) made no progress for the deadline and no
+    /// member is known failed: those that never entered it, named by
+    /// their answers; else every other member, entered but stuck.
+    fn stalled(&self, op: &str, seq: u64) -> Error {
+        if let Some(e) = self.member_failed() {
+            return e;
+        }
+        if let Some(missing) = self.who_is_missing(op, seq) {
+            return Error::Timeout {
+                op: op.to_string(),
+                waiting_on: missing.ranks,
+                detail: missing.detail,
+            };
+        }
+        Error::Timeout {
+            op: op.to_string(),
+            waiting_on: (0..self.world).filter(|&r| r != self.rank).collect(),
+            detail: ": every member entered it; the engine carrying it made no progress".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{local, CallState};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Barrier;
+
+    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
+        let groups = local(world).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    /// Done after a few polls: `Ok`, recorded as done, no abort; the
+    /// group's next collective pairs with the others' (the outside call
+    /// took one place in the order on every rank).
+    #[test]
+    fn a_completed_outside_call_takes_one_place_in_the_order() {
+        let out = on_world(3, |g| {
+            let polls = AtomicU32::new(0);
+            let aborts = AtomicU32::new(0);
+            let call = g.outside::<f32>(Collective::AllReduce, 8, Some(ReduceOp::Sum), None);
+            let r = call.unwrap().watch(
+                || match polls.fetch_add(1, Ordering::Relaxed) {
+                    0..=9 => Progress::Pending,
+                    _ => Progress::Done,
+                },
+                || {
+                    aborts.fetch_add(1, Ordering::Relaxed);
+                },
+            );
+            let mut next = [g.rank()];
+            g.all_reduce(&mut next, ReduceOp::Sum).unwrap();
+            let record = g.flight_record();
+            (r, aborts.into_inner(), next, record)
+        });
+        for (r, aborts, next, record) in out {
+            r.unwrap();
+            assert_eq!(aborts, 0);
+            assert_eq!(next, [3]);
+            let entry = &record[record.len() - 2];
+            assert_eq!((entry.op, entry.seq), ("all_reduce", 0));
+            assert_eq!(entry.state, CallState::Done);
+            assert_eq!(record[record.len() - 1].seq, 1);
+        }
+    }
+
+    /// The engine's own failure is returned as it is, without an abort.
+    #[test]
+    fn the_engines_failure_is_returned_without_an_abort() {
+        let out = on_world(2, |g| {
+            let aborted = AtomicU32::new(0);
+            let call = g
+                .outside::<u8>(Collective::Broadcast, 4, None, Some(1))
+                .unwrap();
+            let r = call.watch(
+                || {
+                    Progress::Failed(Error::DeviceFailed {
+                        op: "broadcast".into(),
+                        what: "an illegal address".into(),
+                    })
+                },
+                || {
+                    aborted.fetch_add(1, Ordering::Relaxed);
+                },
+            );
+            (r, aborted.into_inner())
+        });
+        for (r, aborted) in out {
+            assert!(matches!(r, Err(Error::DeviceFailed { .. })), "{r:?}");
+            assert_eq!(aborted, 0);
+        }
+    }
+
+    /// Ranks 0 and 1 enter a call rank 2 never makes: at the deadline the
+    /// engine is aborted once and both name rank 2 as not having entered
+    /// it, as they would for a collective meshwork carries.
+    #[test]
+    fn a_rank_that_never_entered_is_named_at_the_deadline() {
+        let done = Barrier::new(3);
+        let out = on_world(3, |g| {
+            g.set_timeout(Duration::from_millis(300));
+            let r = if g.rank() < 2 {
+                let aborts = AtomicU32::new(0);
+                let call = g
+                    .outside::<f32>(Collective::AllGather, 16, None, None)
+                    .unwrap();
+                let r = call.watch(
+                    || Progress::Pending,
+                    || {
+                        aborts.fetch_add(1, Ordering::Relaxed);
+                    },
+                );
+                Some((r, aborts.into_inner()))
+            } else {
+                None
+            };
+            // Rank 2 stays up to answer the others' questions.
+            done.wait();
+            r
+        });
+        for (r, aborts) in out.into_iter().flatten() {
+            assert_eq!(aborts, 1);
+            match r {
+                Err(Error::Timeout {
+                    op,
+                    waiting_on,
+                    detail,
+                }) => {
+                    assert_eq!(op, "all_gather");
+                    assert_eq!(waiting_on, [2]);
+                    assert!(
+                        detail.contains("rank 2 has not entered all_gather #0"),
+                        "{detail}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// The same checks as a meshwork collective, before any place is taken.
+    #[test]
+    fn bad_arguments_take_no_place() {
+        let out = on_world(2, |g| {
+            let bad_root = g.outside::<f32>(Collective::Reduce, 4, Some(ReduceOp::Sum), Some(2));
+            let avg_int = g.outside::<i32>(Collective::AllReduce, 4, Some(ReduceOp::Avg), None);
+            let mut next = [1u8];
+            g.all_reduce(&mut next, ReduceOp::Sum).unwrap();
+            (bad_root.err(), avg_int.err(), next, g.flight_record().len())
+        });
+        for (bad_root, avg_int, next, calls) in out {
+            assert!(
+                matches!(bad_root, Some(Error::InvalidArgument(_))),
+                "{bad_root:?}"
+            );
+            assert!(
+                matches!(avg_int, Some(Error::InvalidArgument(_))),
+                "{avg_int:?}"
+            );
+            assert_eq!(next, [2]);
+            assert_eq!(calls, 1);
+        }
+    }
+}
