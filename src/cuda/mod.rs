@@ -36,6 +36,7 @@
 
 pub use cudarc;
 
+mod ffi;
 mod nb;
 mod nccl;
 pub use crate::staging::DeviceWork;

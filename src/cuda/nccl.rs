@@ -69,8 +69,8 @@ impl fmt::Display for NcclVersion {
 const NCCL_NAMES: [&std::ffi::CStr; 2] = [c"libnccl.so.2", c"libnccl.so"];
 
 /// NCCL, opened once for the process (`dlopen`, kept open).
-struct Nccl {
-    handle: *mut libc::c_void,
+pub(super) struct Nccl {
+    pub(super) handle: *mut libc::c_void,
 }
 
 // SAFETY: a `dlopen` handle may be used from any thread (dlsym is
@@ -79,7 +79,7 @@ unsafe impl Send for Nccl {}
 // SAFETY: as above; nothing in it is mutated after it is made.
 unsafe impl Sync for Nccl {}
 
-fn nccl() -> Result<&'static Nccl> {
+pub(super) fn library() -> Result<&'static Nccl> {
     static NCCL: std::sync::OnceLock<Option<Nccl>> = std::sync::OnceLock::new();
     NCCL.get_or_init(|| {
         NCCL_NAMES.iter().find_map(|name| {
@@ -102,7 +102,7 @@ fn nccl() -> Result<&'static Nccl> {
 /// `DeviceUnavailable` when `libnccl.so.2` is not on the loader's path,
 /// lacks `ncclGetVersion`, or is older. Needs no GPU.
 pub fn nccl_version() -> Result<NcclVersion> {
-    let lib = nccl()?;
+    let lib = library()?;
     // SAFETY: a symbol lookup in a library that stays open.
     let sym = unsafe { libc::dlsym(lib.handle, c"ncclGetVersion".as_ptr()) };
     if sym.is_null() {

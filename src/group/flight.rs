@@ -185,7 +185,18 @@ impl FlightRecord {
             (entered, here.next_back().cloned())
         };
         let mut words = match &last {
-            Some(e) if e.seq == seq => format!("it is in {} #{} too", e.op, e.seq),
+            Some(e) if e.seq == seq => match (&e.state, e.ended) {
+                (CallState::Failed(why), Some(end)) => format!(
+                    "its {} #{} failed {} ago ({why})",
+                    e.op,
+                    e.seq,
+                    secs(end.elapsed())
+                ),
+                (CallState::Done, Some(end)) => {
+                    format!("it ended {} #{} {} ago", e.op, e.seq, secs(end.elapsed()))
+                }
+                _ => format!("it is in {} #{} too", e.op, e.seq),
+            },
             Some(e) => match (&e.state, e.ended) {
                 (CallState::Running, _) | (_, None) => format!(
                     "its last call here, {} #{}, is running for {}",
@@ -406,17 +417,25 @@ impl GroupInner {
         })
     }
 
+    /// Every other member's answer about call `seq`: whether it entered
+    /// it and what it says, `None` where no answer came in time.
+    pub(crate) fn ask_about(&self, seq: u64) -> Vec<(u32, Option<(bool, String)>)> {
+        let others: Vec<u32> = (0..self.world).filter(|&r| r != self.rank).collect();
+        let question = encode_question(self.comm_id, seq);
+        self.rpc_many(&others, FLIGHT_FN, &question, asking_time(self.timeout()))
+            .into_iter()
+            .map(|(rank, answer)| (rank, answer.as_deref().ok().and_then(decode_answer)))
+            .collect()
+    }
+
     /// Call `seq` (`op`) timed out with no member known failed: ask every
     /// other member what it knows of it. `None` if none says it never
     /// entered it (then the rank waited on is the best answer there is).
     pub(crate) fn who_is_missing(&self, op: &str, seq: u64) -> Option<Missing> {
-        let others: Vec<u32> = (0..self.world).filter(|&r| r != self.rank).collect();
-        let question = encode_question(self.comm_id, seq);
-        let answers = self.rpc_many(&others, FLIGHT_FN, &question, asking_time(self.timeout()));
         let mut ranks = Vec::new();
         let mut words = Vec::new();
-        for (rank, answer) in answers {
-            match answer.as_deref().ok().and_then(decode_answer) {
+        for (rank, answer) in self.ask_about(seq) {
+            match answer {
                 Some((false, what)) => {
                     ranks.push(rank);
                     words.push(format!("rank {rank} has not entered {op} #{seq}; {what}"));
@@ -487,6 +506,21 @@ mod tests {
         let (entered, words) = decode_answer(&r.answer(7, 3)).unwrap();
         assert!(entered);
         assert_eq!(words, "it is in all_reduce #3 too");
+        // Ended: how, and how long ago.
+        let n = r.start(entry("all_gather", 4, 7, CallState::Running));
+        r.end::<()>(
+            n,
+            &Err(crate::Error::DeviceFailed {
+                op: "all_gather".into(),
+                what: "an illegal address".into(),
+            }),
+        );
+        let (entered, words) = decode_answer(&r.answer(7, 4)).unwrap();
+        assert!(entered);
+        assert!(
+            words.starts_with("its all_gather #4 failed") && words.contains("an illegal address"),
+            "{words}"
+        );
         // Nothing on another communicator.
         let (entered, words) = decode_answer(&r.answer(8, 0)).unwrap();
         assert!(!entered);

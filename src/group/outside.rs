@@ -121,17 +121,33 @@ impl GroupInner {
         if let Some(e) = self.member_failed() {
             return e;
         }
-        if let Some(missing) = self.who_is_missing(op, seq) {
-            return Error::Timeout {
-                op: op.to_string(),
-                waiting_on: missing.ranks,
-                detail: missing.detail,
-            };
-        }
+        let answers = self.ask_about(seq);
+        let missing: Vec<u32> = answers
+            .iter()
+            .filter(|(_, a)| matches!(a, Some((false, _))))
+            .map(|&(rank, _)| rank)
+            .collect();
+        // Those that never entered, or else every other member, each with
+        // what it says (one whose own call failed says so).
+        let named = |rank: u32| missing.is_empty() || missing.contains(&rank);
+        let words: Vec<String> = answers
+            .iter()
+            .filter(|&&(rank, _)| named(rank))
+            .map(|(rank, a)| match a {
+                Some((false, what)) => format!("rank {rank} has not entered {op} #{seq}; {what}"),
+                Some((true, what)) => format!("rank {rank}: {what}"),
+                None => format!("rank {rank} did not answer"),
+            })
+            .collect();
+        let waiting_on = if missing.is_empty() {
+            (0..self.world).filter(|&r| r != self.rank).collect()
+        } else {
+            missing
+        };
         Error::Timeout {
             op: op.to_string(),
-            waiting_on: (0..self.world).filter(|&r| r != self.rank).collect(),
-            detail: ": every member entered it; the engine carrying it made no progress".into(),
+            waiting_on,
+            detail: format!(": {}", words.join("; ")),
         }
     }
 }
@@ -255,6 +271,48 @@ mod tests {
                     );
                 }
                 other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// Every rank entered, but rank 1's engine failed at once while the
+    /// others' waited: at the deadline they say what rank 1 says of it.
+    #[test]
+    fn a_rank_whose_engine_failed_is_described_at_the_deadline() {
+        let done = Barrier::new(3);
+        let out = on_world(3, |g| {
+            g.set_timeout(Duration::from_millis(300));
+            let call = g.outside::<f32>(Collective::AllReduce, 4, Some(ReduceOp::Sum), None);
+            let r = call.unwrap().watch(
+                || match g.rank() {
+                    1 => Progress::Failed(Error::DeviceFailed {
+                        op: "all_reduce".into(),
+                        what: "unhandled cuda error".into(),
+                    }),
+                    _ => Progress::Pending,
+                },
+                || {},
+            );
+            done.wait();
+            (g.rank(), r)
+        });
+        for (rank, r) in out {
+            match (rank, r) {
+                (1, Err(Error::DeviceFailed { .. })) => {}
+                (
+                    _,
+                    Err(Error::Timeout {
+                        waiting_on, detail, ..
+                    }),
+                ) => {
+                    assert_eq!(waiting_on.len(), 2, "{waiting_on:?}");
+                    assert!(
+                        detail.contains("rank 1: its all_reduce #0 failed")
+                            && detail.contains("unhandled cuda error"),
+                        "{detail}"
+                    );
+                }
+                (rank, other) => panic!("rank {rank}: {other:?}"),
             }
         }
     }
