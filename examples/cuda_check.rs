@@ -8,7 +8,7 @@
 #![allow(clippy::print_stdout, reason = "the device check reports its results")]
 
 use meshwork::cuda::cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
-use meshwork::cuda::{cudarc, nccl_version, Device, DeviceGroup, DeviceWork};
+use meshwork::cuda::{nccl_check, Device, DeviceGroup, DeviceWork, Path};
 use meshwork::{Element, Node, ProcessGroup, ReduceOp};
 use std::sync::Arc;
 use std::time::Instant;
@@ -268,6 +268,10 @@ fn check<T: Small>(
         );
     }
     dg.barrier_nb().wait()?;
+    if world == 1 {
+        dg.barrier()?;
+        return Ok(out);
+    }
     // Point to point around the ring: device to device, and device to host.
     let next = (rank + 1) % world as u32;
     let prev = (rank + world as u32 - 1) % world as u32;
@@ -328,29 +332,46 @@ fn bandwidth(
     Ok((median(staged), median(plain), median(copies)))
 }
 
-/// NCCL loaded, its version printed, an all_reduce in a world of one.
-fn nccl_world_of_one(dev: &Device) -> Outcome {
-    let v = nccl_version().map_err(|e| e.to_string())?;
+/// NCCL loaded, its version printed, then every collective NCCL carries
+/// run through meshwork's NCCL path in a world of one (a group of this
+/// rank alone: one host, its own GPU), for every dtype, against the host.
+fn nccl_world_of_one(dev: &Device, chunk: usize) -> Outcome {
+    let v = nccl_check().map_err(|e| e.to_string())?;
     println!("nccl: version {v}");
-    // SAFETY: a dlopen by name, nothing run.
-    if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-        return Err(
-            "cudarc finds no libnccl.so (it does not try libnccl.so.2; device-check.sh links one)"
-                .into(),
-        );
-    }
+    let one = meshwork::local(1)
+        .map_err(|e| e.to_string())?
+        .pop()
+        .ok_or("no group of one")?;
     let s = dev.stream().map_err(|e| e.to_string())?;
-    let id = cudarc::nccl::Id::new().map_err(|e| format!("ncclGetUniqueId: {e:?}"))?;
-    let comm = cudarc::nccl::Comm::from_rank(s.clone(), 0, 1, id)
-        .map_err(|e| format!("ncclCommInitRank: {e:?}"))?;
-    let mut d = s.clone_htod(&[2.5f32; 1024]).map_err(|e| e.to_string())?;
-    comm.all_reduce_in_place(&mut d, &cudarc::nccl::ReduceOp::Sum)
-        .map_err(|e| format!("ncclAllReduce: {e:?}"))?;
-    let back = s.clone_dtoh(&d).map_err(|e| e.to_string())?;
-    if back.iter().all(|&x| x == 2.5) {
+    let dg = DeviceGroup::connect(one.clone(), s).map_err(|e| e.to_string())?;
+    if dg.path() != &Path::Nccl {
+        return Err(format!("a world of one did not choose NCCL: {:?}", dg.path()));
+    }
+    let mut cases = Vec::new();
+    let mut run = || -> meshwork::Result<()> {
+        cases.extend(check::<f32>(&one, &dg, chunk)?);
+        cases.extend(check::<f64>(&one, &dg, chunk)?);
+        cases.extend(check::<meshwork::half::f16>(&one, &dg, chunk)?);
+        cases.extend(check::<meshwork::half::bf16>(&one, &dg, chunk)?);
+        cases.extend(check::<i8>(&one, &dg, chunk)?);
+        cases.extend(check::<i32>(&one, &dg, chunk)?);
+        cases.extend(check::<i64>(&one, &dg, chunk)?);
+        cases.extend(check::<u8>(&one, &dg, chunk)?);
+        cases.extend(check::<u32>(&one, &dg, chunk)?);
+        cases.extend(check::<u64>(&one, &dg, chunk)?);
+        Ok(())
+    };
+    run().map_err(|e| e.to_string())?;
+    let bad: Vec<String> = cases
+        .iter()
+        .filter(|(_, o)| o.is_err())
+        .map(|(name, _)| name.clone())
+        .collect();
+    println!("nccl: {} cases in a world of one", cases.len());
+    if bad.is_empty() {
         Ok(())
     } else {
-        Err("a world of one's all_reduce changed the buffer".into())
+        Err(format!("differ: {}", bad.join(", ")))
     }
 }
 
@@ -383,7 +404,11 @@ fn run() -> meshwork::Result<bool> {
         );
     }
     let chunk = 64 << 10;
-    let dg = DeviceGroup::new(g.clone(), dev.stream()?).chunk_bytes(chunk);
+    // Four ranks on one GPU: connect takes the staged path and says why.
+    let dg = DeviceGroup::connect(g.clone(), dev.stream()?)?.chunk_bytes(chunk);
+    if rank == 0 {
+        println!("path: {:?}", dg.path());
+    }
     let mut cases = Vec::new();
     cases.extend(check::<f32>(&g, &dg, chunk)?);
     cases.extend(check::<f64>(&g, &dg, chunk)?);
@@ -432,8 +457,8 @@ fn run() -> meshwork::Result<bool> {
         }
     }
     if rank == 0 {
-        match nccl_world_of_one(&dev) {
-            Ok(()) => println!("nccl: a world of one's all_reduce is exact"),
+        match nccl_world_of_one(&dev, chunk) {
+            Ok(()) => println!("nccl: every case exact"),
             Err(e) => {
                 println!("nccl: FAILED: {e}");
                 ok = false;

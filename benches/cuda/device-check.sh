@@ -5,8 +5,9 @@
 # the GPU over shared memory and TCP. Each rank runs every collective and
 # point-to-point on device buffers, in every dtype, against the host call
 # (bit for bit); rank 0 prints the staged all_reduce against the host call
-# and the copies alone, then loads NCCL, prints its version and runs an
-# all_reduce in a world of one. Exit status: 0 all exact, 1 a case
+# and the copies alone, then loads NCCL, prints its version and runs every
+# collective NCCL carries through meshwork's NCCL path in a world of one,
+# every dtype, against the host. Exit status: 0 all exact, 1 a case
 # differs, 2 no GPU (the error names what is missing).
 #
 #   benches/cuda/device-check.sh            # build if needed, then run
@@ -19,9 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 nproc
 
 # NCCL as torch wheels ship it (nvidia-nccl-cu12/cu13), when no system
-# libnccl. meshwork opens libnccl.so.2 itself; cudarc (the world-of-one
-# check) only tries libnccl.so, which the wheels do not have: a link to
-# the same file, in a directory of its own, gives it that name.
+# libnccl: meshwork opens libnccl.so.2 itself, from the loader's path.
 nccl_dir=
 # (grep without -q reads all of ldconfig's output: no SIGPIPE under
 # pipefail.)
@@ -38,10 +37,7 @@ else
   done
 fi
 if [ -n "$nccl_dir" ]; then
-  link=$(mktemp -d)
-  trap 'rm -rf "$link"' EXIT
-  ln -s "$nccl_dir/libnccl.so.2" "$link/libnccl.so"
-  export LD_LIBRARY_PATH="$nccl_dir:$link${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "nccl: $nccl_dir/libnccl.so.2"
 else
   echo "nccl: no libnccl.so.2 found (the world-of-one check will say so)"

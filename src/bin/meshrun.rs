@@ -382,7 +382,7 @@ fn main() -> ExitCode {
 /// what is missing; exit 0 when both are there, 2 otherwise.
 #[cfg(feature = "cuda")]
 fn devices() -> ExitCode {
-    use meshwork::cuda::{nccl_version, Device};
+    use meshwork::cuda::{nccl_check, Device};
     let mut all = true;
     match Device::count() {
         Ok(n) => {
@@ -403,8 +403,8 @@ fn devices() -> ExitCode {
             all = false;
         }
     }
-    match nccl_version() {
-        Ok(v) => println!("nccl: {v}"),
+    match nccl_check() {
+        Ok(v) => println!("nccl: {v} (every call meshwork makes found; a unique id made)"),
         Err(e) => {
             println!("nccl: {e}");
             all = false;

@@ -173,9 +173,10 @@ pub(crate) fn api() -> Result<&'static Api> {
 impl Api {
     /// What NCCL says of `result` (and of `comm`'s last failure, if any).
     pub(crate) fn describe(&self, result: NcclResult, comm: RawComm) -> String {
-        // SAFETY: both return NUL-terminated strings NCCL owns (static, or
-        // kept until the next call on `comm`), read at once.
+        // SAFETY: a NUL-terminated string NCCL owns (static), read at once.
         let name = unsafe { text((self.get_error_string)(result)) };
+        // SAFETY: as above, kept until the next call on `comm` (null:
+        // the process's last error), read at once.
         let last = unsafe { text((self.get_last_error)(comm)) };
         if last.is_empty() {
             format!("{name} (ncclResult {result})")
@@ -198,6 +199,16 @@ impl Api {
             )))
         }
     }
+}
+
+/// What [`DeviceGroup::connect`](super::DeviceGroup::connect) needs of
+/// NCCL before it touches a GPU: the release ([`nccl_version`](super::nccl_version)),
+/// every call meshwork makes present in the library, and a unique id
+/// made (`ncclGetUniqueId` needs no GPU). `meshrun devices` prints it.
+pub fn nccl_check() -> Result<super::NcclVersion> {
+    let v = super::nccl_version()?;
+    api()?.unique_id()?;
+    Ok(v)
 }
 
 /// # Safety

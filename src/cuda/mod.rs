@@ -37,9 +37,12 @@
 pub use cudarc;
 
 mod ffi;
+mod intra;
+pub use ffi::nccl_check;
 mod nb;
 mod nccl;
 pub use crate::staging::DeviceWork;
+pub use intra::Path;
 pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
 
 use crate::staging::{self, Sink, Source, Ways};
@@ -299,6 +302,8 @@ pub struct DeviceGroup {
     stream: Arc<CudaStream>,
     chunk_bytes: usize,
     pool: Mutex<Vec<Pinned>>,
+    path: Path,
+    nccl: Option<intra::NcclComm>,
 }
 
 impl fmt::Debug for DeviceGroup {
@@ -307,20 +312,50 @@ impl fmt::Debug for DeviceGroup {
             .field("rank", &self.group.rank())
             .field("world", &self.group.world_size())
             .field("chunk_bytes", &self.chunk_bytes)
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
 
 impl DeviceGroup {
     /// `group`'s calls on buffers of `stream`'s device, ordered on
-    /// `stream`.
+    /// `stream`, every one staged through host memory (not collective:
+    /// see [`connect`](Self::connect) for NCCL).
     pub fn new(group: Arc<ProcessGroup>, stream: Arc<CudaStream>) -> DeviceGroup {
         DeviceGroup {
             group,
             stream,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             pool: Mutex::new(Vec::new()),
+            path: Path::Staged {
+                why: "made with DeviceGroup::new, which stages every call".into(),
+            },
+            nccl: None,
         }
+    }
+
+    /// `group`'s calls on buffers of `stream`'s device, on the best
+    /// [`Path`] every rank can take (collective: every rank calls it).
+    /// The ranks exchange where they run (host, GPU UUID, whether NCCL
+    /// loads): all on one host, each with a GPU of its own, NCCL loaded
+    /// everywhere, and an NCCL communicator of the group's ranks is made
+    /// (its unique id sent over meshwork); otherwise every call is
+    /// staged, and [`path`](Self::path) says why. Making the
+    /// communicator is bounded by the group's deadline; its failure is an
+    /// error here, not a silent fallback.
+    pub fn connect(group: Arc<ProcessGroup>, stream: Arc<CudaStream>) -> Result<DeviceGroup> {
+        let mut dg = DeviceGroup::new(group, stream);
+        let me = intra::Placement::here(&dg.stream)?;
+        dg.path = intra::agree_on_path(&dg.group, me)?;
+        if dg.path == Path::Nccl {
+            dg.nccl = Some(intra::NcclComm::connect(&dg.group, &dg.stream)?);
+        }
+        Ok(dg)
+    }
+
+    /// How this group moves device buffers, and why.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Stage in chunks of `bytes` (rounded down to a multiple of 8, kept
@@ -349,6 +384,9 @@ impl DeviceGroup {
         buf: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return nccl.all_reduce(&self.group, buf, op);
+        }
         self.elementwise("all_reduce", buf, Ways::BOTH, |h| {
             self.group.all_reduce(h, op)
         })
@@ -360,6 +398,9 @@ impl DeviceGroup {
         buf: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return nccl.broadcast(&self.group, buf, root);
+        }
         let ways = Ways {
             down: self.group.rank() == root,
             up: self.group.rank() != root,
@@ -375,6 +416,9 @@ impl DeviceGroup {
         op: ReduceOp,
         root: u32,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return nccl.reduce(&self.group, buf, op, root);
+        }
         let ways = Ways {
             down: true,
             up: self.group.rank() == root,
@@ -408,6 +452,9 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return nccl.all_gather(&self.group, send, recv);
+        }
         self.whole("all_gather", send, recv, Ways::BOTH, |s, r| {
             self.group.all_gather(s, r)
         })
@@ -420,6 +467,9 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return nccl.reduce_scatter(&self.group, send, recv, op);
+        }
         self.whole("reduce_scatter", send, recv, Ways::BOTH, |s, r| {
             self.group.reduce_scatter(s, r, op)
         })
@@ -431,6 +481,9 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return intra::all_to_all(nccl, &self.group, send, recv);
+        }
         self.whole("all_to_all", send, recv, Ways::BOTH, |s, r| {
             self.group.all_to_all(s, r)
         })
@@ -444,6 +497,9 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return intra::gather(nccl, &self.group, send, recv, root);
+        }
         let ways = Ways {
             down: true,
             up: self.group.rank() == root,
@@ -461,6 +517,9 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
+        if let Some(nccl) = &self.nccl {
+            return intra::scatter(nccl, &self.group, send, recv, root);
+        }
         let ways = Ways {
             down: self.group.rank() == root,
             up: true,

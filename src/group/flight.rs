@@ -195,7 +195,10 @@ impl FlightRecord {
                 (CallState::Done, Some(end)) => {
                     format!("it ended {} #{} {} ago", e.op, e.seq, secs(end.elapsed()))
                 }
-                _ => format!("it is in {} #{} too", e.op, e.seq),
+                _ => format!(
+                    "it is in {} #{} too ({}, {} bytes)",
+                    e.op, e.seq, e.dtype, e.bytes
+                ),
             },
             Some(e) => match (&e.state, e.ended) {
                 (CallState::Running, _) | (_, None) => format!(
@@ -505,7 +508,7 @@ mod tests {
         r.start(entry("all_reduce", 3, 7, CallState::Running));
         let (entered, words) = decode_answer(&r.answer(7, 3)).unwrap();
         assert!(entered);
-        assert_eq!(words, "it is in all_reduce #3 too");
+        assert_eq!(words, "it is in all_reduce #3 too (f32, 16 bytes)");
         // Ended: how, and how long ago.
         let n = r.start(entry("all_gather", 4, 7, CallState::Running));
         r.end::<()>(

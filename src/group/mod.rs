@@ -17,8 +17,8 @@ mod work;
 
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
-#[cfg(any(feature = "cuda", test))]
-pub(crate) use outside::{Outside, Progress};
+#[cfg(feature = "cuda")]
+pub(crate) use outside::Progress;
 pub use recovery::Recovery;
 pub use work::Work;
 

@@ -81,15 +81,22 @@ impl Outside {
         outcome
     }
 
-    /// The call ended without being watched (the engine refused it).
-    pub(crate) fn end(self, outcome: &Result<()>) {
-        self.call.inner.rpc.flight.end(self.call.flight, outcome);
+    /// The engine refused the call: `e` is recorded and handed back.
+    pub(crate) fn refused(self, e: Error) -> Error {
+        let outcome: Result<()> = Err(e);
+        self.call.inner.rpc.flight.end(self.call.flight, &outcome);
+        outcome.err().unwrap_or(Error::ShutDown)
     }
 }
 
 /// Spin briefly, then yield, then sleep a little longer each turn up to
 /// 1 ms: a device collective of a few µs answers within the spins, one of
 /// seconds costs a core nothing.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a poll's back-off, not synchronisation: a device call has no completion to \
+              wait on with a deadline (cuEventSynchronize has none), so it is asked"
+)]
 fn pause(turns: u32) {
     if turns < 64 {
         std::hint::spin_loop();

@@ -74,7 +74,8 @@ fn devices(library_path: Option<&str>) -> (Option<i32>, String) {
 /// The NCCL that torch's wheels ship (`nvidia-nccl-cu13`, which CI
 /// installs for the torch tests) is loaded for real: its version is read
 /// through `ncclGetVersion` — no GPU needed for that — and passes the
-/// 2.18 floor. Without it on the loader's path, the same command names
+/// 2.18 floor; every call the in-node path makes is found in it and a
+/// unique id is made. Without it on the loader's path, the same command names
 /// `libnccl.so.2` as missing, unless the system has its own NCCL.
 #[test]
 fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
@@ -93,6 +94,16 @@ fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
         return;
     };
     let (status, nccl) = devices(Some(&dir));
+    // Beyond the version: every NCCL call meshwork makes resolved from
+    // the real library, and ncclGetUniqueId run through meshwork's own
+    // binding (a wrong signature or name fails here).
+    let Some((nccl, checked)) = nccl.split_once(' ') else {
+        panic!("no check after the version: {nccl:?}")
+    };
+    assert_eq!(
+        checked, "(every call meshwork makes found; a unique id made)",
+        "{nccl}"
+    );
     let v: Vec<u32> = nccl
         .split('.')
         .map(|p| {

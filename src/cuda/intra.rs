@@ -1,0 +1,738 @@
+//! NCCL inside a node: when every rank of a group is on one host and owns
+//! a GPU of its own, an NCCL communicator of the group's ranks carries the
+//! collectives NCCL has, device to device; meshwork still orders them,
+//! bounds them by the group's deadline and names who is missing.
+//!
+//! Making the communicator: the ranks agree that each can use NCCL (one
+//! all_gather), rank 0 makes NCCL's unique id and broadcasts it over
+//! meshwork, and each rank starts `ncclCommInitRankConfig` non-blocking
+//! and polls it like a collective (so a rank that never comes is a
+//! deadline, not a hang).
+
+use super::ffi::{self, Api, Config, NcclResult, RawComm, UniqueId, IN_PROGRESS, SUCCESS};
+use super::{failed, unavailable};
+use crate::group::Progress;
+use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use meshwork_collectives::Collective;
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
+
+/// How a [`DeviceGroup`](super::DeviceGroup) moves device buffers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Path {
+    /// NCCL, device to device, for all_reduce, broadcast, reduce,
+    /// all_gather, reduce_scatter, all_to_all, gather and scatter; scan,
+    /// exclusive_scan and point-to-point (tagged, which NCCL is not) are
+    /// staged.
+    Nccl,
+    /// Every call staged through pinned host memory; `why` says why not
+    /// NCCL.
+    Staged {
+        /// Why NCCL is not used.
+        why: String,
+    },
+}
+
+/// Where one rank runs: its host and its GPU, and whether NCCL loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub(crate) host: [u8; 16],
+    pub(crate) gpu: [u8; 16],
+    pub(crate) nccl: bool,
+}
+
+const PLACEMENT_BYTES: usize = 33;
+
+impl Placement {
+    fn encode(&self) -> [u8; PLACEMENT_BYTES] {
+        let mut b = [0u8; PLACEMENT_BYTES];
+        b[..16].copy_from_slice(&self.host);
+        b[16..32].copy_from_slice(&self.gpu);
+        b[32] = u8::from(self.nccl);
+        b
+    }
+
+    fn decode(b: &[u8]) -> Placement {
+        let mut p = Placement {
+            host: [0; 16],
+            gpu: [0; 16],
+            nccl: b[32] == 1,
+        };
+        p.host.copy_from_slice(&b[..16]);
+        p.gpu.copy_from_slice(&b[16..32]);
+        p
+    }
+
+    /// This process on `stream`'s device.
+    pub(crate) fn here(stream: &CudaStream) -> Result<Placement> {
+        let uuid = stream
+            .context()
+            .uuid()
+            .map_err(|e| failed("the device's UUID", &e))?;
+        Ok(Placement {
+            host: host_id(),
+            gpu: uuid.bytes.map(|b| b as u8),
+            nccl: ffi::api().is_ok() && super::nccl_version().is_ok(),
+        })
+    }
+}
+
+/// This machine: its kernel's boot id (two network namespaces of one
+/// machine are one host to NCCL, which sees the same GPUs), else a hash
+/// of its host name.
+fn host_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_default();
+    let hex: Vec<u8> = text.trim().bytes().filter(u8::is_ascii_hexdigit).collect();
+    if hex.len() == 32 {
+        for (i, pair) in hex.chunks(2).enumerate() {
+            let s = std::str::from_utf8(pair).unwrap_or("00");
+            id[i] = u8::from_str_radix(s, 16).unwrap_or(0);
+        }
+    } else {
+        let h = name_hash(text.trim().as_bytes());
+        id.copy_from_slice(&h);
+    }
+    id
+}
+
+/// 16 bytes of SHA-256 (only to tell host names apart).
+fn name_hash(bytes: &[u8]) -> [u8; 16] {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(bytes);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+/// The path every rank takes, from every rank's placement (the same
+/// verdict everywhere: it is a function of what all_gather gave all).
+pub(crate) fn choose(all: &[Placement]) -> Path {
+    let staged = |why: String| Path::Staged { why };
+    if let Some(rank) = all.iter().position(|p| !p.nccl) {
+        return staged(format!(
+            "rank {rank} cannot load NCCL 2.18 or newer (libnccl.so.2)"
+        ));
+    }
+    let mut hosts: Vec<[u8; 16]> = all.iter().map(|p| p.host).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if hosts.len() > 1 {
+        return staged(format!(
+            "the ranks are on {} hosts; NCCL across hosts (hierarchical: NCCL in each host, \
+             meshwork between them) is not built yet",
+            hosts.len()
+        ));
+    }
+    for (a, pa) in all.iter().enumerate() {
+        if let Some(b) = all[a + 1..].iter().position(|pb| pb.gpu == pa.gpu) {
+            return staged(format!(
+                "ranks {a} and {} share one GPU; NCCL needs a GPU per rank",
+                a + 1 + b
+            ));
+        }
+    }
+    Path::Nccl
+}
+
+/// Every rank's placement, and the path they all take.
+pub(crate) fn agree_on_path(group: &ProcessGroup, me: Placement) -> Result<Path> {
+    let world = group.world_size() as usize;
+    let mut all = vec![0u8; world * PLACEMENT_BYTES];
+    group.all_gather(&me.encode(), &mut all)?;
+    let all: Vec<Placement> = all.chunks(PLACEMENT_BYTES).map(Placement::decode).collect();
+    Ok(choose(&all))
+}
+
+/// Rank 0's unique id, given to every rank over meshwork: `make` runs on
+/// rank 0 only; its failure is every rank's `DeviceUnavailable`, naming
+/// rank 0.
+pub(crate) fn agree_on_id(
+    group: &ProcessGroup,
+    make: impl FnOnce() -> Result<[u8; 128]>,
+) -> Result<[u8; 128]> {
+    let mut msg = [0u8; 129];
+    let mut mine = None;
+    if group.rank() == 0 {
+        match make() {
+            Ok(id) => {
+                msg[0] = 1;
+                msg[1..].copy_from_slice(&id);
+            }
+            Err(e) => mine = Some(e),
+        }
+    }
+    group.broadcast(&mut msg, 0)?;
+    if msg[0] == 1 {
+        let mut id = [0u8; 128];
+        id.copy_from_slice(&msg[1..]);
+        return Ok(id);
+    }
+    Err(match mine {
+        Some(Error::DeviceUnavailable { what }) => {
+            unavailable(format!("rank 0 could not make NCCL's unique id: {what}"))
+        }
+        Some(other) => other,
+        None => unavailable("rank 0 could not make NCCL's unique id (its own error says why)"),
+    })
+}
+
+/// An NCCL communicator of a group's ranks, on one stream.
+pub(crate) struct NcclComm {
+    api: &'static Api,
+    stream: Arc<CudaStream>,
+    /// The communicator, and why it was aborted (then it is gone); one
+    /// caller at a time, as NCCL requires.
+    state: Mutex<State>,
+}
+
+struct State {
+    raw: RawComm,
+    aborted: Option<String>,
+}
+
+// SAFETY: an NCCL communicator may be used from any thread, one at a
+// time (the mutex); the stream is cudarc's (`Send + Sync`).
+unsafe impl Send for NcclComm {}
+// SAFETY: as above: every use of `raw` is under the mutex.
+unsafe impl Sync for NcclComm {}
+
+impl NcclComm {
+    /// The communicator of `group`'s ranks on `stream` (collective: every
+    /// rank calls it). Bounded by the group's deadline.
+    pub(crate) fn connect(group: &ProcessGroup, stream: &Arc<CudaStream>) -> Result<NcclComm> {
+        let api = ffi::api()?;
+        let id = agree_on_id(group, || {
+            api.unique_id().map(|id| id.internal.map(|c| c as u8))
+        })?;
+        let id = UniqueId {
+            internal: id.map(|b| b as std::ffi::c_char),
+        };
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| failed("NCCL's communicator", &e))?;
+        let mut raw: RawComm = std::ptr::null_mut();
+        let mut config = Config::non_blocking();
+        let (world, rank) = (group.world_size() as c_int, group.rank() as c_int);
+        // Its making takes a place in the group's order, as a barrier: it
+        // is one.
+        let call = group.outside::<u8>(Collective::Barrier, 0, None, None)?;
+        // SAFETY: `raw` and `config` are valid to write and read; `id` is
+        // the one rank 0 made; the device is current on this thread.
+        let r = unsafe { (api.comm_init_rank_config)(&mut raw, world, id, rank, &mut config) };
+        if r != SUCCESS && r != IN_PROGRESS {
+            let e = unavailable(format!(
+                "NCCL: ncclCommInitRankConfig failed on rank {rank}: {}",
+                api.describe(r, raw)
+            ));
+            return Err(call.refused(e));
+        }
+        let comm = NcclComm {
+            api,
+            stream: Arc::clone(stream),
+            state: Mutex::new(State { raw, aborted: None }),
+        };
+        let outcome = call.watch(
+            || comm.settled("NCCL's communicator"),
+            || comm.abort("its making timed out"),
+        );
+        outcome.map(|()| comm)
+    }
+
+    /// `Done` once the communicator's last call is under way (non-blocking
+    /// NCCL answers `ncclInProgress` until then), or its error.
+    fn settled(&self, op: &str) -> Progress {
+        let st = self.lock();
+        let mut r: NcclResult = SUCCESS;
+        // SAFETY: `raw` is live (not aborted: checked by the callers).
+        let q = unsafe { (self.api.comm_get_async_error)(st.raw, &mut r) };
+        match (q, r) {
+            (SUCCESS, SUCCESS) => Progress::Done,
+            (SUCCESS, IN_PROGRESS) => Progress::Pending,
+            (SUCCESS, r) | (r, _) => Progress::Failed(Error::DeviceFailed {
+                op: op.to_string(),
+                what: format!("NCCL: {}", self.api.describe(r, st.raw)),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Abort the communicator (it unblocks NCCL's kernels and threads);
+    /// every later call is refused with `why`.
+    fn abort(&self, why: &str) {
+        let mut st = self.lock();
+        if st.aborted.is_none() {
+            // SAFETY: `raw` is live; it is not used after this.
+            unsafe { (self.api.comm_abort)(st.raw) };
+            st.aborted = Some(why.to_string());
+        }
+    }
+
+    /// Enqueue one NCCL call (`enqueue`) as collective `coll` of the
+    /// group, and wait for it on the stream, bounded like any call of the
+    /// group.
+    fn run<T: Element>(
+        &self,
+        group: &ProcessGroup,
+        coll: Collective,
+        count: usize,
+        op: Option<ReduceOp>,
+        root: Option<u32>,
+        enqueue: impl FnOnce(&Api, RawComm, ffi::RawStream) -> NcclResult,
+    ) -> Result<()> {
+        let name = coll.name();
+        if let Some(why) = &self.lock().aborted {
+            return Err(Error::DeviceFailed {
+                op: name.to_string(),
+                what: format!(
+                    "NCCL's communicator was aborted earlier ({why}); make a new DeviceGroup"
+                ),
+            });
+        }
+        let call = group.outside::<T>(coll, count, op, root)?;
+        let started = {
+            let st = self.lock();
+            self.stream
+                .context()
+                .bind_to_thread()
+                .map_err(|e| failed(name, &e))
+                .map(|()| enqueue(self.api, st.raw, self.stream.cu_stream()))
+                .map(|r| (r, st.raw))
+        };
+        match started {
+            Ok((r, _)) if r == SUCCESS || r == IN_PROGRESS => {}
+            Ok((r, raw)) => {
+                return Err(call.refused(Error::DeviceFailed {
+                    op: name.to_string(),
+                    what: format!("NCCL: {}", self.api.describe(r, raw)),
+                }));
+            }
+            Err(e) => return Err(call.refused(e)),
+        }
+        let mut event: Option<CudaEvent> = None;
+        let outcome = call.watch(
+            || self.progress(name, &mut event),
+            || self.abort(&format!("{name} made no progress")),
+        );
+        if let Err(e) = &outcome {
+            self.abort(&format!("{name}: {e}"));
+        }
+        outcome
+    }
+
+    /// Whether the call just enqueued is done on the device.
+    fn progress(&self, op: &str, event: &mut Option<CudaEvent>) -> Progress {
+        if event.is_none() {
+            match self.settled(op) {
+                Progress::Done => {}
+                other => return other,
+            }
+            match self.stream.record_event(None) {
+                Ok(e) => *event = Some(e),
+                Err(e) => return Progress::Failed(failed(op, &e)),
+            }
+        }
+        let Some(ev) = event.as_ref() else {
+            return Progress::Pending;
+        };
+        // SAFETY: the event is live (owned here) for the query.
+        match unsafe { cudarc::driver::result::event::query(ev.cu_event()) } {
+            Ok(()) => Progress::Done,
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {
+                // A peer's failure shows in NCCL's error, not the event.
+                match self.settled(op) {
+                    Progress::Failed(e) => Progress::Failed(e),
+                    _ => Progress::Pending,
+                }
+            }
+            Err(e) => Progress::Failed(failed(op, &e)),
+        }
+    }
+
+    pub(crate) fn all_reduce<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = buf.len();
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        self.run::<T>(
+            group,
+            Collective::AllReduce,
+            n,
+            Some(op),
+            None,
+            |api, c, s| {
+                // SAFETY: in place on `n` elements of a live device buffer.
+                unsafe { (api.all_reduce)(ptr as _, ptr as _, n, t, o, c, s) }
+            },
+        )
+    }
+
+    pub(crate) fn broadcast<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        root: u32,
+    ) -> Result<()> {
+        let n = buf.len();
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let t = ffi::data_type(T::DTYPE);
+        self.run::<T>(
+            group,
+            Collective::Broadcast,
+            n,
+            None,
+            Some(root),
+            |api, c, s| {
+                // SAFETY: in place on `n` elements of a live device buffer.
+                unsafe { (api.broadcast)(ptr as _, ptr as _, n, t, root as c_int, c, s) }
+            },
+        )
+    }
+
+    pub(crate) fn reduce<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<()> {
+        let n = buf.len();
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        self.run::<T>(
+            group,
+            Collective::Reduce,
+            n,
+            Some(op),
+            Some(root),
+            |api, c, s| {
+                // SAFETY: in place; NCCL writes `recv` at the root only.
+                unsafe { (api.reduce)(ptr as _, ptr as _, n, t, o, root as c_int, c, s) }
+            },
+        )
+    }
+
+    pub(crate) fn all_gather<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        let n = send.len();
+        expect(
+            "all_gather",
+            "recv",
+            recv.len(),
+            n.checked_mul(world(group)),
+        )?;
+        let (sp, _g1) = send.device_ptr(&self.stream);
+        let (rp, _g2) = recv.device_ptr_mut(&self.stream);
+        let t = ffi::data_type(T::DTYPE);
+        self.run::<T>(group, Collective::AllGather, n, None, None, |api, c, s| {
+            // SAFETY: `send` holds `n`, `recv` world × `n` elements.
+            unsafe { (api.all_gather)(sp as _, rp as _, n, t, c, s) }
+        })
+    }
+
+    pub(crate) fn reduce_scatter<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = recv.len();
+        expect(
+            "reduce_scatter",
+            "send",
+            send.len(),
+            n.checked_mul(world(group)),
+        )?;
+        let (sp, _g1) = send.device_ptr(&self.stream);
+        let (rp, _g2) = recv.device_ptr_mut(&self.stream);
+        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        self.run::<T>(
+            group,
+            Collective::ReduceScatter,
+            n,
+            Some(op),
+            None,
+            |api, c, s| {
+                // SAFETY: `send` holds world × `n`, `recv` `n` elements.
+                unsafe { (api.reduce_scatter)(sp as _, rp as _, n, t, o, c, s) }
+            },
+        )
+    }
+
+    /// all_to_all, gather and scatter: one grouped NCCL send and receive
+    /// per pair that exchanges a block (`sends` and `recvs`: peer, element
+    /// offset), blocks of `block` elements.
+    #[allow(clippy::too_many_arguments, reason = "one call's full description")]
+    pub(crate) fn exchange<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        coll: Collective,
+        root: Option<u32>,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+        block: usize,
+        sends: &[(u32, usize)],
+        recvs: &[(u32, usize)],
+    ) -> Result<()> {
+        let (sp, _g1) = send.device_ptr(&self.stream);
+        let (rp, _g2) = recv.device_ptr_mut(&self.stream);
+        let (t, size) = (ffi::data_type(T::DTYPE), std::mem::size_of::<T>() as u64);
+        self.run::<T>(group, coll, block, None, root, |api, c, s| {
+            // SAFETY: every offset + `block` lies within its buffer (the
+            // callers' checks); the calls are grouped, as NCCL requires
+            // for a rank's sends and receives to progress together.
+            unsafe {
+                let mut r = (api.group_start)();
+                for &(peer, at) in sends {
+                    if r == SUCCESS {
+                        r = (api.send)((sp + at as u64 * size) as _, block, t, peer as c_int, c, s);
+                    }
+                }
+                for &(peer, at) in recvs {
+                    if r == SUCCESS {
+                        r = (api.recv)((rp + at as u64 * size) as _, block, t, peer as c_int, c, s);
+                    }
+                }
+                let end = (api.group_end)();
+                if r == SUCCESS {
+                    end
+                } else {
+                    r
+                }
+            }
+        })
+    }
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        let st = self.lock();
+        if st.aborted.is_none() {
+            // SAFETY: `raw` is live and idle (every call was waited for).
+            unsafe { (self.api.comm_destroy)(st.raw) };
+        }
+    }
+}
+
+fn world(group: &ProcessGroup) -> usize {
+    group.world_size() as usize
+}
+
+/// `got == want`, or the `InvalidArgument` a host call would give.
+pub(crate) fn expect(op: &str, what: &str, got: usize, want: Option<usize>) -> Result<()> {
+    match want {
+        Some(w) if w == got => Ok(()),
+        Some(w) => Err(Error::InvalidArgument(format!(
+            "{op}: {what} has {got} elements, expected {w}"
+        ))),
+        None => Err(Error::InvalidArgument(format!(
+            "{op}: {what}'s length overflows"
+        ))),
+    }
+}
+
+/// all_to_all over NCCL: block `p` of `send` to rank `p`, block `q` of
+/// `recv` from rank `q`, one grouped exchange.
+pub(crate) fn all_to_all<T: Element + DeviceRepr>(
+    nccl: &NcclComm,
+    group: &ProcessGroup,
+    send: &CudaSlice<T>,
+    recv: &mut CudaSlice<T>,
+) -> Result<()> {
+    let w = world(group);
+    if !send.len().is_multiple_of(w) {
+        return Err(Error::InvalidArgument(format!(
+            "all_to_all: send has {} elements, not a multiple of the world size {w}",
+            send.len()
+        )));
+    }
+    expect("all_to_all", "recv", recv.len(), Some(send.len()))?;
+    let block = send.len() / w;
+    let pairs: Vec<(u32, usize)> = (0..w).map(|p| (p as u32, p * block)).collect();
+    nccl.exchange(
+        group,
+        Collective::AllToAll,
+        None,
+        send,
+        recv,
+        block,
+        &pairs,
+        &pairs,
+    )
+}
+
+/// gather over NCCL: every rank's block to `root` (its own too: NCCL
+/// sends to itself), placed by rank.
+pub(crate) fn gather<T: Element + DeviceRepr>(
+    nccl: &NcclComm,
+    group: &ProcessGroup,
+    send: &CudaSlice<T>,
+    recv: &mut CudaSlice<T>,
+    root: u32,
+) -> Result<()> {
+    let (w, block) = (world(group), send.len());
+    let at_root = group.rank() == root;
+    if at_root {
+        expect("gather", "recv", recv.len(), block.checked_mul(w))?;
+    }
+    let sends = [(root, 0)];
+    let recvs: Vec<(u32, usize)> = if at_root {
+        (0..w).map(|p| (p as u32, p * block)).collect()
+    } else {
+        Vec::new()
+    };
+    nccl.exchange(
+        group,
+        Collective::Gather,
+        Some(root),
+        send,
+        recv,
+        block,
+        &sends,
+        &recvs,
+    )
+}
+
+/// scatter over NCCL: block `p` of `root`'s `send` to rank `p`.
+pub(crate) fn scatter<T: Element + DeviceRepr>(
+    nccl: &NcclComm,
+    group: &ProcessGroup,
+    send: &CudaSlice<T>,
+    recv: &mut CudaSlice<T>,
+    root: u32,
+) -> Result<()> {
+    let (w, block) = (world(group), recv.len());
+    let at_root = group.rank() == root;
+    if at_root {
+        expect("scatter", "send", send.len(), block.checked_mul(w))?;
+    }
+    let sends: Vec<(u32, usize)> = if at_root {
+        (0..w).map(|p| (p as u32, p * block)).collect()
+    } else {
+        Vec::new()
+    };
+    let recvs = [(root, 0)];
+    nccl.exchange(
+        group,
+        Collective::Scatter,
+        Some(root),
+        send,
+        recv,
+        block,
+        &sends,
+        &recvs,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local;
+
+    fn at(host: u8, gpu: u8) -> Placement {
+        Placement {
+            host: [host; 16],
+            gpu: [gpu; 16],
+            nccl: true,
+        }
+    }
+
+    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
+        let groups = local(world).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn why(p: Path) -> String {
+        match p {
+            Path::Staged { why } => why,
+            Path::Nccl => panic!("NCCL chosen"),
+        }
+    }
+
+    #[test]
+    fn nccl_only_for_one_host_with_a_gpu_per_rank() {
+        assert_eq!(choose(&[at(1, 1), at(1, 2), at(1, 3)]), Path::Nccl);
+        let mut no_nccl = [at(1, 1), at(1, 2), at(1, 3)];
+        no_nccl[2].nccl = false;
+        assert!(why(choose(&no_nccl)).starts_with("rank 2 cannot load NCCL"));
+        let hosts = why(choose(&[at(1, 1), at(2, 2), at(1, 3), at(3, 4)]));
+        assert!(hosts.contains("on 3 hosts"), "{hosts}");
+        let shared = why(choose(&[at(1, 1), at(1, 2), at(1, 1)]));
+        assert!(
+            shared.starts_with("ranks 0 and 2 share one GPU"),
+            "{shared}"
+        );
+    }
+
+    /// Every rank reaches the same verdict from what each says of itself.
+    #[test]
+    fn the_ranks_agree_on_the_path() {
+        let paths = on_world(3, |g| {
+            let nccl = agree_on_path(g, at(1, g.rank() as u8)).unwrap();
+            let shared = agree_on_path(g, at(1, (g.rank() % 2) as u8)).unwrap();
+            (nccl, shared)
+        });
+        for (nccl, shared) in paths {
+            assert_eq!(nccl, Path::Nccl);
+            assert!(why(shared).starts_with("ranks 0 and 2 share one GPU"));
+        }
+    }
+
+    /// Rank 0's id reaches every rank; its failure is every rank's error,
+    /// naming rank 0 (with its reason there).
+    #[test]
+    fn rank_zeros_unique_id_reaches_every_rank_or_its_failure_does() {
+        let ids = on_world(3, |g| {
+            agree_on_id(g, || {
+                assert_eq!(g.rank(), 0, "only rank 0 makes the id");
+                Ok(std::array::from_fn(|i| i as u8 ^ 0x5a))
+            })
+        });
+        for id in ids {
+            assert_eq!(id.unwrap(), std::array::from_fn(|i| i as u8 ^ 0x5a));
+        }
+        let errs = on_world(3, |g| {
+            let r = agree_on_id(g, || Err(unavailable("NCCL (libnccl.so.2): not found")));
+            (g.rank(), r.err())
+        });
+        for (rank, e) in errs {
+            match e {
+                Some(Error::DeviceUnavailable { what }) => {
+                    assert!(
+                        what.starts_with("rank 0 could not make NCCL's unique id"),
+                        "{what}"
+                    );
+                    assert_eq!(what.contains("not found"), rank == 0, "{what}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_id_is_stable_and_not_empty() {
+        assert_eq!(host_id(), host_id());
+        assert_ne!(host_id(), [0; 16]);
+    }
+}
