@@ -345,7 +345,10 @@ fn nccl_world_of_one(dev: &Device, chunk: usize) -> Outcome {
     let s = dev.stream().map_err(|e| e.to_string())?;
     let dg = DeviceGroup::connect(one.clone(), s).map_err(|e| e.to_string())?;
     if dg.path() != &Path::Nccl {
-        return Err(format!("a world of one did not choose NCCL: {:?}", dg.path()));
+        return Err(format!(
+            "a world of one did not choose NCCL: {:?}",
+            dg.path()
+        ));
     }
     let mut cases = Vec::new();
     let mut run = || -> meshwork::Result<()> {

@@ -242,6 +242,10 @@ impl NcclComm {
             || comm.settled("NCCL's communicator"),
             || comm.abort("its making timed out"),
         );
+        if let Err(e) = &outcome {
+            // NCCL's way out of a failed init: abort, never destroy.
+            comm.abort(&e.to_string());
+        }
         outcome.map(|()| comm)
     }
 
@@ -290,7 +294,10 @@ impl NcclComm {
         enqueue: impl FnOnce(&Api, RawComm, ffi::RawStream) -> NcclResult,
     ) -> Result<()> {
         let name = coll.name();
-        if let Some(why) = &self.lock().aborted {
+        // One caller at a time from here until the call is enqueued, so
+        // that calls reach NCCL in the order they took in the group.
+        let st = self.lock();
+        if let Some(why) = &st.aborted {
             return Err(Error::DeviceFailed {
                 op: name.to_string(),
                 what: format!(
@@ -299,18 +306,17 @@ impl NcclComm {
             });
         }
         let call = group.outside::<T>(coll, count, op, root)?;
-        let started = {
-            let st = self.lock();
-            self.stream
-                .context()
-                .bind_to_thread()
-                .map_err(|e| failed(name, &e))
-                .map(|()| enqueue(self.api, st.raw, self.stream.cu_stream()))
-                .map(|r| (r, st.raw))
-        };
+        let started = self
+            .stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| failed(name, &e))
+            .map(|()| enqueue(self.api, st.raw, self.stream.cu_stream()));
+        let raw = st.raw;
+        drop(st);
         match started {
-            Ok((r, _)) if r == SUCCESS || r == IN_PROGRESS => {}
-            Ok((r, raw)) => {
+            Ok(r) if r == SUCCESS || r == IN_PROGRESS => {}
+            Ok(r) => {
                 return Err(call.refused(Error::DeviceFailed {
                     op: name.to_string(),
                     what: format!("NCCL: {}", self.api.describe(r, raw)),

@@ -9,15 +9,20 @@
 //! [`Device::open`], [`Device::count`] or [`nccl_version`] — never a
 //! panic.
 //!
-//! A [`DeviceGroup`] runs a [`ProcessGroup`]'s calls on device buffers by
-//! staging them through pinned host memory: the elementwise collectives
-//! (all_reduce, broadcast, reduce, scan, exclusive_scan) a chunk at a time,
-//! the copies of one chunk overlapping the network transfer of the one
-//! before; the collectives laid out by rank (all_gather, reduce_scatter,
-//! all_to_all, gather, scatter) and point-to-point whole. Every call
-//! returns when its result is in the device buffer, ordered after the work
-//! already queued on the group's stream (give the stream that produced the
-//! data). NCCL inside a node is not used yet: see docs/gpu.md.
+//! A [`DeviceGroup`] runs a [`ProcessGroup`]'s calls on device buffers.
+//! Made with [`DeviceGroup::connect`] on a group whose ranks are on one
+//! host with a GPU each, NCCL carries the collectives it has, device to
+//! device, each still ordered, bounded and diagnosed by the group
+//! ([`Path::Nccl`]). Otherwise — and for scan, exclusive_scan,
+//! point-to-point and the `_nb` forms — calls are staged through pinned
+//! host memory: the elementwise collectives (all_reduce, broadcast,
+//! reduce, scan, exclusive_scan) a chunk at a time, the copies of one
+//! chunk overlapping the network transfer of the one before; the
+//! collectives laid out by rank (all_gather, reduce_scatter, all_to_all,
+//! gather, scatter) and point-to-point whole. Every call returns when its
+//! result is in the device buffer, ordered after the work already queued
+//! on the group's stream (give the stream that produced the data); a
+//! `_nb` call's [`DeviceWork::wait`] does. See docs/gpu.md.
 //!
 //! ```no_run
 //! # fn main() -> meshwork::Result<()> {
@@ -28,7 +33,7 @@
 //! let dev = Device::open(0)?; // DeviceUnavailable without a driver or GPU 0
 //! let stream = dev.stream()?;
 //! let mut grads = stream.clone_htod(&vec![1.0f32; 1 << 20]).expect("device memory");
-//! let dg = DeviceGroup::new(g, stream);
+//! let dg = DeviceGroup::connect(g, stream)?; // NCCL if it can; dg.path() says
 //! dg.all_reduce(&mut grads, ReduceOp::Sum)?;
 //! # Ok(())
 //! # }
