@@ -408,11 +408,14 @@ fn torchrun_check(
 }
 
 /// torch's own API over meshwork under torchrun with 4 processes: every
-/// op on every dtype exact, sub-groups, DDP with several buckets and FSDP2
-/// ending with the parameters gloo gives (max |diff| <= 1e-5).
+/// op on every dtype exact, then again with every tensor staged through a
+/// host copy as CUDA tensors are (forced on CPU tensors: each op's copy
+/// out and copy back runs here, with no GPU), sub-groups, DDP with
+/// several buckets and FSDP2 ending with the parameters gloo gives (max
+/// |diff| <= 1e-5).
 #[test]
 fn python_torch_backend_runs_every_op_ddp_and_fsdp_under_torchrun() {
-    let Some(reports) = torchrun_check(4, &["ops", "ddp", "fsdp"], &[], &[]) else {
+    let Some(reports) = torchrun_check(4, &["ops", "staged", "ddp", "fsdp"], &[], &[]) else {
         return;
     };
     for (r, report) in reports.iter().enumerate() {

@@ -27,6 +27,11 @@ asynchronous all-reduces work on the tensors themselves, under torch's
 contract that a tensor is left alone while an op on it is in flight
 (docs/torch.md, "In place").
 
+CUDA tensors (devices ``["cpu", "cuda"]``) are staged: each op copies
+its CUDA inputs to host memory when it is issued and its results back
+into the CUDA tensors when it is waited for; the op itself runs on host
+copies over meshwork (docs/gpu.md, docs/torch.md "CUDA tensors").
+
 Reductions: SUM, PRODUCT, MIN, MAX, AVG (floating point), PREMUL_SUM, on
 float32, float64, float16, bfloat16, int8, int32, int64, uint8 (and bool
 for MIN and MAX); BAND, BOR and BXOR are refused by name. Data movement
@@ -88,12 +93,12 @@ _DIRECT = {
 
 
 def register() -> None:
-    """Register the backend ``"meshwork"`` (CPU tensors) with
+    """Register the backend ``"meshwork"`` (CPU and CUDA tensors) with
     torch.distributed; idempotent. ``init_process_group("meshwork")``
     calls it through the package's entry point."""
     if NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu", "cuda"])
 
 
 # The process's world group (the default process group's), from which
@@ -353,11 +358,31 @@ class _Later:
         return getattr(self._g, name + "_nb")
 
 
+def _staged(t: torch.Tensor) -> bool:
+    """Whether ``t``'s memory is out of meshwork's reach (a CUDA tensor),
+    so ops go through a host copy of it. (The torchrun check sets this to
+    always-true to run every op's staging on CPU tensors.)"""
+    return t.device.type != "cpu"
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself in host memory, or a host copy of it (a CUDA tensor:
+    the copy waits for the work queued on the tensor's stream)."""
+    return t.detach().to("cpu", copy=True) if _staged(t) else t
+
+
 def _flat(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a flat contiguous tensor: ``t`` itself (a view) when it is
-    contiguous, else a copy (written back by the caller)."""
-    t = t.detach()
+    """``t`` as a flat contiguous host tensor: ``t`` itself (a view) when
+    it is contiguous host memory, else a copy (written back by the
+    caller: its memory differs from ``t``'s)."""
+    t = _host(t.detach())
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+def _empty(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """A host tensor of ``n`` elements (on the CPU whatever torch's
+    default device)."""
+    return torch.empty(n, dtype=dtype, device="cpu")
 
 
 def _apart(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -482,7 +507,7 @@ class _Backend(_C10dBackend):
         if len(tensors) == 1 and not opts.asyncOp:
             t = tensors[0]
             name = _DIRECT.get((opts.reduceOp.op, t.dtype))
-            if name is not None and t.is_contiguous():
+            if name is not None and t.is_contiguous() and not _staged(t):
                 self._g.all_reduce(t.detach(), op=name)
                 return _Work(self, (), (), tensors)
         c = self._via(opts)
@@ -497,7 +522,7 @@ class _Backend(_C10dBackend):
         if len(dtypes) != 1:
             raise ValueError(f"meshwork: allreduce_coalesced of several dtypes {sorted(map(str, dtypes))}")
         name = self._op(opts.reduceOp, tensors[0].dtype)
-        flat = torch.cat([self._scaled(t, opts.reduceOp).reshape(-1) for t in tensors])
+        flat = _flat(torch.cat([self._scaled(t, opts.reduceOp).reshape(-1) for t in tensors]))
         w = c.all_reduce(flat, op=name)
 
         def finish():
@@ -542,7 +567,7 @@ class _Backend(_C10dBackend):
         c = self._via(opts)
         parts = []
         for outs, inp in zip(out_lists, inputs):
-            flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype)
+            flat = _empty(self._size * inp.numel(), inp.dtype)
             w = c.all_gather(_bytes(_flat(inp)), _bytes(flat))
 
             def finish(outs=outs, flat=flat, n=inp.numel()):
@@ -595,7 +620,7 @@ class _Backend(_C10dBackend):
         c = self._via(opts)
         root, inp = opts.rootRank, inputs[0]
         here = self._rank == root
-        flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype) if here else None
+        flat = _empty(self._size * inp.numel(), inp.dtype) if here else None
         w = c.gather(_bytes(_flat(inp)), _bytes(flat) if here else None, root=root)
         outs = out_lists[0] if here else []
 
@@ -610,7 +635,7 @@ class _Backend(_C10dBackend):
         c = self._via(opts)
         root, out = opts.rootRank, outs[0]
         here = self._rank == root
-        send = _bytes(torch.cat([t.reshape(-1) for t in in_lists[0]])) if here else None
+        send = _bytes(_flat(torch.cat([t.reshape(-1) for t in in_lists[0]]))) if here else None
         flat = _flat(out)
         w = c.scatter(send, _bytes(flat), root=root)
         return self._work([(w, self._copier(flat, out))], [out])
@@ -619,7 +644,7 @@ class _Backend(_C10dBackend):
         c = self._via(opts)
         sizes = {t.numel() for t in list(outs) + list(ins)}
         if len(sizes) == 1:
-            send = torch.cat([t.reshape(-1) for t in ins])
+            send = _flat(torch.cat([t.reshape(-1) for t in ins]))
             flat = torch.empty_like(send)
             w = c.all_to_all(_bytes(send), _bytes(flat))
             n = next(iter(sizes))
@@ -667,7 +692,7 @@ class _Backend(_C10dBackend):
         def recvs():
             for i in range(1, n):
                 src = (me - i) % n
-                got = torch.empty(outs[src].numel(), dtype=outs[src].dtype)
+                got = _empty(outs[src].numel(), outs[src].dtype)
                 aux.recv(_bytes(got), src, tag)
                 outs[src].copy_(got.view(outs[src].shape))
             outs[me].copy_(blocks[me].view(outs[me].shape))
@@ -688,7 +713,7 @@ class _Backend(_C10dBackend):
 
     def recv(self, tensors, src, tag):
         t = tensors[0]
-        got = torch.empty(t.numel(), dtype=t.dtype)
+        got = _empty(t.numel(), t.dtype)
         fut = self._p2p.run(("recv", src), lambda: self._g.recv(_bytes(got), src, tag))
         return self._work([(_Done(fut), lambda: t.copy_(got.view(t.shape)))], list(tensors))
 

@@ -1,9 +1,13 @@
 """torch.distributed through the "meshwork" backend, under torchrun.
 
-    torchrun --standalone --nproc-per-node 4 check_backend.py [ops] [ddp] [fsdp]
+    torchrun --standalone --nproc-per-node 4 check_backend.py [ops] [staged] [cuda] [ddp] [fsdp]
 
 ``ops``: every op torch offers on a process group, every dtype meshwork
-and torch share, checked exact against values computed here. ``ddp`` and
+and torch share, checked exact against values computed here. ``staged``:
+the same with every tensor staged through a host copy, as CUDA tensors
+are (forced on CPU tensors, so a machine without a GPU runs each op's
+copy out and copy back). ``cuda``: the same on CUDA tensors (a machine
+with a GPU). ``ddp`` and
 ``fsdp``: the same training run twice in this process, once over the
 meshwork default group and once over a gloo group of the same ranks;
 the parameters must end equal (max |diff| <= 1e-5). Each rank prints
@@ -294,6 +298,30 @@ def killed() -> None:
         os._exit(0)
 
 
+def staged() -> None:
+    """``ops`` with every tensor staged through a host copy."""
+    import meshwork.torch as backend
+
+    was = backend._staged
+    backend._staged = lambda t: True
+    try:
+        ops()
+    finally:
+        backend._staged = was
+
+
+def cuda() -> None:
+    """``ops`` on CUDA tensors: each rank on GPU ``rank % count``."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("cuda: torch sees no CUDA device")
+    torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
+    torch.set_default_device("cuda")
+    try:
+        ops()
+    finally:
+        torch.set_default_device("cpu")
+
+
 def main() -> None:
     deadline = float(os.environ.get("DEADLINE_S", "60"))
     dist.init_process_group("meshwork", timeout=datetime.timedelta(seconds=deadline))
@@ -301,7 +329,7 @@ def main() -> None:
     if sys.argv[1:] == ["killed"]:
         killed()
     for part in sys.argv[1:] or ["ops", "ddp", "fsdp"]:
-        {"ops": ops, "ddp": ddp, "fsdp": fsdp}[part]()
+        {"ops": ops, "staged": staged, "cuda": cuda, "ddp": ddp, "fsdp": fsdp}[part]()
         dist.barrier()
     report(f"RESULT ok rank {dist.get_rank()} of {dist.get_world_size()}")
     dist.destroy_process_group()
