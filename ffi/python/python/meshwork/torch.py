@@ -365,7 +365,7 @@ def _staged(t: torch.Tensor) -> bool:
     return t.device.type != "cpu"
 
 
-def _host(t: torch.Tensor) -> torch.Tensor:
+def _on_host(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself in host memory, or a host copy of it (a CUDA tensor:
     the copy waits for the work queued on the tensor's stream)."""
     return t.detach().to("cpu", copy=True) if _staged(t) else t
@@ -375,7 +375,7 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     """``t`` as a flat contiguous host tensor: ``t`` itself (a view) when
     it is contiguous host memory, else a copy (written back by the
     caller: its memory differs from ``t``'s)."""
-    t = _host(t.detach())
+    t = _on_host(t.detach())
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
 
 
