@@ -17,6 +17,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, 
 use meshwork_collectives::Collective;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How a [`DeviceGroup`](super::DeviceGroup) moves device buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +64,15 @@ impl Placement {
         p.host.copy_from_slice(&b[..16]);
         p.gpu.copy_from_slice(&b[16..32]);
         p
+    }
+
+    /// A rank that cannot say where it runs: it takes no NCCL path.
+    pub(crate) fn unusable() -> Placement {
+        Placement {
+            host: host_id(),
+            gpu: [0; 16],
+            nccl: false,
+        }
     }
 
     /// This process on `stream`'s device.
@@ -186,8 +196,17 @@ pub(crate) fn agree_on_id(
 pub(crate) struct NcclComm {
     api: &'static Api,
     stream: Arc<CudaStream>,
-    /// The communicator, and why it was aborted (then it is gone); one
-    /// caller at a time, as NCCL requires.
+    /// The communicator of the group it was made for (a group that
+    /// shrank since has other ranks: the communicator is refused then).
+    comm_id: u64,
+    /// How long its teardown may take (the group's deadline when made).
+    deadline: Duration,
+    /// Held by a call from before it takes its place in the group's order
+    /// until NCCL is done with it: one call at a time, in the group's
+    /// order, and nothing aborts or frees the communicator under a call
+    /// still polling it.
+    calls: Mutex<()>,
+    /// The communicator, and why it was aborted (then it is gone).
     state: Mutex<State>,
 }
 
@@ -197,14 +216,17 @@ struct State {
 }
 
 // SAFETY: an NCCL communicator may be used from any thread, one at a
-// time (the mutex); the stream is cudarc's (`Send + Sync`).
+// time (`calls`, and `state` for every use of `raw`); the stream is
+// cudarc's (`Send + Sync`).
 unsafe impl Send for NcclComm {}
-// SAFETY: as above: every use of `raw` is under the mutex.
+// SAFETY: as above.
 unsafe impl Sync for NcclComm {}
 
 impl NcclComm {
     /// The communicator of `group`'s ranks on `stream` (collective: every
-    /// rank calls it). Bounded by the group's deadline.
+    /// rank calls it, after every rank has said it loads NCCL). Bounded by
+    /// the group's deadline, which NCCL's setup (seconds on a large node)
+    /// must fit in.
     pub(crate) fn connect(group: &ProcessGroup, stream: &Arc<CudaStream>) -> Result<NcclComm> {
         let api = ffi::api()?;
         let id = agree_on_id(group, || {
@@ -213,31 +235,47 @@ impl NcclComm {
         let id = UniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| failed("NCCL's communicator", &e))?;
-        let mut raw: RawComm = std::ptr::null_mut();
-        let mut config = Config::non_blocking();
-        let (world, rank) = (group.world_size() as c_int, group.rank() as c_int);
-        // Its making takes a place in the group's order, as a barrier: it
-        // is one.
+        let inner = group.inner();
+        let (world, rank) = (inner.world as c_int, inner.rank as c_int);
+        // Its making takes a place in the group's order, as a barrier (it
+        // is one), before anything here can fail: every rank takes it.
         let call = group.outside::<u8>(Collective::Barrier, 0, None, None)?;
-        // SAFETY: `raw` and `config` are valid to write and read; `id` is
-        // the one rank 0 made; the device is current on this thread.
-        let r = unsafe { (api.comm_init_rank_config)(&mut raw, world, id, rank, &mut config) };
-        if r != SUCCESS && r != IN_PROGRESS {
-            let e = unavailable(format!(
-                "NCCL: ncclCommInitRankConfig failed on rank {rank}: {}",
-                api.describe(r, raw)
-            ));
-            return Err(call.refused(e));
-        }
         let comm = NcclComm {
             api,
             stream: Arc::clone(stream),
-            state: Mutex::new(State { raw, aborted: None }),
+            comm_id: inner.comm_id,
+            deadline: inner.timeout(),
+            calls: Mutex::new(()),
+            state: Mutex::new(State {
+                raw: std::ptr::null_mut(),
+                aborted: None,
+            }),
         };
+        let started = stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| failed("NCCL's communicator", &e))
+            .and_then(|()| {
+                let mut st = comm.lock();
+                let mut config = Config::non_blocking();
+                // SAFETY: `raw` and `config` are valid to write and read;
+                // `id` is the one rank 0 made; the device is current here.
+                let r = unsafe {
+                    (api.comm_init_rank_config)(&mut st.raw, world, id, rank, &mut config)
+                };
+                if r == SUCCESS || r == IN_PROGRESS {
+                    Ok(())
+                } else {
+                    Err(unavailable(format!(
+                        "NCCL: ncclCommInitRankConfig failed on rank {rank}: {}",
+                        api.describe(r, st.raw)
+                    )))
+                }
+            });
+        if let Err(e) = started {
+            comm.abort(&e.to_string());
+            return Err(call.refused(e));
+        }
         let outcome = call.watch(
             || comm.settled("NCCL's communicator"),
             || comm.abort("its making timed out"),
@@ -253,8 +291,15 @@ impl NcclComm {
     /// NCCL answers `ncclInProgress` until then), or its error.
     fn settled(&self, op: &str) -> Progress {
         let st = self.lock();
+        if let Some(why) = &st.aborted {
+            return Progress::Failed(Error::DeviceFailed {
+                op: op.to_string(),
+                what: format!("NCCL's communicator was aborted ({why})"),
+            });
+        }
         let mut r: NcclResult = SUCCESS;
-        // SAFETY: `raw` is live (not aborted: checked by the callers).
+        // SAFETY: `raw` is live: not aborted (checked above, under the
+        // same lock).
         let q = unsafe { (self.api.comm_get_async_error)(st.raw, &mut r) };
         match (q, r) {
             (SUCCESS, SUCCESS) => Progress::Done,
@@ -271,19 +316,24 @@ impl NcclComm {
     }
 
     /// Abort the communicator (it unblocks NCCL's kernels and threads);
-    /// every later call is refused with `why`.
+    /// every later call is refused with `why`. NCCL's abort has no
+    /// deadline of its own: it joins NCCL's threads, which watch for it.
     fn abort(&self, why: &str) {
         let mut st = self.lock();
         if st.aborted.is_none() {
-            // SAFETY: `raw` is live; it is not used after this.
-            unsafe { (self.api.comm_abort)(st.raw) };
+            if !st.raw.is_null() {
+                // SAFETY: `raw` is live; it is not used after this.
+                unsafe { (self.api.comm_abort)(st.raw) };
+            }
             st.aborted = Some(why.to_string());
         }
     }
 
     /// Enqueue one NCCL call (`enqueue`) as collective `coll` of the
     /// group, and wait for it on the stream, bounded like any call of the
-    /// group.
+    /// group. Any failure after the call took its place aborts the
+    /// communicator: NCCL pairs calls by their order alone, so a rank
+    /// that skipped one would pair every later call wrongly, silently.
     fn run<T: Element>(
         &self,
         group: &ProcessGroup,
@@ -294,16 +344,18 @@ impl NcclComm {
         enqueue: impl FnOnce(&Api, RawComm, ffi::RawStream) -> NcclResult,
     ) -> Result<()> {
         let name = coll.name();
-        // One caller at a time from here until the call is enqueued, so
-        // that calls reach NCCL in the order they took in the group.
-        let st = self.lock();
-        if let Some(why) = &st.aborted {
-            return Err(Error::DeviceFailed {
-                op: name.to_string(),
-                what: format!(
-                    "NCCL's communicator was aborted earlier ({why}); make a new DeviceGroup"
-                ),
-            });
+        let refuse = |why: &str| Error::DeviceFailed {
+            op: name.to_string(),
+            what: format!("NCCL's communicator was aborted ({why}); make a new DeviceGroup"),
+        };
+        let _one = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = &self.lock().aborted {
+            return Err(refuse(why));
+        }
+        if group.inner().comm_id != self.comm_id {
+            let why = "the group changed (shrank or grew) since it was made";
+            self.abort(why);
+            return Err(refuse(why));
         }
         let call = group.outside::<T>(coll, count, op, root)?;
         let started = self
@@ -311,18 +363,19 @@ impl NcclComm {
             .context()
             .bind_to_thread()
             .map_err(|e| failed(name, &e))
-            .map(|()| enqueue(self.api, st.raw, self.stream.cu_stream()));
-        let raw = st.raw;
-        drop(st);
-        match started {
-            Ok(r) if r == SUCCESS || r == IN_PROGRESS => {}
-            Ok(r) => {
-                return Err(call.refused(Error::DeviceFailed {
-                    op: name.to_string(),
-                    what: format!("NCCL: {}", self.api.describe(r, raw)),
-                }));
-            }
-            Err(e) => return Err(call.refused(e)),
+            .and_then(|()| {
+                let st = self.lock();
+                match enqueue(self.api, st.raw, self.stream.cu_stream()) {
+                    r if r == SUCCESS || r == IN_PROGRESS => Ok(()),
+                    r => Err(Error::DeviceFailed {
+                        op: name.to_string(),
+                        what: format!("NCCL: {}", self.api.describe(r, st.raw)),
+                    }),
+                }
+            });
+        if let Err(e) = started {
+            self.abort(&format!("{name}: {e}"));
+            return Err(call.refused(e));
         }
         let mut event: Option<CudaEvent> = None;
         let outcome = call.watch(
@@ -333,6 +386,16 @@ impl NcclComm {
             self.abort(&format!("{name}: {e}"));
         }
         outcome
+    }
+
+    /// Refuse a call this rank cannot make (its arguments are wrong): the
+    /// others will make it, so the communicator is aborted here (they
+    /// reach their deadline, naming this rank as never having entered
+    /// it) rather than left to pair this rank's next call with it.
+    fn reject(&self, e: Error) -> Error {
+        let _one = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        self.abort(&format!("a call was refused here: {e}"));
+        e
     }
 
     /// Whether the call just enqueued is done on the device.
@@ -529,11 +592,37 @@ impl NcclComm {
 }
 
 impl Drop for NcclComm {
+    /// Finalize (NCCL flushes its own work), poll it to the end within
+    /// the group's deadline, then destroy; abort where any step fails or
+    /// the deadline passes.
     fn drop(&mut self) {
-        let st = self.lock();
-        if st.aborted.is_none() {
-            // SAFETY: `raw` is live and idle (every call was waited for).
-            unsafe { (self.api.comm_destroy)(st.raw) };
+        let _one = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let raw = {
+            let st = self.lock();
+            if st.aborted.is_some() || st.raw.is_null() {
+                return;
+            }
+            st.raw
+        };
+        // SAFETY: `raw` is live and idle (every call was waited for).
+        let r = unsafe { (self.api.comm_finalize)(raw) };
+        let until = std::time::Instant::now() + self.deadline;
+        let mut done = r == SUCCESS || r == IN_PROGRESS;
+        while done {
+            match self.settled("teardown") {
+                Progress::Done => break,
+                Progress::Failed(_) => done = false,
+                Progress::Pending if std::time::Instant::now() >= until => done = false,
+                Progress::Pending => std::thread::yield_now(),
+            }
+        }
+        if done {
+            // SAFETY: finalized; `raw` is not used after this.
+            unsafe { (self.api.comm_destroy)(raw) };
+            self.lock().aborted = Some("destroyed".into());
+        } else {
+            tracing::warn!("NCCL's communicator did not finalize in time; aborting it");
+            self.abort("its teardown failed");
         }
     }
 }
@@ -565,12 +654,12 @@ pub(crate) fn all_to_all<T: Element + DeviceRepr>(
 ) -> Result<()> {
     let w = world(group);
     if !send.len().is_multiple_of(w) {
-        return Err(Error::InvalidArgument(format!(
+        return Err(nccl.reject(Error::InvalidArgument(format!(
             "all_to_all: send has {} elements, not a multiple of the world size {w}",
             send.len()
-        )));
+        ))));
     }
-    expect("all_to_all", "recv", recv.len(), Some(send.len()))?;
+    expect("all_to_all", "recv", recv.len(), Some(send.len())).map_err(|e| nccl.reject(e))?;
     let block = send.len() / w;
     let pairs: Vec<(u32, usize)> = (0..w).map(|p| (p as u32, p * block)).collect();
     nccl.exchange(
@@ -597,7 +686,7 @@ pub(crate) fn gather<T: Element + DeviceRepr>(
     let (w, block) = (world(group), send.len());
     let at_root = group.rank() == root;
     if at_root {
-        expect("gather", "recv", recv.len(), block.checked_mul(w))?;
+        expect("gather", "recv", recv.len(), block.checked_mul(w)).map_err(|e| nccl.reject(e))?;
     }
     let sends = [(root, 0)];
     let recvs: Vec<(u32, usize)> = if at_root {
@@ -628,7 +717,7 @@ pub(crate) fn scatter<T: Element + DeviceRepr>(
     let (w, block) = (world(group), recv.len());
     let at_root = group.rank() == root;
     if at_root {
-        expect("scatter", "send", send.len(), block.checked_mul(w))?;
+        expect("scatter", "send", send.len(), block.checked_mul(w)).map_err(|e| nccl.reject(e))?;
     }
     let sends: Vec<(u32, usize)> = if at_root {
         (0..w).map(|p| (p as u32, p * block)).collect()

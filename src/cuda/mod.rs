@@ -350,8 +350,16 @@ impl DeviceGroup {
     /// error here, not a silent fallback.
     pub fn connect(group: Arc<ProcessGroup>, stream: Arc<CudaStream>) -> Result<DeviceGroup> {
         let mut dg = DeviceGroup::new(group, stream);
-        let me = intra::Placement::here(&dg.stream)?;
+        // Every rank takes part in the exchange, even one that cannot say
+        // where it runs (it says it cannot use NCCL, then fails): the
+        // group's order stays the same everywhere.
+        let here = intra::Placement::here(&dg.stream);
+        let me = here
+            .as_ref()
+            .copied()
+            .unwrap_or_else(|_| intra::Placement::unusable());
         dg.path = intra::agree_on_path(&dg.group, me)?;
+        here?;
         if dg.path == Path::Nccl {
             dg.nccl = Some(intra::NcclComm::connect(&dg.group, &dg.stream)?);
         }
