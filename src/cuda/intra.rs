@@ -19,146 +19,6 @@ use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How a [`DeviceGroup`](super::DeviceGroup) moves device buffers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Path {
-    /// NCCL, device to device, for all_reduce, broadcast, reduce,
-    /// all_gather, reduce_scatter, all_to_all, gather and scatter; scan,
-    /// exclusive_scan and point-to-point (tagged, which NCCL is not) are
-    /// staged.
-    Nccl,
-    /// Every call staged through pinned host memory; `why` says why not
-    /// NCCL.
-    Staged {
-        /// Why NCCL is not used.
-        why: String,
-    },
-}
-
-/// Where one rank runs: its host and its GPU, and whether NCCL loads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Placement {
-    pub(crate) host: [u8; 16],
-    pub(crate) gpu: [u8; 16],
-    pub(crate) nccl: bool,
-}
-
-const PLACEMENT_BYTES: usize = 33;
-
-impl Placement {
-    fn encode(&self) -> [u8; PLACEMENT_BYTES] {
-        let mut b = [0u8; PLACEMENT_BYTES];
-        b[..16].copy_from_slice(&self.host);
-        b[16..32].copy_from_slice(&self.gpu);
-        b[32] = u8::from(self.nccl);
-        b
-    }
-
-    fn decode(b: &[u8]) -> Placement {
-        let mut p = Placement {
-            host: [0; 16],
-            gpu: [0; 16],
-            nccl: b[32] == 1,
-        };
-        p.host.copy_from_slice(&b[..16]);
-        p.gpu.copy_from_slice(&b[16..32]);
-        p
-    }
-
-    /// A rank that cannot say where it runs: it takes no NCCL path.
-    pub(crate) fn unusable() -> Placement {
-        Placement {
-            host: host_id(),
-            gpu: [0; 16],
-            nccl: false,
-        }
-    }
-
-    /// This process on `stream`'s device.
-    pub(crate) fn here(stream: &CudaStream) -> Result<Placement> {
-        let uuid = stream
-            .context()
-            .uuid()
-            .map_err(|e| failed("the device's UUID", &e))?;
-        Ok(Placement {
-            host: host_id(),
-            gpu: uuid.bytes.map(|b| b as u8),
-            nccl: ffi::api().is_ok() && super::nccl_version().is_ok(),
-        })
-    }
-}
-
-/// This machine: its kernel's boot id (two network namespaces of one
-/// machine are one host to NCCL, which sees the same GPUs), else a hash
-/// of its host name.
-fn host_id() -> [u8; 16] {
-    let mut id = [0u8; 16];
-    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .unwrap_or_default();
-    let hex: Vec<u8> = text.trim().bytes().filter(u8::is_ascii_hexdigit).collect();
-    if hex.len() == 32 {
-        for (i, pair) in hex.chunks(2).enumerate() {
-            let s = std::str::from_utf8(pair).unwrap_or("00");
-            id[i] = u8::from_str_radix(s, 16).unwrap_or(0);
-        }
-    } else {
-        let h = name_hash(text.trim().as_bytes());
-        id.copy_from_slice(&h);
-    }
-    id
-}
-
-/// 16 bytes of SHA-256 (only to tell host names apart).
-fn name_hash(bytes: &[u8]) -> [u8; 16] {
-    use sha2::Digest;
-    let d = sha2::Sha256::digest(bytes);
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&d[..16]);
-    out
-}
-
-/// The path every rank takes, from every rank's placement (the same
-/// verdict everywhere: it is a function of what all_gather gave all).
-pub(crate) fn choose(all: &[Placement]) -> Path {
-    let staged = |why: String| Path::Staged { why };
-    if let Some(rank) = all.iter().position(|p| !p.nccl) {
-        return staged(format!(
-            "rank {rank} cannot load NCCL 2.18 or newer (libnccl.so.2)"
-        ));
-    }
-    let mut hosts: Vec<[u8; 16]> = all.iter().map(|p| p.host).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    if hosts.len() > 1 {
-        return staged(format!(
-            "the ranks are on {} hosts; NCCL across hosts (hierarchical: NCCL in each host, \
-             meshwork between them) is not built yet",
-            hosts.len()
-        ));
-    }
-    for (a, pa) in all.iter().enumerate() {
-        if let Some(b) = all[a + 1..].iter().position(|pb| pb.gpu == pa.gpu) {
-            return staged(format!(
-                "ranks {a} and {} share one GPU; NCCL needs a GPU per rank",
-                a + 1 + b
-            ));
-        }
-    }
-    Path::Nccl
-}
-
-/// Every rank's placement, and the path they all take.
-pub(crate) fn agree_on_path(group: &ProcessGroup, me: Placement) -> Result<Path> {
-    let world = group.world_size() as usize;
-    let mut all = vec![0u8; world * PLACEMENT_BYTES];
-    group.all_gather(&me.encode(), &mut all)?;
-    let all: Vec<Placement> = all.chunks(PLACEMENT_BYTES).map(Placement::decode).collect();
-    Ok(choose(&all))
-}
-
 /// Rank 0's unique id, given to every rank over meshwork: `make` runs on
 /// rank 0 only; its failure is every rank's `DeviceUnavailable`, naming
 /// rank 0.
@@ -742,56 +602,12 @@ mod tests {
     use super::*;
     use crate::local;
 
-    fn at(host: u8, gpu: u8) -> Placement {
-        Placement {
-            host: [host; 16],
-            gpu: [gpu; 16],
-            nccl: true,
-        }
-    }
-
     fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
         let groups = local(world).unwrap();
         std::thread::scope(|s| {
             let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         })
-    }
-
-    fn why(p: Path) -> String {
-        match p {
-            Path::Staged { why } => why,
-            Path::Nccl => panic!("NCCL chosen"),
-        }
-    }
-
-    #[test]
-    fn nccl_only_for_one_host_with_a_gpu_per_rank() {
-        assert_eq!(choose(&[at(1, 1), at(1, 2), at(1, 3)]), Path::Nccl);
-        let mut no_nccl = [at(1, 1), at(1, 2), at(1, 3)];
-        no_nccl[2].nccl = false;
-        assert!(why(choose(&no_nccl)).starts_with("rank 2 cannot load NCCL"));
-        let hosts = why(choose(&[at(1, 1), at(2, 2), at(1, 3), at(3, 4)]));
-        assert!(hosts.contains("on 3 hosts"), "{hosts}");
-        let shared = why(choose(&[at(1, 1), at(1, 2), at(1, 1)]));
-        assert!(
-            shared.starts_with("ranks 0 and 2 share one GPU"),
-            "{shared}"
-        );
-    }
-
-    /// Every rank reaches the same verdict from what each says of itself.
-    #[test]
-    fn the_ranks_agree_on_the_path() {
-        let paths = on_world(3, |g| {
-            let nccl = agree_on_path(g, at(1, g.rank() as u8)).unwrap();
-            let shared = agree_on_path(g, at(1, (g.rank() % 2) as u8)).unwrap();
-            (nccl, shared)
-        });
-        for (nccl, shared) in paths {
-            assert_eq!(nccl, Path::Nccl);
-            assert!(why(shared).starts_with("ranks 0 and 2 share one GPU"));
-        }
     }
 
     /// Rank 0's id reaches every rank; its failure is every rank's error,
@@ -823,11 +639,5 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-    }
-
-    #[test]
-    fn a_host_id_is_stable_and_not_empty() {
-        assert_eq!(host_id(), host_id());
-        assert_ne!(host_id(), [0; 16]);
     }
 }

@@ -43,12 +43,13 @@ pub use cudarc;
 
 mod ffi;
 mod intra;
+mod path;
 pub use ffi::nccl_check;
 mod nb;
 mod nccl;
 pub use crate::staging::DeviceWork;
-pub use intra::Path;
 pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
+pub use path::Path;
 
 use crate::staging::{self, Sink, Source, Ways};
 use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
@@ -353,12 +354,12 @@ impl DeviceGroup {
         // Every rank takes part in the exchange, even one that cannot say
         // where it runs (it says it cannot use NCCL, then fails): the
         // group's order stays the same everywhere.
-        let here = intra::Placement::here(&dg.stream);
+        let here = path::Placement::here(&dg.stream);
         let me = here
             .as_ref()
             .copied()
-            .unwrap_or_else(|_| intra::Placement::unusable());
-        dg.path = intra::agree_on_path(&dg.group, me)?;
+            .unwrap_or_else(|_| path::Placement::unusable());
+        dg.path = path::agree_on_path(&dg.group, me)?;
         here?;
         if dg.path == Path::Nccl {
             dg.nccl = Some(intra::NcclComm::connect(&dg.group, &dg.stream)?);
@@ -592,15 +593,27 @@ impl DeviceGroup {
         ways: Ways,
         call: impl Fn(&mut [T]) -> Result<()> + Sync,
     ) -> Result<()> {
-        let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
-        staging::same_length(&self.group, op, buf.len())?;
-        let mut hosts = self.take(op)?;
         let mut mem = OnDevice {
             buf,
             stream: &self.stream,
             op,
         };
-        let r = staging::pipelined(&mut mem, &mut hosts, chunk, ways, call);
+        self.staged(op, &mut mem, ways, call)
+    }
+
+    /// An elementwise call on `mem` (any device memory: a buffer, a range
+    /// of one), staged a chunk at a time.
+    fn staged<T: Element + DeviceRepr, M: Sink<T>>(
+        &self,
+        op: &'static str,
+        mem: &mut M,
+        ways: Ways,
+        call: impl Fn(&mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
+        staging::same_length(&self.group, op, mem.len())?;
+        let mut hosts = self.take(op)?;
+        let r = staging::pipelined(mem, &mut hosts, chunk, ways, call);
         self.pool
             .lock()
             .unwrap_or_else(|p| p.into_inner())
