@@ -287,6 +287,95 @@ impl NcclComm {
         }
     }
 
+    /// all_reduce of `buf[at]` in place (the hierarchical all_reduce's
+    /// tail).
+    pub(crate) fn all_reduce_range<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        at: std::ops::Range<usize>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        assert!(
+            at.start <= at.end && at.end <= buf.len(),
+            "a range of the buffer"
+        );
+        let n = at.len();
+        let size = std::mem::size_of::<T>() as u64;
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let p = ptr + at.start as u64 * size;
+        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        self.run::<T>(
+            group,
+            Collective::AllReduce,
+            n,
+            Some(op),
+            None,
+            |api, c, s| {
+                // SAFETY: in place on `n` elements inside a live buffer.
+                unsafe { (api.all_reduce)(p as _, p as _, n, t, o, c, s) }
+            },
+        )
+    }
+
+    /// reduce_scatter in place: `buf[..world × shard]` reduced across the
+    /// group, this rank's shard left at `buf[rank × shard..]` (NCCL's
+    /// in-place form: the receive buffer is the send buffer's own slot).
+    pub(crate) fn reduce_scatter_in_place<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        shard: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let (rank, w) = (group.rank() as u64, world(group));
+        assert!(shard * w <= buf.len(), "the shards fit the buffer");
+        let size = std::mem::size_of::<T>() as u64;
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let mine = ptr + rank * shard as u64 * size;
+        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        self.run::<T>(
+            group,
+            Collective::ReduceScatter,
+            shard,
+            Some(op),
+            None,
+            |api, c, s| {
+                // SAFETY: `world × shard` elements read, `shard` written at
+                // this rank's slot, all inside a live buffer.
+                unsafe { (api.reduce_scatter)(ptr as _, mine as _, shard, t, o, c, s) }
+            },
+        )
+    }
+
+    /// all_gather in place: every rank's `buf[rank × shard..]` to every
+    /// rank's `buf[..world × shard]` (NCCL's in-place form).
+    pub(crate) fn all_gather_in_place<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        buf: &mut CudaSlice<T>,
+        shard: usize,
+    ) -> Result<()> {
+        let (rank, w) = (group.rank() as u64, world(group));
+        assert!(shard * w <= buf.len(), "the shards fit the buffer");
+        let size = std::mem::size_of::<T>() as u64;
+        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
+        let mine = ptr + rank * shard as u64 * size;
+        let t = ffi::data_type(T::DTYPE);
+        self.run::<T>(
+            group,
+            Collective::AllGather,
+            shard,
+            None,
+            None,
+            |api, c, s| {
+                // SAFETY: `shard` elements read at this rank's slot, `world ×
+                // shard` written, all inside a live buffer.
+                unsafe { (api.all_gather)(mine as _, ptr as _, shard, t, c, s) }
+            },
+        )
+    }
+
     pub(crate) fn all_reduce<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,

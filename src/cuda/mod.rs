@@ -42,6 +42,7 @@
 pub use cudarc;
 
 mod ffi;
+mod hier;
 mod intra;
 mod path;
 pub use ffi::nccl_check;
@@ -310,6 +311,7 @@ pub struct DeviceGroup {
     pool: Mutex<Vec<Pinned>>,
     path: Path,
     nccl: Option<intra::NcclComm>,
+    hier: Option<Box<hier::Hier>>,
 }
 
 impl fmt::Debug for DeviceGroup {
@@ -337,6 +339,7 @@ impl DeviceGroup {
                 why: "made with DeviceGroup::new, which stages every call".into(),
             },
             nccl: None,
+            hier: None,
         }
     }
 
@@ -359,10 +362,27 @@ impl DeviceGroup {
             .as_ref()
             .copied()
             .unwrap_or_else(|_| path::Placement::unusable());
-        dg.path = path::agree_on_path(&dg.group, me)?;
+        let (path, layout) = path::agree_on_path(&dg.group, me)?;
+        dg.path = path;
         here?;
-        if dg.path == Path::Nccl {
-            dg.nccl = Some(intra::NcclComm::connect(&dg.group, &dg.stream)?);
+        // Every rank makes its communicator (or fails to), then all learn
+        // whether all did: either every rank has its path or none does.
+        let made = match dg.path {
+            Path::Nccl => {
+                intra::NcclComm::connect(&dg.group, &dg.stream).map(|c| dg.nccl = Some(c))
+            }
+            Path::Hierarchical { .. } => hier::Hier::connect(&dg.group, &dg.stream, &layout)
+                .map(|h| dg.hier = Some(Box::new(h))),
+            _ => return Ok(dg),
+        };
+        let mut all = vec![0u8; dg.group.world_size() as usize];
+        dg.group.all_gather(&[u8::from(made.is_ok())], &mut all)?;
+        made?;
+        let failed: Vec<usize> = (0..all.len()).filter(|&r| all[r] == 0).collect();
+        if !failed.is_empty() {
+            return Err(unavailable(format!(
+                "NCCL's communicator could not be made on ranks {failed:?} (their errors say why)"
+            )));
         }
         Ok(dg)
     }
@@ -379,6 +399,9 @@ impl DeviceGroup {
         let bytes = bytes.clamp(8, MAX_CHUNK_BYTES);
         self.chunk_bytes = bytes - bytes % 8;
         self.pool = Mutex::new(Vec::new());
+        if let Some(h) = &mut self.hier {
+            h.set_chunk_bytes(self.chunk_bytes);
+        }
         self
     }
 
@@ -400,6 +423,9 @@ impl DeviceGroup {
     ) -> Result<()> {
         if let Some(nccl) = &self.nccl {
             return nccl.all_reduce(&self.group, buf, op);
+        }
+        if let Some(h) = &self.hier {
+            return hier::all_reduce(&**h, buf, op);
         }
         self.elementwise("all_reduce", buf, Ways::BOTH, |h| {
             self.group.all_reduce(h, op)

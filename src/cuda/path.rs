@@ -15,6 +15,16 @@ pub enum Path {
     /// exclusive_scan and point-to-point (tagged, which NCCL is not) are
     /// staged.
     Nccl,
+    /// Ranks on several hosts, the same number on each, a GPU per rank:
+    /// all_reduce in three tiers (NCCL reduce-scatter in each host, a
+    /// staged meshwork all_reduce of each shard between hosts, NCCL
+    /// all-gather in each host); every other call staged.
+    Hierarchical {
+        /// Hosts.
+        hosts: usize,
+        /// Ranks (GPUs) on each.
+        per_host: usize,
+    },
     /// Every call staged through pinned host memory; `why` says why not
     /// NCCL.
     Staged {
@@ -116,34 +126,84 @@ pub(crate) fn choose(all: &[Placement]) -> Path {
             "rank {rank} cannot load NCCL 2.18 or newer (libnccl.so.2)"
         ));
     }
-    let mut hosts: Vec<[u8; 16]> = all.iter().map(|p| p.host).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    if hosts.len() > 1 {
-        return staged(format!(
-            "the ranks are on {} hosts; NCCL across hosts (hierarchical: NCCL in each host, \
-             meshwork between them) is not built yet",
-            hosts.len()
-        ));
-    }
     for (a, pa) in all.iter().enumerate() {
-        if let Some(b) = all[a + 1..].iter().position(|pb| pb.gpu == pa.gpu) {
+        if let Some(b) = all[a + 1..]
+            .iter()
+            .position(|pb| pb.gpu == pa.gpu && pb.host == pa.host)
+        {
             return staged(format!(
                 "ranks {a} and {} share one GPU; NCCL needs a GPU per rank",
                 a + 1 + b
             ));
         }
     }
-    Path::Nccl
+    let layout = Layout::of(all);
+    match (layout.hosts, layout.per_host) {
+        (1, _) => Path::Nccl,
+        (hosts, Some(1)) => staged(format!(
+            "one rank on each of {hosts} hosts: NCCL has nothing to do inside a host"
+        )),
+        (hosts, Some(per_host)) => Path::Hierarchical { hosts, per_host },
+        (hosts, None) => staged(format!(
+            "the {hosts} hosts hold different numbers of ranks; the hierarchical \
+             all_reduce needs the same number on each"
+        )),
+    }
 }
 
-/// Every rank's placement, and the path they all take.
-pub(crate) fn agree_on_path(group: &ProcessGroup, me: Placement) -> Result<Path> {
+/// The hosts of a group: each rank's host (numbered by first appearance)
+/// and its place among that host's ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Host number of each rank.
+    pub(crate) host_of: Vec<usize>,
+    /// Each rank's place on its host (in rank order).
+    pub(crate) local_of: Vec<usize>,
+    /// How many hosts.
+    pub(crate) hosts: usize,
+    /// Ranks on each host, if every host has the same number.
+    pub(crate) per_host: Option<usize>,
+}
+
+impl Layout {
+    pub(crate) fn of(all: &[Placement]) -> Layout {
+        let mut seen: Vec<[u8; 16]> = Vec::new();
+        let mut counts: Vec<usize> = Vec::new();
+        let mut host_of = Vec::with_capacity(all.len());
+        let mut local_of = Vec::with_capacity(all.len());
+        for p in all {
+            let h = match seen.iter().position(|s| *s == p.host) {
+                Some(h) => h,
+                None => {
+                    seen.push(p.host);
+                    counts.push(0);
+                    seen.len() - 1
+                }
+            };
+            host_of.push(h);
+            local_of.push(counts[h]);
+            counts[h] += 1;
+        }
+        let per_host = counts
+            .first()
+            .copied()
+            .filter(|&c| counts.iter().all(|&x| x == c));
+        Layout {
+            host_of,
+            local_of,
+            hosts: seen.len(),
+            per_host,
+        }
+    }
+}
+
+/// Every rank's placement: the path they all take, and their layout.
+pub(crate) fn agree_on_path(group: &ProcessGroup, me: Placement) -> Result<(Path, Layout)> {
     let world = group.world_size() as usize;
     let mut all = vec![0u8; world * PLACEMENT_BYTES];
     group.all_gather(&me.encode(), &mut all)?;
     let all: Vec<Placement> = all.chunks(PLACEMENT_BYTES).map(Placement::decode).collect();
-    Ok(choose(&all))
+    Ok((choose(&all), Layout::of(&all)))
 }
 
 #[cfg(test)]
@@ -162,7 +222,7 @@ mod tests {
     fn why(p: Path) -> String {
         match p {
             Path::Staged { why } => why,
-            Path::Nccl => panic!("NCCL chosen"),
+            other => panic!("not staged: {other:?}"),
         }
     }
 
@@ -181,7 +241,30 @@ mod tests {
         no_nccl[2].nccl = false;
         assert!(why(choose(&no_nccl)).starts_with("rank 2 cannot load NCCL"));
         let hosts = why(choose(&[at(1, 1), at(2, 2), at(1, 3), at(3, 4)]));
-        assert!(hosts.contains("on 3 hosts"), "{hosts}");
+        assert!(
+            hosts.contains("3 hosts hold different numbers of ranks"),
+            "{hosts}"
+        );
+        assert_eq!(
+            choose(&[at(1, 1), at(2, 2), at(1, 3), at(2, 4)]),
+            Path::Hierarchical {
+                hosts: 2,
+                per_host: 2
+            }
+        );
+        let one_each = why(choose(&[at(1, 1), at(2, 2), at(3, 3)]));
+        assert!(
+            one_each.starts_with("one rank on each of 3 hosts"),
+            "{one_each}"
+        );
+        // The same UUID on two hosts is two GPUs.
+        assert_eq!(
+            choose(&[at(1, 1), at(1, 2), at(2, 1), at(2, 2)]),
+            Path::Hierarchical {
+                hosts: 2,
+                per_host: 2
+            }
+        );
         let shared = why(choose(&[at(1, 1), at(1, 2), at(1, 1)]));
         assert!(
             shared.starts_with("ranks 0 and 2 share one GPU"),
@@ -189,12 +272,21 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_layout_numbers_hosts_by_first_appearance_and_ranks_within_them() {
+        let l = Layout::of(&[at(7, 1), at(3, 2), at(7, 3), at(3, 4), at(7, 5), at(3, 6)]);
+        assert_eq!(l.host_of, [0, 1, 0, 1, 0, 1]);
+        assert_eq!(l.local_of, [0, 0, 1, 1, 2, 2]);
+        assert_eq!((l.hosts, l.per_host), (2, Some(3)));
+        assert_eq!(Layout::of(&[at(1, 1), at(2, 2), at(1, 3)]).per_host, None);
+    }
+
     /// Every rank reaches the same verdict from what each says of itself.
     #[test]
     fn the_ranks_agree_on_the_path() {
         let paths = on_world(3, |g| {
-            let nccl = agree_on_path(g, at(1, g.rank() as u8)).unwrap();
-            let shared = agree_on_path(g, at(1, (g.rank() % 2) as u8)).unwrap();
+            let nccl = agree_on_path(g, at(1, g.rank() as u8)).unwrap().0;
+            let shared = agree_on_path(g, at(1, (g.rank() % 2) as u8)).unwrap().0;
             (nccl, shared)
         });
         for (nccl, shared) in paths {
