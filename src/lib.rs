@@ -221,16 +221,18 @@
 //! - `mdns` (default): star discovery by mDNS when no `DISCOVER_HOST` is
 //!   given.
 //! - `cuda`: collectives and point-to-point on CUDA device buffers
-//!   (`meshwork::cuda`), through NCCL among the GPUs of one host, else
-//!   staged through pinned host memory; the driver and NCCL are loaded at
+//!   (`meshwork::cuda`), through NCCL among the GPUs of one host (and,
+//!   across hosts, all_reduce in three tiers), else staged through pinned
+//!   host memory; the driver and NCCL are loaded at
 //!   run time, so it builds without CUDA (docs/gpu.md).
 //!
 //! # What meshwork does not do (yet)
 //!
 //! A C ABI is in the workspace's `ffi/` crate (`libmeshwork`,
 //! `ffi/include/meshwork.h`), Python bindings in `ffi/python`. Not yet:
-//! NCCL across hosts (hierarchical; device buffers of groups over several
-//! hosts are staged through host memory), CUDA tensors from Python, RDMA.
+//! CUDA IPC between ranks sharing a GPU (they stage through host memory),
+//! CUDA tensors in meshwork's own Python calls (the torch backend stages
+//! them), RDMA.
 //! Not planned: variable-count (`_v`) collectives, wildcard receives.
 
 #![warn(missing_docs)]

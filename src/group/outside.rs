@@ -324,6 +324,26 @@ mod tests {
         }
     }
 
+    /// A call the engine refused keeps its place, recorded as failed
+    /// with the error it hands back.
+    #[test]
+    fn a_refused_call_is_recorded_failed_in_its_place() {
+        let g = local(1).unwrap().pop().unwrap();
+        let call = g.outside::<f64>(Collective::Gather, 3, None, Some(0)).unwrap();
+        let e = call.refused(Error::InvalidArgument("gather: recv has 2 elements".into()));
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        let mut next = [1.0f64];
+        g.all_reduce(&mut next, ReduceOp::Sum).unwrap();
+        let record = g.flight_record();
+        assert_eq!((record[0].op, record[0].seq), ("gather", 0));
+        assert!(
+            matches!(&record[0].state, CallState::Failed(why) if why.contains("recv has 2")),
+            "{:?}",
+            record[0].state
+        );
+        assert_eq!(record[1].seq, 1);
+    }
+
     /// The same checks as a meshwork collective, before any place is taken.
     #[test]
     fn bad_arguments_take_no_place() {
