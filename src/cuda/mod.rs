@@ -13,7 +13,10 @@
 //! Made with [`DeviceGroup::connect`] on a group whose ranks are on one
 //! host with a GPU each, NCCL carries the collectives it has, device to
 //! device, each still ordered, bounded and diagnosed by the group
-//! ([`Path::Nccl`]). Otherwise — and for scan, exclusive_scan,
+//! ([`Path::Nccl`]); on several hosts with the same number of GPUs each,
+//! all_reduce goes in three tiers, NCCL inside each host and a staged
+//! meshwork all_reduce between them ([`Path::Hierarchical`]). Otherwise —
+//! and for scan, exclusive_scan,
 //! point-to-point and the `_nb` forms — calls are staged through pinned
 //! host memory: the elementwise collectives (all_reduce, broadcast,
 //! reduce, scan, exclusive_scan) a chunk at a time, the copies of one
