@@ -329,7 +329,9 @@ mod tests {
     #[test]
     fn a_refused_call_is_recorded_failed_in_its_place() {
         let g = local(1).unwrap().pop().unwrap();
-        let call = g.outside::<f64>(Collective::Gather, 3, None, Some(0)).unwrap();
+        let call = g
+            .outside::<f64>(Collective::Gather, 3, None, Some(0))
+            .unwrap();
         let e = call.refused(Error::InvalidArgument("gather: recv has 2 elements".into()));
         assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
         let mut next = [1.0f64];
