@@ -77,28 +77,62 @@ pub(crate) struct Hier {
     across: DeviceGroup,
     local: usize,
     per_host: usize,
+    /// The group's and the across group's communicators when made: a
+    /// shrink of either changes who is reduced with whom.
+    parent_comm: u64,
+    across_comm: u64,
 }
 
 impl Hier {
-    /// Split `group` by host and by place on the host (two collectives of
-    /// `group`), and make the host's NCCL communicator.
-    pub(crate) fn connect(
+    /// `group` split by host and by place on the host (two collectives of
+    /// `group`): the host's group, ranked by place, and the place's
+    /// group, ranked by host.
+    pub(crate) fn split(
         group: &ProcessGroup,
-        stream: &Arc<CudaStream>,
         layout: &Layout,
-    ) -> Result<Hier> {
+    ) -> Result<(Arc<ProcessGroup>, Arc<ProcessGroup>)> {
         let me = group.rank() as usize;
         let (host, local) = (layout.host_of[me], layout.local_of[me]);
         let host_group = group.split(host as u32, local as u32)?;
         let across_group = group.split(local as u32, host as u32)?;
-        let comm = NcclComm::connect(&host_group, stream)?;
+        Ok((host_group, across_group))
+    }
+
+    /// The tiers over the groups [`split`](Self::split) made: the host's
+    /// NCCL communicator is made here (collective over the host group).
+    pub(crate) fn new(
+        group: &ProcessGroup,
+        host_group: Arc<ProcessGroup>,
+        across_group: Arc<ProcessGroup>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Hier> {
+        let host = NcclComm::connect(&host_group, stream)?;
         Ok(Hier {
+            local: host_group.rank() as usize,
             per_host: host_group.world_size() as usize,
+            parent_comm: group.inner().comm_id,
+            across_comm: across_group.inner().comm_id,
             host_group,
-            host: comm,
+            host,
             across: DeviceGroup::new(across_group, Arc::clone(stream)),
-            local,
         })
+    }
+
+    /// `Ok` while `parent` and the across group are those the tiers were
+    /// made over; else the host communicator is aborted and the call
+    /// refused (make a new `DeviceGroup`).
+    pub(crate) fn current(&self, parent: &ProcessGroup) -> Result<()> {
+        if parent.inner().comm_id == self.parent_comm
+            && self.across.group().inner().comm_id == self.across_comm
+        {
+            return Ok(());
+        }
+        Err(self.host.reject(crate::Error::DeviceFailed {
+            op: "all_reduce".into(),
+            what: "the group changed (shrank or grew) since its tiers were made; \
+                   make a new DeviceGroup"
+                .into(),
+        }))
     }
 
     /// The chunk size of the staged tier (every rank sets the same).
@@ -176,8 +210,12 @@ impl<T: Element + DeviceRepr> Tiers<T> for Hier {
             stream: &stream,
         };
         let g = self.across.group();
+        // A failure between hosts, on this rank alone, would leave its
+        // host-mates in the all-gather that follows: the host's
+        // communicator is aborted so that nothing pairs with it wrongly.
         self.across
             .staged("all_reduce", &mut mem, Ways::BOTH, |h| g.all_reduce(h, op))
+            .map_err(|e| self.host.reject(e))
     }
 }
 
@@ -231,7 +269,7 @@ mod tests {
             .map(|r| Placement {
                 host: [r % 3; 16],
                 gpu: [r; 16],
-                nccl: true,
+                nccl: 21_803,
             })
             .collect();
         let layout = Layout::of(&all);

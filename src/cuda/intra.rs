@@ -132,7 +132,19 @@ impl NcclComm {
                     )))
                 }
             });
-        if let Err(e) = started {
+        // Whether every rank started: a rank whose NCCL refused at once
+        // is known to the others now, not at their deadline.
+        let mut all = vec![0u8; world as usize];
+        let agreed = group.all_gather(&[u8::from(started.is_ok())], &mut all);
+        let failed: Vec<usize> = (0..all.len()).filter(|&r| all[r] == 0).collect();
+        let refused = match (started, agreed) {
+            (Err(e), _) | (Ok(()), Err(e)) => Some(e),
+            (Ok(()), Ok(())) if !failed.is_empty() => Some(unavailable(format!(
+                "NCCL's communicator could not be started on ranks {failed:?} (their errors say why)"
+            ))),
+            (Ok(()), Ok(())) => None,
+        };
+        if let Some(e) = refused {
             comm.abort(&e.to_string());
             return Err(call.refused(e));
         }
@@ -217,7 +229,14 @@ impl NcclComm {
             self.abort(why);
             return Err(refuse(why));
         }
-        let call = group.outside::<T>(coll, count, op, root)?;
+        let call = match group.outside::<T>(coll, count, op, root) {
+            Ok(call) => call,
+            Err(e) => {
+                // Refused here, perhaps not elsewhere: as `reject`.
+                self.abort(&format!("a call was refused here: {e}"));
+                return Err(e);
+            }
+        };
         let started = self
             .stream
             .context()
@@ -252,7 +271,7 @@ impl NcclComm {
     /// others will make it, so the communicator is aborted here (they
     /// reach their deadline, naming this rank as never having entered
     /// it) rather than left to pair this rank's next call with it.
-    fn reject(&self, e: Error) -> Error {
+    pub(crate) fn reject(&self, e: Error) -> Error {
         let _one = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         self.abort(&format!("a call was refused here: {e}"));
         e

@@ -374,13 +374,19 @@ impl DeviceGroup {
             Path::Nccl => {
                 intra::NcclComm::connect(&dg.group, &dg.stream).map(|c| dg.nccl = Some(c))
             }
-            Path::Hierarchical { .. } => hier::Hier::connect(&dg.group, &dg.stream, &layout)
-                .map(|h| dg.hier = Some(Box::new(h))),
+            Path::Hierarchical { .. } => {
+                // The splits are the group's collectives: their errors are
+                // its own, on every rank.
+                let (host_group, across_group) = hier::Hier::split(&dg.group, &layout)?;
+                hier::Hier::new(&dg.group, host_group, across_group, &dg.stream)
+                    .map(|h| dg.hier = Some(Box::new(h)))
+            }
             _ => return Ok(dg),
         };
         let mut all = vec![0u8; dg.group.world_size() as usize];
-        dg.group.all_gather(&[u8::from(made.is_ok())], &mut all)?;
+        let agreed = dg.group.all_gather(&[u8::from(made.is_ok())], &mut all);
         made?;
+        agreed?;
         let failed: Vec<usize> = (0..all.len()).filter(|&r| all[r] == 0).collect();
         if !failed.is_empty() {
             return Err(unavailable(format!(
@@ -428,6 +434,10 @@ impl DeviceGroup {
             return nccl.all_reduce(&self.group, buf, op);
         }
         if let Some(h) = &self.hier {
+            h.current(&self.group)?;
+            // NCCL checks nothing across ranks: a length that differs
+            // would pair one rank's tail with another's next call.
+            staging::same_length(&self.group, "all_reduce", buf.len())?;
             return hier::all_reduce(&**h, buf, op);
         }
         self.elementwise("all_reduce", buf, Ways::BOTH, |h| {

@@ -33,22 +33,24 @@ pub enum Path {
     },
 }
 
-/// Where one rank runs: its host and its GPU, and whether NCCL loads.
+/// Where one rank runs: its host and its GPU, and the NCCL it loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Placement {
     pub(crate) host: [u8; 16],
     pub(crate) gpu: [u8; 16],
-    pub(crate) nccl: bool,
+    /// The NCCL release it loads with every call meshwork makes, as
+    /// `major·10000 + minor·100 + patch`; 0 for none.
+    pub(crate) nccl: u32,
 }
 
-const PLACEMENT_BYTES: usize = 33;
+const PLACEMENT_BYTES: usize = 36;
 
 impl Placement {
     fn encode(&self) -> [u8; PLACEMENT_BYTES] {
         let mut b = [0u8; PLACEMENT_BYTES];
         b[..16].copy_from_slice(&self.host);
         b[16..32].copy_from_slice(&self.gpu);
-        b[32] = u8::from(self.nccl);
+        b[32..].copy_from_slice(&self.nccl.to_le_bytes());
         b
     }
 
@@ -56,7 +58,7 @@ impl Placement {
         let mut p = Placement {
             host: [0; 16],
             gpu: [0; 16],
-            nccl: b[32] == 1,
+            nccl: u32::from_le_bytes([b[32], b[33], b[34], b[35]]),
         };
         p.host.copy_from_slice(&b[..16]);
         p.gpu.copy_from_slice(&b[16..32]);
@@ -68,7 +70,7 @@ impl Placement {
         Placement {
             host: host_id(),
             gpu: [0; 16],
-            nccl: false,
+            nccl: 0,
         }
     }
 
@@ -81,7 +83,10 @@ impl Placement {
         Ok(Placement {
             host: host_id(),
             gpu: uuid.bytes.map(|b| b as u8),
-            nccl: ffi::api().is_ok() && super::nccl_version().is_ok(),
+            nccl: match (ffi::api(), super::nccl_version()) {
+                (Ok(_), Ok(v)) => v.major * 10_000 + v.minor * 100 + v.patch,
+                _ => 0,
+            },
         })
     }
 }
@@ -121,9 +126,18 @@ fn name_hash(bytes: &[u8]) -> [u8; 16] {
 /// verdict everywhere: it is a function of what all_gather gave all).
 pub(crate) fn choose(all: &[Placement]) -> Path {
     let staged = |why: String| Path::Staged { why };
-    if let Some(rank) = all.iter().position(|p| !p.nccl) {
+    if let Some(rank) = all.iter().position(|p| p.nccl == 0) {
         return staged(format!(
             "rank {rank} cannot load NCCL 2.18 or newer (libnccl.so.2)"
+        ));
+    }
+    // NCCL refuses a communicator of mixed releases.
+    if let Some(rank) = all.iter().position(|p| p.nccl != all[0].nccl) {
+        let v = |code: u32| format!("{}.{}.{}", code / 10_000, code / 100 % 100, code % 100);
+        return staged(format!(
+            "ranks load different NCCL releases ({} on rank 0, {} on rank {rank})",
+            v(all[0].nccl),
+            v(all[rank].nccl)
         ));
     }
     for (a, pa) in all.iter().enumerate() {
@@ -215,7 +229,7 @@ mod tests {
         Placement {
             host: [host; 16],
             gpu: [gpu; 16],
-            nccl: true,
+            nccl: 21_803,
         }
     }
 
@@ -238,8 +252,15 @@ mod tests {
     fn nccl_only_for_one_host_with_a_gpu_per_rank() {
         assert_eq!(choose(&[at(1, 1), at(1, 2), at(1, 3)]), Path::Nccl);
         let mut no_nccl = [at(1, 1), at(1, 2), at(1, 3)];
-        no_nccl[2].nccl = false;
+        no_nccl[2].nccl = 0;
         assert!(why(choose(&no_nccl)).starts_with("rank 2 cannot load NCCL"));
+        let mut mixed = [at(1, 1), at(1, 2), at(1, 3)];
+        mixed[1].nccl = 22_105;
+        let mixed = why(choose(&mixed));
+        assert_eq!(
+            mixed,
+            "ranks load different NCCL releases (2.18.3 on rank 0, 2.21.5 on rank 1)"
+        );
         let hosts = why(choose(&[at(1, 1), at(2, 2), at(1, 3), at(3, 4)]));
         assert!(
             hosts.contains("3 hosts hold different numbers of ranks"),
