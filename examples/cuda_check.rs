@@ -288,6 +288,25 @@ fn check<T: Small>(
     Ok(out)
 }
 
+/// [`check`] for each of the 10 dtypes.
+fn every_dtype(
+    g: &ProcessGroup,
+    dg: &DeviceGroup,
+    chunk: usize,
+) -> meshwork::Result<Vec<(String, Outcome)>> {
+    let mut cases = check::<f32>(g, dg, chunk)?;
+    cases.extend(check::<f64>(g, dg, chunk)?);
+    cases.extend(check::<meshwork::half::f16>(g, dg, chunk)?);
+    cases.extend(check::<meshwork::half::bf16>(g, dg, chunk)?);
+    cases.extend(check::<i8>(g, dg, chunk)?);
+    cases.extend(check::<i32>(g, dg, chunk)?);
+    cases.extend(check::<i64>(g, dg, chunk)?);
+    cases.extend(check::<u8>(g, dg, chunk)?);
+    cases.extend(check::<u32>(g, dg, chunk)?);
+    cases.extend(check::<u64>(g, dg, chunk)?);
+    Ok(cases)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -350,21 +369,7 @@ fn nccl_world_of_one(dev: &Device, chunk: usize) -> Outcome {
             dg.path()
         ));
     }
-    let mut cases = Vec::new();
-    let mut run = || -> meshwork::Result<()> {
-        cases.extend(check::<f32>(&one, &dg, chunk)?);
-        cases.extend(check::<f64>(&one, &dg, chunk)?);
-        cases.extend(check::<meshwork::half::f16>(&one, &dg, chunk)?);
-        cases.extend(check::<meshwork::half::bf16>(&one, &dg, chunk)?);
-        cases.extend(check::<i8>(&one, &dg, chunk)?);
-        cases.extend(check::<i32>(&one, &dg, chunk)?);
-        cases.extend(check::<i64>(&one, &dg, chunk)?);
-        cases.extend(check::<u8>(&one, &dg, chunk)?);
-        cases.extend(check::<u32>(&one, &dg, chunk)?);
-        cases.extend(check::<u64>(&one, &dg, chunk)?);
-        Ok(())
-    };
-    run().map_err(|e| e.to_string())?;
+    let cases = every_dtype(&one, &dg, chunk).map_err(|e| e.to_string())?;
     let bad: Vec<String> = cases
         .iter()
         .filter(|(_, o)| o.is_err())
@@ -412,17 +417,7 @@ fn run() -> meshwork::Result<bool> {
     if rank == 0 {
         println!("path: {:?}", dg.path());
     }
-    let mut cases = Vec::new();
-    cases.extend(check::<f32>(&g, &dg, chunk)?);
-    cases.extend(check::<f64>(&g, &dg, chunk)?);
-    cases.extend(check::<meshwork::half::f16>(&g, &dg, chunk)?);
-    cases.extend(check::<meshwork::half::bf16>(&g, &dg, chunk)?);
-    cases.extend(check::<i8>(&g, &dg, chunk)?);
-    cases.extend(check::<i32>(&g, &dg, chunk)?);
-    cases.extend(check::<i64>(&g, &dg, chunk)?);
-    cases.extend(check::<u8>(&g, &dg, chunk)?);
-    cases.extend(check::<u32>(&g, &dg, chunk)?);
-    cases.extend(check::<u64>(&g, &dg, chunk)?);
+    let cases = every_dtype(&g, &dg, chunk)?;
     let bad: Vec<_> = cases.iter().filter(|(_, o)| o.is_err()).collect();
     for (name, o) in &bad {
         println!("rank {rank}: DIFFERS {name}: {o:?}");

@@ -76,3 +76,18 @@ pub fn local_with(world: u32, topology: Topology) -> Result<Vec<Arc<ProcessGroup
         .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEFAULT_TIMEOUT, topology)))
         .collect())
 }
+
+/// Runs `f` on every rank of a fresh in-process world of `world` ranks,
+/// each on its own thread; the results in rank order (the unit tests'
+/// way to run a collective scenario).
+#[cfg(test)]
+pub(crate) fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
+    let groups = local(world).expect("a local world");
+    std::thread::scope(|s| {
+        let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a rank's thread"))
+            .collect()
+    })
+}

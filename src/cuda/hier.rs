@@ -223,7 +223,7 @@ impl<T: Element + DeviceRepr> Tiers<T> for Hier {
 mod tests {
     use super::super::path::{Layout, Placement};
     use super::*;
-    use crate::local;
+    use crate::local::on_world;
 
     /// Both tiers as meshwork sub-groups on host memory.
     struct OnHost {
@@ -279,14 +279,6 @@ mod tests {
             host: g.split(host as u32, local as u32).unwrap(),
             across: g.split(local as u32, host as u32).unwrap(),
         }
-    }
-
-    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
-        let groups = local(world).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
     }
 
     /// Every length (empty, shorter than a host, a ragged tail, many

@@ -306,8 +306,8 @@ impl NcclComm {
         }
     }
 
-    /// all_reduce of `buf[at]` in place (the hierarchical all_reduce's
-    /// tail).
+    /// all_reduce of `buf[at]` in place (all of it, or the hierarchical
+    /// all_reduce's tail).
     pub(crate) fn all_reduce_range<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
@@ -391,28 +391,6 @@ impl NcclComm {
                 // SAFETY: `shard` elements read at this rank's slot, `world ×
                 // shard` written, all inside a live buffer.
                 unsafe { (api.all_gather)(mine as _, ptr as _, shard, t, c, s) }
-            },
-        )
-    }
-
-    pub(crate) fn all_reduce<T: Element + DeviceRepr>(
-        &self,
-        group: &ProcessGroup,
-        buf: &mut CudaSlice<T>,
-        op: ReduceOp,
-    ) -> Result<()> {
-        let n = buf.len();
-        let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
-        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
-        self.run::<T>(
-            group,
-            Collective::AllReduce,
-            n,
-            Some(op),
-            None,
-            |api, c, s| {
-                // SAFETY: in place on `n` elements of a live device buffer.
-                unsafe { (api.all_reduce)(ptr as _, ptr as _, n, t, o, c, s) }
             },
         )
     }
@@ -708,15 +686,7 @@ pub(crate) fn scatter<T: Element + DeviceRepr>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local;
-
-    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
-        let groups = local(world).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
+    use crate::local::on_world;
 
     /// Rank 0's id reaches every rank; its failure is every rank's error,
     /// naming rank 0 (with its reason there).

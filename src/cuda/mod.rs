@@ -431,7 +431,8 @@ impl DeviceGroup {
         op: ReduceOp,
     ) -> Result<()> {
         if let Some(nccl) = &self.nccl {
-            return nccl.all_reduce(&self.group, buf, op);
+            let all = 0..buf.len();
+            return nccl.all_reduce_range(&self.group, buf, all, op);
         }
         if let Some(h) = &self.hier {
             h.current(&self.group)?;

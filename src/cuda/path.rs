@@ -223,7 +223,7 @@ pub(crate) fn agree_on_path(group: &ProcessGroup, me: Placement) -> Result<(Path
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local;
+    use crate::local::on_world;
 
     fn at(host: u8, gpu: u8) -> Placement {
         Placement {
@@ -238,14 +238,6 @@ mod tests {
             Path::Staged { why } => why,
             other => panic!("not staged: {other:?}"),
         }
-    }
-
-    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
-        let groups = local(world).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
     }
 
     #[test]

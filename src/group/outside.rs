@@ -162,17 +162,10 @@ impl GroupInner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{local, CallState};
+    use crate::local::{local, on_world};
+    use crate::CallState;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Barrier;
-
-    fn on_world<R: Send>(world: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
-        let groups = local(world).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
 
     /// Done after a few polls: `Ok`, recorded as done, no abort; the
     /// group's next collective pairs with the others' (the outside call

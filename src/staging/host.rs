@@ -2,7 +2,7 @@
 //! staged calls on: the staging tests' fixtures.
 
 use super::{Sink, Source};
-use crate::{local, Element, Error, ProcessGroup, Result};
+use crate::{Element, Error, ProcessGroup, Result};
 use std::sync::{Arc, Mutex};
 
 /// What a [`Host`] was asked to do, in order.
@@ -78,15 +78,5 @@ pub(super) fn bufs<T: Element>(count: usize, len: usize) -> Vec<Vec<T>> {
 /// Each rank of a local world runs `f(rank, group)`; the results in
 /// rank order.
 pub(super) fn on_world<R: Send>(world: u32, f: impl Fn(u32, &ProcessGroup) -> R + Sync) -> Vec<R> {
-    let groups = local(world).unwrap();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .iter()
-            .map(|g| {
-                let f = &f;
-                s.spawn(move || f(g.rank(), g))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+    crate::local::on_world(world, |g| f(g.rank(), g))
 }
