@@ -253,6 +253,9 @@ mod node;
 mod shape;
 #[cfg(any(feature = "cuda", test))]
 mod staging;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub mod testing;
 
 pub use error::{Error, Result};
 pub use group::{

@@ -1,7 +1,9 @@
 //! `--features cuda` on whatever machine runs the suite: a device that is
 //! not there, or an NCCL that is not, is a typed error naming it, never a
 //! panic. (The staging pipeline itself is tested on host memory in
-//! `src/staging.rs`; on a GPU, `benches/cuda/device-check.sh`.)
+//! `src/staging/`; on a GPU, `benches/cuda/device-check.sh`. The watch
+//! every NCCL call goes through is tested here with a rank killed inside
+//! it.)
 
 use meshwork::cuda::{Device, MIN_NCCL};
 use meshwork::Error;
@@ -135,4 +137,54 @@ fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
             "{nccl}"
         );
     }
+}
+
+/// A rank of a collective that another engine carries (as NCCL's calls
+/// are): each rank enters a call whose engine never finishes, says so,
+/// and reports what the group's watch made of it.
+pub(crate) fn outside_scenario(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
+    g.barrier()?;
+    let started = std::time::Instant::now();
+    let (r, aborts) = meshwork::testing::stalled_outside_call(g, || {
+        println!("READY");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    });
+    match r {
+        Ok(()) => Err(meshwork::Error::InvalidArgument(
+            "a call whose engine never finishes finished".into(),
+        )),
+        Err(meshwork::Error::PeerDisconnected { rank }) => Ok(format!(
+            "PeerDisconnected rank {rank} after {:.2} s, engine aborted {aborts}",
+            started.elapsed().as_secs_f64()
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// A rank killed (SIGKILL) while every rank is inside a collective that
+/// another engine carries (NCCL's calls go through the same watch): each
+/// survivor's call ends with `PeerDisconnected` naming it, its engine
+/// aborted once, well before the 30 s deadline.
+#[test]
+fn faults_a_rank_killed_inside_an_outside_call_is_named_by_every_survivor() {
+    use crate::procs::{spawn, Launch};
+    use std::time::{Duration, Instant};
+    let mut launch = Launch::loopback(3, "mesh", 30.0).on("tcp");
+    launch.set("HOLD_ON_ERROR", "1");
+    launch.set("SHM", "0");
+    let mut ranks = spawn(&launch, "outside_killed");
+    ranks.wait_for(&[0, 1, 2], "READY", Duration::from_secs(60));
+    let hit = Instant::now();
+    ranks.signal(2, libc::SIGKILL);
+    let results = ranks.wait_for(&[0, 1], "RESULT ", Duration::from_secs(20));
+    let took = hit.elapsed();
+    for (r, line) in &results {
+        assert!(
+            line.starts_with("RESULT ok PeerDisconnected rank 2 after")
+                && line.ends_with("engine aborted 1"),
+            "rank {r}: {line}; log {:?}",
+            ranks.log
+        );
+    }
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }

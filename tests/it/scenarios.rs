@@ -73,6 +73,8 @@ fn rank_process_entry() {
             "stuck" => crate::forensics::scenario(&g, false),
             "stuck_in_barrier" => crate::forensics::scenario(&g, true),
             "flight_dump" => crate::forensics::dump_scenario(&g),
+            #[cfg(feature = "cuda")]
+            "outside_killed" => crate::cuda::outside_scenario(&g),
             "connect" | "exit_rank1" => Ok(String::from("connected")),
             "connect_timed" => all_collectives(&g).map(|r| format!("{r} formed_ms={formed_ms}")),
             "all_reduce_small" => {
