@@ -142,6 +142,10 @@ fn a_real_nccl_is_loaded_and_its_version_read_or_its_absence_named() {
 /// A rank of a collective that another engine carries (as NCCL's calls
 /// are): each rank enters a call whose engine never finishes, says so,
 /// and reports what the group's watch made of it.
+#[allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
 pub(crate) fn outside_scenario(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
     g.barrier()?;
     let started = std::time::Instant::now();
