@@ -146,18 +146,9 @@ where
     M: Sink<T> + Send + 'static,
     R: Send + 'static,
 {
-    let mut host = vec![bytemuck::Zeroable::zeroed(); mem.len()];
-    if ways.down {
-        if let Err(e) = mem.download(0, &mut host) {
-            return DeviceWork::ended(Err(e));
-        }
-    }
-    DeviceWork::new(issue(host), move |host: Vec<T>| {
-        if ways.up {
-            copy_back(op, &mut mem, &host)?;
-        }
-        Ok(into(mem))
-    })
+    let n = mem.len();
+    let host = copy_out(&mut mem, n, ways.down);
+    issue_staged(op, host, mem, ways.up, issue, into)
 }
 
 /// A call laid out by rank (all_gather, reduce_scatter, all_to_all,
@@ -167,7 +158,7 @@ where
 pub(crate) fn by_rank_nb<T, S, M, R>(
     op: &'static str,
     send: &mut S,
-    mut recv: M,
+    recv: M,
     recv_len: Option<usize>,
     ways: Ways,
     issue: impl FnOnce(Vec<T>) -> Work<Vec<T>>,
@@ -187,17 +178,48 @@ where
     }
     // A scatter's non-root sends nothing: its host copy is empty.
     let n = if ways.down { send.len() } else { 0 };
+    let host = copy_out(send, n, ways.down);
+    issue_staged(op, host, recv, ways.up, issue, into)
+}
+
+/// `n` elements of `from` in host memory (`n` zeros when not `down`).
+fn copy_out<T: Element, S: Source<T> + ?Sized>(
+    from: &mut S,
+    n: usize,
+    down: bool,
+) -> Result<Vec<T>> {
     let mut host = vec![bytemuck::Zeroable::zeroed(); n];
-    if ways.down {
-        if let Err(e) = send.download(0, &mut host) {
-            return DeviceWork::ended(Err(e));
-        }
+    if down {
+        from.download(0, &mut host)?;
     }
+    Ok(host)
+}
+
+/// The host call `issue` makes of `host` (or the copy's error, with
+/// nothing issued); `wait` fills `out` from its result when `up`, and
+/// `into` turns `out` into what it returns.
+fn issue_staged<T, M, R>(
+    op: &'static str,
+    host: Result<Vec<T>>,
+    mut out: M,
+    up: bool,
+    issue: impl FnOnce(Vec<T>) -> Work<Vec<T>>,
+    into: impl FnOnce(M) -> R + Send + 'static,
+) -> DeviceWork<R>
+where
+    T: Element,
+    M: Sink<T> + Send + 'static,
+    R: Send + 'static,
+{
+    let host = match host {
+        Ok(host) => host,
+        Err(e) => return DeviceWork::ended(Err(e)),
+    };
     DeviceWork::new(issue(host), move |host: Vec<T>| {
-        if ways.up {
-            copy_back(op, &mut recv, &host)?;
+        if up {
+            copy_back(op, &mut out, &host)?;
         }
-        Ok(into(recv))
+        Ok(into(out))
     })
 }
 
