@@ -2,7 +2,7 @@
 //! calls the in-node path makes, with NCCL's types. Signatures are NCCL's
 //! `nccl.h` (stable since 2.18, the oldest meshwork accepts).
 
-use super::nccl::library;
+use super::nccl::{library, symbol};
 use super::unavailable;
 use crate::{Error, ReduceOp, Result};
 use meshwork_collectives::DType;
@@ -111,25 +111,6 @@ pub(crate) struct Api {
         unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult,
     pub(crate) group_start: unsafe extern "C" fn() -> NcclResult,
     pub(crate) group_end: unsafe extern "C" fn() -> NcclResult,
-}
-
-/// Looks `name` up in NCCL and takes it as `F`.
-///
-/// # Safety
-/// `F` must be the function pointer type of `name`'s C signature.
-unsafe fn symbol<F: Copy>(handle: *mut c_void, name: &CStr) -> Result<F> {
-    // SAFETY: a symbol lookup in a library that stays open.
-    let sym = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    if sym.is_null() {
-        return Err(unavailable(format!(
-            "NCCL (libnccl.so.2): it has no {}",
-            name.to_string_lossy()
-        )));
-    }
-    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: `F` is a function pointer of `name`'s signature (the
-    // caller's promise), the same size as the address dlsym returned.
-    Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&sym) })
 }
 
 /// NCCL's calls, resolved once: `DeviceUnavailable` without NCCL or with

@@ -74,7 +74,8 @@ pub(crate) fn all_reduce<T: Element, X: Tiers<T>>(
 pub(crate) struct Hier {
     host_group: Arc<ProcessGroup>,
     host: NcclComm,
-    across: DeviceGroup,
+    /// The staged tier between hosts (its chunk size is the group's).
+    pub(super) across: DeviceGroup,
     local: usize,
     per_host: usize,
     /// The group's and the across group's communicators when made: a
@@ -133,16 +134,6 @@ impl Hier {
                    make a new DeviceGroup"
                 .into(),
         }))
-    }
-
-    /// The chunk size of the staged tier (every rank sets the same).
-    pub(crate) fn set_chunk_bytes(&mut self, bytes: usize) {
-        self.across.chunk_bytes = bytes;
-        self.across
-            .pool
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
     }
 }
 

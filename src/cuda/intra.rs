@@ -11,7 +11,7 @@
 
 use super::ffi::{self, Api, Config, NcclResult, RawComm, UniqueId, IN_PROGRESS, SUCCESS};
 use super::{failed, unavailable};
-use crate::group::Progress;
+use crate::group::{pause, Progress};
 use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use meshwork_collectives::Collective;
@@ -554,12 +554,16 @@ impl Drop for NcclComm {
         let r = unsafe { (self.api.comm_finalize)(raw) };
         let until = std::time::Instant::now() + self.deadline;
         let mut done = r == SUCCESS || r == IN_PROGRESS;
+        let mut turns = 0u32;
         while done {
             match self.settled("teardown") {
                 Progress::Done => break,
                 Progress::Failed(_) => done = false,
                 Progress::Pending if std::time::Instant::now() >= until => done = false,
-                Progress::Pending => std::thread::yield_now(),
+                Progress::Pending => {
+                    turns = turns.saturating_add(1);
+                    pause(turns);
+                }
             }
         }
         if done {

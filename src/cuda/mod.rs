@@ -405,13 +405,19 @@ impl DeviceGroup {
     /// within 8 bytes and [`MAX_CHUNK_BYTES`]). Every rank must use the
     /// same size: each chunk is its own collective.
     pub fn chunk_bytes(mut self, bytes: usize) -> DeviceGroup {
+        self.set_chunk_bytes(bytes);
+        self
+    }
+
+    /// [`chunk_bytes`](Self::chunk_bytes) in place, for this group and
+    /// its staged tier between hosts.
+    fn set_chunk_bytes(&mut self, bytes: usize) {
         let bytes = bytes.clamp(8, MAX_CHUNK_BYTES);
         self.chunk_bytes = bytes - bytes % 8;
         self.pool = Mutex::new(Vec::new());
         if let Some(h) = &mut self.hier {
-            h.set_chunk_bytes(self.chunk_bytes);
+            h.across.set_chunk_bytes(bytes);
         }
-        self
     }
 
     /// The group underneath.

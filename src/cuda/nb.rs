@@ -6,7 +6,7 @@
 //! collective would only take its place when the one before it ended,
 //! after calls made in between.
 
-use super::{download, failed, upload, DeviceGroup, DeviceWork};
+use super::{download, failed, upload, DeviceGroup, DeviceWork, OnDevice};
 use crate::staging::{self, Sink, Source, Ways};
 use crate::{Element, ReduceOp, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
@@ -40,22 +40,6 @@ impl<T: DeviceRepr> Sink<T> for Owned<T> {
     }
 }
 
-/// A device buffer a call only reads, when it is made.
-struct Read<'a, T> {
-    buf: &'a CudaSlice<T>,
-    stream: &'a Arc<CudaStream>,
-    op: &'static str,
-}
-
-impl<T: DeviceRepr> Source<T> for Read<'_, T> {
-    fn len(&self) -> usize {
-        self.buf.len()
-    }
-    fn download(&mut self, at: usize, into: &mut [T]) -> Result<()> {
-        download(self.buf, self.stream, self.op, at, into)
-    }
-}
-
 impl DeviceGroup {
     fn owned<T>(&self, buf: CudaSlice<T>, op: &'static str) -> Owned<T> {
         Owned {
@@ -65,12 +49,16 @@ impl DeviceGroup {
         }
     }
 
-    fn read<'a, T>(&'a self, buf: &'a CudaSlice<T>, op: &'static str) -> Read<'a, T> {
-        Read {
-            buf,
-            stream: &self.stream,
-            op,
-        }
+    /// An elementwise call on `buf`, which `wait` hands back.
+    fn elementwise_nb<T: Element + DeviceRepr>(
+        &self,
+        op: &'static str,
+        buf: CudaSlice<T>,
+        ways: Ways,
+        issue: impl FnOnce(Vec<T>) -> crate::Work<Vec<T>>,
+    ) -> DeviceWork<CudaSlice<T>> {
+        let mem = self.owned(buf, op);
+        staging::elementwise_nb(op, mem, ways, issue, Owned::into_inner)
     }
 
     /// [`all_reduce`](Self::all_reduce) without blocking: `wait` returns
@@ -80,14 +68,9 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        let mem = self.owned(buf, "all_reduce");
-        staging::elementwise_nb(
-            "all_reduce",
-            mem,
-            Ways::BOTH,
-            |h| self.group.all_reduce_nb(h, op),
-            Owned::into_inner,
-        )
+        self.elementwise_nb("all_reduce", buf, Ways::BOTH, |h| {
+            self.group.all_reduce_nb(h, op)
+        })
     }
 
     /// [`broadcast`](Self::broadcast) without blocking.
@@ -101,14 +84,7 @@ impl DeviceGroup {
             down: is_root,
             up: !is_root,
         };
-        let mem = self.owned(buf, "broadcast");
-        staging::elementwise_nb(
-            "broadcast",
-            mem,
-            ways,
-            |h| self.group.broadcast_nb(h, root),
-            Owned::into_inner,
-        )
+        self.elementwise_nb("broadcast", buf, ways, |h| self.group.broadcast_nb(h, root))
     }
 
     /// [`reduce`](Self::reduce) without blocking: the result in `root`'s
@@ -123,14 +99,7 @@ impl DeviceGroup {
             down: true,
             up: self.group.rank() == root,
         };
-        let mem = self.owned(buf, "reduce");
-        staging::elementwise_nb(
-            "reduce",
-            mem,
-            ways,
-            |h| self.group.reduce_nb(h, op, root),
-            Owned::into_inner,
-        )
+        self.elementwise_nb("reduce", buf, ways, |h| self.group.reduce_nb(h, op, root))
     }
 
     /// [`scan`](Self::scan) without blocking.
@@ -139,14 +108,7 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        let mem = self.owned(buf, "scan");
-        staging::elementwise_nb(
-            "scan",
-            mem,
-            Ways::BOTH,
-            |h| self.group.scan_nb(h, op),
-            Owned::into_inner,
-        )
+        self.elementwise_nb("scan", buf, Ways::BOTH, |h| self.group.scan_nb(h, op))
     }
 
     /// [`exclusive_scan`](Self::exclusive_scan) without blocking.
@@ -155,14 +117,9 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        let mem = self.owned(buf, "exclusive_scan");
-        staging::elementwise_nb(
-            "exclusive_scan",
-            mem,
-            Ways::BOTH,
-            |h| self.group.exclusive_scan_nb(h, op),
-            Owned::into_inner,
-        )
+        self.elementwise_nb("exclusive_scan", buf, Ways::BOTH, |h| {
+            self.group.exclusive_scan_nb(h, op)
+        })
     }
 
     /// [`all_gather`](Self::all_gather) without blocking: `send` is read
@@ -268,7 +225,11 @@ impl DeviceGroup {
         ways: Ways,
         issue: impl FnOnce(Vec<T>) -> crate::Work<Vec<T>>,
     ) -> DeviceWork<CudaSlice<T>> {
-        let mut from = self.read(send, op);
+        let mut from = OnDevice {
+            buf: send,
+            stream: &self.stream,
+            op,
+        };
         let to = self.owned(recv, op);
         staging::by_rank_nb(op, &mut from, to, want, ways, issue, Owned::into_inner)
     }

@@ -102,16 +102,10 @@ pub(super) fn library() -> Result<&'static Nccl> {
 /// `DeviceUnavailable` when `libnccl.so.2` is not on the loader's path,
 /// lacks `ncclGetVersion`, or is older. Needs no GPU.
 pub fn nccl_version() -> Result<NcclVersion> {
-    let lib = library()?;
-    // SAFETY: a symbol lookup in a library that stays open.
-    let sym = unsafe { libc::dlsym(lib.handle, c"ncclGetVersion".as_ptr()) };
-    if sym.is_null() {
-        return Err(unavailable("NCCL (libnccl.so.2): it has no ncclGetVersion"));
-    }
     // SAFETY: `ncclResult_t ncclGetVersion(int *version)`, NCCL's stable
     // signature since 2.3; `ncclResult_t` is a C enum (an `int`).
     let get: unsafe extern "C" fn(*mut libc::c_int) -> libc::c_int =
-        unsafe { std::mem::transmute(sym) };
+        unsafe { symbol(library()?.handle, c"ncclGetVersion")? };
     let mut code: libc::c_int = 0;
     // SAFETY: `code` is a valid `int` to write.
     let status = unsafe { get(&mut code) };
@@ -123,6 +117,32 @@ pub fn nccl_version() -> Result<NcclVersion> {
     NcclVersion::from_code(code)
         .ok_or_else(|| unavailable(format!("NCCL (libnccl.so.2) reports version code {code}")))?
         .check()
+}
+
+/// Looks `name` up in NCCL (opened by [`library`]) and takes it as `F`:
+/// `DeviceUnavailable` naming it when the library lacks it.
+///
+/// # Safety
+/// `F` must be the function pointer type of `name`'s C signature.
+pub(super) unsafe fn symbol<F: Copy>(
+    handle: *mut libc::c_void,
+    name: &std::ffi::CStr,
+) -> Result<F> {
+    // SAFETY: a symbol lookup in a library that stays open.
+    let sym = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    if sym.is_null() {
+        return Err(unavailable(format!(
+            "NCCL (libnccl.so.2): it has no {}",
+            name.to_string_lossy()
+        )));
+    }
+    debug_assert_eq!(
+        std::mem::size_of::<F>(),
+        std::mem::size_of::<*mut libc::c_void>()
+    );
+    // SAFETY: `F` is a function pointer of `name`'s signature (the
+    // caller's promise), the same size as the address dlsym returned.
+    Ok(unsafe { std::mem::transmute_copy::<*mut libc::c_void, F>(&sym) })
 }
 
 #[cfg(test)]

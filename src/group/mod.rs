@@ -18,7 +18,7 @@ mod work;
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 #[cfg(feature = "cuda")]
-pub(crate) use outside::Progress;
+pub(crate) use outside::{pause, Progress};
 pub use recovery::Recovery;
 pub use work::Work;
 

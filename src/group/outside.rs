@@ -97,7 +97,7 @@ impl Outside {
     reason = "a poll's back-off, not synchronisation: a device call has no completion to \
               wait on with a deadline (cuEventSynchronize has none), so it is asked"
 )]
-fn pause(turns: u32) {
+pub(crate) fn pause(turns: u32) {
     if turns < 64 {
         std::hint::spin_loop();
     } else if turns < 256 {
