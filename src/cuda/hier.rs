@@ -205,7 +205,7 @@ impl<T: Element + DeviceRepr> Tiers<T> for Hier {
         // host-mates in the all-gather that follows: the host's
         // communicator is aborted so that nothing pairs with it wrongly.
         self.across
-            .staged("all_reduce", &mut mem, Ways::BOTH, |h| g.all_reduce(h, op))
+            .pipeline("all_reduce", &mut mem, Ways::BOTH, |h| g.all_reduce(h, op))
             .map_err(|e| self.host.reject(e))
     }
 }

@@ -656,8 +656,21 @@ impl DeviceGroup {
         ways: Ways,
         call: impl Fn(&mut [T]) -> Result<()> + Sync,
     ) -> Result<()> {
-        let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
         staging::same_length(&self.group, op, mem.len())?;
+        self.pipeline(op, mem, ways, call)
+    }
+
+    /// [`staged`](Self::staged) where the ranks already agree on the
+    /// length (the hierarchical all_reduce's tier between hosts: the
+    /// whole group agreed on it first).
+    fn pipeline<T: Element + DeviceRepr, M: Sink<T>>(
+        &self,
+        op: &'static str,
+        mem: &mut M,
+        ways: Ways,
+        call: impl Fn(&mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let chunk = (self.chunk_bytes / std::mem::size_of::<T>()).max(1);
         let mut hosts = self.take(op)?;
         let r = staging::pipelined(mem, &mut hosts, chunk, ways, call);
         self.pool
