@@ -347,11 +347,9 @@ impl NcclComm {
         shard: usize,
         op: ReduceOp,
     ) -> Result<()> {
-        let (rank, w) = (group.rank() as u64, world(group));
-        assert!(shard * w <= buf.len(), "the shards fit the buffer");
-        let size = std::mem::size_of::<T>() as u64;
+        let at = slot::<T>(group, buf.len(), shard);
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
-        let mine = ptr + rank * shard as u64 * size;
+        let mine = ptr + at;
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
         self.run::<T>(
             group,
@@ -375,11 +373,9 @@ impl NcclComm {
         buf: &mut CudaSlice<T>,
         shard: usize,
     ) -> Result<()> {
-        let (rank, w) = (group.rank() as u64, world(group));
-        assert!(shard * w <= buf.len(), "the shards fit the buffer");
-        let size = std::mem::size_of::<T>() as u64;
+        let at = slot::<T>(group, buf.len(), shard);
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
-        let mine = ptr + rank * shard as u64 * size;
+        let mine = ptr + at;
         let t = ffi::data_type(T::DTYPE);
         self.run::<T>(
             group,
@@ -575,6 +571,14 @@ impl Drop for NcclComm {
             self.abort("its teardown failed");
         }
     }
+}
+
+/// Where this rank's slot of `shard` elements starts, in bytes, in a
+/// buffer of `len` elements holding one slot per rank (NCCL's in-place
+/// reduce-scatter and all-gather).
+fn slot<T>(group: &ProcessGroup, len: usize, shard: usize) -> u64 {
+    assert!(shard * world(group) <= len, "the shards fit the buffer");
+    u64::from(group.rank()) * shard as u64 * std::mem::size_of::<T>() as u64
 }
 
 fn world(group: &ProcessGroup) -> usize {
