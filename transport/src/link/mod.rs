@@ -19,6 +19,7 @@ mod lanes;
 mod latch;
 mod pipe;
 mod protocol;
+mod reader;
 #[cfg(test)]
 mod sim;
 mod transport;
@@ -33,6 +34,7 @@ pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
 pub use pipe::world as pipe_world;
 pub(crate) use protocol::{Carried, ProtocolError};
+pub(crate) use reader::{Fed, ReadError, Reader};
 pub use transport::LinkTransport;
 pub(crate) use watch::Watch;
 

@@ -41,6 +41,10 @@ pub(crate) enum ProtocolError {
     /// order stamps never line up.
     #[error("too many sidecar payloads ({waiting}) waiting for their frames: order stamps that never line up")]
     PayloadsWithoutFrames { waiting: usize },
+    /// A frame outside its envelope on a link whose frames are all
+    /// sealed (a link with a token).
+    #[error("a frame outside its envelope on an authenticated link")]
+    Unsealed,
     /// The peer ended the link: its goodbye, or a control frame the core
     /// refused (and logged). Not always a violation, but the link ends
     /// all the same.

@@ -25,11 +25,13 @@
 //! payloads its messages sent over the sidecar.
 
 use super::Order;
+use crate::auth::seal::AuthError;
 use crate::link::{
-    heartbeat_interval, Budget, Carried, Core, Latch, Next, ProtocolError, Reservation, Watch,
+    heartbeat_interval, Budget, Core, Fed, Latch, ProtocolError, ReadError, Reader, Reservation,
+    Watch,
 };
 use crate::tcp::{readable_in, Serviced, TcpLink};
-use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
+use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
@@ -81,6 +83,10 @@ pub(crate) enum LinkFailure {
     /// The peer broke the protocol.
     #[error("{0}")]
     Protocol(#[from] ProtocolError),
+    /// A frame that does not open (streams on QUIC carry no envelopes:
+    /// TLS protects them, so this is never the peer's).
+    #[error("{0}")]
+    Auth(#[from] AuthError),
     /// quiche could not make a datagram to send.
     #[error("QUIC send: {0}")]
     Send(quiche::Error),
@@ -111,6 +117,15 @@ pub(crate) enum LinkFailure {
     /// Nothing came from the peer for quiche's idle timeout.
     #[error("idle timeout")]
     IdleTimeout,
+}
+
+impl From<ReadError> for LinkFailure {
+    fn from(e: ReadError) -> LinkFailure {
+        match e {
+            ReadError::Protocol(p) => LinkFailure::Protocol(p),
+            ReadError::Auth(a) => LinkFailure::Auth(a),
+        }
+    }
 }
 
 /// An item for a link's thread.
@@ -357,7 +372,7 @@ struct Chunk {
 /// A peer stream's frame assembler, and whether the stream has ended.
 #[derive(Debug)]
 struct StreamRx {
-    asm: Assembler,
+    reader: Reader,
     ended: bool,
 }
 
@@ -591,7 +606,12 @@ impl Engine {
             }
             let s = self.streams.entry(id).or_insert_with(|| StreamRx {
                 // A frame of the threshold or more belongs on the sidecar.
-                asm: Assembler::new(core.world, (link.threshold as u64).saturating_sub(1)),
+                reader: Reader::new(
+                    self.io.peer,
+                    core.world,
+                    (link.threshold as u64).saturating_sub(1),
+                    None,
+                ),
                 ended: false,
             });
             read_stream(&mut self.io, id, s, core, order)?;
@@ -707,44 +727,46 @@ fn read_stream(
 ) -> Result<(), LinkFailure> {
     let (peer, index) = (io.peer, (id / 4) as usize);
     loop {
-        if let Some((h, buf)) = s.asm.take_frame() {
-            let payload = Payload::from_vec_in(buf, Some(&core.pool));
-            order.frame_arrived(core, peer, index, h, Some(payload))?;
+        if s.reader.frame_ready() {
+            if let Some((h, payload)) = s.reader.frame(core)? {
+                order.frame_arrived(core, peer, index, h, Some(payload))?;
+            }
             continue;
         }
         if s.ended {
             return Ok(());
         }
-        let (n, fin) = match io.conn.stream_recv(id, s.asm.space()) {
+        let (n, fin) = match io.conn.stream_recv(id, s.reader.space()) {
             Ok(x) => x,
             Err(quiche::Error::Done) => return Ok(()),
             Err(source) => return Err(LinkFailure::StreamRecv { id, source }),
         };
-        if let Some(h) = s.asm.body_header() {
-            core.progress(peer, h.src);
-        }
-        let header = s.asm.advance(n).map_err(ProtocolError::from)?;
+        let fed = s.reader.fed(core, n)?;
         if fin {
             s.ended = true;
-            if s.asm.mid_frame() {
-                s.asm.discard(&core.pool);
+            if s.reader.mid_frame() {
+                s.reader.discard(&core.pool);
                 return Err(ProtocolError::EndedInsideFrame { id }.into());
             }
         }
-        let Some(h) = header else { continue };
+        let h = match fed {
+            Fed::More => continue,
+            Fed::Header(h) => h,
+            // Frames on QUIC come without envelopes (TLS protects them).
+            Fed::Envelope(_) => return Err(ProtocolError::Unsealed.into()),
+        };
         if h.ftype != FrameType::Data {
             // Control frames act in their turn too: a peer-gone notice
             // must not overtake the messages before it.
             order.frame_arrived(core, peer, index, h, None)?;
             continue;
         }
-        match core.on_header(peer, h) {
-            Next::Body(h) if s.ended && h.len > 0 => {
+        match s.reader.dispatch(core, h)? {
+            Some(h) if s.ended && h.len > 0 => {
                 return Err(ProtocolError::EndedInsideFrame { id }.into())
             }
-            Next::Body(h) => s.asm.start_body(h, &core.pool),
-            Next::Continue => {}
-            Next::End => return Err(ProtocolError::NotCarried(Carried::DataFrame).into()),
+            Some(h) => s.reader.body(h, &core.pool),
+            None => {}
         }
     }
 }

@@ -43,9 +43,11 @@ pub use setup::NEGOTIATION_LEN;
 
 use crate::auth::handshake::Keys;
 use crate::form::{FormationError, LinkMaker};
-use crate::link::{Budget, Core, Gone, Latch, Link, Next, Posted, Reservation};
+use crate::link::{
+    Budget, Core, Fed, Gone, Latch, Link, Posted, ProtocolError, ReadError, Reader, Reservation,
+};
 use crate::spec::Spec;
-use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
+use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
 use ring::{Corrupt, Segment};
 use std::collections::VecDeque;
@@ -105,7 +107,7 @@ pub(crate) fn upgrade(
 /// The reading side's state (one reader at a time).
 #[derive(Debug)]
 struct Rx {
-    asm: Assembler,
+    reader: Reader,
     /// Bytes read from the ring (the ring's own word is the peer's to
     /// corrupt; this one is not).
     tail: u64,
@@ -215,7 +217,7 @@ impl ShmLink {
             single_copy_from: if p.peer_reads { single_copy } else { 0 },
             single_copies: AtomicU64::new(0),
             rx: Mutex::new(Rx {
-                asm: Assembler::new(core.world, core.max_message_bytes),
+                reader: Reader::new(p.peer, core.world, core.max_message_bytes, None),
                 tail: 0,
                 pending: None,
                 ended: false,

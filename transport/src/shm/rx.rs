@@ -27,7 +27,7 @@ impl ShmLink {
     /// posted message is read into its buffers); whether the link ended.
     pub(super) fn pump(&self, rx: &mut Rx, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
         let ended = self.pump_frames(rx, core, posted);
-        let clean = !rx.asm.frame_ready() && rx.pending.is_none();
+        let clean = !rx.reader.frame_ready() && rx.pending.is_none();
         self.rx_clean.store(clean, Ordering::Release);
         ended
     }
@@ -40,9 +40,15 @@ impl ShmLink {
             if self.ended.load(Ordering::Acquire) {
                 return self.end(rx, core);
             }
-            if let Some((h, buf)) = rx.asm.take_frame() {
-                if !core.on_data(self.peer, h, Payload::from_vec_in(buf, Some(&core.pool))) {
-                    return self.refuse(rx, core);
+            if rx.reader.frame_ready() {
+                match rx.reader.frame(core) {
+                    Ok(Some((h, payload))) => {
+                        if !core.on_data(self.peer, h, payload) {
+                            return self.refuse(rx, core);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => return self.refused(rx, core, &e),
                 }
                 continue;
             }
@@ -55,36 +61,43 @@ impl ShmLink {
                     Err(Corrupt) => return self.corrupt_ring(rx, core),
                 }
             }
-            let n = match self.inn.read(&mut rx.tail, rx.asm.space()) {
+            let n = match self.inn.read(&mut rx.tail, rx.reader.space()) {
                 Ok(0) => return false,
                 Ok(n) => n,
                 Err(Corrupt) => return self.corrupt_ring(rx, core),
             };
             self.freed();
-            if let Some(h) = rx.asm.body_header() {
-                core.progress(self.peer, h.src);
-            }
-            match rx.asm.advance(n) {
-                Ok(None) => {}
-                Ok(Some(h)) if copy::marked(&h) => rx.pending = Some(copy::Pending::new(h)),
-                Ok(Some(h)) => match core.on_header(self.peer, h) {
-                    Next::Continue => {}
-                    Next::Body(h) => match posted.as_deref_mut() {
-                        Some(p) if p.wants(core, &h) => {
-                            if self.read_direct(rx, core, h, p) {
-                                return false;
-                            }
-                        }
-                        _ => rx.asm.start_body(h, &core.pool),
-                    },
-                    Next::End => return self.refuse(rx, core),
-                },
-                Err(e) => {
-                    tracing::error!(peer = self.peer, "protocol error: {e}; closing the link");
-                    return self.refuse(rx, core);
+            let h = match rx.reader.fed(core, n) {
+                Ok(Fed::More) => continue,
+                Ok(Fed::Header(h)) if copy::marked(&h) => {
+                    rx.pending = Some(copy::Pending::new(h));
+                    continue;
                 }
+                Ok(Fed::Header(h)) => rx.reader.dispatch(core, h),
+                // Frames on a ring come without envelopes.
+                Ok(Fed::Envelope(_)) => Err(ProtocolError::Unsealed.into()),
+                Err(e) => Err(e),
+            };
+            match h {
+                Ok(None) => {}
+                Ok(Some(h)) => match posted.as_deref_mut() {
+                    Some(p) if p.wants(core, &h) => {
+                        if self.read_direct(rx, core, h, p) {
+                            return false;
+                        }
+                    }
+                    _ => rx.reader.body(h, &core.pool),
+                },
+                Err(e) => return self.refused(rx, core, &e),
             }
         }
+    }
+
+    /// The peer broke the protocol (or said goodbye): say why and end
+    /// the link.
+    fn refused(&self, rx: &mut Rx, core: &Core, e: &ReadError) -> bool {
+        e.log(self.peer);
+        self.refuse(rx, core)
     }
 
     pub(super) fn corrupt_ring(&self, rx: &mut Rx, core: &Core) -> bool {
@@ -142,7 +155,7 @@ impl ShmLink {
             if quiet.get_or_insert_with(Instant::now).elapsed() >= DIRECT_STALL {
                 core.progress(self.peer, h.src);
                 let got = prefix(read, &[&*p.head, &*p.body]);
-                rx.asm.resume_body(h, &core.pool, &got);
+                rx.reader.resume(h, &core.pool, &got);
                 return false;
             }
             self.pause();
@@ -156,7 +169,7 @@ impl ShmLink {
         if !rx.ended {
             rx.ended = true;
             rx.pending = None;
-            rx.asm.discard(&core.pool);
+            rx.reader.discard(&core.pool);
             self.ended.store(true, Ordering::Release);
             core.lost(self.peer);
             self.wake_room();

@@ -5,11 +5,11 @@
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
-use crate::auth::seal::{AuthError, Opener, SEAL_OVERHEAD, TAG_LEN};
-use crate::link::{heartbeat_interval, Core, Next, Posted, Sink};
-use crate::wire::FrameType;
-use crate::wire::{Assembler, Header, HEADER_LEN};
-use crate::{BufferPool, Payload};
+use crate::auth::seal::{Opener, TAG_LEN};
+use crate::link::{
+    heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
+};
+use crate::wire::{Header, HEADER_LEN};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -88,16 +88,14 @@ enum Read {
     Ended,
 }
 
-/// Where reading a posted message's envelope stopped.
-enum Direct {
-    /// Read, authentic, and accounted as taken.
-    Full,
-    /// Not the posted message, or its bytes stopped coming: the assembler
-    /// has it.
-    Stalled,
+/// Where acting on a header left the pump.
+enum Took {
+    /// Reading goes on.
+    Going,
+    /// The posted message is in its buffers.
+    Filled,
+    /// The stream ended.
     Ended,
-    /// It failed authentication, or dispatch refused it.
-    Refused,
 }
 
 /// The first `n` bytes of `pieces`, as pieces.
@@ -128,42 +126,12 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
     }
 }
 
-/// Assemble envelope `outer`'s body, after `read` (its first bytes, read
-/// elsewhere), hashing it as it comes in (`opener`: the link's).
-fn assemble_envelope(
-    asm: &mut Assembler,
-    opener: Option<&mut Opener>,
-    outer: Header,
-    pool: &BufferPool,
-    read: &[&[u8]],
-) -> Result<(), AuthError> {
-    asm.resume_body(outer, pool, read);
-    match opener {
-        Some(o) => {
-            o.stream_start()?;
-            feed(asm, Some(o))
-        }
-        None => Ok(()),
-    }
-}
-
-/// Hash what has arrived of the envelope being assembled (while it is in
-/// cache), so that opening it only finishes the tag.
-fn feed(asm: &Assembler, opener: Option<&mut Opener>) -> Result<(), AuthError> {
-    match (opener, asm.body_so_far()) {
-        (Some(o), Some((read, total))) => o.stream_feed(read, total),
-        _ => Ok(()),
-    }
-}
-
 #[derive(Debug)]
 struct State {
-    asm: Assembler,
+    reader: Reader,
     last_byte: Instant,
     silent: bool,
     ended: bool,
-    /// With a token: opens every frame's envelope (`auth/seal.rs`).
-    opener: Option<Opener>,
 }
 
 /// See the module docs.
@@ -230,11 +198,6 @@ fn read_pieces_now(
 
 impl Rx {
     pub(crate) fn new(peer: u32, stream: TcpStream, opener: Option<Opener>, core: &Core) -> Rx {
-        let overhead = if opener.is_some() {
-            SEAL_OVERHEAD as u64
-        } else {
-            0
-        };
         let loopback = stream
             .peer_addr()
             .is_ok_and(|a| a.ip().to_canonical().is_loopback());
@@ -243,11 +206,10 @@ impl Rx {
             stream,
             loopback,
             state: Mutex::new(State {
-                asm: Assembler::new(core.world, core.max_message_bytes.saturating_add(overhead)),
+                reader: Reader::new(peer, core.world, core.max_message_bytes, opener),
                 last_byte: Instant::now(),
                 silent: false,
                 ended: false,
-                opener,
             }),
         }
     }
@@ -283,7 +245,7 @@ impl Rx {
     fn end(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
         if !st.ended {
             st.ended = true;
-            st.asm.discard(&core.pool);
+            st.reader.discard(&core.pool);
             sink.ended(core, self.peer);
         }
         true
@@ -293,6 +255,22 @@ impl Rx {
     fn refuse(&self, st: &mut State, core: &Core, sink: &dyn Sink) -> bool {
         let _ = self.stream.shutdown(Shutdown::Both);
         self.end(st, core, sink)
+    }
+
+    /// The peer broke the protocol (or its goodbye came): say why, cut
+    /// the connection and end the link.
+    fn refused(&self, st: &mut State, core: &Core, sink: &dyn Sink, e: &ReadError) -> bool {
+        e.log(self.peer);
+        self.refuse(st, core, sink)
+    }
+
+    /// Bytes came: the peer is heard.
+    fn heard(&self, st: &mut State, core: &Core) {
+        st.last_byte = Instant::now();
+        if st.silent {
+            st.silent = false;
+            core.heard(self.peer);
+        }
     }
 
     /// Process every complete frame that can be read without blocking
@@ -308,116 +286,82 @@ impl Rx {
             if st.ended {
                 return true;
             }
-            if let Some((h, buf)) = st.asm.take_frame() {
-                let delivered = match st.opener.as_mut() {
-                    Some(o) => self.open(o, buf, core, sink),
-                    None => sink.data(
-                        core,
-                        self.peer,
-                        h,
-                        Payload::from_vec_in(buf, Some(&core.pool)),
-                    ),
-                };
-                if !delivered {
-                    return self.refuse(st, core, sink);
+            if st.reader.frame_ready() {
+                match st.reader.frame(core) {
+                    Ok(Some((h, payload))) => {
+                        if !sink.data(core, self.peer, h, payload) {
+                            return self.refuse(st, core, sink);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => return self.refused(st, core, sink, &e),
                 }
                 continue;
             }
-            match read_pieces_now(&self.stream, &mut [st.asm.space()], 0) {
+            match read_pieces_now(&self.stream, &mut [st.reader.space()], 0) {
                 Ok(0) => return self.end(st, core, sink),
                 Ok(n) => {
-                    st.last_byte = Instant::now();
-                    if st.silent {
-                        st.silent = false;
-                        core.heard(self.peer);
-                    }
-                    if let Some(h) = st.asm.body_header() {
-                        // An envelope's outer header is nobody's word
-                        // until its tag is checked: only the link's peer
-                        // is known to be sending.
-                        let src = if st.opener.is_some() {
-                            self.peer
-                        } else {
-                            h.src
-                        };
-                        core.progress(self.peer, src);
-                    }
-                    match st.asm.advance(n) {
-                        Ok(None) => {
-                            if let Err(e) = feed(&st.asm, st.opener.as_mut()) {
-                                tracing::error!(peer = self.peer, "{e}; closing the link");
-                                return self.refuse(st, core, sink);
-                            }
-                        }
-                        // An envelope: read it whole; nothing in it counts
-                        // before it opens.
-                        Ok(Some(h)) if st.opener.is_some() => {
-                            if h.ftype != FrameType::Data {
-                                tracing::error!(
-                                    peer = self.peer,
-                                    "a frame outside its envelope on an authenticated link; closing the link"
-                                );
-                                return self.refuse(st, core, sink);
-                            }
-                            match posted.as_deref_mut() {
-                                Some(p) => match self.envelope_into(st, core, h, p) {
-                                    Direct::Full => return false,
-                                    Direct::Ended => return self.end(st, core, sink),
-                                    Direct::Refused => return self.refuse(st, core, sink),
-                                    Direct::Stalled => {}
-                                },
-                                None => {
-                                    let started = assemble_envelope(
-                                        &mut st.asm,
-                                        st.opener.as_mut(),
-                                        h,
-                                        &core.pool,
-                                        &[],
-                                    );
-                                    if started.is_err() {
-                                        return self.refuse(st, core, sink);
-                                    }
-                                }
-                            }
-                        }
-                        Ok(Some(h)) => match core.on_header(self.peer, h) {
-                            Next::Continue => {}
-                            Next::Body(h) => match posted.as_deref_mut() {
-                                Some(p) if p.wants(core, &h) => {
-                                    match self.read_direct(
-                                        st,
-                                        core,
-                                        p.src,
-                                        &mut [&mut *p.head, &mut *p.body],
-                                    ) {
-                                        Read::Full => {
-                                            core.inbox.took_direct(p.src, p.key, p.len());
-                                            p.filled = true;
-                                            return false;
-                                        }
-                                        Read::Ended => return self.end(st, core, sink),
-                                        Read::Stalled(n) => {
-                                            let got = prefix(n, &[&*p.head, &*p.body]);
-                                            st.asm.resume_body(h, &core.pool, &got);
-                                        }
-                                    }
-                                }
-                                _ => st.asm.start_body(h, &core.pool),
-                            },
-                            Next::End => return self.refuse(st, core, sink),
-                        },
-                        Err(e) => {
-                            tracing::error!(
-                                peer = self.peer,
-                                "protocol error: {e}; closing the link"
-                            );
-                            return self.refuse(st, core, sink);
-                        }
+                    self.heard(st, core);
+                    let took = match st.reader.fed(core, n) {
+                        Ok(fed) => self.take(st, core, fed, posted.as_deref_mut()),
+                        Err(e) => Err(e),
+                    };
+                    match took {
+                        Ok(Took::Going) => {}
+                        Ok(Took::Filled) => return false,
+                        Ok(Took::Ended) => return self.end(st, core, sink),
+                        Err(e) => return self.refused(st, core, sink, &e),
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(_) => return self.end(st, core, sink),
+            }
+        }
+    }
+
+    /// Act on what the bytes just read made: a header's body, or an
+    /// envelope, is read into `posted`'s buffers if it is the posted
+    /// message, else assembled.
+    fn take(
+        &self,
+        st: &mut State,
+        core: &Core,
+        fed: Fed,
+        posted: Option<&mut Posted<'_>>,
+    ) -> Result<Took, ReadError> {
+        match fed {
+            Fed::More => Ok(Took::Going),
+            // An envelope: read it whole; nothing in it counts before it
+            // opens.
+            Fed::Envelope(outer) => match posted {
+                Some(p) => self.envelope_into(st, core, outer, p),
+                None => {
+                    st.reader.envelope(outer, &core.pool, &[])?;
+                    Ok(Took::Going)
+                }
+            },
+            Fed::Header(h) => {
+                let Some(h) = st.reader.dispatch(core, h)? else {
+                    return Ok(Took::Going);
+                };
+                let Some(p) = posted.filter(|p| p.wants(core, &h)) else {
+                    st.reader.body(h, &core.pool);
+                    return Ok(Took::Going);
+                };
+                match self.read_direct(st, core, p.src, &mut [&mut *p.head, &mut *p.body]) {
+                    Read::Full => {
+                        core.inbox.took_direct(p.src, p.key, p.len());
+                        p.filled = true;
+                        Ok(Took::Filled)
+                    }
+                    Read::Ended => Ok(Took::Ended),
+                    Read::Stalled(n) => {
+                        let got = prefix(n, &[&*p.head, &*p.body]);
+                        st.reader.resume(h, &core.pool, &got);
+                        Ok(Took::Going)
+                    }
+                }
             }
         }
     }
@@ -465,12 +409,8 @@ impl Rx {
                 Ok(n) => {
                     each_in(pieces, read..read + n, &mut *seen);
                     read += n;
-                    quiet = Instant::now();
-                    st.last_byte = quiet;
-                    if st.silent {
-                        st.silent = false;
-                        core.heard(self.peer);
-                    }
+                    self.heard(st, core);
+                    quiet = st.last_byte;
                     core.progress(self.peer, src);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -518,63 +458,59 @@ impl Rx {
     /// be the posted message, its tag is checked where the payload lies.
     /// Otherwise (another message of that length: the posted buffers are
     /// the caller's to overwrite until its message comes), or if the bytes
-    /// stop coming, the assembler takes over with what was read.
+    /// stop coming, the reader assembles it with what was read.
     fn envelope_into(
         &self,
         st: &mut State,
         core: &Core,
         outer: Header,
         p: &mut Posted<'_>,
-    ) -> Direct {
-        let in_place = st.opener.as_ref().is_some_and(Opener::in_place);
-        if !in_place || outer.len != (HEADER_LEN + p.len() + TAG_LEN) as u64 {
-            return match assemble_envelope(&mut st.asm, st.opener.as_mut(), outer, &core.pool, &[])
-            {
-                Ok(()) => Direct::Stalled,
-                Err(_) => Direct::Refused,
-            };
-        }
-        let Some(mut opener) = st.opener.take() else {
-            return Direct::Refused;
+    ) -> Result<Took, ReadError> {
+        let fits = outer.len == (HEADER_LEN + p.len() + TAG_LEN) as u64;
+        let opener = if fits && st.reader.in_place() {
+            st.reader.take_opener()
+        } else {
+            None
         };
-        let checked = self.envelope_checked(st, core, outer, p, &mut opener);
-        st.opener = Some(opener);
-        let h = match checked {
-            Ok(h) => h,
-            Err(direct) => return direct,
+        let Some(opener) = opener else {
+            st.reader.envelope(outer, &core.pool, &[])?;
+            return Ok(Took::Going);
         };
-        match core.on_header(self.peer, h) {
-            Next::Body(h) if p.wants(core, &h) => {
+        let Some(h) = self.envelope_checked(st, core, outer, p, opener)? else {
+            return Ok(Took::Going);
+        };
+        match st.reader.dispatch(core, h)? {
+            Some(h) if p.wants(core, &h) => {
                 core.inbox.took_direct(p.src, p.key, p.len());
                 p.filled = true;
-                Direct::Full
+                Ok(Took::Filled)
             }
-            _ => Direct::Refused,
+            _ => Err(ProtocolError::NotCarried(Carried::Frame).into()),
         }
     }
 
     /// `envelope_into`'s reading: the envelope's bytes into the posted
-    /// buffers, its tag checked as they arrive (`o`: the link's opener,
-    /// out of `st` meanwhile). `Ok`: the frame's header, authentic.
+    /// buffers, its tag checked as they arrive by `o`, the link's opener
+    /// (out of the reader meanwhile, and back in it however this ends).
+    /// `Some`: the frame's header, authentic; `None`: the reader took
+    /// over (the bytes stopped, or it is not the posted message).
     fn envelope_checked(
         &self,
         st: &mut State,
         core: &Core,
         outer: Header,
         p: &mut Posted<'_>,
-        o: &mut Opener,
-    ) -> Result<Header, Direct> {
+        mut o: Opener,
+    ) -> Result<Option<Header>, ReadError> {
         let mut inner = [0u8; HEADER_LEN];
         let mut tag = [0u8; TAG_LEN];
-        let refuse = |e: AuthError| {
-            tracing::error!(
-                peer = self.peer,
-                "{e} on the link to rank {}; closing the link",
-                self.peer
-            );
-            Direct::Refused
+        let mut check = match o.begin() {
+            Ok(c) => c,
+            Err(e) => {
+                st.reader.put_opener(o);
+                return Err(e.into());
+            }
         };
-        let mut check = o.begin().map_err(refuse)?;
         // Everything but the tag is covered, as it arrives.
         let covered = HEADER_LEN + p.len();
         let mut at = 0;
@@ -594,54 +530,29 @@ impl Rx {
             &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
             &mut see,
         );
-        match got {
-            Read::Full => {}
-            Read::Ended => return Err(Direct::Ended),
-            Read::Stalled(n) => {
-                // The check is abandoned; the assembler takes over.
-                let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
-                return Err(
-                    assemble_envelope(&mut st.asm, Some(o), outer, &core.pool, &read)
-                        .map_or_else(refuse, |()| Direct::Stalled),
-                );
-            }
-        }
-        if let Some(e) = failed {
-            return Err(refuse(e));
-        }
         // Not yet authentic: it only decides whether the payload stays.
-        let claimed = Header::decode(&inner, core.world, core.max_message_bytes);
-        if !claimed.is_ok_and(|c| p.wants(core, &c)) {
-            let read: [&[u8]; 4] = [&inner, &*p.head, &*p.body, &tag];
-            return Err(
-                assemble_envelope(&mut st.asm, Some(o), outer, &core.pool, &read)
-                    .map_or_else(refuse, |()| Direct::Stalled),
-            );
+        let posted = matches!(got, Read::Full)
+            && failed.is_none()
+            && Header::decode(&inner, core.world, core.max_message_bytes)
+                .is_ok_and(|c| p.wants(core, &c));
+        if posted {
+            let checked = check.finish(&inner, p.len(), &tag, core.world, core.max_message_bytes);
+            st.reader.put_opener(o);
+            return Ok(Some(checked?));
         }
-        check
-            .finish(&inner, p.len(), &tag, core.world, core.max_message_bytes)
-            .map_err(refuse)
-    }
-
-    /// A complete envelope: opened, then acted on as any frame read
-    /// off an unauthenticated link would be. `false`: the link must close.
-    fn open(&self, o: &mut Opener, body: Vec<u8>, core: &Core, sink: &dyn Sink) -> bool {
-        let (h, payload) = match o.open(body, core.world, core.max_message_bytes, &core.pool) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::error!(
-                    peer = self.peer,
-                    "{e} on the link to rank {}; closing the link",
-                    self.peer
-                );
-                return false;
-            }
+        st.reader.put_opener(o);
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        let n = match got {
+            Read::Ended => return Err(ProtocolError::Ended.into()),
+            Read::Stalled(n) => n,
+            Read::Full => HEADER_LEN + p.len() + TAG_LEN,
         };
-        match core.on_header(self.peer, h) {
-            Next::Continue => true,
-            Next::End => false,
-            Next::Body(h) => sink.data(core, self.peer, h, payload),
-        }
+        // The check is abandoned; the reader takes over.
+        let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
+        st.reader.envelope(outer, &core.pool, &read)?;
+        Ok(None)
     }
 
     /// Read and process what has arrived, waiting for the lock if another
