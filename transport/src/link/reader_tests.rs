@@ -4,29 +4,10 @@
 //! stream is its own error.
 
 use super::*;
-use crate::auth::seal::{Protect, Sealer};
-use crate::link::CoreConfig;
-use crate::route::Shape;
+use crate::auth::seal::Protect;
+use crate::fuzzing::{mesh_core, reader, stream};
 use crate::wire::HEADER_LEN;
 use crate::LaneKind;
-use std::sync::Arc;
-use std::time::Duration;
-
-const KEY: [u8; 32] = [7; 32];
-
-/// Rank 0 of a mesh of 3; the reader's peer is rank 1.
-fn core() -> Core {
-    Core::new(&CoreConfig {
-        rank: 0,
-        world: 3,
-        shape: Shape::Mesh,
-        timeout: Duration::from_secs(5),
-        max_message_bytes: 1 << 20,
-        peer_budget_bytes: 1 << 20,
-        lane_depth: 4,
-        ranks_here: 1,
-    })
-}
 
 fn data(src: u32, dst: u32, tag: u64, len: usize) -> Header {
     Header {
@@ -61,76 +42,17 @@ fn frames() -> Vec<(Header, Vec<u8>)> {
     out
 }
 
-/// The stream's bytes: plain frames, or each in its envelope.
-fn stream(frames: &[(Header, Vec<u8>)], sealed: bool, pool: &Arc<BufferPool>) -> Vec<u8> {
-    let mut sealer = Sealer::new(KEY, Protect::Authenticate).unwrap();
-    let mut bytes = Vec::new();
-    for (h, p) in frames {
-        if sealed {
-            let parts: [&[u8]; 1] = [p];
-            let env = sealer.seal(h, &parts, pool).unwrap();
-            env.pieces(&parts).for_each(|b| bytes.extend_from_slice(b));
-        } else {
-            bytes.extend_from_slice(&h.encode());
-            bytes.extend_from_slice(p);
-        }
-    }
-    bytes
-}
-
-fn reader(sealed: bool) -> Reader {
-    let opener = sealed.then(|| Opener::new(KEY, Protect::Authenticate).unwrap());
-    Reader::new(1, 3, 1 << 20, opener)
-}
-
-/// A small generator (fixed seeds: one seed, one way of splitting).
-fn next(state: &mut u64) -> u64 {
-    *state = state
-        .wrapping_mul(6_364_136_223_846_793_005)
-        .wrapping_add(1_442_695_040_888_963_407);
-    *state >> 33
-}
-
-/// Feed `bytes` to `r` as a link would, in reads split by `seed` (a
-/// third of them as large as the reader takes, the rest 1–7 bytes);
-/// the data frames that come out.
+/// Feed `bytes` as a link would, split by `seed`: the frames that came
+/// out, or the first error.
 fn read_all(
     r: &mut Reader,
     core: &Core,
     bytes: &[u8],
     seed: u64,
 ) -> Result<Vec<(Header, Vec<u8>)>, ReadError> {
-    let mut out = Vec::new();
-    let (mut at, mut rng) = (0, seed);
-    loop {
-        if r.frame_ready() {
-            if let Some((h, p)) = r.frame(core)? {
-                out.push((h, p.as_ref().to_vec()));
-            }
-            continue;
-        }
-        if at == bytes.len() {
-            assert!(!r.mid_frame(), "the stream ended inside a frame");
-            return Ok(out);
-        }
-        let space = r.space();
-        let want = match next(&mut rng) % 3 {
-            0 => space.len(),
-            _ => (next(&mut rng) % 7 + 1) as usize,
-        };
-        let n = want.min(space.len()).min(bytes.len() - at);
-        space[..n].copy_from_slice(&bytes[at..at + n]);
-        at += n;
-        match r.fed(core, n)? {
-            Fed::More => {}
-            Fed::Header(h) => {
-                if let Some(h) = r.dispatch(core, h)? {
-                    r.body(h, &core.pool);
-                }
-            }
-            Fed::Envelope(h) => r.envelope(h, &core.pool, &[])?,
-        }
-    }
+    let (got, ended) = crate::fuzzing::read_all(r, core, bytes, seed);
+    assert!(ended?, "the stream ended inside a frame");
+    Ok(got)
 }
 
 fn data_only(frames: &[(Header, Vec<u8>)]) -> Vec<(Header, Vec<u8>)> {
@@ -143,10 +65,10 @@ fn data_only(frames: &[(Header, Vec<u8>)]) -> Vec<(Header, Vec<u8>)> {
 
 #[test]
 fn every_frame_comes_out_whole_however_the_reads_split_it() {
-    let core = core();
+    let core = mesh_core();
     let frames = frames();
     for sealed in [false, true] {
-        let bytes = stream(&frames, sealed, &core.pool);
+        let bytes = stream(&frames, sealed);
         for seed in 0..20 {
             let mut r = reader(sealed);
             let got = read_all(&mut r, &core, &bytes, seed).unwrap();
@@ -157,10 +79,10 @@ fn every_frame_comes_out_whole_however_the_reads_split_it() {
 
 #[test]
 fn an_altered_envelope_is_refused_wherever_the_byte_is() {
-    let core = core();
+    let core = mesh_core();
     let h = data(1, 0, 4, 39);
     let frame = [(h, payload(4, 39))];
-    let bytes = stream(&frame, true, &core.pool);
+    let bytes = stream(&frame, true);
     // Outer header, inner header, 39 bytes of payload, tag.
     let tag = 2 * HEADER_LEN + 39;
     for at in [HEADER_LEN + 3, 2 * HEADER_LEN + 5, tag + 2] {
@@ -177,9 +99,9 @@ fn an_altered_envelope_is_refused_wherever_the_byte_is() {
 
 #[test]
 fn a_frame_outside_its_envelope_is_refused_on_a_sealed_link() {
-    let core = core();
+    let core = mesh_core();
     let frames = frames();
-    let plain = stream(&frames, false, &core.pool);
+    let plain = stream(&frames, false);
     let got = read_all(&mut reader(true), &core, &plain, 3);
     assert!(
         matches!(got, Err(ReadError::Protocol(ProtocolError::Unsealed))),
@@ -189,9 +111,9 @@ fn a_frame_outside_its_envelope_is_refused_on_a_sealed_link() {
 
 #[test]
 fn an_envelope_sealed_under_another_key_is_refused() {
-    let core = core();
+    let core = mesh_core();
     let frames = frames();
-    let bytes = stream(&frames, true, &core.pool);
+    let bytes = stream(&frames, true);
     let opener = Opener::new([8; 32], Protect::Authenticate).unwrap();
     let mut r = Reader::new(1, 3, 1 << 20, Some(opener));
     let got = read_all(&mut r, &core, &bytes, 4);
@@ -203,7 +125,7 @@ fn an_envelope_sealed_under_another_key_is_refused() {
 
 #[test]
 fn a_header_that_does_not_decode_ends_the_stream() {
-    let core = core();
+    let core = mesh_core();
     let mut bytes = data(1, 0, 0, 4).encode().to_vec();
     // A rank outside the world of 3.
     bytes[4..8].copy_from_slice(&9u32.to_le_bytes());
@@ -223,7 +145,7 @@ fn a_header_that_does_not_decode_ends_the_stream() {
 
 #[test]
 fn the_core_refusing_a_header_is_a_typed_verdict() {
-    let core = core();
+    let core = mesh_core();
     let r = reader(false);
     // Data from rank 1 for rank 2: a mesh relays nothing.
     let got = r.dispatch(&core, data(1, 2, 0, 4));
@@ -254,32 +176,15 @@ fn the_core_refusing_a_header_is_a_typed_verdict() {
 
 #[test]
 fn a_stream_cut_inside_a_frame_is_seen() {
-    let core = core();
+    let core = mesh_core();
     let frames = frames();
     for sealed in [false, true] {
-        let bytes = stream(&frames, sealed, &core.pool);
+        let bytes = stream(&frames, sealed);
         let mut r = reader(sealed);
         let cut = &bytes[..bytes.len() - 1];
-        let mut at = 0;
-        while at < cut.len() {
-            if r.frame_ready() {
-                r.frame(&core).unwrap();
-                continue;
-            }
-            let space = r.space();
-            let n = space.len().min(cut.len() - at);
-            space[..n].copy_from_slice(&cut[at..at + n]);
-            at += n;
-            match r.fed(&core, n).unwrap() {
-                Fed::More => {}
-                Fed::Header(h) => {
-                    if let Some(h) = r.dispatch(&core, h).unwrap() {
-                        r.body(h, &core.pool);
-                    }
-                }
-                Fed::Envelope(h) => r.envelope(h, &core.pool, &[]).unwrap(),
-            }
-        }
+        let (got, ended) = crate::fuzzing::read_all(&mut r, &core, cut, 2);
+        assert_eq!(got.len(), data_only(&frames).len() - 1, "sealed {sealed}");
+        assert!(matches!(ended, Ok(false)), "sealed {sealed}: {ended:?}");
         assert!(r.mid_frame(), "sealed {sealed}");
         r.discard(&core.pool);
         assert!(!r.mid_frame());
@@ -288,11 +193,11 @@ fn a_stream_cut_inside_a_frame_is_seen() {
 
 #[test]
 fn a_body_resumed_after_a_direct_read_comes_out_whole() {
-    let core = core();
+    let core = mesh_core();
     let h = data(1, 0, 5, 100);
     let p = payload(5, 100);
     for sealed in [false, true] {
-        let bytes = stream(&[(h, p.clone())], sealed, &core.pool);
+        let bytes = stream(&[(h, p.clone())], sealed);
         let mut r = reader(sealed);
         r.space()[..HEADER_LEN].copy_from_slice(&bytes[..HEADER_LEN]);
         let got = r.fed(&core, HEADER_LEN).unwrap();

@@ -1,7 +1,8 @@
 //! Entry points of the fuzz targets (`fuzz/` at the repository root), one
 //! per decoder of bytes a peer controls: the frame header, the frame
 //! assembler, the link hello, the seed's messages, the QUIC order keeper
-//! (frames and sidecar payloads with their 16-bit stamps).
+//! (frames and sidecar payloads with their 16-bit stamps), the link's
+//! frame reader on sealed streams (`reader.rs`).
 //!
 //! Each takes arbitrary bytes, must not panic and must not allocate more
 //! than a bounded amount, and checks what the codec promises: where there
@@ -11,6 +12,12 @@
 //! exercises them without a nightly fuzz build.
 //!
 //! Not a stable API: hidden from the docs, for `fuzz/` and tests only.
+
+mod reader;
+
+pub use reader::sealed_stream;
+#[cfg(test)]
+pub(crate) use reader::{mesh_core, read_all, reader, stream};
 
 use crate::auth::handshake;
 use crate::auth::seal::{open_record, seal_record, Opener, Protect, TAG_LEN};
@@ -705,6 +712,19 @@ mod tests {
         let mut hostile = honest.clone();
         hostile[0] = 1;
         sweep(5, 4_000, 400, &[honest, hostile], order);
+    }
+
+    #[test]
+    fn sealed_streams_deliver_only_authentic_frames() {
+        // Honest: 8 frames of the lengths the bytes say; hostile: the
+        // same bytes, unsealed.
+        let honest: Vec<u8> = [0u8, 7, 0, 8]
+            .into_iter()
+            .chain((0..40).map(|i: u8| i.wrapping_mul(53)))
+            .collect();
+        let mut hostile = honest.clone();
+        hostile[0] = 1;
+        sweep(6, 3_000, 200, &[honest, hostile], sealed_stream);
     }
 
     #[test]
