@@ -38,6 +38,7 @@ pub(crate) fn mesh_core() -> Core {
 
 /// The bytes of `frames` on the wire: each in its envelope (sealed under
 /// the key [`reader`]'s openers hold), or plain.
+#[cfg(test)]
 pub(crate) fn stream(frames: &[(Header, Vec<u8>)], sealed: bool) -> Vec<u8> {
     stream_marked(frames, sealed).0
 }
