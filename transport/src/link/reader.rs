@@ -86,11 +86,13 @@ impl Reader {
     }
 
     /// Where the next bytes of the stream go (never empty).
+    #[inline]
     pub(crate) fn space(&mut self) -> &mut [u8] {
         self.asm.space()
     }
 
     /// Whether frames come in envelopes.
+    #[inline]
     pub(crate) fn sealed(&self) -> bool {
         self.opener.is_some()
     }
@@ -98,6 +100,7 @@ impl Reader {
     /// The rank whose progress bytes of a frame with header `h` are: its
     /// source, unless `h` is an envelope's outer header (only the link's
     /// peer is known to be sending until the tag checks).
+    #[inline]
     fn source(&self, h: &Header) -> u32 {
         if self.sealed() {
             self.peer
@@ -109,6 +112,7 @@ impl Reader {
     /// `n` bytes were written at the start of [`space`](Self::space).
     /// Bytes of a body are progress of its sender (told to `core`); a
     /// header they complete comes back for the link to act on.
+    #[inline]
     pub(crate) fn fed(&mut self, core: &Core, n: usize) -> Result<Fed, ReadError> {
         if let Some(h) = self.asm.body_header() {
             core.progress(self.peer, self.source(h));
@@ -131,6 +135,7 @@ impl Reader {
 
     /// The core's verdict on header `h` (a control frame acts now):
     /// `Some` for a data frame whose body comes next.
+    #[inline]
     pub(crate) fn dispatch(&self, core: &Core, h: Header) -> Result<Option<Header>, ReadError> {
         match core.on_header(self.peer, h) {
             Next::Continue => Ok(None),
@@ -144,6 +149,7 @@ impl Reader {
 
     /// Assemble data frame `h`'s body (its header passed
     /// [`dispatch`](Self::dispatch)).
+    #[inline]
     pub(crate) fn body(&mut self, h: Header, pool: &BufferPool) {
         self.asm.start_body(h, pool);
     }
@@ -170,10 +176,14 @@ impl Reader {
     }
 
     /// Hash what has arrived of the envelope being assembled.
+    #[inline]
     fn hash_arrived(&mut self) -> Result<(), ReadError> {
-        match (self.opener.as_mut(), self.asm.body_so_far()) {
-            (Some(o), Some((read, total))) => Ok(o.stream_feed(read, total)?),
-            _ => Ok(()),
+        let Some(o) = self.opener.as_mut() else {
+            return Ok(());
+        };
+        match self.asm.body_so_far() {
+            Some((read, total)) => Ok(o.stream_feed(read, total)?),
+            None => Ok(()),
         }
     }
 
@@ -181,6 +191,7 @@ impl Reader {
     /// payload is for the core's inbox, a relay or an order keeper. An
     /// envelope is opened here and its frame dispatched (a control frame
     /// in an envelope acts now, and `None` comes back).
+    #[inline]
     pub(crate) fn frame(&mut self, core: &Core) -> Result<Option<(Header, Payload)>, ReadError> {
         let Some((h, buf)) = self.asm.take_frame() else {
             return Ok(None);
@@ -192,13 +203,22 @@ impl Reader {
         Ok(self.dispatch(core, h)?.map(|h| (h, payload)))
     }
 
+    /// Whether the next bytes are a body's (the reader's space is the
+    /// rest of it).
+    #[inline]
+    pub(crate) fn in_body(&self) -> bool {
+        self.asm.body_header().is_some() && !self.asm.frame_ready()
+    }
+
     /// Whether a complete frame waits for [`frame`](Self::frame).
+    #[inline]
     pub(crate) fn frame_ready(&self) -> bool {
         self.asm.frame_ready()
     }
 
     /// Whether the stream stopped inside a frame (an end now is one
     /// inside a frame).
+    #[inline]
     pub(crate) fn mid_frame(&self) -> bool {
         self.asm.mid_frame()
     }
@@ -220,6 +240,7 @@ impl Reader {
     }
 
     /// Whether this link's envelopes can be checked where they land.
+    #[inline]
     pub(crate) fn in_place(&self) -> bool {
         self.opener.as_ref().is_some_and(Opener::in_place)
     }

@@ -126,9 +126,76 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
     }
 }
 
+/// Bytes a read at a frame boundary takes at most: a small frame's
+/// header and body, or several small frames, come in one system call
+/// (reading a header alone, then its body, took two per message).
+const STAGE: usize = 16 << 10;
+
+/// Bytes read off the socket ahead of the reader, fed to it from here. A
+/// pump never returns with bytes here (what they complete must not wait
+/// where no readiness event announces it): they all go on to the reader,
+/// or into a posted receive's buffers.
+#[derive(Debug)]
+struct Stage {
+    buf: Box<[u8]>,
+    at: usize,
+    end: usize,
+}
+
+impl Stage {
+    fn new() -> Stage {
+        Stage {
+            buf: vec![0; STAGE].into_boxed_slice(),
+            at: 0,
+            end: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at == self.end
+    }
+
+    fn clear(&mut self) {
+        (self.at, self.end) = (0, 0);
+    }
+
+    /// One non-blocking read of what the socket has, up to [`STAGE`]
+    /// bytes (into an empty stage).
+    fn read(&mut self, stream: &TcpStream) -> std::io::Result<usize> {
+        debug_assert!(self.is_empty());
+        let n = read_pieces_now(stream, &mut [&mut self.buf[..]], 0)?;
+        (self.at, self.end) = (0, n);
+        Ok(n)
+    }
+
+    /// Move staged bytes to the start of `dst`; how many.
+    fn give(&mut self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.end - self.at);
+        dst[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        n
+    }
+
+    /// Move staged bytes into `pieces` after their first `skip` bytes;
+    /// how many.
+    fn give_pieces(&mut self, pieces: &mut [&mut [u8]], mut skip: usize) -> usize {
+        let mut moved = 0;
+        for piece in pieces.iter_mut() {
+            if self.is_empty() {
+                break;
+            }
+            let from = skip.min(piece.len());
+            skip -= from;
+            moved += self.give(&mut piece[from..]);
+        }
+        moved
+    }
+}
+
 #[derive(Debug)]
 struct State {
     reader: Reader,
+    stage: Stage,
     last_byte: Instant,
     silent: bool,
     ended: bool,
@@ -207,6 +274,7 @@ impl Rx {
             loopback,
             state: Mutex::new(State {
                 reader: Reader::new(peer, core.world, core.max_message_bytes, opener),
+                stage: Stage::new(),
                 last_byte: Instant::now(),
                 silent: false,
                 ended: false,
@@ -246,6 +314,7 @@ impl Rx {
         if !st.ended {
             st.ended = true;
             st.reader.discard(&core.pool);
+            st.stage.clear();
             sink.ended(core, self.peer);
         }
         true
@@ -282,6 +351,9 @@ impl Rx {
         sink: &dyn Sink,
         mut posted: Option<&mut Posted<'_>>,
     ) -> bool {
+        // Once the posted message is in, what is staged still goes to the
+        // reader, but the socket is not read again.
+        let mut filled = false;
         loop {
             if st.ended {
                 return true;
@@ -298,24 +370,45 @@ impl Rx {
                 }
                 continue;
             }
-            match read_pieces_now(&self.stream, &mut [st.reader.space()], 0) {
-                Ok(0) => return self.end(st, core, sink),
-                Ok(n) => {
-                    self.heard(st, core);
-                    let took = match st.reader.fed(core, n) {
-                        Ok(fed) => self.take(st, core, fed, posted.as_deref_mut()),
-                        Err(e) => Err(e),
-                    };
-                    match took {
-                        Ok(Took::Going) => {}
-                        Ok(Took::Filled) => return false,
-                        Ok(Took::Ended) => return self.end(st, core, sink),
-                        Err(e) => return self.refused(st, core, sink, &e),
+            let n = if !st.stage.is_empty() {
+                st.stage.give(st.reader.space())
+            } else if filled {
+                return false;
+            } else {
+                // Inside a body its bytes go straight to the reader; at a
+                // frame boundary a read takes what has come, up to STAGE.
+                let in_body = st.reader.in_body();
+                let got = if in_body {
+                    read_pieces_now(&self.stream, &mut [st.reader.space()], 0)
+                } else {
+                    st.stage.read(&self.stream)
+                };
+                match got {
+                    Ok(0) => return self.end(st, core, sink),
+                    Ok(n) => {
+                        self.heard(st, core);
+                        if !in_body {
+                            continue;
+                        }
+                        n
                     }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+                    Err(_) => return self.end(st, core, sink),
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-                Err(_) => return self.end(st, core, sink),
+            };
+            let took = match st.reader.fed(core, n) {
+                Ok(fed) => self.take(st, core, fed, posted.as_deref_mut()),
+                Err(e) => Err(e),
+            };
+            match took {
+                Ok(Took::Going) => {}
+                Ok(Took::Filled) => {
+                    filled = true;
+                    posted = None;
+                }
+                Ok(Took::Ended) => return self.end(st, core, sink),
+                Err(e) => return self.refused(st, core, sink, &e),
             }
         }
     }
@@ -387,7 +480,12 @@ impl Rx {
         seen: &mut dyn FnMut(&[u8]),
     ) -> Read {
         let total: usize = pieces.iter().map(|p| p.len()).sum();
-        let mut read = 0;
+        // What the last read took ahead of the reader comes first.
+        let mut read = st.stage.give_pieces(pieces, 0);
+        if read > 0 {
+            each_in(pieces, 0..read, &mut *seen);
+            core.progress(self.peer, src);
+        }
         let started = Instant::now();
         let mut quiet = started;
         let mut turns = 0u32;
