@@ -445,3 +445,77 @@ fn a_paced_direct_read_leaves_the_socket_as_it_found_it() {
     };
     assert!(got.as_ref() == &body[..], "the message assembled as sent");
 }
+
+/// A read at a frame boundary takes what has come, several frames at
+/// once: a posted receive gets its message out of them, and the frames
+/// read with it are in the inbox when the call returns (none waits in the
+/// stage for a readiness event that would not come); one larger than
+/// the stage is read on from the socket.
+#[test]
+fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
+    let (core, link, mut raw) = pair(Duration::from_secs(30));
+    let key = |tag| LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag,
+    };
+    let message = |tag: u64, len: usize| {
+        let h = Header {
+            ftype: FrameType::Data,
+            kind: LaneKind::PointToPoint,
+            src: 1,
+            dst: 0,
+            comm: 0,
+            tag,
+            len: len as u64,
+            aux: 0,
+            seq: 0,
+        };
+        (
+            h,
+            (0..len)
+                .map(|j| (j as u64 * 13 + tag) as u8)
+                .collect::<Vec<u8>>(),
+        )
+    };
+    let sent = [
+        message(1, 8),
+        message(2, 100),
+        message(3, 8),
+        message(4, 0),
+        message(5, 40_000),
+    ];
+    let mut bytes = Vec::new();
+    for (h, p) in &sent {
+        bytes.extend_from_slice(&h.encode());
+        bytes.extend_from_slice(p);
+    }
+    // On loopback the bytes are in the receiving socket when this returns.
+    raw.write_all(&bytes).unwrap();
+
+    let mut buf = vec![0u8; 100];
+    let mut posted = Posted {
+        src: 1,
+        key: key(2),
+        head: &mut [],
+        body: &mut buf,
+        filled: false,
+    };
+    assert!(!link.poll_into(&core, &mut posted), "the link ended");
+    assert!(posted.filled, "the posted message was in the first read");
+    assert_eq!(buf, sent[1].1);
+    for i in [0, 2, 3] {
+        let got = core.inbox.try_take(1, key(sent[i].0.tag), None);
+        let got = got.unwrap_or_else(|| panic!("message {} was left staged", sent[i].0.tag));
+        assert_eq!(got.unwrap().as_ref(), &sent[i].1[..]);
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    let last = loop {
+        assert!(!link.pump(&core), "the link ended");
+        if let Some(msg) = core.inbox.try_take(1, key(5), None) {
+            break msg.unwrap();
+        }
+        assert!(Instant::now() < until, "the large message never came");
+    };
+    assert_eq!(last.as_ref(), &sent[4].1[..]);
+}
