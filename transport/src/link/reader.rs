@@ -217,7 +217,7 @@ impl Reader {
     }
 
     /// Whether the stream stopped inside a frame (an end now is one
-    /// inside a frame).
+    /// inside a frame; otherwise the next byte starts a frame).
     #[inline]
     pub(crate) fn mid_frame(&self) -> bool {
         self.asm.mid_frame()

@@ -9,7 +9,7 @@ use crate::auth::seal::{Opener, TAG_LEN};
 use crate::link::{
     heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
 };
-use crate::wire::{Header, HEADER_LEN};
+use crate::wire::{FrameType, Header, HEADER_LEN};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -132,9 +132,9 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
 const STAGE: usize = 16 << 10;
 
 /// Bytes read off the socket ahead of the reader, fed to it from here. A
-/// pump never returns with bytes here (what they complete must not wait
-/// where no readiness event announces it): they all go on to the reader,
-/// or into a posted receive's buffers.
+/// pump returns with bytes here only when they are the start of a frame
+/// (whose rest is in the socket or on its way, so a readiness event, or
+/// the thread that posted for it, comes): whole frames never wait here.
 #[derive(Debug)]
 struct Stage {
     buf: Box<[u8]>,
@@ -174,6 +174,23 @@ impl Stage {
         dst[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
         self.at += n;
         n
+    }
+
+    /// Whether a whole frame is staged (the stage starting at a frame
+    /// boundary): a control frame's header, or a data frame's header and
+    /// all of its body (an envelope's, on a link with a token). Its
+    /// header is not checked here; the reader checks it when fed.
+    fn holds_frame(&self) -> bool {
+        let staged = &self.buf[self.at..self.end];
+        let Some(head) = staged.first_chunk::<HEADER_LEN>() else {
+            return false;
+        };
+        if head[0] != FrameType::Data as u8 {
+            return true;
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&head[32..40]);
+        (staged.len() - HEADER_LEN) as u64 >= u64::from_le_bytes(len)
     }
 
     /// Move staged bytes into `pieces` after their first `skip` bytes;
@@ -351,8 +368,12 @@ impl Rx {
         sink: &dyn Sink,
         mut posted: Option<&mut Posted<'_>>,
     ) -> bool {
-        // Once the posted message is in, what is staged still goes to the
-        // reader, but the socket is not read again.
+        // Once the posted message is in, the socket is not read again, and
+        // what is staged goes to the reader while it holds whole frames:
+        // those must not wait where no readiness event announces them. The
+        // start of a frame stays staged (its rest is on its way, or in the
+        // socket), so that a receive posted for it next reads it straight
+        // into its buffers rather than out of the reader's.
         let mut filled = false;
         loop {
             if st.ended {
@@ -370,7 +391,8 @@ impl Rx {
                 }
                 continue;
             }
-            let n = if !st.stage.is_empty() {
+            let keep = filled && !st.reader.mid_frame() && !st.stage.holds_frame();
+            let n = if !st.stage.is_empty() && !keep {
                 st.stage.give(st.reader.space())
             } else if filled {
                 return false;
@@ -711,5 +733,43 @@ impl Rx {
 
     pub(crate) fn shutdown(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LaneKind;
+
+    fn staged(bytes: &[u8]) -> Stage {
+        let mut s = Stage::new();
+        s.buf[..bytes.len()].copy_from_slice(bytes);
+        (s.at, s.end) = (0, bytes.len());
+        s
+    }
+
+    /// A whole frame is a control frame's header (a credit's length is
+    /// bytes credited, not a payload) or a data frame's header and body.
+    #[test]
+    fn a_stage_knows_when_it_holds_a_whole_frame() {
+        let mut credit = Header::control(FrameType::Credit, 1, 0);
+        credit.len = 1 << 20;
+        assert!(staged(&credit.encode()).holds_frame());
+        let data = Header {
+            kind: LaneKind::PointToPoint,
+            len: 10,
+            ..Header::control(FrameType::Data, 1, 0)
+        };
+        let mut bytes = data.encode().to_vec();
+        assert!(!staged(&bytes[..HEADER_LEN - 1]).holds_frame());
+        bytes.extend_from_slice(&[7; 9]);
+        assert!(!staged(&bytes).holds_frame());
+        bytes.push(7);
+        assert!(staged(&bytes).holds_frame());
+        // Read from the middle of the stage, as after a frame given away.
+        let mut s = staged(&[&[0u8; 5][..], &bytes].concat());
+        s.at = 5;
+        assert!(s.holds_frame());
+        assert!(!staged(&[]).holds_frame());
     }
 }
