@@ -21,7 +21,7 @@
 
 use super::{Carried, Core, Next, ProtocolError};
 use crate::auth::seal::{AuthError, Opener, SEAL_OVERHEAD};
-use crate::wire::{Assembler, FrameType, Header};
+use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{BufferPool, Payload};
 
 /// Why a link's stream can be read no further: what the peer sent, or
@@ -35,9 +35,13 @@ pub(crate) enum ReadError {
 }
 
 impl ReadError {
-    /// Say why `peer`'s link closes (a goodbye is no error).
+    /// Say why `peer`'s link closes (a goodbye is no error, and the
+    /// core's dispatch has said why it refused a frame).
     pub(crate) fn log(&self, peer: u32) {
-        if matches!(self, ReadError::Protocol(ProtocolError::Ended)) {
+        if matches!(
+            self,
+            ReadError::Protocol(ProtocolError::Ended | ProtocolError::NotCarried(_))
+        ) {
             tracing::debug!(peer, "{self}; closing the link");
         } else {
             tracing::error!(peer, "{self} on the link to rank {peer}; closing the link");
@@ -201,6 +205,12 @@ impl Reader {
         };
         let (h, payload) = o.open(buf, core.world, core.max_message_bytes, &core.pool)?;
         Ok(self.dispatch(core, h)?.map(|h| (h, payload)))
+    }
+
+    /// Whether `head` decodes as a frame header on this stream (checked
+    /// as [`fed`](Self::fed) would, without feeding it).
+    pub(crate) fn decodes(&self, head: &[u8; HEADER_LEN]) -> bool {
+        self.asm.decodes(head)
     }
 
     /// Whether the next bytes are a body's (the reader's space is the

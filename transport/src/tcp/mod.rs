@@ -11,6 +11,7 @@
 //! is a sidecar. This module knows nothing of QUIC.
 
 mod rx;
+mod stage;
 #[cfg(test)]
 mod tests;
 mod tx;

@@ -5,11 +5,12 @@
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
+use super::stage::Stage;
 use crate::auth::seal::{Opener, TAG_LEN};
 use crate::link::{
     heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
 };
-use crate::wire::{FrameType, Header, HEADER_LEN};
+use crate::wire::{Header, HEADER_LEN};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -98,6 +99,17 @@ enum Took {
     Ended,
 }
 
+/// Where checking an envelope in a posted receive's buffers stopped.
+enum Checked {
+    /// Read whole; this is the frame's header, authentic.
+    Authentic(Header),
+    /// The bytes stopped coming, or it is not the posted message: the
+    /// reader assembles it with what was read.
+    Assembling,
+    /// The stream ended.
+    Ended,
+}
+
 /// The first `n` bytes of `pieces`, as pieces.
 fn prefix<'a>(n: usize, pieces: &[&'a [u8]]) -> Vec<&'a [u8]> {
     let mut left = n;
@@ -123,89 +135,6 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
             f(&p[from - start..to - start]);
         }
         start = end;
-    }
-}
-
-/// Bytes a read at a frame boundary takes at most: a small frame's
-/// header and body, or several small frames, come in one system call
-/// (reading a header alone, then its body, took two per message).
-const STAGE: usize = 16 << 10;
-
-/// Bytes read off the socket ahead of the reader, fed to it from here. A
-/// pump returns with bytes here only when they are the start of a frame
-/// (whose rest is in the socket or on its way, so a readiness event, or
-/// the thread that posted for it, comes): whole frames never wait here.
-#[derive(Debug)]
-struct Stage {
-    buf: Box<[u8]>,
-    at: usize,
-    end: usize,
-}
-
-impl Stage {
-    fn new() -> Stage {
-        Stage {
-            buf: vec![0; STAGE].into_boxed_slice(),
-            at: 0,
-            end: 0,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.at == self.end
-    }
-
-    fn clear(&mut self) {
-        (self.at, self.end) = (0, 0);
-    }
-
-    /// One non-blocking read of what the socket has, up to [`STAGE`]
-    /// bytes (into an empty stage).
-    fn read(&mut self, stream: &TcpStream) -> std::io::Result<usize> {
-        debug_assert!(self.is_empty());
-        let n = read_pieces_now(stream, &mut [&mut self.buf[..]], 0)?;
-        (self.at, self.end) = (0, n);
-        Ok(n)
-    }
-
-    /// Move staged bytes to the start of `dst`; how many.
-    fn give(&mut self, dst: &mut [u8]) -> usize {
-        let n = dst.len().min(self.end - self.at);
-        dst[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
-        self.at += n;
-        n
-    }
-
-    /// Whether a whole frame is staged (the stage starting at a frame
-    /// boundary): a control frame's header, or a data frame's header and
-    /// all of its body (an envelope's, on a link with a token). Its
-    /// header is not checked here; the reader checks it when fed.
-    fn holds_frame(&self) -> bool {
-        let staged = &self.buf[self.at..self.end];
-        let Some(head) = staged.first_chunk::<HEADER_LEN>() else {
-            return false;
-        };
-        if head[0] != FrameType::Data as u8 {
-            return true;
-        }
-        let mut len = [0u8; 8];
-        len.copy_from_slice(&head[32..40]);
-        (staged.len() - HEADER_LEN) as u64 >= u64::from_le_bytes(len)
-    }
-
-    /// Move staged bytes into `pieces` after their first `skip` bytes;
-    /// how many.
-    fn give_pieces(&mut self, pieces: &mut [&mut [u8]], mut skip: usize) -> usize {
-        let mut moved = 0;
-        for piece in pieces.iter_mut() {
-            if self.is_empty() {
-                break;
-            }
-            let from = skip.min(piece.len());
-            skip -= from;
-            moved += self.give(&mut piece[from..]);
-        }
-        moved
     }
 }
 
@@ -236,7 +165,7 @@ const MAX_PIECES: usize = 4;
 
 /// One non-blocking read into `pieces` after their first `skip` bytes
 /// (a single `recvmsg(2)` however many pieces); `Ok(0)` is end of stream.
-fn read_pieces_now(
+pub(super) fn read_pieces_now(
     stream: &TcpStream,
     pieces: &mut [&mut [u8]],
     mut skip: usize,
@@ -391,7 +320,11 @@ impl Rx {
                 }
                 continue;
             }
-            let keep = filled && !st.reader.mid_frame() && !st.stage.holds_frame();
+            // (A header that will not decode is fed, to be refused now.)
+            let keep = filled
+                && !st.reader.mid_frame()
+                && !st.stage.holds_frame()
+                && st.stage.head().is_none_or(|h| st.reader.decodes(h));
             let n = if !st.stage.is_empty() && !keep {
                 st.stage.give(st.reader.space())
             } else if filled {
@@ -596,8 +529,10 @@ impl Rx {
             st.reader.envelope(outer, &core.pool, &[])?;
             return Ok(Took::Going);
         };
-        let Some(h) = self.envelope_checked(st, core, outer, p, opener)? else {
-            return Ok(Took::Going);
+        let h = match self.envelope_checked(st, core, outer, p, opener)? {
+            Checked::Authentic(h) => h,
+            Checked::Assembling => return Ok(Took::Going),
+            Checked::Ended => return Ok(Took::Ended),
         };
         match st.reader.dispatch(core, h)? {
             Some(h) if p.wants(core, &h) => {
@@ -612,8 +547,7 @@ impl Rx {
     /// `envelope_into`'s reading: the envelope's bytes into the posted
     /// buffers, its tag checked as they arrive by `o`, the link's opener
     /// (out of the reader meanwhile, and back in it however this ends).
-    /// `Some`: the frame's header, authentic; `None`: the reader took
-    /// over (the bytes stopped, or it is not the posted message).
+    /// See [`Checked`] for where it stops.
     fn envelope_checked(
         &self,
         st: &mut State,
@@ -621,7 +555,7 @@ impl Rx {
         outer: Header,
         p: &mut Posted<'_>,
         mut o: Opener,
-    ) -> Result<Option<Header>, ReadError> {
+    ) -> Result<Checked, ReadError> {
         let mut inner = [0u8; HEADER_LEN];
         let mut tag = [0u8; TAG_LEN];
         let mut check = match o.begin() {
@@ -658,21 +592,21 @@ impl Rx {
         if posted {
             let checked = check.finish(&inner, p.len(), &tag, core.world, core.max_message_bytes);
             st.reader.put_opener(o);
-            return Ok(Some(checked?));
+            return Ok(Checked::Authentic(checked?));
         }
         st.reader.put_opener(o);
         if let Some(e) = failed {
             return Err(e.into());
         }
         let n = match got {
-            Read::Ended => return Err(ProtocolError::Ended.into()),
+            Read::Ended => return Ok(Checked::Ended),
             Read::Stalled(n) => n,
             Read::Full => HEADER_LEN + p.len() + TAG_LEN,
         };
         // The check is abandoned; the reader takes over.
         let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
         st.reader.envelope(outer, &core.pool, &read)?;
-        Ok(None)
+        Ok(Checked::Assembling)
     }
 
     /// Read and process what has arrived, waiting for the lock if another
@@ -733,43 +667,5 @@ impl Rx {
 
     pub(crate) fn shutdown(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::LaneKind;
-
-    fn staged(bytes: &[u8]) -> Stage {
-        let mut s = Stage::new();
-        s.buf[..bytes.len()].copy_from_slice(bytes);
-        (s.at, s.end) = (0, bytes.len());
-        s
-    }
-
-    /// A whole frame is a control frame's header (a credit's length is
-    /// bytes credited, not a payload) or a data frame's header and body.
-    #[test]
-    fn a_stage_knows_when_it_holds_a_whole_frame() {
-        let mut credit = Header::control(FrameType::Credit, 1, 0);
-        credit.len = 1 << 20;
-        assert!(staged(&credit.encode()).holds_frame());
-        let data = Header {
-            kind: LaneKind::PointToPoint,
-            len: 10,
-            ..Header::control(FrameType::Data, 1, 0)
-        };
-        let mut bytes = data.encode().to_vec();
-        assert!(!staged(&bytes[..HEADER_LEN - 1]).holds_frame());
-        bytes.extend_from_slice(&[7; 9]);
-        assert!(!staged(&bytes).holds_frame());
-        bytes.push(7);
-        assert!(staged(&bytes).holds_frame());
-        // Read from the middle of the stage, as after a frame given away.
-        let mut s = staged(&[&[0u8; 5][..], &bytes].concat());
-        s.at = 5;
-        assert!(s.holds_frame());
-        assert!(!staged(&[]).holds_frame());
     }
 }

@@ -534,3 +534,47 @@ fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
     }
     assert_eq!(big, sent[4].1);
 }
+
+/// A header that will not decode, read with a posted message, is refused
+/// in the same call, not kept staged until the peer sends again.
+#[test]
+fn a_bad_header_read_with_a_posted_message_ends_the_link_at_once() {
+    let (core, link, mut raw) = pair(Duration::from_secs(30));
+    let key = LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag: 3,
+    };
+    let good = Header {
+        ftype: FrameType::Data,
+        kind: key.kind,
+        src: 1,
+        dst: 0,
+        comm: 0,
+        tag: 3,
+        len: 8,
+        aux: 0,
+        seq: 0,
+    };
+    // Over the link's cap (1 GiB): it cannot be a frame.
+    let bad = Header {
+        len: 2 << 30,
+        ..good
+    };
+    let mut bytes = good.encode().to_vec();
+    bytes.extend_from_slice(&[5; 8]);
+    bytes.extend_from_slice(&bad.encode());
+    raw.write_all(&bytes).unwrap();
+    let mut buf = [0u8; 8];
+    let mut posted = Posted {
+        src: 1,
+        key,
+        head: &mut [],
+        body: &mut buf,
+        filled: false,
+    };
+    let ended = link.poll_into(&core, &mut posted);
+    assert!(posted.filled, "the posted message was read");
+    assert!(ended, "the bad header was kept, not refused");
+    assert_eq!(buf, [5; 8]);
+}

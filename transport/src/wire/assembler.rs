@@ -85,6 +85,11 @@ impl Assembler {
         Header::decode(&self.head, self.world, self.max_len).map(Some)
     }
 
+    /// Whether `head` decodes as a header of this stream's frames.
+    pub(crate) fn decodes(&self, head: &[u8; HEADER_LEN]) -> bool {
+        Header::decode(head, self.world, self.max_len).is_ok()
+    }
+
     /// Read `h`'s body next (`h` is a data frame just returned by
     /// [`advance`](Self::advance)).
     pub(crate) fn start_body(&mut self, h: Header, pool: &BufferPool) {
