@@ -5,7 +5,7 @@
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
-use super::stage::Stage;
+use super::stage::{read_pieces_now, Stage};
 use crate::auth::seal::{Opener, TAG_LEN};
 use crate::link::{
     heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
@@ -157,56 +157,6 @@ pub(crate) struct Rx {
     /// ([`PACED`]).
     loopback: bool,
     state: Mutex<State>,
-}
-
-/// Most pieces one direct read fills (an envelope: frame header,
-/// descriptor, payload, tag).
-const MAX_PIECES: usize = 4;
-
-/// One non-blocking read into `pieces` after their first `skip` bytes
-/// (a single `recvmsg(2)` however many pieces); `Ok(0)` is end of stream.
-pub(super) fn read_pieces_now(
-    stream: &TcpStream,
-    pieces: &mut [&mut [u8]],
-    mut skip: usize,
-) -> std::io::Result<usize> {
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_PIECES];
-    let mut count = 0;
-    for piece in pieces.iter_mut() {
-        let from = skip.min(piece.len());
-        skip -= from;
-        let rest = &mut piece[from..];
-        if rest.is_empty() {
-            continue;
-        }
-        let Some(slot) = iov.get_mut(count) else {
-            break;
-        };
-        *slot = libc::iovec {
-            iov_base: rest.as_mut_ptr().cast(),
-            iov_len: rest.len(),
-        };
-        count += 1;
-    }
-    if count == 0 {
-        return Ok(0);
-    }
-    // SAFETY: an all-zero msghdr is valid (no name, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = count;
-    // SAFETY: each of the first `count` iovecs points into a distinct,
-    // exclusively borrowed slice of its stated length, alive for the call;
-    // recvmsg(2) writes at most that many bytes into them.
-    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
 }
 
 impl Rx {

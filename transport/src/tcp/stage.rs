@@ -1,10 +1,11 @@
 //! TCP's read stage: at a frame boundary one `recvmsg` takes what has
 //! come, up to [`STAGE`] bytes, and the link's frame reader is fed from
-//! here (`rx.rs`).
+//! here (`rx.rs`); and the one non-blocking vectored read every read
+//! of the socket makes.
 
-use super::rx::read_pieces_now;
 use crate::wire::{FrameType, HEADER_LEN};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 
 /// Bytes a read at a frame boundary takes at most: a small frame's
 /// header and body, or several small frames, come in one system call
@@ -92,6 +93,56 @@ impl Stage {
             moved += self.give(&mut piece[from..]);
         }
         moved
+    }
+}
+
+/// Most pieces one direct read fills (an envelope: frame header,
+/// descriptor, payload, tag).
+const MAX_PIECES: usize = 4;
+
+/// One non-blocking read into `pieces` after their first `skip` bytes
+/// (a single `recvmsg(2)` however many pieces); `Ok(0)` is end of stream.
+pub(super) fn read_pieces_now(
+    stream: &TcpStream,
+    pieces: &mut [&mut [u8]],
+    mut skip: usize,
+) -> std::io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_PIECES];
+    let mut count = 0;
+    for piece in pieces.iter_mut() {
+        let from = skip.min(piece.len());
+        skip -= from;
+        let rest = &mut piece[from..];
+        if rest.is_empty() {
+            continue;
+        }
+        let Some(slot) = iov.get_mut(count) else {
+            break;
+        };
+        *slot = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        count += 1;
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = count;
+    // SAFETY: each of the first `count` iovecs points into a distinct,
+    // exclusively borrowed slice of its stated length, alive for the call;
+    // recvmsg(2) writes at most that many bytes into them.
+    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 
