@@ -55,6 +55,41 @@ fn frame(i: u64, len: usize) -> (Header, Payload) {
     (h, Payload::from_parts(&[&body]))
 }
 
+/// Point-to-point lane `tag` between ranks 1 and 0.
+fn p2p(tag: u64) -> LaneKey {
+    LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag,
+    }
+}
+
+/// The header of a message of `len` bytes from rank 1 on lane `p2p(tag)`.
+fn from_peer(tag: u64, len: usize) -> Header {
+    Header {
+        ftype: FrameType::Data,
+        kind: LaneKind::PointToPoint,
+        src: 1,
+        dst: 0,
+        comm: 0,
+        tag,
+        len: len as u64,
+        aux: 0,
+        seq: 0,
+    }
+}
+
+/// A receive from rank 1 on lane `p2p(tag)` posted into `body`.
+fn posted(tag: u64, body: &mut [u8]) -> Posted<'_> {
+    Posted {
+        src: 1,
+        key: p2p(tag),
+        head: &mut [],
+        body,
+        filled: false,
+    }
+}
+
 /// Frames queued beyond what the socket holds go out whole and in order
 /// as the peer reads, over many turns; the goodbye comes last.
 #[test]
@@ -379,32 +414,12 @@ fn an_unverified_envelope_keeps_only_the_links_peer_alive() {
 #[test]
 fn a_paced_direct_read_leaves_the_socket_as_it_found_it() {
     let (core, link, mut raw) = pair(Duration::from_secs(30));
-    let key = LaneKey {
-        comm: 0,
-        kind: LaneKind::PointToPoint,
-        tag: 7,
-    };
+    let key = p2p(7);
     let len = 1 << 20;
-    let header = Header {
-        ftype: FrameType::Data,
-        kind: key.kind,
-        src: 1,
-        dst: 0,
-        comm: key.comm,
-        tag: key.tag,
-        len: len as u64,
-        aux: 0,
-        seq: 0,
-    };
+    let header = from_peer(7, len);
     let body: Vec<u8> = (0..len).map(|j| (j * 7 % 251) as u8).collect();
     let read_posted = |buf: &mut [u8]| {
-        let mut posted = Posted {
-            src: 1,
-            key,
-            head: &mut [],
-            body: buf,
-            filled: false,
-        };
+        let mut posted = posted(7, buf);
         assert!(!link.poll_into(&core, &mut posted), "the link ended");
         posted.filled
     };
@@ -455,29 +470,9 @@ fn a_paced_direct_read_leaves_the_socket_as_it_found_it() {
 #[test]
 fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
     let (core, link, mut raw) = pair(Duration::from_secs(30));
-    let key = |tag| LaneKey {
-        comm: 0,
-        kind: LaneKind::PointToPoint,
-        tag,
-    };
     let message = |tag: u64, len: usize| {
-        let h = Header {
-            ftype: FrameType::Data,
-            kind: LaneKind::PointToPoint,
-            src: 1,
-            dst: 0,
-            comm: 0,
-            tag,
-            len: len as u64,
-            aux: 0,
-            seq: 0,
-        };
-        (
-            h,
-            (0..len)
-                .map(|j| (j as u64 * 13 + tag) as u8)
-                .collect::<Vec<u8>>(),
-        )
+        let body: Vec<u8> = (0..len).map(|j| (j as u64 * 13 + tag) as u8).collect();
+        (from_peer(tag, len), body)
     };
     let sent = [
         message(1, 8),
@@ -495,18 +490,12 @@ fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
     raw.write_all(&bytes).unwrap();
 
     let mut buf = vec![0u8; 100];
-    let mut posted = Posted {
-        src: 1,
-        key: key(2),
-        head: &mut [],
-        body: &mut buf,
-        filled: false,
-    };
-    assert!(!link.poll_into(&core, &mut posted), "the link ended");
-    assert!(posted.filled, "the posted message was in the first read");
+    let mut first = posted(2, &mut buf);
+    assert!(!link.poll_into(&core, &mut first), "the link ended");
+    assert!(first.filled, "the posted message was in the first read");
     assert_eq!(buf, sent[1].1);
     for i in [0, 2, 3] {
-        let got = core.inbox.try_take(1, key(sent[i].0.tag), None);
+        let got = core.inbox.try_take(1, p2p(sent[i].0.tag), None);
         let got = got.unwrap_or_else(|| panic!("message {} was left staged", sent[i].0.tag));
         assert_eq!(got.unwrap().as_ref(), &sent[i].1[..]);
     }
@@ -515,19 +504,13 @@ fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
     let mut big = vec![0u8; 40_000];
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        let mut posted = Posted {
-            src: 1,
-            key: key(5),
-            head: &mut [],
-            body: &mut big,
-            filled: false,
-        };
-        assert!(!link.poll_into(&core, &mut posted), "the link ended");
-        if posted.filled {
+        let mut last = posted(5, &mut big);
+        assert!(!link.poll_into(&core, &mut last), "the link ended");
+        if last.filled {
             break;
         }
         assert!(
-            core.inbox.try_take(1, key(5), None).is_none(),
+            core.inbox.try_take(1, p2p(5), None).is_none(),
             "the large message was assembled, not read into the posted buffers"
         );
         assert!(Instant::now() < until, "the large message never came");
@@ -540,22 +523,7 @@ fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
 #[test]
 fn a_bad_header_read_with_a_posted_message_ends_the_link_at_once() {
     let (core, link, mut raw) = pair(Duration::from_secs(30));
-    let key = LaneKey {
-        comm: 0,
-        kind: LaneKind::PointToPoint,
-        tag: 3,
-    };
-    let good = Header {
-        ftype: FrameType::Data,
-        kind: key.kind,
-        src: 1,
-        dst: 0,
-        comm: 0,
-        tag: 3,
-        len: 8,
-        aux: 0,
-        seq: 0,
-    };
+    let good = from_peer(3, 8);
     // Over the link's cap (1 GiB): it cannot be a frame.
     let bad = Header {
         len: 2 << 30,
@@ -566,13 +534,7 @@ fn a_bad_header_read_with_a_posted_message_ends_the_link_at_once() {
     bytes.extend_from_slice(&bad.encode());
     raw.write_all(&bytes).unwrap();
     let mut buf = [0u8; 8];
-    let mut posted = Posted {
-        src: 1,
-        key,
-        head: &mut [],
-        body: &mut buf,
-        filled: false,
-    };
+    let mut posted = posted(3, &mut buf);
     let ended = link.poll_into(&core, &mut posted);
     assert!(posted.filled, "the posted message was read");
     assert!(ended, "the bad header was kept, not refused");
