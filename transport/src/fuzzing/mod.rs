@@ -17,7 +17,7 @@ mod reader;
 
 pub use reader::sealed_stream;
 #[cfg(test)]
-pub(crate) use reader::{mesh_core, read_all, reader, stream};
+pub(crate) use reader::{data_only, mesh_core, read_all, reader, stream};
 
 use crate::auth::handshake;
 use crate::auth::seal::{open_record, seal_record, Opener, Protect, TAG_LEN};

@@ -62,6 +62,16 @@ fn stream_marked(frames: &[(Header, Vec<u8>)], sealed: bool) -> (Vec<u8>, Vec<us
     (bytes, starts)
 }
 
+/// The data frames of `frames` (what a reader delivers of them; control
+/// frames act inside it).
+pub(crate) fn data_only(frames: &[(Header, Vec<u8>)]) -> Vec<(Header, Vec<u8>)> {
+    frames
+        .iter()
+        .filter(|(h, _)| h.ftype == FrameType::Data)
+        .cloned()
+        .collect()
+}
+
 /// Feed `bytes` to `r` as a link would, in reads split by `seed` (a
 /// quarter as large as the reader takes, the rest 1–64 bytes).
 pub(crate) fn read_all(r: &mut Reader, core: &Core, bytes: &[u8], seed: u64) -> Read {
@@ -151,11 +161,7 @@ pub fn sealed_stream(data: &[u8]) {
     }
     // Two changes of one byte may cancel out: what differs is altered.
     let first = bytes.iter().zip(&honest).position(|(a, b)| a != b);
-    let want: Vec<_> = frames
-        .iter()
-        .filter(|(h, _)| h.ftype == FrameType::Data)
-        .cloned()
-        .collect();
+    let want = data_only(&frames);
     let (got, ended) = read_all(&mut reader(true), &core, &bytes, seed);
     assert!(
         got.len() <= want.len() && got == want[..got.len()],
@@ -169,10 +175,7 @@ pub fn sealed_stream(data: &[u8]) {
     // The envelope the first altered byte is in.
     let k = starts.partition_point(|&s| s <= at) - 1;
     if at >= starts[k] + HEADER_LEN {
-        let before = frames[..k]
-            .iter()
-            .filter(|(h, _)| h.ftype == FrameType::Data)
-            .count();
+        let before = data_only(&frames[..k]).len();
         assert!(
             got.len() <= before,
             "frames from an altered envelope on came out"

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::auth::seal::Protect;
-use crate::fuzzing::{mesh_core, reader, stream};
+use crate::fuzzing::{data_only, mesh_core, reader, stream};
 use crate::wire::HEADER_LEN;
 use crate::LaneKind;
 
@@ -53,14 +53,6 @@ fn read_all(
     let (got, ended) = crate::fuzzing::read_all(r, core, bytes, seed);
     assert!(ended?, "the stream ended inside a frame");
     Ok(got)
-}
-
-fn data_only(frames: &[(Header, Vec<u8>)]) -> Vec<(Header, Vec<u8>)> {
-    frames
-        .iter()
-        .filter(|(h, _)| h.ftype == FrameType::Data)
-        .cloned()
-        .collect()
 }
 
 #[test]

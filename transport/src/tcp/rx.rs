@@ -386,7 +386,7 @@ impl Rx {
     ) -> Read {
         let total: usize = pieces.iter().map(|p| p.len()).sum();
         // What the last read took ahead of the reader comes first.
-        let mut read = st.stage.give_pieces(pieces, 0);
+        let mut read = st.stage.give_pieces(pieces);
         if read > 0 {
             each_in(pieces, 0..read, &mut *seen);
             core.progress(self.peer, src);

@@ -63,8 +63,7 @@ impl Stage {
     /// all of its body (an envelope's, on a link with a token). Its
     /// header is not checked here; the reader checks it when fed.
     pub(super) fn holds_frame(&self) -> bool {
-        let staged = &self.buf[self.at..self.end];
-        let Some(head) = staged.first_chunk::<HEADER_LEN>() else {
+        let Some(head) = self.head() else {
             return false;
         };
         if head[0] != FrameType::Data as u8 {
@@ -72,7 +71,7 @@ impl Stage {
         }
         let mut len = [0u8; 8];
         len.copy_from_slice(&head[32..40]);
-        (staged.len() - HEADER_LEN) as u64 >= u64::from_le_bytes(len)
+        (self.end - self.at - HEADER_LEN) as u64 >= u64::from_le_bytes(len)
     }
 
     /// The staged frame header, if a whole one is staged.
@@ -80,17 +79,15 @@ impl Stage {
         self.buf[self.at..self.end].first_chunk::<HEADER_LEN>()
     }
 
-    /// Move staged bytes into `pieces` after their first `skip` bytes;
-    /// how many.
-    pub(super) fn give_pieces(&mut self, pieces: &mut [&mut [u8]], mut skip: usize) -> usize {
+    /// Move staged bytes into `pieces`, in order from their start; how
+    /// many.
+    pub(super) fn give_pieces(&mut self, pieces: &mut [&mut [u8]]) -> usize {
         let mut moved = 0;
         for piece in pieces.iter_mut() {
             if self.is_empty() {
                 break;
             }
-            let from = skip.min(piece.len());
-            skip -= from;
-            moved += self.give(&mut piece[from..]);
+            moved += self.give(piece);
         }
         moved
     }
