@@ -1,7 +1,9 @@
-//! The receive half of a TCP link: the frame assembler (`wire::Assembler`)
-//! driven off the socket without blocking, by whichever thread gets there
-//! first — the link's I/O thread when mio says the socket is readable, or
-//! an application thread waiting for a message from this peer (caller-driven progress: no hand-off between threads on a small
+//! The receive half of a TCP link: the link core's frame reader
+//! (`link::Reader`) fed off the socket, through the read stage
+//! (`stage.rs`), without blocking, by whichever thread gets there first —
+//! the link's I/O thread when mio says the socket is readable, or an
+//! application thread waiting for a message from this peer
+//! (caller-driven progress: no hand-off between threads on a small
 //! message's path). One lock serialises the drivers; nobody blocks while
 //! holding it.
 
@@ -103,9 +105,9 @@ enum Took {
 enum Checked {
     /// Read whole; this is the frame's header, authentic.
     Authentic(Header),
-    /// The bytes stopped coming, or it is not the posted message: the
-    /// reader assembles it with what was read.
-    Assembling,
+    /// The bytes stopped coming after this many, or it is not the posted
+    /// message (all of it read): the reader assembles it from them.
+    Partly(usize),
     /// The stream ended.
     Ended,
 }
@@ -366,7 +368,7 @@ impl Rx {
 
     /// Read `pieces` full from the socket for a caller waiting for them,
     /// as long as bytes keep coming; after [`DIRECT_STALL`] without a byte
-    /// it stops (the bytes read so far are then handed to the assembler).
+    /// it stops (the bytes read so far are then handed to the reader).
     /// The bytes are progress from `src` (a rank the header said, once
     /// it is trusted; the link's peer before).
     fn read_direct(&self, st: &mut State, core: &Core, src: u32, pieces: &mut [&mut [u8]]) -> Read {
@@ -475,14 +477,22 @@ impl Rx {
         } else {
             None
         };
-        let Some(opener) = opener else {
+        let Some(mut opener) = opener else {
             st.reader.envelope(outer, &core.pool, &[])?;
             return Ok(Took::Going);
         };
-        let h = match self.envelope_checked(st, core, outer, p, opener)? {
+        let (mut inner, mut tag) = ([0u8; HEADER_LEN], [0u8; TAG_LEN]);
+        let checked = self.envelope_checked(st, core, p, &mut opener, &mut inner, &mut tag);
+        st.reader.put_opener(opener);
+        let h = match checked? {
             Checked::Authentic(h) => h,
-            Checked::Assembling => return Ok(Took::Going),
             Checked::Ended => return Ok(Took::Ended),
+            Checked::Partly(n) => {
+                // The check is abandoned; the reader takes over.
+                let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
+                st.reader.envelope(outer, &core.pool, &read)?;
+                return Ok(Took::Going);
+            }
         };
         match st.reader.dispatch(core, h)? {
             Some(h) if p.wants(core, &h) => {
@@ -494,27 +504,20 @@ impl Rx {
         }
     }
 
-    /// `envelope_into`'s reading: the envelope's bytes into the posted
-    /// buffers, its tag checked as they arrive by `o`, the link's opener
-    /// (out of the reader meanwhile, and back in it however this ends).
-    /// See [`Checked`] for where it stops.
+    /// `envelope_into`'s reading: the envelope's frame header into
+    /// `inner`, its payload into the posted buffers and its tag into
+    /// `tag`, the tag checked by `o` (the link's opener, out of the reader
+    /// meanwhile) as the bytes arrive. See [`Checked`] for where it stops.
     fn envelope_checked(
         &self,
         st: &mut State,
         core: &Core,
-        outer: Header,
         p: &mut Posted<'_>,
-        mut o: Opener,
+        o: &mut Opener,
+        inner: &mut [u8; HEADER_LEN],
+        tag: &mut [u8; TAG_LEN],
     ) -> Result<Checked, ReadError> {
-        let mut inner = [0u8; HEADER_LEN];
-        let mut tag = [0u8; TAG_LEN];
-        let mut check = match o.begin() {
-            Ok(c) => c,
-            Err(e) => {
-                st.reader.put_opener(o);
-                return Err(e.into());
-            }
-        };
+        let mut check = o.begin()?;
         // Everything but the tag is covered, as it arrives.
         let covered = HEADER_LEN + p.len();
         let mut at = 0;
@@ -531,32 +534,26 @@ impl Rx {
             st,
             core,
             self.peer,
-            &mut [&mut inner, &mut *p.head, &mut *p.body, &mut tag],
+            &mut [&mut inner[..], &mut *p.head, &mut *p.body, &mut tag[..]],
             &mut see,
         );
         // Not yet authentic: it only decides whether the payload stays.
         let posted = matches!(got, Read::Full)
             && failed.is_none()
-            && Header::decode(&inner, core.world, core.max_message_bytes)
+            && Header::decode(inner, core.world, core.max_message_bytes)
                 .is_ok_and(|c| p.wants(core, &c));
         if posted {
-            let checked = check.finish(&inner, p.len(), &tag, core.world, core.max_message_bytes);
-            st.reader.put_opener(o);
-            return Ok(Checked::Authentic(checked?));
+            let h = check.finish(inner, p.len(), tag, core.world, core.max_message_bytes)?;
+            return Ok(Checked::Authentic(h));
         }
-        st.reader.put_opener(o);
         if let Some(e) = failed {
             return Err(e.into());
         }
-        let n = match got {
-            Read::Ended => return Ok(Checked::Ended),
-            Read::Stalled(n) => n,
-            Read::Full => HEADER_LEN + p.len() + TAG_LEN,
-        };
-        // The check is abandoned; the reader takes over.
-        let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
-        st.reader.envelope(outer, &core.pool, &read)?;
-        Ok(Checked::Assembling)
+        Ok(match got {
+            Read::Ended => Checked::Ended,
+            Read::Stalled(n) => Checked::Partly(n),
+            Read::Full => Checked::Partly(HEADER_LEN + p.len() + TAG_LEN),
+        })
     }
 
     /// Read and process what has arrived, waiting for the lock if another
@@ -594,7 +591,6 @@ impl Rx {
         )
     }
 
-    /// Cut the connection (both directions): the reader sees its end.
     /// The socket's low-water mark for readiness (`SO_RCVLOWAT`).
     #[cfg(test)]
     pub(crate) fn low_water(&self) -> usize {
@@ -615,6 +611,7 @@ impl Rx {
         v as usize
     }
 
+    /// Cut the connection (both directions): the reader sees its end.
     pub(crate) fn shutdown(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
