@@ -97,7 +97,7 @@ impl Reader {
 
     /// Whether frames come in envelopes.
     #[inline]
-    pub(crate) fn sealed(&self) -> bool {
+    fn sealed(&self) -> bool {
         self.opener.is_some()
     }
 
