@@ -58,7 +58,7 @@ impl ProcessGroup {
     /// Float results are bitwise identical on every rank.
     pub fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::AllReduce, buf.len(), Some(op), None)?;
         self.inner()
             .run(&call, |c, a| all_reduce::all_reduce(c, buf, op, a))
@@ -103,7 +103,7 @@ impl ProcessGroup {
     ) -> Work<B> {
         let len = buf.as_mut().len();
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::AllReduce, len, Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| all_reduce::all_reduce(c, buf.as_mut(), op, a))?;
@@ -114,7 +114,7 @@ impl ProcessGroup {
     /// Copy `root`'s `buf` into every rank's `buf`.
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<()> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Broadcast, buf.len(), None, Some(root))?;
         self.inner()
             .run(&call, |c, a| broadcast::broadcast(c, buf, root as usize, a))
@@ -123,7 +123,7 @@ impl ProcessGroup {
     /// Non-blocking [`ProcessGroup::broadcast`]; the result is the root's buffer.
     pub fn broadcast_nb<T: Element>(&self, mut buf: Vec<T>, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Broadcast, buf.len(), None, Some(root));
         self.submit(call, move |g, call| {
             g.run(call, |c, a| {
@@ -144,7 +144,7 @@ impl ProcessGroup {
             self.inner().world_times(send.len()),
             "world size × send length",
         )?;
-        let call = self.inner().begin::<T>(coll, send.len(), None, None)?;
+        let call = self.shared().begin::<T>(coll, send.len(), None, None)?;
         self.inner()
             .run(&call, |c, a| all_gather::all_gather(c, send, recv, a))
     }
@@ -152,7 +152,7 @@ impl ProcessGroup {
     /// Non-blocking [`ProcessGroup::all_gather`]; the result is `recv`.
     pub fn all_gather_nb<T: Element>(&self, send: Vec<T>) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::AllGather, send.len(), None, None);
         let world = self.inner().world as usize;
         self.submit(call, move |g, call| {
@@ -178,7 +178,7 @@ impl ProcessGroup {
             self.inner().world_times(recv.len()),
             "world size × recv length",
         )?;
-        let call = self.inner().begin::<T>(coll, recv.len(), Some(op), None)?;
+        let call = self.shared().begin::<T>(coll, recv.len(), Some(op), None)?;
         self.inner().run(&call, |c, a| {
             reduce_scatter::reduce_scatter(c, send, recv, op, a)
         })
@@ -191,7 +191,7 @@ impl ProcessGroup {
         let call = self
             .inner()
             .per_rank(coll, "send", send.len())
-            .and_then(|block| self.inner().begin::<T>(coll, block, Some(op), None));
+            .and_then(|block| self.shared().begin::<T>(coll, block, Some(op), None));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(call.desc.count as usize);
             g.run(call, |c, a| {
@@ -205,7 +205,7 @@ impl ProcessGroup {
     /// other ranks' `buf` is left unspecified (used as scratch).
     pub fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: u32) -> Result<()> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Reduce, buf.len(), Some(op), Some(root))?;
         self.inner()
             .run(&call, |c, a| reduce::reduce(c, buf, op, root as usize, a))
@@ -215,7 +215,7 @@ impl ProcessGroup {
     /// buffer at the root and unspecified elsewhere.
     pub fn reduce_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Reduce, buf.len(), Some(op), Some(root));
         self.submit(call, move |g, call| {
             g.run(call, |c, a| {
@@ -237,7 +237,7 @@ impl ProcessGroup {
             "equal to send length",
         )?;
         let block = self.inner().per_rank(coll, "send", send.len())?;
-        let call = self.inner().begin::<T>(coll, block, None, None)?;
+        let call = self.shared().begin::<T>(coll, block, None, None)?;
         self.inner()
             .run(&call, |c, a| all_to_all::all_to_all(c, send, recv, a))
     }
@@ -248,7 +248,7 @@ impl ProcessGroup {
         let call = self
             .inner()
             .per_rank(coll, "send", send.len())
-            .and_then(|block| self.inner().begin::<T>(coll, block, None, None));
+            .and_then(|block| self.shared().begin::<T>(coll, block, None, None));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(send.len());
             g.run(call, |c, a| all_to_all::all_to_all(c, &send, &mut recv, a))?;
@@ -271,7 +271,7 @@ impl ProcessGroup {
             )?;
         }
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(coll, send.len(), None, Some(root))?;
         self.inner().run(&call, |c, a| {
             gather::gather(c, send, recv, root as usize, a)
@@ -282,7 +282,7 @@ impl ProcessGroup {
     /// root and empty elsewhere.
     pub fn gather_nb<T: Element>(&self, send: Vec<T>, root: u32) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Gather, send.len(), None, Some(root));
         let n = if self.inner().is_root(root) {
             send.len() * self.inner().world as usize
@@ -312,7 +312,7 @@ impl ProcessGroup {
             )?;
         }
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(coll, recv.len(), None, Some(root))?;
         self.inner().run(&call, |c, a| {
             scatter::scatter(c, send, recv, root as usize, a)
@@ -334,7 +334,7 @@ impl ProcessGroup {
         } else {
             Ok(())
         };
-        let call = checked.and_then(|()| self.inner().begin::<T>(coll, count, None, Some(root)));
+        let call = checked.and_then(|()| self.shared().begin::<T>(coll, count, None, Some(root)));
         self.submit(call, move |g, call| {
             let mut recv = zeroed(count);
             g.run(call, |c, a| {
@@ -347,7 +347,7 @@ impl ProcessGroup {
     /// Inclusive prefix reduction: rank `r` gets ranks `0..=r` reduced.
     pub fn scan<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Scan, buf.len(), Some(op), None)?;
         self.inner()
             .run(&call, |c, a| scan::scan(c, buf, op, false, a))
@@ -356,7 +356,7 @@ impl ProcessGroup {
     /// Non-blocking [`ProcessGroup::scan`].
     pub fn scan_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::Scan, buf.len(), Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| scan::scan(c, &mut buf, op, false, a))?;
@@ -368,9 +368,9 @@ impl ProcessGroup {
     /// 0 gets the operator's identity (0 for Sum and Avg, 1 for Prod, +∞/−∞
     /// for float Min/Max, `MAX`/`MIN` for integer Min/Max).
     pub fn exclusive_scan<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        let call = self
-            .inner()
-            .begin::<T>(Collective::ExclusiveScan, buf.len(), Some(op), None)?;
+        let call =
+            self.shared()
+                .begin::<T>(Collective::ExclusiveScan, buf.len(), Some(op), None)?;
         self.inner()
             .run(&call, |c, a| scan::scan(c, buf, op, true, a))
     }
@@ -378,7 +378,7 @@ impl ProcessGroup {
     /// Non-blocking [`ProcessGroup::exclusive_scan`].
     pub fn exclusive_scan_nb<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
         let call = self
-            .inner()
+            .shared()
             .begin::<T>(Collective::ExclusiveScan, buf.len(), Some(op), None);
         self.submit(call, move |g, call| {
             g.run(call, |c, a| scan::scan(c, &mut buf, op, true, a))?;
@@ -389,14 +389,16 @@ impl ProcessGroup {
     /// Return once every rank has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
         let call = self
-            .inner()
+            .shared()
             .begin::<u8>(Collective::Barrier, 0, None, None)?;
         self.inner().run(&call, |c, a| barrier::barrier(c, a))
     }
 
     /// Non-blocking [`ProcessGroup::barrier`].
     pub fn barrier_nb(&self) -> Work<()> {
-        let call = self.inner().begin::<u8>(Collective::Barrier, 0, None, None);
+        let call = self
+            .shared()
+            .begin::<u8>(Collective::Barrier, 0, None, None);
         self.submit(call, move |g, call: &Call| {
             g.run(call, |c, a| barrier::barrier(c, a))
         })

@@ -30,7 +30,7 @@ use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Top
 use meshwork_transport::{LaneKey, LaneKind, LinkKind, Transport};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use work::Slot;
@@ -73,19 +73,51 @@ pub(crate) trait Growth: Send + Sync + std::fmt::Debug {
 
 /// What a `ProcessGroup` holds: its current communicator, which
 /// `Recovery::Shrink` replaces in place with the survivors'.
+///
+/// Every call reads the current communicator, so reading it takes no lock
+/// and no reference count: `current` points at the last of `held`, and
+/// `held` keeps every communicator the cell ever had until the cell
+/// drops. A shrink replaces it, at most once per failed member, so what
+/// `held` keeps is bounded by the world size.
 pub(crate) struct Cell {
-    current: std::sync::RwLock<Arc<GroupInner>>,
+    current: AtomicPtr<GroupInner>,
+    held: Mutex<Vec<Arc<GroupInner>>>,
     /// Held by the thread that shrinks the group after a failure.
     recovering: Mutex<()>,
 }
 
 impl Cell {
+    fn new(inner: Arc<GroupInner>) -> Cell {
+        Cell {
+            current: AtomicPtr::new(Arc::as_ptr(&inner).cast_mut()),
+            held: Mutex::new(vec![inner]),
+            recovering: Mutex::new(()),
+        }
+    }
+
+    /// The current communicator.
+    pub(crate) fn now(&self) -> &GroupInner {
+        // SAFETY: `current` always points at a communicator that an `Arc`
+        // in `held` owns, and `held` only grows until `self` drops.
+        unsafe { &*self.current.load(Ordering::Acquire) }
+    }
+
+    /// The current communicator, for a caller that keeps it.
     pub(crate) fn current(&self) -> Arc<GroupInner> {
-        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+        let ptr = self.current.load(Ordering::Acquire).cast_const();
+        // SAFETY: as in `now`: an `Arc` in `held` owns `ptr` for as long
+        // as `self` lives, so its count is above zero and may be raised.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Arc::from_raw(ptr)
+        }
     }
 
     fn replace(&self, inner: Arc<GroupInner>) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = inner;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        self.current
+            .store(Arc::as_ptr(&inner).cast_mut(), Ordering::Release);
+        held.push(inner);
     }
 }
 
@@ -344,10 +376,7 @@ impl ProcessGroup {
             rpc::Rpc::new(),
             heap::HeapSlot::default(),
         );
-        let cell = Arc::new(Cell {
-            current: std::sync::RwLock::new(Arc::clone(&inner)),
-            recovering: Mutex::new(()),
-        });
+        let cell = Arc::new(Cell::new(Arc::clone(&inner)));
         let _ = inner.cell.set(Arc::downgrade(&cell));
         ProcessGroup {
             cell,
@@ -369,7 +398,12 @@ impl ProcessGroup {
     }
 
     /// The current communicator (`Recovery::Shrink` may replace it).
-    pub(crate) fn inner(&self) -> Arc<GroupInner> {
+    pub(crate) fn inner(&self) -> &GroupInner {
+        self.cell.now()
+    }
+
+    /// The current communicator, for a caller that keeps it.
+    pub(crate) fn shared(&self) -> Arc<GroupInner> {
         self.cell.current()
     }
 
@@ -550,7 +584,7 @@ impl ProcessGroup {
         };
         let slot = Slot::new();
         let done = Arc::clone(&slot);
-        let inner = self.inner();
+        let inner = self.shared();
         let task: Job = Box::new(move || {
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&inner, &call)));
@@ -693,7 +727,7 @@ impl Drop for ProcessGroup {
     /// with its own calls may still have others' traffic to relay, so it
     /// stays until every rank has finished, or the deadline.
     fn drop(&mut self) {
-        let inner = self.inner();
+        let inner = self.shared();
         let sparse = crate::shape::shape_of(inner.topology).is_sparse();
         if sparse && !inner.shut_down.swap(true, Ordering::AcqRel) {
             self.drain_executor();

@@ -39,7 +39,7 @@ impl ProcessGroup {
         op: Option<ReduceOp>,
         root: Option<u32>,
     ) -> Result<Outside> {
-        let call = self.inner().begin::<T>(coll, count, op, root)?;
+        let call = self.shared().begin::<T>(coll, count, op, root)?;
         Ok(Outside {
             call,
             started: Instant::now(),

@@ -18,13 +18,7 @@ impl ProcessGroup {
     }
 
     /// The current communicator, checked usable and `rank` in range.
-    /// (Once per call: each look at the communicator takes a lock.)
-    fn checked(
-        &self,
-        op: &str,
-        what: &str,
-        rank: u32,
-    ) -> Result<std::sync::Arc<super::GroupInner>> {
+    fn checked(&self, op: &str, what: &str, rank: u32) -> Result<&super::GroupInner> {
         let inner = self.inner();
         if rank >= inner.world {
             return Err(Error::InvalidArgument(format!(

@@ -364,7 +364,7 @@ impl ProcessGroup {
             .unwrap_or_else(|e| e.into_inner())
             .push(comm);
         let group = ProcessGroup::over(self.links.hold(), sub, comm, self.timeout(), topology);
-        group.inner().inherit_routes(&inner);
+        group.inner().inherit_routes(inner);
         group.inherit_overrides(self);
         group.set_recovery(self.recovery());
         if let Some(e) = self.elastic.get() {
@@ -372,7 +372,7 @@ impl ProcessGroup {
         }
         if let Some(h) = inner.heap_of() {
             group.inner().attach_heap(h);
-            group.inner().inherit_mapped(&inner);
+            group.inner().inherit_mapped(inner);
         }
         Some(Arc::new(group))
     }

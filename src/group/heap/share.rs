@@ -249,7 +249,7 @@ impl ProcessGroup {
             .filter(|&r| r != me && links[r as usize] == LinkKind::SharedMemory)
             .collect();
         // Challenges first: a new region is bound to them when it is made.
-        let exchange = Exchange::challenge(self.inner(), &same_host)?;
+        let exchange = Exchange::challenge(self.shared(), &same_host)?;
         let heap = match keep {
             Some(heap) if heap.len() == bytes => Some(Arc::clone(heap)),
             _ if !same_host.is_empty() => Heap::new_shared(bytes, &exchange.binding()),

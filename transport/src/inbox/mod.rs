@@ -13,6 +13,7 @@
 mod bounds;
 mod credit;
 mod glance;
+mod stamp;
 #[cfg(test)]
 mod tests;
 
@@ -34,6 +35,7 @@ struct Peer {
     /// It said goodbye before its link ended (it left; it did not fail).
     left: bool,
     silent: bool,
+    /// A `stamp::stamp()`: at or a few ms after the moment.
     last_progress: Instant,
     received_messages: u64,
     received_bytes: u64,
@@ -296,7 +298,7 @@ impl Inbox {
             // its sender gets its credit back.
             drop(msg);
             if let Some(p) = st.peers.get_mut(src as usize) {
-                p.last_progress = Instant::now();
+                p.last_progress = stamp::stamp();
                 p.silent = false;
                 p.received_messages += 1;
                 p.received_bytes += n;
@@ -310,7 +312,7 @@ impl Inbox {
             return Ok(());
         }
         if let Some(p) = st.peers.get_mut(src as usize) {
-            p.last_progress = Instant::now();
+            p.last_progress = stamp::stamp();
             p.silent = false;
             p.received_messages += 1;
             p.received_bytes += n;
@@ -351,7 +353,7 @@ impl Inbox {
     pub(crate) fn took_direct(&self, src: u32, key: LaneKey, len: usize) {
         let mut st = self.lock();
         if let Some(p) = st.peers.get_mut(src as usize) {
-            p.last_progress = Instant::now();
+            p.last_progress = stamp::stamp();
             p.silent = false;
             p.received_messages += 1;
             p.received_bytes += len as u64;
@@ -366,7 +368,7 @@ impl Inbox {
     /// Part of a message from `src` arrived: it is making progress.
     pub(crate) fn progress(&self, src: u32) {
         if let Some(p) = self.lock().peers.get_mut(src as usize) {
-            p.last_progress = Instant::now();
+            p.last_progress = stamp::stamp();
             p.silent = false;
         }
     }
