@@ -603,7 +603,10 @@ impl Link for ShmLink {
         } else {
             self.write_all(&mut tx, &h, parts, self.bell_for(&header), core, dst)
         };
-        self.flush_queued(&mut tx, core);
+        // Frames queued meanwhile (rare: control frames, relays) are
+        // written by `leave_tx`, which must look after the writer is let
+        // go anyway; looking here too would take the queue's lock twice
+        // per message.
         drop(tx);
         self.leave_tx(core);
         sent
