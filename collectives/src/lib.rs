@@ -33,6 +33,7 @@
 //! | gather / scatter | `binomial` | ⌈log₂P⌉ | ≤ block·P/2 | `gather/mod.rs`, `scatter/mod.rs` |
 //! | scan, exclusive_scan | `hillis_steele` | ⌈log₂P⌉ | n·log₂P | `scan/mod.rs` |
 //! | barrier | `dissemination` | ⌈log₂P⌉ | 0 | `barrier/mod.rs` |
+//! | barrier | `star` (the mesh default up to 16 ranks) | 2 | worker: 8 down | `barrier/star.rs` |
 //! | star topology: all_reduce, broadcast, reduce, all_gather, reduce_scatter, scan, barrier | `star` (through rank 0, segmented) | S (+1) | worker: n up, n down | `*/star.rs` |
 //!
 //! [`select`](mod@select) picks one from (collective, P, bytes) with switch

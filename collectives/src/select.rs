@@ -311,6 +311,16 @@ pub const REDUCE_SCATTER_GATHER_MIN_BYTES: usize = 256 << 10;
 pub const ALL_GATHER_RING_MIN_BLOCK_BYTES: usize = 64 << 10;
 /// gather/scatter blocks (per rank) below this use the binomial tree.
 pub const GATHER_LINEAR_MIN_BLOCK_BYTES: usize = 32 << 10;
+/// Barriers of up to this many ranks (in a mesh) go through rank 0 (star:
+/// everyone tells rank 0, rank 0 tells everyone); larger ones take
+/// dissemination's ⌈log₂P⌉ rounds. Star costs 2α + 2(P−1)·o (o: one
+/// message's CPU at rank 0), dissemination ⌈log₂P⌉·(α + 2o); with α ≈
+/// 10·o (a LAN's latency against a message's CPU here) they meet at 16.
+/// Where ranks outnumber cores every step is a thread's wake-up, and star's
+/// one step per rank wins at every size measured: 16 ranks on 2 cores,
+/// QUIC 287 against 688 µs, shared memory 45 against 66; 32 ranks, TCP
+/// 484 against 1 379 (docs/benchmarks.md).
+pub const BARRIER_STAR_MAX_RANKS: usize = 16;
 
 /// How the ranks are linked; selection picks algorithms that suit it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -410,7 +420,13 @@ pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) 
         Collective::ReduceScatter => Algorithm::Ring,
         Collective::AllToAll => Algorithm::Pairwise,
         Collective::Scan | Collective::ExclusiveScan => Algorithm::HillisSteele,
-        Collective::Barrier => Algorithm::Dissemination,
+        Collective::Barrier => {
+            if topology == Topology::Mesh && world <= BARRIER_STAR_MAX_RANKS {
+                Algorithm::Star
+            } else {
+                Algorithm::Dissemination
+            }
+        }
     }
 }
 

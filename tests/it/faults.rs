@@ -52,6 +52,41 @@ fn a_departed_rank_is_a_disconnect_at_once() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
+/// A star barrier on 6 ranks: `gone` leaves before it; every other member,
+/// including the workers that only talk to rank 0, fails at once naming
+/// it (the coordinator's release names whom it could not hear from).
+fn star_barrier_without(gone: u32) {
+    let mut world = local(6).unwrap();
+    drop(world.remove(gone as usize));
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for g in &world {
+            s.spawn(move || {
+                g.set_algorithm("barrier", Some("star")).unwrap();
+                // A long deadline: the error must come from the departure.
+                g.set_timeout(Duration::from_secs(30));
+                let e = g.barrier().unwrap_err();
+                assert!(
+                    matches!(e, Error::PeerDisconnected { rank } if rank == gone),
+                    "rank {}: {e:?}",
+                    g.rank()
+                );
+            });
+        }
+    });
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn a_departed_worker_fails_every_member_of_a_star_barrier_at_once() {
+    star_barrier_without(3);
+}
+
+#[test]
+fn a_departed_coordinator_fails_every_member_of_a_star_barrier_at_once() {
+    star_barrier_without(0);
+}
+
 #[test]
 fn different_collectives_at_one_point_are_a_mismatch_on_both_sides() {
     let out = run_world(2, |g| {
