@@ -255,18 +255,27 @@ pub const ALL_REDUCE_HALVING_BELOW_BYTES: usize = 2 << 20;
 
 /// The smallest all_reduce payload for which recursive halving beats
 /// recursive doubling on a power-of-two `world` (`usize::MAX` for other
-/// worlds and for 2 ranks, where halving only adds a step):
+/// worlds):
 ///
 /// ```text
-/// recursive doubling: log₂P·(α + nβ)
-/// recursive halving:  2·log₂P·α + 2(P−1)/P·nβ
+/// recursive doubling: log₂P·(α + nβ + nγ)
+/// recursive halving:  2·log₂P·α + 2(P−1)/P·nβ + (P−1)/P·nγ
 /// ```
 ///
-/// so `n* = α/β · log₂P / (log₂P − 2(P−1)/P)`: 4·α/β for 4 ranks, 2.4·α/β
-/// for 8.
+/// (γ: reducing a byte). From 4 ranks the bytes decide, γ aside:
+/// `n* = α/β · log₂P / (log₂P − 2(P−1)/P)`, 4·α/β for 4 ranks, 2.4·α/β
+/// for 8. On 2 ranks both move n bytes each way and halving reduces half
+/// as much for one more step: `n* = 2α/γ`, 2·α/β with γ ≈ β, as on one
+/// host. There it also sends halves, which fit a shared-memory ring that
+/// a whole buffer overflows: 2 ranks, 1 MiB, medians of 3 runs, doubling
+/// against halving: TCP 378 against 182 µs, shared memory 176 against 46
+/// (docs/benchmarks.md).
 pub fn all_reduce_halving_min_bytes(world: usize) -> usize {
-    if world < 4 || !world.is_power_of_two() {
+    if world < 2 || !world.is_power_of_two() {
         return usize::MAX;
+    }
+    if world == 2 {
+        return (2.0 * ALPHA_OVER_BETA_BYTES) as usize;
     }
     let p = world as f64;
     let steps = f64::from(world.trailing_zeros());
@@ -483,9 +492,11 @@ mod tests {
         let p4 = all_reduce_halving_min_bytes(4);
         assert_eq!(p4, (4.0 * ALPHA_OVER_BETA_BYTES) as usize);
         assert!(all_reduce_halving_min_bytes(8) < p4);
-        for p in [1, 2, 3, 5, 6, 7, 12] {
+        for p in [1, 3, 5, 6, 7, 12] {
             assert_eq!(all_reduce_halving_min_bytes(p), usize::MAX, "{p}");
         }
+        let p2 = all_reduce_halving_min_bytes(2);
+        assert_eq!(p2, (2.0 * ALPHA_OVER_BETA_BYTES) as usize);
         let mesh = |p, n| select(Collective::AllReduce, p, n, Topology::Mesh);
         assert_eq!(mesh(4, p4 - 1), Algorithm::RecursiveDoubling);
         assert_eq!(mesh(4, p4), Algorithm::RecursiveHalving);
@@ -495,8 +506,14 @@ mod tests {
             mesh(4, ALL_REDUCE_HALVING_BELOW_BYTES),
             Algorithm::RingPipelined
         );
+        assert_eq!(mesh(2, p2 - 1), Algorithm::RecursiveDoubling);
+        assert_eq!(mesh(2, p2), Algorithm::RecursiveHalving);
+        assert_eq!(mesh(2, 1 << 20), Algorithm::RecursiveHalving);
+        assert_eq!(
+            mesh(2, ALL_REDUCE_HALVING_BELOW_BYTES),
+            Algorithm::RingPipelined
+        );
         // Other worlds keep doubling, then the ring.
-        assert_eq!(mesh(2, 1 << 20), Algorithm::RecursiveDoubling);
         assert_eq!(mesh(6, 1 << 20), Algorithm::RingPipelined);
         assert_eq!(mesh(6, 4 << 10), Algorithm::RecursiveDoubling);
     }
