@@ -355,8 +355,9 @@ impl ShmLink {
         TransportError::PeerDisconnected { rank: dst }
     }
 
-    /// Wait for room in the ring: poll a moment, then ask the reader to
-    /// ring and sleep until the I/O thread hears it.
+    /// Wait for room in the ring: poll a moment (reading the inbound ring
+    /// meanwhile), then ask the reader to ring and sleep until the I/O
+    /// thread hears it.
     fn wait_room(
         &self,
         core: &Core,
@@ -392,6 +393,11 @@ impl ShmLink {
                 return Err(TransportError::Timeout { waiting_on: dst });
             }
             if now < started + SPIN {
+                // The peer may be waiting for room too, in a send to this
+                // rank (an exchange of buffers larger than the rings):
+                // what it wrote is read now, into the inbox, so that its
+                // send ends and it comes to read this one.
+                self.read_now(core, None);
                 self.pause();
                 continue;
             }
