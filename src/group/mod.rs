@@ -1,6 +1,7 @@
 //! `ProcessGroup`: the handle through which a rank talks to its group.
 
 mod agree;
+mod cell;
 mod collectives;
 mod comm_adapter;
 mod compress;
@@ -23,6 +24,7 @@ pub use recovery::Recovery;
 pub use work::Work;
 
 use crate::error::{Error, Result};
+pub(crate) use cell::Cell;
 use comm_adapter::{CollComm, Descriptor};
 use crossbeam_channel::{Receiver, Sender};
 pub(crate) use heap::{answer_to as heap_answer_to, Heap};
@@ -30,7 +32,7 @@ use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Top
 use meshwork_transport::{LaneKey, LaneKind, LinkKind, Transport};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use work::Slot;
@@ -69,56 +71,6 @@ pub struct ProcessGroup {
 pub(crate) trait Growth: Send + Sync + std::fmt::Debug {
     /// `group`'s growth by `joiners` new processes.
     fn grow(self: Arc<Self>, group: &ProcessGroup, joiners: u32) -> Result<Arc<ProcessGroup>>;
-}
-
-/// What a `ProcessGroup` holds: its current communicator, which
-/// `Recovery::Shrink` replaces in place with the survivors'.
-///
-/// Every call reads the current communicator, so reading it takes no lock
-/// and no reference count: `current` points at the last of `held`, and
-/// `held` keeps every communicator the cell ever had until the cell
-/// drops. A shrink replaces it, at most once per failed member, so what
-/// `held` keeps is bounded by the world size.
-pub(crate) struct Cell {
-    current: AtomicPtr<GroupInner>,
-    held: Mutex<Vec<Arc<GroupInner>>>,
-    /// Held by the thread that shrinks the group after a failure.
-    recovering: Mutex<()>,
-}
-
-impl Cell {
-    fn new(inner: Arc<GroupInner>) -> Cell {
-        Cell {
-            current: AtomicPtr::new(Arc::as_ptr(&inner).cast_mut()),
-            held: Mutex::new(vec![inner]),
-            recovering: Mutex::new(()),
-        }
-    }
-
-    /// The current communicator.
-    pub(crate) fn now(&self) -> &GroupInner {
-        // SAFETY: `current` always points at a communicator that an `Arc`
-        // in `held` owns, and `held` only grows until `self` drops.
-        unsafe { &*self.current.load(Ordering::Acquire) }
-    }
-
-    /// The current communicator, for a caller that keeps it.
-    pub(crate) fn current(&self) -> Arc<GroupInner> {
-        let ptr = self.current.load(Ordering::Acquire).cast_const();
-        // SAFETY: as in `now`: an `Arc` in `held` owns `ptr` for as long
-        // as `self` lives, so its count is above zero and may be raised.
-        unsafe {
-            Arc::increment_strong_count(ptr);
-            Arc::from_raw(ptr)
-        }
-    }
-
-    fn replace(&self, inner: Arc<GroupInner>) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        self.current
-            .store(Arc::as_ptr(&inner).cast_mut(), Ordering::Release);
-        held.push(inner);
-    }
 }
 
 pub(crate) struct GroupInner {
