@@ -60,19 +60,19 @@ fn call(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork:
         "all_reduce" => g.all_reduce(a, ReduceOp::Sum),
         "broadcast" => g.broadcast(a, 0),
         "all_gather" => {
-            let block = a.len() / world() as usize;
-            g.all_gather(&a[..block], &mut b[..block * world() as usize])
+            let block = a.len() / g.world_size() as usize;
+            g.all_gather(&a[..block], &mut b[..block * g.world_size() as usize])
         }
         "reduce_scatter" => {
-            let block = a.len() / world() as usize;
+            let block = a.len() / g.world_size() as usize;
             g.reduce_scatter(
-                &a[..block * world() as usize],
+                &a[..block * g.world_size() as usize],
                 &mut b[..block],
                 ReduceOp::Sum,
             )
         }
         "all_to_all" => {
-            let n = a.len() / world() as usize * world() as usize;
+            let n = a.len() / g.world_size() as usize * g.world_size() as usize;
             g.all_to_all(&a[..n], &mut b[..n])
         }
         _ => g.barrier(),
@@ -80,7 +80,7 @@ fn call(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork:
 }
 
 fn wrong(g: &ProcessGroup, coll: &str, a: &mut [f32], b: &mut [f32]) -> meshwork::Result<u64> {
-    let (r, p) = (g.rank() as usize, world() as usize);
+    let (r, p) = (g.rank() as usize, g.world_size() as usize);
     for (i, x) in a.iter_mut().enumerate() {
         *x = val(r, i);
     }
