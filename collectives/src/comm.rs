@@ -33,6 +33,12 @@ pub trait Comm {
     fn send(&mut self, to: usize, data: &[u8]) -> Result<(), Self::Error>;
     /// The next message from `from`, which must be `len` bytes long.
     fn recv(&mut self, from: usize, len: usize) -> Result<Self::Buf, Self::Error>;
+    /// Whether `rank` is known gone (left or failed): a receive from it
+    /// fails at once. By default nothing is known.
+    fn is_gone(&self, rank: usize) -> bool {
+        let _ = rank;
+        false
+    }
     /// The next message from `from`, into `dst` (it must be `dst.len()`
     /// bytes long). A transport may read it there directly; by default it
     /// is received and copied.

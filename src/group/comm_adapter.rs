@@ -266,6 +266,10 @@ impl Comm for CollComm<'_> {
         Ok(msg)
     }
 
+    fn is_gone(&self, rank: usize) -> bool {
+        u32::try_from(rank).is_ok_and(|r| self.transport().is_gone(r))
+    }
+
     fn recv_into_bytes(&mut self, from: usize, dst: &mut [u8]) -> Result<(), Error> {
         let mut head = [0u8; HEADER_LEN];
         let got =

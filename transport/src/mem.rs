@@ -153,6 +153,10 @@ impl Transport for MemTransport {
         self.own().recv_any(key, timeout)
     }
 
+    fn is_gone(&self, rank: u32) -> bool {
+        self.own().is_gone(rank)
+    }
+
     fn revoke(&self, comm: u64) {
         for inbox in &self.hub.inboxes {
             inbox.revoke(comm);

@@ -2,14 +2,15 @@
 //! coordinator releases them all once everyone has. Two hops, `2(P−1)`
 //! messages, all on star edges.
 //!
-//! A release is 8 bytes: `0` when everyone arrived; otherwise the worker
-//! whose arrival the coordinator could not receive (gone, or silent for
-//! the deadline). A worker released that way waits on that rank itself,
-//! so its barrier ends with its own transport's word on it: at once when
-//! the rank is known gone, a timeout naming it otherwise. Without this,
-//! one worker's departure would be the coordinator's error alone, and
-//! every other worker would wait out its deadline on a coordinator that
-//! is alive.
+//! A release is 8 bytes: `0` when everyone arrived; otherwise a worker
+//! that rank 0 could not hear from because it is gone (left or failed). A
+//! worker released that way waits on that rank itself, so its barrier ends
+//! with its own transport's word on it: at once, the rank being gone.
+//! Without this, one worker's departure would be rank 0's error alone, and
+//! every other worker would wait out its deadline on a rank 0 that is
+//! alive. A worker that is merely silent gets no such release: the others
+//! time out on their own deadline, as in any collective, and the
+//! transport's notices cover a rank it knows failed.
 
 use crate::comm::Comm;
 
@@ -27,15 +28,17 @@ pub fn barrier_star<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
                 break;
             }
         }
-        let Some((gone, e)) = missing else {
+        let Some((unheard, e)) = missing else {
             for w in 1..p {
                 comm.send(w, &ALL_ARRIVED.to_le_bytes())?;
             }
             return Ok(());
         };
-        // Best effort: the barrier has failed here whatever these do.
-        for w in (1..p).filter(|&w| w != gone) {
-            let _ = comm.send(w, &(gone as u64).to_le_bytes());
+        if comm.is_gone(unheard) {
+            // Best effort: the barrier has failed here whatever these do.
+            for w in (1..p).filter(|&w| w != unheard) {
+                let _ = comm.send(w, &(unheard as u64).to_le_bytes());
+            }
         }
         return Err(e);
     }
@@ -45,14 +48,15 @@ pub fn barrier_star<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
     if word == ALL_ARRIVED {
         return Ok(());
     }
-    // A rank the coordinator did not hear from; anything else from it is
-    // not a release either, so this waits on the coordinator again.
+    // A rank gone before it arrived; anything else from rank 0 is not a
+    // release either, so this waits on rank 0 again.
     let suspect = usize::try_from(word)
         .ok()
         .filter(|&w| w < p && w != me)
         .unwrap_or(0);
     // Nobody sends to a worker in a star barrier, so this ends in the
-    // suspect's error; a message that came anyway changes nothing.
+    // suspect's error (at once if it is gone; a deadline if rank 0 named a
+    // rank that is not); a message that came anyway changes nothing.
     loop {
         comm.recv(suspect, 0)?;
     }
