@@ -11,8 +11,11 @@ use std::sync::{Arc, Mutex};
 /// Every call reads the current communicator, so reading it takes no lock
 /// and no reference count: `current` points at the last of `held`, and
 /// `held` keeps every communicator the cell ever had until the cell
-/// drops. A shrink replaces it, at most once per failed member, so what
-/// `held` keeps is bounded by the world size.
+/// drops (a call may still be running on an earlier one, through a plain
+/// reference). It grows by one per replacement: a shrink after a failure,
+/// or, under `Recovery::Shrink`, a revocation that found none. Each is a
+/// few hundred bytes beside what the communicator shares with the next
+/// (its transport, its links).
 pub(crate) struct Cell {
     current: AtomicPtr<GroupInner>,
     held: Mutex<Vec<Arc<GroupInner>>>,
@@ -49,8 +52,8 @@ impl Cell {
 
     pub(super) fn replace(&self, inner: Arc<GroupInner>) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        self.current
-            .store(Arc::as_ptr(&inner).cast_mut(), Ordering::Release);
+        let ptr = Arc::as_ptr(&inner).cast_mut();
         held.push(inner);
+        self.current.store(ptr, Ordering::Release);
     }
 }

@@ -29,10 +29,11 @@ pub fn barrier_star<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
             }
         }
         let Some((unheard, e)) = missing else {
-            for w in 1..p {
-                comm.send(w, &ALL_ARRIVED.to_le_bytes())?;
-            }
-            return Ok(());
+            // Every worker is released, whichever sends fail.
+            let sent: Vec<_> = (1..p)
+                .map(|w| comm.send(w, &ALL_ARRIVED.to_le_bytes()))
+                .collect();
+            return sent.into_iter().collect();
         };
         if comm.is_gone(unheard) {
             // Best effort: the barrier has failed here whatever these do.
@@ -50,14 +51,16 @@ pub fn barrier_star<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
     }
     // A rank gone before it arrived; anything else from rank 0 is not a
     // release either, so this waits on rank 0 again.
-    let suspect = usize::try_from(word)
+    let mut suspect = usize::try_from(word)
         .ok()
         .filter(|&w| w < p && w != me)
         .unwrap_or(0);
     // Nobody sends to a worker in a star barrier, so this ends in the
     // suspect's error (at once if it is gone; a deadline if rank 0 named a
-    // rank that is not); a message that came anyway changes nothing.
+    // rank that is not). A message that came anyway is no release: the
+    // wait goes back to rank 0, which sends nothing more in this call.
     loop {
         comm.recv(suspect, 0)?;
+        suspect = 0;
     }
 }

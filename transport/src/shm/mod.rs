@@ -609,10 +609,7 @@ impl Link for ShmLink {
         } else {
             self.write_all(&mut tx, &h, parts, self.bell_for(&header), core, dst)
         };
-        // Frames queued meanwhile (rare: control frames, relays) are
-        // written by `leave_tx`, which must look after the writer is let
-        // go anyway; looking here too would take the queue's lock twice
-        // per message.
+        self.flush_queued(&mut tx, core);
         drop(tx);
         self.leave_tx(core);
         sent
