@@ -472,7 +472,7 @@ impl ShmLink {
         let Some(p) = rx.pending.as_mut() else {
             return Ok(None);
         };
-        let n = self.inn.read(&mut rx.tail, &mut p.desc[p.have..])?;
+        let n = self.inn.read(&mut rx.cursor, &mut p.desc[p.have..])?;
         if n > 0 {
             self.freed();
         }

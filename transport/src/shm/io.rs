@@ -68,10 +68,9 @@ impl ShmLink {
             }
             self.wake_room();
             // Asleep from here: a writer that publishes rings.
-            let tail = self.inn.tail_hint();
-            let unread = self.inn.set_asleep(true, tail);
+            let unread = self.inn.set_asleep(true);
             if unread && self.rx.try_lock().is_ok() {
-                self.inn.set_asleep(false, tail);
+                self.inn.set_asleep(false);
                 continue;
             }
             // Work left to another thread (a reader holding the ring, a
@@ -88,7 +87,7 @@ impl ShmLink {
                     return;
                 }
             }
-            self.inn.set_asleep(false, tail);
+            self.inn.set_asleep(false);
         }
     }
 }

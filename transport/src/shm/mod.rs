@@ -108,9 +108,9 @@ pub(crate) fn upgrade(
 #[derive(Debug)]
 struct Rx {
     reader: Reader,
-    /// Bytes read from the ring (the ring's own word is the peer's to
-    /// corrupt; this one is not).
-    tail: u64,
+    /// Where in the ring it reads (the ring's own words are the peer's
+    /// to corrupt; this is not).
+    cursor: ring::Cursor,
     /// A single-copy message's descriptor, part read.
     pending: Option<copy::Pending>,
     ended: bool,
@@ -218,7 +218,7 @@ impl ShmLink {
             single_copies: AtomicU64::new(0),
             rx: Mutex::new(Rx {
                 reader: Reader::new(p.peer, core.world, core.max_message_bytes, None),
-                tail: 0,
+                cursor: ring::Cursor::default(),
                 pending: None,
                 ended: false,
             }),
@@ -665,8 +665,7 @@ impl Link for ShmLink {
     }
 
     fn caller_polls(&self, _core: &Core, on: bool, _want_len: Option<usize>) {
-        let tail = self.inn.tail_hint();
-        if self.inn.caller_reads(on, tail) {
+        if self.inn.caller_reads(on) {
             // A writer that saw a caller reading rang no bell: what came
             // meanwhile is read now, or by the I/O thread.
             self.wake_io();
@@ -685,7 +684,7 @@ impl Link for ShmLink {
     }
 
     fn want(&self, kind: LaneKind, on: bool) -> bool {
-        self.inn.want(kind as usize, on, self.inn.tail_hint())
+        self.inn.want(kind as usize, on)
     }
 
     /// Reading the ring costs a load, not a system call, and parking costs

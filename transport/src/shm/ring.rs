@@ -9,7 +9,7 @@
 //! assembler.
 //!
 //! The first page holds the control words, each on a cache line of its
-//! own: `head` (bytes written, the producer's), `tail` (bytes read, the
+//! own: `salt` (the creator's, see below), `tail` (bytes read, the
 //! consumer's), `asleep` (the consumer's I/O thread waits for a doorbell),
 //! `callers` (threads of the consumer's process are reading the ring
 //! themselves: no doorbell needed), `wanted` (per lane kind, threads of the
@@ -37,7 +37,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a meshwork ring segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"mwshrng2");
+const MAGIC: u64 = u64::from_le_bytes(*b"mwshrng3");
 /// Where the data starts: the control words' page.
 const DATA_AT: usize = 4096;
 /// Smallest and largest ring this side accepts from a peer.
@@ -53,7 +53,7 @@ struct Line<T>(T);
 struct Control {
     magic: Line<AtomicU64>,
     capacity: Line<AtomicU64>,
-    head: Line<AtomicU64>,
+    salt: Line<AtomicU64>,
     tail: Line<AtomicU64>,
     asleep: Line<AtomicU32>,
     callers: Line<AtomicU32>,
@@ -64,6 +64,27 @@ struct Control {
 
 /// Lane kinds a consumer may wait for (`LaneKind as u8` indexes them).
 pub(crate) const KINDS: usize = 4;
+
+/// Where records start: a cache line each, so that a small one is one.
+const LINE: u64 = 64;
+/// A record's mark and length words, before its bytes.
+const RECORD: u64 = 16;
+/// No record open (the producer's), or the consumer is inside one (its
+/// hint).
+const NONE: u64 = u64::MAX;
+
+fn line_up(at: u64) -> u64 {
+    at.wrapping_add(LINE - 1) & !(LINE - 1)
+}
+
+/// The consumer's place in the ring: the next byte it reads (its own
+/// count, never the peer's word), and how many bytes of the record that
+/// byte lies in are left (0: the next record starts at the next line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    at: u64,
+    left: u64,
+}
 
 const _: () = assert!(std::mem::size_of::<Control>() <= DATA_AT);
 
@@ -85,6 +106,15 @@ pub(crate) struct Segment {
     /// no look at the line the consumer writes on every read, which would
     /// move that line between cores once per message.
     seen_tail: AtomicU64,
+    /// What marks mix with positions: the creator's (the consumer's) own
+    /// copy, or the producer's copy of the control word, read once.
+    salt: u64,
+    /// The producer's: where the record being written starts ([`NONE`]:
+    /// none is).
+    open: AtomicU64,
+    /// The consumer's, for threads without the reader: where the next
+    /// record starts, or [`NONE`] while the reader is inside one.
+    hint: AtomicU64,
 }
 
 // SAFETY: the mapping is plain shared memory; every access to it goes
@@ -112,8 +142,11 @@ impl Segment {
         assert!(capacity.is_power_of_two() && capacity >= MIN_CAPACITY);
         let len = DATA_AT + capacity;
         let fd = region::create_region(Kind::Ring, len, binding)?;
-        let mut seg = map(&fd, len, capacity)?;
+        let mut salt = [0u8; 8];
+        getrandom::getrandom(&mut salt).map_err(|e| io::Error::other(e.to_string()))?;
+        let mut seg = map(&fd, len, capacity, u64::from_le_bytes(salt))?;
         seg.offered = Some(fd);
+        seg.control().salt.0.store(seg.salt, Ordering::Relaxed);
         seg.control()
             .capacity
             .0
@@ -132,13 +165,14 @@ impl Segment {
         }
         let len = DATA_AT + capacity;
         let fd = region::open_region(owner, Kind::Ring, len, binding)?;
-        let seg = map(&fd, len, capacity)?;
+        let mut seg = map(&fd, len, capacity, 0)?;
         let c = seg.control();
         if c.magic.0.load(Ordering::Acquire) != MAGIC
             || c.capacity.0.load(Ordering::Relaxed) != capacity as u64
         {
             return Err(bad("not a meshwork ring of the announced capacity"));
         }
+        seg.salt = c.salt.0.load(Ordering::Relaxed);
         Ok(seg)
     }
 
@@ -160,71 +194,153 @@ impl Segment {
         unsafe { &*self.base.as_ptr().cast::<Control>() }
     }
 
-    /// Bytes readable at the consumer's `tail`.
-    pub(crate) fn readable(&self, tail: u64) -> Result<usize, Corrupt> {
-        let head = self.control().head.0.load(Ordering::Acquire);
-        let n = head.wrapping_sub(tail);
-        if n > self.capacity as u64 {
-            return Err(Corrupt);
-        }
-        Ok(n as usize)
+    /// The word at `at` (a multiple of 8) of the data area.
+    fn word(&self, at: u64) -> &AtomicU64 {
+        let off = (at as usize) & (self.capacity - 1);
+        // SAFETY: `off` is a multiple of 8 below `capacity` (itself a
+        // multiple of 64), so the word lies inside the data area, which
+        // starts on a page; an atomic accepts any bit pattern, and the
+        // peer's concurrent writes are expected.
+        unsafe { &*self.data().add(off).cast::<AtomicU64>() }
     }
 
-    /// Copy up to `dst.len()` readable bytes at `*tail` out of the ring
-    /// and free their room; how many.
-    pub(crate) fn read(&self, tail: &mut u64, dst: &mut [u8]) -> Result<usize, Corrupt> {
-        let n = self.readable(*tail)?.min(dst.len());
-        if n == 0 {
-            return Ok(0);
+    fn mark(&self, at: u64) -> u64 {
+        self.salt ^ at
+    }
+
+    /// The length of the record starting at `at` (a line's start), or
+    /// `None` if none has been published there yet.
+    fn record_at(&self, at: u64) -> Result<Option<u64>, Corrupt> {
+        if self.word(at).load(Ordering::SeqCst) != self.mark(at) {
+            return Ok(None);
         }
-        self.copy_out(*tail, &mut dst[..n]);
-        *tail = tail.wrapping_add(n as u64);
-        self.control().tail.0.store(*tail, Ordering::SeqCst);
+        let len = self.word(at + 8).load(Ordering::Relaxed);
+        if len == 0 || len > self.capacity as u64 - RECORD {
+            return Err(Corrupt);
+        }
+        Ok(Some(len))
+    }
+
+    /// Whether anything is published that the consumer has not read (for
+    /// threads that do not hold the reader: it may answer `true` for
+    /// bytes read meanwhile, never `false` for bytes there before it
+    /// asked).
+    pub(crate) fn has_unread(&self) -> Result<bool, Corrupt> {
+        match self.hint.load(Ordering::SeqCst) {
+            NONE => Ok(true),
+            next => self.record_at(next).map(|r| r.is_some()),
+        }
+    }
+
+    /// Copy up to `dst.len()` published bytes at `cur` out of the ring
+    /// and free their room; how many.
+    pub(crate) fn read(&self, cur: &mut Cursor, dst: &mut [u8]) -> Result<usize, Corrupt> {
+        let mut n = 0;
+        while n < dst.len() {
+            if cur.left == 0 {
+                let at = line_up(cur.at);
+                let Some(len) = self.record_at(at)? else {
+                    break;
+                };
+                cur.at = at + RECORD;
+                cur.left = len;
+            }
+            let take = (cur.left as usize).min(dst.len() - n);
+            self.copy_out(cur.at, &mut dst[n..n + take]);
+            cur.at = cur.at.wrapping_add(take as u64);
+            cur.left -= take as u64;
+            n += take;
+        }
+        if n > 0 {
+            // The hint moves before the room is freed: the producer cannot
+            // reuse the line it names before it names the next.
+            let next = if cur.left > 0 { NONE } else { line_up(cur.at) };
+            self.hint.store(next, Ordering::SeqCst);
+            self.control().tail.0.store(cur.at, Ordering::SeqCst);
+        }
         Ok(n)
     }
 
-    /// Room for the producer at its own `head`.
-    pub(crate) fn room(&self, head: u64) -> Result<usize, Corrupt> {
+    /// The end of the room the consumer has freed (its `tail` plus the
+    /// capacity), looked up again only if `need` bytes from `from` do not
+    /// fit in what the producer already knows of.
+    fn limit(&self, head: u64, from: u64, need: u64) -> Result<u64, Corrupt> {
+        let cap = self.capacity as u64;
+        let known = self.seen_tail.load(Ordering::Relaxed).wrapping_add(cap);
+        if known.wrapping_sub(from) >= need && known.wrapping_sub(from) <= cap {
+            return Ok(known);
+        }
         let tail = self.control().tail.0.load(Ordering::Acquire);
-        let used = head.wrapping_sub(tail);
-        if used > self.capacity as u64 {
+        if head.wrapping_sub(tail) > cap {
             return Err(Corrupt);
         }
-        Ok(self.capacity - used as usize)
+        self.seen_tail.store(tail, Ordering::Relaxed);
+        Ok(tail.wrapping_add(cap))
+    }
+
+    /// Where the producer's next byte goes: after `head` in the record it
+    /// writes, or after the words of a new record on the next line.
+    fn next_byte(&self, head: u64) -> u64 {
+        if self.open.load(Ordering::Relaxed) == NONE {
+            line_up(head) + RECORD
+        } else {
+            head
+        }
+    }
+
+    /// Bytes the producer can write at its own `head` now.
+    pub(crate) fn room(&self, head: u64) -> Result<usize, Corrupt> {
+        let from = self.next_byte(head);
+        let limit = self.limit(head, from, u64::MAX)?;
+        Ok(usize::try_from(limit.saturating_sub(from)).unwrap_or(usize::MAX))
     }
 
     /// Copy as much of `src` as there is room for at `*head`; how much.
     /// Not visible to the consumer before [`publish`](Self::publish).
     /// Only the producer writes (one thread at a time).
     pub(crate) fn write(&self, head: &mut u64, src: &[u8]) -> Result<usize, Corrupt> {
+        if src.is_empty() {
+            return Ok(0);
+        }
+        let from = self.next_byte(*head);
         // Room the consumer had freed when last looked at is still there
         // (it only grows); the consumer's word is read again only when that
         // is not enough.
-        let seen = self.seen_tail.load(Ordering::Relaxed);
-        let known = self.capacity as u64 - head.wrapping_sub(seen).min(self.capacity as u64);
-        let room = if known as usize >= src.len() {
-            known as usize
-        } else {
-            let room = self.room(*head)?;
-            self.seen_tail.store(
-                head.wrapping_sub((self.capacity - room) as u64),
-                Ordering::Relaxed,
-            );
-            room
-        };
-        let n = room.min(src.len());
-        self.copy_in(*head, &src[..n]);
-        *head = head.wrapping_add(n as u64);
+        let limit = self.limit(*head, from, src.len() as u64)?;
+        let n = usize::try_from(limit.saturating_sub(from))
+            .unwrap_or(usize::MAX)
+            .min(src.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        if self.open.load(Ordering::Relaxed) == NONE {
+            self.open.store(from - RECORD, Ordering::Relaxed);
+        }
+        self.copy_in(from, &src[..n]);
+        *head = from + n as u64;
         Ok(n)
     }
 
-    /// Make what was written up to `head` readable. Returns whether the
+    /// Make what was written up to `head` readable (the record open, if
+    /// any, is closed: its length, then its mark). Returns whether the
     /// consumer must be woken: its I/O thread sleeps, none of its threads
     /// reads the ring, and the bytes are `urgent` (`None`) or of a lane
     /// kind a thread of its waits for (`Some(kind)`).
     pub(crate) fn publish(&self, head: u64, kind: Option<usize>) -> bool {
+        // Only the producer's one writer touches `open`: no
+        // read-modify-write needed.
+        let open = self.open.load(Ordering::Relaxed);
+        if open == NONE {
+            // Nothing new: the last record's mark was stored before this
+            // looks at who sleeps.
+            std::sync::atomic::fence(Ordering::SeqCst);
+        } else {
+            self.open.store(NONE, Ordering::Relaxed);
+            self.word(open + 8)
+                .store(head - open - RECORD, Ordering::Relaxed);
+            self.word(open).store(self.mark(open), Ordering::SeqCst);
+        }
         let c = self.control();
-        c.head.0.store(head, Ordering::SeqCst);
         let needed = match kind {
             None => true,
             Some(k) => c
@@ -243,13 +359,13 @@ impl Segment {
     /// lane kind `kind` (`true`), or is done waiting. Parking, returns
     /// whether there is something to read first (a producer that saw
     /// nobody waiting rang no bell).
-    pub(crate) fn want(&self, kind: usize, on: bool, tail: u64) -> bool {
+    pub(crate) fn want(&self, kind: usize, on: bool) -> bool {
         let Some(w) = self.control().wanted.0.get(kind) else {
             return false;
         };
         if on {
             w.fetch_add(1, Ordering::SeqCst);
-            return self.readable(tail).map_or(true, |n| n > 0);
+            return self.has_unread().unwrap_or(true);
         }
         let _ = w.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         false
@@ -272,18 +388,18 @@ impl Segment {
     /// The consumer's I/O thread is about to sleep (`true`) or woke.
     /// Going to sleep, returns whether there is something to read after
     /// all (then it must not sleep).
-    pub(crate) fn set_asleep(&self, on: bool, tail: u64) -> bool {
+    pub(crate) fn set_asleep(&self, on: bool) -> bool {
         self.control()
             .asleep
             .0
             .store(u32::from(on), Ordering::SeqCst);
-        on && self.readable(tail).map_or(true, |n| n > 0)
+        on && self.has_unread().unwrap_or(true)
     }
 
     /// A thread of the consumer's process starts (`true`) or stops reading
     /// the ring itself. Stopping, returns whether there is something to
     /// read (a producer that saw it reading rang no bell).
-    pub(crate) fn caller_reads(&self, on: bool, tail: u64) -> bool {
+    pub(crate) fn caller_reads(&self, on: bool) -> bool {
         let c = &self.control().callers.0;
         if on {
             c.fetch_add(1, Ordering::SeqCst);
@@ -291,7 +407,7 @@ impl Segment {
         }
         // Never below zero, whatever the peer wrote.
         let _ = c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        self.readable(tail).map_or(true, |n| n > 0)
+        self.has_unread().unwrap_or(true)
     }
 
     /// The producer offers message `ticket` for a single copy (before it
@@ -323,12 +439,6 @@ impl Segment {
                 Ordering::SeqCst,
             )
             .is_ok()
-    }
-
-    /// The consumer's position as last stored (a hint for whoever does
-    /// not hold the reader's own).
-    pub(crate) fn tail_hint(&self) -> u64 {
-        self.control().tail.0.load(Ordering::Acquire)
     }
 
     fn data(&self) -> *mut u8 {
@@ -392,13 +502,16 @@ fn copy_word(ticket: u64, state: CopyState) -> u64 {
     ticket << 2 | state as u64
 }
 
-fn map(fd: &OwnedFd, len: usize, capacity: usize) -> io::Result<Segment> {
+fn map(fd: &OwnedFd, len: usize, capacity: usize, salt: u64) -> io::Result<Segment> {
     Ok(Segment {
         base: super::region::map_shared(fd, len)?,
         len,
         capacity,
         offered: None,
         seen_tail: AtomicU64::new(0),
+        salt,
+        open: AtomicU64::new(NONE),
+        hint: AtomicU64::new(0),
     })
 }
 
@@ -426,19 +539,67 @@ mod tests {
     fn bytes_wrap_around_the_end_of_the_ring() {
         let (mut a, b) = pair();
         a.withdraw();
-        let (mut head, mut tail) = (0u64, 0u64);
-        // Step through every offset class of a wrap: writes of a prime
-        // length never line up with the end.
+        let (mut head, mut cur) = (0u64, Cursor::default());
+        // Step through every offset class of a wrap: records of a prime
+        // length never line up with the end, and are read in pieces of
+        // another prime.
         let msg: Vec<u8> = (0..7919u32).map(|i| (i * 31 % 251) as u8).collect();
         for round in 0..100 {
             let n = b.write(&mut head, &msg).expect("write");
             assert_eq!(n, msg.len(), "room in round {round}");
             b.publish(head, None);
             let mut got = vec![0u8; msg.len()];
-            assert_eq!(a.read(&mut tail, &mut got), Ok(msg.len()));
+            let mut have = 0;
+            while have < got.len() {
+                let end = (have + 997).min(got.len());
+                let n = a.read(&mut cur, &mut got[have..end]).expect("read");
+                assert!(n > 0, "round {round}: published bytes unread");
+                have += n;
+            }
             assert_eq!(got, msg, "round {round}");
         }
-        assert_eq!(a.readable(tail), Ok(0));
+        assert_eq!(a.has_unread(), Ok(false));
+        assert_eq!(a.read(&mut cur, &mut [0u8; 8]), Ok(0));
+    }
+
+    #[test]
+    fn a_read_runs_on_across_records_and_stops_at_one_unpublished() {
+        let (a, b) = pair();
+        let (mut head, mut cur) = (0u64, Cursor::default());
+        for piece in [&b"one"[..], b"two", b"three"] {
+            b.write(&mut head, piece).expect("write");
+            b.publish(head, None);
+        }
+        // Written, not published: not there yet.
+        b.write(&mut head, b"four").expect("write");
+        let mut got = [0u8; 64];
+        assert_eq!(a.read(&mut cur, &mut got), Ok(11));
+        assert_eq!(&got[..11], b"onetwothree");
+        assert_eq!(a.has_unread(), Ok(false));
+        b.publish(head, None);
+        assert_eq!(a.has_unread(), Ok(true));
+        assert_eq!(a.read(&mut cur, &mut got[..2]), Ok(2));
+        assert_eq!(a.has_unread(), Ok(true), "inside a record");
+        assert_eq!(a.read(&mut cur, &mut got[2..]), Ok(2));
+        assert_eq!(&got[..4], b"four");
+    }
+
+    #[test]
+    fn a_small_frame_is_one_cache_line() {
+        let (a, b) = pair();
+        let mut head = 0;
+        // A 40-byte header and an 8-byte payload: mark, length and bytes
+        // fill the line, and the next record starts on the next.
+        b.write(&mut head, &[1u8; 40]).expect("header");
+        b.write(&mut head, &[2u8; 8]).expect("payload");
+        b.publish(head, None);
+        assert_eq!(head, LINE);
+        b.write(&mut head, &[3u8; 1]).expect("next");
+        assert_eq!(head, LINE + RECORD + 1);
+        b.publish(head, None);
+        let mut got = [0u8; 49];
+        assert_eq!(a.read(&mut Cursor::default(), &mut got), Ok(49));
+        assert_eq!(got[48], 3);
     }
 
     #[test]
@@ -446,51 +607,61 @@ mod tests {
         let (a, b) = pair();
         let mut head = 0;
         let big = vec![7u8; MIN_CAPACITY + 10];
-        assert_eq!(b.write(&mut head, &big), Ok(MIN_CAPACITY));
+        let first = MIN_CAPACITY - RECORD as usize;
+        assert_eq!(b.write(&mut head, &big), Ok(first));
         assert_eq!(b.write(&mut head, &big), Ok(0));
         b.publish(head, None);
-        let mut tail = 0;
+        let mut cur = Cursor::default();
         let mut out = vec![0u8; 100];
-        assert_eq!(a.read(&mut tail, &mut out), Ok(100));
+        assert_eq!(a.read(&mut cur, &mut out), Ok(100));
+        // Freed: the record's words and 100 bytes; the next record's
+        // words go where the first's were.
         assert_eq!(b.room(head), Ok(100));
         // The producer's own idea of the room (from the tail it saw when
         // the ring filled) was none: it looks again, and takes exactly the
-        // 100 bytes freed, no more.
+        // room freed, no more.
         assert_eq!(b.write(&mut head, &[9u8; 150]), Ok(100));
         assert_eq!(b.write(&mut head, &[9u8; 1]), Ok(0));
         b.publish(head, None);
         let mut rest = vec![0u8; MIN_CAPACITY];
-        assert_eq!(a.read(&mut tail, &mut rest), Ok(MIN_CAPACITY));
-        assert!(rest[..MIN_CAPACITY - 100].iter().all(|&x| x == 7));
-        assert!(rest[MIN_CAPACITY - 100..].iter().all(|&x| x == 9));
+        assert_eq!(a.read(&mut cur, &mut rest), Ok(first));
+        assert!(rest[..first - 100].iter().all(|&x| x == 7));
+        assert!(rest[first - 100..first].iter().all(|&x| x == 9));
     }
 
     #[test]
     fn room_the_producer_saw_is_used_without_looking_again() {
         let (a, b) = pair();
-        let (mut head, mut tail) = (0u64, 0u64);
+        let (mut head, mut cur) = (0u64, Cursor::default());
         assert_eq!(b.write(&mut head, &[1u8; 64]), Ok(64));
         b.publish(head, None);
         let mut out = [0u8; 64];
-        assert_eq!(a.read(&mut tail, &mut out), Ok(64));
+        assert_eq!(a.read(&mut cur, &mut out), Ok(64));
         // A consumer word that lies is not looked at while the room the
         // producer knows of suffices; once it does not, the lie is seen.
-        a.control().tail.0.store(head + 100, Ordering::SeqCst);
+        a.control().tail.0.store(head + 1000, Ordering::SeqCst);
         assert_eq!(b.write(&mut head, &[2u8; 64]), Ok(64));
         assert_eq!(b.write(&mut head, &vec![3u8; MIN_CAPACITY]), Err(Corrupt));
     }
 
     #[test]
-    fn a_head_beyond_the_ring_is_corrupt() {
+    fn a_record_longer_than_the_ring_or_empty_is_corrupt() {
         let (a, b) = pair();
-        // A hostile producer claims more than the ring holds, or less than
-        // was read.
-        b.publish(MIN_CAPACITY as u64 + 1, None);
-        assert_eq!(a.readable(0), Err(Corrupt));
-        b.publish(5, None);
-        assert_eq!(a.readable(10), Err(Corrupt));
+        // A hostile producer marks a record at the consumer's next line
+        // and claims more than the ring holds, or nothing.
         let mut out = [0u8; 8];
-        assert_eq!(a.read(&mut 10, &mut out), Err(Corrupt));
+        b.word(0).store(b.mark(0), Ordering::SeqCst);
+        b.word(8).store(MIN_CAPACITY as u64, Ordering::SeqCst);
+        assert_eq!(a.has_unread(), Err(Corrupt));
+        assert_eq!(a.read(&mut Cursor::default(), &mut out), Err(Corrupt));
+        b.word(8).store(0, Ordering::SeqCst);
+        assert_eq!(a.read(&mut Cursor::default(), &mut out), Err(Corrupt));
+        // A mark for another position (an old lap's) is no record.
+        b.word(0)
+            .store(b.mark(MIN_CAPACITY as u64), Ordering::SeqCst);
+        b.word(8).store(5, Ordering::SeqCst);
+        assert_eq!(a.has_unread(), Ok(false));
+        assert_eq!(a.read(&mut Cursor::default(), &mut out), Ok(0));
     }
 
     #[test]
@@ -499,41 +670,35 @@ mod tests {
         let mut head = 0;
         b.write(&mut head, b"x").expect("write");
         assert!(!b.publish(head, None), "the reader is awake");
-        let mut tail = 0;
+        let mut cur = Cursor::default();
         let mut one = [0u8; 1];
-        a.read(&mut tail, &mut one).expect("read");
-        assert!(!a.set_asleep(true, tail), "nothing to read");
+        a.read(&mut cur, &mut one).expect("read");
+        assert!(!a.set_asleep(true), "nothing to read");
         b.write(&mut head, b"y").expect("write");
         assert!(b.publish(head, None), "asleep: ring");
         assert!(!b.publish(head, None), "rung once per sleep");
-        assert!(a.set_asleep(true, tail), "something to read: do not sleep");
-        a.caller_reads(true, tail);
+        assert!(a.set_asleep(true), "something to read: do not sleep");
+        a.caller_reads(true);
         assert!(!b.publish(head, None), "a caller reads");
-        assert!(
-            a.caller_reads(false, tail),
-            "left unread: the caller reads it"
-        );
+        assert!(a.caller_reads(false), "left unread: the caller reads it");
     }
 
     #[test]
     fn a_message_rings_only_if_a_thread_waits_for_its_kind() {
         let (a, b) = pair();
-        let (mut head, tail) = (0, 0);
-        assert!(!a.set_asleep(true, tail));
+        let mut head = 0;
+        assert!(!a.set_asleep(true));
         b.write(&mut head, b"p2p").expect("write");
         assert!(
             !b.publish(head, Some(1)),
             "nobody waits: it stays in the ring"
         );
-        assert!(
-            a.want(0, true, tail),
-            "parking with bytes unread: read them first"
-        );
+        assert!(a.want(0, true), "parking with bytes unread: read them first");
         assert!(!b.publish(head, Some(1)), "a wait for another kind");
         assert!(b.publish(head, Some(0)), "a wait for this kind: ring");
-        assert!(!a.want(0, false, tail));
-        assert!(!a.set_asleep(false, tail));
-        assert!(a.set_asleep(true, tail), "still unread");
+        assert!(!a.want(0, false));
+        assert!(!a.set_asleep(false));
+        assert!(a.set_asleep(true), "still unread");
         assert!(b.publish(head, None), "urgent: rings whoever waits");
     }
 

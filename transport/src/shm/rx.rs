@@ -13,7 +13,7 @@ impl ShmLink {
         // new, which two loads tell without the lock.
         if self.rx_clean.load(Ordering::Acquire)
             && !self.ended.load(Ordering::Acquire)
-            && self.inn.readable(self.inn.tail_hint()) == Ok(0)
+            && self.inn.has_unread() == Ok(false)
         {
             return false;
         }
@@ -61,7 +61,7 @@ impl ShmLink {
                     Err(Corrupt) => return self.corrupt_ring(rx, core),
                 }
             }
-            let n = match self.inn.read(&mut rx.tail, rx.reader.space()) {
+            let n = match self.inn.read(&mut rx.cursor, rx.reader.space()) {
                 Ok(0) => return false,
                 Ok(n) => n,
                 Err(Corrupt) => return self.corrupt_ring(rx, core),
@@ -137,7 +137,7 @@ impl ShmLink {
                 } else {
                     &mut p.body[read - p.head.len()..]
                 };
-                match self.inn.read(&mut rx.tail, dst) {
+                match self.inn.read(&mut rx.cursor, dst) {
                     Ok(n) => (n, false),
                     Err(Corrupt) => (0, true),
                 }
