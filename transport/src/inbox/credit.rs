@@ -26,6 +26,11 @@ impl Inbox {
         at_least: u64,
         depth: u32,
     ) -> Option<Credit> {
+        // Most receives owe nothing yet: the glance says so without the
+        // lock.
+        if !self.glance.may_owe(src, at_least, depth) {
+            return None;
+        }
         let mut st = self.lock();
         let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
         let p = st.peers.get(src as usize)?;
@@ -36,7 +41,9 @@ impl Inbox {
         }
         let p = st.peers.get_mut(src as usize)?;
         p.credit_wanted = false;
+        p.most_lane_due = 0;
         let bytes = std::mem::take(&mut p.credit_due);
+        st.owed_changed.push(src);
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
             .keys()
@@ -53,8 +60,10 @@ impl Inbox {
     /// `src` waits for room to send here: its credit goes back with the
     /// next [`take_credit`](Self::take_credit), whatever the batch.
     pub(crate) fn want_credit(&self, src: u32) {
-        if let Some(p) = self.lock().peers.get_mut(src as usize) {
+        let mut st = self.lock();
+        if let Some(p) = st.peers.get_mut(src as usize) {
             p.credit_wanted = true;
+            st.owed_changed.push(src);
         }
     }
 }

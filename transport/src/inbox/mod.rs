@@ -47,6 +47,8 @@ struct Peer {
     credit_due: u64,
     /// The sender waits for room: what is owed goes back at once.
     credit_wanted: bool,
+    /// The most messages owed on any one of its lanes.
+    most_lane_due: u32,
     /// Lanes holding budgeted messages from this peer.
     budgeted_lanes: usize,
     /// Lanes holding its other (collective, control) messages.
@@ -133,6 +135,9 @@ struct State {
     members: HashMap<u64, Vec<u32>>,
     /// Budgeted messages consumed but not yet credited, per (sender, lane).
     lane_due: LaneMap<u32>,
+    /// Senders whose credit changed under this lock (the glance takes it
+    /// up as the lock goes).
+    owed_changed: Vec<u32>,
     /// Highest collective sequence number issued, per communicator.
     issued: HashMap<u64, u64>,
     /// Threads parked on the inbox, and what each waits for.
@@ -228,6 +233,7 @@ impl Inbox {
                         budgeted_bytes: 0,
                         credit_due: 0,
                         credit_wanted: false,
+                        most_lane_due: 0,
                         budgeted_lanes: 0,
                         other_lanes: 0,
                     };
@@ -239,6 +245,7 @@ impl Inbox {
                 forgotten: HashSet::new(),
                 members: HashMap::new(),
                 lane_due: LaneMap::default(),
+                owed_changed: Vec::new(),
                 issued: HashMap::new(),
                 parked: Vec::new(),
                 next_park: 0,
@@ -246,7 +253,7 @@ impl Inbox {
                 relays: Vec::new(),
                 limits: None,
             }),
-            glance: Glance::default(),
+            glance: Glance::new(world as usize),
             world: world as usize,
             deliveries: AtomicU64::new(0),
             spin,
@@ -772,7 +779,10 @@ fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
         if budgeted(key.kind) {
             p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
             p.credit_due += n;
-            *st.lane_due.entry((src, key)).or_insert(0) += 1;
+            let due = st.lane_due.entry((src, key)).or_insert(0);
+            *due += 1;
+            p.most_lane_due = p.most_lane_due.max(*due);
+            st.owed_changed.push(src);
         }
     }
 }

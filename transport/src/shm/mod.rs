@@ -116,11 +116,14 @@ struct Rx {
     ended: bool,
 }
 
-/// Frames queued for the I/O thread, each with the bytes reserved for
-/// it in the link's budget (0: none).
+/// A frame queued, with the bytes reserved for it in the link's budget
+/// (0: none).
+type Queued = (Header, Payload, usize);
+
+/// Frames queued for the I/O thread.
 #[derive(Debug, Default)]
 struct Queue {
-    frames: VecDeque<(Header, Payload, usize)>,
+    frames: VecDeque<Queued>,
 }
 
 #[derive(Debug)]
@@ -169,6 +172,9 @@ pub(crate) struct ShmLink {
     rx_clean: AtomicBool,
     tx: Mutex<Tx>,
     queue: Mutex<Queue>,
+    /// How many frames `queue` holds (stored under its lock), for the
+    /// writer's look after each message.
+    queued: AtomicUsize,
     /// What frames queued within a reservation (answers) may hold.
     budget: Budget,
     /// Senders waiting for room sleep here; the I/O thread wakes them.
@@ -229,6 +235,7 @@ impl ShmLink {
                 ticket: 0,
             }),
             queue: Mutex::new(Queue::default()),
+            queued: AtomicUsize::new(0),
             budget: Budget::new(budget),
             room: (Mutex::new(()), Condvar::new()),
             room_waiters: AtomicUsize::new(0),
@@ -432,7 +439,7 @@ impl ShmLink {
     fn flush_queued(&self, tx: &mut Tx, core: &Core) -> bool {
         loop {
             if tx.partial.is_none() {
-                let Some((h, payload, reserved)) = lock(&self.queue).frames.pop_front() else {
+                let Some((h, payload, reserved)) = self.pop_queued() else {
                     return true;
                 };
                 tx.partial = Some(Partial {
@@ -490,9 +497,9 @@ impl ShmLink {
             self.budget.release(reserved);
             return;
         }
-        lock(&self.queue)
-            .frames
-            .push_back((header, payload, reserved));
+        self.push_queued((header, payload, reserved));
+        // Seen by the writer's `leave_tx`, or this thread takes the writer.
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.flush_now(core);
     }
 
@@ -506,7 +513,7 @@ impl ShmLink {
             return;
         }
         let since = self.born + Duration::from_nanos(full);
-        if since.elapsed() >= core.timeout() && !lock(&self.queue).frames.is_empty() {
+        if since.elapsed() >= core.timeout() && !self.nothing_queued() {
             tracing::error!(
                 peer = self.peer,
                 "rank {} has read nothing of what is queued for it for {:?}; closing the link",
@@ -542,7 +549,10 @@ impl ShmLink {
 
     /// After the writer is let go: frames queued meanwhile are written.
     fn leave_tx(&self, core: &Core) -> bool {
-        if lock(&self.queue).frames.is_empty() {
+        // Pairs with the fence after a push: either that thread finds the
+        // writer free or this one sees the frame.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.nothing_queued() {
             return true;
         }
         self.flush_now(core)
@@ -551,8 +561,30 @@ impl ShmLink {
     /// Whether nothing queued is left to write (a writer busy now counts
     /// as something left: this never waits for it).
     fn queue_empty(&self) -> bool {
-        lock(&self.queue).frames.is_empty()
+        self.nothing_queued()
             && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
+    }
+
+    fn push_queued(&self, frame: Queued) {
+        let mut q = lock(&self.queue);
+        q.frames.push_back(frame);
+        self.queued.store(q.frames.len(), Ordering::SeqCst);
+    }
+
+    /// The first frame queued; a look at the count, not the lock, when
+    /// there is none (the writer asks after every message).
+    fn pop_queued(&self) -> Option<Queued> {
+        if self.nothing_queued() {
+            return None;
+        }
+        let mut q = lock(&self.queue);
+        let frame = q.frames.pop_front();
+        self.queued.store(q.frames.len(), Ordering::SeqCst);
+        frame
+    }
+
+    fn nothing_queued(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) == 0
     }
 
     // ---- reading ----
@@ -719,9 +751,7 @@ impl Link for ShmLink {
     fn close_begin(&self) {
         let bye = Header::control(FrameType::Bye, self.rank, self.peer);
         if !self.ended.load(Ordering::Acquire) {
-            lock(&self.queue)
-                .frames
-                .push_back((bye, Payload::default(), 0));
+            self.push_queued((bye, Payload::default(), 0));
         }
         self.flushing.store(true, Ordering::Release);
         self.wake_io();
