@@ -474,7 +474,7 @@ impl ShmLink {
         };
         let n = self.inn.read(&mut rx.cursor, &mut p.desc[p.have..])?;
         if n > 0 {
-            self.freed();
+            self.freed_some(&rx.cursor);
         }
         p.have += n;
         if p.have < DESC_LEN {

@@ -68,6 +68,10 @@ const SPIN: Duration = Duration::from_micros(50);
 /// this long goes on in the assembler.
 const DIRECT_STALL: Duration = Duration::from_micros(200);
 
+/// Bytes a reader reads before it gives their room back (and at the end
+/// of each read of the ring, whatever the count).
+const FREE_BATCH: u64 = 8 << 10;
+
 /// How long a receiving thread reads the ring itself before it parks.
 const PATIENCE: Duration = Duration::from_millis(1);
 

@@ -115,6 +115,8 @@ pub(crate) struct Segment {
     /// The consumer's, for threads without the reader: where the next
     /// record starts, or [`NONE`] while the reader is inside one.
     hint: AtomicU64,
+    /// The consumer's: the `tail` it last stored (its own copy).
+    freed: AtomicU64,
 }
 
 // SAFETY: the mapping is plain shared memory; every access to it goes
@@ -232,8 +234,9 @@ impl Segment {
         }
     }
 
-    /// Copy up to `dst.len()` published bytes at `cur` out of the ring
-    /// and free their room; how many.
+    /// Copy up to `dst.len()` published bytes at `cur` out of the ring;
+    /// how many. Their room is the producer's again at the next
+    /// [`free`](Self::free).
     pub(crate) fn read(&self, cur: &mut Cursor, dst: &mut [u8]) -> Result<usize, Corrupt> {
         let mut n = 0;
         while n < dst.len() {
@@ -255,10 +258,25 @@ impl Segment {
             // The hint moves before the room is freed: the producer cannot
             // reuse the line it names before it names the next.
             let next = if cur.left > 0 { NONE } else { line_up(cur.at) };
-            self.hint.store(next, Ordering::SeqCst);
-            self.control().tail.0.store(cur.at, Ordering::SeqCst);
+            self.hint.store(next, Ordering::Release);
         }
         Ok(n)
+    }
+
+    /// Bytes read up to `cur` whose room the producer has not been given.
+    pub(crate) fn unfreed(&self, cur: &Cursor) -> u64 {
+        cur.at.wrapping_sub(self.freed.load(Ordering::Relaxed))
+    }
+
+    /// Give the producer the room of everything read up to `cur`; whether
+    /// it waits for room (and must be woken; asked once per wait). A
+    /// small frame's header and body, read in two calls, are freed in one.
+    pub(crate) fn free(&self, cur: &Cursor) -> bool {
+        if self.freed.load(Ordering::Relaxed) != cur.at {
+            self.freed.store(cur.at, Ordering::Relaxed);
+            self.control().tail.0.store(cur.at, Ordering::SeqCst);
+        }
+        self.producer_waits()
     }
 
     /// The end of the room the consumer has freed (its `tail` plus the
@@ -378,8 +396,8 @@ impl Segment {
         self.room(head)
     }
 
-    /// After reading: whether the producer waits for room (and must be
-    /// woken; asked once per wait).
+    /// Whether the producer waits for room (and must be woken; asked once
+    /// per wait).
     pub(crate) fn producer_waits(&self) -> bool {
         let w = &self.control().waiting.0;
         w.load(Ordering::SeqCst) != 0 && w.swap(0, Ordering::SeqCst) != 0
@@ -512,6 +530,7 @@ fn map(fd: &OwnedFd, len: usize, capacity: usize, salt: u64) -> io::Result<Segme
         salt,
         open: AtomicU64::new(NONE),
         hint: AtomicU64::new(0),
+        freed: AtomicU64::new(0),
     })
 }
 
@@ -527,6 +546,13 @@ mod tests {
     use super::*;
 
     const BOUND: &[u8] = b"a link's ring key";
+
+    /// Read, then give the room back.
+    fn take(a: &Segment, cur: &mut Cursor, dst: &mut [u8]) -> Result<usize, Corrupt> {
+        let n = a.read(cur, dst)?;
+        a.free(cur);
+        Ok(n)
+    }
 
     /// A segment, and the peer's mapping of it.
     fn pair() -> (Segment, Segment) {
@@ -552,7 +578,7 @@ mod tests {
             let mut have = 0;
             while have < got.len() {
                 let end = (have + 997).min(got.len());
-                let n = a.read(&mut cur, &mut got[have..end]).expect("read");
+                let n = take(&a, &mut cur, &mut got[have..end]).expect("read");
                 assert!(n > 0, "round {round}: published bytes unread");
                 have += n;
             }
@@ -610,10 +636,14 @@ mod tests {
         let first = MIN_CAPACITY - RECORD as usize;
         assert_eq!(b.write(&mut head, &big), Ok(first));
         assert_eq!(b.write(&mut head, &big), Ok(0));
+        assert_eq!(b.want_room(head), Ok(0), "the producer waits");
         b.publish(head, None);
         let mut cur = Cursor::default();
         let mut out = vec![0u8; 100];
         assert_eq!(a.read(&mut cur, &mut out), Ok(100));
+        assert_eq!(b.room(head), Ok(0), "read, not yet given back");
+        assert!(a.free(&cur), "room given back: wake the producer");
+        assert!(!a.free(&cur), "woken once per wait");
         // Freed: the record's words and 100 bytes; the next record's
         // words go where the first's were.
         assert_eq!(b.room(head), Ok(100));
@@ -624,7 +654,7 @@ mod tests {
         assert_eq!(b.write(&mut head, &[9u8; 1]), Ok(0));
         b.publish(head, None);
         let mut rest = vec![0u8; MIN_CAPACITY];
-        assert_eq!(a.read(&mut cur, &mut rest), Ok(first));
+        assert_eq!(take(&a, &mut cur, &mut rest), Ok(first));
         assert!(rest[..first - 100].iter().all(|&x| x == 7));
         assert!(rest[first - 100..first].iter().all(|&x| x == 9));
     }
@@ -636,7 +666,7 @@ mod tests {
         assert_eq!(b.write(&mut head, &[1u8; 64]), Ok(64));
         b.publish(head, None);
         let mut out = [0u8; 64];
-        assert_eq!(a.read(&mut cur, &mut out), Ok(64));
+        assert_eq!(take(&a, &mut cur, &mut out), Ok(64));
         // A consumer word that lies is not looked at while the room the
         // producer knows of suffices; once it does not, the lie is seen.
         a.control().tail.0.store(head + 1000, Ordering::SeqCst);

@@ -27,6 +27,7 @@ impl ShmLink {
     /// posted message is read into its buffers); whether the link ended.
     pub(super) fn pump(&self, rx: &mut Rx, core: &Core, posted: Option<&mut Posted<'_>>) -> bool {
         let ended = self.pump_frames(rx, core, posted);
+        self.freed(&rx.cursor);
         let clean = !rx.reader.frame_ready() && rx.pending.is_none();
         self.rx_clean.store(clean, Ordering::Release);
         ended
@@ -66,7 +67,7 @@ impl ShmLink {
                 Ok(n) => n,
                 Err(Corrupt) => return self.corrupt_ring(rx, core),
             };
-            self.freed();
+            self.freed_some(&rx.cursor);
             let h = match rx.reader.fed(core, n) {
                 Ok(Fed::More) => continue,
                 Ok(Fed::Header(h)) if copy::marked(&h) => {
@@ -108,9 +109,19 @@ impl ShmLink {
         self.refuse(rx, core)
     }
 
-    /// Room was freed: wake the writer if it waits for it.
-    pub(super) fn freed(&self) {
-        if self.inn.producer_waits() {
+    /// [`freed`](Self::freed) once a batch is read: a writer waiting for
+    /// room goes on while a large frame is still being read, and a small
+    /// frame's header and body cost one store to the ring's `tail`.
+    pub(super) fn freed_some(&self, cur: &ring::Cursor) {
+        if self.inn.unfreed(cur) >= FREE_BATCH {
+            self.freed(cur);
+        }
+    }
+
+    /// Free the room of what was read up to `cur`, waking the writer if
+    /// it waits for it.
+    pub(super) fn freed(&self, cur: &ring::Cursor) {
+        if self.inn.free(cur) {
             self.ring_bell();
         }
     }
@@ -149,9 +160,11 @@ impl ShmLink {
             if n > 0 {
                 read += n;
                 quiet = None;
-                self.freed();
+                self.freed_some(&rx.cursor);
                 continue;
             }
+            // Nothing more yet: the writer may wait for the room read.
+            self.freed(&rx.cursor);
             if quiet.get_or_insert_with(Instant::now).elapsed() >= DIRECT_STALL {
                 core.progress(self.peer, h.src);
                 let got = prefix(read, &[&*p.head, &*p.body]);
