@@ -1,7 +1,7 @@
 //! Credits: what a receiver owes each sender for the budgeted messages
 //! taken, returned in batches or at once to a sender that waits.
 
-use super::Inbox;
+use super::{Inbox, State};
 use crate::LaneKey;
 
 /// Credits owed to one sender: bytes, and messages per lane.
@@ -32,17 +32,23 @@ impl Inbox {
             return None;
         }
         let mut st = self.lock();
-        let lane_due = st.lane_due.get(&(src, key)).copied().unwrap_or(0);
         let p = st.peers.get(src as usize)?;
+        let lane_due = match p.due_lane {
+            Some((k, n)) if k == key => n,
+            _ => st.lane_due.get(&(src, key)).copied().unwrap_or(0),
+        };
         let flush = p.credit_due >= at_least || lane_due >= depth / 2 || p.credit_wanted;
         // Only when flushing: is anything owed on any of `src`'s lanes?
-        if !flush || (p.credit_due == 0 && !st.lane_due.keys().any(|(s, _)| *s == src)) {
+        let owed_on_lanes = || p.due_lane.is_some() || st.lane_due.keys().any(|(s, _)| *s == src);
+        if !flush || (p.credit_due == 0 && !owed_on_lanes()) {
             return None;
         }
+        let st = &mut *st;
         let p = st.peers.get_mut(src as usize)?;
         p.credit_wanted = false;
         p.most_lane_due = 0;
         let bytes = std::mem::take(&mut p.credit_due);
+        let mut lanes: Vec<(LaneKey, u32)> = p.due_lane.take().into_iter().collect();
         st.owed_changed.push(src);
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
@@ -50,10 +56,10 @@ impl Inbox {
             .filter(|(s, _)| *s == src)
             .copied()
             .collect();
-        let lanes = keys
-            .into_iter()
-            .filter_map(|k| st.lane_due.remove(&k).map(|n| (k.1, n)))
-            .collect();
+        lanes.extend(
+            keys.into_iter()
+                .filter_map(|k| st.lane_due.remove(&k).map(|n| (k.1, n))),
+        );
         Some(Credit { bytes, lanes })
     }
 
@@ -65,5 +71,39 @@ impl Inbox {
             p.credit_wanted = true;
             st.owed_changed.push(src);
         }
+    }
+}
+
+impl State {
+    /// One more message of `src`'s lane `key` is owed back. A run of
+    /// messages on one lane (the usual case: one tag after another) is
+    /// counted beside the map, without hashing; the count moves into the
+    /// map when another lane's message comes, and back when its lane does.
+    pub(super) fn owe_message(&mut self, src: u32, key: LaneKey) {
+        let State {
+            peers,
+            lane_due,
+            owed_changed,
+            ..
+        } = self;
+        let Some(p) = peers.get_mut(src as usize) else {
+            return;
+        };
+        let owed = match &mut p.due_lane {
+            Some((k, n)) if *k == key => {
+                *n += 1;
+                *n
+            }
+            slot => {
+                if let Some((k, n)) = slot.take() {
+                    lane_due.insert((src, k), n);
+                }
+                let n = lane_due.remove(&(src, key)).unwrap_or(0) + 1;
+                *slot = Some((key, n));
+                n
+            }
+        };
+        p.most_lane_due = p.most_lane_due.max(owed);
+        owed_changed.push(src);
     }
 }

@@ -49,6 +49,9 @@ struct Peer {
     credit_wanted: bool,
     /// The most messages owed on any one of its lanes.
     most_lane_due: u32,
+    /// The lane its last message taken came on and the messages owed on
+    /// it, kept out of `State::lane_due` (`credit.rs`).
+    due_lane: Option<(LaneKey, u32)>,
     /// Lanes holding budgeted messages from this peer.
     budgeted_lanes: usize,
     /// Lanes holding its other (collective, control) messages.
@@ -234,6 +237,7 @@ impl Inbox {
                         credit_due: 0,
                         credit_wanted: false,
                         most_lane_due: 0,
+                        due_lane: None,
                         budgeted_lanes: 0,
                         other_lanes: 0,
                     };
@@ -779,10 +783,7 @@ fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
         if budgeted(key.kind) {
             p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
             p.credit_due += n;
-            let due = st.lane_due.entry((src, key)).or_insert(0);
-            *due += 1;
-            p.most_lane_due = p.most_lane_due.max(*due);
-            st.owed_changed.push(src);
+            st.owe_message(src, key);
         }
     }
 }

@@ -189,6 +189,37 @@ fn credit_goes_back_in_batches_or_when_the_sender_waits() {
 }
 
 #[test]
+fn credit_counts_each_lane_whatever_order_their_messages_come_in() {
+    let inbox = Inbox::new(3, false);
+    let other = LaneKey { tag: 2, ..P2P };
+    let take = |src: u32, key: LaneKey| {
+        inbox.deliver(src, key, msg(&[0; 10]));
+        inbox.try_take(src, key, None).unwrap().unwrap();
+    };
+    // Runs on one lane, switches, and back; another sender between.
+    for key in [P2P, P2P, other, P2P, other, other, P2P] {
+        take(1, key);
+    }
+    take(2, other);
+    // Half of lane `other`'s depth (6) is three messages: due, though the
+    // lane it was asked for on holds its count in the map.
+    assert_eq!(
+        inbox.take_credit(1, other, 1000, 6).map(|c| c.bytes),
+        Some(70)
+    );
+    assert_eq!(inbox.take_credit(1, P2P, 1, 1), None, "all of it went back");
+    let c = inbox.take_credit(2, other, 1, 6).unwrap();
+    assert_eq!((c.bytes, c.lanes), (10, vec![(other, 1)]));
+    // The counts per lane: four on P2P, three on `other`, in one credit.
+    for key in [P2P, other, other, P2P, P2P, P2P, other] {
+        take(1, key);
+    }
+    let mut lanes = inbox.take_credit(1, P2P, 1000, 8).unwrap().lanes;
+    lanes.sort_by_key(|(k, _)| k.tag);
+    assert_eq!(lanes, vec![(P2P, 4), (other, 3)]);
+}
+
+#[test]
 fn revocations_of_communicators_not_yet_here_are_held_until_made() {
     let inbox = Inbox::new(3, false);
     assert_eq!(inbox.revoke_from(1, 40), None, "held");

@@ -98,16 +98,22 @@ impl Core {
 
     /// Take a slot on `dst`'s lane `key` in `lanes` if one is free.
     fn take_slot(&self, lanes: &mut InFlight, dst: u32, key: LaneKey) -> bool {
+        // A lane in flight (the usual case) is one lookup; a lane is in
+        // the map only while something is in flight on it.
+        if let Some(n) = lanes.lanes.get_mut(&(dst, key)) {
+            if *n >= self.lane_depth {
+                return false;
+            }
+            *n += 1;
+            return true;
+        }
         if !lanes.has_room(dst, key, self.lane_depth) {
             return false;
         }
-        let n = lanes.lanes.entry((dst, key)).or_insert(0);
-        if *n == 0 {
-            if let Some(open) = lanes.open.get_mut(dst as usize) {
-                *open += 1;
-            }
+        lanes.lanes.insert((dst, key), 1);
+        if let Some(open) = lanes.open.get_mut(dst as usize) {
+            *open += 1;
         }
-        *n += 1;
         true
     }
 

@@ -565,8 +565,7 @@ impl ShmLink {
     /// Whether nothing queued is left to write (a writer busy now counts
     /// as something left: this never waits for it).
     fn queue_empty(&self) -> bool {
-        self.nothing_queued()
-            && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
+        self.nothing_queued() && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
     }
 
     fn push_queued(&self, frame: Queued) {

@@ -723,7 +723,10 @@ mod tests {
             !b.publish(head, Some(1)),
             "nobody waits: it stays in the ring"
         );
-        assert!(a.want(0, true), "parking with bytes unread: read them first");
+        assert!(
+            a.want(0, true),
+            "parking with bytes unread: read them first"
+        );
         assert!(!b.publish(head, Some(1)), "a wait for another kind");
         assert!(b.publish(head, Some(0)), "a wait for this kind: ring");
         assert!(!a.want(0, false));
