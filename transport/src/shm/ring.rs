@@ -695,6 +695,60 @@ mod tests {
     }
 
     #[test]
+    fn whatever_a_hostile_producer_writes_the_consumer_reads_bytes_or_refuses() {
+        let (a, b) = pair();
+        // xorshift64, fixed seed: reproducible.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let cap = MIN_CAPACITY as u64;
+        let (mut reads, mut refusals) = (0, 0);
+        for round in 0..2000 {
+            let mut cur = Cursor::default();
+            // Garbage over the first lines, some of it well-formed marks
+            // (the producer knows the salt) with lengths of any size.
+            for w in 0..64u64 {
+                let at = w * 8;
+                let v = match next() % 4 {
+                    0 => b.mark(at),
+                    1 => next() % (cap * 2),
+                    _ => next(),
+                };
+                b.word(at).store(v, Ordering::Relaxed);
+            }
+            a.control().tail.0.store(next(), Ordering::Relaxed);
+            let mut out = vec![0u8; (next() % 4096) as usize + 1];
+            let mut total = 0u64;
+            for _ in 0..8 {
+                match (a.has_unread(), a.read(&mut cur, &mut out)) {
+                    (_, Err(Corrupt)) => {
+                        refusals += 1;
+                        break;
+                    }
+                    (_, Ok(n)) => {
+                        assert!(n <= out.len(), "round {round}");
+                        reads += usize::from(n > 0);
+                        total += n as u64;
+                    }
+                }
+                a.free(&cur);
+            }
+            // Never more than the ring holds per record read, whatever the
+            // words claim.
+            assert!(total <= 8 * cap, "round {round}: {total}");
+        }
+        // Both ways were taken, many times.
+        assert!(
+            reads > 100 && refusals > 100,
+            "{reads} reads, {refusals} refusals"
+        );
+    }
+
+    #[test]
     fn a_bell_is_asked_for_only_while_the_reader_sleeps_and_no_caller_reads() {
         let (a, b) = pair();
         let mut head = 0;
