@@ -2,7 +2,8 @@
 //! per decoder of bytes a peer controls: the frame header, the frame
 //! assembler, the link hello, the seed's messages, the QUIC order keeper
 //! (frames and sidecar payloads with their 16-bit stamps), the link's
-//! frame reader on sealed streams (`reader.rs`).
+//! frame reader on sealed streams (`reader.rs`), the shared-memory ring's
+//! records.
 //!
 //! Each takes arbitrary bytes, must not panic and must not allocate more
 //! than a bounded amount, and checks what the codec promises: where there
@@ -290,6 +291,15 @@ pub fn hello(data: &[u8]) {
 /// here.
 pub fn shm_negotiation(data: &[u8]) {
     crate::shm::fuzz_negotiation(data);
+}
+
+/// A shared-memory ring driven by a script of writes, publications, reads
+/// and frees: from an honest producer every byte published comes out once
+/// and in order; from a hostile one (raw words anywhere in the data area,
+/// lies in the reader's `tail`) the reader reads at most what it asks
+/// for or refuses the ring, never panics (`shm/ring/fuzz.rs`).
+pub fn shm_ring(data: &[u8]) {
+    crate::shm::fuzz_ring(data);
 }
 
 /// The seed's messages: Join, Challenge, Reply, a sealed record, the
@@ -638,6 +648,31 @@ mod tests {
         huge.extend_from_slice(&h.encode());
         huge.extend_from_slice(&[7; 100]);
         sweep(2, 30_000, 300, &[stream, huge], assembler);
+    }
+
+    #[test]
+    fn shm_ring_survives_honest_and_hostile_scripts() {
+        // Honest: fill past the ring, read in pieces, free, publish.
+        let honest: Vec<u8> = [0u8]
+            .into_iter()
+            .chain(
+                [
+                    0, 0xff, 0x7f, 1, 2, 0x10, 0, 3, 0, 0x00, 0x20, 1, 2, 0xff, 0x1f, 3,
+                ]
+                .repeat(8),
+            )
+            .collect();
+        // Hostile: the same, with marks and lies between.
+        let hostile: Vec<u8> = [1u8]
+            .into_iter()
+            .chain(
+                [
+                    0, 0x40, 0, 1, 4, 0, 0, 0, 4, 8, 0, 1, 5, 1, 2, 3, 4, 5, 6, 7, 8, 2, 0x40, 0,
+                ]
+                .repeat(8),
+            )
+            .collect();
+        sweep(11, 3_000, 200, &[honest, hostile], shm_ring);
     }
 
     #[test]

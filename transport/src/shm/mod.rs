@@ -36,6 +36,7 @@ mod setup;
 
 pub use copy::DEFAULT_THRESHOLD as DEFAULT_SINGLE_COPY;
 pub use region::SharedRegion;
+pub(crate) use ring::fuzz_ring;
 #[cfg(test)]
 pub(crate) use setup::decline;
 pub(crate) use setup::fuzz_negotiation;
