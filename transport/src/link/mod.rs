@@ -234,6 +234,24 @@ pub(crate) trait Sink: Send + Sync + fmt::Debug {
     fn is_core(&self) -> bool {
         false
     }
+    /// Whether a posted receive may take a data frame off the stream
+    /// itself when [`direct_now`](Self::direct_now) says its turn has
+    /// come.
+    fn reads_direct(&self) -> bool {
+        self.is_core()
+    }
+    /// Whether data frame `h` from `peer` (its header dispatched) may be
+    /// read straight into a posted receive's buffers now: nothing sent
+    /// before it on its lane is still to be delivered.
+    fn direct_now(&self, _core: &Core, _peer: u32, _h: &Header) -> bool {
+        true
+    }
+    /// Frame `h`, which [`direct_now`](Self::direct_now) let through, was
+    /// read into a posted receive's buffers: it counts as delivered, and
+    /// what waited behind it goes on.
+    fn took_direct(&self, _core: &Core, _peer: u32, _h: &Header) -> Result<(), ProtocolError> {
+        Ok(())
+    }
 }
 
 /// The sink of a link that is the peer's whole link: straight to the core.

@@ -36,7 +36,7 @@ mod tests;
 use crate::auth::handshake;
 use crate::auth::tls::{ClusterCa, RankIdentity};
 use crate::form::{self, FormationError};
-use crate::link::{Core, Gone, Link, LinkTransport, ProtocolError, Reservation, Sink};
+use crate::link::{Core, Gone, Link, LinkTransport, Posted, ProtocolError, Reservation, Sink};
 use crate::spec::Spec;
 use crate::tcp::TcpLink;
 use crate::wire::{FrameType, Header};
@@ -276,6 +276,18 @@ impl Sink for Order {
         }
     }
 
+    fn reads_direct(&self) -> bool {
+        true
+    }
+
+    fn direct_now(&self, _core: &Core, _peer: u32, h: &Header) -> bool {
+        lock(&self.inn).payload_is_next(stream_of(h) as usize, h)
+    }
+
+    fn took_direct(&self, core: &Core, peer: u32, h: &Header) -> Result<(), ProtocolError> {
+        lock(&self.inn).payload_taken(core, peer, stream_of(h) as usize)
+    }
+
     /// The sidecar ended: the QUIC link first delivers what it still holds
     /// (frames whose payloads the sidecar brought just before it ended),
     /// then ends the peer; if its thread has ended already, end it now.
@@ -474,6 +486,15 @@ impl Link for QuicLink {
             return false;
         }
         self.sidecar.pump(core)
+    }
+
+    fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
+        if posted.len() < self.threshold {
+            return self.poll(core, Some(posted.len()));
+        }
+        // It comes over the sidecar: read straight into the posted
+        // buffers once its turn in its lane has come (`Order::direct_now`).
+        Link::poll_into(&*self.sidecar, core, posted)
     }
 
     fn caller_polls(&self, core: &Core, on: bool, want_len: Option<usize>) {

@@ -183,6 +183,38 @@ impl In {
     }
 }
 
+impl In {
+    /// Whether sidecar payload `h` of stream `s` is next in its stream's
+    /// order: the frames and payloads sent before it are delivered, and
+    /// nothing waits. Then nothing of the stream can be delivered before
+    /// it (what comes next waits for it), and a posted receive may read
+    /// it straight into its buffers.
+    pub(crate) fn payload_is_next(&self, s: usize, h: &Header) -> bool {
+        // (A payload waiting means an earlier one is not delivered: the
+        // stamps say so too, unless they wrapped; this says it plainly.)
+        self.streams.get(s).is_some_and(|st| {
+            st.payloads.is_empty() && h.seq == st.payloads_done && h.aux == st.frames_done
+        })
+    }
+
+    /// The payload [`payload_is_next`](Self::payload_is_next) let through
+    /// was read into a posted receive's buffers: it counts as delivered,
+    /// and the frames waiting for it go on.
+    pub(crate) fn payload_taken(
+        &mut self,
+        core: &Core,
+        peer: u32,
+        s: usize,
+    ) -> Result<(), ProtocolError> {
+        let st = self
+            .streams
+            .get_mut(s)
+            .ok_or(ProtocolError::NoSuchStream { index: s })?;
+        st.payloads_done = st.payloads_done.wrapping_add(1);
+        st.deliver(core, peer, &mut self.gone_marks)
+    }
+}
+
 impl InStream {
     fn deliver(
         &mut self,

@@ -438,7 +438,7 @@ impl Link for TcpLink {
     }
 
     fn poll_into(&self, core: &Core, posted: &mut Posted<'_>) -> bool {
-        if self.sink.is_core() {
+        if self.sink.reads_direct() {
             self.rx.try_pump_into(core, &*self.sink, posted)
         } else {
             self.pump(core)

@@ -305,7 +305,7 @@ impl Rx {
                 }
             };
             let took = match st.reader.fed(core, n) {
-                Ok(fed) => self.take(st, core, fed, posted.as_deref_mut()),
+                Ok(fed) => self.take(st, core, sink, fed, posted.as_deref_mut()),
                 Err(e) => Err(e),
             };
             match took {
@@ -327,6 +327,7 @@ impl Rx {
         &self,
         st: &mut State,
         core: &Core,
+        sink: &dyn Sink,
         fed: Fed,
         posted: Option<&mut Posted<'_>>,
     ) -> Result<Took, ReadError> {
@@ -335,7 +336,7 @@ impl Rx {
             // An envelope: read it whole; nothing in it counts before it
             // opens.
             Fed::Envelope(outer) => match posted {
-                Some(p) => self.envelope_into(st, core, outer, p),
+                Some(p) => self.envelope_into(st, core, sink, outer, p),
                 None => {
                     st.reader.envelope(outer, &core.pool, &[])?;
                     Ok(Took::Going)
@@ -345,13 +346,16 @@ impl Rx {
                 let Some(h) = st.reader.dispatch(core, h)? else {
                     return Ok(Took::Going);
                 };
-                let Some(p) = posted.filter(|p| p.wants(core, &h)) else {
+                let wanted =
+                    |p: &Posted<'_>| p.wants(core, &h) && sink.direct_now(core, self.peer, &h);
+                let Some(p) = posted.filter(|p| wanted(p)) else {
                     st.reader.body(h, &core.pool);
                     return Ok(Took::Going);
                 };
                 match self.read_direct(st, core, p.src, &mut [&mut *p.head, &mut *p.body]) {
                     Read::Full => {
                         core.inbox.took_direct(p.src, p.key, p.len());
+                        sink.took_direct(core, self.peer, &h)?;
                         p.filled = true;
                         Ok(Took::Filled)
                     }
@@ -468,6 +472,7 @@ impl Rx {
         &self,
         st: &mut State,
         core: &Core,
+        sink: &dyn Sink,
         outer: Header,
         p: &mut Posted<'_>,
     ) -> Result<Took, ReadError> {
@@ -482,7 +487,7 @@ impl Rx {
             return Ok(Took::Going);
         };
         let (mut inner, mut tag) = ([0u8; HEADER_LEN], [0u8; TAG_LEN]);
-        let checked = self.envelope_checked(st, core, p, &mut opener, &mut inner, &mut tag);
+        let checked = self.envelope_checked(st, core, sink, p, &mut opener, &mut inner, &mut tag);
         st.reader.put_opener(opener);
         let h = match checked? {
             Checked::Authentic(h) => h,
@@ -497,6 +502,7 @@ impl Rx {
         match st.reader.dispatch(core, h)? {
             Some(h) if p.wants(core, &h) => {
                 core.inbox.took_direct(p.src, p.key, p.len());
+                sink.took_direct(core, self.peer, &h)?;
                 p.filled = true;
                 Ok(Took::Filled)
             }
@@ -508,10 +514,15 @@ impl Rx {
     /// `inner`, its payload into the posted buffers and its tag into
     /// `tag`, the tag checked by `o` (the link's opener, out of the reader
     /// meanwhile) as the bytes arrive. See [`Checked`] for where it stops.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the envelope's parts, read in place"
+    )]
     fn envelope_checked(
         &self,
         st: &mut State,
         core: &Core,
+        sink: &dyn Sink,
         p: &mut Posted<'_>,
         o: &mut Opener,
         inner: &mut [u8; HEADER_LEN],
@@ -541,7 +552,7 @@ impl Rx {
         let posted = matches!(got, Read::Full)
             && failed.is_none()
             && Header::decode(inner, core.world, core.max_message_bytes)
-                .is_ok_and(|c| p.wants(core, &c));
+                .is_ok_and(|c| p.wants(core, &c) && sink.direct_now(core, self.peer, &c));
         if posted {
             let h = check.finish(inner, p.len(), tag, core.world, core.max_message_bytes)?;
             return Ok(Checked::Authentic(h));
