@@ -49,7 +49,9 @@ impl Inbox {
         p.most_lane_due = 0;
         let bytes = std::mem::take(&mut p.credit_due);
         let mut lanes: Vec<(LaneKey, u32)> = p.due_lane.take().into_iter().collect();
-        st.owed_changed.push(src);
+        if !std::mem::replace(&mut p.owed_listed, true) {
+            st.owed_changed.push(src);
+        }
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
             .keys()
@@ -69,7 +71,9 @@ impl Inbox {
         let mut st = self.lock();
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.credit_wanted = true;
-            st.owed_changed.push(src);
+            if !std::mem::replace(&mut p.owed_listed, true) {
+                st.owed_changed.push(src);
+            }
         }
     }
 }
@@ -91,19 +95,21 @@ impl State {
         };
         let owed = match &mut p.due_lane {
             Some((k, n)) if *k == key => {
-                *n += 1;
+                *n = n.saturating_add(1);
                 *n
             }
             slot => {
                 if let Some((k, n)) = slot.take() {
                     lane_due.insert((src, k), n);
                 }
-                let n = lane_due.remove(&(src, key)).unwrap_or(0) + 1;
+                let n = lane_due.remove(&(src, key)).unwrap_or(0).saturating_add(1);
                 *slot = Some((key, n));
                 n
             }
         };
         p.most_lane_due = p.most_lane_due.max(owed);
-        owed_changed.push(src);
+        if !std::mem::replace(&mut p.owed_listed, true) {
+            owed_changed.push(src);
+        }
     }
 }

@@ -86,15 +86,21 @@ impl Glance {
     }
 
     fn store(&self, st: &mut State) {
-        for &src in &st.owed_changed {
-            if let (Some(o), Some(p)) = (self.owed.get(src as usize), st.peers.get(src as usize)) {
+        // Each sender is listed once (`Peer::owed_listed`): at most the
+        // world, whatever the peers send.
+        let State {
+            owed_changed,
+            peers,
+            ..
+        } = st;
+        for src in owed_changed.drain(..) {
+            if let (Some(o), Some(p)) = (self.owed.get(src as usize), peers.get_mut(src as usize)) {
+                p.owed_listed = false;
                 o.bytes.store(p.credit_due, Ordering::Release);
                 o.most_on_a_lane.store(p.most_lane_due, Ordering::Release);
                 o.wanted.store(p.credit_wanted, Ordering::Release);
             }
         }
-        // Cleared, not taken: its buffer serves the next message.
-        st.owed_changed.clear();
         self.held.store(st.lanes.len(), Ordering::Release);
         self.closed.store(st.closed, Ordering::Release);
         self.revoked.store(st.revoked.len(), Ordering::Release);

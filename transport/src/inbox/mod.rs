@@ -52,6 +52,8 @@ struct Peer {
     /// The lane its last message taken came on and the messages owed on
     /// it, kept out of `State::lane_due` (`credit.rs`).
     due_lane: Option<(LaneKey, u32)>,
+    /// Listed in `State::owed_changed` (once, however often it changes).
+    owed_listed: bool,
     /// Lanes holding budgeted messages from this peer.
     budgeted_lanes: usize,
     /// Lanes holding its other (collective, control) messages.
@@ -238,6 +240,7 @@ impl Inbox {
                         credit_wanted: false,
                         most_lane_due: 0,
                         due_lane: None,
+                        owed_listed: false,
                         budgeted_lanes: 0,
                         other_lanes: 0,
                     };

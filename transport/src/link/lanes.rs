@@ -8,6 +8,7 @@ use super::Core;
 use crate::inbox::LaneMap;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, TransportError};
+use std::collections::hash_map::Entry;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -98,23 +99,33 @@ impl Core {
 
     /// Take a slot on `dst`'s lane `key` in `lanes` if one is free.
     fn take_slot(&self, lanes: &mut InFlight, dst: u32, key: LaneKey) -> bool {
-        // A lane in flight (the usual case) is one lookup; a lane is in
-        // the map only while something is in flight on it.
-        if let Some(n) = lanes.lanes.get_mut(&(dst, key)) {
-            if *n >= self.lane_depth {
-                return false;
+        // One lookup; a lane is in the map only while something is in
+        // flight on it.
+        let InFlight { lanes, open } = lanes;
+        match lanes.entry((dst, key)) {
+            Entry::Occupied(mut n) => {
+                if *n.get() >= self.lane_depth {
+                    return false;
+                }
+                *n.get_mut() += 1;
+                true
             }
-            *n += 1;
-            return true;
+            Entry::Vacant(v) => {
+                let open = open.get_mut(dst as usize);
+                if self.lane_depth == 0
+                    || open
+                        .as_ref()
+                        .is_some_and(|o| **o as usize >= crate::inbox::LANES_PER_SENDER)
+                {
+                    return false;
+                }
+                v.insert(1);
+                if let Some(o) = open {
+                    *o += 1;
+                }
+                true
+            }
         }
-        if !lanes.has_room(dst, key, self.lane_depth) {
-            return false;
-        }
-        lanes.lanes.insert((dst, key), 1);
-        if let Some(open) = lanes.open.get_mut(dst as usize) {
-            *open += 1;
-        }
-        true
     }
 
     /// This rank waits for room to send to `dst` on lane `key`: ask `dst`

@@ -301,7 +301,7 @@ impl ShmLink {
     /// counted from the last byte the ring took) for room. What is written
     /// is made readable once at the end, or every [`CHUNK`] bytes, or
     /// before a wait for room: a small frame's header and payload reach
-    /// the reader together, with one store to the ring's `head`.
+    /// the reader together, in one record (one store of its mark).
     fn write_all(
         &self,
         tx: &mut Tx,

@@ -9,14 +9,28 @@
 //! assembler.
 //!
 //! The first page holds the control words, each on a cache line of its
-//! own: `salt` (the creator's, see below), `tail` (bytes read, the
-//! consumer's), `asleep` (the consumer's I/O thread waits for a doorbell),
+//! own: `salt` (the creator's, see below), `tail` (bytes whose room the
+//! consumer has given back), `asleep` (the consumer's I/O thread waits for a doorbell),
 //! `callers` (threads of the consumer's process are reading the ring
 //! themselves: no doorbell needed), `wanted` (per lane kind, threads of the
 //! consumer's process parked waiting for such a message) and `waiting`
 //! (the producer waits for room) and `copy` (the state of the message the
 //! producer offered for a single copy, `copy.rs`). The data follows,
 //! `capacity` bytes (a power of two).
+//!
+//! The bytes go in as records, each published at once: on a cache line's
+//! start, a mark word, a length word, then the bytes. The mark is the
+//! record's position mixed with the ring's salt, stored after the rest,
+//! so the consumer learns that a record has come, and how long it is, by
+//! reading the line that holds it: a small frame (a 40-byte header and up
+//! to 8 bytes of payload) moves between cores as one cache line, where a
+//! separate `head` word made it two, one after the other (the consumer
+//! read the bytes only once it had seen the head move). Stale bytes where
+//! a record will go never pass for its mark: an old record's mark names
+//! an older position, and bytes the producer only relays (another rank's
+//! payload) would have to guess the salt, a random number of the
+//! consumer's (the producer itself knows it, and can write anything
+//! anyway).
 //!
 //! A doorbell is rung only when someone needs it: a frame of a lane kind
 //! a parked thread waits for, a frame the consumer must act on at once
@@ -25,10 +39,11 @@
 //! comes for it reads it there: no system call on either side.
 //!
 //! The peer can write anything into the segment at any time: every word
-//! read from it is checked (a `head` that runs more than `capacity` ahead
-//! of the reader's own `tail`, or behind it, is [`Corrupt`]), each side
-//! keeps its own position in its own memory, and bytes are copied out
-//! before anything is decoded from them.
+//! read from it is checked (a record whose length is 0 or more than the
+//! capacity less its 16-byte header, and a `tail` more than `capacity`
+//! behind the producer's own position or ahead of it, are [`Corrupt`]),
+//! each side keeps its own position in its own memory, and bytes are
+//! copied out before anything is decoded from them.
 
 use super::region::{self, Kind, Locator};
 use std::io;
@@ -225,8 +240,9 @@ impl Segment {
 
     /// Whether anything is published that the consumer has not read (for
     /// threads that do not hold the reader: it may answer `true` for
-    /// bytes read meanwhile, never `false` for bytes there before it
-    /// asked).
+    /// bytes read meanwhile, and `false` for bytes there before it asked
+    /// only if the reader ran a whole lap of the ring between its two
+    /// loads, when a reader is active and looks again anyway).
     pub(crate) fn has_unread(&self) -> Result<bool, Corrupt> {
         match self.hint.load(Ordering::SeqCst) {
             NONE => Ok(true),

@@ -5,9 +5,10 @@
 
 use super::*;
 
-/// The byte at position `i` of an honest producer's stream.
+/// The byte at position `i` of an honest producer's stream: it does not
+/// repeat with the ring, so bytes overwritten a lap early are seen.
 fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(131) ^ (i >> 8)) as u8
+    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
 /// Reads the script front to back; past its end every read is zero.
@@ -97,8 +98,10 @@ pub(crate) fn fuzz_ring(data: &[u8]) {
             }
             4 => {
                 let at = u64::from(s.u16()) % (cap / 8) * 8;
+                // Marks for this lap or the next few, where the reader is.
+                let lap = (head / cap + u64::from(s.u8() % 3)) * cap;
                 let w = match s.u8() % 3 {
-                    0 => b.mark(at),
+                    0 => b.mark(lap + at),
                     1 => u64::from(s.u16()),
                     _ => s.u64(),
                 };
