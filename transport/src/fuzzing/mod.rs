@@ -36,35 +36,35 @@ use std::time::Duration;
 
 /// Reads an input front to back; past its end every read is zero, so any
 /// input is a complete script.
-struct Input<'a> {
+pub(crate) struct Input<'a> {
     data: &'a [u8],
     at: usize,
 }
 
 impl<'a> Input<'a> {
-    fn new(data: &'a [u8]) -> Input<'a> {
+    pub(crate) fn new(data: &'a [u8]) -> Input<'a> {
         Input { data, at: 0 }
     }
 
-    fn u8(&mut self) -> u8 {
+    pub(crate) fn u8(&mut self) -> u8 {
         let b = self.data.get(self.at).copied().unwrap_or(0);
         self.at += 1;
         b
     }
 
-    fn u16(&mut self) -> u16 {
+    pub(crate) fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
-    fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
     }
 
-    fn u64(&mut self) -> u64 {
+    pub(crate) fn u64(&mut self) -> u64 {
         u64::from(self.u32()) | u64::from(self.u32()) << 32
     }
 
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.at >= self.data.len()
     }
 

@@ -1,7 +1,7 @@
 //! Credits: what a receiver owes each sender for the budgeted messages
 //! taken, returned in batches or at once to a sender that waits.
 
-use super::{Inbox, State};
+use super::{Inbox, Peer, State};
 use crate::LaneKey;
 
 /// Credits owed to one sender: bytes, and messages per lane.
@@ -49,9 +49,7 @@ impl Inbox {
         p.most_lane_due = 0;
         let bytes = std::mem::take(&mut p.credit_due);
         let mut lanes: Vec<(LaneKey, u32)> = p.due_lane.take().into_iter().collect();
-        if !std::mem::replace(&mut p.owed_listed, true) {
-            st.owed_changed.push(src);
-        }
+        list_owed(p, &mut st.owed_changed, src);
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
             .keys()
@@ -69,11 +67,10 @@ impl Inbox {
     /// next [`take_credit`](Self::take_credit), whatever the batch.
     pub(crate) fn want_credit(&self, src: u32) {
         let mut st = self.lock();
+        let st = &mut *st;
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.credit_wanted = true;
-            if !std::mem::replace(&mut p.owed_listed, true) {
-                st.owed_changed.push(src);
-            }
+            list_owed(p, &mut st.owed_changed, src);
         }
     }
 }
@@ -108,8 +105,13 @@ impl State {
             }
         };
         p.most_lane_due = p.most_lane_due.max(owed);
-        if !std::mem::replace(&mut p.owed_listed, true) {
-            owed_changed.push(src);
-        }
+        list_owed(p, owed_changed, src);
+    }
+}
+
+/// `src`'s debt changed: list it for the glance, once until it is taken up.
+fn list_owed(p: &mut Peer, changed: &mut Vec<u32>, src: u32) {
+    if !std::mem::replace(&mut p.owed_listed, true) {
+        changed.push(src);
     }
 }

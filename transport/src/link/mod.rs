@@ -229,16 +229,12 @@ pub(crate) trait Sink: Send + Sync + fmt::Debug {
     fn data(&self, core: &Core, peer: u32, h: Header, payload: Payload) -> bool;
     /// The stream from `peer` ended.
     fn ended(&self, core: &Core, peer: u32);
-    /// Whether data frames go straight to the core (so a posted receive
-    /// may take one off the stream itself).
-    fn is_core(&self) -> bool {
-        false
-    }
     /// Whether a posted receive may take a data frame off the stream
-    /// itself when [`direct_now`](Self::direct_now) says its turn has
-    /// come.
+    /// itself (when [`direct_now`](Self::direct_now) says its turn has
+    /// come): frames go straight to the core, or the sink keeps their
+    /// order itself.
     fn reads_direct(&self) -> bool {
-        self.is_core()
+        false
     }
     /// Whether data frame `h` from `peer` (its header dispatched) may be
     /// read straight into a posted receive's buffers now: nothing sent
@@ -267,7 +263,7 @@ impl Sink for Direct {
         core.lost(peer);
     }
 
-    fn is_core(&self) -> bool {
+    fn reads_direct(&self) -> bool {
         true
     }
 }

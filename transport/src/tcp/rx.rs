@@ -346,9 +346,7 @@ impl Rx {
                 let Some(h) = st.reader.dispatch(core, h)? else {
                     return Ok(Took::Going);
                 };
-                let wanted =
-                    |p: &Posted<'_>| p.wants(core, &h) && sink.direct_now(core, self.peer, &h);
-                let Some(p) = posted.filter(|p| wanted(p)) else {
+                let Some(p) = posted.filter(|p| self.takes(core, sink, p, &h)) else {
                     st.reader.body(h, &core.pool);
                     return Ok(Took::Going);
                 };
@@ -368,6 +366,12 @@ impl Rx {
                 }
             }
         }
+    }
+
+    /// Whether the posted receive `p` takes frame `h` straight off the
+    /// socket: it is the message waited for, and its turn has come.
+    fn takes(&self, core: &Core, sink: &dyn Sink, p: &Posted<'_>, h: &Header) -> bool {
+        p.wants(core, h) && sink.direct_now(core, self.peer, h)
     }
 
     /// Read `pieces` full from the socket for a caller waiting for them,
@@ -552,7 +556,7 @@ impl Rx {
         let posted = matches!(got, Read::Full)
             && failed.is_none()
             && Header::decode(inner, core.world, core.max_message_bytes)
-                .is_ok_and(|c| p.wants(core, &c) && sink.direct_now(core, self.peer, &c));
+                .is_ok_and(|c| self.takes(core, sink, p, &c));
         if posted {
             let h = check.finish(inner, p.len(), tag, core.world, core.max_message_bytes)?;
             return Ok(Checked::Authentic(h));

@@ -4,37 +4,12 @@
 //! and lies in the consumer's `tail`, a hostile one.
 
 use super::*;
+use crate::fuzzing::Input;
 
 /// The byte at position `i` of an honest producer's stream: it does not
 /// repeat with the ring, so bytes overwritten a lap early are seen.
 fn pattern(i: u64) -> u8 {
     (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
-}
-
-/// Reads the script front to back; past its end every read is zero.
-struct Script<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl Script<'_> {
-    fn u8(&mut self) -> u8 {
-        let b = self.data.get(self.at).copied().unwrap_or(0);
-        self.at += 1;
-        b
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    fn u64(&mut self) -> u64 {
-        (0..8).fold(0, |w, i| w | u64::from(self.u8()) << (8 * i))
-    }
-
-    fn done(&self) -> bool {
-        self.at >= self.data.len()
-    }
 }
 
 /// Run script `data` on a fresh ring of the smallest capacity. Honest (its
@@ -51,7 +26,7 @@ pub(crate) fn fuzz_ring(data: &[u8]) {
     let Ok(b) = Segment::open(at, MIN_CAPACITY, b"the ring fuzz target") else {
         return;
     };
-    let mut s = Script { data, at: 0 };
+    let mut s = Input::new(data);
     let honest = s.u8().is_multiple_of(2);
     let cap = MIN_CAPACITY as u64;
     let (mut head, mut cur) = (0u64, Cursor::default());
