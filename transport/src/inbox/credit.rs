@@ -1,7 +1,7 @@
 //! Credits: what a receiver owes each sender for the budgeted messages
 //! taken, returned in batches or at once to a sender that waits.
 
-use super::{Inbox, Peer, State};
+use super::{Inbox, Peer, State, LANES_PER_SENDER};
 use crate::LaneKey;
 
 /// Credits owed to one sender: bytes, and messages per lane.
@@ -38,9 +38,7 @@ impl Inbox {
             _ => st.lane_due.get(&(src, key)).copied().unwrap_or(0),
         };
         let flush = p.credit_due >= at_least || lane_due >= depth / 2 || p.credit_wanted;
-        // Only when flushing: is anything owed on any of `src`'s lanes?
-        let owed_on_lanes = || p.due_lane.is_some() || st.lane_due.keys().any(|(s, _)| *s == src);
-        if !flush || (p.credit_due == 0 && !owed_on_lanes()) {
+        if !flush || (p.credit_due == 0 && p.owed_lanes == 0) {
             return None;
         }
         let st = &mut *st;
@@ -48,8 +46,12 @@ impl Inbox {
         p.credit_wanted = false;
         p.most_lane_due = 0;
         let bytes = std::mem::take(&mut p.credit_due);
+        let in_map = std::mem::take(&mut p.owed_lanes) - usize::from(p.due_lane.is_some());
         let mut lanes: Vec<(LaneKey, u32)> = p.due_lane.take().into_iter().collect();
         list_owed(p, &mut st.owed_changed, src);
+        if in_map == 0 {
+            return Some(Credit { bytes, lanes });
+        }
         let keys: Vec<(u32, LaneKey)> = st
             .lane_due
             .keys()
@@ -80,7 +82,14 @@ impl State {
     /// messages on one lane (the usual case: one tag after another) is
     /// counted beside the map, without hashing; the count moves into the
     /// map when another lane's message comes, and back when its lane does.
-    pub(super) fn owe_message(&mut self, src: u32, key: LaneKey) {
+    ///
+    /// Whether `src` is owed on no more lanes than an honest sender may
+    /// have in flight to this rank ([`LANES_PER_SENDER`]): more is a
+    /// sender that ignores credits, and only messages for a forgotten
+    /// communicator (unchecked against the lanes' bounds) can bring it
+    /// there. From half of that on, the next receive from `src` pays it
+    /// back whatever the batch, as if it had asked.
+    pub(super) fn owe_message(&mut self, src: u32, key: LaneKey) -> bool {
         let State {
             peers,
             lane_due,
@@ -88,7 +97,7 @@ impl State {
             ..
         } = self;
         let Some(p) = peers.get_mut(src as usize) else {
-            return;
+            return true;
         };
         let owed = match &mut p.due_lane {
             Some((k, n)) if *k == key => {
@@ -99,13 +108,21 @@ impl State {
                 if let Some((k, n)) = slot.take() {
                     lane_due.insert((src, k), n);
                 }
-                let n = lane_due.remove(&(src, key)).unwrap_or(0).saturating_add(1);
+                let before = lane_due.remove(&(src, key));
+                if before.is_none() {
+                    p.owed_lanes += 1;
+                }
+                let n = before.unwrap_or(0).saturating_add(1);
                 *slot = Some((key, n));
                 n
             }
         };
         p.most_lane_due = p.most_lane_due.max(owed);
+        if p.owed_lanes >= LANES_PER_SENDER / 2 {
+            p.credit_wanted = true;
+        }
         list_owed(p, owed_changed, src);
+        p.owed_lanes <= LANES_PER_SENDER
     }
 }
 

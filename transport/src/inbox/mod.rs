@@ -52,6 +52,10 @@ struct Peer {
     /// The lane its last message taken came on and the messages owed on
     /// it, kept out of `State::lane_due` (`credit.rs`).
     due_lane: Option<(LaneKey, u32)>,
+    /// Lanes owed a credit (`due_lane`'s and its entries in
+    /// `State::lane_due`): at most [`LANES_PER_SENDER`] from an honest
+    /// sender, which has no more lanes in flight to one receiver.
+    owed_lanes: usize,
     /// Listed in `State::owed_changed` (once, however often it changes).
     owed_listed: bool,
     /// Lanes holding budgeted messages from this peer.
@@ -240,6 +244,7 @@ impl Inbox {
                         credit_wanted: false,
                         most_lane_due: 0,
                         due_lane: None,
+                        owed_lanes: 0,
                         owed_listed: false,
                         budgeted_lanes: 0,
                         other_lanes: 0,
@@ -309,7 +314,9 @@ impl Inbox {
         }
         if st.forgotten.contains(&key.comm) {
             // Nobody here will take it: counted as received and taken, so
-            // its sender gets its credit back.
+            // its sender gets its credit back (when it asks: no receive
+            // here returns it). Unchecked against the lanes' bounds, so
+            // the lanes it is owed on are bounded instead.
             drop(msg);
             if let Some(p) = st.peers.get_mut(src as usize) {
                 p.last_progress = stamp::stamp();
@@ -321,9 +328,13 @@ impl Inbox {
                     p.budgeted_bytes += n;
                 }
             }
-            consumed(&mut st, src, key, n as usize);
+            let within = consumed(&mut st, src, key, n as usize);
             st.wake(Change::Taken(src));
-            return Ok(());
+            return if within {
+                Ok(())
+            } else {
+                Err("owed credit on more lanes than any sender may have in flight")
+            };
         }
         if let Some(p) = st.peers.get_mut(src as usize) {
             p.last_progress = stamp::stamp();
@@ -778,15 +789,19 @@ fn lane_closed(st: &mut State, src: u32, key: LaneKey) {
     }
 }
 
-/// Account for a message from `src` leaving the queues.
-fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) {
-    if let Some(p) = st.peers.get_mut(src as usize) {
-        let n = len as u64;
-        p.queued_bytes = p.queued_bytes.saturating_sub(n);
-        if budgeted(key.kind) {
-            p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
-            p.credit_due += n;
-            st.owe_message(src, key);
-        }
+/// Account for a message from `src` leaving the queues; whether the
+/// lanes `src` is owed on are within what an honest sender may have in
+/// flight (see [`State::owe_message`]).
+fn consumed(st: &mut State, src: u32, key: LaneKey, len: usize) -> bool {
+    let Some(p) = st.peers.get_mut(src as usize) else {
+        return true;
+    };
+    let n = len as u64;
+    p.queued_bytes = p.queued_bytes.saturating_sub(n);
+    if !budgeted(key.kind) {
+        return true;
     }
+    p.budgeted_bytes = p.budgeted_bytes.saturating_sub(n);
+    p.credit_due += n;
+    st.owe_message(src, key)
 }

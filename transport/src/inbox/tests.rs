@@ -220,6 +220,41 @@ fn credit_counts_each_lane_whatever_order_their_messages_come_in() {
 }
 
 #[test]
+fn a_sender_is_owed_on_no_more_lanes_than_it_may_have_in_flight() {
+    let inbox = Inbox::new(2, false);
+    let lane = |tag: usize| LaneKey {
+        tag: tag as u64,
+        ..P2P
+    };
+    let take = |key: LaneKey| {
+        inbox.deliver(1, key, msg(&[0; 1]));
+        inbox.try_take(1, key, None).unwrap().unwrap();
+    };
+    // A message taken on each of just under half the lanes a sender may
+    // have in flight: below any batch, nothing goes back yet.
+    let half = LANES_PER_SENDER / 2;
+    (0..half - 1).for_each(|t| take(lane(t)));
+    assert_eq!(inbox.take_credit(1, P2P, u64::MAX, u32::MAX), None);
+    // Half of them: paid back with the next receive, as if it asked.
+    take(lane(half - 1));
+    let c = inbox.take_credit(1, P2P, u64::MAX, u32::MAX).unwrap();
+    assert_eq!((c.bytes, c.lanes.len()), (half as u64, half));
+    // What comes for a forgotten communicator is taken by no receive:
+    // an honest sender's lanes in flight fit, one lane more is refused.
+    inbox.forget(7);
+    for t in 0..LANES_PER_SENDER {
+        assert_eq!(inbox.deliver_checked(1, lane(t), msg(&[])), Ok(()));
+    }
+    assert!(inbox
+        .deliver_checked(1, lane(LANES_PER_SENDER), msg(&[]))
+        .is_err());
+    // All of it goes back in one credit; then it is owed afresh.
+    let c = inbox.take_credit(1, P2P, u64::MAX, u32::MAX).unwrap();
+    assert_eq!(c.lanes.len(), LANES_PER_SENDER + 1);
+    assert_eq!(inbox.deliver_checked(1, lane(0), msg(&[])), Ok(()));
+}
+
+#[test]
 fn revocations_of_communicators_not_yet_here_are_held_until_made() {
     let inbox = Inbox::new(3, false);
     assert_eq!(inbox.revoke_from(1, 40), None, "held");

@@ -78,7 +78,7 @@ impl ShmLink {
             // again within a millisecond: a hand-off missed by a race this
             // code does not know of costs that, not the deadline. With
             // nothing pending, sleep until a bell or a wake-up.
-            let pending = unread || !all || !self.nothing_queued();
+            let pending = unread || !all || !self.queue.is_empty();
             let wait = pending.then_some(Duration::from_millis(1));
             if let Err(e) = poll.poll(&mut events, wait) {
                 if e.kind() != ErrorKind::Interrupted {

@@ -29,6 +29,7 @@ mod copy;
 #[cfg(test)]
 mod hostile_tests;
 mod io;
+mod queue;
 mod region;
 mod ring;
 mod rx;
@@ -50,8 +51,8 @@ use crate::link::{
 use crate::spec::Spec;
 use crate::wire::{FrameType, Header, HEADER_LEN};
 use crate::{LaneKind, LinkKind, Payload, TransportError};
+use queue::Queue;
 use ring::{Corrupt, Segment};
-use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -121,16 +122,6 @@ struct Rx {
     ended: bool,
 }
 
-/// A frame queued, with the bytes reserved for it in the link's budget
-/// (0: none).
-type Queued = (Header, Payload, usize);
-
-/// Frames queued for the I/O thread.
-#[derive(Debug, Default)]
-struct Queue {
-    frames: VecDeque<Queued>,
-}
-
 #[derive(Debug)]
 struct Partial {
     /// Whom its bytes must wake ([`ShmLink::bell_for`]).
@@ -176,10 +167,8 @@ pub(crate) struct ShmLink {
     /// look under `rx`'s lock.
     rx_clean: AtomicBool,
     tx: Mutex<Tx>,
-    queue: Mutex<Queue>,
-    /// How many frames `queue` holds (stored under its lock), for the
-    /// writer's look after each message.
-    queued: AtomicUsize,
+    /// Frames for the writer from threads that must not block.
+    queue: Queue,
     /// What frames queued within a reservation (answers) may hold.
     budget: Budget,
     /// Senders waiting for room sleep here; the I/O thread wakes them.
@@ -239,8 +228,7 @@ impl ShmLink {
                 partial: None,
                 ticket: 0,
             }),
-            queue: Mutex::new(Queue::default()),
-            queued: AtomicUsize::new(0),
+            queue: Queue::default(),
             budget: Budget::new(budget),
             room: (Mutex::new(()), Condvar::new()),
             room_waiters: AtomicUsize::new(0),
@@ -444,7 +432,7 @@ impl ShmLink {
     fn flush_queued(&self, tx: &mut Tx, core: &Core) -> bool {
         loop {
             if tx.partial.is_none() {
-                let Some((h, payload, reserved)) = self.pop_queued() else {
+                let Some((h, payload, reserved)) = self.queue.pop() else {
                     return true;
                 };
                 tx.partial = Some(Partial {
@@ -502,7 +490,7 @@ impl ShmLink {
             self.budget.release(reserved);
             return;
         }
-        self.push_queued((header, payload, reserved));
+        self.queue.push((header, payload, reserved));
         // Seen by the writer's `leave_tx`, or this thread takes the writer.
         std::sync::atomic::fence(Ordering::SeqCst);
         self.flush_now(core);
@@ -518,7 +506,7 @@ impl ShmLink {
             return;
         }
         let since = self.born + Duration::from_nanos(full);
-        if since.elapsed() >= core.timeout() && !self.nothing_queued() {
+        if since.elapsed() >= core.timeout() && !self.queue.is_empty() {
             tracing::error!(
                 peer = self.peer,
                 "rank {} has read nothing of what is queued for it for {:?}; closing the link",
@@ -530,7 +518,8 @@ impl ShmLink {
     }
 
     /// Write what is queued if the writer is free; otherwise whoever holds
-    /// it writes it on leaving ([`leave_tx`](Self::leave_tx)).
+    /// it writes it on leaving ([`leave_tx`](Self::leave_tx)). Whether
+    /// everything queued is written.
     fn flush_now(&self, core: &Core) -> bool {
         loop {
             let Ok(mut tx) = self.tx.try_lock() else {
@@ -540,7 +529,13 @@ impl ShmLink {
             let head = tx.head;
             drop(tx);
             if all {
-                return self.leave_tx(core);
+                // The writer is let go: frames queued meanwhile (as
+                // `leave_tx` looks) are this thread's to write.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if self.queue.is_empty() {
+                    return true;
+                }
+                continue;
             }
             // Out of room, it asked the reader to ring once room frees. If
             // room freed while this thread still held the writer, the bell
@@ -557,38 +552,13 @@ impl ShmLink {
         // Pairs with the fence after a push: either that thread finds the
         // writer free or this one sees the frame.
         std::sync::atomic::fence(Ordering::SeqCst);
-        if self.nothing_queued() {
-            return true;
-        }
-        self.flush_now(core)
+        self.queue.is_empty() || self.flush_now(core)
     }
 
     /// Whether nothing queued is left to write (a writer busy now counts
     /// as something left: this never waits for it).
     fn queue_empty(&self) -> bool {
-        self.nothing_queued() && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
-    }
-
-    fn push_queued(&self, frame: Queued) {
-        let mut q = lock(&self.queue);
-        q.frames.push_back(frame);
-        self.queued.store(q.frames.len(), Ordering::SeqCst);
-    }
-
-    /// The first frame queued; a look at the count, not the lock, when
-    /// there is none (the writer asks after every message).
-    fn pop_queued(&self) -> Option<Queued> {
-        if self.nothing_queued() {
-            return None;
-        }
-        let mut q = lock(&self.queue);
-        let frame = q.frames.pop_front();
-        self.queued.store(q.frames.len(), Ordering::SeqCst);
-        frame
-    }
-
-    fn nothing_queued(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) == 0
+        self.queue.is_empty() && self.tx.try_lock().is_ok_and(|tx| tx.partial.is_none())
     }
 
     // ---- reading ----
@@ -672,11 +642,7 @@ impl Link for ShmLink {
 
     #[cfg(test)]
     fn queued_bytes(&self) -> usize {
-        let queued: usize = lock(&self.queue)
-            .frames
-            .iter()
-            .map(|(_, p, _)| HEADER_LEN + p.len())
-            .sum();
+        let queued = self.queue.bytes();
         let partial = lock(&self.tx)
             .partial
             .as_ref()
@@ -755,7 +721,7 @@ impl Link for ShmLink {
     fn close_begin(&self) {
         let bye = Header::control(FrameType::Bye, self.rank, self.peer);
         if !self.ended.load(Ordering::Acquire) {
-            self.push_queued((bye, Payload::default(), 0));
+            self.queue.push((bye, Payload::default(), 0));
         }
         self.flushing.store(true, Ordering::Release);
         self.wake_io();
