@@ -47,7 +47,7 @@ mod wire;
 
 /// The tag of authenticated frames, for `benches/mac.rs` only.
 #[doc(hidden)]
-pub use auth::gmac::Gmac;
+pub use auth::frame_mac::FrameMac;
 /// The hello's settings-word bits for receive bounds (for tests that
 /// speak the handshake by hand).
 #[doc(hidden)]

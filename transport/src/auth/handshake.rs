@@ -54,8 +54,9 @@ use std::time::Instant;
 /// version 10 the receive bounds' fingerprint in the settings word
 /// (`bounds_word`) and same-host rings as sealed memfds bound to the link
 /// (negotiation `mwshm003`); version 11 GMAC in place of keyed BLAKE3 for
-/// the tags of authenticated frames (`seal.rs`).
-pub const PROTOCOL_VERSION: u32 = 11;
+/// the tags of authenticated frames (`seal.rs`); version 12 AEGISMAC-128X4
+/// in place of GMAC (`frame_mac.rs`).
+pub const PROTOCOL_VERSION: u32 = 12;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;

@@ -27,7 +27,7 @@ pub(crate) type Read = (Vec<(Header, Vec<u8>)>, Result<bool, ReadError>);
 
 /// A reader of rank 1's stream to rank 0 (worlds of 3), sealed or plain.
 pub(crate) fn reader(sealed: bool) -> Reader {
-    let opener = sealed.then(|| Opener::new(KEY, Protect::Authenticate).expect("an opener"));
+    let opener = sealed.then(|| Opener::new(KEY, Protect::Authenticate));
     Reader::new(1, 3, 1 << 20, opener)
 }
 
@@ -46,7 +46,7 @@ pub(crate) fn stream(frames: &[(Header, Vec<u8>)], sealed: bool) -> Vec<u8> {
 /// [`stream`], and where each frame's bytes start.
 fn stream_marked(frames: &[(Header, Vec<u8>)], sealed: bool) -> (Vec<u8>, Vec<usize>) {
     let pool = Arc::new(BufferPool::new());
-    let mut sealer = Sealer::new(KEY, Protect::Authenticate).expect("a sealer");
+    let mut sealer = Sealer::new(KEY, Protect::Authenticate);
     let (mut bytes, mut starts) = (Vec::new(), Vec::new());
     for (h, p) in frames {
         starts.push(bytes.len());

@@ -106,7 +106,7 @@ fn an_envelope_sealed_under_another_key_is_refused() {
     let core = mesh_core();
     let frames = frames();
     let bytes = stream(&frames, true);
-    let opener = Opener::new([8; 32], Protect::Authenticate).unwrap();
+    let opener = Opener::new([8; 32], Protect::Authenticate);
     let mut r = Reader::new(1, 3, 1 << 20, Some(opener));
     let got = read_all(&mut r, &core, &bytes, 4);
     assert!(

@@ -122,14 +122,8 @@ impl TcpLink {
         let _ = stream.set_nodelay(true);
         stream.set_nonblocking(true)?;
         let protect = spec.protect();
-        let sealer = protect
-            .map(|p| Sealer::new(keys.send, p))
-            .transpose()
-            .map_err(std::io::Error::other)?;
-        let opener = protect
-            .map(|p| Opener::new(keys.recv, p))
-            .transpose()
-            .map_err(std::io::Error::other)?;
+        let sealer = protect.map(|p| Sealer::new(keys.send, p));
+        let opener = protect.map(|p| Opener::new(keys.recv, p));
         let (tx, queue) = crossbeam_channel::unbounded::<Out>();
         let read_half = stream.try_clone()?;
         Ok(TcpLink {
