@@ -643,15 +643,30 @@ impl Node {
 /// The wire protocol version this build speaks.
 pub const WIRE_PROTOCOL_VERSION: u32 = PROTOCOL_VERSION;
 
+/// Why a `host:port` gave no address to dial.
+#[derive(Debug, thiserror::Error)]
+enum Unresolved {
+    #[error("{hostport}: {source}")]
+    Lookup {
+        hostport: String,
+        source: std::io::Error,
+    },
+    #[error("{0} resolves to nothing")]
+    Nothing(String),
+}
+
 /// Every address `hostport` resolves to: the first, and the others (a
 /// host known by several, each dialled in turn).
-fn resolve(hostport: &str) -> std::result::Result<(SocketAddr, Vec<SocketAddr>), String> {
+fn resolve(hostport: &str) -> std::result::Result<(SocketAddr, Vec<SocketAddr>), Unresolved> {
     let mut all = hostport
         .to_socket_addrs()
-        .map_err(|e| format!("{hostport}: {e}"))?;
+        .map_err(|source| Unresolved::Lookup {
+            hostport: hostport.to_string(),
+            source,
+        })?;
     let first = all
         .next()
-        .ok_or_else(|| format!("{hostport} resolves to nothing"))?;
+        .ok_or_else(|| Unresolved::Nothing(hostport.to_string()))?;
     let mut also: Vec<SocketAddr> = all.filter(|a| *a != first).collect();
     also.dedup();
     Ok((first, also))

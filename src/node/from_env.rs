@@ -29,9 +29,14 @@ impl Node {
                     )
                 })?;
                 let hostport = format!("{value}:{port}");
-                Some(resolve_seed(&hostport).map_err(|e| bad("MASTER_ADDR", &hostport, &e))?)
+                Some(
+                    resolve_seed(&hostport)
+                        .map_err(|e| bad("MASTER_ADDR", &hostport, &e.to_string()))?,
+                )
             }
-            Some((name, value)) => Some(resolve_seed(&value).map_err(|e| bad(name, &value, &e))?),
+            Some((name, value)) => {
+                Some(resolve_seed(&value).map_err(|e| bad(name, &value, &e.to_string()))?)
+            }
         };
         let rank = parse::<u32>("RANK")?;
         let world = parse::<u32>("WORLD")?.unwrap_or(1);
@@ -146,7 +151,7 @@ impl Node {
         (node.peers, node.peers_also) = match lookup("PEERS") {
             Some((n, v)) => v
                 .split(',')
-                .map(|p| resolve(p.trim()).map_err(|e| bad(n, &v, &e)))
+                .map(|p| resolve(p.trim()).map_err(|e| bad(n, &v, &e.to_string())))
                 .collect::<Result<Vec<_>>>()?
                 .into_iter()
                 .unzip(),

@@ -43,6 +43,17 @@ impl std::fmt::Debug for FrameMac {
     }
 }
 
+impl Drop for FrameMac {
+    fn drop(&mut self) {
+        // The key, wiped (volatile: a store to memory about to be freed
+        // is otherwise dropped by the optimiser).
+        for b in &mut self.key {
+            // SAFETY: a valid, aligned byte of this value.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
 /// The MAC's 16-byte nonce for frame `nonce`.
 fn nonce_bytes(nonce: u64) -> [u8; 16] {
     let mut n = [0u8; 16];

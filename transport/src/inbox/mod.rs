@@ -164,6 +164,22 @@ struct State {
 }
 
 impl State {
+    /// A message of `n` bytes from `src` on `key` came: `src` made
+    /// progress, and the message counts as received and queued (until
+    /// [`consumed`]).
+    fn received(&mut self, src: u32, key: LaneKey, n: u64) {
+        if let Some(p) = self.peers.get_mut(src as usize) {
+            p.last_progress = stamp::stamp();
+            p.silent = false;
+            p.received_messages += 1;
+            p.received_bytes += n;
+            p.queued_bytes += n;
+            if budgeted(key.kind) {
+                p.budgeted_bytes += n;
+            }
+        }
+    }
+
     /// Why `src` is out of reach, if it is: a rank that relays between it
     /// and this one is gone, or silent (named: the relay failed, not
     /// `src`).
@@ -309,25 +325,17 @@ impl Inbox {
     ) -> Result<(), &'static str> {
         let mut st = self.lock();
         let n = msg.len() as u64;
-        if bounded && !st.forgotten.contains(&key.comm) {
+        let forgotten = st.forgotten.contains(&key.comm);
+        if bounded && !forgotten {
             st.check(src, key, n)?;
         }
-        if st.forgotten.contains(&key.comm) {
+        st.received(src, key, n);
+        if forgotten {
             // Nobody here will take it: counted as received and taken, so
             // its sender gets its credit back (when it asks: no receive
             // here returns it). Unchecked against the lanes' bounds, so
             // the lanes it is owed on are bounded instead.
             drop(msg);
-            if let Some(p) = st.peers.get_mut(src as usize) {
-                p.last_progress = stamp::stamp();
-                p.silent = false;
-                p.received_messages += 1;
-                p.received_bytes += n;
-                p.queued_bytes += n;
-                if budgeted(key.kind) {
-                    p.budgeted_bytes += n;
-                }
-            }
             let within = consumed(&mut st, src, key, n as usize);
             st.wake(Change::Taken(src));
             return if within {
@@ -337,15 +345,7 @@ impl Inbox {
             };
         }
         if let Some(p) = st.peers.get_mut(src as usize) {
-            p.last_progress = stamp::stamp();
-            p.silent = false;
-            p.received_messages += 1;
-            p.received_bytes += n;
-            p.queued_bytes += n;
             p.max_queued_bytes = p.max_queued_bytes.max(p.queued_bytes);
-            if budgeted(key.kind) {
-                p.budgeted_bytes += n;
-            }
         }
         let state = &mut *st;
         let lane = state.lanes.entry((src, key)).or_insert_with(|| {
@@ -377,16 +377,7 @@ impl Inbox {
     /// taken at once.
     pub(crate) fn took_direct(&self, src: u32, key: LaneKey, len: usize) {
         let mut st = self.lock();
-        if let Some(p) = st.peers.get_mut(src as usize) {
-            p.last_progress = stamp::stamp();
-            p.silent = false;
-            p.received_messages += 1;
-            p.received_bytes += len as u64;
-            if budgeted(key.kind) {
-                p.budgeted_bytes += len as u64;
-            }
-            p.queued_bytes += len as u64;
-        }
+        st.received(src, key, len as u64);
         consumed(&mut st, src, key, len);
     }
 

@@ -114,3 +114,33 @@ fn a_same_host_member_that_reads_nothing_for_a_deadline_is_failed_timeout() {
         Err(crate::TransportError::PeerDisconnected { rank: 0 })
     );
 }
+
+/// While answers wait queued for the ring, the member makes the ring's
+/// `tail` say more was read than was ever written. Rank 1's next write of
+/// the queue finds the word corrupt: the link ends, the member is failed,
+/// and what was queued is dropped with its budget (before, the writer
+/// retried the frame behind the corrupt word forever, and the link could
+/// not be closed).
+#[test]
+fn a_ring_corrupted_with_answers_queued_ends_the_link() {
+    let (t1, core, mut sock, made) = attacked();
+    let link = core.link(0).unwrap();
+    assert!(link.queued_bytes() > 0, "answers wait for room");
+    let ring = made.inn.as_ref().expect("the ring rank 1 writes");
+    ring.free(&super::ring::Cursor::at(u64::MAX / 2));
+    // The doorbell: rank 1's I/O thread wakes and writes what is queued.
+    sock.write_all(&[1]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !core.inbox.is_gone(0) || link.queued_bytes() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the corrupt ring did not end the link ({} bytes still queued)",
+            link.queued_bytes()
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        t1.send(0, REQUESTS, &[b"x"]),
+        Err(crate::TransportError::PeerDisconnected { rank: 0 })
+    );
+}

@@ -428,8 +428,12 @@ impl ShmLink {
     }
 
     /// Write queued frames as far as the ring takes them, never waiting;
-    /// whether everything queued is written.
+    /// whether everything queued is written (or dropped: the link ended).
     fn flush_queued(&self, tx: &mut Tx, core: &Core) -> bool {
+        if self.ended.load(Ordering::Acquire) {
+            self.discard(tx);
+            return true;
+        }
         loop {
             if tx.partial.is_none() {
                 let Some((h, payload, reserved)) = self.queue.pop() else {
@@ -471,6 +475,7 @@ impl ShmLink {
                     Ok(n) => p.at += n,
                     Err(Corrupt) => {
                         self.corrupt(core, self.peer);
+                        self.discard(tx);
                         return true;
                     }
                 }
@@ -479,6 +484,18 @@ impl ShmLink {
             self.budget.release(p.reserved);
             tx.partial = None;
             self.publish(tx.head, bell);
+        }
+    }
+
+    /// The link has ended: nothing queued will be written (a frame part
+    /// written, or behind a corrupt word, never could be), and what the
+    /// frames reserved of the budget goes back.
+    fn discard(&self, tx: &mut Tx) {
+        if let Some(p) = tx.partial.take() {
+            self.budget.release(p.reserved);
+        }
+        while let Some((_, _, reserved)) = self.queue.pop() {
+            self.budget.release(reserved);
         }
     }
 

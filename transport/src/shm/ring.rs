@@ -101,6 +101,15 @@ pub(crate) struct Cursor {
     left: u64,
 }
 
+#[cfg(test)]
+impl Cursor {
+    /// A cursor at `at`: what a consumer that lies about how much it read
+    /// would give back with [`Segment::free`].
+    pub(crate) fn at(at: u64) -> Cursor {
+        Cursor { at, left: 0 }
+    }
+}
+
 const _: () = assert!(std::mem::size_of::<Control>() <= DATA_AT);
 
 /// The peer wrote control words no honest producer or consumer writes.
