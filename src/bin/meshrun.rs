@@ -43,7 +43,27 @@ struct Options {
     program: Vec<String>,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
+/// Why the command line is not a launch: help asked for, or what is wrong
+/// with it (printed before the usage).
+#[derive(Debug, thiserror::Error)]
+enum Usage {
+    #[error("help")]
+    Help,
+    #[error("{0} needs a value")]
+    NeedsValue(String),
+    #[error("-n expects a number, got {0:?}")]
+    NotANumber(String),
+    #[error("--topology expects mesh, star, kregular:<degree> or hypercube, got {0:?}")]
+    UnknownTopology(String),
+    #[error("unknown option {0:?}")]
+    UnknownOption(String),
+    #[error("-n N (N ≥ 1) is required")]
+    NoWorld,
+    #[error("no program given after --")]
+    NoProgram,
+}
+
+fn parse(args: &[String]) -> Result<Options, Usage> {
     let mut o = Options {
         n: 0,
         topology: "mesh".into(),
@@ -57,13 +77,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
         let value = |i: usize| {
             args.get(i + 1)
                 .cloned()
-                .ok_or_else(|| format!("{} needs a value", args[i]))
+                .ok_or_else(|| Usage::NeedsValue(args[i].clone()))
         };
         match args[i].as_str() {
             "-n" | "--np" => {
                 o.n = value(i)?
                     .parse()
-                    .map_err(|_| format!("-n expects a number, got {:?}", args[i + 1]))?;
+                    .map_err(|_| Usage::NotANumber(args[i + 1].clone()))?;
                 i += 2;
             }
             "--topology" => {
@@ -73,10 +93,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                         .strip_prefix("kregular:")
                         .is_some_and(|d| d.parse::<u32>().is_ok());
                 if !known {
-                    return Err(format!(
-                        "--topology expects mesh, star, kregular:<degree> or hypercube, got {:?}",
-                        o.topology
-                    ));
+                    return Err(Usage::UnknownTopology(o.topology));
                 }
                 i += 2;
             }
@@ -96,15 +113,15 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 o.program = args[i + 1..].to_vec();
                 break;
             }
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown option {other:?}")),
+            "-h" | "--help" => return Err(Usage::Help),
+            other => return Err(Usage::UnknownOption(other.to_string())),
         }
     }
     if o.n == 0 {
-        return Err("-n N (N ≥ 1) is required".into());
+        return Err(Usage::NoWorld);
     }
     if o.program.is_empty() {
-        return Err("no program given after --".into());
+        return Err(Usage::NoProgram);
     }
     Ok(o)
 }
@@ -223,7 +240,7 @@ fn main() -> ExitCode {
     let o = match parse(&args) {
         Ok(o) => o,
         Err(e) => {
-            if !e.is_empty() {
+            if !matches!(e, Usage::Help) {
                 eprintln!("meshrun: {e}");
             }
             eprintln!("{USAGE}");

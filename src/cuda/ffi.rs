@@ -116,9 +116,14 @@ pub(crate) struct Api {
 /// NCCL's calls, resolved once: `DeviceUnavailable` without NCCL or with
 /// one lacking any of them.
 pub(crate) fn api() -> Result<&'static Api> {
+    // What is missing, kept as said: `Error` is not `Clone`.
     static API: std::sync::OnceLock<std::result::Result<Api, String>> = std::sync::OnceLock::new();
+    let missing = |e: Error| match e {
+        Error::DeviceUnavailable { what } => what,
+        other => other.to_string(),
+    };
     let api = API.get_or_init(|| {
-        let h = library().map_err(|e| e.to_string())?.handle;
+        let h = library().map_err(missing)?.handle;
         // SAFETY: each type below is the named function's C signature in
         // nccl.h.
         let api = unsafe {
@@ -144,13 +149,9 @@ pub(crate) fn api() -> Result<&'static Api> {
                 })
             })()
         };
-        api.map_err(|e| e.to_string())
+        api.map_err(missing)
     });
-    api.as_ref()
-        .map_err(|what| match what.strip_prefix("device unavailable: ") {
-            Some(what) => unavailable(what),
-            None => unavailable(what.clone()),
-        })
+    api.as_ref().map_err(|what| unavailable(what.clone()))
 }
 
 impl Api {
