@@ -34,15 +34,15 @@ impl InFlight {
     fn has_room(&self, dst: u32, key: LaneKey, depth: u32) -> bool {
         match self.lanes.get(&(dst, key)) {
             Some(&n) => n < depth,
-            None => {
-                depth > 0
-                    && self
-                        .open
-                        .get(dst as usize)
-                        .is_none_or(|&open| (open as usize) < crate::inbox::LANES_PER_SENDER)
-            }
+            None => opens(self.open.get(dst as usize), depth),
         }
     }
+}
+
+/// Whether a lane not in flight may open to a receiver that has `open`
+/// lanes open (`None`: a rank this side does not count).
+fn opens(open: Option<&u32>, depth: u32) -> bool {
+    depth > 0 && open.is_none_or(|&o| (o as usize) < crate::inbox::LANES_PER_SENDER)
 }
 
 impl Core {
@@ -112,11 +112,7 @@ impl Core {
             }
             Entry::Vacant(v) => {
                 let open = open.get_mut(dst as usize);
-                if self.lane_depth == 0
-                    || open
-                        .as_ref()
-                        .is_some_and(|o| **o as usize >= crate::inbox::LANES_PER_SENDER)
-                {
+                if !opens(open.as_deref(), self.lane_depth) {
                     return false;
                 }
                 v.insert(1);

@@ -141,16 +141,30 @@ impl In {
         h: Header,
         payload: Option<Payload>,
     ) -> Result<(), ProtocolError> {
+        self.on_stream(core, peer, s, |st| {
+            if st.frames.len() >= MAX_WAITING {
+                return Err(ProtocolError::FramesWithoutPayloads {
+                    waiting: st.frames.len(),
+                });
+            }
+            st.frames.push_back((h, payload));
+            Ok(())
+        })
+    }
+
+    /// Change stream `s` by `change`, then deliver what that unblocks.
+    fn on_stream(
+        &mut self,
+        core: &Core,
+        peer: u32,
+        s: usize,
+        change: impl FnOnce(&mut InStream) -> Result<(), ProtocolError>,
+    ) -> Result<(), ProtocolError> {
         let st = self
             .streams
             .get_mut(s)
             .ok_or(ProtocolError::NoSuchStream { index: s })?;
-        if st.frames.len() >= MAX_WAITING {
-            return Err(ProtocolError::FramesWithoutPayloads {
-                waiting: st.frames.len(),
-            });
-        }
-        st.frames.push_back((h, payload));
+        change(st)?;
         st.deliver(core, peer, &mut self.gone_marks)
     }
 
@@ -169,17 +183,15 @@ impl In {
         h: Header,
         payload: Payload,
     ) -> Result<(), ProtocolError> {
-        let st = self
-            .streams
-            .get_mut(s)
-            .ok_or(ProtocolError::NoSuchStream { index: s })?;
-        if st.payloads.len() >= MAX_WAITING {
-            return Err(ProtocolError::PayloadsWithoutFrames {
-                waiting: st.payloads.len(),
-            });
-        }
-        st.payloads.push_back((h, payload));
-        st.deliver(core, peer, &mut self.gone_marks)
+        self.on_stream(core, peer, s, |st| {
+            if st.payloads.len() >= MAX_WAITING {
+                return Err(ProtocolError::PayloadsWithoutFrames {
+                    waiting: st.payloads.len(),
+                });
+            }
+            st.payloads.push_back((h, payload));
+            Ok(())
+        })
     }
 }
 
@@ -206,12 +218,10 @@ impl In {
         peer: u32,
         s: usize,
     ) -> Result<(), ProtocolError> {
-        let st = self
-            .streams
-            .get_mut(s)
-            .ok_or(ProtocolError::NoSuchStream { index: s })?;
-        st.payloads_done = st.payloads_done.wrapping_add(1);
-        st.deliver(core, peer, &mut self.gone_marks)
+        self.on_stream(core, peer, s, |st| {
+            st.payloads_done = st.payloads_done.wrapping_add(1);
+            Ok(())
+        })
     }
 }
 
