@@ -64,6 +64,7 @@ pub struct Node {
     topology: Topology,
     transport: TransportKind,
     timeout: Duration,
+    liveness: Duration,
     token: Option<String>,
     max_message_bytes: u64,
     peer_budget_bytes: u64,
@@ -129,6 +130,7 @@ impl Node {
             topology: Topology::Mesh,
             transport: TransportKind::Quic,
             timeout: DEFAULT_TIMEOUT,
+            liveness: meshwork_transport::DEFAULT_LIVENESS,
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             peer_budget_bytes: meshwork_transport::DEFAULT_PEER_BUDGET,
@@ -249,6 +251,22 @@ impl Node {
     /// (`TIMEOUT_S`): a call fails when its peers make no progress this long.
     pub fn timeout(mut self, timeout: Duration) -> Node {
         self.timeout = timeout;
+        self
+    }
+
+    /// How long a member may send nothing, not even a heartbeat, before
+    /// every rank linked to it counts it failed (`LIVENESS_S`; default
+    /// 1 s, at most the deadline). Heartbeats come from the I/O threads
+    /// (a same-host member's process state is read instead), so a member
+    /// busy in its own code for minutes is never suspected; a frozen
+    /// process, a cut link or a dead host is, after this long. The price
+    /// of a short one: a link that delivers nothing for that long (a
+    /// host swapping hard, a network dropping every packet for a second)
+    /// has its member counted failed, and under `RECOVERY=shrink`
+    /// expelled. Give every rank the same; a peer's longer setting is
+    /// waited for (its heartbeats carry it).
+    pub fn liveness(mut self, liveness: Duration) -> Node {
+        self.liveness = liveness;
         self
     }
 
@@ -552,6 +570,7 @@ impl Node {
         };
         spec.token = self.token.clone();
         spec.timeout = self.timeout;
+        spec.liveness = self.liveness;
         spec.max_message_bytes = self.max_message_bytes;
         spec.peer_budget_bytes = self.peer_budget_bytes;
         spec.lane_depth = self.lane_depth;

@@ -181,9 +181,7 @@ impl<'a> CollComm<'a> {
         let silent = u64::from_le_bytes(h[16..24].try_into().ok()?) == 1;
         let seen = rank != self.inner.rank
             && rank < self.inner.world
-            && self
-                .transport()
-                .await_failure_of(rank, super::recovery::grace(self.inner.timeout()));
+            && self.transport().await_failure_of(rank, self.inner.grace());
         if !seen {
             tracing::warn!(
                 from,

@@ -51,14 +51,20 @@ impl Recovery {
 }
 
 /// How long a call that waited on a rank which did not fail waits for the
-/// failure behind it to become known (a peer's silence is noticed a
-/// heartbeat check after its deadline; a dead process's links end at
-/// once): at most a second, within the deadline-plus-2-s bound.
-pub(super) fn grace(timeout: Duration) -> Duration {
-    timeout.min(Duration::from_secs(1))
+/// failure behind it to become known here (a dead process's links end at
+/// once; a silence is noticed by every link within the liveness limit
+/// and a heartbeat): a second, or the liveness limit and a half if
+/// longer, never past the deadline.
+pub(super) fn grace(timeout: Duration, liveness: Duration) -> Duration {
+    timeout.min((liveness + liveness / 2).max(Duration::from_secs(1)))
 }
 
 impl GroupInner {
+    /// [`grace`] for this group's deadline and its links' liveness.
+    pub(crate) fn grace(&self) -> Duration {
+        grace(self.timeout(), self.transport.liveness())
+    }
+
     /// The error for a transport failure during `op`: revocation as
     /// `Revoked`, a failure named after the rank that failed, and under
     /// [`Recovery::Abort`] the group revoked everywhere.
@@ -158,9 +164,7 @@ impl GroupInner {
             return Error::Revoked;
         }
         if failed.is_empty() {
-            failed = self
-                .transport
-                .await_failure(self.comm_id, grace(self.timeout()));
+            failed = self.transport.await_failure(self.comm_id, self.grace());
             if self.transport.is_revoked(self.comm_id) {
                 return Error::Revoked;
             }

@@ -166,6 +166,10 @@ impl Transport for SubTransport {
         self.parent.revoke(comm);
     }
 
+    fn liveness(&self) -> Duration {
+        self.parent.liveness()
+    }
+
     fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
         self.members
             .get(rank as usize)

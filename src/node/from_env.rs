@@ -122,13 +122,10 @@ impl Node {
                 .ok_or_else(|| bad(n, &v, "expected manual, abort or shrink"))?;
         }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
-            let secs: f64 = v
-                .parse()
-                .map_err(|_| bad(n, &v, "expected seconds, e.g. 60 or 2.5"))?;
-            if !(secs.is_finite() && secs > 0.0) {
-                return Err(bad(n, &v, "expected a positive number of seconds"));
-            }
-            node.timeout = Duration::from_secs_f64(secs);
+            node.timeout = positive_seconds(n, &v)?;
+        }
+        if let Some((n, v)) = lookup("LIVENESS_S") {
+            node.liveness = positive_seconds(n, &v)?;
         }
         if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
             node.max_message_bytes = max;
@@ -190,6 +187,17 @@ impl Node {
         }
         Ok(node)
     }
+}
+
+/// A positive, finite number of seconds (`60`, `2.5`).
+fn positive_seconds(name: &str, v: &str) -> Result<Duration> {
+    let secs: f64 = v
+        .parse()
+        .map_err(|_| bad(name, v, "expected seconds, e.g. 60 or 2.5"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs < 1e9) {
+        return Err(bad(name, v, "expected a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn bad(name: &str, value: &str, why: &str) -> Error {

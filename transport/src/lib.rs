@@ -268,6 +268,13 @@ pub struct PeerStats {
 /// Default deadline of every blocking call: 60 s without progress.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Default liveness: a linked peer that sends nothing, not even a
+/// heartbeat (four a second), for a second counts as failed. The I/O
+/// threads send the heartbeats, so a rank busy in its own code for
+/// minutes keeps beating; what stops them is a frozen process, a cut
+/// link or a dead host.
+pub const DEFAULT_LIVENESS: Duration = Duration::from_secs(1);
+
 /// Default largest message sent or accepted: 16 GiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 << 30;
 
@@ -370,7 +377,7 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// What carries the traffic to each rank, by rank.
     fn links(&self) -> Vec<LinkKind>;
     /// The deadline of waits inside the transport (a sender waiting for
-    /// room at its receiver, a link called silent).
+    /// room at its receiver); it also caps the liveness limit.
     fn set_timeout(&self, timeout: Duration);
     /// The next message on `key` from any rank (RPC requests), waiting at
     /// most `timeout`; returns the sender with it.
@@ -387,10 +394,15 @@ pub trait Transport: Send + Sync + fmt::Debug {
         let _ = comm;
     }
     /// Ranks this endpoint knows have failed, ascending: gone without a
-    /// goodbye (reset, EOF, exited), silent for a whole deadline, or a
-    /// same-host process stopped.
+    /// goodbye (reset, EOF, exited), silent for the liveness limit, or a
+    /// same-host process stopped that long.
     fn failed(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// How long a linked peer may be silent before it counts as failed
+    /// ([`Spec::liveness`], at most the deadline).
+    fn liveness(&self) -> Duration {
+        DEFAULT_LIVENESS
     }
     /// Revoke communicator `comm` here and at every rank this endpoint
     /// reaches (each passes it on once, so it arrives even if this rank

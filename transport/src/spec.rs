@@ -84,8 +84,13 @@ pub struct Spec {
     pub backend: Backend,
     /// The cluster token; `None` only on loopback (unauthenticated).
     pub token: Option<String>,
-    /// Formation deadline, and how long a link may be silent.
+    /// Formation deadline, and the deadline of every wait.
     pub timeout: Duration,
+    /// How long a linked peer may send nothing, not even a heartbeat,
+    /// before it counts as failed (at most `timeout`; `LIVENESS_S`).
+    /// Heartbeats go out four times as often; a peer's own setting, which
+    /// its heartbeats carry, is waited for when it is longer.
+    pub liveness: Duration,
     /// Largest message accepted or sent.
     pub max_message_bytes: u64,
     /// Bytes queued per link before a sender waits.
@@ -136,6 +141,7 @@ impl std::fmt::Debug for Spec {
             backend,
             token,
             timeout,
+            liveness,
             max_message_bytes,
             send_budget_bytes,
             peer_budget_bytes,
@@ -159,6 +165,7 @@ impl std::fmt::Debug for Spec {
             .field("backend", backend)
             .field("token", &token.as_ref().map(|_| "<redacted>"))
             .field("timeout", timeout)
+            .field("liveness", liveness)
             .field("max_message_bytes", max_message_bytes)
             .field("send_budget_bytes", send_budget_bytes)
             .field("peer_budget_bytes", peer_budget_bytes)
@@ -202,6 +209,7 @@ impl Spec {
             },
             token: None,
             timeout: crate::DEFAULT_TIMEOUT,
+            liveness: crate::DEFAULT_LIVENESS,
             max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
             send_budget_bytes: 64 << 20,
             peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
@@ -240,6 +248,7 @@ impl Spec {
             world: self.world,
             shape: self.shape,
             timeout: self.timeout,
+            liveness: self.liveness,
             max_message_bytes: self.max_message_bytes,
             peer_budget_bytes: self.peer_budget_bytes,
             lane_depth: self.lane_depth,

@@ -55,8 +55,9 @@ use std::time::Instant;
 /// (`bounds_word`) and same-host rings as sealed memfds bound to the link
 /// (negotiation `mwshm003`); version 11 GMAC in place of keyed BLAKE3 for
 /// the tags of authenticated frames (`seal.rs`); version 12 AEGISMAC-128X4
-/// in place of GMAC (`frame_mac.rs`).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// in place of GMAC (`frame_mac.rs`); version 13 heartbeats that carry
+/// the sender's liveness, and no peer-gone notices between mesh peers.
+pub const PROTOCOL_VERSION: u32 = 13;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;

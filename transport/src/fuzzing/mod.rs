@@ -403,6 +403,7 @@ fn core(rank: u32, world: u32, shape: crate::Shape) -> Core {
         world,
         shape,
         timeout: Duration::from_secs(1),
+        liveness: Duration::from_secs(1),
         max_message_bytes: 1 << 20,
         peer_budget_bytes: 1 << 20,
         // Deep enough for a whole script (4 096 messages) on one lane:

@@ -112,10 +112,24 @@ impl Inbox {
     /// not (yet) here are held at most [`PENDING_REVOCATIONS`] per peer,
     /// the oldest giving way.
     ///
+    /// A revocation counts only from a member of `comm` (a rank that
+    /// passes one on has the communicator, so is one), here or when the
+    /// communicator is made.
+    ///
     /// [`revoke`]: Self::revoke
     pub(crate) fn revoke_from(&self, peer: u32, comm: u64) -> Option<bool> {
         let mut st = self.lock();
-        if st.members.contains_key(&comm) {
+        if let Some(members) = st.members.get(&comm) {
+            if !members.contains(&peer) {
+                // Not its group (a rank a shrink expelled, a member of a
+                // sibling): its word does not void this group's calls.
+                tracing::warn!(
+                    peer,
+                    comm,
+                    "a revocation from a rank that is not a member; ignored"
+                );
+                return None;
+            }
             drop(st);
             return Some(self.revoke(comm));
         }
@@ -172,14 +186,17 @@ impl Inbox {
 
     /// A collective of `comm` needs every one of `members`: its waits fail
     /// as soon as one of them is known failed, naming it.
-    /// Whether a peer revoked `comm` before it was made here (the caller
-    /// then revokes it).
+    /// Whether a member revoked `comm` before it was made here (the
+    /// caller then revokes it).
     pub(crate) fn set_members(&self, comm: u64, members: Vec<u32>) -> bool {
         let mut st = self.lock();
-        st.members.insert(comm, members);
-        let held = st.pending_revocations.len();
+        let by_member = st
+            .pending_revocations
+            .iter()
+            .any(|(p, c)| *c == comm && members.contains(p));
         st.pending_revocations.retain(|(_, c)| *c != comm);
-        st.pending_revocations.len() != held
+        st.members.insert(comm, members);
+        by_member
     }
 
     pub(crate) fn is_revoked(&self, comm: u64) -> bool {

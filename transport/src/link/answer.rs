@@ -327,6 +327,7 @@ mod tests {
             world: 2,
             shape: crate::Shape::Mesh,
             timeout: Duration::from_secs(5),
+            liveness: Duration::from_secs(5),
             max_message_bytes: 1 << 20,
             peer_budget_bytes: budget,
             lane_depth: 4,

@@ -115,10 +115,10 @@ impl Budget {
     }
 }
 
-/// Heartbeat period: often enough that a silent link is noticed well within
-/// one deadline.
-pub(crate) fn heartbeat_interval(timeout: Duration) -> Duration {
-    (timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
+/// Heartbeat period for a liveness of `liveness`: four beats in it, so
+/// that one or two lost or late beats are not a silence.
+pub(crate) fn heartbeat_interval(liveness: Duration) -> Duration {
+    (liveness / 4).clamp(Duration::from_millis(5), Duration::from_secs(1))
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ use crate::route::Shape;
 use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -284,6 +284,11 @@ pub struct Core {
     pub(crate) inbox: Inbox,
     pub(crate) pool: Arc<BufferPool>,
     timeout_ns: AtomicU64,
+    /// How long a linked peer may be silent (`Spec::liveness`).
+    liveness_ns: u64,
+    /// Per peer: the liveness its heartbeats say it keeps, in
+    /// milliseconds (0 until its first heartbeat).
+    peer_liveness_ms: Vec<AtomicU32>,
     pub(crate) max_message_bytes: u64,
     /// Budgeted bytes this rank may still send to each rank (credits).
     pub(crate) flow: Vec<Budget>,
@@ -305,8 +310,6 @@ pub struct Core {
     /// Ranks whose loss has been handled (a link may report it from more
     /// than one thread).
     lost: Vec<AtomicBool>,
-    /// Per peer: its stopped process was told to the others.
-    stopped: Vec<AtomicBool>,
     /// Request lanes answered where they are read (`answer.rs`).
     answerers: Answerers,
 }
@@ -318,6 +321,7 @@ pub(crate) struct CoreConfig {
     pub world: u32,
     pub shape: Shape,
     pub timeout: Duration,
+    pub liveness: Duration,
     pub max_message_bytes: u64,
     pub peer_budget_bytes: u64,
     pub lane_depth: u32,
@@ -366,6 +370,8 @@ impl Core {
             inbox,
             pool: Arc::new(BufferPool::new()),
             timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
+            liveness_ns: nanos(cfg.liveness),
+            peer_liveness_ms: (0..cfg.world).map(|_| AtomicU32::new(0)).collect(),
             max_message_bytes: cfg.max_message_bytes,
             flow: (0..cfg.world)
                 .map(|_| Budget::new(usize::try_from(cfg.peer_budget_bytes).unwrap_or(usize::MAX)))
@@ -381,7 +387,6 @@ impl Core {
             spin,
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
-            stopped: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
             answerers: Answerers::default(),
         }
     }
@@ -414,6 +419,37 @@ impl Core {
 
     pub(crate) fn set_timeout(&self, timeout: Duration) {
         self.timeout_ns.store(nanos(timeout), Ordering::Relaxed);
+    }
+
+    /// How long a linked peer may send nothing before it counts as
+    /// failed here: the liveness setting, at most the deadline.
+    pub(crate) fn liveness(&self) -> Duration {
+        Duration::from_nanos(self.liveness_ns).min(self.timeout())
+    }
+
+    /// The liveness in whole milliseconds, as heartbeats carry it.
+    pub(crate) fn liveness_ms(&self) -> u32 {
+        u32::try_from(self.liveness().as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// A heartbeat from `peer` said it keeps a liveness of `ms`.
+    pub(crate) fn peer_beats(&self, peer: u32, ms: u32) {
+        if let Some(p) = self.peer_liveness_ms.get(peer as usize) {
+            p.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    /// How long the link to `peer` may carry nothing before its ranks
+    /// count as silent: this rank's liveness, or the peer's if longer (it
+    /// beats less often), never past this rank's deadline.
+    pub(crate) fn silence_limit(&self, peer: u32) -> Duration {
+        let theirs = self
+            .peer_liveness_ms
+            .get(peer as usize)
+            .map_or(0, |p| p.load(Ordering::Relaxed));
+        self.liveness()
+            .max(Duration::from_millis(u64::from(theirs)))
+            .min(self.timeout())
     }
 
     /// The link that carries traffic for `dst`: a star worker reaches
@@ -631,6 +667,12 @@ impl Core {
     /// that route: the notice follows `failed`'s last frames there and
     /// cannot overtake them.
     pub(crate) fn spread(&self, failed: u32, how: Gone) {
+        if !self.star && !self.sparse {
+            // A mesh rank sees every member's end and silence on its own
+            // link to it: a peer's word would only let a member make a
+            // live rank look failed.
+            return;
+        }
         if self.star && self.rank != 0 {
             return;
         }
@@ -684,24 +726,13 @@ impl Core {
         }
     }
 
-    /// Ranks known failed: gone without a goodbye, silent, or stopped.
+    /// Ranks known failed: gone without a goodbye, silent (a network
+    /// link that carried nothing for the liveness limit, a same-host
+    /// process stopped that long: `shm/io.rs`), as this rank's own
+    /// links tell it (and, in a star, the coordinator; on a sparse
+    /// shape, the neighbours on the route).
     pub(crate) fn failed(&self) -> Vec<u32> {
-        let mut failed = self.inbox.failed();
-        for (peer, link) in self.links() {
-            if link.frozen() {
-                failed.extend(self.behind(peer));
-                let first = self
-                    .stopped
-                    .get(peer as usize)
-                    .is_some_and(|s| !s.swap(true, Ordering::AcqRel));
-                if first {
-                    self.spread(peer, Gone::Silent);
-                }
-            }
-        }
-        failed.sort_unstable();
-        failed.dedup();
-        failed
+        self.inbox.failed()
     }
 
     /// Bytes of a frame that says it comes from `src` arrived over the
@@ -731,9 +762,9 @@ impl Core {
         } else if self.sparse {
             h.src != peer && self.serves(peer, h.src)
         } else {
-            // A mesh peer tells of a silence only: an end each peer sees
-            // for itself, on its own link.
-            h.src != peer && h.dst == self.rank && Gone::from_aux(h.aux) == Gone::Silent
+            // A mesh peer tells nothing: each rank sees every member's
+            // end and silence for itself, on its own link.
+            false
         }
     }
 
@@ -749,11 +780,16 @@ impl Core {
         }
     }
 
-    /// The link to `peer` carried nothing for a whole deadline; a
-    /// coordinator tells every other worker, whose calls waiting behind
+    /// The link to `peer` carried nothing for the liveness limit (or its
+    /// same-host process is stopped, or it took nothing for a deadline);
+    /// a coordinator tells every other worker, whose calls waiting behind
     /// `peer` can then name it.
     pub(crate) fn silent(&self, peer: u32) {
-        tracing::warn!(peer, "link silent for {:?}", self.timeout());
+        tracing::warn!(
+            peer,
+            "rank {peer} is silent (nothing heard for {:?})",
+            self.silence_limit(peer)
+        );
         for r in self.behind(peer) {
             self.inbox.set_silent(r, true);
         }

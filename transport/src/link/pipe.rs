@@ -160,6 +160,7 @@ pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, ShapeError>
             world,
             shape,
             timeout: crate::DEFAULT_TIMEOUT,
+            liveness: crate::DEFAULT_TIMEOUT,
             max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
             peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
             lane_depth: crate::LANE_DEPTH,

@@ -103,6 +103,7 @@ impl World {
                     crate::route::Shape::Mesh
                 },
                 timeout: Duration::from_secs(1),
+                liveness: Duration::from_secs(1),
                 max_message_bytes: 1 << 20,
                 peer_budget_bytes: 1 << 20,
                 lane_depth: 8,

@@ -287,6 +287,10 @@ impl Transport for LinkTransport {
         self.core.failed()
     }
 
+    fn liveness(&self) -> Duration {
+        self.core.liveness()
+    }
+
     fn revoke(&self, comm: u64) {
         self.core.revoke(comm, None);
     }

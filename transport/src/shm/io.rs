@@ -8,7 +8,15 @@ use crate::link::Core;
 use std::io::{ErrorKind, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// When the peer's process was first seen stopped, and when to look
+/// again.
+#[derive(Debug)]
+struct Liveness {
+    stopped_since: Option<Instant>,
+    next_look: Instant,
+}
 
 impl ShmLink {
     /// Read the doorbell's bytes; `false` once the peer has closed it.
@@ -38,10 +46,15 @@ impl ShmLink {
             return;
         }
         let mut events = mio::Events::with_capacity(4);
+        let mut live = Liveness {
+            stopped_since: None,
+            next_look: Instant::now(),
+        };
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
+            let look_in = self.look_at_peer(core, &mut live);
             let open = self.drain_bells();
             {
                 // What it wrote before closing is all in the ring: read
@@ -79,7 +92,10 @@ impl ShmLink {
             // code does not know of costs that, not the deadline. With
             // nothing pending, sleep until a bell or a wake-up.
             let pending = unread || !all || !self.queue.is_empty();
-            let wait = pending.then_some(Duration::from_millis(1));
+            let wait = match (pending, look_in) {
+                (true, _) => Some(Duration::from_millis(1)),
+                (false, look) => look,
+            };
             if let Err(e) = poll.poll(&mut events, wait) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!(peer = self.peer, "poll: {e}");
@@ -89,5 +105,40 @@ impl ShmLink {
             }
             self.inn.set_asleep(false);
         }
+    }
+
+    /// The liveness look, when due: whether the peer's process is
+    /// stopped, and for how long. Stopped for the liveness limit, its rank
+    /// counts as silent (`Core::silent`); running again, it is heard. How
+    /// long until the next look (`None`: the peer's process cannot be
+    /// looked at, and its stop is found by the deadline only).
+    fn look_at_peer(&self, core: &Core, live: &mut Liveness) -> Option<Duration> {
+        let source = self.source.as_ref()?;
+        let now = Instant::now();
+        let every = crate::link::heartbeat_interval(core.liveness());
+        if now < live.next_look {
+            return Some(live.next_look - now);
+        }
+        live.next_look = now + every;
+        if source.stopped() {
+            let since = *live.stopped_since.get_or_insert(now);
+            if !self.frozen.load(Ordering::Acquire) && now - since >= core.liveness() {
+                tracing::warn!(
+                    peer = self.peer,
+                    "rank {}'s process has been stopped for {:?}",
+                    self.peer,
+                    now - since
+                );
+                self.frozen.store(true, Ordering::Release);
+                core.silent(self.peer);
+            }
+        } else {
+            live.stopped_since = None;
+            if self.frozen.swap(false, Ordering::AcqRel) {
+                tracing::info!(peer = self.peer, "rank {}'s process runs again", self.peer);
+                core.heard(self.peer);
+            }
+        }
+        Some(every)
     }
 }

@@ -15,11 +15,16 @@
 //!   waits for room. Busy rings ring no bells.
 //! * **Liveness.** A peer that dies closes it (the kernel does): its link
 //!   ends at once, after what it wrote whole is delivered; a frame it had
-//!   half written is not. A frozen peer is met by the deadline, as on any
-//!   link.
+//!   half written is not. A peer whose process is stopped (a signal, a
+//!   debugger) is found by the link's thread, which looks at its state
+//!   four times per liveness period: stopped for the liveness limit, its
+//!   rank counts as silent until it runs again. A busy peer is never
+//!   suspected: its state says it runs.
 //!
 //! One I/O thread per link, asleep in `poll` on that stream when there is
-//! nothing to do (no timer: an idle link costs nothing). It reads the ring
+//! nothing to do but the liveness look (a read of `/proc/<pid>/stat`
+//! four times a second by default, where the peer's process could be
+//! opened). It reads the ring
 //! when no caller does, writes what others queued without blocking
 //! (relays, credits, the goodbye), and wakes senders waiting for room.
 
@@ -154,8 +159,12 @@ pub(crate) struct ShmLink {
     inn: Segment,
     out: Segment,
     sock: TcpStream,
-    /// The peer's process, when this side may copy from its memory.
+    /// The peer's process, when this side may copy from its memory (and
+    /// tell whether it is stopped).
     source: Option<copy::Source>,
+    /// The I/O thread found the peer's process stopped for the liveness
+    /// limit (see `io.rs`); cleared when it runs again.
+    frozen: AtomicBool,
     /// Messages of at least this many bytes go by single copy (0: none;
     /// the peer cannot read this process's memory).
     single_copy_from: usize,
@@ -214,6 +223,7 @@ impl ShmLink {
             out: p.out,
             sock: p.sock,
             source: p.source,
+            frozen: AtomicBool::new(false),
             single_copy_from: if p.peer_reads { single_copy } else { 0 },
             single_copies: AtomicU64::new(0),
             rx: Mutex::new(Rx {
@@ -692,10 +702,10 @@ impl Link for ShmLink {
     }
 
     /// A same-host peer whose process is stopped has, in effect, gone
-    /// silent (no heartbeat runs over shared memory: this is its liveness
-    /// check, made when someone asks).
+    /// silent (no heartbeat runs over shared memory: the link's thread
+    /// looks at the process's state instead, see `io.rs`).
     fn frozen(&self) -> bool {
-        self.source.as_ref().is_some_and(copy::Source::stopped)
+        self.frozen.load(Ordering::Acquire)
     }
 
     fn single_copies(&self) -> u64 {

@@ -222,7 +222,7 @@ impl TcpLink {
         if readable && self.rx.pump_now(core, &*self.sink) {
             return self.ended();
         }
-        let hb = heartbeat_interval(core.timeout());
+        let hb = heartbeat_interval(core.liveness());
         let mut f = lock(&self.flusher);
         let flushed = self.tx.flush(&mut f);
         let written = match flushed {

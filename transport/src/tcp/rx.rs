@@ -406,7 +406,7 @@ impl Rx {
         let mut turns = 0u32;
         // The link's thread waits for this lock to send its heartbeats and
         // check silence: hold it at most half a heartbeat period.
-        let hold = heartbeat_interval(core.timeout()) / 2;
+        let hold = heartbeat_interval(core.liveness()) / 2;
         // Back to the default mark however this ends: the link's thread
         // must hear of every byte.
         let mut paced = Pacing {
@@ -587,23 +587,21 @@ impl Rx {
     }
 
     /// `None` if the link has ended. Otherwise: mark the link's ranks
-    /// silent if nothing, not even a heartbeat, came for a whole deadline,
-    /// and say how long until that check is due.
+    /// silent if nothing, not even a heartbeat, came for the liveness
+    /// limit (`Core::silence_limit`), and say how long until that check
+    /// is due.
     pub(crate) fn check_silence(&self, core: &Core) -> Option<Duration> {
         let mut st = self.lock();
         if st.ended {
             return None;
         }
         let quiet = st.last_byte.elapsed();
-        if !st.silent && quiet >= core.timeout() {
+        let limit = core.silence_limit(self.peer);
+        if !st.silent && quiet >= limit {
             st.silent = true;
             core.silent(self.peer);
         }
-        Some(
-            core.timeout()
-                .saturating_sub(quiet)
-                .max(Duration::from_millis(1)),
-        )
+        Some(limit.saturating_sub(quiet).max(Duration::from_millis(1)))
     }
 
     /// The socket's low-water mark for readiness (`SO_RCVLOWAT`).

@@ -24,6 +24,7 @@ fn pair(timeout: Duration) -> (Core, TcpLink, TcpStream) {
         world: 2,
         shape: crate::Shape::Mesh,
         timeout,
+        liveness: timeout,
         max_message_bytes: 1 << 30,
         peer_budget_bytes: 1 << 30,
         lane_depth: 8,
@@ -213,6 +214,7 @@ fn hub(
         world,
         shape: crate::Shape::Mesh,
         timeout,
+        liveness: timeout,
         max_message_bytes: 1 << 30,
         peer_budget_bytes: 2 << 20,
         // The default depth: the attacks below queue dozens of requests

@@ -134,7 +134,12 @@ impl TcpTx {
     /// A heartbeat, written like any frame: at once if nothing is queued,
     /// else behind what is. `false`: the connection failed.
     pub(crate) fn heartbeat(&self, core: &Core, peer: u32) -> bool {
-        let hb = Header::control(FrameType::Heartbeat, core.rank, peer);
+        // It carries this rank's liveness: the peer waits that long for
+        // the next beat if it would wait less.
+        let hb = Header {
+            aux: core.liveness_ms(),
+            ..Header::control(FrameType::Heartbeat, core.rank, peer)
+        };
         let mut pending = self.wire.pending();
         if *pending != 0 {
             // The link is busy, and needs no heartbeat.
