@@ -189,6 +189,39 @@ pub enum Error {
         failed: Vec<u32>,
     },
 
+    /// Recovery (a shrink after a failure, `agree`, `shrink`, `grow`)
+    /// needs `needed` members on this rank's side (a strict majority of
+    /// the group's last agreed membership, or `QUORUM`), and this rank
+    /// could count only on `reachable` (ranks of the group, itself
+    /// included): the network is cut, or the others failed. The group is
+    /// now stale and every call on it fails with this error: it never
+    /// goes on as a smaller world beside the side that has quorum.
+    /// Remedy: once the network heals, a side that lost quorum without
+    /// anyone going on (a 2 | 2 cut) recovers by itself on its next call
+    /// (`Recovery::Shrink`) or the next `agree`; a rank the quorum side
+    /// went on without rejoins through the job's seed
+    /// (`ProcessGroup::rejoin`, while the others `grow`), or the job is
+    /// re-formed.
+    #[error("no quorum: this rank reaches ranks {reachable:?} and recovery needs {needed}; the group is stale (it never goes on as a smaller world): after the network heals, rejoin through the job's seed (ProcessGroup::rejoin) or re-form the group")]
+    NoQuorum {
+        /// The members this rank could count on (itself included), in the
+        /// group's numbering.
+        reachable: Vec<u32>,
+        /// How many recovery needs.
+        needed: u32,
+    },
+
+    /// The other members agreed that this rank failed (it was cut off,
+    /// frozen, or slower than the liveness limit) and went on without
+    /// it. The group is stale here: every call fails with this error.
+    /// Remedy: rejoin the job through its seed (`ProcessGroup::rejoin`,
+    /// while the others `grow`), or re-form it.
+    #[error("the other members agreed that rank {rank} (this one) failed and went on without it; the group is stale: rejoin through the job's seed (ProcessGroup::rejoin) or re-form the group")]
+    Expelled {
+        /// This rank, as the group numbered it.
+        rank: u32,
+    },
+
     /// The group was shut down; create a new one.
     #[error("the group was shut down")]
     ShutDown,

@@ -259,13 +259,13 @@ pub mod testing;
 
 pub use error::{Error, Result};
 pub use group::{
-    CallState, Compressor, FlightEntry, ProcessGroup, Recovery, Work, DEFAULT_TIMEOUT,
+    CallState, Compressor, FlightEntry, ProcessGroup, Quorum, Recovery, Work, DEFAULT_TIMEOUT,
     FLIGHT_RECORD_LEN, MAX_IN_FLIGHT,
 };
 pub use local::{local, local_with};
 pub use meshwork_collectives::{Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
-pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_PEER_BUDGET};
+pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET};
 pub use node::{
     bind_rank_sockets, serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES,
     WIRE_PROTOCOL_VERSION,

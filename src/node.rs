@@ -2,7 +2,7 @@
 
 use crate::env::lookup;
 use crate::error::{Error, Result};
-use crate::group::{ProcessGroup, Recovery, DEFAULT_TIMEOUT};
+use crate::group::{ProcessGroup, Quorum, Recovery, DEFAULT_TIMEOUT};
 use meshwork_collectives::{Algorithm, Collective, Topology};
 use meshwork_transport::mem::MemHub;
 use meshwork_transport::Transport;
@@ -75,6 +75,7 @@ pub struct Node {
     shared_memory: bool,
     shm_single_copy: usize,
     recovery: Recovery,
+    quorum: Quorum,
     /// Seed bootstrap: the seed's address; whether the seed picks the rank.
     seed: Option<SocketAddr>,
     /// The seed's other addresses (its name resolved to several).
@@ -141,6 +142,7 @@ impl Node {
             shared_memory: true,
             shm_single_copy: meshwork_transport::DEFAULT_SHM_SINGLE_COPY,
             recovery: Recovery::Manual,
+            quorum: Quorum::Majority,
             seed: None,
             seed_also: Vec::new(),
             join_any: false,
@@ -350,6 +352,25 @@ impl Node {
         self
     }
 
+    /// Recovery needs at least `n` members on this rank's side, and
+    /// always a strict majority of the group's last agreed membership
+    /// (`QUORUM=n`; see [`Quorum`]). An `n` below a majority of the world
+    /// is refused at `connect` (`InvalidArgument`): use
+    /// [`Node::quorum_unsafe`] if two sides of a partition may both go on.
+    pub fn quorum(mut self, n: u32) -> Node {
+        self.quorum = Quorum::AtLeast(n);
+        self
+    }
+
+    /// Recovery needs at least `n` members on this rank's side, even when
+    /// that is not a majority (`QUORUM=unsafe:n`): **a partition may
+    /// leave two groups that both carry on**, each believing it is the
+    /// job. Only for a job that reconciles its halves itself.
+    pub fn quorum_unsafe(mut self, n: u32) -> Node {
+        self.quorum = Quorum::UnsafeAtLeast(n);
+        self
+    }
+
     /// Reach ranks on this host through shared memory (on by default;
     /// `SHM=0` turns it off). "This host" is the same kernel boot, network
     /// namespace and user; other ranks keep the network link. A pair where
@@ -487,6 +508,7 @@ impl Node {
                 "rank {rank} is not in a world of {world}"
             )));
         }
+        self.quorum.check(world).map_err(Error::InvalidArgument)?;
         if world > 1 {
             let shape = shape_of(self.topology);
             shape
@@ -598,9 +620,13 @@ impl Node {
     }
 
     fn group(&self, rank: u32, transport: Arc<dyn Transport>) -> Result<Arc<ProcessGroup>> {
+        self.quorum
+            .check(self.world)
+            .map_err(Error::InvalidArgument)?;
         tracing::info!(rank, world = self.world, topology = ?self.topology, transport = ?self.transport, "group formed");
         let group = ProcessGroup::new(transport, 0, self.timeout, self.topology);
         group.set_recovery(self.recovery);
+        group.inner().set_quorum(self.quorum);
         for (coll, algo) in &self.algorithms {
             group.set_algorithm(coll.name(), Some(algo.name()))?;
         }

@@ -98,6 +98,15 @@ typedef uint32_t mw_op;
 // survivors; retry (`Error::GroupShrunk`).
 #define MW_GROUP_SHRUNK 21
 
+// Recovery needs a quorum this rank's side does not hold (a cut network,
+// too many failures); the group is stale and fails every call
+// (`Error::NoQuorum`).
+#define MW_NO_QUORUM 22
+
+// The other members agreed this rank failed and went on without it; the
+// group is stale and fails every call (`Error::Expelled`).
+#define MW_EXPELLED 23
+
 // `float` (IEEE binary32).
 #define MW_F32 0
 

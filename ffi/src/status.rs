@@ -53,6 +53,13 @@ pub const MW_REVOKED: mw_status = 20;
 /// `RECOVERY=shrink`: the call met a failure and the group now holds the
 /// survivors; retry (`Error::GroupShrunk`).
 pub const MW_GROUP_SHRUNK: mw_status = 21;
+/// Recovery needs a quorum this rank's side does not hold (a cut network,
+/// too many failures); the group is stale and fails every call
+/// (`Error::NoQuorum`).
+pub const MW_NO_QUORUM: mw_status = 22;
+/// The other members agreed this rank failed and went on without it; the
+/// group is stale and fails every call (`Error::Expelled`).
+pub const MW_EXPELLED: mw_status = 23;
 
 /// The status of `e`: one code per variant.
 pub(crate) fn status_of(e: &mw::Error) -> mw_status {
@@ -78,6 +85,8 @@ pub(crate) fn status_of(e: &mw::Error) -> mw_status {
         E::Io(_) => MW_IO,
         E::Revoked => MW_REVOKED,
         E::GroupShrunk { .. } => MW_GROUP_SHRUNK,
+        E::NoQuorum { .. } => MW_NO_QUORUM,
+        E::Expelled { .. } => MW_EXPELLED,
         // A variant added after this library was written.
         _ => MW_INTERNAL,
     }
@@ -108,6 +117,8 @@ pub(crate) fn status_name(s: mw_status) -> &'static CStr {
         MW_INTERNAL => c"MW_INTERNAL",
         MW_REVOKED => c"MW_REVOKED",
         MW_GROUP_SHRUNK => c"MW_GROUP_SHRUNK",
+        MW_NO_QUORUM => c"MW_NO_QUORUM",
+        MW_EXPELLED => c"MW_EXPELLED",
         _ => c"MW_UNKNOWN_STATUS",
     }
 }

@@ -1,44 +1,191 @@
 //! `agree` and `shrink`: the survivors of a failure settle, together, what
-//! failed, and go on without it.
+//! failed, and go on without it — on the side of a partition that holds a
+//! quorum only.
 //!
 //! # The agreement
 //!
 //! Hierarchical consensus with a perfect failure detector (Cachin,
 //! Guerraoui and Rodrigues, *Introduction to Reliable and Secure
 //! Distributed Programming*, 2011, algorithm 5.2), after an exchange of
-//! the members' flags:
+//! the members' flags, and followed by a confirmation:
 //!
 //! 1. Every member sends its flags to every other member it does not know
 //!    failed, then hears each of them (or learns it failed). Its proposal
 //!    is the AND of the flags it heard and the set it knows failed.
 //! 2. Round `i` is led by rank `i`. A member hears the leader of every
-//!    round below its own rank, adopting each leader's proposal it hears,
-//!    and passing over a leader it learns failed; in its own round it
-//!    sends what it holds to every member above it and returns it.
+//!    round below its own rank, adopting each leader's proposal it hears
+//!    and its own detector vouches for (every rank it names failed is
+//!    failed here too, within a grace), and passing over a leader it
+//!    learns failed; in its own round it sends what it holds to every
+//!    member above it.
+//! 3. If the decision's survivors are fewer than the quorum
+//!    (`quorum.rs`), the group goes stale (`NoQuorum`). Otherwise each
+//!    survivor sends the decision to the others and returns it once a
+//!    quorum of them (itself included) sent the same; one that does not
+//!    see that is bound to it and stale for good.
 //!
 //! Every member above the lowest surviving rank adopts that rank's
 //! proposal (it is alive: its message arrives), and the ranks below it
-//! failed: every survivor returns the same value, even if members fail
+//! failed: every survivor holds the same value, even if members fail
 //! during the agreement. "Failed" is the transport's failure detector
-//! (`Transport::failed`: gone without a goodbye, silent for a whole
-//! deadline, a stopped same-host process), plus a member that sends
-//! nothing for a whole deadline — which is the detector's accuracy: a
-//! member that is merely slow past the deadline is counted failed.
+//! (`Transport::failed`: gone without a goodbye, silent for the liveness
+//! limit, a stopped same-host process), plus a member that sends nothing
+//! for a whole deadline. A partition makes the detector imperfect (each
+//! side sees the other failed): the confirmation is what keeps two sides
+//! from both acting, since two quorums share a member.
+//!
+//! An agreement may take several *attempts*: a stale member that confirmed
+//! nothing tries the agreement that failed again (its next attempt), and
+//! every message says its attempt, so members that tried a different
+//! number of times meet at the latest one.
 //!
 //! Its messages travel on a communicator of their own, derived from the
 //! group's, which revocation never touches: a revoked group can still
 //! agree and shrink.
 
+use super::quorum::Stale;
 use super::{GroupInner, ProcessGroup};
 use crate::error::{Error, Result};
 use meshwork_transport::{LaneKey, LaneKind, Payload, TransportError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often a member waiting on another looks for news of its failure.
+/// How often a member waiting on one other looks for news of its failure.
 const LOOK: Duration = Duration::from_millis(20);
+
+/// The phases of an attempt (a message's second field).
+const FLAGS: u8 = 0;
+const DECISION: u8 = 1;
+const CONFIRM: u8 = 2;
+
+/// Where an attempt's messages are read from: one lane per agreement, on
+/// which every message says its attempt and phase (`[attempt: u32 LE]
+/// [phase: u8][body]`). What comes for a later phase of the attempt
+/// waits in `early`; a message of a later attempt ends this one.
+struct Attempt<'a> {
+    inner: &'a GroupInner,
+    lane: LaneKey,
+    number: u32,
+    /// Messages read ahead: by (sender, attempt, phase).
+    early: HashMap<(u32, u32, u8), Payload>,
+}
+
+/// What one read of a member's messages gave.
+enum Taken {
+    Message(Payload),
+    /// The member is on this later attempt.
+    Later(u32),
+}
+
+/// What waiting for one phase's messages ended with.
+enum Phase {
+    /// The messages heard, in the order heard (the others' senders are
+    /// added to `failed`).
+    Heard(Vec<(u32, Payload)>),
+    /// A member is on a later attempt: this one is over.
+    Later(u32),
+}
+
+impl Attempt<'_> {
+    fn send(&self, to: u32, phase: u8, body: &[u8]) {
+        let head = [self.number.to_le_bytes().as_slice(), &[phase]].concat();
+        // Best effort: one that cannot take it is found failed when heard.
+        let _ = self.inner.transport.send(to, self.lane, &[&head, body]);
+    }
+
+    /// The next message of phase `phase` of this attempt from `m`,
+    /// waiting at most `wait`; or word that `m` is on a later attempt.
+    fn take(&mut self, m: u32, phase: u8, wait: Duration) -> Result<Taken, TransportError> {
+        if let Some(msg) = self.early.remove(&(m, self.number, phase)) {
+            return Ok(Taken::Message(msg));
+        }
+        let mut wait = wait;
+        loop {
+            let mut msg = self.inner.transport.recv(m, self.lane, wait, None)?;
+            // What is queued behind it is read without waiting.
+            wait = Duration::ZERO;
+            let Some(&[a0, a1, a2, a3, p]) = msg.as_ref().get(..5) else {
+                tracing::warn!(rank = m, "an undecodable agreement message; dropped");
+                continue;
+            };
+            let number = u32::from_le_bytes([a0, a1, a2, a3]);
+            msg.advance(5);
+            if number < self.number || (number == self.number && p < phase) {
+                // An earlier attempt's, or a phase gone by: stale.
+                continue;
+            }
+            if number == self.number && p == phase {
+                return Ok(Taken::Message(msg));
+            }
+            self.early.insert((m, number, p), msg);
+            if number > self.number {
+                return Ok(Taken::Later(number));
+            }
+        }
+    }
+
+    /// One message of `phase` from each of `from`, all waited for together
+    /// until `deadline`. A member known failed meanwhile, or not heard by
+    /// the deadline, is added to `failed`. `enough` (asked after each
+    /// message, with those so far) ends the wait early.
+    fn hear_all(
+        &mut self,
+        from: &[u32],
+        phase: u8,
+        deadline: Instant,
+        failed: &mut BTreeSet<u32>,
+        mut enough: impl FnMut(&[(u32, Payload)]) -> bool,
+    ) -> Result<Phase> {
+        let mut waiting: Vec<u32> = from.to_vec();
+        let mut heard = Vec::new();
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Each member's turn is short while several are waited for:
+            // one slow member does not hold up hearing the others.
+            let slice = if waiting.len() > 1 {
+                Duration::from_millis(2)
+            } else {
+                LOOK
+            };
+            let mut i = 0;
+            while i < waiting.len() {
+                let m = waiting[i];
+                match self.take(m, phase, left.min(slice)) {
+                    Ok(Taken::Message(msg)) => {
+                        waiting.remove(i);
+                        heard.push((m, msg));
+                        if enough(&heard) {
+                            return Ok(Phase::Heard(heard));
+                        }
+                        continue;
+                    }
+                    Ok(Taken::Later(number)) => return Ok(Phase::Later(number)),
+                    Err(TransportError::PeerDisconnected { .. }) => {}
+                    Err(TransportError::Timeout { .. }) => {
+                        if !left.is_zero() && !self.inner.transport.failed().contains(&m) {
+                            i += 1;
+                            continue;
+                        }
+                    }
+                    Err(e) => return Err(Error::from_transport(e, "agree")),
+                }
+                failed.insert(m);
+                waiting.remove(i);
+            }
+        }
+        Ok(Phase::Heard(heard))
+    }
+}
+
+/// How an attempt ended.
+enum Ended {
+    /// With a decision confirmed by a quorum of its survivors.
+    Agreed(u64, BTreeSet<u32>),
+    /// A member is on a later attempt: this rank moves to it.
+    Later(u32),
+}
 
 impl GroupInner {
     /// The communicator of this group's agreements.
@@ -46,44 +193,104 @@ impl GroupInner {
         super::split::child_comm_id(self.comm_id, u64::MAX, u32::MAX)
     }
 
-    /// The next message from `m` on `key`, or `None` once `m` is known
-    /// failed (added to `failed`) or sends nothing for a whole deadline.
-    fn hear(&self, m: u32, key: LaneKey, failed: &mut BTreeSet<u32>) -> Result<Option<Payload>> {
-        let t = &self.transport;
-        let deadline = Instant::now() + self.timeout();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match t.recv(m, key, left.min(LOOK), None) {
-                Ok(msg) => return Ok(Some(msg)),
-                Err(TransportError::PeerDisconnected { .. }) => {}
-                Err(TransportError::Timeout { .. }) => {
-                    if !left.is_zero() && !t.failed().contains(&m) {
-                        continue;
-                    }
-                }
-                Err(e) => return Err(Error::from_transport(e, "agree")),
-            }
-            failed.insert(m);
-            return Ok(None);
+    /// This group was replaced by its survivors' (a shrink): its members
+    /// take part in no agreement on it again, and what a stale member
+    /// still sends for one is dropped here from now on.
+    pub(crate) fn retire(&self) {
+        self.replaced.store(true, Ordering::Release);
+        let comm = self.agree_comm();
+        match self.transport.view_of() {
+            Some((base, _)) => base.forget(comm),
+            None => self.transport.forget(comm),
         }
     }
-}
 
-impl GroupInner {
+    /// Whether this rank takes a leader's decision naming `named` failed:
+    /// each of them must be failed here too, now or within the grace an
+    /// honest leader's view needs to reach this rank (a dead process's
+    /// links end everywhere at once; a silence shows on every link within
+    /// the liveness limit). A decision naming a rank this rank still
+    /// hears is a member's word against this rank's own detector (or a
+    /// partition only the leader is behind): it is not taken, and the
+    /// confirmation round settles whether any decision has quorum.
+    fn vouches_for(&self, leader: u32, named: &BTreeSet<u32>, failed: &BTreeSet<u32>) -> bool {
+        let grace = self.grace();
+        for &r in named.difference(failed) {
+            if r == self.rank || !self.transport.await_failure_of(r, grace) {
+                tracing::warn!(
+                    leader,
+                    rank = r,
+                    "rank {leader}'s decision names rank {r} failed, which this rank does not see; not taken"
+                );
+                return false;
+            }
+        }
+        true
+    }
+
     /// See [`ProcessGroup::agree`].
     pub(crate) fn agree(&self, flags: u64) -> Result<(u64, Vec<u32>)> {
-        let inner = self;
-        if inner.shut_down.load(Ordering::Acquire) {
+        if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        let n = inner.agreements.fetch_add(1, Ordering::Relaxed);
-        let key = |phase: u64| LaneKey {
-            comm: inner.agree_comm(),
-            kind: LaneKind::PointToPoint,
-            tag: n.wrapping_mul(2).wrapping_add(phase),
+        if self.replaced.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(
+                "agree: this group was replaced by its shrink; agree on the shrunk group".into(),
+            ));
+        }
+        // A stale group that may try again does so in the agreement that
+        // ended without quorum, at its next attempt; bound or expelled, it
+        // takes part in no agreement here again.
+        let (n, number) = match self.stale() {
+            Some(Stale::NoQuorum {
+                bound: false,
+                agreement,
+                attempt,
+                ..
+            }) => (agreement, attempt + 1),
+            Some(stale) => return Err(stale.error(self.rank)),
+            None => (self.agreements.fetch_add(1, Ordering::Relaxed), 0),
         };
-        let t = &inner.transport;
-        let (me, world) = (inner.rank, inner.world);
+        let mut attempt = Attempt {
+            inner: self,
+            lane: LaneKey {
+                comm: self.agree_comm(),
+                kind: LaneKind::PointToPoint,
+                tag: n,
+            },
+            number,
+            early: HashMap::new(),
+        };
+        loop {
+            match self.attempt(&mut attempt, flags, n)? {
+                Ended::Agreed(flags, failed) => {
+                    self.clear_stale();
+                    tracing::debug!(
+                        agreement = n,
+                        attempt = attempt.number,
+                        flags,
+                        ?failed,
+                        "agreed"
+                    );
+                    return Ok((flags, failed.into_iter().collect()));
+                }
+                Ended::Later(number) => {
+                    tracing::debug!(
+                        agreement = n,
+                        attempt = number,
+                        "a member is on a later attempt"
+                    );
+                    attempt.number = number;
+                    attempt.early.retain(|k, _| k.1 >= number);
+                }
+            }
+        }
+    }
+
+    /// One attempt of agreement `n`: the three rounds (see the module).
+    fn attempt(&self, a: &mut Attempt<'_>, flags: u64, n: u64) -> Result<Ended> {
+        let t = &self.transport;
+        let (me, world) = (self.rank, self.world);
         let mut failed: BTreeSet<u32> = t.failed().into_iter().collect();
         let others = |failed: &BTreeSet<u32>| -> Vec<u32> {
             (0..world)
@@ -92,20 +299,23 @@ impl GroupInner {
         };
         // 1: the flags.
         for m in others(&failed) {
-            // Best effort: one that cannot take them is found failed below.
-            let _ = t.send(m, key(0), &[&flags.to_le_bytes()]);
+            a.send(m, FLAGS, &flags.to_le_bytes());
         }
         let mut and = flags;
-        for m in others(&failed) {
-            if let Some(msg) = inner.hear(m, key(0), &mut failed)? {
-                let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
-                let Some(theirs) = theirs else {
-                    return Err(Error::InvalidArgument(format!(
-                        "agree: rank {m} sent a malformed proposal"
-                    )));
-                };
-                and &= u64::from_le_bytes(theirs);
-            }
+        let from = others(&failed);
+        let deadline = Instant::now() + self.timeout();
+        let heard = match a.hear_all(&from, FLAGS, deadline, &mut failed, |_| false)? {
+            Phase::Heard(heard) => heard,
+            Phase::Later(number) => return Ok(Ended::Later(number)),
+        };
+        for (m, msg) in heard {
+            let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
+            let Some(theirs) = theirs else {
+                return Err(Error::InvalidArgument(format!(
+                    "agree: rank {m} sent a malformed proposal"
+                )));
+            };
+            and &= u64::from_le_bytes(theirs);
         }
         let mut held = (and, failed.clone());
         // 2: rounds led by each lower rank, then this rank's own.
@@ -113,20 +323,79 @@ impl GroupInner {
             if failed.contains(&leader) {
                 continue;
             }
-            if let Some(msg) = inner.hear(leader, key(1), &mut failed)? {
-                held = decode(msg.as_ref(), world).ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "agree: rank {leader} sent a malformed decision"
-                    ))
-                })?;
+            let deadline = Instant::now() + self.timeout();
+            let msg = match a.hear_all(&[leader], DECISION, deadline, &mut failed, |_| false)? {
+                Phase::Heard(mut heard) => heard.pop(),
+                Phase::Later(number) => return Ok(Ended::Later(number)),
+            };
+            let Some((_, msg)) = msg else { continue };
+            match decode(msg.as_ref(), world) {
+                Some(d) if self.vouches_for(leader, &d.1, &failed) => held = d,
+                Some(_) => {}
+                None => {
+                    tracing::warn!(leader, "rank {leader} sent a malformed decision; not taken")
+                }
             }
         }
         let decision = encode(held.0, &held.1);
         for m in others(&failed).into_iter().filter(|&m| m > me) {
-            let _ = t.send(m, key(1), &[&decision]);
+            a.send(m, DECISION, &decision);
         }
-        tracing::debug!(agreement = n, flags = held.0, failed = ?held.1, "agreed");
-        Ok((held.0, held.1.into_iter().collect()))
+        // 3: quorum, and the survivors' confirmation of the decision.
+        let survivors: Vec<u32> = (0..world).filter(|r| !held.1.contains(r)).collect();
+        let needed = self.quorum().needed(world);
+        let number = a.number;
+        let stale = |reachable: Vec<u32>, bound: bool| Stale::NoQuorum {
+            reachable,
+            needed,
+            bound,
+            agreement: n,
+            attempt: number,
+            at: Instant::now(),
+        };
+        if !survivors.contains(&me) {
+            return Err(self.make_stale(Stale::Expelled));
+        }
+        if (survivors.len() as u32) < needed {
+            return Err(self.make_stale(stale(survivors, false)));
+        }
+        // Having sent its confirmation, this rank is bound to the decision
+        // unless it sees a quorum confirm it (`quorum.rs`).
+        let others: Vec<u32> = survivors.iter().copied().filter(|&r| r != me).collect();
+        for &m in &others {
+            a.send(m, CONFIRM, &decision);
+        }
+        let matching = |heard: &[(u32, Payload)]| {
+            1 + heard
+                .iter()
+                .filter(|(_, msg)| msg.as_ref() == decision.as_slice())
+                .count() as u32
+        };
+        let deadline = Instant::now() + self.timeout();
+        let mut unheard = BTreeSet::new();
+        let heard = match a.hear_all(&others, CONFIRM, deadline, &mut unheard, |h| {
+            matching(h) >= needed
+        })? {
+            Phase::Heard(heard) => heard,
+            // Another attempt began after this rank confirmed: bound.
+            Phase::Later(_) => Vec::new(),
+        };
+        let mut confirmed = vec![me];
+        for (m, msg) in &heard {
+            if msg.as_ref() == decision.as_slice() {
+                confirmed.push(*m);
+            } else {
+                tracing::warn!(
+                    rank = m,
+                    "rank {m} confirmed another decision than this rank's"
+                );
+            }
+        }
+        if (confirmed.len() as u32) < needed {
+            confirmed.sort_unstable();
+            return Err(self.make_stale(stale(confirmed, true)));
+        }
+        Ok(Ended::Agreed(held.0, held.1))
     }
 }
 
@@ -183,12 +452,14 @@ impl ProcessGroup {
         // The same on every survivor: the agreement's number.
         let comm = super::split::child_comm_id(self.inner().comm_id, n, u32::MAX - 1);
         tracing::info!(?failed, world = members.len(), "group shrunk");
-        self.view(members, comm).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "shrink: the other members agreed that this rank ({}) failed",
-                self.inner().rank
-            ))
-        })
+        // Its members go on in the new group: none of them confirms
+        // another decision here (`quorum.rs`).
+        self.inner().retire();
+        let group = self.view(members, comm).ok_or(Error::Expelled {
+            rank: self.inner().rank,
+        })?;
+        group.inner().set_quorum(self.inner().quorum());
+        Ok(group)
     }
 }
 
@@ -208,6 +479,10 @@ impl ProcessGroup {
         if self.inner().fixed_relays() {
             return Err(Error::InvalidArgument(crate::shape::sparse_cannot("grow")));
         }
+        if let Some(e) = self.inner().stale_error(None) {
+            // Only the side with quorum grows the job.
+            return Err(e);
+        }
         let elastic = self.elastic.get().ok_or_else(|| {
             Error::InvalidArgument(
                 "grow: the group did not form through a seed (SEED), so there is none to admit new processes"
@@ -215,6 +490,33 @@ impl ProcessGroup {
             )
         })?;
         Arc::clone(elastic).grow(self, joiners)
+    }
+
+    /// Back into the job, from a stale group ([`Error::NoQuorum`],
+    /// [`Error::Expelled`]: the network cut this rank off and the others
+    /// went on): joins the job's seed as a new process would
+    /// ([`Node::join_running`]) and returns the grown group once the
+    /// members call [`grow`](Self::grow), or fails within the deadline
+    /// (`FormationTimeout`; call it again). This rank takes one of the
+    /// new ranks; its state (the model, the step) is the program's to
+    /// catch up from the others. The job must have formed through a seed
+    /// that still serves it; `InvalidArgument` on a group that is not
+    /// stale (a member grows, it does not rejoin).
+    ///
+    /// [`Node::join_running`]: crate::Node::join_running
+    pub fn rejoin(&self) -> Result<Arc<ProcessGroup>> {
+        if self.inner().stale().is_none() {
+            return Err(Error::InvalidArgument(
+                "rejoin: the group is not stale; its members grow it (ProcessGroup::grow)".into(),
+            ));
+        }
+        let elastic = self.elastic.get().ok_or_else(|| {
+            Error::InvalidArgument(
+                "rejoin: the group did not form through a seed (SEED), so there is none to rejoin through"
+                    .into(),
+            )
+        })?;
+        Arc::clone(elastic).rejoin(self)
     }
 }
 

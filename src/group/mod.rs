@@ -11,6 +11,9 @@ mod links;
 #[cfg(any(feature = "cuda", test))]
 mod outside;
 mod p2p;
+mod quorum;
+#[cfg(test)]
+mod quorum_tests;
 mod recovery;
 pub(crate) mod rpc;
 mod split;
@@ -20,6 +23,7 @@ pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 #[cfg(feature = "cuda")]
 pub(crate) use outside::{pause, Progress};
+pub use quorum::Quorum;
 pub use recovery::Recovery;
 pub use work::Work;
 
@@ -71,6 +75,9 @@ pub struct ProcessGroup {
 pub(crate) trait Growth: Send + Sync + std::fmt::Debug {
     /// `group`'s growth by `joiners` new processes.
     fn grow(self: Arc<Self>, group: &ProcessGroup, joiners: u32) -> Result<Arc<ProcessGroup>>;
+    /// This process back in the job as a new process, from `group` (a
+    /// stale one).
+    fn rejoin(self: Arc<Self>, group: &ProcessGroup) -> Result<Arc<ProcessGroup>>;
 }
 
 pub(crate) struct GroupInner {
@@ -104,6 +111,15 @@ pub(crate) struct GroupInner {
     /// sparse topology, or a group made from one): routes do not go
     /// around failed ranks, so it cannot shrink or grow.
     fixed_relays: AtomicBool,
+    /// What recovery needs on this rank's side (`quorum.rs`).
+    quorum: Mutex<Quorum>,
+    /// Why the group is stale, if it is (`quorum.rs`); `is_stale` says
+    /// whether without the lock.
+    stale: Mutex<Option<quorum::Stale>>,
+    is_stale: AtomicBool,
+    /// A shrink replaced this communicator with the survivors': its
+    /// members take part in no other agreement on it.
+    replaced: AtomicBool,
 }
 
 /// A validated collective call, holding its sequence number and the
@@ -158,6 +174,10 @@ impl GroupInner {
             children: Mutex::new(Vec::new()),
             mapped: std::sync::OnceLock::new(),
             fixed_relays: AtomicBool::new(crate::shape::shape_of(topology).is_sparse()),
+            quorum: Mutex::new(Quorum::default()),
+            stale: Mutex::new(None),
+            is_stale: AtomicBool::new(false),
+            replaced: AtomicBool::new(false),
         })
     }
 
@@ -217,6 +237,16 @@ impl GroupInner {
             return Err(Error::GroupShrunk {
                 failed: failed.clone(),
             });
+        }
+        if self.is_stale.load(Ordering::Acquire) {
+            // Under `Recovery::Shrink` a stale group that confirmed nothing
+            // tries again, once a liveness period (the network may have
+            // healed); otherwise, and meanwhile, every call fails.
+            let retry = (self.recovery() == Recovery::Shrink).then(|| self.transport.liveness());
+            if let Some(e) = self.stale_error(retry) {
+                return Err(e);
+            }
+            return Err(self.recover(Error::Revoked));
         }
         if self.transport.is_revoked(self.comm_id) {
             return Err(match self.recovery() {
@@ -399,6 +429,19 @@ impl ProcessGroup {
     /// same).
     pub fn set_recovery(&self, recovery: Recovery) {
         self.inner().set_recovery(recovery);
+    }
+
+    /// How many members recovery needs on this rank's side (see
+    /// [`Quorum`]); set by [`crate::Node::quorum`] / `QUORUM`.
+    pub fn quorum(&self) -> Quorum {
+        self.inner().quorum()
+    }
+
+    /// Whether the group is stale: an agreement here ended without quorum,
+    /// or the others went on without this rank. Every call on a stale
+    /// group fails with [`Error::NoQuorum`] or [`Error::Expelled`].
+    pub fn is_stale(&self) -> bool {
+        self.inner().stale().is_some()
     }
 
     /// The ranks this rank knows have failed, ascending: gone without a

@@ -133,14 +133,14 @@ impl GroupInner {
         let n = self.agreements.load(std::sync::atomic::Ordering::Relaxed);
         let failed = match self.agree(u64::MAX) {
             Ok((_, failed)) => failed,
+            // Without quorum the group stays, stale: it never goes on as
+            // a smaller world beside the side that has quorum.
             Err(e) => return e,
         };
         let Some(survivors) = self.survivors(&failed, n) else {
-            return Error::InvalidArgument(format!(
-                "the other members agreed that this rank ({}) failed; it is not in the shrunk group",
-                self.rank
-            ));
+            return Error::Expelled { rank: self.rank };
         };
+        self.retire();
         cell.replace(survivors);
         let _ = self.shrunk.set(failed.clone());
         tracing::info!(?failed, "group shrunk in place");

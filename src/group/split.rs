@@ -433,6 +433,7 @@ impl GroupInner {
             .clone();
         *inner.overrides.lock().unwrap_or_else(|e| e.into_inner()) = overrides;
         inner.set_recovery(self.recovery());
+        inner.set_quorum(self.quorum());
         if let Some(cell) = self.cell.get() {
             let _ = inner.cell.set(cell.clone());
         }

@@ -112,4 +112,23 @@ impl Growth for Elastic {
         grown.inherit_overrides(group);
         Ok(grown)
     }
+
+    /// Back in the job through its seed as a new process would come
+    /// (`Node::join_running`), once the members grow the job: a rank the
+    /// others went on without (`NoQuorum`, `Expelled`). The seed this
+    /// process may host keeps serving: the grown group holds this state.
+    fn rejoin(self: Arc<Elastic>, group: &ProcessGroup) -> Result<Arc<ProcessGroup>> {
+        let _one = self.growing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut node = self.node.clone();
+        node.rank = 0;
+        node.world = 0;
+        node.join_any = true;
+        node.running = true;
+        node.timeout = group.timeout();
+        node.recovery = group.recovery();
+        tracing::info!(seed = %self.seed, "rejoining the job through its seed");
+        let joined = node.join_seed(self.seed, Some(Arc::clone(&self)))?;
+        joined.inherit_overrides(group);
+        Ok(joined)
+    }
 }

@@ -121,6 +121,15 @@ impl Node {
             node.recovery = Recovery::parse(&v)
                 .ok_or_else(|| bad(n, &v, "expected manual, abort or shrink"))?;
         }
+        if let Some((n, v)) = lookup("QUORUM") {
+            node.quorum = Quorum::parse(&v).ok_or_else(|| {
+                bad(
+                    n,
+                    &v,
+                    "expected majority, a number of members, or unsafe:<n>",
+                )
+            })?;
+        }
         if let Some((n, v)) = lookup("TIMEOUT_S") {
             node.timeout = positive_seconds(n, &v)?;
         }

@@ -98,8 +98,12 @@ impl Node {
                 rank: wanted,
                 star,
                 grow: self.grow,
-                // A growth's member proves its rank with its membership.
-                member: elastic.as_ref().and_then(|e| e.membership()),
+                // A growth's member proves its rank with its membership
+                // (a rank rejoining comes as a new process).
+                member: elastic
+                    .as_ref()
+                    .filter(|_| !self.running)
+                    .and_then(|e| e.membership()),
                 token: self.token.clone(),
                 timeout: self.timeout,
                 advertise,

@@ -57,7 +57,7 @@ pub use auth::kdf;
 pub use auth::tls::{ClusterCa, RankIdentity};
 pub use form::FormationError;
 pub use inbox::{LANES_PER_SENDER, LANE_DEPTH, SEQ_WINDOW};
-pub use link::{pipe_world, LinkTransport};
+pub use link::{pipe_world, pipe_world_with_net, LinkTransport, PipeNet};
 pub use pool::BufferPool;
 pub use quic::{DEFAULT_SIDECAR_THRESHOLD, MIN_THRESHOLD as MIN_SIDECAR_THRESHOLD};
 pub use route::ShapeError;

@@ -43,6 +43,8 @@ pub(crate) fn class_name(e: &mw::Error) -> &'static str {
         E::Io(_) => "Io",
         E::Revoked => "Revoked",
         E::GroupShrunk { .. } => "GroupShrunk",
+        E::NoQuorum { .. } => "NoQuorum",
+        E::Expelled { .. } => "Expelled",
         // A variant added to meshwork after this module was written.
         _ => "Error",
     }
@@ -115,6 +117,11 @@ fn exception<'py>(py: Python<'py>, e: &mw::Error) -> PyResult<Bound<'py, PyAny>>
         }
         E::ShutdownIncomplete { ranks } => set("ranks", ranks.into_pyobject(py)?)?,
         E::GroupShrunk { failed } => set("failed", failed.into_pyobject(py)?)?,
+        E::NoQuorum { reachable, needed } => {
+            set("reachable", reachable.into_pyobject(py)?)?;
+            set("needed", needed.into_pyobject(py)?.into_any())?;
+        }
+        E::Expelled { rank } => set("rank", rank.into_pyobject(py)?.into_any())?,
         _ => {}
     }
     Ok(exc)
@@ -200,6 +207,14 @@ fn samples() -> Vec<(&'static str, mw::Error)> {
         ("Io", E::Io(std::io::Error::from_raw_os_error(111))),
         ("Revoked", E::Revoked),
         ("GroupShrunk", E::GroupShrunk { failed: vec![2] }),
+        (
+            "NoQuorum",
+            E::NoQuorum {
+                reachable: vec![3],
+                needed: 3,
+            },
+        ),
+        ("Expelled", E::Expelled { rank: 3 }),
     ]
 }
 

@@ -32,7 +32,7 @@ use answer::Answerers;
 pub(crate) use budget::{heartbeat_interval, Budget};
 pub(crate) use dispatch::Next;
 pub(crate) use latch::Latch;
-pub use pipe::world as pipe_world;
+pub use pipe::{world as pipe_world, world_with_net as pipe_world_with_net, PipeNet};
 pub(crate) use protocol::{Carried, ProtocolError};
 pub(crate) use reader::{Fed, ReadError, Reader};
 pub use transport::LinkTransport;

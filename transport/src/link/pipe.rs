@@ -11,7 +11,8 @@ use crate::route::{Shape, ShapeError};
 use crate::wire::{FrameType, Header};
 use crate::{LinkKind, Payload, TransportError};
 use crossbeam_channel::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// One frame on its way.
@@ -30,10 +31,15 @@ struct PipeLink {
     /// Dropped at close: the reader stops.
     stop: Mutex<Option<Sender<()>>>,
     stopped: Receiver<()>,
+    net: Arc<PipeNet>,
 }
 
 impl PipeLink {
     fn put(&self, frame: Frame) -> bool {
+        if self.net.is_cut(self.rank, self.peer) {
+            // Lost on a cut network: the sender cannot tell.
+            return true;
+        }
         let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         out.as_ref().is_some_and(|tx| tx.send(frame).is_ok())
     }
@@ -130,10 +136,84 @@ impl Link for PipeLink {
     }
 }
 
+/// The network of an in-process world ([`world_with_net`]): it can be
+/// cut into sides and healed, as a partition of real hosts would be.
+#[derive(Debug, Default)]
+pub struct PipeNet {
+    /// Directed pairs (from, to) whose frames are lost.
+    cut: Mutex<BTreeSet<(u32, u32)>>,
+    cores: Mutex<Vec<Weak<Core>>>,
+}
+
+impl PipeNet {
+    fn is_cut(&self, from: u32, to: u32) -> bool {
+        let cut = self.cut.lock().unwrap_or_else(|e| e.into_inner());
+        !cut.is_empty() && cut.contains(&(from, to))
+    }
+
+    fn core(&self, r: u32) -> Option<Arc<Core>> {
+        let cores = self.cores.lock().unwrap_or_else(|e| e.into_inner());
+        cores.get(r as usize)?.upgrade()
+    }
+
+    /// Cut the network into `sides`: every frame between ranks on
+    /// different sides is lost from now on, and each end's failure
+    /// detector sees the other silent at once (as it would after the
+    /// liveness limit). Ranks on no side keep all their links.
+    pub fn partition(&self, sides: &[&[u32]]) {
+        let mut pairs = Vec::new();
+        for (i, a) in sides.iter().enumerate() {
+            for b in sides.iter().skip(i + 1) {
+                for &x in *a {
+                    for &y in *b {
+                        pairs.push((x, y));
+                    }
+                }
+            }
+        }
+        {
+            let mut cut = self.cut.lock().unwrap_or_else(|e| e.into_inner());
+            for &(x, y) in &pairs {
+                cut.insert((x, y));
+                cut.insert((y, x));
+            }
+        }
+        for (x, y) in pairs {
+            for (me, peer) in [(x, y), (y, x)] {
+                if let Some(core) = self.core(me) {
+                    if core.link(peer).is_some() {
+                        core.silent(peer);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Heal every cut: frames flow again, and each end hears the other.
+    pub fn heal(&self) {
+        let pairs = std::mem::take(&mut *self.cut.lock().unwrap_or_else(|e| e.into_inner()));
+        for (me, peer) in pairs {
+            if let Some(core) = self.core(me) {
+                if core.link(peer).is_some() {
+                    core.heard(peer);
+                }
+            }
+        }
+    }
+}
+
 /// A world of `world` ranks in this process shaped as `shape`: rank `r`'s
 /// transport is element `r`; only linked ranks share a queue, the others'
 /// frames are relayed. `Err`: a shape the world cannot take.
 pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, ShapeError> {
+    world_with_net(world, shape).map(|(ranks, _)| ranks)
+}
+
+/// [`world`], with its network, which a test may cut into sides.
+pub fn world_with_net(
+    world: u32,
+    shape: Shape,
+) -> Result<(Vec<LinkTransport>, Arc<PipeNet>), ShapeError> {
     if world == 0 {
         return Err(ShapeError::NoRanks);
     }
@@ -153,6 +233,7 @@ pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, ShapeError>
                 .collect()
         })
         .collect();
+    let net = Arc::new(PipeNet::default());
     let mut ranks = Vec::with_capacity(n);
     for r in 0..world {
         let core = Arc::new(Core::new(&CoreConfig {
@@ -178,17 +259,23 @@ pub fn world(world: u32, shape: Shape) -> Result<Vec<LinkTransport>, ShapeError>
                     inn: Mutex::new(Some(inn)),
                     stop: Mutex::new(Some(stop)),
                     stopped,
+                    net: Arc::clone(&net),
                 }) as Arc<dyn Link>)
             })
             .collect();
         core.set_links(links);
+        net.cores
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&core));
         ranks.push(core);
     }
     // Only the links hold the queues now: a rank that closes ends its
     // peers' readers.
     drop(queues);
-    Ok(ranks
+    let ranks = ranks
         .into_iter()
         .map(|core| LinkTransport::start(core, Vec::new()))
-        .collect())
+        .collect();
+    Ok((ranks, net))
 }

@@ -26,6 +26,8 @@ __all__ = [
     "Io",
     "Revoked",
     "GroupShrunk",
+    "NoQuorum",
+    "Expelled",
 ]
 
 
@@ -172,6 +174,26 @@ class GroupShrunk(Error):
     before); retry on the same group."""
 
     failed: list[int]
+
+
+class NoQuorum(Error):
+    """Recovery needs ``needed`` members on this rank's side (a strict
+    majority of the group, or ``QUORUM``) and this rank reaches only
+    ``reachable``: the network is cut, or too many failed. The group is
+    stale and every call on it raises this; it never goes on as a smaller
+    world beside the side that has quorum. After the network heals, call
+    ``rejoin()`` (the others ``grow``), or re-form the group."""
+
+    reachable: list[int]
+    needed: int
+
+
+class Expelled(Error):
+    """The other members agreed that this rank (``rank``) failed and went
+    on without it; the group is stale. Call ``rejoin()`` (the others
+    ``grow``), or re-form the group."""
+
+    rank: int
 
 
 class Revoked(Error):

@@ -1,0 +1,177 @@
+//! Quorum in process: worlds over in-memory links whose network a test cuts
+//! into sides (`pipe_world_with_net`), each rank's group on a thread of
+//! its own under `Recovery::Shrink`.
+
+use super::{ProcessGroup, Recovery};
+use crate::error::Error;
+use meshwork_collectives::{ReduceOp, Topology};
+use meshwork_transport::{pipe_world_with_net, LaneKey, LaneKind, PipeNet, Shape, Transport};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_millis(1500);
+
+fn world(n: u32) -> (Vec<Arc<ProcessGroup>>, Arc<PipeNet>) {
+    let (ranks, net) = pipe_world_with_net(n, Shape::Mesh).unwrap();
+    let groups = ranks
+        .into_iter()
+        .map(|t| {
+            let g = ProcessGroup::new(Arc::new(t), 0, DEADLINE, Topology::Mesh);
+            g.set_recovery(Recovery::Shrink);
+            Arc::new(g)
+        })
+        .collect();
+    (groups, net)
+}
+
+/// Every group's `f` at once, each on its own thread; the results by rank.
+fn on_each<R: Send + 'static>(
+    groups: &[Arc<ProcessGroup>],
+    f: impl Fn(&ProcessGroup) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let f = Arc::new(f);
+    let handles: Vec<_> = groups
+        .iter()
+        .map(|g| {
+            let (g, f) = (Arc::clone(g), Arc::clone(&f));
+            std::thread::spawn(move || f(&g))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// An all_reduce of ones, checked: the group's size everywhere.
+fn ones(g: &ProcessGroup) -> crate::Result<u32> {
+    let mut x = [1u32; 4];
+    g.all_reduce(&mut x, ReduceOp::Sum)?;
+    assert!(x.iter().all(|&v| v == g.world_size()), "{x:?}");
+    Ok(x[0])
+}
+
+/// all_reduce until one succeeds (a stale group retries its agreement
+/// once a liveness period), within `within`; every error met on the way.
+fn until_ok(g: &ProcessGroup, within: Duration) -> (crate::Result<u32>, Vec<String>) {
+    let end = Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        match ones(g) {
+            Ok(n) => return (Ok(n), seen),
+            Err(e) if Instant::now() < end => {
+                let name = format!("{e:?}");
+                if seen.last() != Some(&name) {
+                    seen.push(name);
+                }
+                std::thread::yield_now();
+            }
+            Err(e) => return (Err(e), seen),
+        }
+    }
+}
+
+/// A 2 | 2 cut: neither side carries on. Every rank's call fails with
+/// `NoQuorum` naming its own side and the 3 needed, and so does the next
+/// one; once the network heals, the stale groups agree again, all four
+/// together, and go on whole.
+#[test]
+fn a_two_two_cut_stops_both_sides_and_the_heal_brings_the_whole_group_back() {
+    let (groups, net) = world(4);
+    assert_eq!(on_each(&groups, |g| ones(g).unwrap()), [4; 4]);
+    net.partition(&[&[0, 1], &[2, 3]]);
+    let got = on_each(&groups, |g| (ones(g), ones(g)));
+    for (r, (first, second)) in got.into_iter().enumerate() {
+        let side = if r < 2 { vec![0, 1] } else { vec![2, 3] };
+        for e in [first, second] {
+            match e {
+                Err(Error::NoQuorum { reachable, needed }) => {
+                    assert_eq!((reachable, needed), (side.clone(), 3), "rank {r}");
+                }
+                other => panic!("rank {r}: {other:?}"),
+            }
+        }
+    }
+    assert!(groups.iter().all(|g| g.is_stale() && g.world_size() == 4));
+    net.heal();
+    let back = on_each(&groups, |g| until_ok(g, Duration::from_secs(30)));
+    for (r, (ok, seen)) in back.into_iter().enumerate() {
+        assert_eq!(ok.unwrap(), 4, "rank {r}: {seen:?}");
+        assert!(
+            seen.iter()
+                .any(|e| e.starts_with("GroupShrunk { failed: [] }")),
+            "rank {r}: {seen:?}"
+        );
+    }
+    assert!(groups.iter().all(|g| !g.is_stale()));
+}
+
+/// A 3 | 1 cut: the three shrink and go on, exact; the one stops with
+/// `NoQuorum` and stays stale after the heal (the three went on without
+/// it: it comes back through the seed, `rejoin`).
+#[test]
+fn a_three_one_cut_lets_the_three_go_on_and_stops_the_one() {
+    let (groups, net) = world(4);
+    on_each(&groups, |g| ones(g).unwrap());
+    net.partition(&[&[0, 1, 2], &[3]]);
+    let cut = Instant::now();
+    let got = on_each(&groups, |g| {
+        (ones(g), until_ok(g, Duration::from_secs(5)).0)
+    });
+    for (r, (first, then)) in got.into_iter().enumerate() {
+        if r < 3 {
+            assert!(
+                matches!(first, Err(Error::GroupShrunk { ref failed }) if *failed == [3]),
+                "rank {r}: {first:?}"
+            );
+            assert_eq!(then.unwrap(), 3, "rank {r}");
+        } else {
+            assert!(
+                matches!(first, Err(Error::NoQuorum { ref reachable, needed: 3 }) if *reachable == [3]),
+                "{first:?}"
+            );
+            assert!(matches!(then, Err(Error::NoQuorum { .. })), "{then:?}");
+        }
+    }
+    assert!(cut.elapsed() < Duration::from_secs(10));
+    net.heal();
+    // The one tries again after the heal; the three, gone on, never answer.
+    let (last, seen) = until_ok(&groups[3], 2 * DEADLINE + Duration::from_secs(1));
+    assert!(
+        matches!(last, Err(Error::NoQuorum { .. })),
+        "{last:?} after {seen:?}"
+    );
+    assert!(groups[3].is_stale());
+    let ok = on_each(&groups[..3], |g| ones(g).unwrap());
+    assert_eq!(ok, [3, 3, 3]);
+}
+
+/// Review round 3, #3: a member leading a round of the agreement sends a
+/// forged decision naming a live rank failed. The others' detectors do
+/// not vouch for it: nobody takes it, every honest member agrees that
+/// nobody failed, and the live rank is not expelled.
+#[test]
+fn a_forged_decision_naming_a_live_rank_is_not_taken() {
+    let (mut ranks, _net) = pipe_world_with_net(4, Shape::Mesh).unwrap();
+    let hostile: Arc<dyn Transport> = Arc::new(ranks.remove(0));
+    let groups: Vec<Arc<ProcessGroup>> = ranks
+        .into_iter()
+        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, Topology::Mesh)))
+        .collect();
+    let lane = LaneKey {
+        comm: super::split::child_comm_id(0, u64::MAX, u32::MAX),
+        kind: LaneKind::PointToPoint,
+        tag: 0,
+    };
+    let msg = |phase: u8, body: &[u8]| [0u32.to_le_bytes().as_slice(), &[phase], body].concat();
+    let mut forged = u64::MAX.to_le_bytes().to_vec();
+    forged.extend_from_slice(&2u32.to_le_bytes());
+    for r in 1..4 {
+        hostile
+            .send(r, lane, &[&msg(0, &u64::MAX.to_le_bytes())])
+            .unwrap();
+        hostile.send(r, lane, &[&msg(1, &forged)]).unwrap();
+        hostile.send(r, lane, &[&msg(2, &forged)]).unwrap();
+    }
+    let got = on_each(&groups, |g| g.agree(0b1));
+    for (i, r) in got.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), (0b1, vec![]), "rank {}", i + 1);
+    }
+}
