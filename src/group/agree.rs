@@ -308,6 +308,14 @@ impl GroupInner {
             Phase::Heard(heard) => heard,
             Phase::Later(number) => return Ok(Ended::Later(number)),
         };
+        // Members this rank's detector sees alive that sent nothing for a
+        // whole deadline: busy elsewhere — on a retry, gone on without it.
+        let alive_elsewhere = {
+            let now_failed = t.failed();
+            from.iter()
+                .filter(|m| failed.contains(m) && !now_failed.contains(m))
+                .count() as u32
+        };
         for (m, msg) in heard {
             let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
             let Some(theirs) = theirs else {
@@ -357,6 +365,13 @@ impl GroupInner {
             return Err(self.make_stale(Stale::Expelled));
         }
         if (survivors.len() as u32) < needed {
+            if a.number > 0 && alive_elsewhere >= needed {
+                // A retry after the network healed: a quorum of members is
+                // alive and takes no part in this group's agreement, so it
+                // went on without this rank (in the group the agreement
+                // this rank missed made). Only the seed brings it back.
+                return Err(self.make_stale(Stale::Expelled));
+            }
             return Err(self.make_stale(stale(survivors, false)));
         }
         // Having sent its confirmation, this rank is bound to the decision

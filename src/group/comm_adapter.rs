@@ -11,24 +11,38 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | marker: 1 = data, 2 = abort (the sender found a mismatch), 3 = failed (the sender met a failed member) |
+//! | 0 | 1 | marker: 1 = data, 2 = abort (a mismatch was found), 3 = failed (the sender met a failed member), 4 = check (the pre-check of a rooted call) |
 //! | 1 | 1 | collective id (`Collective::id`) |
 //! | 2 | 1 | element type id (`DType::id`) |
 //! | 3 | 1 | reduce operator id, 255 if none |
 //! | 4 | 1 | algorithm id (`Algorithm::id`) |
 //! | 5 | 3 | zero |
 //! | 8 | 4 | root, little-endian, `u32::MAX` if none (failed: the failed rank) |
-//! | 12 | 4 | zero |
+//! | 12 | 4 | abort: the rank whose call this descriptor is; zero otherwise |
 //! | 16 | 8 | element count each rank passed, little-endian (failed: 0 gone, 1 silent) |
 //!
 //! The payload follows at offset 24, which keeps it 8-byte aligned for the
 //! reduction kernels. A rank that receives a mismatching descriptor sends
-//! an abort carrying its own descriptor to every peer on the same lane, so
-//! ranks waiting on it fail with `CollectiveMismatch` at once instead of at
+//! an abort to every peer on the same lane, carrying both calls and whose
+//! each is (the second as 24 + 4 bytes of payload); every rank that gets
+//! one passes it on, once, so ranks waiting on it — or on a neighbour that
+//! waits on it — fail with `CollectiveMismatch` at once instead of at
 //! their deadline. Likewise a rank whose call met a failed member tells
 //! every other live member on the lane, naming the failed rank: no member
 //! waits out its deadline behind a neighbour that already knows, and none
 //! blames that neighbour.
+//!
+//! A rooted call (broadcast, reduce, gather, scatter) and a scan can end
+//! on some rank without its hearing from the others (a broadcast's root,
+//! a scan's rank 0), so a rank that called it with another root, say,
+//! would return as if nothing were wrong. These first run a *pre-check*
+//! before any of their data moves: every rank learns the least and the
+//! greatest descriptor of all (a dissemination in ⌈log₂ P⌉ rounds; in a
+//! star, through the coordinator) and all go on only if both are its own:
+//! otherwise every rank fails at once with `CollectiveMismatch` naming a
+//! rank whose call differs. Check messages carry, after the header, the
+//! least and the greatest descriptor seen so far, each followed by its
+//! rank (56 bytes).
 
 use crate::error::Error;
 use crate::group::GroupInner;
@@ -39,6 +53,11 @@ const HEADER_LEN: usize = 24;
 const MARK_DATA: u8 = 1;
 const MARK_ABORT: u8 = 2;
 const MARK_FAILED: u8 = 3;
+const MARK_CHECK: u8 = 4;
+
+/// A descriptor as the pre-check orders them (its encoding), with the rank
+/// that called it.
+type Seen = ([u8; HEADER_LEN], u32);
 
 /// What one rank called: everything that must match across ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +128,8 @@ pub(crate) struct CollComm<'a> {
     key: LaneKey,
     desc: Descriptor,
     header: [u8; HEADER_LEN],
+    /// An abort was sent (or passed on) for this call already.
+    aborted: bool,
 }
 
 impl<'a> CollComm<'a> {
@@ -122,6 +143,7 @@ impl<'a> CollComm<'a> {
             },
             desc,
             header: desc.encode(MARK_DATA),
+            aborted: false,
         }
     }
 
@@ -217,13 +239,66 @@ impl<'a> CollComm<'a> {
         }
     }
 
-    /// Tell every peer this call is void, so none waits for its deadline.
-    fn abort_all(&self) {
-        let abort = self.desc.encode(MARK_ABORT);
+    /// Tell every peer this call is void, so none waits for its deadline:
+    /// `first` called one thing, `second` another (once per call).
+    fn abort_all(&mut self, first: (Descriptor, u32), second: (Descriptor, u32)) {
+        if std::mem::replace(&mut self.aborted, true) {
+            return;
+        }
+        let mut head = first.0.encode(MARK_ABORT);
+        head[12..16].copy_from_slice(&first.1.to_le_bytes());
+        let mut other = [0u8; HEADER_LEN + 4];
+        other[..HEADER_LEN].copy_from_slice(&second.0.encode(MARK_DATA));
+        other[HEADER_LEN..].copy_from_slice(&second.1.to_le_bytes());
         let me = self.transport().rank();
         for peer in (0..self.transport().world()).filter(|&p| p != me) {
             // Best effort: a peer that is gone needs no notice.
-            let _ = self.transport().send(peer, self.key, &[&abort]);
+            let _ = self.transport().send(peer, self.key, &[&head, &other]);
+        }
+    }
+
+    /// This rank's call and `from`'s differ (`theirs`, `None`: an
+    /// undecodable message): void the call everywhere and say so.
+    fn mismatch_from(&mut self, from: u32, theirs: Option<Descriptor>) -> Error {
+        let me = (self.desc, self.inner.rank);
+        match theirs {
+            Some(d) => {
+                self.abort_all((d, from), me);
+                self.mismatch(from, d.describe())
+            }
+            None => {
+                self.abort_all(me, me);
+                self.mismatch(from, "an undecodable message".into())
+            }
+        }
+    }
+
+    /// An abort from `from`: which call differs from this rank's, and
+    /// whose; passed on to every peer, once.
+    fn aborted_by(&mut self, from: u32, msg: &[u8]) -> Error {
+        let first = Descriptor::decode(msg).map(|(_, d)| {
+            let rank = msg
+                .get(12..16)
+                .and_then(|b| b.try_into().ok())
+                .map_or(from, u32::from_le_bytes);
+            (d, rank)
+        });
+        let second = msg.get(HEADER_LEN..HEADER_LEN * 2 + 4).and_then(|b| {
+            let (_, d) = Descriptor::decode(b)?;
+            let rank = u32::from_le_bytes(b[HEADER_LEN..].try_into().ok()?);
+            Some((d, rank))
+        });
+        let theirs = [first, second]
+            .into_iter()
+            .flatten()
+            .find(|(d, _)| *d != self.desc)
+            .or(first);
+        match theirs {
+            Some((d, rank)) => {
+                self.abort_all((d, rank), second.unwrap_or((self.desc, self.inner.rank)));
+                self.mismatch(rank, d.describe())
+            }
+            None => self.mismatch(from, "an undecodable abort".into()),
         }
     }
 }
@@ -255,7 +330,8 @@ impl Comm for CollComm<'_> {
         self.check(from, msg.as_ref())?;
         msg.advance(HEADER_LEN);
         if msg.len() != len {
-            self.abort_all();
+            let me = (self.desc, self.inner.rank);
+            self.abort_all(me, me);
             return Err(self.mismatch(
                 from,
                 format!("a {}-byte message where {len} bytes were due", msg.len()),
@@ -290,21 +366,112 @@ impl Comm for CollComm<'_> {
 impl CollComm<'_> {
     /// A received message's descriptor against this call's: a mismatch
     /// voids the call on every rank.
-    fn check(&self, from: u32, msg: &[u8]) -> Result<(), Error> {
+    fn check(&mut self, from: u32, msg: &[u8]) -> Result<(), Error> {
         if let Some(err) = self.failed_notice(from, msg) {
             return Err(err);
         }
         match Descriptor::decode(msg) {
             Some((MARK_DATA, theirs)) if theirs == self.desc => Ok(()),
-            Some((MARK_ABORT, theirs)) => Err(self.mismatch(from, theirs.describe())),
-            Some((_, theirs)) => {
-                self.abort_all();
-                Err(self.mismatch(from, theirs.describe()))
+            Some((MARK_ABORT, _)) => Err(self.aborted_by(from, msg)),
+            Some((_, theirs)) => Err(self.mismatch_from(from, Some(theirs))),
+            None => Err(self.mismatch_from(from, None)),
+        }
+    }
+
+    /// The pre-check of a call that some rank may end without hearing
+    /// from the others (see the module docs): `Ok` once every rank is
+    /// known to have called the same.
+    pub(crate) fn precheck(&mut self) -> Result<(), Error> {
+        let coll = self.desc.coll;
+        let rooted = matches!(
+            coll,
+            Collective::Broadcast
+                | Collective::Reduce
+                | Collective::Gather
+                | Collective::Scatter
+                | Collective::Scan
+                | Collective::ExclusiveScan
+        );
+        let (me, world) = (self.inner.rank, self.inner.world);
+        if !rooted || world < 2 {
+            return Ok(());
+        }
+        let own = (self.desc.encode(MARK_DATA), me);
+        let (mut least, mut most) = (own, own);
+        if self.inner.topology == meshwork_collectives::Topology::Star {
+            if me == 0 {
+                for w in 1..world {
+                    let (l, m) = self.hear_check(w)?;
+                    least = least.min(l);
+                    most = most.max(m);
+                }
+                for w in 1..world {
+                    self.send_check(w, least, most)?;
+                }
+            } else {
+                self.send_check(0, own, own)?;
+                (least, most) = self.hear_check(0)?;
             }
-            None => {
-                self.abort_all();
-                Err(self.mismatch(from, "an undecodable message".into()))
+        } else {
+            let mut step = 1u32;
+            while step < world {
+                self.send_check((me + step) % world, least, most)?;
+                let (l, m) = self.hear_check((me + world - step) % world)?;
+                least = least.min(l);
+                most = most.max(m);
+                step = step.saturating_mul(2);
             }
+        }
+        // Every rank holds the same least and greatest: all fail, or none.
+        let other = [least, most].into_iter().find(|s| s.0 != own.0);
+        match other.and_then(|(bytes, rank)| Some((Descriptor::decode(&bytes)?.1, rank))) {
+            None => Ok(()),
+            Some((d, rank)) => Err(self.mismatch(rank, d.describe())),
+        }
+    }
+
+    fn send_check(&self, to: u32, least: Seen, most: Seen) -> Result<(), Error> {
+        let mut body = [0u8; 2 * (HEADER_LEN + 4)];
+        for (i, (bytes, rank)) in [least, most].into_iter().enumerate() {
+            let at = i * (HEADER_LEN + 4);
+            body[at..at + HEADER_LEN].copy_from_slice(&bytes);
+            body[at + HEADER_LEN..at + HEADER_LEN + 4].copy_from_slice(&rank.to_le_bytes());
+        }
+        let head = self.desc.encode(MARK_CHECK);
+        self.transport()
+            .send(to, self.key, &[&head, &body])
+            .map_err(|e| self.map_err(e))
+    }
+
+    /// `from`'s check message: the least and greatest descriptors it has
+    /// seen (decodable ones only: a rank's own encoding is checked).
+    fn hear_check(&mut self, from: u32) -> Result<(Seen, Seen), Error> {
+        let msg = self
+            .transport()
+            .recv(from, self.key, self.inner.timeout(), None)
+            .map_err(|e| self.map_err(e))?;
+        let msg = msg.as_ref();
+        if let Some(err) = self.failed_notice(from, msg) {
+            return Err(err);
+        }
+        let seen = |at: usize| -> Option<Seen> {
+            let bytes: [u8; HEADER_LEN] = msg.get(at..at + HEADER_LEN)?.try_into().ok()?;
+            let rank = u32::from_le_bytes(
+                msg.get(at + HEADER_LEN..at + HEADER_LEN + 4)?
+                    .try_into()
+                    .ok()?,
+            );
+            let (marker, _) = Descriptor::decode(&bytes)?;
+            (marker == MARK_DATA && rank < self.inner.world).then_some((bytes, rank))
+        };
+        match Descriptor::decode(msg) {
+            Some((MARK_CHECK, _)) => match (seen(HEADER_LEN), seen(2 * HEADER_LEN + 4)) {
+                (Some(l), Some(m)) if msg.len() == HEADER_LEN + 2 * (HEADER_LEN + 4) => Ok((l, m)),
+                _ => Err(self.mismatch_from(from, None)),
+            },
+            Some((MARK_ABORT, _)) => Err(self.aborted_by(from, msg)),
+            Some((_, theirs)) => Err(self.mismatch_from(from, Some(theirs))),
+            None => Err(self.mismatch_from(from, None)),
         }
     }
 }

@@ -323,7 +323,7 @@ impl GroupInner {
     ) -> Result<R> {
         let mut comm = CollComm::new(&call.inner, call.seq, call.desc);
         tracing::trace!(seq = call.seq, op = %call.desc.describe(), "collective");
-        let outcome = f(&mut comm, call.desc.algo);
+        let outcome = comm.precheck().and_then(|()| f(&mut comm, call.desc.algo));
         call.inner.rpc.flight.end(call.flight, &outcome);
         outcome
     }

@@ -157,18 +157,14 @@ fn different_counts_types_and_algorithms_are_mismatches() {
     });
     for (r, errs) in out.iter().enumerate() {
         for (case, e) in errs.iter().enumerate() {
-            // Every rank that receives from a disagreeing rank sees the
-            // mismatch. In the broadcast (case 1, binomial, root 0) ranks 0
-            // and 2 only talk to each other and agree: their results are
-            // right, and only rank 1 learns of the mismatch.
-            if case == 1 && r != 1 {
-                assert!(e.is_none(), "{e:?}");
-            } else {
-                assert!(
-                    matches!(e, Some(Error::CollectiveMismatch { .. })),
-                    "rank {r} case {case}: {e:?}"
-                );
-            }
+            // Every rank sees the mismatch: those that hear from the
+            // disagreeing rank in the call, and the rest through the abort
+            // passed on, or (the broadcast, case 1, where ranks 0 and 2
+            // only talk to each other) the rooted call's pre-check.
+            assert!(
+                matches!(e, Some(Error::CollectiveMismatch { .. })),
+                "rank {r} case {case}: {e:?}"
+            );
         }
     }
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -287,4 +283,131 @@ fn recovery_shrink_after_a_revocation_replaces_the_group_in_place() {
             });
         }
     });
+}
+
+/// Every rank's outcome of `f` on a world of `p` shaped `topology`.
+fn on_world<R: Send>(
+    p: u32,
+    topology: meshwork::Topology,
+    f: impl Fn(&meshwork::ProcessGroup) -> R + Sync,
+) -> Vec<R> {
+    let world = meshwork::local_with(p, topology).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = world
+            .iter()
+            .map(|g| {
+                g.set_timeout(Duration::from_secs(20));
+                s.spawn(|| f(g))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Rank 1 names another root (or, for the scans, another operator) than
+/// ranks 0 and 2, in each rooted collective (and each scan), blocking and
+/// non-blocking, in a mesh and in a star: every rank's call fails at once
+/// with `CollectiveMismatch` — before, the root of a broadcast or scatter
+/// returned `Ok` with its own data, the others with rank 0's, and a reduce
+/// or gather waited out the deadline on some ranks while one returned.
+/// Afterwards the group is in step: a checked all_reduce passes.
+#[test]
+fn a_mismatched_root_is_a_mismatch_on_every_rank_at_once() {
+    use meshwork::Topology;
+    type Call = fn(&meshwork::ProcessGroup, u32, bool) -> meshwork::Result<()>;
+    let cases: [(&str, Call); 6] = [
+        ("broadcast", |g, root, nb| {
+            if nb {
+                g.broadcast_nb(vec![g.rank(); 4], root).wait().map(drop)
+            } else {
+                g.broadcast(&mut [g.rank(); 4], root)
+            }
+        }),
+        ("scatter", |g, root, nb| {
+            let send = if g.rank() == root {
+                vec![7u32; 6]
+            } else {
+                Vec::new()
+            };
+            if nb {
+                g.scatter_nb(send, 2, root).wait().map(drop)
+            } else {
+                g.scatter(&send, &mut [0u32; 2], root)
+            }
+        }),
+        ("reduce", |g, root, nb| {
+            if nb {
+                g.reduce_nb(vec![1u32; 4], ReduceOp::Sum, root)
+                    .wait()
+                    .map(drop)
+            } else {
+                g.reduce(&mut [1u32; 4], ReduceOp::Sum, root)
+            }
+        }),
+        ("gather", |g, root, nb| {
+            if nb {
+                g.gather_nb(vec![g.rank(); 2], root).wait().map(drop)
+            } else {
+                let mut recv = if g.rank() == root {
+                    vec![0u32; 6]
+                } else {
+                    Vec::new()
+                };
+                g.gather(&[g.rank(); 2], &mut recv, root)
+            }
+        }),
+        // The scans have no root: rank 1 reduces another way.
+        ("scan", |g, odd, nb| {
+            let op = if odd == 1 {
+                ReduceOp::Max
+            } else {
+                ReduceOp::Sum
+            };
+            if nb {
+                g.scan_nb(vec![1u32; 4], op).wait().map(drop)
+            } else {
+                g.scan(&mut [1u32; 4], op)
+            }
+        }),
+        ("exclusive_scan", |g, odd, nb| {
+            let op = if odd == 1 {
+                ReduceOp::Max
+            } else {
+                ReduceOp::Sum
+            };
+            if nb {
+                g.exclusive_scan_nb(vec![1u32; 4], op).wait().map(drop)
+            } else {
+                g.exclusive_scan(&mut [1u32; 4], op)
+            }
+        }),
+    ];
+    for topology in [Topology::Mesh, Topology::Star] {
+        for (name, call) in cases {
+            for nb in [false, true] {
+                let started = Instant::now();
+                let out = on_world(3, topology, |g| {
+                    let root = if g.rank() == 1 { 1 } else { 0 };
+                    let got = call(g, root, nb);
+                    let mut x = [1u32; 2];
+                    g.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+                    assert_eq!(x, [3, 3]);
+                    got
+                });
+                let ctx = format!("{name}, {topology:?}, non-blocking {nb}");
+                for (r, o) in out.iter().enumerate() {
+                    match o {
+                        Err(Error::CollectiveMismatch { op, rank, .. }) => {
+                            assert_eq!(op, name, "{ctx}");
+                            // Rank 1 differs from the others; they from it.
+                            let want = if r == 1 { [0, 2] } else { [1, 1] };
+                            assert!(want.contains(rank), "{ctx}: rank {r} names {rank}");
+                        }
+                        other => panic!("{ctx}: rank {r}: {other:?}"),
+                    }
+                }
+                assert!(started.elapsed() < Duration::from_secs(10), "{ctx}");
+            }
+        }
+    }
 }

@@ -16,6 +16,7 @@ mod launcher;
 mod layers;
 mod lifetime;
 mod multiprocess;
+mod nemesis;
 mod netlab;
 mod netlab_faults;
 mod netlab_tests;

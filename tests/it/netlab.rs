@@ -14,6 +14,9 @@ pub struct Lab {
     pub net: u8,
     namespaces: Vec<String>,
     veths: usize,
+    /// Each LAN host's namespace, its interface, and its port on the
+    /// bridge.
+    hosts: Vec<(String, String, String)>,
 }
 
 fn run(args: &[&str]) -> Result<String, String> {
@@ -82,6 +85,7 @@ impl Lab {
             net,
             namespaces: Vec::new(),
             veths: 0,
+            hosts: Vec::new(),
         };
         let br = lab.ns("br")?;
         run(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"])?;
@@ -130,7 +134,131 @@ impl Lab {
             &dev,
         ])?;
         run(&["ip", "-n", &ns, "route", "add", "default", "dev", &dev])?;
+        self.hosts.push((ns.clone(), dev.clone(), port));
         Ok((ns, dev))
+    }
+
+    /// A LAN host's interface and bridge port, by namespace.
+    fn host(&self, ns: &str) -> Result<&(String, String, String), String> {
+        self.hosts
+            .iter()
+            .find(|h| h.0 == ns)
+            .ok_or_else(|| format!("{ns} is not a LAN host of this lab"))
+    }
+
+    /// Cut the LAN into `sides` (host namespaces): the bridge drops every
+    /// frame between hosts on different sides, both ways, and each side
+    /// stays whole inside. Hosts on no side keep every link. Replaces the
+    /// cut in force, if any.
+    pub fn partition(&self, sides: &[Vec<String>]) -> Result<(), String> {
+        self.heal_partition();
+        let br = format!("{}-br", self.prefix);
+        run_in(&br, &["nft", "add", "table", "bridge", "cut"])?;
+        run_in(
+            &br,
+            &[
+                "nft",
+                "add chain bridge cut filt { type filter hook forward priority 0 ; }",
+            ],
+        )?;
+        for (i, a) in sides.iter().enumerate() {
+            for b in sides.iter().skip(i + 1) {
+                for x in a {
+                    for y in b {
+                        let (px, py) = (&self.host(x)?.2, &self.host(y)?.2);
+                        for (from, to) in [(px, py), (py, px)] {
+                            run_in(
+                                &br,
+                                &[
+                                    "nft", "add", "rule", "bridge", "cut", "filt", "iifname", from,
+                                    "oifname", to, "drop",
+                                ],
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove the cut [`partition`](Self::partition) made, if any.
+    pub fn heal_partition(&self) {
+        let br = format!("{}-br", self.prefix);
+        let _ = run_in(&br, &["nft", "delete", "table", "bridge", "cut"]);
+    }
+
+    /// Drop `percent` % of every packet host `ns` sends and receives, at
+    /// random (TCP and UDP alike); [`clear_loss`](Self::clear_loss) ends it.
+    pub fn lossy(&self, ns: &str, percent: u8) -> Result<(), String> {
+        self.clear_loss(ns);
+        let p = percent.to_string();
+        run_in(ns, &["nft", "add", "table", "inet", "nemloss"])?;
+        for hook in ["input", "output"] {
+            let chain = format!("{{ type filter hook {hook} priority 0 ; }}");
+            run_in(
+                ns,
+                &["nft", "add", "chain", "inet", "nemloss", hook, &chain],
+            )?;
+            run_in(
+                ns,
+                &[
+                    "nft", "add", "rule", "inet", "nemloss", hook, "oifname", "!=", "lo", "numgen",
+                    "random", "mod", "100", "<", &p, "drop",
+                ],
+            )
+            .or_else(|_| {
+                // The input hook has no output interface: match the input one.
+                run_in(
+                    ns,
+                    &[
+                        "nft", "add", "rule", "inet", "nemloss", hook, "iifname", "!=", "lo",
+                        "numgen", "random", "mod", "100", "<", &p, "drop",
+                    ],
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// End [`lossy`](Self::lossy)'s loss on `ns`.
+    pub fn clear_loss(&self, ns: &str) {
+        let _ = run_in(ns, &["nft", "delete", "table", "inet", "nemloss"]);
+    }
+
+    /// Make host `ns`'s link slow: 2 Mbit/s out, packets queued up to
+    /// 200 ms (the kernel here has no netem, so a fixed delay cannot be
+    /// added: a queue that long is the nearest); [`fast`](Self::fast) ends it.
+    pub fn slow(&self, ns: &str) -> Result<(), String> {
+        let dev = self.host(ns)?.1.clone();
+        self.fast(ns);
+        run_in(
+            ns,
+            &[
+                "tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "2mbit", "burst", "32kb",
+                "latency", "200ms",
+            ],
+        )
+        .map(drop)
+    }
+
+    /// End [`slow`](Self::slow) on `ns`.
+    pub fn fast(&self, ns: &str) {
+        if let Ok((_, dev, _)) = self.host(ns) {
+            let _ = run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"]);
+        }
+    }
+
+    /// Take host `ns`'s link down (`up = false`: the host is away, as if
+    /// its cable were pulled) or bring it back.
+    pub fn host_link(&self, ns: &str, up: bool) -> Result<(), String> {
+        let dev = self.host(ns)?.1.clone();
+        self.set_link(ns, &dev, up)?;
+        if up {
+            // Taking the link down took its default route with it.
+            run(&["ip", "-n", ns, "route", "replace", "default", "dev", &dev])?;
+        }
+        Ok(())
     }
 
     /// Hosts `{prefix}{i}` on the LAN at 10.77.N.(10 + i), for each `i`;

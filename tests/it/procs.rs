@@ -286,6 +286,14 @@ impl Ranks {
         self.wait_for(&all, "RESULT ", within)
     }
 
+    /// Take in every line that comes within `d`.
+    pub fn drain_for(&mut self, d: Duration) {
+        let deadline = Instant::now() + d;
+        while let Ok(l) = self.lines.recv_deadline(deadline) {
+            self.log.push(l);
+        }
+    }
+
     pub fn pid(&self, rank: u32) -> i32 {
         self.children[rank as usize].id() as i32
     }

@@ -44,6 +44,20 @@ fn rank_process_entry() {
         crate::siege::run();
         return;
     }
+    if scenario == "nemesis_join" {
+        let code = match crate::nemesis::join_then_run() {
+            Ok(msg) => {
+                println!("RESULT ok {msg}");
+                0
+            }
+            Err(e) => {
+                println!("RESULT err {} {e}", variant(&e));
+                3
+            }
+        };
+        let _ = std::io::stdout().flush();
+        std::process::exit(code);
+    }
     if scenario == "exit_rank1" && std::env::var("RANK").is_ok_and(|r| r == "1") {
         println!("RESULT err Exit rank 1 leaves at once");
         let _ = std::io::stdout().flush();
@@ -56,6 +70,9 @@ fn rank_process_entry() {
         if scenario == "reform" {
             // Takes the group: it is replaced (and dropped) as it goes.
             return crate::lifetime::reform(g);
+        }
+        if scenario == "nemesis" {
+            return crate::nemesis::job(g);
         }
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
