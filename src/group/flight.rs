@@ -18,6 +18,8 @@
 //! its last call here, broadcast #2, ended 4.0 s ago; it is in no call now
 //! ```
 
+mod dump;
+
 use super::GroupInner;
 use crate::error::Result;
 use std::collections::VecDeque;
@@ -274,84 +276,6 @@ pub(crate) fn dump_all() -> String {
         }
     }
     out
-}
-
-/// The dump on demand: with `FLIGHT_RECORD_DUMP=<file>`, `SIGUSR1`
-/// appends every group's record to `<file>` (a thread does the writing;
-/// the handler only wakes it, which is all a signal handler may do).
-mod dump {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicI32, Ordering};
-    use std::sync::Once;
-
-    /// The pipe's write end, for the handler.
-    static WAKE: AtomicI32 = AtomicI32::new(-1);
-    static INSTALL: Once = Once::new();
-
-    extern "C" fn on_usr1(_: libc::c_int) {
-        let fd = WAKE.load(Ordering::Relaxed);
-        if fd >= 0 {
-            let b = [1u8];
-            // SAFETY: write(2) is async-signal-safe; `b` outlives the call.
-            // A full pipe drops the byte, and a dump is already due then.
-            unsafe { libc::write(fd, b.as_ptr().cast(), 1) };
-        }
-    }
-
-    /// Install the handler and its thread, once, if the variable is set.
-    pub(super) fn on_signal_once() {
-        INSTALL.call_once(|| {
-            let Ok(path) = std::env::var("FLIGHT_RECORD_DUMP") else {
-                return;
-            };
-            if let Err(e) = install(path) {
-                tracing::warn!("FLIGHT_RECORD_DUMP: cannot dump on SIGUSR1: {e}");
-            }
-        });
-    }
-
-    fn install(path: String) -> std::io::Result<()> {
-        let mut fds = [0i32; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let (read_fd, write_fd) = (fds[0], fds[1]);
-        // The reader blocks: clear O_NONBLOCK on its end.
-        // SAFETY: fcntl on a descriptor pipe2 just returned.
-        unsafe { libc::fcntl(read_fd, libc::F_SETFL, 0) };
-        WAKE.store(write_fd, Ordering::Relaxed);
-        tracing::info!("flight record: SIGUSR1 appends every group's record to {path}");
-        std::thread::Builder::new()
-            .name("meshwork-flight-dump".into())
-            .spawn(move || {
-                let mut b = [0u8; 64];
-                // SAFETY: read(2) into `b`, of its length, on our pipe.
-                while unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), b.len()) } > 0 {
-                    let text = super::dump_all();
-                    let written = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .and_then(|mut f| f.write_all(text.as_bytes()));
-                    if let Err(e) = written {
-                        tracing::warn!("FLIGHT_RECORD_DUMP: cannot write {path}: {e}");
-                    }
-                }
-            })?;
-        // SAFETY: a zeroed sigaction with a plain handler and SA_RESTART;
-        // the handler only writes to a pipe (async-signal-safe).
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            if libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
 }
 
 /// A member's answer: whether it entered the call, and its words.
