@@ -93,7 +93,9 @@ pub enum Error {
     /// rather than a neighbour that was waiting itself, and `detail` says
     /// what each was doing (`: rank 2 has not entered all_reduce #3; its
     /// last call here, broadcast #2, ended 4.0 s ago; …`; see
-    /// `ProcessGroup::flight_record`).
+    /// `ProcessGroup::flight_record`). The words are this rank's own,
+    /// written from the facts each member answered: no text a member
+    /// sends is copied into them.
     #[error(
         "{op} timed out waiting on ranks {waiting_on:?}{detail}; see Node::timeout / TIMEOUT_S"
     )]

@@ -6,20 +6,27 @@
 //! times, outcome — in a ring written under one short lock at the start
 //! and the end of each call (nothing per message), so it stays on.
 //!
-//! When a call times out with no member known failed, the rank asks every
-//! other member, through the group's RPC server (its own threads, so a
-//! member stuck in its own computation still answers), what it knows of
-//! that call: whether it entered it, and what it did last and does now.
-//! The timeout then names the members that never entered the call — not
-//! a neighbour that waits itself — and says what each is doing:
+//! When a call times out with no member known failed, the rank finds out,
+//! through the members' RPC servers (their own threads, so a member stuck
+//! in its own computation still answers), which members never entered
+//! that call, and asks each of those what it did last and does now
+//! (`missing.rs`; the answers are facts, put in words by the asker:
+//! `answer.rs`). The timeout then names the members that never entered the
+//! call — not a neighbour that waits itself — and says what each is doing:
 //!
 //! ```text
 //! all_reduce timed out waiting on ranks [2]: rank 2 has not entered all_reduce #3;
 //! its last call here, broadcast #2, ended 4.0 s ago; it is in no call now
 //! ```
 
+mod answer;
+mod dump;
+mod missing;
+
 use super::GroupInner;
 use crate::error::Result;
+use answer::{Answer, CallFacts, Failure};
+pub(crate) use missing::{answer_survey, FLIGHT_SURVEY_FN};
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -29,12 +36,8 @@ use std::time::{Duration, Instant};
 pub const FLIGHT_RECORD_LEN: usize = 1024;
 
 /// The reserved RPC function that answers "what do you know of call
-/// `seq` on communicator `comm`" from the flight record.
+/// `seq` of this group" from the flight record.
 pub(crate) const FLIGHT_FN: u32 = 0xFFFF_FFF1;
-
-/// The longest answer a member may give (a hostile one cannot make the
-/// asker hold more).
-const ANSWER_MAX: usize = 1024;
 
 /// How a recorded call ended, or that it has not.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +76,9 @@ pub struct FlightEntry {
     pub ended: Option<Instant>,
     /// How it ended.
     pub state: CallState,
+    /// The class of the error it failed with, which a member tells
+    /// others (never the error's text).
+    pub(crate) failure: Failure,
 }
 
 impl fmt::Display for FlightEntry {
@@ -113,6 +119,9 @@ fn secs(d: Duration) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct FlightRecord {
     ring: Mutex<Ring>,
+    /// The last survey of who entered a call, while it is fresh
+    /// (`missing.rs`).
+    survey: Mutex<Option<missing::Survey>>,
 }
 
 #[derive(Debug, Default)]
@@ -164,7 +173,10 @@ impl FlightRecord {
             e.ended = Some(Instant::now());
             e.state = match outcome {
                 Ok(_) => CallState::Done,
-                Err(err) => CallState::Failed(err.to_string()),
+                Err(err) => {
+                    e.failure = Failure::of(err);
+                    CallState::Failed(err.to_string())
+                }
             };
         }
     }
@@ -175,81 +187,49 @@ impl FlightRecord {
     }
 
     /// The answer to "what do you know of call `seq` on `comm`": whether
-    /// this rank entered it (a byte), then what it did last on `comm` and
-    /// does now anywhere in this process, in words.
-    pub(crate) fn answer(&self, comm: u64, seq: u64) -> Vec<u8> {
+    /// this rank entered it, its last call on `comm`, and the longest
+    /// running call of its other groups, if any.
+    pub(crate) fn answer(&self, comm: u64, seq: u64) -> Answer {
+        let now = Instant::now();
         let (entered, last) = {
             let ring = self.lock();
             let mut here = ring.entries.iter().filter(|e| e.comm == comm);
             let entered = here.clone().any(|e| e.seq >= seq);
-            (entered, here.next_back().cloned())
+            (entered, here.next_back().map(|e| CallFacts::of(e, now)))
         };
-        let mut words = match &last {
-            Some(e) if e.seq == seq => match (&e.state, e.ended) {
-                (CallState::Failed(why), Some(end)) => format!(
-                    "its {} #{} failed {} ago ({why})",
-                    e.op,
-                    e.seq,
-                    secs(end.elapsed())
-                ),
-                (CallState::Done, Some(end)) => {
-                    format!("it ended {} #{} {} ago", e.op, e.seq, secs(end.elapsed()))
-                }
-                _ => format!(
-                    "it is in {} #{} too ({}, {} bytes)",
-                    e.op, e.seq, e.dtype, e.bytes
-                ),
-            },
-            Some(e) => match (&e.state, e.ended) {
-                (CallState::Running, _) | (_, None) => format!(
-                    "its last call here, {} #{}, is running for {}",
-                    e.op,
-                    e.seq,
-                    secs(e.started.elapsed())
-                ),
-                (CallState::Done, Some(end)) => format!(
-                    "its last call here, {} #{}, ended {} ago",
-                    e.op,
-                    e.seq,
-                    secs(end.elapsed())
-                ),
-                (CallState::Failed(why), Some(end)) => format!(
-                    "its last call here, {} #{}, failed {} ago ({why})",
-                    e.op,
-                    e.seq,
-                    secs(end.elapsed())
-                ),
-            },
-            None => "it has made no call here yet".to_string(),
-        };
-        // Calls under way in its other groups (a barrier of a sub-group
-        // that holds it up, say).
-        let elsewhere: Vec<String> = ALL
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .flat_map(|r| r.snapshot())
-            .filter(|e| e.comm != comm && e.state == CallState::Running)
-            .map(|e| {
-                format!(
-                    "{} #{} of another group for {}",
-                    e.op,
-                    e.seq,
-                    secs(e.started.elapsed())
-                )
-            })
-            .collect();
-        if !elsewhere.is_empty() {
-            words += &format!("; it is in {}", elsewhere.join(", "));
-        } else if !matches!(&last, Some(e) if e.seq == seq || e.state == CallState::Running) {
-            words += "; it is in no call now";
+        Answer {
+            entered,
+            last,
+            elsewhere: running_elsewhere(comm, now),
         }
-        let mut out = vec![u8::from(entered)];
-        out.extend_from_slice(words.as_bytes());
-        out.truncate(ANSWER_MAX);
-        out
     }
+
+    /// The start and operation of its longest running call not on `comm`.
+    fn oldest_running_except(&self, comm: u64) -> Option<(Instant, &'static str)> {
+        self.lock()
+            .entries
+            .iter()
+            .filter(|e| e.comm != comm && e.state == CallState::Running)
+            .map(|e| (e.started, e.op))
+            .min()
+    }
+}
+
+/// The longest running call of this process's groups other than `comm`
+/// (a barrier of a sub-group that holds it up, say): its operation and
+/// for how long, and nothing of which group it is.
+fn running_elsewhere(
+    comm: u64,
+    now: Instant,
+) -> Option<(Option<meshwork_collectives::Collective>, Duration)> {
+    let (started, op) = ALL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter_map(|r| r.oldest_running_except(comm))
+        .min()?;
+    Some((answer::op_of(op), now.saturating_duration_since(started)))
 }
 
 /// Every group's record in this process, as text: a header line, then
@@ -276,94 +256,6 @@ pub(crate) fn dump_all() -> String {
     out
 }
 
-/// The dump on demand: with `FLIGHT_RECORD_DUMP=<file>`, `SIGUSR1`
-/// appends every group's record to `<file>` (a thread does the writing;
-/// the handler only wakes it, which is all a signal handler may do).
-mod dump {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicI32, Ordering};
-    use std::sync::Once;
-
-    /// The pipe's write end, for the handler.
-    static WAKE: AtomicI32 = AtomicI32::new(-1);
-    static INSTALL: Once = Once::new();
-
-    extern "C" fn on_usr1(_: libc::c_int) {
-        let fd = WAKE.load(Ordering::Relaxed);
-        if fd >= 0 {
-            let b = [1u8];
-            // SAFETY: write(2) is async-signal-safe; `b` outlives the call.
-            // A full pipe drops the byte, and a dump is already due then.
-            unsafe { libc::write(fd, b.as_ptr().cast(), 1) };
-        }
-    }
-
-    /// Install the handler and its thread, once, if the variable is set.
-    pub(super) fn on_signal_once() {
-        INSTALL.call_once(|| {
-            let Ok(path) = std::env::var("FLIGHT_RECORD_DUMP") else {
-                return;
-            };
-            if let Err(e) = install(path) {
-                tracing::warn!("FLIGHT_RECORD_DUMP: cannot dump on SIGUSR1: {e}");
-            }
-        });
-    }
-
-    fn install(path: String) -> std::io::Result<()> {
-        let mut fds = [0i32; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let (read_fd, write_fd) = (fds[0], fds[1]);
-        // The reader blocks: clear O_NONBLOCK on its end.
-        // SAFETY: fcntl on a descriptor pipe2 just returned.
-        unsafe { libc::fcntl(read_fd, libc::F_SETFL, 0) };
-        WAKE.store(write_fd, Ordering::Relaxed);
-        tracing::info!("flight record: SIGUSR1 appends every group's record to {path}");
-        std::thread::Builder::new()
-            .name("meshwork-flight-dump".into())
-            .spawn(move || {
-                let mut b = [0u8; 64];
-                // SAFETY: read(2) into `b`, of its length, on our pipe.
-                while unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), b.len()) } > 0 {
-                    let text = super::dump_all();
-                    let written = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .and_then(|mut f| f.write_all(text.as_bytes()));
-                    if let Err(e) = written {
-                        tracing::warn!("FLIGHT_RECORD_DUMP: cannot write {path}: {e}");
-                    }
-                }
-            })?;
-        // SAFETY: a zeroed sigaction with a plain handler and SA_RESTART;
-        // the handler only writes to a pipe (async-signal-safe).
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            if libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A member's answer: whether it entered the call, and its words.
-fn decode_answer(bytes: &[u8]) -> Option<(bool, String)> {
-    let (&entered, words) = bytes.split_first()?;
-    if entered > 1 {
-        return None;
-    }
-    let words = String::from_utf8_lossy(&words[..words.len().min(ANSWER_MAX)]).into_owned();
-    Some((entered == 1, words))
-}
-
 /// The request's arguments: the communicator and the sequence number.
 fn encode_question(comm: u64, seq: u64) -> [u8; 16] {
     let mut q = [0u8; 16];
@@ -372,30 +264,21 @@ fn encode_question(comm: u64, seq: u64) -> [u8; 16] {
     q
 }
 
-/// The answer a rank's RPC server gives to `args` (fuzzed: any bytes).
-pub(crate) fn answer_question(record: &FlightRecord, args: &[u8]) -> Vec<u8> {
-    match (args.get(..8), args.get(8..16)) {
-        (Some(c), Some(s)) => {
-            let comm = u64::from_le_bytes(c.try_into().unwrap_or_default());
-            let seq = u64::from_le_bytes(s.try_into().unwrap_or_default());
-            record.answer(comm, seq)
-        }
+/// The communicator and sequence number a question is about.
+fn decode_question(args: &[u8]) -> Option<(u64, u64)> {
+    let comm = u64::from_le_bytes(args.get(..8)?.try_into().ok()?);
+    let seq = u64::from_le_bytes(args.get(8..16)?.try_into().ok()?);
+    Some((comm, seq))
+}
+
+/// The answer the RPC server of group `comm` gives to `args` (fuzzed: any
+/// bytes): about its own group only; nothing (no answer) to a question
+/// about another.
+pub(crate) fn answer_question(record: &FlightRecord, comm: u64, args: &[u8]) -> Vec<u8> {
+    match decode_question(args) {
+        Some((asked, seq)) if asked == comm => record.answer(comm, seq).encode().to_vec(),
         _ => Vec::new(),
     }
-}
-
-/// How long a timed-out call asks the others before it reports what it
-/// has: the answers come from their RPC servers, a round trip each, all
-/// at once.
-fn asking_time(timeout: Duration) -> Duration {
-    timeout.min(Duration::from_secs(1))
-}
-
-/// What a timed-out call found out: the members that never entered it
-/// (with what each is doing), if any answered so.
-pub(crate) struct Missing {
-    pub(crate) ranks: Vec<u32>,
-    pub(crate) detail: String,
 }
 
 impl GroupInner {
@@ -417,39 +300,7 @@ impl GroupInner {
             started: Instant::now(),
             ended: None,
             state: CallState::Running,
-        })
-    }
-
-    /// Every other member's answer about call `seq`: whether it entered
-    /// it and what it says, `None` where no answer came in time.
-    pub(crate) fn ask_about(&self, seq: u64) -> Vec<(u32, Option<(bool, String)>)> {
-        let others: Vec<u32> = (0..self.world).filter(|&r| r != self.rank).collect();
-        let question = encode_question(self.comm_id, seq);
-        self.rpc_many(&others, FLIGHT_FN, &question, asking_time(self.timeout()))
-            .into_iter()
-            .map(|(rank, answer)| (rank, answer.as_deref().ok().and_then(decode_answer)))
-            .collect()
-    }
-
-    /// Call `seq` (`op`) timed out with no member known failed: ask every
-    /// other member what it knows of it. `None` if none says it never
-    /// entered it (then the rank waited on is the best answer there is).
-    pub(crate) fn who_is_missing(&self, op: &str, seq: u64) -> Option<Missing> {
-        let mut ranks = Vec::new();
-        let mut words = Vec::new();
-        for (rank, answer) in self.ask_about(seq) {
-            match answer {
-                Some((false, what)) => {
-                    ranks.push(rank);
-                    words.push(format!("rank {rank} has not entered {op} #{seq}; {what}"));
-                }
-                Some((true, _)) => {}
-                None => tracing::debug!(rank, "no answer about {op} #{seq}"),
-            }
-        }
-        (!ranks.is_empty()).then(|| Missing {
-            ranks,
-            detail: format!(": {}", words.join("; ")),
+            failure: Failure::default(),
         })
     }
 }
@@ -470,7 +321,14 @@ mod tests {
             started,
             ended: (state != CallState::Running).then_some(started),
             state,
+            failure: Failure::default(),
         }
+    }
+
+    /// The answer as the asker gets it: off the wire.
+    fn asked(r: &FlightRecord, comm: u64, seq: u64) -> Answer {
+        let bytes = answer_question(r, comm, &encode_question(comm, seq));
+        Answer::decode(&bytes).unwrap()
     }
 
     #[test]
@@ -498,18 +356,23 @@ mod tests {
         let r = FlightRecord::new();
         let n = r.start(entry("broadcast", 2, 7, CallState::Running));
         r.end(n, &Ok(()));
-        let (entered, words) = decode_answer(&r.answer(7, 3)).unwrap();
-        assert!(!entered);
+        let a = asked(&r, 7, 3);
+        assert!(!a.entered);
+        let words = a.words(3);
         assert!(
             words.starts_with("its last call here, broadcast #2, ended"),
             "{words}"
         );
         assert!(words.ends_with("it is in no call now"), "{words}");
         r.start(entry("all_reduce", 3, 7, CallState::Running));
-        let (entered, words) = decode_answer(&r.answer(7, 3)).unwrap();
-        assert!(entered);
-        assert_eq!(words, "it is in all_reduce #3 too (f32, 16 bytes)");
-        // Ended: how, and how long ago.
+        let a = asked(&r, 7, 3);
+        assert!(a.entered);
+        assert!(
+            a.words(3).starts_with("it is in all_reduce #3 too, for"),
+            "{}",
+            a.words(3)
+        );
+        // Ended: how (the error's class, not its text), and how long ago.
         let n = r.start(entry("all_gather", 4, 7, CallState::Running));
         r.end::<()>(
             n,
@@ -518,27 +381,113 @@ mod tests {
                 what: "an illegal address".into(),
             }),
         );
-        let (entered, words) = decode_answer(&r.answer(7, 4)).unwrap();
-        assert!(entered);
+        let a = asked(&r, 7, 4);
+        assert!(a.entered && a.failed_in(4));
+        let words = a.words(4);
         assert!(
-            words.starts_with("its all_gather #4 failed") && words.contains("an illegal address"),
+            words.starts_with("its all_gather #4 failed") && words.ends_with("(a device failure)"),
             "{words}"
         );
-        // Nothing on another communicator.
-        let (entered, words) = decode_answer(&r.answer(8, 0)).unwrap();
-        assert!(!entered);
-        assert!(words.contains("no call here yet"), "{words}");
+        // Nothing on a communicator the record has no call of.
+        let bytes = answer_question(&r, 8, &encode_question(8, 0));
+        let a = Answer::decode(&bytes).unwrap();
+        assert!(!a.entered);
+        assert!(a.words(0).contains("no call here yet"), "{}", a.words(0));
+    }
+
+    /// A group's server answers about its own group only: a question
+    /// about another communicator (one the asker may not be in) gets no
+    /// answer. Of another group's calls an answer says only that one is
+    /// under way, which operation and for how long.
+    #[test]
+    fn an_answer_speaks_of_the_group_asked_only() {
+        let mine = FlightRecord::new();
+        mine.start(entry("broadcast", 0, 21, CallState::Running));
+        let theirs = FlightRecord::new();
+        theirs.start(entry("barrier", 5, 22, CallState::Running));
+        // Group 21's server, asked about group 22.
+        assert!(answer_question(&mine, 21, &encode_question(22, 0)).is_empty());
+        let a = asked(&mine, 21, 1);
+        let (op, _) = a.elsewhere.expect("a call of another group under way");
+        assert_eq!(op, Some(meshwork_collectives::Collective::Barrier));
+        let words = a.words(1);
+        assert!(
+            words.contains("; it is in barrier of another group for"),
+            "{words}"
+        );
+        assert!(!words.contains("#5") && !words.contains("22"), "{words}");
+    }
+
+    /// A hostile member's answer made of text: line breaks, a terminal
+    /// escape and a made-up line about another rank. None of it reaches
+    /// the timeout's text: such bytes are no answer, and whatever
+    /// decodes is put in words by the asker, printable ASCII only.
+    #[test]
+    fn a_members_crafted_answer_never_reaches_the_error_text() {
+        let crafted = [
+            &b"\x00; rank 0 has not entered all_reduce #9\n\x1b[31mERROR\x1b[0m"[..],
+            b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\n\x1b[31m",
+            b"\x00rank 0 has not entered all_reduce #9\n\x1b[31m...",
+        ];
+        let mut answers: Vec<Vec<u8>> = crafted.iter().map(|c| c.to_vec()).collect();
+        // And every byte value at every place of an answer's length.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            let mut b = vec![0u8; answer::ANSWER_LEN];
+            for x in &mut b {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                *x = match rng % 4 {
+                    0 => 0,
+                    1 => 1,
+                    2 => rng.to_le_bytes()[3] % 12,
+                    _ => rng.to_le_bytes()[5],
+                };
+            }
+            answers.push(b);
+        }
+        for bytes in &answers {
+            let found = missing::Findings {
+                not_entered: Answer::decode(bytes)
+                    .filter(|a| !a.entered)
+                    .map(|a| (1, a))
+                    .into_iter()
+                    .collect(),
+                failed: Vec::new(),
+            };
+            let Some(m) = found.missing("all_reduce", 9) else {
+                continue;
+            };
+            let e = crate::Error::Timeout {
+                op: "all_reduce".into(),
+                waiting_on: m.ranks,
+                detail: m.detail,
+            };
+            let text = e.to_string();
+            assert!(text.bytes().all(|b| (b' '..=b'~').contains(&b)), "{text:?}");
+            assert!(!text.contains("rank 0"), "{text:?}");
+            assert!(!text.contains("ERROR"), "{text:?}");
+        }
+        // The crafted ones are no answer at all.
+        for c in crafted {
+            assert_eq!(Answer::decode(c), None);
+        }
     }
 
     #[test]
-    fn garbage_questions_and_answers_never_panic() {
+    fn answers_round_trip_and_garbage_never_panics() {
         let r = FlightRecord::new();
+        let n = r.start(entry("scan", 1, 3, CallState::Running));
+        r.end::<()>(n, &Err(crate::Error::Revoked));
+        let a = asked(&r, 3, 1);
+        assert_eq!(Answer::decode(&a.encode()), Some(a));
         for len in 0..40 {
             let q: Vec<u8> = (0..len).map(|i| (i * 37) as u8).collect();
-            let a = answer_question(&r, &q);
-            let _ = decode_answer(&a);
-            let _ = decode_answer(&q);
+            let a = answer_question(&r, 3, &q);
+            let _ = Answer::decode(&a);
+            let _ = Answer::decode(&q);
         }
-        assert_eq!(decode_answer(&[7, b'x']), None);
+        assert_eq!(Answer::decode(&[7; answer::ANSWER_LEN]), None);
     }
 }

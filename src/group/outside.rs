@@ -123,38 +123,33 @@ impl GroupInner {
 
     /// Collective `seq` (`op`) made no progress for the deadline and no
     /// member is known failed: those that never entered it, named by
-    /// their answers; else every other member, entered but stuck.
+    /// their answers; else every other member, entered but stuck, and
+    /// what those whose own call failed say of it.
     fn stalled(&self, op: &str, seq: u64) -> Error {
         if let Some(e) = self.member_failed() {
             return e;
         }
-        let answers = self.ask_about(seq);
-        let missing: Vec<u32> = answers
+        let found = self.ask_about(seq);
+        if let Some(missing) = found.missing(op, seq) {
+            return Error::Timeout {
+                op: op.to_string(),
+                waiting_on: missing.ranks,
+                detail: missing.detail,
+            };
+        }
+        let words: Vec<String> = found
+            .failed
             .iter()
-            .filter(|(_, a)| matches!(a, Some((false, _))))
-            .map(|&(rank, _)| rank)
+            .map(|(rank, a)| format!("rank {rank}: {}", a.words(seq)))
             .collect();
-        // Those that never entered, or else every other member, each with
-        // what it says (one whose own call failed says so).
-        let named = |rank: u32| missing.is_empty() || missing.contains(&rank);
-        let words: Vec<String> = answers
-            .iter()
-            .filter(|&&(rank, _)| named(rank))
-            .map(|(rank, a)| match a {
-                Some((false, what)) => format!("rank {rank} has not entered {op} #{seq}; {what}"),
-                Some((true, what)) => format!("rank {rank}: {what}"),
-                None => format!("rank {rank} did not answer"),
-            })
-            .collect();
-        let waiting_on = if missing.is_empty() {
-            (0..self.world).filter(|&r| r != self.rank).collect()
-        } else {
-            missing
-        };
         Error::Timeout {
             op: op.to_string(),
-            waiting_on,
-            detail: format!(": {}", words.join("; ")),
+            waiting_on: (0..self.world).filter(|&r| r != self.rank).collect(),
+            detail: if words.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", words.join("; "))
+            },
         }
     }
 }
@@ -306,9 +301,11 @@ mod tests {
                     }),
                 ) => {
                     assert_eq!(waiting_on.len(), 2, "{waiting_on:?}");
+                    // Its class, in this rank's words: never the text
+                    // of a member's error.
                     assert!(
                         detail.contains("rank 1: its all_reduce #0 failed")
-                            && detail.contains("unhandled cuda error"),
+                            && detail.contains("(a device failure)"),
                         "{detail}"
                     );
                 }

@@ -238,9 +238,13 @@ fn handle(t: &dyn Transport, comm: u64, rpc: &Rpc, src: u32, req: &Payload) {
         .get(&fn_id)
         .cloned();
     let (status, body) = match handler {
-        // The library's own: what the flight record knows of a call.
+        // The library's own: what the flight record knows of a call, and
+        // (on the group's rank 0) who entered it.
         _ if fn_id == super::flight::FLIGHT_FN => {
-            (OK, super::flight::answer_question(&rpc.flight, args))
+            (OK, super::flight::answer_question(&rpc.flight, comm, args))
+        }
+        _ if fn_id == super::flight::FLIGHT_SURVEY_FN => {
+            (OK, super::flight::answer_survey(t, comm, rpc, args))
         }
         None => (UNKNOWN, Vec::new()),
         Some(h) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(src, args))) {
@@ -331,51 +335,65 @@ impl GroupInner {
         args: &[u8],
         timeout: Duration,
     ) -> Vec<(u32, Result<Vec<u8>>)> {
-        let until = std::time::Instant::now() + timeout;
-        let op = |e| Error::from_transport(e, "rpc");
-        let asked: Vec<(u32, Result<u64>)> = dsts
-            .iter()
-            .map(|&dst| {
-                let id = self.rpc.next_id.fetch_add(1, Ordering::Relaxed);
-                let sent = self
-                    .transport
-                    .send(
-                        dst,
-                        request_key(self.comm_id),
-                        &[&request_head(fn_id, id), args],
-                    )
-                    .map(|()| id)
-                    .map_err(op);
-                (dst, sent)
-            })
-            .collect();
-        asked
-            .into_iter()
-            .map(|(dst, id)| {
-                let answer = id.and_then(|id| {
-                    let left = until.saturating_duration_since(std::time::Instant::now());
-                    match self
-                        .transport
-                        .recv(dst, response_key(self.comm_id, id), left, None)
-                    {
-                        Ok(r) => match decode_response(r.as_ref()) {
-                            Response::Ok(body) => Ok(body.to_vec()),
-                            _ => Err(Error::RpcFailed {
-                                fn_id,
-                                rank: dst,
-                                reason: "no answer".into(),
-                            }),
-                        },
-                        Err(e) => {
-                            self.rpc.abandon(dst, id);
-                            Err(op(e))
-                        }
-                    }
-                });
-                (dst, answer)
-            })
-            .collect()
+        ask_many(
+            &*self.transport,
+            self.comm_id,
+            &self.rpc,
+            dsts,
+            fn_id,
+            args,
+            timeout,
+        )
     }
+}
+
+/// [`GroupInner::rpc_many`] over group `comm`'s transport `t` and RPC
+/// state, for an RPC worker that asks in turn (it has no `GroupInner`).
+pub(super) fn ask_many(
+    t: &dyn Transport,
+    comm: u64,
+    rpc: &Rpc,
+    dsts: &[u32],
+    fn_id: u32,
+    args: &[u8],
+    timeout: Duration,
+) -> Vec<(u32, Result<Vec<u8>>)> {
+    let until = std::time::Instant::now() + timeout;
+    let op = |e| Error::from_transport(e, "rpc");
+    let asked: Vec<(u32, Result<u64>)> = dsts
+        .iter()
+        .map(|&dst| {
+            let id = rpc.next_id.fetch_add(1, Ordering::Relaxed);
+            let sent = t
+                .send(dst, request_key(comm), &[&request_head(fn_id, id), args])
+                .map(|()| id)
+                .map_err(op);
+            (dst, sent)
+        })
+        .collect();
+    asked
+        .into_iter()
+        .map(|(dst, id)| {
+            let answer = id.and_then(|id| {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                match t.recv(dst, response_key(comm, id), left, None) {
+                    Ok(r) => match decode_response(r.as_ref()) {
+                        Response::Ok(body) => Ok(body.to_vec()),
+                        _ => Err(Error::RpcFailed {
+                            fn_id,
+                            rank: dst,
+                            reason: "no answer".into(),
+                        }),
+                    },
+                    Err(e) => {
+                        rpc.abandon(dst, id);
+                        Err(op(e))
+                    }
+                }
+            });
+            (dst, answer)
+        })
+        .collect()
 }
 
 impl super::ProcessGroup {
@@ -383,8 +401,9 @@ impl super::ProcessGroup {
     /// one. It runs on the group's RPC workers with the caller's rank and
     /// the arguments, and may itself call `rpc` or send. Ids from
     /// `0xFFFF_FF00` are reserved for the library: `0xFFFF_FFF0` carries
-    /// the one-sided operations and `0xFFFF_FFF1` the flight record's
-    /// questions, and a handler registered there is never called.
+    /// the one-sided operations, `0xFFFF_FFF1` and `0xFFFF_FFF2` the
+    /// flight record's questions, and a handler registered there is never
+    /// called.
     pub fn register_rpc(
         &self,
         fn_id: u32,

@@ -39,6 +39,12 @@ const STEPS_PER_JOB: u64 = 16;
 /// `SLURM_NTASKS` hosts anyway).
 const MAX_EXPANDED: usize = 1 << 20;
 
+/// The most bytes of names a host list may expand to: 2^20 names of 64
+/// bytes (Linux's longest host name), far beyond any real step, and a
+/// bound on what a malformed value (a range written a million digits
+/// wide) can make this allocate.
+const MAX_EXPANDED_BYTES: usize = 64 << 20;
+
 /// The seed's port for step `step` of job `job`:
 /// `20000 + (16·job + step) mod 8192`.
 pub(crate) fn seed_port(job: u64, step: u64) -> u16 {
@@ -62,6 +68,8 @@ pub(crate) enum ListError {
     Count(String),
     /// More than [`MAX_EXPANDED`] entries.
     TooMany,
+    /// Host names of more than [`MAX_EXPANDED_BYTES`] bytes in all.
+    TooLong,
 }
 
 impl fmt::Display for ListError {
@@ -76,6 +84,12 @@ impl fmt::Display for ListError {
             ),
             ListError::Count(c) => write!(f, "{c:?} is not a count (n or n(xk)) as in 2(x3),1"),
             ListError::TooMany => write!(f, "expands to more than {MAX_EXPANDED} entries"),
+            ListError::TooLong => {
+                write!(
+                    f,
+                    "expands to more than {MAX_EXPANDED_BYTES} bytes of host names"
+                )
+            }
         }
     }
 }
@@ -87,31 +101,64 @@ impl fmt::Display for ListError {
 /// groups in one name (`rack[1-2]-n[01-02]`) expand as a product, the
 /// leftmost slowest; text after a group is kept (`n[1-2]-ib`). Hosts in
 /// the order written, duplicates kept.
+///
+/// What a list expands to is measured before anything is expanded: more
+/// than [`MAX_EXPANDED`] names, or names of more than
+/// [`MAX_EXPANDED_BYTES`] in all, is [`ListError::TooMany`] or
+/// [`ListError::TooLong`], whatever the value asks for.
 pub(crate) fn parse_hostlist(list: &str) -> std::result::Result<Vec<String>, ListError> {
-    let mut hosts = Vec::new();
-    for item in split_outside_brackets(list)? {
-        let parts = host_parts(item)?;
-        let count = parts.iter().try_fold(1usize, |n, p| match p {
-            HostPart::Text(_) => Some(n),
-            HostPart::Numbers(v) => n.checked_mul(v.len()),
-        });
-        match count.and_then(|c| c.checked_add(hosts.len())) {
-            Some(total) if total <= MAX_EXPANDED => {}
-            _ => return Err(ListError::TooMany),
-        }
+    let items = split_outside_brackets(list)?
+        .into_iter()
+        .map(host_parts)
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let (mut names, mut bytes) = (0usize, 0usize);
+    for parts in &items {
+        let (n, b) = expanded_size(parts)?;
+        names = names
+            .checked_add(n)
+            .filter(|&n| n <= MAX_EXPANDED)
+            .ok_or(ListError::TooMany)?;
+        bytes = bytes
+            .checked_add(b)
+            .filter(|&b| b <= MAX_EXPANDED_BYTES)
+            .ok_or(ListError::TooLong)?;
+    }
+    let mut hosts = Vec::with_capacity(names);
+    for parts in &items {
         let mut names = vec![String::new()];
-        for part in &parts {
+        for part in parts {
             names = match part {
                 HostPart::Text(t) => names.into_iter().map(|n| n + t).collect(),
-                HostPart::Numbers(v) => names
+                HostPart::Numbers(ranges) => names
                     .iter()
-                    .flat_map(|n| v.iter().map(move |x| format!("{n}{x}")))
+                    .flat_map(|n| ranges.iter().flat_map(move |r| r.names(n)))
                     .collect(),
             };
         }
         hosts.extend(names);
     }
     Ok(hosts)
+}
+
+/// How many names one item expands to, and at most how many bytes they
+/// take: counted from the ranges, none written out.
+fn expanded_size(parts: &[HostPart<'_>]) -> std::result::Result<(usize, usize), ListError> {
+    let (mut count, mut longest) = (1usize, 0usize);
+    for part in parts {
+        match part {
+            HostPart::Text(t) => longest = longest.saturating_add(t.len()),
+            HostPart::Numbers(ranges) => {
+                let group = ranges.iter().map(NumberRange::len).sum::<usize>();
+                count = count
+                    .checked_mul(group)
+                    .filter(|&c| c <= MAX_EXPANDED)
+                    .ok_or(ListError::TooMany)?;
+                let widest = ranges.iter().map(NumberRange::widest).max().unwrap_or(0);
+                longest = longest.saturating_add(widest);
+            }
+        }
+    }
+    Ok((count, count.saturating_mul(longest)))
 }
 
 /// Expand Slurm's tasks per node: comma-separated counts, each `n` or `n`
@@ -172,15 +219,40 @@ fn split_outside_brackets(list: &str) -> std::result::Result<Vec<&str>, ListErro
     Ok(items)
 }
 
-/// One piece of a host name: literal text, or a bracket group's numbers
-/// already written out (zero-padded as given).
+/// One piece of a host name: literal text, or a bracket group's ranges.
 enum HostPart<'a> {
     Text(&'a str),
-    Numbers(Vec<String>),
+    Numbers(Vec<NumberRange>),
+}
+
+/// `lo-hi` of a bracket group, each number written at least `width`
+/// digits wide (zero-padded as the lower bound is written).
+struct NumberRange {
+    lo: u64,
+    hi: u64,
+    width: usize,
+}
+
+impl NumberRange {
+    /// How many numbers (at most [`MAX_EXPANDED`]: checked when read).
+    fn len(&self) -> usize {
+        (self.hi - self.lo) as usize + 1
+    }
+
+    /// The widest number written, in bytes.
+    fn widest(&self) -> usize {
+        self.width.max(self.hi.to_string().len())
+    }
+
+    /// `prefix` followed by each number.
+    fn names<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = String> + 'a {
+        let width = self.width;
+        (self.lo..=self.hi).map(move |x| format!("{prefix}{x:0width$}"))
+    }
 }
 
 /// Cut one item (brackets balanced, none nested: checked by the caller)
-/// into text and expanded bracket groups.
+/// into text and bracket groups, read but not expanded.
 fn host_parts(item: &str) -> std::result::Result<Vec<HostPart<'_>>, ListError> {
     let mut parts = Vec::new();
     let mut rest = item;
@@ -189,7 +261,7 @@ fn host_parts(item: &str) -> std::result::Result<Vec<HostPart<'_>>, ListError> {
         if open > 0 {
             parts.push(HostPart::Text(&rest[..open]));
         }
-        parts.push(HostPart::Numbers(expand_ranges(&rest[open + 1..close])?));
+        parts.push(HostPart::Numbers(read_ranges(&rest[open + 1..close])?));
         rest = &rest[close + 1..];
     }
     if !rest.is_empty() {
@@ -198,9 +270,9 @@ fn host_parts(item: &str) -> std::result::Result<Vec<HostPart<'_>>, ListError> {
     Ok(parts)
 }
 
-/// `01-04,07` → `01 02 03 04 07`.
-fn expand_ranges(group: &str) -> std::result::Result<Vec<String>, ListError> {
-    let mut out = Vec::new();
+/// `01-04,07` → `01-04` and `07`, at most [`MAX_EXPANDED`] numbers in all.
+fn read_ranges(group: &str) -> std::result::Result<Vec<NumberRange>, ListError> {
+    let (mut out, mut count) = (Vec::new(), 0usize);
     for range in group.split(',') {
         let bad = || ListError::Range(range.to_string());
         let (lo_text, hi_text) = range.split_once('-').unwrap_or((range, range));
@@ -209,13 +281,17 @@ fn expand_ranges(group: &str) -> std::result::Result<Vec<String>, ListError> {
         if lo > hi {
             return Err(bad());
         }
-        let len = usize::try_from(hi - lo)
+        count = usize::try_from(hi - lo)
             .ok()
             .and_then(|n| n.checked_add(1))
-            .filter(|&n| n <= MAX_EXPANDED - out.len())
+            .and_then(|n| n.checked_add(count))
+            .filter(|&n| n <= MAX_EXPANDED)
             .ok_or(ListError::TooMany)?;
-        let width = lo_text.len();
-        out.extend((0..len as u64).map(|i| format!("{:0width$}", lo + i)));
+        out.push(NumberRange {
+            lo,
+            hi,
+            width: lo_text.len(),
+        });
     }
     Ok(out)
 }

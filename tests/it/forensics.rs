@@ -77,7 +77,9 @@ fn every_survivor_names_rank_2(link: &str, in_barrier: bool) {
             "rank {r}: {line}"
         );
         let doing = if in_barrier {
-            "it is in barrier #0 of another group for"
+            // Of another group's call, only which operation and for how
+            // long (not which group, nor its sequence number).
+            "it is in barrier of another group for"
         } else {
             "its last call here, broadcast #"
         };

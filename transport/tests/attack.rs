@@ -219,27 +219,42 @@ fn tcp_proxy(
         let handshake = handshake && passed == rounds.len();
         if handshake {
             let mut head = [0u8; 40];
-            while from.read_exact(&mut head).is_ok() {
+            let mut chunk = vec![0u8; 64 << 10];
+            'frames: while from.read_exact(&mut head).is_ok() {
                 let len = u64::from_le_bytes(head[32..40].try_into().unwrap()) as usize;
                 let body_len = if sealed || head[0] == 1 { len } else { 0 };
-                let mut body = vec![0u8; body_len];
-                if from.read_exact(&mut body).is_err() {
-                    break;
-                }
                 let mut forward = true;
+                // Where in the body a bit is flipped, and which.
+                let mut flip = None;
                 if !tampered && body_len > 1000 {
                     tampered = tamper != Tamper::Nothing;
                     let payload_at = if sealed { 40 } else { 0 };
                     match tamper {
                         Tamper::Nothing => {}
-                        Tamper::FlipPayload => body[payload_at + 500] ^= 0x10,
-                        Tamper::FlipHeader if sealed => body[24] ^= 1,
+                        Tamper::FlipPayload => flip = Some((payload_at + 500, 0x10)),
+                        Tamper::FlipHeader if sealed => flip = Some((24, 1)),
                         Tamper::FlipHeader => head[24] ^= 1,
                         Tamper::Drop => forward = false,
                     }
                 }
-                if forward && (to.write_all(&head).is_err() || to.write_all(&body).is_err()) {
+                if forward && to.write_all(&head).is_err() {
                     break;
+                }
+                // The body streams through as it comes (a receiver reading
+                // it sees its first bytes at once), altered on the way.
+                let mut at = 0;
+                while at < body_len {
+                    let n = (body_len - at).min(chunk.len());
+                    if from.read_exact(&mut chunk[..n]).is_err() {
+                        break 'frames;
+                    }
+                    if let Some((i, bit)) = flip.filter(|&(i, _)| (at..at + n).contains(&i)) {
+                        chunk[i - at] ^= bit;
+                    }
+                    if forward && to.write_all(&chunk[..n]).is_err() {
+                        break 'frames;
+                    }
+                    at += n;
                 }
             }
         }
@@ -274,14 +289,18 @@ fn udp_relay(listen: UdpSocket, target: SocketAddr, stop: Arc<AtomicBool>) -> Jo
     })
 }
 
-/// Rank 0 sends rank 1 eight 64 KiB messages (on QUIC: over the sidecar,
-/// from 4 KiB) through a proxy doing `tamper`; what rank 1 received,
-/// message by message.
-fn through_proxy(
-    quic: bool,
-    token: bool,
-    tamper: Tamper,
-) -> (Vec<Result<bool, TransportError>>, bool) {
+/// Ranks 0 and 1 of a pair whose stream from rank 0 to rank 1 runs
+/// through a proxy doing `tamper` (QUIC's datagrams pass untouched); the
+/// proxy's threads, to join once both transports are dropped.
+struct Proxied {
+    t0: LinkTransport,
+    t1: LinkTransport,
+    stop: Arc<AtomicBool>,
+    tcp: JoinHandle<bool>,
+    udp: JoinHandle<()>,
+}
+
+fn form_through_proxy(quic: bool, token: bool, tamper: Tamper) -> Proxied {
     // Rank 1 is known to rank 0 by the proxy's address and listens on
     // its own.
     let addrs = free_addrs(3);
@@ -305,22 +324,90 @@ fn through_proxy(
     let r1 = std::thread::spawn(move || connect(&make(1)));
     let t0 = connect(&make(0)).unwrap();
     let t1 = r1.join().unwrap().unwrap();
-    let message = |i: u8| -> Vec<u8> { (0..64 << 10).map(|j: usize| (j as u8) ^ i).collect() };
+    Proxied {
+        t0,
+        t1,
+        stop,
+        tcp,
+        udp,
+    }
+}
+
+impl Proxied {
+    /// Close both ranks and stop the proxy: whether it tampered.
+    fn end(self) -> bool {
+        drop(self.t0);
+        drop(self.t1);
+        self.stop.store(true, Ordering::Release);
+        self.udp.join().unwrap();
+        self.tcp.join().unwrap()
+    }
+}
+
+/// The `i`th message rank 0 sends: 64 KiB (on QUIC, over the sidecar).
+fn message(i: u8) -> Vec<u8> {
+    (0..64 << 10).map(|j: usize| (j as u8) ^ i).collect()
+}
+
+/// Rank 0 sends rank 1 eight 64 KiB messages (on QUIC: over the sidecar,
+/// from 4 KiB) through a proxy doing `tamper`; what rank 1 received,
+/// message by message.
+fn through_proxy(
+    quic: bool,
+    token: bool,
+    tamper: Tamper,
+) -> (Vec<Result<bool, TransportError>>, bool) {
+    let p = form_through_proxy(quic, token, tamper);
     for i in 0..8u8 {
         // A send may fail once rank 1 has cut the link.
-        let _ = t0.send(1, key(3), &[&message(i)]);
+        let _ = p.t0.send(1, key(3), &[&message(i)]);
     }
     let got: Vec<Result<bool, TransportError>> = (0..8u8)
         .map(|i| {
-            t1.recv(0, key(3), T, None)
+            p.t1.recv(0, key(3), T, None)
                 .map(|m| m.as_ref() == message(i).as_slice())
         })
         .collect();
-    drop(t0);
-    drop(t1);
-    stop.store(true, Ordering::Release);
-    udp.join().unwrap();
-    (got, tcp.join().unwrap())
+    (got, p.end())
+}
+
+/// Rank 1 has posted a receive (`recv_into`) for the message the proxy
+/// alters when its bytes come: they are read straight into the caller's
+/// buffer and checked as they come. The call fails, naming rank 0, and
+/// the buffer holds none of the altered bytes: as it was before the call.
+fn a_posted_receive_keeps_none_of_the_altered_bytes(quic: bool) {
+    // Large, so that the receiving thread reads its link itself for long
+    // enough (a few ms) to be reading when the first bytes come.
+    const LEN: usize = 16 << 20;
+    let p = form_through_proxy(quic, true, Tamper::FlipPayload);
+    let sent: Vec<u8> = (0..LEN).map(|j| (j % 251) as u8 | 1).collect();
+    std::thread::scope(|s| {
+        let posted = s.spawn(|| {
+            let mut buf = vec![0u8; LEN];
+            let got = p.t1.recv_into(0, key(3), T, &mut [], &mut buf);
+            (got, buf)
+        });
+        // The receive is posted, and its caller reading, before the
+        // bytes come (nothing outside the transport shows when it is).
+        #[allow(clippy::disallowed_methods, reason = "a receive posted first")]
+        std::thread::sleep(Duration::from_millis(2));
+        let _ = p.t0.send(1, key(3), &[&sent]);
+        let (got, buf) = posted.join().unwrap();
+        assert_eq!(got, Err(TransportError::PeerDisconnected { rank: 0 }));
+        let kept = buf.iter().filter(|&&b| b != 0).count();
+        assert_eq!(kept, 0, "{kept} altered bytes left in the caller's buffer");
+    });
+    assert!(p.end(), "the proxy did nothing");
+}
+
+#[test]
+fn a_posted_receive_keeps_none_of_the_altered_bytes_tcp() {
+    a_posted_receive_keeps_none_of_the_altered_bytes(false);
+}
+
+#[test]
+fn a_posted_receive_keeps_none_of_the_altered_bytes_quic() {
+    a_posted_receive_keeps_none_of_the_altered_bytes(true);
 }
 
 fn tampering_is_refused(quic: bool) {

@@ -64,6 +64,44 @@ fn malformed_host_lists_say_what_is_wrong() {
     }
 }
 
+/// The most memory this process has held so far (`ru_maxrss`).
+fn peak_rss_bytes() -> u64 {
+    // SAFETY: getrusage writes the struct it is given, of its type.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+}
+
+/// A malformed `SLURM_STEP_NODELIST` asking for gigabytes: a range written
+/// 100 000 digits wide (2^20 names of 100 kB each), many bracket groups
+/// in one name (each a million numbers), many items of that wide range.
+/// Each is measured before anything is expanded and refused by its typed
+/// error, quickly and without holding more than a few megabytes.
+#[test]
+fn host_lists_asking_for_gigabytes_are_refused_before_expanding() {
+    let wide = format!("n[{}-1048575]", "0".repeat(100_000));
+    let groups = format!("n{}", "[0-1048575]".repeat(64));
+    let items = vec![format!("n[{}-3]", "0".repeat(10_000)); 2_000].join(",");
+    let started = std::time::Instant::now();
+    assert_eq!(parse_hostlist(&wide), Err(ListError::TooLong));
+    assert_eq!(parse_hostlist(&groups), Err(ListError::TooMany));
+    assert_eq!(parse_hostlist(&items), Err(ListError::TooLong));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The test process's peak: the inputs themselves are a few MB.
+    assert!(
+        peak_rss_bytes() < 256 << 20,
+        "peak {} MB",
+        peak_rss_bytes() >> 20
+    );
+    // Just inside both bounds still expands.
+    assert_eq!(hosts("n[0-1048575]").len(), 1 << 20);
+}
+
 #[test]
 fn tasks_per_node_expand_counts_and_repeats() {
     assert_eq!(parse_tasks_per_node("4"), Ok(vec![4]));

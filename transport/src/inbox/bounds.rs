@@ -104,6 +104,29 @@ impl Inbox {
         self.lock().limits = Some(limits);
     }
 
+    /// Whether `n` more bytes of budgeted lanes from `src` fit in the byte
+    /// budget every sender holds itself to, counting `held` bytes of its
+    /// that wait outside the inbox for their turn (the QUIC order keeper)
+    /// and, when they are for this rank (`here`), what it has queued here.
+    /// The rule is [`State::check`]'s: one message fits when nothing is
+    /// counted, else the total stays within `PEER_BUDGET_BYTES`. A sender
+    /// reserves its budget before it sends and gets it back only after
+    /// this rank took the message, so an honest sender never has more
+    /// held and queued here than that. Senders in this process (no
+    /// limits) always fit.
+    pub(crate) fn budget_admits(&self, src: u32, held: u64, n: u64, here: bool) -> bool {
+        let st = self.lock();
+        let Some(limits) = st.limits else {
+            return true;
+        };
+        let queued = match st.peers.get(src as usize) {
+            Some(p) if here => p.budgeted_bytes,
+            _ => 0,
+        };
+        let counted = held.saturating_add(queued);
+        counted == 0 || counted.saturating_add(n) <= limits.budget
+    }
+
     /// A peer's revocation of `comm`: revoked (as [`revoke`]) if this rank
     /// has the communicator — `Some(first)` — else held until it does,
     /// `None`. A peer cannot revoke what this rank does not have (an

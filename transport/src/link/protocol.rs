@@ -41,6 +41,11 @@ pub(crate) enum ProtocolError {
     /// order stamps never line up.
     #[error("too many sidecar payloads ({waiting}) waiting for their frames: order stamps that never line up")]
     PayloadsWithoutFrames { waiting: usize },
+    /// Point-to-point and RPC bytes from `src` waiting for their turn on
+    /// a QUIC link, with what `src` has queued in the inbox, past the
+    /// budget every sender holds itself to (`quic/order.rs`).
+    #[error("{bytes} bytes from rank {src} waiting for their turn: past PEER_BUDGET_BYTES")]
+    WaitingPastBudget { src: u32, bytes: u64 },
     /// A frame outside its envelope on a link whose frames are all
     /// sealed (a link with a token).
     #[error("a frame outside its envelope on an authenticated link")]

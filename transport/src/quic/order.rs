@@ -21,7 +21,19 @@
 //! `MIN_THRESHOLD` bytes, which keeps the payloads in flight on one stream
 //! far below 2^16 (the links' byte budgets bound them), so the 16-bit
 //! counter never wraps onto a payload still in flight.
+//!
+//! What waits here has not reached the inbox, whose bounds a peer could
+//! otherwise go around by stamping its messages for a turn that never
+//! comes. So the waiting is held to the inbox's bounds: at most
+//! [`MAX_WAITING`] frames and as many payloads per stream (the inbox
+//! holds a lane's messages to 2^18), and the bytes of point-to-point and
+//! RPC messages count against `PEER_BUDGET_BYTES` together with what
+//! their sender has queued in the inbox (`Inbox::budget_admits`). Past
+//! either bound the link closes with a protocol error, as TCP's does
+//! when the inbox refuses. Collective bytes are bounded in number of
+//! messages only, here as in the inbox (`docs/security.md`).
 
+use crate::inbox::budgeted;
 use crate::link::{Carried, Core, Gone, Next, ProtocolError};
 use crate::wire::{FrameType, Header};
 use crate::Payload;
@@ -95,6 +107,54 @@ struct InStream {
     payloads: VecDeque<(Header, Payload)>,
 }
 
+/// Bytes of budgeted lanes (point to point, RPC) waiting in a link's
+/// streams, per (sender, receiver): a relay holds what it passes on
+/// against the budget its sender keeps toward the receiver.
+#[derive(Debug, Default)]
+struct Held(HashMap<(u32, u32), u64>);
+
+impl Held {
+    /// The bytes of `h` that count against its sender's budget.
+    fn counted(h: &Header, payload: Option<&Payload>) -> u64 {
+        match payload {
+            Some(p) if h.ftype == FrameType::Data && budgeted(h.kind) => p.len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// Count `n` bytes of `h` as waiting here, if its sender's budget has
+    /// room for them (see the module docs); `Err` if it does not.
+    fn admit(&mut self, core: &Core, h: &Header, n: u64) -> Result<(), ProtocolError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let key = (h.src, h.dst);
+        let held = self.0.get(&key).copied().unwrap_or(0);
+        if !core.inbox.budget_admits(h.src, held, n, h.dst == core.rank) {
+            return Err(ProtocolError::WaitingPastBudget {
+                src: h.src,
+                bytes: held.saturating_add(n),
+            });
+        }
+        *self.0.entry(key).or_insert(0) += n;
+        Ok(())
+    }
+
+    /// `n` bytes of `h` no longer wait here (delivered).
+    fn release(&mut self, h: &Header, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let key = (h.src, h.dst);
+        if let Some(held) = self.0.get_mut(&key) {
+            *held = held.saturating_sub(n);
+            if *held == 0 {
+                self.0.remove(&key);
+            }
+        }
+    }
+}
+
 /// The receiving side of one link: what waits for its turn, per stream.
 #[derive(Debug)]
 pub(crate) struct In {
@@ -108,6 +168,7 @@ pub(crate) struct In {
     /// they say: at most the ranks the peer may speak of, four kinds
     /// each, whatever it sends.
     gone_marks: HashMap<(u32, u32, u32), usize>,
+    held: Held,
 }
 
 impl In {
@@ -128,6 +189,7 @@ impl In {
                 })
                 .collect(),
             gone_marks: HashMap::new(),
+            held: Held::default(),
         }
     }
 
@@ -141,12 +203,13 @@ impl In {
         h: Header,
         payload: Option<Payload>,
     ) -> Result<(), ProtocolError> {
-        self.on_stream(core, peer, s, |st| {
+        self.on_stream(core, peer, s, |st, held| {
             if st.frames.len() >= MAX_WAITING {
                 return Err(ProtocolError::FramesWithoutPayloads {
                     waiting: st.frames.len(),
                 });
             }
+            held.admit(core, &h, Held::counted(&h, payload.as_ref()))?;
             st.frames.push_back((h, payload));
             Ok(())
         })
@@ -158,14 +221,14 @@ impl In {
         core: &Core,
         peer: u32,
         s: usize,
-        change: impl FnOnce(&mut InStream) -> Result<(), ProtocolError>,
+        change: impl FnOnce(&mut InStream, &mut Held) -> Result<(), ProtocolError>,
     ) -> Result<(), ProtocolError> {
         let st = self
             .streams
             .get_mut(s)
             .ok_or(ProtocolError::NoSuchStream { index: s })?;
-        change(st)?;
-        st.deliver(core, peer, &mut self.gone_marks)
+        change(st, &mut self.held)?;
+        st.deliver(core, peer, &mut self.gone_marks, &mut self.held)
     }
 
     /// Peer-gone notices whose copies are being counted.
@@ -183,12 +246,13 @@ impl In {
         h: Header,
         payload: Payload,
     ) -> Result<(), ProtocolError> {
-        self.on_stream(core, peer, s, |st| {
+        self.on_stream(core, peer, s, |st, held| {
             if st.payloads.len() >= MAX_WAITING {
                 return Err(ProtocolError::PayloadsWithoutFrames {
                     waiting: st.payloads.len(),
                 });
             }
+            held.admit(core, &h, Held::counted(&h, Some(&payload)))?;
             st.payloads.push_back((h, payload));
             Ok(())
         })
@@ -218,7 +282,7 @@ impl In {
         peer: u32,
         s: usize,
     ) -> Result<(), ProtocolError> {
-        self.on_stream(core, peer, s, |st| {
+        self.on_stream(core, peer, s, |st, _| {
             st.payloads_done = st.payloads_done.wrapping_add(1);
             Ok(())
         })
@@ -231,6 +295,7 @@ impl InStream {
         core: &Core,
         peer: u32,
         gone_marks: &mut HashMap<(u32, u32, u32), usize>,
+        held: &mut Held,
     ) -> Result<(), ProtocolError> {
         loop {
             if self
@@ -242,6 +307,7 @@ impl InStream {
                     break;
                 };
                 self.frames_done = self.frames_done.wrapping_add(1);
+                held.release(&h, Held::counted(&h, payload.as_ref()));
                 match payload {
                     Some(p) => {
                         if !core.on_data(peer, h, p) {
@@ -282,6 +348,7 @@ impl InStream {
                     break;
                 };
                 self.payloads_done = self.payloads_done.wrapping_add(1);
+                held.release(&h, Held::counted(&h, Some(&payload)));
                 debug_assert_eq!(h.ftype, FrameType::Data);
                 if !core.on_data(peer, h, payload) {
                     return Err(ProtocolError::NotCarried(Carried::SidecarPayload));

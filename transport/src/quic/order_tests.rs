@@ -214,3 +214,113 @@ fn a_flood_of_peer_gone_notices_is_bounded_by_the_world() {
     );
     assert!(refused >= 25_000, "the forged ones are refused");
 }
+
+fn point_to_point(tag: u64) -> Header {
+    Header {
+        kind: LaneKind::PointToPoint,
+        ..header(tag)
+    }
+}
+
+/// A member stamping its sidecar payloads for a frame it never sends
+/// (`aux` one ahead): they wait here, before the inbox and its
+/// `PEER_BUDGET_BYTES` see them. Past the budget (1 MiB here) the link
+/// is refused, as TCP's is when the inbox refuses, instead of holding
+/// whatever the member sends.
+#[test]
+fn payloads_stamped_for_a_frame_never_sent_are_held_to_the_peer_budget() {
+    for kind in [LaneKind::PointToPoint, LaneKind::Rpc] {
+        let core = core();
+        let mut inn = In::new(8);
+        let body = vec![7u8; 1 << 20];
+        let mut refused = None;
+        for i in 0..2_000u64 {
+            let mut h = Header {
+                kind,
+                ..header(i % 4)
+            };
+            (h.aux, h.len) = (1, body.len() as u64);
+            if let Err(e) = inn.payload(&core, 1, 2, h, Payload::from_parts(&[&body])) {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        let (i, e) = refused.expect("2 GiB held for a frame that never comes");
+        // One message of any size is admitted, as the inbox admits it.
+        assert_eq!(i, 1, "{kind:?}");
+        assert!(e.to_string().contains("PEER_BUDGET_BYTES"), "{e}");
+    }
+}
+
+/// The same on QUIC: frames whose `seq` claims a sidecar payload before
+/// them that never comes wait, counted against the same budget, with
+/// what their sender has queued in the inbox already.
+#[test]
+fn frames_waiting_for_a_payload_never_sent_are_held_to_the_peer_budget() {
+    let core = core();
+    let mut inn = In::new(8);
+    // 768 KiB delivered and queued in the inbox (not taken).
+    let queued = vec![1u8; 768 << 10];
+    inn.frame(
+        &core,
+        1,
+        3,
+        point_to_point(9),
+        Some(Payload::from_parts(&[&queued])),
+    )
+    .unwrap();
+    let frame = vec![2u8; 4 << 10];
+    let mut h = point_to_point(1);
+    h.seq = 1;
+    let mut waiting = 0usize;
+    while inn
+        .frame(&core, 1, 2, h, Some(Payload::from_parts(&[&frame])))
+        .is_ok()
+    {
+        waiting += frame.len();
+        assert!(waiting <= 1 << 20, "held past the budget");
+    }
+    assert_eq!(waiting + queued.len(), 1 << 20);
+    // Collective bytes are held to the inbox's bounds on messages only:
+    // the same frames on a collective lane still wait.
+    let mut c = header(1);
+    c.seq = 1;
+    let mut inn = In::new(8);
+    for _ in 0..512 {
+        inn.frame(&core, 1, 2, c, Some(Payload::from_parts(&[&frame])))
+            .unwrap();
+    }
+}
+
+/// What is held counts only while it waits: an honest sender that keeps
+/// within the budget, whose paths race, is never refused.
+#[test]
+fn held_bytes_are_given_back_as_they_are_delivered() {
+    let core = core();
+    let key = LaneKey {
+        comm: 0,
+        kind: LaneKind::PointToPoint,
+        tag: 5,
+    };
+    let mut out = Out::new(8);
+    let mut inn = In::new(8);
+    let body = vec![3u8; 256 << 10];
+    for _ in 0..64 {
+        // A small frame, then a 256 KiB payload behind it that comes
+        // first: it waits for the frame, then both go to the inbox and
+        // are taken, as a receiver keeping up takes them.
+        let (mut f, mut p) = (point_to_point(5), point_to_point(5));
+        out.frame(3, &mut f);
+        out.payload(3, &mut p);
+        p.len = body.len() as u64;
+        inn.payload(&core, 1, 3, p, Payload::from_parts(&[&body]))
+            .unwrap();
+        inn.frame(&core, 1, 3, f, Some(Payload::from_parts(&[b"ping"])))
+            .unwrap();
+        assert_eq!(core.inbox.try_take(1, key, None).unwrap().unwrap().len(), 4);
+        assert_eq!(
+            core.inbox.try_take(1, key, None).unwrap().unwrap().len(),
+            body.len()
+        );
+    }
+}

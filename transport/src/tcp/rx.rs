@@ -126,6 +126,17 @@ fn prefix<'a>(n: usize, pieces: &[&'a [u8]]) -> Vec<&'a [u8]> {
         .collect()
 }
 
+/// Zero the first `n` bytes of `p`'s buffers (head, then body): bytes
+/// read into them that did not turn out to be the posted message, whole
+/// and authentic, are not left for the caller to find when its call
+/// fails. Only the failure paths pay for it.
+fn wipe(p: &mut Posted<'_>, n: usize) {
+    let in_head = n.min(p.head.len());
+    p.head[..in_head].fill(0);
+    let in_body = (n - in_head).min(p.body.len());
+    p.body[..in_body].fill(0);
+}
+
 /// Show `f` the bytes of `pieces` (one run of bytes across them) in
 /// `range`, in order.
 fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMut(&[u8])) {
@@ -469,9 +480,12 @@ impl Rx {
     /// read whole in one go — its frame header aside, its payload into the
     /// posted buffers, its tag aside — and, if the frame header claims to
     /// be the posted message, its tag is checked where the payload lies.
-    /// Otherwise (another message of that length: the posted buffers are
-    /// the caller's to overwrite until its message comes), or if the bytes
-    /// stop coming, the reader assembles it with what was read.
+    /// Otherwise (another message of that length), or if the bytes stop
+    /// coming, the reader assembles it with what was read. Either way the
+    /// posted buffers hold the message's bytes only once they are the
+    /// posted message's, authentic: whatever else was read into them is
+    /// zeroed (a tag that fails ends the link, and the call with it, and
+    /// the caller's buffers hold none of an on-path attacker's bytes).
     fn envelope_into(
         &self,
         st: &mut State,
@@ -497,20 +511,30 @@ impl Rx {
             Checked::Authentic(h) => h,
             Checked::Ended => return Ok(Took::Ended),
             Checked::Partly(n) => {
-                // The check is abandoned; the reader takes over.
+                // The check is abandoned; the reader takes over, with a
+                // copy of what was read. The posted buffers keep none of
+                // it: it is not authentic yet, nor (all read) the posted
+                // message, and the call may yet fail.
                 let read = prefix(n, &[&inner, &*p.head, &*p.body, &tag]);
-                st.reader.envelope(outer, &core.pool, &read)?;
+                let assembled = st.reader.envelope(outer, &core.pool, &read);
+                wipe(p, n.saturating_sub(HEADER_LEN));
+                assembled?;
                 return Ok(Took::Going);
             }
         };
-        match st.reader.dispatch(core, h)? {
-            Some(h) if p.wants(core, &h) => {
+        match st.reader.dispatch(core, h) {
+            Ok(Some(h)) if p.wants(core, &h) => {
                 core.inbox.took_direct(p.src, p.key, p.len());
                 sink.took_direct(core, self.peer, &h)?;
                 p.filled = true;
                 Ok(Took::Filled)
             }
-            _ => Err(ProtocolError::NotCarried(Carried::Frame).into()),
+            refused => {
+                // Authentic, but refused: the link ends, the call fails.
+                wipe(p, p.len());
+                refused?;
+                Err(ProtocolError::NotCarried(Carried::Frame).into())
+            }
         }
     }
 
@@ -552,20 +576,36 @@ impl Rx {
             &mut [&mut inner[..], &mut *p.head, &mut *p.body, &mut tag[..]],
             &mut see,
         );
+        // How far into the posted buffers the bytes read reach.
+        let written = match got {
+            Read::Stalled(n) => n.saturating_sub(HEADER_LEN),
+            Read::Full | Read::Ended => p.len(),
+        };
         // Not yet authentic: it only decides whether the payload stays.
         let posted = matches!(got, Read::Full)
             && failed.is_none()
             && Header::decode(inner, core.world, core.max_message_bytes)
                 .is_ok_and(|c| self.takes(core, sink, p, &c));
         if posted {
-            let h = check.finish(inner, p.len(), tag, core.world, core.max_message_bytes)?;
-            return Ok(Checked::Authentic(h));
+            return match check.finish(inner, p.len(), tag, core.world, core.max_message_bytes) {
+                Ok(h) => Ok(Checked::Authentic(h)),
+                Err(e) => {
+                    // Altered on the way: the call fails, and the bytes
+                    // that failed the check are not left in its buffers.
+                    wipe(p, written);
+                    Err(e.into())
+                }
+            };
         }
         if let Some(e) = failed {
+            wipe(p, written);
             return Err(e.into());
         }
         Ok(match got {
-            Read::Ended => Checked::Ended,
+            Read::Ended => {
+                wipe(p, written);
+                Checked::Ended
+            }
             Read::Stalled(n) => Checked::Partly(n),
             Read::Full => Checked::Partly(HEADER_LEN + p.len() + TAG_LEN),
         })

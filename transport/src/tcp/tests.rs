@@ -4,9 +4,10 @@
 
 use super::{Serviced, TcpLink};
 use crate::auth::handshake::Keys;
+use crate::auth::seal::{Protect, Sealer};
 use crate::link::{Core, CoreConfig, Direct, Link, Posted};
 use crate::spec::Spec;
-use crate::wire::{Assembler, FrameType, Header};
+use crate::wire::{Assembler, FrameType, Header, HEADER_LEN};
 use crate::{LaneKey, LaneKind, Payload};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,6 +16,12 @@ use std::time::{Duration, Instant};
 
 /// Rank 0's link to rank 1 over a fresh connection, and rank 1's raw end.
 fn pair(timeout: Duration) -> (Core, TcpLink, TcpStream) {
+    pair_sealed(timeout, false)
+}
+
+/// [`pair`]; with `token`, the link authenticates every frame (rank 1's
+/// sending key is all zeroes: [`peer_sealer`]).
+fn pair_sealed(timeout: Duration, token: bool) -> (Core, TcpLink, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let ours = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
@@ -32,6 +39,9 @@ fn pair(timeout: Duration) -> (Core, TcpLink, TcpStream) {
     });
     let mut spec = Spec::tcp(0, 2, vec![addr, addr]);
     spec.timeout = timeout;
+    if token {
+        spec.token = Some("a token of sixteen bytes or more".into());
+    }
     let keys = Keys {
         send: [0; 32],
         recv: [0; 32],
@@ -541,4 +551,90 @@ fn a_bad_header_read_with_a_posted_message_ends_the_link_at_once() {
     assert!(posted.filled, "the posted message was read");
     assert!(ended, "the bad header was kept, not refused");
     assert_eq!(buf, [5; 8]);
+}
+
+/// Rank 1's side of a sealed [`pair_sealed`]: its envelopes, as its link
+/// would write them.
+fn peer_sealer() -> Sealer {
+    Sealer::new([0; 32], Protect::Authenticate)
+}
+
+/// The bytes on the wire of message `h` with payload `body`, sealed by
+/// `sealer`.
+fn sealed(sealer: &mut Sealer, h: &Header, body: &[u8], pool: &Arc<crate::BufferPool>) -> Vec<u8> {
+    let env = sealer.seal(h, &[body], pool).unwrap();
+    env.pieces(&[body]).flatten().copied().collect()
+}
+
+/// Poll with a receive posted into `buf` until the link ends; whether the
+/// message was read into it.
+fn poll_until_ended(core: &Core, link: &TcpLink, tag: u64, buf: &mut [u8]) -> bool {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut posted = posted(tag, buf);
+        let ended = link.poll_into(core, &mut posted);
+        if ended || posted.filled {
+            return posted.filled;
+        }
+        assert!(Instant::now() < until, "the link never ended");
+    }
+}
+
+/// An on-path attacker flips a bit in a message a receive is posted for.
+/// Its bytes are read straight into the caller's buffer and checked as
+/// they come; the tag fails, the link ends and the call with it — and the
+/// caller's buffer holds none of the attacker's bytes.
+#[test]
+fn a_posted_receive_keeps_no_bytes_of_an_envelope_whose_tag_fails() {
+    let (core, link, mut raw) = pair_sealed(Duration::from_secs(30), true);
+    let len = 64 << 10;
+    let body: Vec<u8> = (0..len).map(|j| (j * 7 % 251) as u8 | 1).collect();
+    let mut bytes = sealed(&mut peer_sealer(), &from_peer(7, len), &body, &core.pool);
+    bytes[2 * HEADER_LEN + 500] ^= 0x10;
+    raw.write_all(&bytes).unwrap();
+    let mut buf = vec![0u8; len];
+    assert!(
+        !poll_until_ended(&core, &link, 7, &mut buf),
+        "altered data delivered"
+    );
+    let kept = buf.iter().filter(|&&b| b != 0).count();
+    assert_eq!(kept, 0, "{kept} bytes of the altered message in the buffer");
+}
+
+/// A receive posted for lane 7 meets a message of its length for lane 8:
+/// it is read into the posted buffer before its inner header says whose
+/// it is, then handed to the reader. The posted buffer keeps none of it —
+/// whether the message is honest (it reaches the inbox whole) or altered
+/// (the reader's check fails and the link ends).
+#[test]
+fn a_posted_receive_keeps_no_bytes_of_another_message_of_its_length() {
+    let len = 64 << 10;
+    let body: Vec<u8> = (0..len).map(|j| (j * 11 % 251) as u8 | 1).collect();
+    for altered in [false, true] {
+        let (core, link, mut raw) = pair_sealed(Duration::from_secs(30), true);
+        let mut bytes = sealed(&mut peer_sealer(), &from_peer(8, len), &body, &core.pool);
+        if altered {
+            bytes[2 * HEADER_LEN + 500] ^= 0x10;
+        }
+        raw.write_all(&bytes).unwrap();
+        let mut buf = vec![0u8; len];
+        let until = Instant::now() + Duration::from_secs(20);
+        let (mut ended, mut delivered) = (false, None);
+        while !ended && delivered.is_none() {
+            assert!(Instant::now() < until, "neither delivered nor refused");
+            let mut posted = posted(7, &mut buf);
+            ended = link.poll_into(&core, &mut posted);
+            assert!(!posted.filled, "another lane's message filled the buffer");
+            delivered = core.inbox.try_take(1, p2p(8), None);
+        }
+        assert_eq!(ended, altered, "the altered message ends the link");
+        if let Some(m) = delivered {
+            assert_eq!(m.unwrap().as_ref(), &body[..], "lane 8's message, whole");
+        }
+        let kept = buf.iter().filter(|&&b| b != 0).count();
+        assert_eq!(
+            kept, 0,
+            "altered {altered}: {kept} bytes of lane 8's message kept"
+        );
+    }
 }
