@@ -15,6 +15,7 @@ mod large;
 mod launcher;
 mod layers;
 mod lifetime;
+mod liveness;
 mod multiprocess;
 mod nemesis;
 mod netlab;

@@ -81,6 +81,7 @@ fn rank_process_entry() {
             "survive" => survive(&g),
             "retry" => retry_after_shrink(&g),
             "soak" => soak(&g),
+            "compute" => compute(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
             "heap" => crate::one_sided::scenario(&g),
@@ -554,4 +555,38 @@ fn slow(g: &ProcessGroup) -> meshwork::Result<String> {
         return Err(Error::InvalidArgument("slow all_reduce: wrong sum".into()));
     }
     Ok(format!("16 MiB all_reduce in {:?}", started.elapsed()))
+}
+
+/// 40 checked all_reduces; before the 21st, rank `COMPUTE_RANK` computes
+/// for `COMPUTE_S` seconds (a busy loop: no call, no sleep) while the
+/// others wait for it in the call.
+fn compute(g: &ProcessGroup) -> meshwork::Result<String> {
+    let who: u32 = std::env::var("COMPUTE_RANK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u32::MAX);
+    let secs: f64 = std::env::var("COMPUTE_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    for round in 0..40u32 {
+        if round == 20 && g.rank() == who {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+            let mut x = 0u64;
+            while std::time::Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        }
+        let mut v = [g.rank() + 1; 16];
+        g.all_reduce(&mut v, ReduceOp::Sum)?;
+        let p = g.world_size();
+        if v != [p * (p + 1) / 2; 16] {
+            return Err(Error::InvalidArgument(format!("round {round}: {v:?}")));
+        }
+    }
+    let failed = g.failed();
+    if !failed.is_empty() {
+        return Err(Error::InvalidArgument(format!("suspected {failed:?}")));
+    }
+    Ok("40 rounds, none failed".to_string())
 }
