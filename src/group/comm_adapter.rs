@@ -19,7 +19,7 @@
 //! | 5 | 3 | zero |
 //! | 8 | 4 | root, little-endian, `u32::MAX` if none (failed: the failed rank) |
 //! | 12 | 4 | abort: the rank whose call this descriptor is; zero otherwise |
-//! | 16 | 8 | element count each rank passed, little-endian (failed: 0 gone, 1 silent) |
+//! | 16 | 8 | element count each rank passed, little-endian (failed: 0 gone, 1 silent, 2 left) |
 //!
 //! The payload follows at offset 24, which keeps it 8-byte aligned for the
 //! reduction kernels. A rank that receives a mismatching descriptor sends
@@ -54,6 +54,12 @@ const MARK_DATA: u8 = 1;
 const MARK_ABORT: u8 = 2;
 const MARK_FAILED: u8 = 3;
 const MARK_CHECK: u8 = 4;
+
+/// What a failed notice says of its rank (its count field).
+const GONE: u64 = 0;
+const SILENT: u64 = 1;
+/// It said goodbye (shut its group down) while the call needed it.
+const LEFT: u64 = 2;
 
 /// A descriptor as the pre-check orders them (its encoding), with the rank
 /// that called it.
@@ -162,23 +168,28 @@ impl<'a> CollComm<'a> {
     /// This call met a failed member: tell every other live member on the
     /// call's lane, so that those waiting fail now, naming it.
     fn tell_failed(&self, err: &Error) {
-        let (rank, silent) = match err {
-            Error::PeerDisconnected { rank } => (*rank, 0u8),
+        let (rank, mut how) = match err {
+            Error::PeerDisconnected { rank } => (*rank, GONE),
             Error::Timeout { waiting_on, .. } => match waiting_on.first() {
-                Some(&r) => (r, 1),
+                Some(&r) => (r, SILENT),
                 None => return,
             },
             _ => return,
         };
         let failed = self.transport().failed();
         if !failed.contains(&rank) {
-            // A timeout on a rank nobody knows failed (a rank that skipped
-            // the call, say): nothing to tell.
-            return;
+            if how == GONE && self.transport().left().contains(&rank) {
+                // It left (shut down) while this call needed it.
+                how = LEFT;
+            } else {
+                // A timeout on a rank nobody knows failed (a rank that
+                // skipped the call, say): nothing to tell.
+                return;
+            }
         }
         let mut h = self.desc.encode(MARK_FAILED);
         h[8..12].copy_from_slice(&rank.to_le_bytes());
-        h[16..24].copy_from_slice(&u64::from(silent).to_le_bytes());
+        h[16..24].copy_from_slice(&how.to_le_bytes());
         let me = self.transport().rank();
         for peer in (0..self.transport().world()).filter(|p| *p != me && !failed.contains(p)) {
             // Best effort: collective lanes take a send without waiting
@@ -200,10 +211,15 @@ impl<'a> CollComm<'a> {
             return None;
         }
         let rank = u32::from_le_bytes(h[8..12].try_into().ok()?);
-        let silent = u64::from_le_bytes(h[16..24].try_into().ok()?) == 1;
-        let seen = rank != self.inner.rank
-            && rank < self.inner.world
-            && self.transport().await_failure_of(rank, self.inner.grace());
+        let how = u64::from_le_bytes(h[16..24].try_into().ok()?);
+        let silent = how == SILENT;
+        let plausible = rank != self.inner.rank && rank < self.inner.world;
+        let seen = plausible
+            && if how == LEFT {
+                self.left_within(rank, self.inner.grace())
+            } else {
+                self.transport().await_failure_of(rank, self.inner.grace())
+            };
         if !seen {
             tracing::warn!(
                 from,
@@ -228,6 +244,25 @@ impl<'a> CollComm<'a> {
             self.transport().revoke(self.inner.comm_id);
         }
         Some(err)
+    }
+
+    /// Whether `rank` is known here to have left (said goodbye, link
+    /// ended), now or within `grace`: a member's notice that it left is
+    /// checked against this rank's own links as a failure notice is.
+    fn left_within(&self, rank: u32, grace: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + grace;
+        loop {
+            if self.transport().left().contains(&rank) {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            // A departure's goodbye reaches every member within a round
+            // trip; look again shortly.
+            self.transport()
+                .await_failure(self.key.comm, std::time::Duration::from_millis(5));
+        }
     }
 
     fn mismatch(&self, from: u32, theirs: String) -> Error {

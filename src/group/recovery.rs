@@ -156,20 +156,45 @@ impl GroupInner {
         };
         let mut failed = self.transport.failed();
         if failed.contains(&suspect) {
-            // This call met the failure itself: name it, even if a
-            // revocation (another member's answer to it) came meanwhile.
-            return Error::from_transport(e, op);
+            // This call met a failure itself: name the first rank that
+            // failed, even if a revocation (another member's answer to it)
+            // came meanwhile — not one that went after it (a process that
+            // exits on the error the first caused).
+            let first = self.transport.failed_in_order().first().copied();
+            return match first.filter(|&f| f != suspect) {
+                Some(f) => self.failure_of(f, op),
+                None => Error::from_transport(e, op),
+            };
+        }
+        if let TransportError::PeerDisconnected { rank } = e {
+            if self.transport.left().contains(&rank) {
+                // It shut the group down (or dropped it) while this call
+                // needed it: it will send nothing more.
+                return Error::PeerDisconnected { rank };
+            }
         }
         if self.transport.is_revoked(self.comm_id) {
             return Error::Revoked;
         }
         if failed.is_empty() {
-            failed = self.transport.await_failure(self.comm_id, self.grace());
+            // A failure behind the rank waited on shows here within the
+            // liveness limit: a deadline much longer than that has seen it
+            // already, and waits no more (a timeout ends at its deadline).
+            let long = self.timeout() > 2 * self.transport.liveness();
+            let wait = match e {
+                TransportError::Timeout { .. } if long => Duration::ZERO,
+                _ => self.grace(),
+            };
+            failed = self.transport.await_failure(self.comm_id, wait);
             if self.transport.is_revoked(self.comm_id) {
                 return Error::Revoked;
             }
         }
         if failed.is_empty() {
+            if let Some(&gone) = self.transport.left().first() {
+                // A member left while the others needed it.
+                return Error::PeerDisconnected { rank: gone };
+            }
             if let (TransportError::Timeout { .. }, Some(seq)) = (&e, seq) {
                 if let Some(missing) = self.who_is_missing(op, seq) {
                     tracing::debug!(op, seq, ?missing.ranks, "named the ranks that never entered the call");
@@ -190,13 +215,29 @@ impl GroupInner {
             ?failed,
             "named the failed ranks, not the rank waited on"
         );
+        let first = self.transport.failed_in_order();
         match e {
-            TransportError::PeerDisconnected { .. } => Error::PeerDisconnected { rank: failed[0] },
+            TransportError::PeerDisconnected { .. } => Error::PeerDisconnected {
+                rank: first.first().copied().unwrap_or(failed[0]),
+            },
             _ => Error::Timeout {
                 op: op.to_string(),
                 waiting_on: failed,
                 detail: String::new(),
             },
+        }
+    }
+
+    /// The error naming failed rank `rank`: gone, or silent.
+    fn failure_of(&self, rank: u32, op: &str) -> Error {
+        if self.transport.is_gone(rank) {
+            Error::PeerDisconnected { rank }
+        } else {
+            Error::Timeout {
+                op: op.to_string(),
+                waiting_on: vec![rank],
+                detail: String::new(),
+            }
         }
     }
 }

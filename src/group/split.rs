@@ -170,6 +170,22 @@ impl Transport for SubTransport {
         self.parent.liveness()
     }
 
+    fn failed_in_order(&self) -> Vec<u32> {
+        self.parent
+            .failed_in_order()
+            .into_iter()
+            .filter_map(|p| self.sub_rank(p))
+            .collect()
+    }
+
+    fn left(&self) -> Vec<u32> {
+        self.parent
+            .left()
+            .into_iter()
+            .filter_map(|p| self.sub_rank(p))
+            .collect()
+    }
+
     fn await_failure_of(&self, rank: u32, timeout: Duration) -> bool {
         self.members
             .get(rank as usize)

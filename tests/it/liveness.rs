@@ -75,3 +75,72 @@ fn faults_liveness_a_member_computing_is_never_suspected_over_shared_memory() {
 fn faults_liveness_a_member_computing_is_never_suspected_over_quic() {
     a_busy_member_is_never_suspected("quic");
 }
+
+/// A rank whose process exits while the others need it is named by every
+/// other rank, also by a rank that hears of it only after a neighbour
+/// that exited on the same error (the first to go is named, not the
+/// second), over shared memory, TCP and QUIC.
+fn the_first_to_go_is_named(link: &str) {
+    for run in 0..3 {
+        let mut l = launch(3, "mesh", 20.0, link);
+        l.set("LEAVE", "exit");
+        l.set("HOLD_ON_ERROR", "1");
+        let mut ranks = spawn(&l, "leave_early");
+        let got = ranks.wait_for(&[0], "RESULT ", Duration::from_secs(30));
+        let line = &got[0].1;
+        assert!(
+            line.starts_with("RESULT ok PeerDisconnected") && line.contains("rank 2 disconnected"),
+            "{link}, run {run}: {line}"
+        );
+    }
+}
+
+#[test]
+fn faults_the_first_rank_to_exit_is_named_over_shared_memory() {
+    the_first_to_go_is_named("shm");
+}
+
+#[test]
+fn faults_the_first_rank_to_exit_is_named_over_tcp() {
+    the_first_to_go_is_named("tcp");
+}
+
+#[test]
+fn faults_the_first_rank_to_exit_is_named_over_quic() {
+    the_first_to_go_is_named("quic");
+}
+
+/// A rank that shuts its group down while the others wait in a call that
+/// needs it (an error of the program: every rank calls `shutdown` after
+/// its last call): every other rank's call names it — before, the rank
+/// waited on was named, a neighbour that waited too, with no detail. Its
+/// shutdown is not a failure (it said goodbye, and what it sent before is
+/// still delivered), so the others learn it at their deadline, from its
+/// own answer: it has not entered the call, and is in none.
+#[test]
+fn faults_a_rank_that_shuts_down_mid_call_is_named() {
+    const DEADLINE_S: u64 = 4;
+    for link in ["shm", "tcp", "quic"] {
+        let mut l = launch(3, "mesh", DEADLINE_S as f64, link);
+        l.set("LEAVE", "shutdown");
+        l.set("HOLD_ON_ERROR", "1");
+        let mut ranks = spawn(&l, "leave_early");
+        for (r, line) in ranks.wait_for(&[0, 1], "RESULT ", Duration::from_secs(40)) {
+            let named = line.starts_with("RESULT ok PeerDisconnected")
+                && line.contains("rank 2 disconnected")
+                || line.starts_with("RESULT ok Timeout")
+                    && line.contains("waiting on ranks [2]: rank 2 has not entered all_reduce #");
+            assert!(named, "{link}: rank {r}: {line}");
+            let ms: u64 = line
+                .split(" after ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(u64::MAX);
+            assert!(
+                ms < DEADLINE_S * 1000 + 1500,
+                "{link}: rank {r} after {ms} ms: {line}"
+            );
+        }
+    }
+}

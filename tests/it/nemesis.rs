@@ -46,6 +46,17 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The job's pace: a round every 20 ms or so (the job trains; the lab's
+/// two cores also run the network), and a pause between tries of a
+/// group that is stale.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the job's pacing, not a wait for anything"
+)]
+fn pace() {
+    std::thread::sleep(Duration::from_millis(20));
+}
+
 fn say(line: &str) {
     println!("{line}");
     let _ = std::io::stdout().flush();
@@ -142,9 +153,7 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
                 if i == 5 {
                     say("READY");
                 }
-                // A round every 20 ms or so: the job trains, the lab's
-                // two cores also run the network.
-                std::thread::sleep(Duration::from_millis(20));
+                pace();
             }
             Err(Error::GroupShrunk { failed }) => {
                 event(
@@ -177,7 +186,7 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
                         Err(e) => event(&mut last, "rejoin-failed", format!("{e}")),
                     }
                 } else {
-                    std::thread::sleep(Duration::from_millis(20));
+                    pace();
                 }
             }
             Err(Error::Expelled { .. }) => {
@@ -192,7 +201,7 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
             }
             Err(e) => {
                 event(&mut last, "error", format!("{e}").replace('\n', " "));
-                std::thread::sleep(Duration::from_millis(20));
+                pace();
             }
         }
     }

@@ -82,6 +82,7 @@ fn rank_process_entry() {
             "retry" => retry_after_shrink(&g),
             "soak" => soak(&g),
             "compute" => compute(&g),
+            "leave_early" => leave_early(&g),
             "pairs" => every_pair_large(&g),
             "slow" => slow(&g),
             "heap" => crate::one_sided::scenario(&g),
@@ -589,4 +590,38 @@ fn compute(g: &ProcessGroup) -> meshwork::Result<String> {
         return Err(Error::InvalidArgument(format!("suspected {failed:?}")));
     }
     Ok("40 rounds, none failed".to_string())
+}
+
+/// Rank 2 leaves after a barrier — `LEAVE=exit`: its process exits (no
+/// goodbye); `LEAVE=shutdown`: it shuts the group down — while the others
+/// call an all_reduce that needs it. Under `exit`, rank 1 exits too on its
+/// error (as a script that stops at the first exception), after rank 2.
+/// The others report the error and how long it took.
+fn leave_early(g: &ProcessGroup) -> meshwork::Result<String> {
+    let how = std::env::var("LEAVE").unwrap_or_default();
+    g.barrier()?;
+    if g.rank() == 2 {
+        if how == "exit" {
+            std::process::exit(3);
+        }
+        let said = g.shutdown();
+        return Ok(format!("shut down: {said:?}"));
+    }
+    let started = std::time::Instant::now();
+    let mut x = [1u32; 8];
+    let got = g.all_reduce(&mut x, ReduceOp::Sum);
+    let took = started.elapsed().as_millis();
+    match got {
+        Ok(()) => Err(Error::InvalidArgument(
+            "the all_reduce completed without rank 2".into(),
+        )),
+        Err(e) => {
+            if how == "exit" && g.rank() == 1 {
+                println!("RESULT err {} after {took} ms", variant(&e));
+                let _ = std::io::stdout().flush();
+                std::process::exit(3);
+            }
+            Ok(format!("{} after {took} ms: {e}", variant(&e)))
+        }
+    }
 }

@@ -399,6 +399,17 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn failed(&self) -> Vec<u32> {
         Vec::new()
     }
+    /// [`failed`](Self::failed) in the order they failed, the first first:
+    /// a failure is the first one's (a rank that exits on the error the
+    /// first caused fails after it).
+    fn failed_in_order(&self) -> Vec<u32> {
+        self.failed()
+    }
+    /// Ranks that said goodbye (shut their group down, or dropped it) and
+    /// whose links have ended: they left, they did not fail.
+    fn left(&self) -> Vec<u32> {
+        Vec::new()
+    }
     /// How long a linked peer may be silent before it counts as failed
     /// ([`Spec::liveness`], at most the deadline).
     fn liveness(&self) -> Duration {

@@ -14,6 +14,7 @@ mod bounds;
 mod credit;
 mod glance;
 mod stamp;
+mod standing;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +63,8 @@ struct Peer {
     budgeted_lanes: usize,
     /// Lanes holding its other (collective, control) messages.
     other_lanes: usize,
+    /// Its place in the order of failures (`standing.rs`); 0: not failed.
+    failed_order: u64,
 }
 
 impl Peer {
@@ -72,11 +75,6 @@ impl Peer {
         } else {
             &mut self.other_lanes
         }
-    }
-
-    /// Failed: gone without a goodbye, or silent.
-    fn failed(&self) -> bool {
-        (self.gone && !self.left) || self.silent
     }
 }
 
@@ -128,6 +126,8 @@ struct Parked {
 struct State {
     lanes: LaneMap<VecDeque<Payload>>,
     peers: Vec<Peer>,
+    /// Failures so far (`standing.rs`).
+    failures: u64,
     closed: bool,
     /// Communicators revoked: every wait on their lanes fails.
     revoked: HashSet<u64>,
@@ -249,6 +249,7 @@ impl Inbox {
                     Peer {
                         gone: false,
                         left: false,
+                        failed_order: 0,
                         silent: false,
                         last_progress: now,
                         received_messages: 0,
@@ -267,6 +268,7 @@ impl Inbox {
                     };
                     world as usize
                 ],
+                failures: 0,
                 closed: false,
                 revoked: HashSet::new(),
                 pending_revocations: VecDeque::new(),
@@ -387,97 +389,6 @@ impl Inbox {
             p.last_progress = stamp::stamp();
             p.silent = false;
         }
-    }
-
-    /// `src` is gone for good (EOF, reset, exited, closed).
-    pub(crate) fn set_gone(&self, src: u32) {
-        let mut st = self.lock();
-        if let Some(p) = st.peers.get_mut(src as usize) {
-            p.gone = true;
-            self.glance.troubled();
-        }
-        st.wake(Change::All);
-    }
-
-    /// `src` said goodbye: when its link ends, it left rather than
-    /// failed.
-    pub(crate) fn set_left(&self, src: u32) {
-        if let Some(p) = self.lock().peers.get_mut(src as usize) {
-            p.left = true;
-        }
-    }
-
-    /// Whether `src` said goodbye (it left).
-    pub(crate) fn has_left(&self, src: u32) -> bool {
-        self.lock().peers.get(src as usize).is_some_and(|p| p.left)
-    }
-
-    /// Ranks gone without a goodbye, or silent for a whole deadline.
-    pub(crate) fn failed(&self) -> Vec<u32> {
-        self.lock()
-            .peers
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.failed())
-            .map(|(r, _)| r as u32)
-            .collect()
-    }
-
-    /// Whether `src` is known failed (gone without a goodbye, or silent),
-    /// or out of reach (a relay between it and this rank is).
-    pub(crate) fn is_failed(&self, src: u32) -> bool {
-        let st = self.lock();
-        st.peers.get(src as usize).is_some_and(Peer::failed) || st.cut(src).is_some()
-    }
-
-    /// The ranks that relay between each rank and this one (a sparse
-    /// shape's routes): a wait on a rank fails, naming the relay, as soon
-    /// as a relay on its way is gone or silent.
-    pub(crate) fn set_relays(&self, relays: Vec<Vec<u32>>) {
-        self.lock().relays = relays;
-    }
-
-    /// Park until a peer's standing changes or a communicator is revoked,
-    /// `timeout` at most.
-    pub(crate) fn wait_news(&self, timeout: Duration) {
-        let st = self.lock();
-        drop(self.wait_until(st, Instant::now() + timeout, Wait::News));
-    }
-
-    /// Whether `src` is known gone, or out of reach for good (a relay on
-    /// its way is gone).
-    pub(crate) fn is_gone(&self, src: u32) -> bool {
-        self.unreachable(src).is_some()
-    }
-
-    /// Why a send to `dst` cannot arrive, if it cannot: `dst` is gone, or
-    /// a relay on its way is gone (named).
-    pub(crate) fn unreachable(&self, dst: u32) -> Option<TransportError> {
-        if self.glance.untroubled() && (dst as usize) < self.world {
-            return None;
-        }
-        let st = self.lock();
-        if st.peers.get(dst as usize).is_none_or(|p| p.gone) {
-            return Some(TransportError::PeerDisconnected { rank: dst });
-        }
-        st.cut(dst)
-            .filter(|e| matches!(e, TransportError::PeerDisconnected { .. }))
-    }
-
-    /// The link to `src` carried nothing, not even heartbeats, for a whole
-    /// deadline (or it did again: `silent = false`). Whether that is news
-    /// (it was not so already).
-    pub(crate) fn set_silent(&self, src: u32, silent: bool) -> bool {
-        let mut st = self.lock();
-        let news = st
-            .peers
-            .get_mut(src as usize)
-            .is_some_and(|p| std::mem::replace(&mut p.silent, silent) != silent);
-        if silent {
-            self.glance.troubled();
-        }
-        st.wake(Change::All);
-        news
     }
 
     /// This rank closed: every wait ends with `Closed`.

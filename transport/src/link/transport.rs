@@ -291,6 +291,14 @@ impl Transport for LinkTransport {
         self.core.liveness()
     }
 
+    fn failed_in_order(&self) -> Vec<u32> {
+        self.core.inbox.failed_in_order()
+    }
+
+    fn left(&self) -> Vec<u32> {
+        self.core.inbox.left()
+    }
+
     fn revoke(&self, comm: u64) {
         self.core.revoke(comm, None);
     }
