@@ -82,7 +82,9 @@
 //! [`Error::Timeout`] naming the operation and the ranks it waited on when
 //! they make no progress for the group's deadline (60 s by default,
 //! [`ProcessGroup::set_timeout`]); a rank that is gone is
-//! [`Error::PeerDisconnected`] at once.
+//! [`Error::PeerDisconnected`] at once, and one frozen or cut off is named
+//! within the liveness limit ([`Node::liveness`], 1 s by default: the I/O
+//! threads' heartbeats stop, a busy rank's do not).
 //!
 //! ```
 //! # use meshwork::{local, Error};
@@ -126,8 +128,12 @@
 //! [`ProcessGroup::agree`] and [`ProcessGroup::shrink`] let the survivors
 //! go on without it, or [`Recovery::Shrink`] (`RECOVERY=shrink`) does it
 //! in place and the failing call returns [`Error::GroupShrunk`] to retry.
-//! A job formed through a seed grows back: the members call
-//! [`ProcessGroup::grow`] and new processes [`Node::join_running`].
+//! Recovery goes on only on a side holding a strict majority of the group
+//! ([`Quorum`]): a side of a cut network without one fails every call
+//! with [`Error::NoQuorum`] instead of going on as a smaller world. A job
+//! formed through a seed grows back: the members call
+//! [`ProcessGroup::grow`], new processes [`Node::join_running`], and a
+//! rank the others went on without [`ProcessGroup::rejoin`].
 //!
 //! # One-sided operations
 //!
