@@ -246,11 +246,10 @@ mod tests {
 
     #[test]
     fn every_status_has_its_own_name_and_every_variant_its_own_status() {
-        let names: std::collections::HashSet<_> =
-            (MW_OK..=MW_GROUP_SHRUNK).map(status_name).collect();
-        assert_eq!(names.len(), (MW_GROUP_SHRUNK + 1) as usize);
+        let names: std::collections::HashSet<_> = (MW_OK..=MW_EXPELLED).map(status_name).collect();
+        assert_eq!(names.len(), (MW_EXPELLED + 1) as usize);
         assert!(!names.contains(c"MW_UNKNOWN_STATUS"));
-        assert_eq!(status_name(MW_GROUP_SHRUNK + 1), c"MW_UNKNOWN_STATUS");
+        assert_eq!(status_name(MW_EXPELLED + 1), c"MW_UNKNOWN_STATUS");
         let errors = [
             mw::Error::InvalidArgument(String::new()),
             mw::Error::Timeout {
@@ -288,12 +287,17 @@ mod tests {
             mw::Error::Io(std::io::Error::other("x")),
             mw::Error::Revoked,
             mw::Error::GroupShrunk { failed: vec![] },
+            mw::Error::NoQuorum {
+                reachable: vec![],
+                needed: 2,
+            },
+            mw::Error::Expelled { rank: 1 },
         ];
         let codes: Vec<mw_status> = errors.iter().map(status_of).collect();
         // MW_INTERNAL (19) is for panics and unknown errors; Revoked came
         // later and took the next code.
         let want: Vec<mw_status> = (MW_INVALID_ARGUMENT..MW_INTERNAL)
-            .chain([MW_REVOKED, MW_GROUP_SHRUNK])
+            .chain([MW_REVOKED, MW_GROUP_SHRUNK, MW_NO_QUORUM, MW_EXPELLED])
             .collect();
         assert_eq!(codes, want);
     }

@@ -635,11 +635,7 @@ impl GroupInner {
     /// caller then lets go of the links.
     fn confirm_shutdown(&self) -> Result<()> {
         let t = &self.transport;
-        let key = LaneKey {
-            comm: self.comm_id,
-            kind: LaneKind::Control,
-            tag: CONTROL_SHUTDOWN,
-        };
+        let key = shutdown_key(self.comm_id);
         let (rank, world) = (self.rank, self.world);
         // Mesh: every pair confirms directly. Star: workers confirm to the
         // coordinator, which answers only when all have, so it stays up to
@@ -763,6 +759,15 @@ impl Drop for ProcessGroup {
 
 /// Control-lane tag of the shutdown confirmation.
 const CONTROL_SHUTDOWN: u64 = 1;
+
+/// The lane of communicator `comm`'s shutdown goodbyes.
+pub(crate) fn shutdown_key(comm: u64) -> LaneKey {
+    LaneKey {
+        comm,
+        kind: LaneKind::Control,
+        tag: CONTROL_SHUTDOWN,
+    }
+}
 /// Control-lane tag of a sparse shape's shutdown rounds between
 /// neighbours.
 const CONTROL_QUIESCE: u64 = 2;

@@ -195,6 +195,16 @@ impl GroupInner {
                 // A member left while the others needed it.
                 return Error::PeerDisconnected { rank: gone };
             }
+            if let Some(leaving) = self.shutting_down() {
+                // A member shuts the group down while this call needs it
+                // (its goodbye came; its links end once it gives up on
+                // this rank's).
+                return Error::Timeout {
+                    op: op.to_string(),
+                    waiting_on: vec![leaving],
+                    detail: format!(": rank {leaving} shut the group down during this call"),
+                };
+            }
             if let (TransportError::Timeout { .. }, Some(seq)) = (&e, seq) {
                 if let Some(missing) = self.who_is_missing(op, seq) {
                     tracing::debug!(op, seq, ?missing.ranks, "named the ranks that never entered the call");
@@ -226,6 +236,13 @@ impl GroupInner {
                 detail: String::new(),
             },
         }
+    }
+
+    /// A member whose goodbye of this group's shutdown came here: it
+    /// called `shutdown`, and will take part in no call.
+    fn shutting_down(&self) -> Option<u32> {
+        let key = super::shutdown_key(self.comm_id);
+        (0..self.world).find(|&m| m != self.rank && self.transport.queued(m, key))
     }
 
     /// The error naming failed rank `rank`: gone, or silent.

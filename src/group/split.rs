@@ -178,6 +178,11 @@ impl Transport for SubTransport {
             .collect()
     }
 
+    fn queued(&self, src: u32, key: LaneKey) -> bool {
+        self.parent_rank(src)
+            .is_ok_and(|p| self.parent.queued(p, key))
+    }
+
     fn left(&self) -> Vec<u32> {
         self.parent
             .left()

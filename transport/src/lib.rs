@@ -405,6 +405,12 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn failed_in_order(&self) -> Vec<u32> {
         self.failed()
     }
+    /// Whether a message from `src` on `key` is queued here (nothing is
+    /// taken).
+    fn queued(&self, src: u32, key: LaneKey) -> bool {
+        let _ = (src, key);
+        false
+    }
     /// Ranks that said goodbye (shut their group down, or dropped it) and
     /// whose links have ended: they left, they did not fail.
     fn left(&self) -> Vec<u32> {

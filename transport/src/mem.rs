@@ -171,6 +171,10 @@ impl Transport for MemTransport {
         self.own().forget(comm);
     }
 
+    fn queued(&self, src: u32, key: LaneKey) -> bool {
+        !self.own().lane_is_empty(src, key)
+    }
+
     fn close(&self) {
         if self.own().is_closed() {
             return;

@@ -78,6 +78,15 @@ impl Peer {
     }
 }
 
+/// Whether a message of lane kind `kind` is progress of its sender, for
+/// the deadline of a wait on it: data on collective and point-to-point
+/// lanes is; RPC and control traffic is not (a member answering the
+/// question of who is missing, at the moment a wait on it ends, would
+/// otherwise start that wait's deadline again).
+pub(crate) fn makes_progress(kind: LaneKind) -> bool {
+    matches!(kind, LaneKind::Collective | LaneKind::PointToPoint)
+}
+
 /// What a parked thread waits for, so that a change wakes only the
 /// threads it concerns: a thread asleep on one lane (an RPC server, say)
 /// is not woken by every message of every other lane.
@@ -169,7 +178,9 @@ impl State {
     /// [`consumed`]).
     fn received(&mut self, src: u32, key: LaneKey, n: u64) {
         if let Some(p) = self.peers.get_mut(src as usize) {
-            p.last_progress = stamp::stamp();
+            if makes_progress(key.kind) {
+                p.last_progress = stamp::stamp();
+            }
             p.silent = false;
             p.received_messages += 1;
             p.received_bytes += n;

@@ -735,12 +735,16 @@ impl Core {
         self.inbox.failed()
     }
 
-    /// Bytes of a frame that says it comes from `src` arrived over the
-    /// link to `peer`: the link's peer makes progress, and `src` too if
+    /// Bytes of a frame of lane kind `kind` that says it comes from `src`
+    /// arrived over the link to `peer`: if the kind is progress at all
+    /// (`makes_progress`), the link's peer makes progress, and `src` too if
     /// the link serves it. A claim about any other rank (a frame passing
     /// through, or an envelope's outer header before its tag is checked)
     /// keeps nobody else looking alive.
-    pub(crate) fn progress(&self, peer: u32, src: u32) {
+    pub(crate) fn progress(&self, peer: u32, src: u32, kind: crate::LaneKind) {
+        if !crate::inbox::makes_progress(kind) {
+            return;
+        }
         self.inbox.progress(peer);
         if src != peer && self.serves(peer, src) {
             self.inbox.progress(src);

@@ -105,7 +105,7 @@ impl Link for PipeLink {
                 let ok = match core.on_header(peer, h) {
                     Next::Continue => true,
                     Next::Body(h) => {
-                        core.progress(peer, h.src);
+                        core.progress(peer, h.src, h.kind);
                         core.on_data(peer, h, payload)
                     }
                     Next::End => false,

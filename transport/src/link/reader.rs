@@ -119,7 +119,7 @@ impl Reader {
     #[inline]
     pub(crate) fn fed(&mut self, core: &Core, n: usize) -> Result<Fed, ReadError> {
         if let Some(h) = self.asm.body_header() {
-            core.progress(self.peer, self.source(h));
+            core.progress(self.peer, self.source(h), h.kind);
         }
         let h = match self.asm.advance(n).map_err(ProtocolError::from)? {
             None => {

@@ -299,6 +299,10 @@ impl Transport for LinkTransport {
         self.core.inbox.left()
     }
 
+    fn queued(&self, src: u32, key: LaneKey) -> bool {
+        !self.core.inbox.lane_is_empty(src, key)
+    }
+
     fn revoke(&self, comm: u64) {
         self.core.revoke(comm, None);
     }

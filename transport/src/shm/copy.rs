@@ -518,7 +518,7 @@ impl ShmLink {
                 return refuse(rx, "a single-copy message that is not data")
             }
         };
-        core.progress(self.peer, h.src);
+        core.progress(self.peer, h.src, h.kind);
         match posted {
             Some(p) if p.wants(core, &h) => {
                 let read = src.read(&d.parts, &mut [&mut *p.head, &mut *p.body]);

@@ -166,7 +166,7 @@ impl ShmLink {
             // Nothing more yet: the writer may wait for the room read.
             self.freed(&rx.cursor);
             if quiet.get_or_insert_with(Instant::now).elapsed() >= DIRECT_STALL {
-                core.progress(self.peer, h.src);
+                core.progress(self.peer, h.src, h.kind);
                 let got = prefix(read, &[&*p.head, &*p.body]);
                 rx.reader.resume(h, &core.pool, &got);
                 return false;

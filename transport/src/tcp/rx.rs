@@ -151,6 +151,10 @@ fn each_in(pieces: &[&mut [u8]], range: std::ops::Range<usize>, f: &mut dyn FnMu
     }
 }
 
+/// What a posted receive reads is data (a collective's or a point-to-point
+/// message): its bytes are progress of their sender.
+const POSTED: crate::LaneKind = crate::LaneKind::Collective;
+
 #[derive(Debug)]
 struct State {
     reader: Reader,
@@ -410,7 +414,7 @@ impl Rx {
         let mut read = st.stage.give_pieces(pieces);
         if read > 0 {
             each_in(pieces, 0..read, &mut *seen);
-            core.progress(self.peer, src);
+            core.progress(self.peer, src, POSTED);
         }
         let started = Instant::now();
         let mut quiet = started;
@@ -435,7 +439,7 @@ impl Rx {
                     read += n;
                     self.heard(st, core);
                     quiet = st.last_byte;
-                    core.progress(self.peer, src);
+                    core.progress(self.peer, src, POSTED);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
