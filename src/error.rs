@@ -215,9 +215,11 @@ pub enum Error {
 
     /// The other members agreed that this rank failed (it was cut off,
     /// frozen, or slower than the liveness limit) and went on without
-    /// it. The group is stale here: every call fails with this error.
-    /// Remedy: rejoin the job through its seed (`ProcessGroup::rejoin`,
-    /// while the others `grow`), or re-form it.
+    /// it — or, after a cut, its links to so many of them ended that the
+    /// group can never regain a quorum here. The group is stale for good:
+    /// every call fails with this error. Remedy: rejoin the job through
+    /// its seed (`ProcessGroup::rejoin`, while the others `grow`), or
+    /// re-form it.
     #[error("the other members agreed that rank {rank} (this one) failed and went on without it; the group is stale: rejoin through the job's seed (ProcessGroup::rejoin) or re-form the group")]
     Expelled {
         /// This rank, as the group numbered it.

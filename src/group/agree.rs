@@ -72,6 +72,24 @@ struct Attempt<'a> {
     early: HashMap<(u32, u32, u8), Payload>,
 }
 
+impl Attempt<'_> {
+    /// Whether a wait for member `m` ends before its deadline: on a first
+    /// attempt, once `m` is known failed; on a retry (a stale group, the
+    /// network perhaps healed), only once its link has ended. After a
+    /// long cut each direction of each link heals when its own
+    /// retransmission comes, so members see each other back at different
+    /// moments: a retry that gave up on members it still saw silent would
+    /// leave those that see it waiting, attempt after attempt.
+    fn given_up(&self, m: u32) -> bool {
+        let t = &self.inner.transport;
+        if self.number == 0 {
+            t.failed().contains(&m)
+        } else {
+            t.is_gone(m)
+        }
+    }
+}
+
 /// What one read of a member's messages gave.
 enum Taken {
     Message(Payload),
@@ -164,7 +182,7 @@ impl Attempt<'_> {
                     Ok(Taken::Later(number)) => return Ok(Phase::Later(number)),
                     Err(TransportError::PeerDisconnected { .. }) => {}
                     Err(TransportError::Timeout { .. }) => {
-                        if !left.is_zero() && !self.inner.transport.failed().contains(&m) {
+                        if !left.is_zero() && !self.given_up(m) {
                             i += 1;
                             continue;
                         }
@@ -291,7 +309,13 @@ impl GroupInner {
     fn attempt(&self, a: &mut Attempt<'_>, flags: u64, n: u64) -> Result<Ended> {
         let t = &self.transport;
         let (me, world) = (self.rank, self.world);
-        let mut failed: BTreeSet<u32> = t.failed().into_iter().collect();
+        // A first attempt passes over the members known failed; a retry
+        // waits for every member whose link lives (see `given_up`).
+        let mut failed: BTreeSet<u32> = if a.number == 0 {
+            t.failed().into_iter().collect()
+        } else {
+            (0..world).filter(|&m| m != me && t.is_gone(m)).collect()
+        };
         let others = |failed: &BTreeSet<u32>| -> Vec<u32> {
             (0..world)
                 .filter(|r| *r != me && !failed.contains(r))
@@ -303,11 +327,18 @@ impl GroupInner {
         }
         let mut and = flags;
         let from = others(&failed);
+        tracing::debug!(
+            agreement = n,
+            attempt = a.number,
+            ?from,
+            "an attempt of the agreement"
+        );
         let deadline = Instant::now() + self.timeout();
         let heard = match a.hear_all(&from, FLAGS, deadline, &mut failed, |_| false)? {
             Phase::Heard(heard) => heard,
             Phase::Later(number) => return Ok(Ended::Later(number)),
         };
+        tracing::debug!(agreement = n, attempt = a.number, ?failed, "flags heard");
         // Members this rank's detector sees alive that sent nothing for a
         // whole deadline: busy elsewhere — on a retry, gone on without it.
         let alive_elsewhere = {
@@ -365,11 +396,15 @@ impl GroupInner {
             return Err(self.make_stale(Stale::Expelled));
         }
         if (survivors.len() as u32) < needed {
-            if a.number > 0 && alive_elsewhere >= needed {
-                // A retry after the network healed: a quorum of members is
-                // alive and takes no part in this group's agreement, so it
-                // went on without this rank (in the group the agreement
-                // this rank missed made). Only the seed brings it back.
+            // Links that ended never come back: with fewer than a quorum
+            // of members still linked, this group cannot regain one here.
+            let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+            if a.number > 0 && (alive_elsewhere >= needed || linked < needed) {
+                // A retry: a quorum of members is alive and takes no part
+                // in this group's agreement, so it went on without this
+                // rank (in the group the agreement this rank missed made);
+                // or too few are left to ever agree. Only the seed brings
+                // it back.
                 return Err(self.make_stale(Stale::Expelled));
             }
             return Err(self.make_stale(stale(survivors, false)));

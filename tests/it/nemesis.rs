@@ -77,8 +77,6 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
     let stop_file = std::env::var("STOP_FILE").map(PathBuf::from).ok();
     let mut view: Option<String> = None;
     let mut i = 0u64;
-    // When the group last went stale (`NoQuorum`), if it still is.
-    let mut stale_since: Option<Instant> = None;
     // The last kind of event printed: a streak of the same is said once.
     let mut last = String::new();
     let event = |last: &mut String, kind: &str, detail: String| {
@@ -140,7 +138,6 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
                 view = None;
             }
             Ok(None) => {
-                stale_since = None;
                 i += 1;
                 if i.is_multiple_of(5) {
                     say(&format!(
@@ -164,30 +161,11 @@ pub(crate) fn job(mut g: Arc<ProcessGroup>) -> meshwork::Result<String> {
                 view = None;
             }
             Err(Error::NoQuorum { reachable, needed }) => {
-                event(&mut last, "noquorum", format!("{reachable:?} {needed}"));
                 // The group retries by itself once the network heals, if
-                // the others are still there to agree with; if it stays
-                // stale for a few deadlines (they went on and this rank's
-                // links to them are gone, or the job lost its quorum for
-                // good), come back through the seed.
-                let since = *stale_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > 3 * g.timeout() {
-                    match g.rejoin() {
-                        Ok(back) => {
-                            g = back;
-                            event(
-                                &mut last,
-                                "rejoined",
-                                format!("rank {} world {}", g.rank(), g.world_size()),
-                            );
-                            view = None;
-                            stale_since = None;
-                        }
-                        Err(e) => event(&mut last, "rejoin-failed", format!("{e}")),
-                    }
-                } else {
-                    pace();
-                }
+                // the others are still there to agree with; if they went
+                // on, or its links to them ended, it says `Expelled`.
+                event(&mut last, "noquorum", format!("{reachable:?} {needed}"));
+                pace();
             }
             Err(Error::Expelled { .. }) => {
                 event(&mut last, "expelled", String::new());
