@@ -9,10 +9,12 @@
 package's entry point (``torch.distributed.backends``); ``import
 meshwork.torch`` registers it too. Under ``torchrun`` (env:// rendezvous:
 ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) every rank
-binds a port, publishes its address and a fresh cluster token through the
-store torch passes, and forms a meshwork group with the others: ranks of
-one host talk through shared memory, others over QUIC (``TRANSPORT`` or
-``MESHWORK_TRANSPORT``: ``quic`` or ``tcp``). ``dist.new_group(ranks)``
+binds a port, publishes its address through the store torch passes, and
+forms a meshwork group with the others: ranks of one host talk through
+shared memory, others over QUIC (``TRANSPORT`` or ``MESHWORK_TRANSPORT``:
+``quic`` or ``tcp``). Ranks on several hosts need ``CLUSTER_TOKEN`` set
+to one secret on every rank; a job all on loopback forms without one
+(torch's store has no authentication, so no secret goes through it). ``dist.new_group(ranks)``
 makes a meshwork sub-group of the members over the same links.
 
 Every op is started at once and runs on meshwork's own thread for the
@@ -162,22 +164,59 @@ def _host() -> str:
 
 
 def _form(store, rank: int, size: int, seconds: float) -> meshwork.ProcessGroup:
-    """Form a group of ``size`` ranks through ``store``: each binds a port,
-    publishes its address, rank 0 a token (unless ``CLUSTER_TOKEN`` is
-    set everywhere); then all form."""
+    """Form a group of ``size`` ranks through ``store``: each binds a port
+    and publishes its address, reads everyone's, and all form with the
+    token ``_token`` gives."""
     store.set_timeout(datetime.timedelta(seconds=seconds))
     listener = meshwork.Listener(_host())
-    token = os.environ.get("CLUSTER_TOKEN")
-    if token is None:
-        if rank == 0:
-            store.set("meshwork/token", meshwork.random_token())
-        token = store.get("meshwork/token").decode()
     store.set(f"meshwork/addr/{rank}", listener.address)
     peers = [store.get(f"meshwork/addr/{r}").decode() for r in range(size)]
+    token = _token(listener.address, peers)
     transport = os.environ.get("MESHWORK_TRANSPORT") or os.environ.get("TRANSPORT")
     return meshwork.form(
         rank, size, peers, listener=listener, token=token, timeout=seconds, transport=transport
     )
+
+
+def _token(mine: str, peers: Sequence[str]) -> Optional[str]:
+    """The cluster token to form with: ``CLUSTER_TOKEN`` where it is set;
+    else none when this rank's address (``mine``) and every address in
+    the store (``peers``) are loopback, the one case meshwork forms
+    without a token; else ``meshwork.TokenRequired`` saying how to set
+    one.
+
+    No token is ever made here and passed through the store: torch's
+    store has no authentication, so whoever reaches its port could read
+    it. The addresses in it may be rewritten by such a stranger too: with
+    a token every link's handshake proves it, so a rank redirected to the
+    stranger fails to form; without one, this rank forms only with
+    loopback addresses, its own included: every process it reaches is on
+    this host (as with any meshwork group on loopback, other users of the
+    host can reach it too: set a token on shared hosts)."""
+    token = os.environ.get("CLUSTER_TOKEN")
+    if token is not None:
+        return token
+    off = [a for a in [mine, *peers] if not _loopback(a)]
+    if not off:
+        return None
+    raise meshwork.TokenRequired(
+        f"meshwork: ranks off loopback ({off[0]}) need a cluster token, and torch's store "
+        "cannot carry one (it has no authentication: whoever reaches its port reads it). "
+        "Make one and export it to every rank: CLUSTER_TOKEN=$(meshrun token), or "
+        "CLUSTER_TOKEN=$(python -c \"import meshwork; print(meshwork.random_token())\"). "
+        "A job on one host needs none over loopback (MASTER_ADDR=127.0.0.1, or "
+        "MESHWORK_ADDR=127.0.0.1 on every rank)."
+    )
+
+
+def _loopback(address: str) -> bool:
+    """Whether ``address`` ("host:port", "[v6]:port") is a loopback IP;
+    anything else, unreadable included, is not."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Work(dist._Work):
