@@ -2,7 +2,7 @@
 own, formed through a TCPStore as torchrun's ranks are: what it leaves in
 torch's store (no secret: the store has no authentication), the token
 rule (several hosts need ``CLUSTER_TOKEN``; a job on loopback forms
-without one)."""
+without one), and ``Work.is_completed()`` of an asynchronous op."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def torch_world(n: int, body: str, env: Optional[Dict[str, str]] = None) -> List
             STORE_PORT=port,
             MASTER_ADDR="127.0.0.1",
             MESHWORK_TRANSPORT="tcp",
+            GLOO_SOCKET_IFNAME="lo",
             OMP_NUM_THREADS="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
@@ -176,3 +177,33 @@ def test_the_token_rule(monkeypatch):
     monkeypatch.setenv("CLUSTER_TOKEN", "t" * 32)
     assert backend._token("10.0.0.5:5", ["10.0.0.5:5", "10.0.0.6:6"]) == "t" * 32
 
+
+def test_an_async_op_becomes_completed_without_wait():
+    body = """
+    t = torch.full((1 << 10,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    start = time.monotonic()
+    while not work.is_completed() and time.monotonic() - start < 10:
+        time.sleep(0.001)
+    polled = time.monotonic() - start
+    print("COMPLETED", work.is_completed(), f"{polled:.3f}", flush=True)
+    work.wait()
+    assert t.tolist() == [3.0] * (1 << 10), t
+    assert work.is_completed()
+    # A synchronous op's work, and one waited for at once, are completed too.
+    assert dist.all_reduce(t, async_op=True).wait() and t[0].item() == 6.0
+    b = dist.barrier(async_op=True)
+    b.wait()
+    assert b.is_completed()
+    # gloo's works in the same process answer as before.
+    gloo = dist.new_group(backend="gloo")
+    g = dist.all_reduce(t, group=gloo, async_op=True)
+    g.wait()
+    assert g.is_completed() and t[0].item() == 12.0
+    print("RESULT ok", flush=True)
+    dist.destroy_process_group()
+    """
+    procs = torch_world(2, body)
+    for p in procs:
+        assert p.returncode == 0 and "RESULT ok" in p.stdout, outputs(procs)
+        assert "COMPLETED True" in p.stdout, outputs(procs)

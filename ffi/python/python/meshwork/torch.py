@@ -56,7 +56,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
-from torch._C._distributed_c10d import ReduceOp
+from torch._C._distributed_c10d import OpType, ReduceOp
+from torch._C._distributed_c10d import Work as _C10dWork
 
 import meshwork
 
@@ -270,11 +271,63 @@ class _Work(dist._Work):
         return self._outputs
 
     def get_future(self):
+        if getattr(_asking, "who", None) is not None:
+            # `_behind` asks which work this is (see there): say, and
+            # start nothing.
+            _asking.who.append(self)
+            return torch.futures.Future()
         with self._lock:
             if self._future is None:
                 self._future = torch.futures.Future()
                 self._backend._completer.put((self, self._future))
             return self._future
+
+
+# Which `_Work` is behind a work torch hands the program (`_behind`).
+_asking = threading.local()
+
+
+def _behind(work) -> Optional[_Work]:
+    """The backend's `_Work` behind ``work``, a work torch returned to the
+    program, or None if it is not one of this backend's.
+
+    torch wraps what a Python backend returns in a holder (c10d's
+    ``PyWorkHolder``) that passes on ``wait()`` and ``get_future()`` and
+    nothing else; so the holder's ``get_future()`` is asked, with
+    `_asking` set for `_Work.get_future` to answer who it is. Works of
+    torch's own backends name their op and are not asked."""
+    op_type = getattr(work, "_get_op_type", None)
+    if op_type is not None and int(op_type()) != int(OpType.UNKNOWN):
+        return None
+    _asking.who = []
+    try:
+        work.get_future()
+    except Exception:  # noqa: BLE001 — a work without a future is not ours
+        return None
+    finally:
+        who, _asking.who = _asking.who, None
+    return who[0] if who else None
+
+
+def _is_completed(work) -> bool:
+    """torch's ``Work.is_completed()``, for this backend's works too.
+
+    A Python backend's work reaches the program inside torch's holder,
+    whose ``is_completed()`` reads a flag of its own that nothing sets:
+    it stays False, even after ``wait()``, so a loop that polls it never
+    ends. This asks the work behind the holder instead (the meshwork
+    calls it started, without blocking); torch's own works answer as
+    before."""
+    if _c10d_is_completed(work):
+        return True
+    mine = _behind(work)
+    return mine is not None and mine.is_completed()
+
+
+# torch's own (also when this module is imported again).
+_c10d_is_completed = getattr(_C10dWork.is_completed, "__wrapped__", _C10dWork.is_completed)
+_is_completed.__wrapped__ = _c10d_is_completed
+_C10dWork.is_completed = _is_completed
 
 
 class _Completer:
