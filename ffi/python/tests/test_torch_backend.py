@@ -2,7 +2,8 @@
 own, formed through a TCPStore as torchrun's ranks are: what it leaves in
 torch's store (no secret: the store has no authentication), the token
 rule (several hosts need ``CLUSTER_TOKEN``; a job on loopback forms
-without one), and ``Work.is_completed()`` of an asynchronous op."""
+without one), ``Work.is_completed()`` of an asynchronous op, and what a
+timeout says."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ store = dist.TCPStore("127.0.0.1", int(os.environ["STORE_PORT"]), world, is_mast
                       timeout=datetime.timedelta(seconds=30))
 try:
     dist.init_process_group("meshwork", store=store, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=20))
+                            timeout=datetime.timedelta(seconds=float(os.environ.get("DEADLINE_S", "20"))))
 except meshwork.Error as e:
     print("RAISED", type(e).__name__, e, flush=True)
     sys.exit(0)
@@ -207,3 +208,35 @@ def test_an_async_op_becomes_completed_without_wait():
     for p in procs:
         assert p.returncode == 0 and "RESULT ok" in p.stdout, outputs(procs)
         assert "COMPLETED True" in p.stdout, outputs(procs)
+
+
+def test_a_timeout_names_init_process_groups_timeout():
+    """Rank 1 calls nothing: rank 0's ops time out, each saying to raise
+    ``init_process_group(timeout=...)``, not a meshwork setting — the
+    synchronous all_reduce (its own path), a synchronous broadcast, and
+    an asynchronous all_reduce's wait."""
+    body = """
+    if rank == 1:
+        store.wait(["done"], datetime.timedelta(seconds=60))
+        os._exit(0)
+    ops = {
+        "all_reduce": lambda: dist.all_reduce(torch.ones(4)),
+        "broadcast": lambda: dist.broadcast(torch.ones(4), src=1),
+        "async": lambda: dist.all_reduce(torch.ones(4), async_op=True).wait(),
+    }
+    for name, op in ops.items():
+        try:
+            op()
+            print("RETURNED", name, flush=True)
+        except meshwork.Error as e:
+            print("RAISED", name, type(e).__name__, e, flush=True)
+    store.set("done", "1")
+    os._exit(0)
+    """
+    procs = torch_world(2, body, {"DEADLINE_S": "1"})
+    lines = [l for l in procs[0].stdout.splitlines() if l.startswith(("RAISED", "RETURNED"))]
+    assert len(lines) == 3, outputs(procs)
+    for line in lines:
+        assert line.startswith("RAISED") and " Timeout " in line, outputs(procs)
+        assert "init_process_group(timeout=...)" in line, line
+        assert "::" not in line and "TIMEOUT_S" not in line and "set_timeout" not in line, line

@@ -220,6 +220,18 @@ def _loopback(address: str) -> bool:
         return False
 
 
+def _in_torch_words(e: meshwork.Timeout) -> meshwork.Timeout:
+    """``e`` (changed in place) with torch's way to raise the deadline:
+    the group's is ``init_process_group``'s (or ``new_group``'s)
+    ``timeout``, not a meshwork setting."""
+    e.args = (
+        f"{e.op} timed out waiting on ranks {e.waiting_on}{e.detail}; if they are only slow, "
+        "raise the deadline: init_process_group(timeout=...) (new_group(timeout=...) for a "
+        "sub-group)",
+    )
+    return e
+
+
 class _Work(dist._Work):
     """What a backend op returns: waits on the meshwork calls it started,
     then runs ``finish`` (copies into the output tensors) once; the
@@ -244,7 +256,10 @@ class _Work(dist._Work):
                         w.wait(timeout) if timeout is not None else w.wait()
                     for finish in self._finishes:
                         finish()
+                except meshwork.Timeout as e:
+                    self._error = _in_torch_words(e)
                 except TimeoutError:
+                    # wait(timeout) ran out: not done yet.
                     raise
                 except BaseException as e:  # noqa: BLE001 — kept and raised to every waiter
                     self._error = e
@@ -433,7 +448,11 @@ class _Now:
         blocking = getattr(self._g, name)
 
         def call(*args, **kwargs):
-            blocking(*args, **kwargs)
+            try:
+                blocking(*args, **kwargs)
+            except meshwork.Timeout as e:
+                _in_torch_words(e)
+                raise
             return _READY
 
         return call
@@ -600,7 +619,11 @@ class _Backend(_C10dBackend):
             t = tensors[0]
             name = _DIRECT.get((opts.reduceOp.op, t.dtype))
             if name is not None and t.is_contiguous() and not _staged(t):
-                self._g.all_reduce(t.detach(), op=name)
+                try:
+                    self._g.all_reduce(t.detach(), op=name)
+                except meshwork.Timeout as e:
+                    _in_torch_words(e)
+                    raise
                 return _Work(self, (), (), tensors)
         c = self._via(opts)
         parts = [self._reduced(t, opts.reduceOp, lambda f, n: c.all_reduce(f, op=n)) for t in tensors]
