@@ -258,8 +258,9 @@ class _Work(dist._Work):
                         finish()
                 except meshwork.Timeout as e:
                     self._error = _in_torch_words(e)
-                except TimeoutError:
-                    # wait(timeout) ran out: not done yet.
+                except (TimeoutError, KeyboardInterrupt):
+                    # wait(timeout) ran out, or Ctrl-C: not done yet (the
+                    # op goes on; wait again).
                     raise
                 except BaseException as e:  # noqa: BLE001 — kept and raised to every waiter
                     self._error = e
