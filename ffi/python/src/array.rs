@@ -81,7 +81,7 @@ pub(crate) enum DType {
 
 impl DType {
     /// Every type.
-    const ALL: [DType; 10] = [
+    pub(crate) const ALL: [DType; 10] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -108,6 +108,11 @@ impl DType {
             DType::U32 => "uint32",
             DType::U64 => "uint64",
         }
+    }
+
+    /// meshwork's (Rust's) name for it, as its messages write it.
+    pub(crate) fn rust_name(self) -> &'static str {
+        crate::with_dtype!(self, T => <T as mw::Element>::DTYPE.name())
     }
 
     fn size(self) -> usize {

@@ -2,8 +2,12 @@
 //! as the variant, all subclasses of `meshwork.Error`. The classes live in
 //! `meshwork/_errors.py` (Python, so that `InvalidArgument` can also be a
 //! `ValueError` and `Timeout` a `TimeoutError`); each carries the
-//! variant's fields as attributes.
+//! variant's fields as attributes, and the variant's message in Python's
+//! words (`in_python`): the remedies meshwork's messages give name Rust's
+//! API (`Node::timeout`, `ReduceOp::Avg`), which a Python program reaches
+//! by other names.
 
+use crate::array::DType;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
@@ -50,11 +54,70 @@ pub(crate) fn class_name(e: &mw::Error) -> &'static str {
     }
 }
 
+/// Rust names in meshwork's messages, each with what a Python program
+/// writes instead (an empty one: Python has no such knob, the rest of the
+/// sentence says enough). `tests/test_errors.py` checks that no message
+/// keeps a `::`.
+const IN_PYTHON: &[(&str, &str)] = &[
+    (
+        "; see Node::timeout / TIMEOUT_S",
+        "; if they are only slow, raise the deadline: ProcessGroup.set_timeout(seconds), \
+         meshwork.form(timeout=...) or TIMEOUT_S",
+    ),
+    (
+        "give every process a distinct RANK or use Node::join",
+        "give every process a distinct RANK, or leave RANK unset for the seed (SEED) to number them",
+    ),
+    ("see ProcessGroup::failed,", "see ProcessGroup.failed(),"),
+    // The Python binding has no rejoin: the seed and re-forming remain.
+    (" (ProcessGroup::rejoin)", ""),
+    ("(ProcessGroup::grow)", "(ProcessGroup.grow)"),
+    (" (Node::heap_bytes)", ""),
+    ("set HEAP_MB or Node::heap_bytes", "set HEAP_MB"),
+    (" (Node::quorum_unsafe)", ""),
+    ("(DISCOVER_HOST or Node::discover_via)", "(DISCOVER_HOST)"),
+    (
+        "Node::join_running needs the running job's seed (Node::seed or SEED)",
+        "meshwork.join_running() needs the running job's seed (SEED)",
+    ),
+    (
+        "Node::join needs a seed (Node::seed or SEED)",
+        "a process without RANK needs a seed (SEED)",
+    ),
+    (
+        "joins it with Node::join_running",
+        "joins it with meshwork.join_running()",
+    ),
+];
+
+/// What `ReduceOp::Avg` on an integer type says, before the type's name.
+const AVG_ON_INTEGERS: &str = "ReduceOp::Avg needs a float element type, not ";
+
+/// `message`, one of meshwork's, in Python's words: the names of
+/// `IN_PYTHON` replaced, and `op="avg"` on an integer dtype named as
+/// numpy names it.
+fn in_python(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, python) in IN_PYTHON {
+        if out.contains(rust) {
+            out = out.replace(rust, python);
+        }
+    }
+    if let Some((before, dtype)) = out.split_once(AVG_ON_INTEGERS) {
+        let dtype = DType::ALL
+            .iter()
+            .find(|d| d.rust_name() == dtype)
+            .map_or(dtype, |d| d.name());
+        out = format!("{before}op=\"avg\" needs a float dtype, not {dtype}");
+    }
+    out
+}
+
 /// The exception instance for `e`, its fields set as attributes.
 fn exception<'py>(py: Python<'py>, e: &mw::Error) -> PyResult<Bound<'py, PyAny>> {
     use mw::Error as E;
     let cls = class(py, class_name(e))?;
-    let message = e.to_string();
+    let message = in_python(&e.to_string());
     let exc = match e {
         // `Io` is also an `OSError`: (errno, strerror) fills in `.errno`.
         E::Io(io) => match io.raw_os_error() {

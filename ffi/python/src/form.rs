@@ -65,7 +65,8 @@ impl Listener {
 /// Form a group of `world` ranks as rank `rank`, given every rank's
 /// address in rank order (`peers`, "host:port" strings, this rank's
 /// included). Blocks, with the GIL released, until every rank has
-/// joined or the deadline passes (`meshwork.FormationTimeout`).
+/// joined or the deadline passes (`meshwork.FormationTimeout`); Ctrl-C
+/// raises `KeyboardInterrupt` at once.
 ///
 /// `listener`: this rank's sockets, bound beforehand (`meshwork.Listener`),
 /// whose address is `peers[rank]`. `token`: the cluster token (required
@@ -131,9 +132,7 @@ pub(crate) fn form(
     if let Some(on) = shared_memory {
         node = node.shared_memory(on);
     }
-    let inner = py
-        .detach(move || node.connect())
-        .map_err(|e| to_py(py, e))?;
+    let inner = crate::interrupt::abandonable(py, move || node.connect())?;
     Ok(ProcessGroup { inner })
 }
 

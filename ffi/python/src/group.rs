@@ -1,10 +1,11 @@
 //! `meshwork.ProcessGroup`: one rank's handle on a group. Every method
 //! checks its arguments with the GIL held, then releases the GIL for the
-//! whole of the blocking call (`Python::detach`), so other Python threads
-//! run while it waits.
+//! whole of the blocking call (`ProcessGroup::blocking`), so other Python
+//! threads run while it waits, and Ctrl-C stops it (`interrupt.rs`).
 
 use crate::array::{array, Access, Array, DType};
 use crate::errors::{invalid, to_py};
+use crate::interrupt;
 use mw::ReduceOp;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -104,8 +105,9 @@ pub(crate) fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> 
 /// C-contiguous, writable where the call writes them.
 /// Each call blocks until this rank's part is done, with the GIL released,
 /// and fails with a `meshwork.Error` subclass; nothing waits longer than
-/// the group's `timeout` without progress. A group may be used from
-/// several threads at once.
+/// the group's `timeout` without progress. Ctrl-C during a call on the
+/// main thread raises `KeyboardInterrupt` at once and revokes the group.
+/// A group may be used from several threads at once.
 #[pyclass(frozen, module = "meshwork", name = "ProcessGroup")]
 #[derive(Debug)]
 pub(crate) struct ProcessGroup {
@@ -127,14 +129,38 @@ impl ProcessGroup {
             })
     }
 
-    /// An in-place collective on one array: check, then run `f` with the
-    /// GIL released.
+    /// Run `call` on this group with the GIL released: on the main
+    /// thread, Ctrl-C meanwhile revokes the group (every member's pending
+    /// and later calls on it fail) and the call raises
+    /// `KeyboardInterrupt` (`interrupt.rs`).
+    pub(crate) fn blocking<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl Send + FnOnce(&mw::ProcessGroup) -> mw::Result<T>,
+    ) -> PyResult<T> {
+        interrupt::revocable(py, &self.inner, call)
+    }
+
+    /// A call that a revocation does not end (`agree`, `shrink`, `grow`,
+    /// `shutdown`), with the GIL released: on the main thread, Ctrl-C
+    /// raises `KeyboardInterrupt` at once and the call runs on to its end
+    /// (`interrupt.rs`).
+    fn abandonable<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&mw::ProcessGroup) -> mw::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let g = Arc::clone(&self.inner);
+        interrupt::abandonable(py, move || call(&g))
+    }
+
+    /// An in-place collective on one array: check, then run `f`
+    /// (`blocking`).
     fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, f: impl InPlace) -> PyResult<()> {
         let mut a = array(a, "a", Access::Update)?;
-        let g = &*self.inner;
         with_dtype!(a.dtype(py)?, T => {
             let buf = a.slice_mut::<T>();
-            py.detach(|| f.run(g, buf)).map_err(|e| to_py(py, e))
+            self.blocking(py, |g| f.run(g, buf))
         })?;
         a.write_back()
     }
@@ -227,7 +253,6 @@ impl ProcessGroup {
         recv: Option<&Bound<'_, PyAny>>,
         f: impl SendRecv,
     ) -> PyResult<()> {
-        let g = &*self.inner;
         let send = send.map(|s| array(s, "send", Access::Read)).transpose()?;
         let mut recv = recv.map(|r| array(r, "recv", Access::Write)).transpose()?;
         let dtype = match (&send, &recv) {
@@ -244,7 +269,7 @@ impl ProcessGroup {
                 Some(r) => r.slice_mut::<T>(),
                 None => &mut [],
             };
-            py.detach(|| f.run(g, s, r)).map_err(|e| to_py(py, e))
+            self.blocking(py, |g| f.run(g, s, r))
         })?;
         recv.map_or(Ok(()), Array::write_back)
     }
@@ -404,8 +429,7 @@ impl ProcessGroup {
 
     /// Wait until every rank has called it.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        let g = &*self.inner;
-        py.detach(|| g.barrier()).map_err(|e| to_py(py, e))
+        self.blocking(py, |g| g.barrier())
     }
 
     /// Send the bytes of `a` (any dtype, C-contiguous) to rank `dst` under
@@ -416,10 +440,8 @@ impl ProcessGroup {
         let dst = self.rank_arg(py, dst, "dst")?;
         let tag = tag_arg(py, tag)?;
         let a = array(a, "a", Access::Read)?;
-        let g = &*self.inner;
         let data = a.bytes();
-        py.detach(|| g.send_bytes(data, dst, tag))
-            .map_err(|e| to_py(py, e))
+        self.blocking(py, |g| g.send_bytes(data, dst, tag))
     }
 
     /// Receive the next message from rank `src` under `tag` into `a`
@@ -431,10 +453,8 @@ impl ProcessGroup {
         let src = self.rank_arg(py, src, "src")?;
         let tag = tag_arg(py, tag)?;
         let mut a = array(a, "a", Access::Write)?;
-        let g = &*self.inner;
         let buf = a.bytes_mut();
-        py.detach(|| g.recv(buf, src, tag))
-            .map_err(|e| to_py(py, e))?;
+        self.blocking(py, |g| g.recv(buf, src, tag))?;
         a.write_back()
     }
 
@@ -451,10 +471,8 @@ impl ProcessGroup {
         let dst = self.rank_arg(py, dst, "dst")?;
         let offset = offset_arg(py, offset)?;
         let a = array(a, "a", Access::Read)?;
-        let g = &*self.inner;
         let data = a.bytes();
-        py.detach(|| g.put(dst, offset, data))
-            .map_err(|e| to_py(py, e))
+        self.blocking(py, |g| g.put(dst, offset, data))
     }
 
     /// Read `a`'s size in bytes of rank `src`'s heap at `offset` into `a`.
@@ -462,10 +480,8 @@ impl ProcessGroup {
         let src = self.rank_arg(py, src, "src")?;
         let offset = offset_arg(py, offset)?;
         let mut a = array(a, "a", Access::Write)?;
-        let g = &*self.inner;
         let buf = a.bytes_mut();
-        py.detach(|| g.get(src, offset, buf))
-            .map_err(|e| to_py(py, e))?;
+        self.blocking(py, |g| g.get(src, offset, buf))?;
         a.write_back()
     }
 
@@ -474,9 +490,7 @@ impl ProcessGroup {
     fn fetch_add(&self, py: Python<'_>, dst: i64, offset: i64, value: u64) -> PyResult<u64> {
         let dst = self.rank_arg(py, dst, "dst")?;
         let offset = offset_arg(py, offset)?;
-        let g = &*self.inner;
-        py.detach(|| g.fetch_add(dst, offset, value))
-            .map_err(|e| to_py(py, e))
+        self.blocking(py, |g| g.fetch_add(dst, offset, value))
     }
 
     /// Set the word at `offset` of `dst`'s heap to `new` if it holds
@@ -491,9 +505,7 @@ impl ProcessGroup {
     ) -> PyResult<u64> {
         let dst = self.rank_arg(py, dst, "dst")?;
         let offset = offset_arg(py, offset)?;
-        let g = &*self.inner;
-        py.detach(|| g.compare_swap(dst, offset, expected, new))
-            .map_err(|e| to_py(py, e))
+        self.blocking(py, |g| g.compare_swap(dst, offset, expected, new))
     }
 
     /// The word at `offset` of this rank's heap, read atomically.
@@ -538,15 +550,13 @@ impl ProcessGroup {
     /// fail during it; works on a revoked group.
     #[pyo3(signature = (flags = u64::MAX))]
     fn agree(&self, py: Python<'_>, flags: u64) -> PyResult<(u64, Vec<u32>)> {
-        let g = &*self.inner;
-        py.detach(|| g.agree(flags)).map_err(|e| to_py(py, e))
+        self.abandonable(py, move |g| g.agree(flags))
     }
 
     /// A new group of the survivors (agreed failed ranks left out, the rest
     /// renumbered in order); every live member calls it.
     fn shrink(&self, py: Python<'_>) -> PyResult<ProcessGroup> {
-        let g = &*self.inner;
-        let inner = py.detach(|| g.shrink()).map_err(|e| to_py(py, e))?;
+        let inner = self.abandonable(py, |g| g.shrink())?;
         Ok(ProcessGroup { inner })
     }
 
@@ -554,16 +564,14 @@ impl ProcessGroup {
     /// their numbers and `joiners` new processes (`meshwork.join_running()`)
     /// take the next ones, through the job's seed. This group stays usable.
     fn grow(&self, py: Python<'_>, joiners: u32) -> PyResult<ProcessGroup> {
-        let g = &*self.inner;
-        let inner = py.detach(|| g.grow(joiners)).map_err(|e| to_py(py, e))?;
+        let inner = self.abandonable(py, move |g| g.grow(joiners))?;
         Ok(ProcessGroup { inner })
     }
 
     /// Flush, confirm with every peer and close; every rank calls it.
     /// Afterwards every call raises `meshwork.ShutDown`. Idempotent.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
-        let g = &*self.inner;
-        py.detach(|| g.shutdown()).map_err(|e| to_py(py, e))
+        self.abandonable(py, |g| g.shutdown())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -607,17 +615,15 @@ pub(crate) fn _rust_all_reduce_loop(
 ) -> PyResult<f64> {
     let op = reduce_op(py, op)?;
     let mut a = array(a, "a", Access::Update)?;
-    let g = &*group.inner;
     let seconds = with_dtype!(a.dtype(py)?, T => {
         let buf = a.slice_mut::<T>();
-        py.detach(|| {
+        group.blocking(py, |g| {
             let start = std::time::Instant::now();
             for _ in 0..iters {
                 g.all_reduce(buf, op)?;
             }
             Ok(start.elapsed().as_secs_f64())
         })
-        .map_err(|e| to_py(py, e))
     })?;
     a.write_back()?;
     Ok(seconds)

@@ -10,6 +10,7 @@ mod array;
 mod errors;
 mod form;
 mod group;
+mod interrupt;
 mod more;
 mod nb;
 
@@ -21,13 +22,12 @@ use pyo3::prelude::*;
 /// CLUSTER_TOKEN, TRANSPORT, TIMEOUT_S, ... as `meshrun` sets them):
 /// `Node::from_env().connect()`. Blocks, with the GIL released, until
 /// every rank has joined or the formation deadline passes
-/// (`meshwork.FormationTimeout`).
+/// (`meshwork.FormationTimeout`); Ctrl-C raises `KeyboardInterrupt` at
+/// once.
 #[pyfunction]
 fn connect(py: Python<'_>) -> PyResult<ProcessGroup> {
     let node = mw::Node::from_env().map_err(|e| to_py(py, e))?;
-    let inner = py
-        .detach(move || node.connect())
-        .map_err(|e| to_py(py, e))?;
+    let inner = interrupt::abandonable(py, move || node.connect())?;
     Ok(ProcessGroup { inner })
 }
 
@@ -38,9 +38,7 @@ fn connect(py: Python<'_>) -> PyResult<ProcessGroup> {
 #[pyfunction]
 fn join_running(py: Python<'_>) -> PyResult<ProcessGroup> {
     let node = mw::Node::join_running();
-    let inner = py
-        .detach(move || node.connect())
-        .map_err(|e| to_py(py, e))?;
+    let inner = interrupt::abandonable(py, move || node.connect())?;
     Ok(ProcessGroup { inner })
 }
 

@@ -20,7 +20,7 @@
 //! those calls release the GIL while they wait, as every call does.
 
 use crate::array::{array, array_now, Access, DType};
-use crate::errors::{invalid, to_py};
+use crate::errors::invalid;
 use crate::group::{reduce_op, ProcessGroup};
 use mw::ReduceOp;
 use pyo3::intern;
@@ -117,10 +117,7 @@ impl ProcessGroup {
     fn split(&self, py: Python<'_>, color: i64, key: i64) -> PyResult<ProcessGroup> {
         let color = u32_arg(py, color, "color")?;
         let key = u32_arg(py, key, "key")?;
-        let g = &*self.inner;
-        let inner = py
-            .detach(|| g.split(color, key))
-            .map_err(|e| to_py(py, e))?;
+        let inner = self.blocking(py, |g| g.split(color, key))?;
         Ok(ProcessGroup { inner })
     }
 
@@ -178,13 +175,10 @@ impl ProcessGroup {
         let timeout = timeout.map(|s| seconds_arg(py, s)).transpose()?;
         let args = args.map(|a| array(a, "args", Access::Read)).transpose()?;
         let data: &[u8] = args.as_ref().map_or(&[], |a| a.bytes());
-        let g = &*self.inner;
-        let out = py
-            .detach(|| match timeout {
-                Some(t) => g.rpc_with_timeout(dst, fn_id, data, t),
-                None => g.rpc(dst, fn_id, data),
-            })
-            .map_err(|e| to_py(py, e))?;
+        let out = self.blocking(py, |g| match timeout {
+            Some(t) => g.rpc_with_timeout(dst, fn_id, data, t),
+            None => g.rpc(dst, fn_id, data),
+        })?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -201,10 +195,8 @@ impl ProcessGroup {
                 format!("federated_average: weight {weight} is not a finite float32"),
             ));
         }
-        let g = &*self.inner;
         let buf = a.slice_mut::<f32>();
-        py.detach(|| g.federated_average(buf, weight as f32))
-            .map_err(|e| to_py(py, e))?;
+        self.blocking(py, |g| g.federated_average(buf, weight as f32))?;
         a.write_back()
     }
 
@@ -230,12 +222,12 @@ impl ProcessGroup {
         }
         let mut a = array(a, "a", Access::Update)?;
         float32(py, &a, "all_reduce_compressed")?;
-        let g = &*self.inner;
         let buf = a.slice_mut::<f32>();
         // The lock is taken with the GIL released, and nothing holding it
         // ever waits for the GIL.
-        py.detach(|| g.all_reduce_compressed(buf, op, &mut compressor.lock()))
-            .map_err(|e| to_py(py, e))?;
+        self.blocking(py, |g| {
+            g.all_reduce_compressed(buf, op, &mut compressor.lock())
+        })?;
         a.write_back()
     }
 

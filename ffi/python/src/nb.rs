@@ -23,6 +23,7 @@
 use crate::array::{array_now, count_copy, Access, Array, Lent, Watched};
 use crate::errors::{invalid, to_py};
 use crate::group::{reduce_op, same_dtype, ProcessGroup};
+use crate::interrupt;
 use crate::with_dtype;
 use pyo3::prelude::*;
 use std::sync::{Condvar, Mutex};
@@ -30,7 +31,7 @@ use std::time::Duration;
 
 /// A Rust `Work` of any element type: waited for, its result as bytes.
 trait Pending: Send {
-    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited;
+    fn wait_for(self: Box<Self>, timeout: Duration) -> Waited;
     fn is_complete(&self) -> bool;
 }
 
@@ -67,14 +68,10 @@ enum Waited {
 }
 
 impl<R: Bytes + 'static> Pending for mw::Work<R> {
-    fn wait_for(self: Box<Self>, timeout: Option<Duration>) -> Waited {
-        let boxed = |r: R| Box::new(r) as Box<dyn Bytes>;
-        match timeout {
-            None => Waited::Done((*self).wait().map(boxed)),
-            Some(t) => match (*self).wait_timeout(t) {
-                Ok(r) => Waited::Done(r.map(boxed)),
-                Err(work) => Waited::NotYet(Box::new(work)),
-            },
+    fn wait_for(self: Box<Self>, timeout: Duration) -> Waited {
+        match (*self).wait_timeout(timeout) {
+            Ok(r) => Waited::Done(r.map(|r| Box::new(r) as Box<dyn Bytes>)),
+            Err(work) => Waited::NotYet(Box::new(work)),
         }
     }
 
@@ -183,6 +180,8 @@ impl Work {
     /// Block until the operation is done (at most `timeout` seconds, if
     /// given), then return the array holding its result (`None` for a
     /// call with none). Raises what the blocking call would have raised.
+    /// Ctrl-C raises `KeyboardInterrupt` within 50 ms; the operation goes
+    /// on, and may be waited for again.
     #[pyo3(signature = (timeout = None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
         let timeout = timeout
@@ -193,6 +192,12 @@ impl Work {
             .transpose()?;
         let until = timeout.map(|t| std::time::Instant::now() + t);
         loop {
+            // Waited for in slices, between which Python's signal handlers
+            // run (`interrupt::SLICE`): the operation needs no Python, and
+            // a handler's exception (Ctrl-C) leaves it under way.
+            py.check_signals()?;
+            let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+            let slice = left.map_or(interrupt::SLICE, |l| l.min(interrupt::SLICE));
             // Never held while the GIL is wanted or a wait blocks.
             let pending = {
                 let mut st = self.lock();
@@ -203,25 +208,24 @@ impl Work {
             };
             let Some(pending) = pending else {
                 // Another thread waits on it: wait for its turn.
-                let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
                 if left.is_some_and(|l| l.is_zero()) {
                     return Err(not_done(self.what));
                 }
                 py.detach(|| {
                     let st = self.lock();
                     if matches!(&*st, State::Running(None)) {
-                        let slice = left.unwrap_or(Duration::from_millis(100));
                         drop(self.turned.wait_timeout(st, slice));
                     }
                 });
                 continue;
             };
-            let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
-            match py.detach(move || pending.wait_for(left)) {
+            match py.detach(move || pending.wait_for(slice)) {
                 Waited::NotYet(p) => {
                     *self.lock() = State::Running(Some(p));
                     self.turned.notify_all();
-                    return Err(not_done(self.what));
+                    if left.is_some_and(|l| l <= slice) {
+                        return Err(not_done(self.what));
+                    }
                 }
                 Waited::Done(r) => {
                     let out = r

@@ -34,6 +34,8 @@ VARIANTS = [
     "Io",
     "Revoked",
     "GroupShrunk",
+    "NoQuorum",
+    "Expelled",
 ]
 
 
@@ -60,6 +62,52 @@ def test_every_variant_raises_its_own_subclass_with_its_fields():
     assert by_name["ShutdownIncomplete"].ranks == [1]
     assert by_name["GroupShrunk"].failed == [2]
     assert by_name["Io"].errno == 111
+
+
+def test_no_message_names_rusts_api():
+    """meshwork's messages name Rust's API where they give a remedy
+    (``Node::timeout``, ``ProcessGroup::failed``); a Python program's
+    exception names what it writes instead."""
+    for name, exc in meshwork._meshwork._error_samples():
+        assert "::" not in str(exc), (name, str(exc))
+    by_name = dict(meshwork._meshwork._error_samples())
+    assert "ProcessGroup.set_timeout" in str(by_name["Timeout"]), by_name["Timeout"]
+    assert "ProcessGroup.failed()" in str(by_name["Revoked"]), by_name["Revoked"]
+
+
+def test_a_timeout_says_how_to_raise_the_deadline_from_python():
+    def body(g):
+        if g.rank == 1:
+            return None  # sends nothing
+        g.set_timeout(0.2)
+        with pytest.raises(meshwork.Timeout) as info:
+            g.recv(np.zeros(1), src=1, tag=5)
+        message = str(info.value)
+        assert "ProcessGroup.set_timeout(seconds)" in message and "TIMEOUT_S" in message, message
+        assert "Node::timeout" not in message and "::" not in message, message
+        return None
+
+    run_world(2, body)
+
+
+def test_avg_on_integers_names_the_op_and_the_dtype_as_python_does():
+    def body(g):
+        calls = {
+            "all_reduce": lambda a: g.all_reduce(a, op="avg"),
+            "all_reduce_nb": lambda a: g.all_reduce_nb(a, op="avg").wait(),
+            "reduce": lambda a: g.reduce(a, op="avg"),
+            "reduce_scatter": lambda a: g.reduce_scatter(a, np.zeros(1, dtype=a.dtype), op="avg"),
+        }
+        for what, call in calls.items():
+            for dtype in ("int32", "uint8", "int64"):
+                with pytest.raises(meshwork.InvalidArgument) as info:
+                    call(np.ones(g.world_size, dtype=dtype))
+                message = str(info.value)
+                assert f'op="avg" needs a float dtype, not {dtype}' in message, (what, message)
+                assert "ReduceOp" not in message and "::" not in message, (what, message)
+        return True
+
+    assert run_world(1, body) == [True]
 
 
 def test_the_standard_bases():

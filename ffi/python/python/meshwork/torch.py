@@ -9,10 +9,12 @@
 package's entry point (``torch.distributed.backends``); ``import
 meshwork.torch`` registers it too. Under ``torchrun`` (env:// rendezvous:
 ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) every rank
-binds a port, publishes its address and a fresh cluster token through the
-store torch passes, and forms a meshwork group with the others: ranks of
-one host talk through shared memory, others over QUIC (``TRANSPORT`` or
-``MESHWORK_TRANSPORT``: ``quic`` or ``tcp``). ``dist.new_group(ranks)``
+binds a port, publishes its address through the store torch passes, and
+forms a meshwork group with the others: ranks of one host talk through
+shared memory, others over QUIC (``TRANSPORT`` or ``MESHWORK_TRANSPORT``:
+``quic`` or ``tcp``). Ranks on several hosts need ``CLUSTER_TOKEN`` set
+to one secret on every rank; a job all on loopback forms without one
+(torch's store has no authentication, so no secret goes through it). ``dist.new_group(ranks)``
 makes a meshwork sub-group of the members over the same links.
 
 Every op is started at once and runs on meshwork's own thread for the
@@ -54,7 +56,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
-from torch._C._distributed_c10d import ReduceOp
+from torch._C._distributed_c10d import OpType, ReduceOp
+from torch._C._distributed_c10d import Work as _C10dWork
 
 import meshwork
 
@@ -162,22 +165,71 @@ def _host() -> str:
 
 
 def _form(store, rank: int, size: int, seconds: float) -> meshwork.ProcessGroup:
-    """Form a group of ``size`` ranks through ``store``: each binds a port,
-    publishes its address, rank 0 a token (unless ``CLUSTER_TOKEN`` is
-    set everywhere); then all form."""
+    """Form a group of ``size`` ranks through ``store``: each binds a port
+    and publishes its address, reads everyone's, and all form with the
+    token ``_token`` gives."""
     store.set_timeout(datetime.timedelta(seconds=seconds))
     listener = meshwork.Listener(_host())
-    token = os.environ.get("CLUSTER_TOKEN")
-    if token is None:
-        if rank == 0:
-            store.set("meshwork/token", meshwork.random_token())
-        token = store.get("meshwork/token").decode()
     store.set(f"meshwork/addr/{rank}", listener.address)
     peers = [store.get(f"meshwork/addr/{r}").decode() for r in range(size)]
+    token = _token(listener.address, peers)
     transport = os.environ.get("MESHWORK_TRANSPORT") or os.environ.get("TRANSPORT")
     return meshwork.form(
         rank, size, peers, listener=listener, token=token, timeout=seconds, transport=transport
     )
+
+
+def _token(mine: str, peers: Sequence[str]) -> Optional[str]:
+    """The cluster token to form with: ``CLUSTER_TOKEN`` where it is set;
+    else none when this rank's address (``mine``) and every address in
+    the store (``peers``) are loopback, the one case meshwork forms
+    without a token; else ``meshwork.TokenRequired`` saying how to set
+    one.
+
+    No token is ever made here and passed through the store: torch's
+    store has no authentication, so whoever reaches its port could read
+    it. The addresses in it may be rewritten by such a stranger too: with
+    a token every link's handshake proves it, so a rank redirected to the
+    stranger fails to form; without one, this rank forms only with
+    loopback addresses, its own included: every process it reaches is on
+    this host (as with any meshwork group on loopback, other users of the
+    host can reach it too: set a token on shared hosts)."""
+    token = os.environ.get("CLUSTER_TOKEN")
+    if token is not None:
+        return token
+    off = [a for a in [mine, *peers] if not _loopback(a)]
+    if not off:
+        return None
+    raise meshwork.TokenRequired(
+        f"meshwork: ranks off loopback ({off[0]}) need a cluster token, and torch's store "
+        "cannot carry one (it has no authentication: whoever reaches its port reads it). "
+        "Make one and export it to every rank: CLUSTER_TOKEN=$(meshrun token), or "
+        "CLUSTER_TOKEN=$(python -c \"import meshwork; print(meshwork.random_token())\"). "
+        "A job on one host needs none over loopback (MASTER_ADDR=127.0.0.1, or "
+        "MESHWORK_ADDR=127.0.0.1 on every rank)."
+    )
+
+
+def _loopback(address: str) -> bool:
+    """Whether ``address`` ("host:port", "[v6]:port") is a loopback IP;
+    anything else, unreadable included, is not."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _in_torch_words(e: meshwork.Timeout) -> meshwork.Timeout:
+    """``e`` (changed in place) with torch's way to raise the deadline:
+    the group's is ``init_process_group``'s (or ``new_group``'s)
+    ``timeout``, not a meshwork setting."""
+    e.args = (
+        f"{e.op} timed out waiting on ranks {e.waiting_on}{e.detail}; if they are only slow, "
+        "raise the deadline: init_process_group(timeout=...) (new_group(timeout=...) for a "
+        "sub-group)",
+    )
+    return e
 
 
 class _Work(dist._Work):
@@ -204,7 +256,11 @@ class _Work(dist._Work):
                         w.wait(timeout) if timeout is not None else w.wait()
                     for finish in self._finishes:
                         finish()
-                except TimeoutError:
+                except meshwork.Timeout as e:
+                    self._error = _in_torch_words(e)
+                except (TimeoutError, KeyboardInterrupt):
+                    # wait(timeout) ran out, or Ctrl-C: not done yet (the
+                    # op goes on; wait again).
                     raise
                 except BaseException as e:  # noqa: BLE001 — kept and raised to every waiter
                     self._error = e
@@ -231,11 +287,63 @@ class _Work(dist._Work):
         return self._outputs
 
     def get_future(self):
+        if getattr(_asking, "who", None) is not None:
+            # `_behind` asks which work this is (see there): say, and
+            # start nothing.
+            _asking.who.append(self)
+            return torch.futures.Future()
         with self._lock:
             if self._future is None:
                 self._future = torch.futures.Future()
                 self._backend._completer.put((self, self._future))
             return self._future
+
+
+# Which `_Work` is behind a work torch hands the program (`_behind`).
+_asking = threading.local()
+
+
+def _behind(work) -> Optional[_Work]:
+    """The backend's `_Work` behind ``work``, a work torch returned to the
+    program, or None if it is not one of this backend's.
+
+    torch wraps what a Python backend returns in a holder (c10d's
+    ``PyWorkHolder``) that passes on ``wait()`` and ``get_future()`` and
+    nothing else; so the holder's ``get_future()`` is asked, with
+    `_asking` set for `_Work.get_future` to answer who it is. Works of
+    torch's own backends name their op and are not asked."""
+    op_type = getattr(work, "_get_op_type", None)
+    if op_type is not None and int(op_type()) != int(OpType.UNKNOWN):
+        return None
+    _asking.who = []
+    try:
+        work.get_future()
+    except Exception:  # noqa: BLE001 — a work without a future is not ours
+        return None
+    finally:
+        who, _asking.who = _asking.who, None
+    return who[0] if who else None
+
+
+def _is_completed(work) -> bool:
+    """torch's ``Work.is_completed()``, for this backend's works too.
+
+    A Python backend's work reaches the program inside torch's holder,
+    whose ``is_completed()`` reads a flag of its own that nothing sets:
+    it stays False, even after ``wait()``, so a loop that polls it never
+    ends. This asks the work behind the holder instead (the meshwork
+    calls it started, without blocking); torch's own works answer as
+    before."""
+    if _c10d_is_completed(work):
+        return True
+    mine = _behind(work)
+    return mine is not None and mine.is_completed()
+
+
+# torch's own (also when this module is imported again).
+_c10d_is_completed = getattr(_C10dWork.is_completed, "__wrapped__", _C10dWork.is_completed)
+_is_completed.__wrapped__ = _c10d_is_completed
+_C10dWork.is_completed = _is_completed
 
 
 class _Completer:
@@ -341,7 +449,11 @@ class _Now:
         blocking = getattr(self._g, name)
 
         def call(*args, **kwargs):
-            blocking(*args, **kwargs)
+            try:
+                blocking(*args, **kwargs)
+            except meshwork.Timeout as e:
+                _in_torch_words(e)
+                raise
             return _READY
 
         return call
@@ -508,7 +620,11 @@ class _Backend(_C10dBackend):
             t = tensors[0]
             name = _DIRECT.get((opts.reduceOp.op, t.dtype))
             if name is not None and t.is_contiguous() and not _staged(t):
-                self._g.all_reduce(t.detach(), op=name)
+                try:
+                    self._g.all_reduce(t.detach(), op=name)
+                except meshwork.Timeout as e:
+                    _in_torch_words(e)
+                    raise
                 return _Work(self, (), (), tensors)
         c = self._via(opts)
         parts = [self._reduced(t, opts.reduceOp, lambda f, n: c.all_reduce(f, op=n)) for t in tensors]
