@@ -411,3 +411,44 @@ fn a_mismatched_root_is_a_mismatch_on_every_rank_at_once() {
         }
     }
 }
+
+/// A send waiting for room at a receiver that takes nothing (its lane is
+/// full) ends as soon as the group is revoked, with `Revoked` — not at
+/// the deadline: in process (`local`) and over links with credits (a
+/// star of in-memory links).
+#[test]
+fn a_revocation_ends_a_send_waiting_for_room() {
+    use meshwork::Topology;
+    for world in [
+        meshwork::local(2).unwrap(),
+        meshwork::local_with(2, Topology::Star).unwrap(),
+    ] {
+        for g in &world {
+            g.set_timeout(Duration::from_secs(30));
+        }
+        let (about_to_wait, wait) = std::sync::mpsc::channel();
+        let started = Instant::now();
+        let got = std::thread::scope(|s| {
+            let sender = s.spawn(|| {
+                for i in 0..meshwork_transport::LANE_DEPTH + 8 {
+                    if i == meshwork_transport::LANE_DEPTH {
+                        let _ = about_to_wait.send(());
+                    }
+                    if let Err(e) = world[0].send_bytes(&[1], 1, 5) {
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            });
+            wait.recv().unwrap();
+            world[1].revoke();
+            sender.join().unwrap()
+        });
+        assert!(matches!(got, Err(Error::Revoked)), "{got:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -69,8 +69,7 @@ const IN_PYTHON: &[(&str, &str)] = &[
         "give every process a distinct RANK, or leave RANK unset for the seed (SEED) to number them",
     ),
     ("see ProcessGroup::failed,", "see ProcessGroup.failed(),"),
-    // The Python binding has no rejoin: the seed and re-forming remain.
-    (" (ProcessGroup::rejoin)", ""),
+    ("(ProcessGroup::rejoin)", "(ProcessGroup.rejoin())"),
     ("(ProcessGroup::grow)", "(ProcessGroup.grow)"),
     (" (Node::heap_bytes)", ""),
     ("set HEAP_MB or Node::heap_bytes", "set HEAP_MB"),

@@ -568,6 +568,22 @@ impl ProcessGroup {
         Ok(ProcessGroup { inner })
     }
 
+    /// Back into the job from a stale group (`meshwork.NoQuorum`,
+    /// `meshwork.Expelled`: the network cut this rank off and the others
+    /// went on): joins the job's seed as a new process would and returns
+    /// the grown group once the members call `grow`.
+    fn rejoin(&self, py: Python<'_>) -> PyResult<ProcessGroup> {
+        let inner = self.abandonable(py, |g| g.rejoin())?;
+        Ok(ProcessGroup { inner })
+    }
+
+    /// Whether the group is stale: an agreement here ended without quorum,
+    /// or the others went on without this rank.
+    #[getter]
+    fn is_stale(&self) -> bool {
+        self.inner.is_stale()
+    }
+
     /// Flush, confirm with every peer and close; every rank calls it.
     /// Afterwards every call raises `meshwork.ShutDown`. Idempotent.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {

@@ -324,3 +324,12 @@ def test_one_sided_operations_between_two_processes():
     want = "HEAP [0, 1, 2, 3, 4, 5, 6, 7] [0, 1, 2, 3, 4, 5, 6, 7] 200 100"
     for p in procs:
         assert p.stdout.strip() == want, outputs(procs)
+
+
+def test_a_group_that_is_not_stale_is_not_rejoined():
+    """`rejoin` is for a rank the others went on without (`NoQuorum`,
+    `Expelled`); on a healthy group it says so, and `is_stale` is False."""
+    g = meshwork.local(1)[0]
+    assert g.is_stale is False
+    with pytest.raises(meshwork.InvalidArgument, match="not stale"):
+        g.rejoin()

@@ -450,6 +450,11 @@ impl Inbox {
             if (bytes_ok && depth < LANE_DEPTH as usize) || st.closed {
                 return Ok(());
             }
+            if st.revoked.contains(&key.comm) {
+                // A revocation ends every call of the communicator, a send
+                // waiting for room included.
+                return Err(TransportError::Revoked);
+            }
             if Instant::now() >= deadline {
                 return Err(TransportError::Timeout {
                     waiting_on: u32::MAX,

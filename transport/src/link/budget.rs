@@ -37,18 +37,21 @@ impl Budget {
         timeout: Duration,
         dst: u32,
     ) -> Result<(), TransportError> {
-        self.acquire_asking(n, timeout, dst, || {})
+        self.acquire_asking(n, timeout, dst, || {}, || None)
     }
 
     /// [`acquire`](Self::acquire), calling `ask` (with no lock held)
     /// each time before it waits: a sender of credited bytes asks the
-    /// receiver for what it owes.
+    /// receiver for what it owes. `stop`, asked each time too, ends the
+    /// wait with its error (the call's communicator was revoked; whoever
+    /// revokes it wakes the wait: [`wake`](Self::wake)).
     pub(crate) fn acquire_asking(
         &self,
         n: usize,
         timeout: Duration,
         dst: u32,
         ask: impl Fn(),
+        stop: impl Fn() -> Option<TransportError>,
     ) -> Result<(), TransportError> {
         let deadline = Instant::now() + timeout;
         let lock = || self.queued.lock().unwrap_or_else(|e| e.into_inner());
@@ -58,6 +61,9 @@ impl Budget {
             let now = Instant::now();
             if now >= deadline {
                 return Err(TransportError::Timeout { waiting_on: dst });
+            }
+            if let Some(e) = stop() {
+                return Err(e);
             }
             drop(q);
             ask();
@@ -96,6 +102,14 @@ impl Budget {
 
     pub(crate) fn max(&self) -> usize {
         self.max
+    }
+
+    /// Wake every waiting sender to look at its `stop` again.
+    pub(crate) fn wake(&self) {
+        let _q = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.drained.notify_all();
+        }
     }
 
     /// Bytes reserved now.
@@ -175,16 +189,22 @@ mod tests {
         let (asked_tx, asked) = std::sync::mpsc::channel();
         let b2 = std::sync::Arc::clone(&b);
         let waiter = std::thread::spawn(move || {
-            b2.acquire_asking(5, Duration::from_secs(30), 3, || {
-                let _ = asked_tx.send(());
-            })
+            b2.acquire_asking(
+                5,
+                Duration::from_secs(30),
+                3,
+                || {
+                    let _ = asked_tx.send(());
+                },
+                || None,
+            )
         });
         asked.recv().unwrap();
         b.release(10);
         waiter.join().unwrap().unwrap();
         assert_eq!(b.reserved(), 5);
         // Room at once: nobody is asked.
-        b.acquire_asking(5, Duration::ZERO, 3, || panic!("asked"))
+        b.acquire_asking(5, Duration::ZERO, 3, || panic!("asked"), || None)
             .unwrap();
     }
 }

@@ -61,6 +61,9 @@ impl Core {
             if self.take_slot(&mut lanes, dst, key) {
                 return Ok(());
             }
+            if self.inbox.is_revoked(key.comm) {
+                return Err(TransportError::Revoked);
+            }
             let now = Instant::now();
             let unreachable = self.inbox.unreachable(dst);
             if now >= deadline || unreachable.is_some() {

@@ -568,7 +568,12 @@ impl Core {
             .link(self.hop(dst))
             .map(|l| transport::Want::new(self, &**l, key.kind));
         let ask = || self.ask_credit(dst, key);
-        let got = flow.acquire_asking(len, self.timeout(), dst, ask);
+        let revoked = || {
+            self.inbox
+                .is_revoked(key.comm)
+                .then_some(TransportError::Revoked)
+        };
+        let got = flow.acquire_asking(len, self.timeout(), dst, ask, revoked);
         if got.is_err() {
             self.release_lane(dst, key, 1);
         }
@@ -715,6 +720,18 @@ impl Core {
             return;
         }
         tracing::debug!(comm, ?from, "communicator revoked");
+        // Senders waiting for room or a lane look again: a revoked
+        // communicator's send ends now.
+        for b in &self.flow {
+            b.wake();
+        }
+        {
+            let _lanes = self
+                .lanes_in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.lanes_freed.notify_all();
+        }
         for (r, link) in self.links() {
             if Some(r) != from {
                 let h = Header {
