@@ -7,11 +7,13 @@ How "no copy" is seen, deterministically:
 - ``meshwork._meshwork._torch_copies()`` counts every copy the binding
   makes of memory a torch tensor owns (a stage, a non-blocking call's
   input or result): in place it does not move, off it counts each one;
-- a result lands in the tensor while the call runs: rank 0's gather
-  receives rank 1's block straight into ``recv`` (the linear algorithm,
+- a result lands in the tensor while the call runs: rank 1's all_to_all
+  receives rank 0's block straight into ``recv`` (pairwise exchange,
   blocks of 32 KiB and more) and then waits for rank 2, which looks into
-  rank 0's tensor before it joins: in place the block is there, staged
-  it cannot be (the stage is copied back only once the call is done);
+  rank 1's tensor before it joins: in place the block is there, staged
+  it cannot be (the stage is copied back only once the call is done). (A
+  rooted call such as gather moves no data before every rank has joined:
+  its pre-check comes first);
 - a non-blocking all_reduce's result is in the tensor once the work is
   complete, before ``wait()``; with copies only ``wait()`` puts it there.
 """
@@ -122,28 +124,30 @@ def test_off_restores_the_copies():
 
 @pytest.mark.parametrize("on", [True, False], ids=["in place", "copies"])
 def test_a_result_lands_in_the_tensor_while_the_call_runs_only_in_place(on):
-    block = 1 << 16  # float32: 256 KiB per rank, so the linear gather
+    block = 1 << 16  # float32: 256 KiB per block, read straight into recv
     meshwork.set_torch_in_place(on)
     recv = torch.zeros(3 * block)
     entered = threading.Event()
 
     def body(g):
-        mine = torch.full((block,), float(g.rank + 1))
-        if g.rank == 0:
-            entered.set()
-            g.gather(mine, recv, root=0)
-            return None
+        send = torch.full((3 * block,), float(g.rank + 1))
         if g.rank == 1:
-            g.gather(mine, None, root=0)
+            # Pairwise: rank 1 takes rank 0's block first, then waits for
+            # rank 2's.
+            entered.set()
+            g.all_to_all(send, recv)
             return None
-        # Rank 2 looks into rank 0's tensor before it joins the gather.
+        if g.rank == 0:
+            g.all_to_all(send, torch.zeros(3 * block))
+            return None
+        # Rank 2 looks into rank 1's tensor before it joins the call.
         assert entered.wait(10)
         seen = False
         until = time.monotonic() + (5.0 if on else 0.5)
         while time.monotonic() < until and not seen:
-            seen = bool((recv[block : 2 * block] == 2.0).all())
+            seen = bool((recv[:block] == 1.0).all())
             time.sleep(0.005)
-        g.gather(mine, None, root=0)
+        g.all_to_all(send, torch.zeros(3 * block))
         return seen
 
     assert run_world(3, body)[2] is on

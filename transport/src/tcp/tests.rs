@@ -398,7 +398,7 @@ fn an_unverified_envelope_keeps_only_the_links_peer_alive() {
     core.inbox.set_silent(2, true);
     let outer = Header {
         ftype: FrameType::Data,
-        kind: LaneKind::Control,
+        kind: LaneKind::Collective,
         src: 2,
         dst: 0,
         comm: 0,
