@@ -434,9 +434,7 @@ fn a_revocation_ends_a_send_waiting_for_room() {
                     if i == meshwork_transport::LANE_DEPTH {
                         let _ = about_to_wait.send(());
                     }
-                    if let Err(e) = world[0].send_bytes(&[1], 1, 5) {
-                        return Err(e);
-                    }
+                    world[0].send_bytes(&[1], 1, 5)?;
                 }
                 Ok(())
             });
