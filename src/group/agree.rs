@@ -339,14 +339,40 @@ impl GroupInner {
             Phase::Later(number) => return Ok(Ended::Later(number)),
         };
         tracing::debug!(agreement = n, attempt = a.number, ?failed, "flags heard");
-        // Members this rank's detector sees alive that sent nothing for a
-        // whole deadline: busy elsewhere — on a retry, gone on without it.
-        let alive_elsewhere = {
-            let now_failed = t.failed();
-            from.iter()
-                .filter(|m| failed.contains(m) && !now_failed.contains(m))
-                .count() as u32
-        };
+        let needed = self.quorum().needed(world);
+        if a.number > 0 {
+            // A retry (a stale group, the network perhaps healed) brings
+            // back the whole group or nothing: it goes on only if every
+            // member whose link lives took part. One that did not makes the
+            // attempt come to nothing — no confirmation sent, nothing bound
+            // — and the next attempt tries again; unless a quorum of members
+            // is alive and takes no part (they went on without this rank,
+            // in the group the agreement it missed made), or too few are
+            // linked to ever agree: then only the seed brings it back.
+            let unheard: Vec<u32> = from
+                .iter()
+                .copied()
+                .filter(|m| failed.contains(m))
+                .collect();
+            if !unheard.is_empty() {
+                let now_failed = t.failed();
+                let alive_elsewhere =
+                    unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
+                let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+                if alive_elsewhere >= needed || linked < needed {
+                    return Err(self.make_stale(Stale::Expelled));
+                }
+                let reachable: Vec<u32> = (0..world).filter(|m| !failed.contains(m)).collect();
+                return Err(self.make_stale(Stale::NoQuorum {
+                    reachable,
+                    needed,
+                    bound: false,
+                    agreement: n,
+                    attempt: a.number,
+                    at: Instant::now(),
+                }));
+            }
+        }
         for (m, msg) in heard {
             let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
             let Some(theirs) = theirs else {
@@ -380,9 +406,10 @@ impl GroupInner {
         for m in others(&failed).into_iter().filter(|&m| m > me) {
             a.send(m, DECISION, &decision);
         }
-        // 3: quorum, and the survivors' confirmation of the decision.
+        // 3: quorum, and the survivors' confirmation of the decision (on a
+        // retry, every survivor's).
         let survivors: Vec<u32> = (0..world).filter(|r| !held.1.contains(r)).collect();
-        let needed = self.quorum().needed(world);
+        let retry = a.number > 0;
         let number = a.number;
         let stale = |reachable: Vec<u32>, bound: bool| Stale::NoQuorum {
             reachable,
@@ -396,19 +423,20 @@ impl GroupInner {
             return Err(self.make_stale(Stale::Expelled));
         }
         if (survivors.len() as u32) < needed {
-            // Links that ended never come back: with fewer than a quorum
-            // of members still linked, this group cannot regain one here.
-            let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
-            if a.number > 0 && (alive_elsewhere >= needed || linked < needed) {
-                // A retry: a quorum of members is alive and takes no part
-                // in this group's agreement, so it went on without this
-                // rank (in the group the agreement this rank missed made);
-                // or too few are left to ever agree. Only the seed brings
-                // it back.
+            if retry {
+                // Too few are linked to ever agree here.
                 return Err(self.make_stale(Stale::Expelled));
             }
             return Err(self.make_stale(stale(survivors, false)));
         }
+        // A retry's decision counts only if every survivor confirms it: a
+        // decision that leaves out no member whose link lives, which no
+        // other group can also have made.
+        let enough = if retry {
+            survivors.len() as u32
+        } else {
+            needed
+        };
         // Having sent its confirmation, this rank is bound to the decision
         // unless it sees a quorum confirm it (`quorum.rs`).
         let others: Vec<u32> = survivors.iter().copied().filter(|&r| r != me).collect();
@@ -424,7 +452,7 @@ impl GroupInner {
         let deadline = Instant::now() + self.timeout();
         let mut unheard = BTreeSet::new();
         let heard = match a.hear_all(&others, CONFIRM, deadline, &mut unheard, |h| {
-            matching(h) >= needed
+            matching(h) >= enough
         })? {
             Phase::Heard(heard) => heard,
             // Another attempt began after this rank confirmed: bound.
@@ -441,9 +469,14 @@ impl GroupInner {
                 );
             }
         }
-        if (confirmed.len() as u32) < needed {
+        if (confirmed.len() as u32) < enough {
             confirmed.sort_unstable();
-            return Err(self.make_stale(stale(confirmed, true)));
+            // On a first attempt the decision may have been confirmed by a
+            // quorum elsewhere: this rank is bound to it. A retry's needed
+            // every survivor, this rank included, whose confirmation was
+            // sent to all: any group it made holds this rank, so none can
+            // go on without it, and the next attempt may try again.
+            return Err(self.make_stale(stale(confirmed, !retry)));
         }
         Ok(Ended::Agreed(held.0, held.1))
     }
