@@ -22,7 +22,7 @@
 //!    (`quorum.rs`), the group goes stale (`NoQuorum`). Otherwise each
 //!    survivor sends the decision to the others and returns it once a
 //!    quorum of them (itself included) sent the same; one that does not
-//!    see that is bound to it and stale for good.
+//!    see that is bound to it and stale for good (`Expelled`).
 //!
 //! Every member above the lowest surviving rank adopts that rank's
 //! proposal (it is alive: its message arrives), and the ranks below it
@@ -257,14 +257,11 @@ impl GroupInner {
             ));
         }
         // A stale group that may try again does so in the agreement that
-        // ended without quorum, at its next attempt; bound or expelled, it
-        // takes part in no agreement here again.
+        // ended without quorum, at its next attempt; expelled (or bound),
+        // it takes part in no agreement here again.
         let (n, number) = match self.stale() {
             Some(Stale::NoQuorum {
-                bound: false,
-                agreement,
-                attempt,
-                ..
+                agreement, attempt, ..
             }) => (agreement, attempt + 1),
             Some(stale) => return Err(stale.error(self.rank)),
             None => (self.agreements.fetch_add(1, Ordering::Relaxed), 0),
@@ -366,7 +363,6 @@ impl GroupInner {
                 return Err(self.make_stale(Stale::NoQuorum {
                     reachable,
                     needed,
-                    bound: false,
                     agreement: n,
                     attempt: a.number,
                     at: Instant::now(),
@@ -411,10 +407,9 @@ impl GroupInner {
         let survivors: Vec<u32> = (0..world).filter(|r| !held.1.contains(r)).collect();
         let retry = a.number > 0;
         let number = a.number;
-        let stale = |reachable: Vec<u32>, bound: bool| Stale::NoQuorum {
+        let stale = |reachable: Vec<u32>| Stale::NoQuorum {
             reachable,
             needed,
-            bound,
             agreement: n,
             attempt: number,
             at: Instant::now(),
@@ -427,7 +422,7 @@ impl GroupInner {
                 // Too few are linked to ever agree here.
                 return Err(self.make_stale(Stale::Expelled));
             }
-            return Err(self.make_stale(stale(survivors, false)));
+            return Err(self.make_stale(stale(survivors)));
         }
         // A retry's decision counts only if every survivor confirms it: a
         // decision that leaves out no member whose link lives, which no
@@ -471,12 +466,16 @@ impl GroupInner {
         }
         if (confirmed.len() as u32) < enough {
             confirmed.sort_unstable();
-            // On a first attempt the decision may have been confirmed by a
-            // quorum elsewhere: this rank is bound to it. A retry's needed
-            // every survivor, this rank included, whose confirmation was
-            // sent to all: any group it made holds this rank, so none can
-            // go on without it, and the next attempt may try again.
-            return Err(self.make_stale(stale(confirmed, !retry)));
+            if !retry {
+                // The decision may have been confirmed by a quorum elsewhere:
+                // this rank is bound to it, and stale for good here.
+                return Err(self.make_stale(Stale::Expelled));
+            }
+            // A retry's needed every survivor, this rank included, whose
+            // confirmation was sent to all: any group it made holds this
+            // rank, so none can go on without it; the next attempt may try
+            // again.
+            return Err(self.make_stale(stale(confirmed)));
         }
         Ok(Ended::Agreed(held.0, held.1))
     }

@@ -12,15 +12,17 @@
 //!    membership share a member, and a member confirms one decision per
 //!    agreement, so two different decisions cannot both be confirmed.
 //! 2. A member that confirmed a decision and did not see it confirmed
-//!    (the network cut the confirmations off) is *bound*: it never
-//!    confirms another decision on that group, whose quorum could
-//!    otherwise be made of it and the side that did not act. Its group
-//!    stays stale for good; it comes back through the job's seed
+//!    (the network cut the confirmations off, or it was frozen and woke to
+//!    an agreement the others had finished) is *bound*: it never confirms
+//!    another decision on that group, whose quorum could otherwise be made
+//!    of it and the side that did not act. Its group is stale for good
+//!    ([`Error::Expelled`]); it comes back through the job's seed
 //!    ([`crate::ProcessGroup::rejoin`]). A stale member that confirmed
 //!    nothing tries again (under `Recovery::Shrink`, on its next call, at
-//!    most once per liveness period): once the network heals, a side
-//!    that lost quorum but kept its links (a 2 | 2 cut) agrees again with
-//!    the other and the whole group goes on.
+//!    most once per liveness period), and a retry brings back the whole
+//!    group or nothing: once the network heals, a side that lost quorum
+//!    but kept its links (a 2 | 2 cut) agrees again with the other and the
+//!    whole group goes on.
 
 use super::GroupInner;
 use crate::error::Error;
@@ -96,9 +98,6 @@ pub(crate) enum Stale {
         /// The members this rank could count on, in the group's numbering.
         reachable: Vec<u32>,
         needed: u32,
-        /// It confirmed a decision it did not see confirmed: it never
-        /// takes part in another agreement on this group.
-        bound: bool,
         /// The agreement that ended without quorum, and its last attempt
         /// here: a retry is that agreement's next attempt.
         agreement: u64,
@@ -106,7 +105,9 @@ pub(crate) enum Stale {
         /// When that attempt ended (a retry waits a liveness period).
         at: Instant,
     },
-    /// The other members agreed this rank failed and went on without it.
+    /// The other members agreed this rank failed and went on without it,
+    /// or it is bound to a decision it did not see confirmed, or too few
+    /// members are linked to ever agree: stale for good.
     Expelled,
 }
 
@@ -160,17 +161,12 @@ impl GroupInner {
     }
 
     /// The error of a stale group this rank may not try to recover now:
-    /// bound or expelled (never), or (`retry_after`: a liveness period)
-    /// tried too recently. `None`: not stale, or it may try again.
+    /// expelled (never), or (`retry_after`: a liveness period) tried too
+    /// recently. `None`: not stale, or it may try again.
     pub(crate) fn stale_error(&self, retry_after: Option<Duration>) -> Option<Error> {
         let stale = self.stale()?;
         let may_retry = match (&stale, retry_after) {
-            (
-                Stale::NoQuorum {
-                    bound: false, at, ..
-                },
-                Some(after),
-            ) => at.elapsed() >= after,
+            (Stale::NoQuorum { at, .. }, Some(after)) => at.elapsed() >= after,
             _ => false,
         };
         (!may_retry).then(|| stale.error(self.rank))
