@@ -213,14 +213,16 @@ pub enum Error {
         needed: u32,
     },
 
-    /// The other members agreed that this rank failed (it was cut off,
-    /// frozen, or slower than the liveness limit) and went on without
-    /// it — or, after a cut, its links to so many of them ended that the
-    /// group can never regain a quorum here. The group is stale for good:
-    /// every call fails with this error. Remedy: rejoin the job through
-    /// its seed (`ProcessGroup::rejoin`, while the others `grow`), or
-    /// re-form it.
-    #[error("the other members agreed that rank {rank} (this one) failed and went on without it; the group is stale: rejoin through the job's seed (ProcessGroup::rejoin) or re-form the group")]
+    /// This rank cannot go on in this group: the other members agreed it
+    /// failed (it was cut off, frozen, or slower than the liveness limit)
+    /// and went on without it; or it confirmed a recovery's decision and
+    /// did not see a quorum confirm it (a member failed, or the network was
+    /// cut, in between), so it may not take part in another; or, after a
+    /// cut, its links to so many members ended that the group can never
+    /// regain a quorum here. The group is stale for good: every call fails
+    /// with this error. Remedy: rejoin the job through its seed
+    /// (`ProcessGroup::rejoin`, while the others `grow`), or re-form it.
+    #[error("rank {rank} (this one) cannot go on in this group: the others went on without it, or the recovery it took part in was cut short before a quorum confirmed it; the group is stale for good: rejoin through the job's seed (ProcessGroup::rejoin) or re-form the group")]
     Expelled {
         /// This rank, as the group numbered it.
         rank: u32,

@@ -103,8 +103,9 @@ typedef uint32_t mw_op;
 // (`Error::NoQuorum`).
 #define MW_NO_QUORUM 22
 
-// The other members agreed this rank failed and went on without it; the
-// group is stale and fails every call (`Error::Expelled`).
+// This rank cannot go on in its group: the others went on without it, or
+// a recovery it took part in was cut short; the group is stale for good
+// and fails every call (`Error::Expelled`).
 #define MW_EXPELLED 23
 
 // `float` (IEEE binary32).

@@ -57,8 +57,9 @@ pub const MW_GROUP_SHRUNK: mw_status = 21;
 /// too many failures); the group is stale and fails every call
 /// (`Error::NoQuorum`).
 pub const MW_NO_QUORUM: mw_status = 22;
-/// The other members agreed this rank failed and went on without it; the
-/// group is stale and fails every call (`Error::Expelled`).
+/// This rank cannot go on in its group: the others went on without it, or
+/// a recovery it took part in was cut short; the group is stale for good
+/// and fails every call (`Error::Expelled`).
 pub const MW_EXPELLED: mw_status = 23;
 
 /// The status of `e`: one code per variant.

@@ -189,9 +189,10 @@ class NoQuorum(Error):
 
 
 class Expelled(Error):
-    """The other members agreed that this rank (``rank``) failed and went
-    on without it; the group is stale. Call ``rejoin()`` (the others
-    ``grow``), or re-form the group."""
+    """This rank (``rank``) cannot go on in its group: the others went on
+    without it, or a recovery it took part in was cut short before a
+    quorum confirmed it; the group is stale for good. Call ``rejoin()``
+    (the others ``grow``), or re-form the group."""
 
     rank: int
 
