@@ -30,6 +30,7 @@
 
 use crate::netlab::Lab;
 use crate::procs::Ranks;
+use crate::recovery::Rng;
 use meshwork::{Error, Node, ProcessGroup, ReduceOp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -244,18 +245,9 @@ fn job_process(
     env: &[(String, String)],
     rank: Option<(usize, usize)>,
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(["netns", "exec", host])
-        .arg(std::env::current_exe().expect("the test binary"))
-        .args([
-            "scenarios::rank_process_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("MESHWORK_TEST_SCENARIO", scenario)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut cmd = crate::procs::rank_command(&exe, &Lab::exec_in(host), scenario);
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if let Some((r, n)) = rank {
         cmd.env("RANK", r.to_string()).env("WORLD", n.to_string());
     }
@@ -275,19 +267,6 @@ struct Nemesis {
     n: usize,
     /// What the run survived, for the report.
     survived: Vec<String>,
-}
-
-/// splitmix64: the run's seeded choices.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
 }
 
 /// A parsed job line: (process, time, kind, rest).

@@ -77,41 +77,48 @@ pub fn spawn(launch: &Launch, scenario: &str) -> Ranks {
 }
 
 /// [`spawn`] with extra variables per rank (applied last).
+/// This test binary (`exe`) run as a rank process of `scenario`, under
+/// `wrap` (e.g. `ip netns exec NS`; empty for none).
+pub fn rank_command(exe: &std::path::Path, wrap: &[String], scenario: &str) -> Command {
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.args([
+        "scenarios::rank_process_entry",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("MESHWORK_TEST_SCENARIO", scenario);
+    cmd
+}
+
 pub fn spawn_with(launch: &Launch, scenario: &str, per_rank: &[Vec<(String, String)>]) -> Ranks {
     let exe = std::env::current_exe().expect("test binary path");
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut children = Vec::new();
     for rank in 0..launch.world {
         let wrap = launch.wrap.get(rank as usize).cloned().unwrap_or_default();
-        let mut cmd = match wrap.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
-        cmd.args([
-            "scenarios::rank_process_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("MESHWORK_TEST_SCENARIO", scenario)
-        .env("RANK", rank.to_string())
-        .env("WORLD", launch.world.to_string())
-        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .envs(
-            per_rank
-                .get(rank as usize)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        let mut cmd = rank_command(&exe, &wrap, scenario);
+        cmd.env("RANK", rank.to_string())
+            .env("WORLD", launch.world.to_string())
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(
+                per_rank
+                    .get(rank as usize)
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let held = launch
             .sockets
             .lock()

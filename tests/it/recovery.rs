@@ -19,11 +19,12 @@ pub(crate) fn names_only(line: &str, failed: u32) -> bool {
             && line.contains(&format!("waiting on ranks [{failed}]"))
 }
 
-/// splitmix64: the seeded choices of a run (victim, moment).
-struct Rng(u64);
+/// splitmix64: the seeded choices of a run (victim, moment; the nemesis's
+/// faults).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

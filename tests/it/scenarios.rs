@@ -45,18 +45,7 @@ fn rank_process_entry() {
         return;
     }
     if scenario == "nemesis_join" {
-        let code = match crate::nemesis::join_then_run() {
-            Ok(msg) => {
-                println!("RESULT ok {msg}");
-                0
-            }
-            Err(e) => {
-                println!("RESULT err {} {e}", variant(&e));
-                3
-            }
-        };
-        let _ = std::io::stdout().flush();
-        std::process::exit(code);
+        exit_reporting(crate::nemesis::join_then_run());
     }
     if scenario == "exit_rank1" && std::env::var("RANK").is_ok_and(|r| r == "1") {
         println!("RESULT err Exit rank 1 leaves at once");
@@ -124,6 +113,11 @@ fn rank_process_entry() {
         }
         r.and_then(|msg| g.shutdown().map(|()| msg))
     });
+    exit_reporting(outcome);
+}
+
+/// Report `outcome` as the `RESULT` line and exit with its code.
+fn exit_reporting(outcome: meshwork::Result<String>) -> ! {
     let code = match outcome {
         Ok(msg) => {
             println!("RESULT ok {msg}");
