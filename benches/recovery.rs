@@ -9,8 +9,9 @@
 //! cargo build --release --bin meshrun && cargo bench --bench recovery
 //! ```
 //!
-//! The deadline is 2 s (`--timeout 2`): a stopped process is known failed
-//! a deadline after it stopped; a killed one at once.
+//! The deadline is 2 s (`--timeout 2`), the liveness the default 1 s: a
+//! stopped process is known failed within the liveness limit; a killed
+//! one at once.
 //!
 //! Then growing back (a job formed through rank 0's seed): after the
 //! SIGKILL the three survivors shrink and call `grow(1)`; once they have,
