@@ -176,3 +176,40 @@ fn a_forged_decision_naming_a_live_rank_is_not_taken() {
         assert_eq!(r.unwrap(), (0b1, vec![]), "rank {}", i + 1);
     }
 }
+
+/// A star: the coordinator counts as the side its workers are on. A
+/// worker cut off reaches no one (everything goes through the
+/// coordinator): the coordinator and the three workers it still reaches
+/// shrink and go on; the one stops with `NoQuorum`.
+#[test]
+fn in_a_star_the_coordinator_is_on_the_side_of_the_workers_it_reaches() {
+    let (ranks, net) = pipe_world_with_net(5, Shape::Star).unwrap();
+    let groups: Vec<Arc<ProcessGroup>> = ranks
+        .into_iter()
+        .map(|t| {
+            let g = ProcessGroup::new(Arc::new(t), 0, DEADLINE, Topology::Star);
+            g.set_recovery(Recovery::Shrink);
+            Arc::new(g)
+        })
+        .collect();
+    assert_eq!(on_each(&groups, |g| ones(g).unwrap()), [5; 5]);
+    net.partition(&[&[0, 1, 2, 3], &[4]]);
+    let got = on_each(&groups, |g| {
+        (ones(g), until_ok(g, Duration::from_secs(5)).0)
+    });
+    for (r, (first, then)) in got.into_iter().enumerate() {
+        if r < 4 {
+            assert!(
+                matches!(first, Err(Error::GroupShrunk { ref failed }) if *failed == [4]),
+                "rank {r}: {first:?}"
+            );
+            assert_eq!(then.unwrap(), 4, "rank {r}");
+        } else {
+            assert!(
+                matches!(first, Err(Error::NoQuorum { ref reachable, needed: 3 }) if *reachable == [4]),
+                "{first:?}"
+            );
+            assert!(then.is_err(), "{then:?}");
+        }
+    }
+}
