@@ -37,8 +37,9 @@
 //! a scan's rank 0), so a rank that called it with another root, say,
 //! would return as if nothing were wrong. These first run a *pre-check*
 //! before any of their data moves: every rank learns the least and the
-//! greatest descriptor of all (a dissemination in ⌈log₂ P⌉ rounds; in a
-//! star, through the coordinator) and all go on only if both are its own:
+//! greatest descriptor of all (in ⌈log₂ P⌉ rounds: pairwise exchanges
+//! for a power of two, else a dissemination; in a star, through the
+//! coordinator) and all go on only if both are its own:
 //! otherwise every rank fails at once with `CollectiveMismatch` naming a
 //! rank whose call differs. Check messages carry, after the header, the
 //! least and the greatest descriptor seen so far, each followed by its
@@ -448,10 +449,20 @@ impl CollComm<'_> {
                 (least, most) = self.hear_check(0)?;
             }
         } else {
+            // A power of two exchanges in pairs (`r xor 2^k`, both ways,
+            // as recursive doubling does); other worlds disseminate (to
+            // `r + 2^k`, from `r − 2^k`). Pairs wait on the rank they send
+            // to, which on ranks sharing cores costs fewer hand-offs.
+            let pairs = world.is_power_of_two();
             let mut step = 1u32;
             while step < world {
-                self.send_check((me + step) % world, least, most)?;
-                let (l, m) = self.hear_check((me + world - step) % world)?;
+                let (to, from) = if pairs {
+                    (me ^ step, me ^ step)
+                } else {
+                    ((me + step) % world, (me + world - step) % world)
+                };
+                self.send_check(to, least, most)?;
+                let (l, m) = self.hear_check(from)?;
                 least = least.min(l);
                 most = most.max(m);
                 step = step.saturating_mul(2);
