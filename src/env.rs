@@ -19,7 +19,7 @@ pub const VARS: &[Var] = &[
     Var { name: "RANK", aliases: &["OMPI_COMM_WORLD_RANK", "SLURM_PROCID"], meaning: "this process's rank", default: "0" },
     Var { name: "WORLD", aliases: &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"], meaning: "number of ranks", default: "1" },
     Var { name: "PEERS", aliases: &[], meaning: "host:port,… in rank order, self included (mesh); star workers may give only the coordinator", default: "127.0.0.1:DATA_PORT+r for every rank r" },
-    Var { name: "TOPOLOGY", aliases: &[], meaning: "mesh or star", default: "mesh" },
+    Var { name: "TOPOLOGY", aliases: &[], meaning: "mesh, star, kregular:<even degree>, hypercube or tree:<fanout> (rank 0 the root; children dial their parents)", default: "mesh" },
     Var { name: "DIAL_OUT", aliases: &[], meaning: "1 means star (workers dial out, need no inbound port)", default: "0" },
     Var { name: "DATA_PORT", aliases: &[], meaning: "data port base; rank r listens on base + r when PEERS is absent", default: "29500" },
     Var { name: "CLUSTER_TOKEN", aliases: &[], meaning: "shared secret; required when any address is not loopback", default: "" },

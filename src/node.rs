@@ -644,16 +644,20 @@ impl Node {
         let deadline = std::time::Instant::now() + self.timeout;
         let iface = self.chosen_interface()?;
         match (self.topology, self.rank) {
-            (Topology::Mesh | Topology::KRegular { .. } | Topology::Hypercube, _) => {
-                crate::discovery::broadcast(
-                    &job,
-                    self.rank,
-                    disc_port,
-                    data_base,
-                    deadline,
-                    iface.as_ref(),
-                )
-            }
+            (
+                Topology::Mesh
+                | Topology::KRegular { .. }
+                | Topology::Hypercube
+                | Topology::Tree { .. },
+                _,
+            ) => crate::discovery::broadcast(
+                &job,
+                self.rank,
+                disc_port,
+                data_base,
+                deadline,
+                iface.as_ref(),
+            ),
             (Topology::Star, 0) => {
                 let me =
                     crate::discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;

@@ -8,7 +8,7 @@ use meshwork_transport::Shape;
 /// Why `what` is refused on a sparse topology.
 pub(crate) fn sparse_cannot(what: &str) -> String {
     format!(
-        "{what} is not supported on a sparse topology (kregular, hypercube): its routes pass through the failed ranks and are not rerouted; use a mesh, or RECOVERY=abort"
+        "{what} is not supported on a sparse topology (kregular, hypercube, tree): its routes pass through the failed ranks and are not rerouted; use a mesh or a star, or RECOVERY=abort"
     )
 }
 
@@ -19,5 +19,6 @@ pub(crate) fn shape_of(topology: Topology) -> Shape {
         Topology::Star => Shape::Star,
         Topology::KRegular { degree } => Shape::KRegular { degree },
         Topology::Hypercube => Shape::Hypercube,
+        Topology::Tree { fanout } => Shape::Tree { fanout },
     }
 }

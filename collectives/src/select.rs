@@ -349,6 +349,13 @@ pub enum Topology {
     /// Rank `r` links to `r xor 2^i` (world a power of two); every rank
     /// relays. Recursive doubling's exchanges are neighbour steps.
     Hypercube,
+    /// A relay tree, breadth first: rank 0 the root, rank `r > 0`'s
+    /// parent `(r − 1) / fanout`; leaves dial out (they need no inbound
+    /// port), interior ranks accept their children and relay.
+    Tree {
+        /// Children per interior rank.
+        fanout: u32,
+    },
 }
 
 impl Topology {
@@ -365,6 +372,10 @@ impl Topology {
                 ahead.min(world - ahead) <= (degree / 2) as usize
             }
             Topology::Hypercube => (a ^ b).is_power_of_two(),
+            Topology::Tree { fanout } => {
+                let (lo, hi) = (a.min(b), a.max(b));
+                (hi - 1) / (fanout.max(1) as usize) == lo
+            }
         }
     }
 }

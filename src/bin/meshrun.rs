@@ -2,7 +2,7 @@
 //! the no-MPI answer to `mpirun -np N` and `torchrun`.
 //!
 //! ```text
-//! meshrun -n 4 [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM ARGS…
+//! meshrun -n 4 [--topology mesh|star|kregular:D|hypercube|tree:K] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM ARGS…
 //! ```
 //!
 //! Each process gets `RANK`, `WORLD`, `PEERS` (free loopback ports),
@@ -32,7 +32,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const USAGE: &str = "usage: meshrun -n N [--topology mesh|star|kregular:D|hypercube] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun devices\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
+const USAGE: &str = "usage: meshrun -n N [--topology mesh|star|kregular:D|hypercube|tree:K] [--transport quic|tcp] [--timeout SECONDS] [--keep-going] -- PROGRAM [ARGS…]\n       meshrun token\n       meshrun devices\n       meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout SECONDS] [--elastic]";
 
 struct Options {
     n: u32,
@@ -53,7 +53,9 @@ enum Usage {
     NeedsValue(String),
     #[error("-n expects a number, got {0:?}")]
     NotANumber(String),
-    #[error("--topology expects mesh, star, kregular:<degree> or hypercube, got {0:?}")]
+    #[error(
+        "--topology expects mesh, star, kregular:<degree>, hypercube or tree:<fanout>, got {0:?}"
+    )]
     UnknownTopology(String),
     #[error("unknown option {0:?}")]
     UnknownOption(String),
@@ -89,9 +91,11 @@ fn parse(args: &[String]) -> Result<Options, Usage> {
             "--topology" => {
                 o.topology = value(i)?;
                 let known = ["mesh", "star", "hypercube"].contains(&o.topology.as_str())
-                    || o.topology
-                        .strip_prefix("kregular:")
-                        .is_some_and(|d| d.parse::<u32>().is_ok());
+                    || ["kregular:", "tree:"].iter().any(|k| {
+                        o.topology
+                            .strip_prefix(k)
+                            .is_some_and(|d| d.parse::<u32>().is_ok())
+                    });
                 if !known {
                     return Err(Usage::UnknownTopology(o.topology));
                 }

@@ -73,11 +73,17 @@ impl Node {
                         bad(n, &v, "expected kregular:<even degree>, e.g. kregular:4")
                     })?,
                 },
+                Some((k, f)) if k.eq_ignore_ascii_case("tree") => Topology::Tree {
+                    fanout: f
+                        .trim()
+                        .parse()
+                        .map_err(|_| bad(n, &v, "expected tree:<fanout>, e.g. tree:32"))?,
+                },
                 _ => {
                     return Err(bad(
                         n,
                         &v,
-                        "expected mesh, star, kregular:<degree> or hypercube",
+                        "expected mesh, star, kregular:<degree>, hypercube or tree:<fanout>",
                     ))
                 }
             },

@@ -53,6 +53,8 @@ fn check_links(g: &ProcessGroup) -> meshwork::Result<usize> {
     let want = match topology {
         Topology::KRegular { degree } => degree as usize,
         Topology::Hypercube => p.trailing_zeros() as usize,
+        // Its parent and its children.
+        Topology::Tree { .. } => (0..p).filter(|&r| topology.linked(p, me, r)).count(),
         other => {
             return Err(Error::InvalidArgument(format!(
                 "{other:?} is not a sparse topology"
@@ -183,6 +185,18 @@ fn a_hypercube_of_8_processes_over_shared_memory_relays_everything_exactly() {
     every_collective_sparse(8, "hypercube", "shm");
 }
 
+/// A relay tree of fanout 2 over 7 processes (0; 1 2; 3 4 under 1, 5 6
+/// under 2): children dial their parents; leaves listen for nobody.
+#[test]
+fn a_tree_of_7_processes_over_tcp_relays_everything_exactly() {
+    every_collective_sparse(7, "tree:2", "tcp");
+}
+
+#[test]
+fn a_tree_of_7_processes_over_quic_relays_everything_exactly() {
+    every_collective_sparse(7, "tree:2", "quic");
+}
+
 #[test]
 fn a_ring_of_5_processes_relays_everything_exactly() {
     every_collective_sparse(5, "kregular:2", "tcp");
@@ -259,6 +273,13 @@ fn an_in_process_hypercube_of_16_relays_everything_exactly() {
 #[test]
 fn an_in_process_4_regular_graph_of_16_relays_everything_exactly() {
     in_process(16, Topology::KRegular { degree: 4 });
+}
+
+/// A tree of fanout 3 over 13 ranks, three levels: every route through
+/// the lowest common ancestor.
+#[test]
+fn an_in_process_tree_of_13_relays_everything_exactly() {
+    in_process(13, Topology::Tree { fanout: 3 });
 }
 
 #[test]

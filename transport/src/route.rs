@@ -24,6 +24,14 @@ pub enum Shape {
     /// `world` is a power of two; rank `r` links to `r xor 2^i`. Others
     /// are reached by fixing the differing bits, lowest first.
     Hypercube,
+    /// A relay tree, breadth first: rank 0 the root, rank `r > 0`'s parent
+    /// `(r − 1) / fanout`, its children `r·fanout + 1 … r·fanout +
+    /// fanout`. A child dials its parent (a leaf needs no inbound port);
+    /// a frame goes up to the lowest common ancestor, then down.
+    Tree {
+        /// Children per interior rank (at least 1).
+        fanout: u32,
+    },
 }
 
 /// Why a number of ranks cannot take a shape ([`Shape::check`],
@@ -58,13 +66,27 @@ pub enum ShapeError {
         /// The ranks.
         world: u32,
     },
+    /// A tree whose interior ranks have no children.
+    #[error("a tree needs a fanout of at least 1 (children per interior rank), not 0")]
+    NoFanout,
 }
 
 impl Shape {
     /// Whether ranks that are not linked reach each other through a
     /// relay, on a shape other than the star.
     pub fn is_sparse(self) -> bool {
-        matches!(self, Shape::KRegular { .. } | Shape::Hypercube)
+        matches!(
+            self,
+            Shape::KRegular { .. } | Shape::Hypercube | Shape::Tree { .. }
+        )
+    }
+
+    /// A tree's parent of `rank` (`None` for the root, or another shape).
+    pub fn parent(self, rank: u32) -> Option<u32> {
+        match self {
+            Shape::Tree { fanout } if rank > 0 => Some((rank - 1) / fanout.max(1)),
+            _ => None,
+        }
     }
 
     /// Why `world` ranks cannot take this shape, if they cannot.
@@ -80,6 +102,8 @@ impl Shape {
                 Err(ShapeError::HypercubeWorld { world })
             }
             Shape::Hypercube => Ok(()),
+            Shape::Tree { fanout: 0 } => Err(ShapeError::NoFanout),
+            Shape::Tree { .. } => Ok(()),
         }
     }
 
@@ -123,6 +147,21 @@ impl Shape {
             Shape::Hypercube => {
                 let diff = from ^ to;
                 from ^ (diff & diff.wrapping_neg())
+            }
+            Shape::Tree { .. } => {
+                // Down, if `to` is below `from`: the ancestor of `to`
+                // whose parent is `from`; otherwise up.
+                let mut at = to;
+                while let Some(p) = self.parent(at) {
+                    if p == from {
+                        return at;
+                    }
+                    if p < from {
+                        break;
+                    }
+                    at = p;
+                }
+                self.parent(from).unwrap_or(to)
             }
         }
     }
@@ -170,6 +209,7 @@ impl Shape {
             Shape::Star => 1,
             Shape::KRegular { degree } => (1 << 8) | (degree.min(0xffff) << 16),
             Shape::Hypercube => 2 << 8,
+            Shape::Tree { fanout } => (3 << 8) | (fanout.min(0xffff) << 16),
         }
     }
 
@@ -180,6 +220,7 @@ impl Shape {
             Shape::Star => "star".into(),
             Shape::KRegular { degree } => format!("kregular:{degree}"),
             Shape::Hypercube => "hypercube".into(),
+            Shape::Tree { fanout } => format!("tree:{fanout}"),
         }
     }
 }
@@ -213,6 +254,31 @@ mod tests {
         assert!(Shape::Hypercube.check(12).is_err());
         assert!(Shape::Hypercube.check(1).is_err());
         assert!(Shape::Hypercube.check(16).is_ok());
+        assert_eq!(
+            Shape::Tree { fanout: 0 }.check(4),
+            Err(ShapeError::NoFanout)
+        );
+        assert!(Shape::Tree { fanout: 1 }.check(4).is_ok());
+    }
+
+    /// A tree of fanout 3 over 13 ranks: 0; 1 2 3; 4…6 under 1, 7…9 under
+    /// 2, 10…12 under 3. A rank links to its parent and its children; a
+    /// route climbs to the lowest common ancestor and comes down.
+    #[test]
+    fn a_tree_is_breadth_first_and_routes_through_the_common_ancestor() {
+        let tree = Shape::Tree { fanout: 3 };
+        assert_eq!(tree.neighbours(13, 0), [1, 2, 3]);
+        assert_eq!(tree.neighbours(13, 2), [0, 7, 8, 9]);
+        assert_eq!(tree.neighbours(13, 11), [3]);
+        assert_eq!(tree.parent(0), None);
+        assert_eq!(tree.parent(12), Some(3));
+        assert_eq!(tree.relays(13, 5, 11), [1, 0, 3]);
+        assert_eq!(tree.relays(13, 0, 12), [3]);
+        assert_eq!(tree.relays(13, 12, 3), Vec::<u32>::new());
+        assert_eq!(tree.relays(13, 4, 6), [1]);
+        // A world that is not a whole number of levels.
+        assert_eq!(tree.neighbours(6, 1), [0, 4, 5]);
+        assert_eq!(tree.neighbours(6, 2), [0]);
     }
 
     #[test]
@@ -248,6 +314,9 @@ mod tests {
             (Shape::Hypercube, 16),
             (Shape::Star, 5),
             (Shape::Mesh, 5),
+            (Shape::Tree { fanout: 2 }, 11),
+            (Shape::Tree { fanout: 3 }, 13),
+            (Shape::Tree { fanout: 1 }, 5),
         ] {
             for from in 0..world {
                 let d = distances(shape, world, from);
@@ -298,10 +367,12 @@ mod tests {
             Shape::KRegular { degree: 2 },
             Shape::KRegular { degree: 4 },
             Shape::Hypercube,
+            Shape::Tree { fanout: 2 },
+            Shape::Tree { fanout: 4 },
         ]
         .into_iter()
         .map(Shape::word)
         .collect();
-        assert_eq!(words.len(), 5);
+        assert_eq!(words.len(), 7);
     }
 }

@@ -9,6 +9,9 @@
 //!   so ranks may start in any order.
 //! * **Star**: rank 0 (the coordinator) listens and every worker dials it;
 //!   workers need no inbound port (NAT, containers).
+//! * **Tree**: every child dials its parent; leaves need no inbound port.
+//! * **Sparse shapes** (k-regular, hypercube): of each linked pair, the
+//!   lower rank dials.
 
 use crate::auth::handshake::{self, HandshakeError, Identity, Keys};
 use crate::auth::seal::Protect;
@@ -323,13 +326,24 @@ fn on_accepted(
 }
 
 /// Whom `rank` accepts links from and whom it dials: of each linked
-/// pair, the lower rank dials (in a mesh, every pair; in a star, workers
-/// dial rank 0 and need no inbound port; on a sparse shape, neighbours).
+/// pair, the lower rank dials (in a mesh, every pair; on a sparse shape,
+/// neighbours) — but in a star workers dial rank 0, and in a tree every
+/// child its parent, so that leaves need no inbound port.
 pub(crate) fn plan(shape: Shape, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u32>) {
     match (shape, rank) {
         (Shape::Star, 0) => ((1..world).collect(), Vec::new()),
         (Shape::Star, _) => (BTreeSet::new(), vec![0]),
         (Shape::Mesh, _) => ((0..rank).collect(), (rank + 1..world).collect()),
+        // A child dials its parent: a leaf, like a star's worker, needs
+        // no inbound port.
+        (Shape::Tree { .. }, _) => (
+            shape
+                .neighbours(world, rank)
+                .into_iter()
+                .filter(|&p| p > rank)
+                .collect(),
+            shape.parent(rank).into_iter().collect(),
+        ),
         (shape, _) => {
             let near = shape.neighbours(world, rank);
             let (below, above) = near.into_iter().partition::<Vec<u32>, _>(|&p| p < rank);
