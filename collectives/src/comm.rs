@@ -33,6 +33,13 @@ pub trait Comm {
     fn send(&mut self, to: usize, data: &[u8]) -> Result<(), Self::Error>;
     /// The next message from `from`, which must be `len` bytes long.
     fn recv(&mut self, from: usize, len: usize) -> Result<Self::Buf, Self::Error>;
+    /// The children per interior rank of the relay tree the ranks form
+    /// (rank 0 the root, breadth first: `Topology::Tree`'s fanout), for
+    /// the tree algorithms. By default `size() − 1`: a star, every rank a
+    /// child of rank 0.
+    fn fanout(&self) -> usize {
+        self.size().saturating_sub(1).max(1)
+    }
     /// Whether `rank` is known gone (left or failed): a receive from it
     /// fails at once. By default nothing is known.
     fn is_gone(&self, rank: usize) -> bool {

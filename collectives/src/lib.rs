@@ -35,6 +35,7 @@
 //! | barrier | `dissemination` | ⌈log₂P⌉ | 0 | `barrier/mod.rs` |
 //! | barrier | `star` (the mesh default up to 16 ranks) | 2 | worker: 8 down | `barrier/star.rs` |
 //! | star topology: all_reduce, broadcast, reduce, all_gather, reduce_scatter, scan, barrier | `star` (through rank 0, segmented) | S (+1) | worker: n up, n down | `*/star.rs` |
+//! | tree topology: all_reduce, broadcast, reduce, barrier | `tree` (up a relay tree, folding at each relay, and down; segmented, a window per child) | 2·depth + S | each link: n up, n down | `*/tree.rs` |
 //!
 //! [`select`](mod@select) picks one from (collective, P, bytes) with switch
 //! points measured by `benches/collectives.rs`.

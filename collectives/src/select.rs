@@ -97,16 +97,17 @@ impl Collective {
                 ReduceBroadcast,
                 Star,
                 RecursiveHalving,
+                Tree,
             ],
-            Collective::Broadcast => &[Binomial, Chain, Star],
+            Collective::Broadcast => &[Binomial, Chain, Star, Tree],
             Collective::AllGather => &[Ring, Bruck, Star],
             Collective::ReduceScatter => &[Ring, Star],
-            Collective::Reduce => &[Binomial, ReduceScatterGather, Star],
+            Collective::Reduce => &[Binomial, ReduceScatterGather, Star, Tree],
             Collective::AllToAll => &[Pairwise],
             Collective::Gather => &[Linear, Binomial],
             Collective::Scatter => &[Linear, Binomial],
             Collective::Scan | Collective::ExclusiveScan => &[HillisSteele, Star],
-            Collective::Barrier => &[Dissemination, Star],
+            Collective::Barrier => &[Dissemination, Star, Tree],
         }
     }
 }
@@ -144,11 +145,14 @@ pub enum Algorithm {
     /// all-gather (Rabenseifner): the ring's bytes in 2·log₂ P steps, all
     /// with `r xor 2^i`.
     RecursiveHalving,
+    /// Up a relay tree to rank 0 (folding at every relay) and back down,
+    /// segmented and pipelined (`Topology::Tree`'s fanout).
+    Tree,
 }
 
 impl Algorithm {
     /// Every algorithm, in wire-id order.
-    pub const ALL: [Algorithm; 14] = [
+    pub const ALL: [Algorithm; 15] = [
         Algorithm::Ring,
         Algorithm::RingPipelined,
         Algorithm::RecursiveDoubling,
@@ -163,6 +167,7 @@ impl Algorithm {
         Algorithm::Star,
         Algorithm::Bruck,
         Algorithm::RecursiveHalving,
+        Algorithm::Tree,
     ];
 
     /// The name used by overrides (`ALGO_ALL_REDUCE=ring_pipelined`).
@@ -182,6 +187,7 @@ impl Algorithm {
             Algorithm::Star => "star",
             Algorithm::Bruck => "bruck",
             Algorithm::RecursiveHalving => "recursive_halving",
+            Algorithm::Tree => "tree",
         }
     }
 
@@ -405,6 +411,13 @@ pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) 
             return Algorithm::Binomial
         }
         (Topology::KRegular { .. }, Collective::AllGather) => return Algorithm::Ring,
+        (
+            Topology::Tree { .. },
+            Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::Barrier,
+        ) if world > 1 => return Algorithm::Tree,
         _ => {}
     }
     match coll {

@@ -79,6 +79,9 @@ pub struct SimConfig {
     pub fault: Option<Fault>,
     /// Operations (sends + receives, all ranks) before the run is failed.
     pub step_budget: usize,
+    /// The fanout the ranks report to the tree algorithms (0: the
+    /// default, `P − 1`).
+    pub fanout: usize,
 }
 
 impl Default for SimConfig {
@@ -88,6 +91,7 @@ impl Default for SimConfig {
             link_delay: |_, _| 1,
             fault: None,
             step_budget: 1_000_000,
+            fanout: 0,
         }
     }
 }
@@ -255,6 +259,13 @@ impl Comm for SimComm<'_> {
 
     fn size(&self) -> usize {
         self.size
+    }
+
+    fn fanout(&self) -> usize {
+        match self.shared.config.fanout {
+            0 => self.size.saturating_sub(1).max(1),
+            k => k,
+        }
     }
 
     fn send(&mut self, to: usize, data: &[u8]) -> Result<(), SimError> {

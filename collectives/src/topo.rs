@@ -40,6 +40,19 @@ pub fn absolute(vr: usize, root: usize, p: usize) -> usize {
     add_mod(vr, root, p)
 }
 
+/// In a relay tree of `fanout` children per interior rank (rank 0 the
+/// root, breadth first), `rank`'s parent; `None` for the root.
+pub fn tree_parent(rank: usize, fanout: usize) -> Option<usize> {
+    (rank > 0).then(|| (rank - 1) / fanout.max(1))
+}
+
+/// In the same tree over `p` ranks, `rank`'s children, ascending.
+pub fn tree_children(rank: usize, fanout: usize, p: usize) -> Range<usize> {
+    let k = fanout.max(1);
+    let first = rank.saturating_mul(k).saturating_add(1).min(p);
+    first..first.saturating_add(k).min(p)
+}
+
 /// Largest power of two `≤ p` (p ≥ 1).
 pub fn pow2_floor(p: usize) -> usize {
     1 << (usize::BITS - 1 - p.leading_zeros())
@@ -73,5 +86,10 @@ mod tests {
         assert_eq!(pow2_floor(1), 1);
         assert_eq!(pow2_floor(7), 4);
         assert_eq!(pow2_floor(8), 8);
+        assert_eq!(tree_parent(0, 3), None);
+        assert_eq!(tree_parent(12, 3), Some(3));
+        assert_eq!(tree_children(2, 3, 13), 7..10);
+        assert_eq!(tree_children(4, 3, 13), 13..13);
+        assert_eq!(tree_children(1, 3, 6), 4..6);
     }
 }

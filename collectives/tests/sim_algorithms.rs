@@ -153,6 +153,74 @@ fn every_algorithm_many_interleavings() {
     }
 }
 
+/// The tree algorithms over trees of fanout 1 (a chain), 2 and 3, on
+/// worlds that fill their last level and worlds that do not, with
+/// segments small enough that relays pipeline: exact everywhere.
+#[test]
+fn tree_algorithms_on_trees_of_every_shape() {
+    use meshwork_collectives::{
+        all_reduce::all_reduce_tree, broadcast::broadcast_tree, reduce::reduce_tree,
+    };
+    for fanout in [1, 2, 3] {
+        for p in 1..=13 {
+            for seed in 0..3u64 {
+                let config = || SimConfig {
+                    seed: seed * 17 + p as u64,
+                    link_delay: |f, t| ((f * 5 + t * 3) % 7) as u64,
+                    fanout,
+                    ..SimConfig::default()
+                };
+                for coll in [
+                    Collective::AllReduce,
+                    Collective::Broadcast,
+                    Collective::Reduce,
+                    Collective::Barrier,
+                ] {
+                    let out = sim::run(p, config(), |c| {
+                        use meshwork_collectives::Comm;
+                        let r = c.rank();
+                        let root = p / 2;
+                        let mut b = inputs(r, 100);
+                        match coll {
+                            Collective::AllReduce => all_reduce_tree(c, &mut b, ReduceOp::Sum, 16)?,
+                            Collective::Broadcast => {
+                                if r != root {
+                                    b = vec![0; 100];
+                                }
+                                broadcast_tree(c, &mut b, root, 16)?
+                            }
+                            Collective::Reduce => {
+                                reduce_tree(c, &mut b, ReduceOp::Sum, root, 16)?;
+                                if r != root {
+                                    b.clear();
+                                }
+                            }
+                            _ => {
+                                barrier::barrier(c, meshwork_collectives::Algorithm::Tree)?;
+                                b.clear();
+                            }
+                        }
+                        Ok(b)
+                    });
+                    for (r, got) in out.into_iter().enumerate() {
+                        let got = got.unwrap_or_else(|e| {
+                            panic!("{coll:?} fanout {fanout} P={p} rank {r}: {e:?}")
+                        });
+                        let want = match coll {
+                            Collective::Barrier => Vec::new(),
+                            c => expected(c, p, r, 100),
+                        };
+                        assert_eq!(
+                            got, want,
+                            "{coll:?} fanout {fanout} P={p} seed {seed} rank {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn ring_pipelines_many_segments() {
     // 1000 i64 = 8000 bytes per rank; 64-element segments force pipelining

@@ -351,6 +351,15 @@ impl Comm for CollComm<'_> {
         self.inner.world as usize
     }
 
+    /// A relay tree's fanout; any other group runs the tree algorithms as
+    /// a star (every rank a child of rank 0).
+    fn fanout(&self) -> usize {
+        match self.inner.topology {
+            meshwork_collectives::Topology::Tree { fanout } => fanout.max(1) as usize,
+            _ => (self.inner.world as usize).saturating_sub(1).max(1),
+        }
+    }
+
     fn send(&mut self, to: usize, data: &[u8]) -> Result<(), Error> {
         self.transport()
             .send(to as u32, self.key, &[&self.header, data])

@@ -5,11 +5,13 @@ mod recursive_doubling;
 mod recursive_halving;
 mod reduce_broadcast;
 mod star;
+mod tree;
 
 pub use recursive_doubling::all_reduce_recursive_doubling;
 pub use recursive_halving::all_reduce_recursive_halving;
 pub use reduce_broadcast::all_reduce_reduce_broadcast;
 pub use star::all_reduce_star;
+pub use tree::all_reduce_tree;
 
 use crate::comm::Comm;
 use crate::element::Element;
@@ -42,6 +44,7 @@ pub fn all_reduce<T: Element, C: Comm>(
         Algorithm::RecursiveHalving => all_reduce_recursive_halving(comm, buf, op)?,
         Algorithm::ReduceBroadcast => all_reduce_reduce_broadcast(comm, buf, op)?,
         Algorithm::Star => all_reduce_star(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
+        Algorithm::Tree => all_reduce_tree(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
         _ => all_reduce_ring(comm, buf, op, seg_elems::<T>(RING_SEGMENT_BYTES))?,
     }
     if op == ReduceOp::Avg {

@@ -16,8 +16,10 @@
 //! ```
 
 mod star;
+mod tree;
 
 pub use star::barrier_star;
+pub use tree::barrier_tree;
 
 use crate::comm::Comm;
 use crate::select::Algorithm;
@@ -39,6 +41,7 @@ pub fn barrier_dissemination<C: Comm>(comm: &mut C) -> Result<(), C::Error> {
 pub fn barrier<C: Comm>(comm: &mut C, algo: Algorithm) -> Result<(), C::Error> {
     match algo {
         Algorithm::Star => barrier_star(comm),
+        Algorithm::Tree => barrier_tree(comm),
         _ => barrier_dissemination(comm),
     }
 }

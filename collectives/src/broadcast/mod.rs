@@ -3,10 +3,12 @@
 mod binomial;
 mod chain;
 mod star;
+mod tree;
 
 pub use binomial::broadcast_binomial;
 pub use chain::broadcast_chain;
 pub use star::broadcast_star;
+pub use tree::broadcast_tree;
 
 use crate::all_reduce::seg_elems;
 use crate::comm::Comm;
@@ -23,6 +25,7 @@ pub fn broadcast<T: Element, C: Comm>(
     match algo {
         Algorithm::Chain => broadcast_chain(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
         Algorithm::Star => broadcast_star(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
+        Algorithm::Tree => broadcast_tree(comm, buf, root, seg_elems::<T>(CHAIN_SEGMENT_BYTES)),
         _ => broadcast_binomial(comm, buf, root),
     }
 }

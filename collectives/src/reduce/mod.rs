@@ -4,10 +4,12 @@
 mod binomial;
 mod reduce_scatter_gather;
 mod star;
+mod tree;
 
 pub use binomial::reduce_binomial;
 pub use reduce_scatter_gather::reduce_reduce_scatter_gather;
 pub use star::reduce_star;
+pub use tree::reduce_tree;
 
 use crate::all_reduce::seg_elems;
 use crate::comm::Comm;
@@ -27,6 +29,7 @@ pub fn reduce<T: Element, C: Comm>(
     match algo {
         Algorithm::ReduceScatterGather => reduce_reduce_scatter_gather(comm, buf, op, root)?,
         Algorithm::Star => reduce_star(comm, buf, op, root, seg_elems::<T>(RING_SEGMENT_BYTES))?,
+        Algorithm::Tree => reduce_tree(comm, buf, op, root, seg_elems::<T>(RING_SEGMENT_BYTES))?,
         _ => reduce_binomial(comm, buf, op, root)?,
     }
     if op == ReduceOp::Avg && comm.rank() == root {
