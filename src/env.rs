@@ -23,6 +23,7 @@ pub const VARS: &[Var] = &[
     Var { name: "DIAL_OUT", aliases: &[], meaning: "1 means star (workers dial out, need no inbound port)", default: "0" },
     Var { name: "DATA_PORT", aliases: &[], meaning: "data port base; rank r listens on base + r when PEERS is absent", default: "29500" },
     Var { name: "CLUSTER_TOKEN", aliases: &[], meaning: "shared secret; required when any address is not loopback", default: "" },
+    Var { name: "CLUSTER_TOKEN_KEY", aliases: &[], meaning: "set by meshrun: the token's derived key, so that a host's ranks pay the slow derivation (Argon2id) once; ignored unless it belongs to CLUSTER_TOKEN", default: "" },
     Var { name: "TRANSPORT", aliases: &[], meaning: "quic (QUIC links, mutual TLS, TCP sidecar for large payloads) or tcp", default: "quic" },
     Var { name: "SIDECAR_THRESHOLD", aliases: &[], meaning: "QUIC: payloads of at least this many bytes go over the TCP sidecar (at least 2048; equal on all ranks, checked)", default: "4096" },
     Var { name: "FRAME_AUTH", aliases: &[], meaning: "0: do not authenticate frames over TCP (with a token they are, by default); only for a fabric nobody else can touch; equal on all ranks, checked", default: "1" },

@@ -24,9 +24,10 @@
     reason = "a launcher relays its ranks' output"
 )]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
@@ -130,24 +131,148 @@ fn parse(args: &[String]) -> Result<Options, Usage> {
     Ok(o)
 }
 
-/// Relay `reader`'s lines to `out`, prefixed with the rank.
-fn relay(
+/// One rank's output stream, relayed line by line with the rank in front.
+struct Stream {
     rank: u32,
-    reader: impl std::io::Read + Send + 'static,
     err: bool,
-    lock: Arc<Mutex<()>>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        for line in BufReader::new(reader).lines() {
-            let Ok(line) = line else { break };
-            let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-            if err {
-                let _ = writeln!(std::io::stderr(), "[{rank}] {line}");
+    pipe: Box<dyn ReadFd>,
+    /// Bytes after the last newline, waiting for the rest of their line.
+    partial: Vec<u8>,
+}
+
+/// A child's stdout or stderr: readable, and pollable by its descriptor.
+trait ReadFd: Read + AsRawFd + Send {}
+impl<T: Read + AsRawFd + Send> ReadFd for T {}
+
+impl Stream {
+    /// Print every whole line in `partial` (and the rest too at the end).
+    fn emit(&mut self, end: bool, lock: &Mutex<()>) {
+        let cut = if end {
+            self.partial.len()
+        } else {
+            match self.partial.iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None => return,
+            }
+        };
+        if cut == 0 {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.partial[..cut]).into_owned();
+        self.partial.drain(..cut);
+        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        for line in text.lines() {
+            if self.err {
+                let _ = writeln!(std::io::stderr(), "[{}] {line}", self.rank);
             } else {
-                let _ = writeln!(std::io::stdout(), "[{rank}] {line}");
+                let _ = writeln!(std::io::stdout(), "[{}] {line}", self.rank);
             }
         }
-    })
+    }
+}
+
+/// The ranks' output, relayed by one thread that polls every pipe: a
+/// thread per pipe would make each later `fork` copy the page tables of
+/// all the earlier threads' stacks, and starting a thousand ranks cost
+/// seconds of kernel time that grew with the square of their number.
+struct Relay {
+    /// Streams for the thread to take up, and whether no more will come.
+    incoming: Arc<Mutex<(Vec<Stream>, bool)>>,
+    /// Written to when `incoming` changed; wakes the thread's poll.
+    wake: UnixStream,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Relay {
+    fn start() -> std::io::Result<Relay> {
+        let (wake, woken) = UnixStream::pair()?;
+        woken.set_nonblocking(true)?;
+        let incoming: Arc<Mutex<(Vec<Stream>, bool)>> = Arc::default();
+        let shared = Arc::clone(&incoming);
+        let thread = std::thread::spawn(move || relay_loop(&shared, &woken));
+        Ok(Relay {
+            incoming,
+            wake,
+            thread,
+        })
+    }
+
+    fn add(&mut self, rank: u32, err: bool, pipe: Box<dyn ReadFd>) {
+        let mut g = self.incoming.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.push(Stream {
+            rank,
+            err,
+            pipe,
+            partial: Vec::new(),
+        });
+        drop(g);
+        let _ = self.wake.write(&[1]);
+    }
+
+    /// No more streams: the thread ends once every stream has.
+    fn finish(mut self) {
+        self.incoming.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        let _ = self.wake.write(&[1]);
+        let _ = self.thread.join();
+    }
+}
+
+fn relay_loop(incoming: &Mutex<(Vec<Stream>, bool)>, woken: &UnixStream) {
+    let lock = Mutex::new(());
+    let mut streams: Vec<Stream> = Vec::new();
+    let mut done = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        {
+            let mut g = incoming.lock().unwrap_or_else(|e| e.into_inner());
+            streams.append(&mut g.0);
+            done = done || g.1;
+        }
+        if done && streams.is_empty() {
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = std::iter::once(woken.as_raw_fd())
+            .chain(streams.iter().map(|s| s.pipe.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let nfds = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
+        // SAFETY: `fds` is a live, exclusively borrowed array of `nfds`
+        // pollfd records for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), nfds, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if fds[0].revents != 0 {
+            while matches!((&*woken).read(&mut buf), Ok(n) if n > 0) {}
+        }
+        let mut ended = Vec::new();
+        for (i, s) in streams.iter_mut().enumerate() {
+            if fds[i + 1].revents == 0 {
+                continue;
+            }
+            // POLLIN or POLLHUP: one read does not block.
+            match s.pipe.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    s.emit(true, &lock);
+                    ended.push(i);
+                }
+                Ok(k) => {
+                    s.partial.extend_from_slice(&buf[..k]);
+                    s.emit(false, &lock);
+                }
+            }
+        }
+        for i in ended.into_iter().rev() {
+            streams.swap_remove(i);
+        }
+    }
 }
 
 /// `meshrun seed --world N --bind ADDR [--topology mesh|star] [--timeout S]`:
@@ -289,9 +414,16 @@ fn main() -> ExitCode {
             }
         },
     };
-    let lock = Arc::new(Mutex::new(()));
+    // The token's slow derivation, once here rather than once per rank.
+    let key = meshwork_transport::kdf::derived_key(&token);
+    let mut relay = match Relay::start() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("meshrun: cannot relay the ranks' output: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let mut children: Vec<(u32, Child)> = Vec::new();
-    let mut relays = Vec::new();
     for rank in 0..o.n {
         let mut cmd = Command::new(&o.program[0]);
         cmd.args(&o.program[1..])
@@ -301,6 +433,7 @@ fn main() -> ExitCode {
             .env("TOPOLOGY", &o.topology)
             .env("TRANSPORT", &o.transport)
             .env("CLUSTER_TOKEN", &token)
+            .env("CLUSTER_TOKEN_KEY", &key)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -327,10 +460,10 @@ fn main() -> ExitCode {
         match cmd.spawn() {
             Ok(mut child) => {
                 if let Some(out) = child.stdout.take() {
-                    relays.push(relay(rank, out, false, Arc::clone(&lock)));
+                    relay.add(rank, false, Box::new(out));
                 }
                 if let Some(err) = child.stderr.take() {
-                    relays.push(relay(rank, err, true, Arc::clone(&lock)));
+                    relay.add(rank, true, Box::new(err));
                 }
                 children.push((rank, child));
             }
@@ -390,9 +523,7 @@ fn main() -> ExitCode {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    for r in relays {
-        let _ = r.join();
-    }
+    relay.finish();
     match failed {
         None => ExitCode::SUCCESS,
         Some((_, code)) => ExitCode::from(u8::try_from(code.clamp(1, 255)).unwrap_or(1)),

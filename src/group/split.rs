@@ -5,8 +5,10 @@
 
 use super::{GroupInner, ProcessGroup};
 use crate::error::{Error, Result};
-use meshwork_collectives::Topology;
+use meshwork_collectives::select::RING_SEGMENT_BYTES;
+use meshwork_collectives::{all_reduce, Algorithm, Collective, ReduceOp, Topology};
 use meshwork_transport::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -478,20 +480,141 @@ impl ProcessGroup {
                 "federated_average: weight {weight} is not finite"
             )));
         }
-        let w = f64::from(weight);
-        let mut acc: Vec<f64> = x.iter().map(|&v| f64::from(v) * w).chain([w]).collect();
-        self.all_reduce(&mut acc, meshwork_collectives::ReduceOp::Sum)?;
-        let total = acc[x.len()];
+        let call = self.shared().begin::<f64>(
+            Collective::AllReduce,
+            x.len() + 1,
+            Some(ReduceOp::Sum),
+            None,
+        )?;
+        let total = self.inner().run(&call, |c, a| match a {
+            // Where every byte goes through rank 0 anyway (a star, a
+            // relay tree): leaves send their f32 values, parents fold them
+            // into f64 weighted sums, rank 0 divides and the f32 averages
+            // come down (`Averaging`).
+            Algorithm::Tree | Algorithm::Star => {
+                let mut turn = Averaging {
+                    x: &*x,
+                    weight,
+                    acc: Vec::new(),
+                    avg: Vec::new(),
+                    weights: Vec::new(),
+                    total: 0.0,
+                };
+                let seg = all_reduce::seg_elems::<f64>(RING_SEGMENT_BYTES);
+                all_reduce::all_reduce_tree_turned(c, &mut turn, ReduceOp::Sum, seg)?;
+                let avg = turn.avg;
+                let total = avg[0];
+                if total > 0.0 {
+                    x.copy_from_slice(&avg[1..]);
+                }
+                Ok(f64::from(total))
+            }
+            a => {
+                // The weight first, as above.
+                let w = f64::from(weight);
+                let mut acc: Vec<f64> = std::iter::once(w)
+                    .chain(x.iter().map(|&v| f64::from(v) * w))
+                    .collect();
+                all_reduce::all_reduce(c, &mut acc, ReduceOp::Sum, a)?;
+                let total = acc[0];
+                if total > 0.0 {
+                    for (v, a) in x.iter_mut().zip(&acc[1..]) {
+                        *v = (a / total) as f32;
+                    }
+                }
+                Ok(total)
+            }
+        })?;
         if total.is_nan() || total <= 0.0 {
-            return Err(Error::InvalidArgument(format!(
-                "federated_average: the weights sum to {total}; the sum must be positive"
-            )));
-        }
-        for (v, a) in x.iter_mut().zip(&acc) {
-            *v = (a / total) as f32;
+            return Err(non_positive(total));
         }
         Ok(())
     }
+}
+
+/// A federated average up a tree (`all_reduce::Turn`). Element 0 is the
+/// weight, element `i + 1` the value `x[i]`. A leaf sends `[w, x…]` as
+/// f32; its parent folds them into f64 sums `[Σw, Σw·x…]` (each product
+/// of two f32 exact in f64), which interior ranks fold and send on; rank 0
+/// divides, and the f32 averages come down, element 0 carrying the total
+/// (positive if it is; else its sign, or NaN, for the error every rank
+/// reports).
+struct Averaging<'a> {
+    x: &'a [f32],
+    weight: f32,
+    /// The f64 sums (a rank that folds only).
+    acc: Vec<f64>,
+    /// A leaf's own part going up, then everyone's averages coming down.
+    avg: Vec<f32>,
+    /// Each leaf child's weight, by its slot, once its first segment came.
+    weights: Vec<f64>,
+    total: f64,
+}
+
+impl all_reduce::Turn for Averaging<'_> {
+    type Up = f64;
+    type Leaf = f32;
+    type Down = f32;
+    fn elements(&self) -> usize {
+        self.x.len() + 1
+    }
+    fn begin(&mut self, folds: bool) {
+        if folds {
+            let w = f64::from(self.weight);
+            self.acc = std::iter::once(w)
+                .chain(self.x.iter().map(|&v| f64::from(v) * w))
+                .collect();
+            self.avg = vec![0.0; self.x.len() + 1];
+        } else {
+            self.avg = std::iter::once(self.weight)
+                .chain(self.x.iter().copied())
+                .collect();
+        }
+    }
+    fn up(&mut self, r: Range<usize>) -> &mut [f64] {
+        &mut self.acc[r]
+    }
+    fn leaf(&mut self, r: Range<usize>) -> &[f32] {
+        &self.avg[r]
+    }
+    fn fold_leaf(&mut self, child: usize, r: Range<usize>, x: &[f32], _: ReduceOp) {
+        if self.weights.len() <= child {
+            self.weights.resize(child + 1, 0.0);
+        }
+        let (mut acc, mut x) = (&mut self.acc[r.clone()], x);
+        if r.start == 0 && !x.is_empty() {
+            // Segments come in order: the weight before the values.
+            self.weights[child] = f64::from(x[0]);
+            acc[0] += self.weights[child];
+            (acc, x) = (&mut acc[1..], &x[1..]);
+        }
+        let w = self.weights[child];
+        for (a, &v) in acc.iter_mut().zip(x) {
+            *a += f64::from(v) * w;
+        }
+    }
+    fn down(&mut self, r: Range<usize>) -> &mut [f32] {
+        &mut self.avg[r]
+    }
+    fn turn(&mut self, r: Range<usize>) {
+        for i in r {
+            if i == 0 {
+                self.total = self.acc[0];
+                self.avg[0] = match self.total {
+                    t if t > 0.0 => (t as f32).max(f32::MIN_POSITIVE),
+                    t => t as f32,
+                };
+            } else {
+                self.avg[i] = (self.acc[i] / self.total) as f32;
+            }
+        }
+    }
+}
+
+fn non_positive(total: f64) -> Error {
+    Error::InvalidArgument(format!(
+        "federated_average: the weights sum to {total}; the sum must be positive"
+    ))
 }
 
 #[cfg(test)]

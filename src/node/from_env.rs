@@ -159,6 +159,11 @@ impl Node {
             node.lane_depth = d;
         }
         node.token = lookup("CLUSTER_TOKEN").map(|(_, v)| v);
+        // A launcher that derived the token's key once hands it on; a key
+        // for another token is ignored (the derivation runs as usual).
+        if let (Some(token), Some((_, key))) = (&node.token, lookup("CLUSTER_TOKEN_KEY")) {
+            meshwork_transport::kdf::adopt_derived_key(token, &key);
+        }
         let base = parse::<u16>("DATA_PORT")?.unwrap_or(29500);
         (node.peers, node.peers_also) = match lookup("PEERS") {
             Some((n, v)) => v

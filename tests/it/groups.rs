@@ -2,7 +2,7 @@
 //! star).
 
 use crate::support::run_nodes_with;
-use crate::support::{run_nodes, run_world};
+use crate::support::{run_nodes, run_world, run_world_with};
 use meshwork::{Error, ProcessGroup, ReduceOp, Topology};
 use std::time::{Duration, Instant};
 
@@ -67,46 +67,65 @@ fn split_groups_over_tcp_mesh_and_star() {
     }
 }
 
+/// Over a mesh (an f64 all_reduce), a star and relay trees (leaves send
+/// f32, parents fold in f64, rank 0 divides): the weighted average of the
+/// independent f64 computation, the same bits on every rank, across
+/// segment boundaries (200 001 elements: four segments of f64).
 #[test]
 fn federated_average_is_weighted_and_bitwise_equal() {
-    let out = run_world(4, |g| {
-        let r = g.rank() as f32;
-        let mut x: Vec<f32> = (0..7).map(|i| r * 1.37 + i as f32 * 0.11).collect();
-        g.federated_average(&mut x, r + 1.0).unwrap();
-        x
-    });
-    let want: Vec<f32> = (0..7)
-        .map(|i| {
-            let (mut num, mut den) = (0f64, 0f64);
-            for r in 0..4 {
-                let x = (r as f32 * 1.37 + i as f32 * 0.11) as f64;
-                num += (r as f64 + 1.0) * x;
-                den += r as f64 + 1.0;
+    let value = |r: usize, i: usize| r as f32 * 1.37 + (i % 101) as f32 * 0.11;
+    for (p, topology) in [
+        (4, Topology::Mesh),
+        (5, Topology::Star),
+        (7, Topology::Tree { fanout: 2 }),
+        (13, Topology::Tree { fanout: 3 }),
+        (1, Topology::Star),
+    ] {
+        let len = 200_001;
+        let out = run_world_with(p, topology, |g| {
+            let r = g.rank() as usize;
+            let mut x: Vec<f32> = (0..len).map(|i| value(r, i)).collect();
+            g.federated_average(&mut x, r as f32 + 1.0).unwrap();
+            x
+        });
+        let want: Vec<f32> = (0..len)
+            .map(|i| {
+                let (mut num, mut den) = (0f64, 0f64);
+                for r in 0..p as usize {
+                    num += (r as f64 + 1.0) * f64::from(value(r, i));
+                    den += r as f64 + 1.0;
+                }
+                (num / den) as f32
+            })
+            .collect();
+        for x in &out {
+            assert!(
+                x.iter()
+                    .zip(&out[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{topology:?}"
+            );
+            for (a, b) in x.iter().zip(&want) {
+                assert!((a - b).abs() <= b.abs() * 1e-6, "{topology:?}: {a} vs {b}");
             }
-            (num / den) as f32
-        })
-        .collect();
-    for x in &out {
-        assert_eq!(
-            x.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            out[0].iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        );
-        for (a, b) in x.iter().zip(&want) {
-            assert!((a - b).abs() <= b.abs() * 1e-6, "{a} vs {b}");
         }
-    }
-    // Weights summing to zero: refused everywhere, buffers untouched.
-    let out = run_world(2, |g| {
-        let mut x = [5.0f32];
-        let e = g.federated_average(&mut x, if g.rank() == 0 { 1.0 } else { -1.0 });
-        (e, x)
-    });
-    for (e, x) in out {
-        assert!(
-            matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("sum")),
-            "{e:?}"
-        );
-        assert_eq!(x, [5.0]);
+        // Weights summing to zero: refused everywhere, buffers untouched.
+        let out = run_world_with(p.max(2), topology, |g| {
+            let mut x = [5.0f32, 6.0];
+            let w = match g.rank() {
+                0 => 1.0,
+                1 => -1.0,
+                _ => 0.0,
+            };
+            (g.federated_average(&mut x, w), x)
+        });
+        for (e, x) in out {
+            assert!(
+                matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("sum")),
+                "{topology:?}: {e:?}"
+            );
+            assert_eq!(x, [5.0, 6.0]);
+        }
     }
 }
 

@@ -2,14 +2,23 @@
 //! results computed in f64 / i128 without the library's kernels.
 
 use meshwork::half::{bf16, f16};
-use meshwork::{local, Element, ProcessGroup, ReduceOp};
+use meshwork::{Element, ProcessGroup, ReduceOp};
 use meshwork_collectives::Collective;
 use std::time::Duration;
 
 /// Run `f` on every rank of a fresh `local(p)` world, each on its own
 /// thread; returns the results in rank order.
 pub fn run_world<R: Send>(p: u32, f: impl Fn(&ProcessGroup) -> R + Sync) -> Vec<R> {
-    let world = local(p).expect("local world");
+    run_world_with(p, meshwork::Topology::Mesh, f)
+}
+
+/// [`run_world`] over `topology`.
+pub fn run_world_with<R: Send>(
+    p: u32,
+    topology: meshwork::Topology,
+    f: impl Fn(&ProcessGroup) -> R + Sync,
+) -> Vec<R> {
+    let world = meshwork::local_with(p, topology).expect("local world");
     for g in &world {
         // A failing rank must not leave the others waiting a minute.
         g.set_timeout(Duration::from_secs(20));

@@ -11,7 +11,7 @@ pub use recursive_doubling::all_reduce_recursive_doubling;
 pub use recursive_halving::all_reduce_recursive_halving;
 pub use reduce_broadcast::all_reduce_reduce_broadcast;
 pub use star::all_reduce_star;
-pub use tree::all_reduce_tree;
+pub use tree::{all_reduce_tree, all_reduce_tree_turned, Turn};
 
 use crate::comm::Comm;
 use crate::element::Element;
@@ -54,6 +54,6 @@ pub fn all_reduce<T: Element, C: Comm>(
 }
 
 /// A byte size in whole elements, at least one.
-pub(crate) fn seg_elems<T>(bytes: usize) -> usize {
+pub fn seg_elems<T>(bytes: usize) -> usize {
     (bytes / std::mem::size_of::<T>()).max(1)
 }

@@ -56,22 +56,30 @@ pub fn check_token(token: &str) -> Result<(), TokenError> {
 pub fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&bytes))
 }
 
 type Cache = Mutex<HashMap<[u8; 32], [u8; 32]>>;
 
-/// The master key for `token` (Argon2id, cached per process; the cache is
-/// keyed by a hash of the token, never the token).
-fn master(token: &str) -> [u8; 32] {
+fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let id: [u8; 32] = Sha256::new()
+    CACHE.get_or_init(Default::default)
+}
+
+/// What the cache knows a token by: a hash of it, never the token.
+fn token_id(token: &str) -> [u8; 32] {
+    Sha256::new()
         .chain_update(b"meshwork kdf cache\0")
         .chain_update(token.as_bytes())
         .finalize()
-        .into();
-    let mut held = cache.lock().unwrap_or_else(|p| p.into_inner());
+        .into()
+}
+
+/// The master key for `token` (Argon2id, cached per process; the cache is
+/// keyed by a hash of the token, never the token).
+fn master(token: &str) -> [u8; 32] {
+    let id = token_id(token);
+    let mut held = cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(k) = held.get(&id) {
         return *k;
     }
@@ -79,6 +87,57 @@ fn master(token: &str) -> [u8; 32] {
     let key = argon2id(token.as_bytes());
     held.insert(id, key);
     key
+}
+
+/// `token`'s master key, written for a launcher to hand to the processes
+/// it starts (`CLUSTER_TOKEN_KEY`): the first 8 bytes of the token's id,
+/// then the key, in hex, `id:key`. A launcher that starts a thousand
+/// ranks on one host pays the slow derivation once instead of a thousand
+/// times. The key opens everything the token does within meshwork, and is
+/// kept as the token is (a child's environment is readable by its owner
+/// only), but it does not give the token back.
+pub fn derived_key(token: &str) -> String {
+    let id = token_id(token);
+    format!("{}:{}", hex(&id[..8]), hex(&master(token)))
+}
+
+/// Take `token`'s master key from a launcher ([`derived_key`]'s text)
+/// instead of deriving it. Returns false, and takes nothing, when the text
+/// is not a key or is another token's: the derivation then runs as usual.
+pub fn adopt_derived_key(token: &str, text: &str) -> bool {
+    let id = token_id(token);
+    let Some((given_id, key)) = text.trim().split_once(':') else {
+        return false;
+    };
+    let (Some(given_id), Some(key)) = (unhex(given_id), unhex(key)) else {
+        return false;
+    };
+    let Ok(key) = <[u8; 32]>::try_from(key.as_slice()) else {
+        return false;
+    };
+    if given_id != id[..8] {
+        return false;
+    }
+    cache()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(id)
+        .or_insert(key);
+    true
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
 }
 
 fn argon2id(token: &[u8]) -> [u8; 32] {
@@ -105,6 +164,30 @@ pub fn subkey(token: &str, label: &str) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launcher's derived key is taken for its own token only (a key
+    /// for another token, or garbage, is ignored) and then stands for the
+    /// derivation; `derived_key` writes what the process derived.
+    #[test]
+    fn a_derived_key_is_adopted_for_its_own_token_only() {
+        let token = "a launcher's token, long enough";
+        let id = hex(&token_id(token)[..8]);
+        let key = [7u8; 32];
+        let text = format!("{id}:{}", hex(&key));
+        assert!(!adopt_derived_key("another token, also long enough", &text));
+        assert!(!adopt_derived_key(token, "zz:00"));
+        assert!(!adopt_derived_key(token, "no colon"));
+        assert!(!adopt_derived_key(token, &format!("{id}:abcd")));
+        assert!(adopt_derived_key(token, &text));
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
+        mac.update(b"meshwork subkey\0");
+        mac.update(b"x");
+        assert_eq!(
+            subkey(token, "x"),
+            <[u8; 32]>::from(mac.finalize().into_bytes())
+        );
+        assert_eq!(derived_key(token), text);
+    }
 
     #[test]
     fn subkeys_differ_by_token_and_label_and_are_stable() {

@@ -228,9 +228,35 @@ pub(crate) struct Inbox {
     world: usize,
     /// Bumped on every delivery, so a waiter can spin without the lock.
     deliveries: AtomicU64,
-    /// The threads that deliver here each have a core of their own: a
-    /// receiver spins on the CPU a moment before it yields it.
-    spin: bool,
+    /// How many threads share this host's cores: whether a receiver
+    /// spins, yields or parks at once.
+    cores: Cores,
+}
+
+/// How a waiting thread spends the moment before it parks, by how many
+/// ranks share this host's cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cores {
+    /// A core each: spin (the sender is on another core, about to deliver).
+    Own,
+    /// A few ranks a core: poll, yielding the core between looks (the
+    /// peer waited for may need it).
+    Shared,
+    /// Many ranks a core (a fleet on one host): park at once. Hundreds of
+    /// processes yielding in turn keep one another off the cores, and a
+    /// message's every hop then waits behind all of them.
+    Crowded,
+}
+
+impl Cores {
+    /// For `ranks` ranks on a host of `cores` cores.
+    pub(crate) fn of(ranks: usize, cores: usize) -> Cores {
+        match ranks.max(1) {
+            r if r <= cores => Cores::Own,
+            r if r <= 8 * cores => Cores::Shared,
+            _ => Cores::Crowded,
+        }
+    }
 }
 
 /// A map keyed by sender and lane, looked up on every message: hashed
@@ -249,9 +275,9 @@ const SPIN: Duration = Duration::from_micros(30);
 const SPIN_TURNS: u32 = 512;
 
 impl Inbox {
-    /// The inbox of a rank in a world of `world`; `spin`: its peers'
-    /// threads each have a core (see the `spin` field).
-    pub(crate) fn new(world: u32, spin: bool) -> Inbox {
+    /// The inbox of a rank in a world of `world`, its host's cores shared
+    /// as `cores` says.
+    pub(crate) fn new(world: u32, cores: Cores) -> Inbox {
         let now = Instant::now();
         Inbox {
             state: Mutex::new(State {
@@ -297,7 +323,7 @@ impl Inbox {
             glance: Glance::new(world as usize),
             world: world as usize,
             deliveries: AtomicU64::new(0),
-            spin,
+            cores,
         }
     }
 
@@ -552,7 +578,7 @@ impl Inbox {
                 Verdict::Done(outcome) => return outcome,
                 Verdict::Wait(until) => until,
             };
-            if !spun {
+            if !spun && self.cores != Cores::Crowded {
                 // Poll briefly (yielding the core) before parking.
                 spun = true;
                 let seen = self.deliveries.load(Ordering::Acquire);
@@ -565,7 +591,7 @@ impl Inbox {
                     // first (the sender is on another core, about to
                     // deliver: waking from a yield costs more than the
                     // message); then, or else at once, yield the core.
-                    if self.spin && turns < SPIN_TURNS {
+                    if self.cores == Cores::Own && turns < SPIN_TURNS {
                         std::hint::spin_loop();
                         continue;
                     }

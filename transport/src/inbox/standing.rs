@@ -163,7 +163,7 @@ mod tests {
     /// order names the first first; one heard again leaves the order.
     #[test]
     fn failures_keep_their_order() {
-        let inbox = Inbox::new(4, false);
+        let inbox = Inbox::new(4, crate::inbox::Cores::Shared);
         inbox.set_silent(3, true);
         inbox.set_gone(1);
         assert_eq!(inbox.failed(), [1, 3]);

@@ -23,7 +23,7 @@ fn msg(bytes: &[u8]) -> Payload {
 
 /// An inbox of a world of 4 whose peers all made progress at `t0`.
 fn inbox_at(t0: Instant) -> Inbox {
-    let inbox = Inbox::new(4, false);
+    let inbox = Inbox::new(4, Cores::Shared);
     for p in &mut inbox.lock().peers {
         p.last_progress = t0;
     }
@@ -161,7 +161,7 @@ fn a_change_wakes_only_the_waits_it_concerns() {
 
 #[test]
 fn credit_goes_back_in_batches_or_when_the_sender_waits() {
-    let inbox = Inbox::new(2, false);
+    let inbox = Inbox::new(2, Cores::Shared);
     let take = |n: usize| {
         for _ in 0..n {
             inbox.deliver(1, P2P, msg(&[0; 100]));
@@ -190,7 +190,7 @@ fn credit_goes_back_in_batches_or_when_the_sender_waits() {
 
 #[test]
 fn credit_counts_each_lane_whatever_order_their_messages_come_in() {
-    let inbox = Inbox::new(3, false);
+    let inbox = Inbox::new(3, Cores::Shared);
     let other = LaneKey { tag: 2, ..P2P };
     let take = |src: u32, key: LaneKey| {
         inbox.deliver(src, key, msg(&[0; 10]));
@@ -221,7 +221,7 @@ fn credit_counts_each_lane_whatever_order_their_messages_come_in() {
 
 #[test]
 fn a_sender_is_owed_on_no_more_lanes_than_it_may_have_in_flight() {
-    let inbox = Inbox::new(2, false);
+    let inbox = Inbox::new(2, Cores::Shared);
     let lane = |tag: usize| LaneKey {
         tag: tag as u64,
         ..P2P
@@ -256,7 +256,7 @@ fn a_sender_is_owed_on_no_more_lanes_than_it_may_have_in_flight() {
 
 #[test]
 fn revocations_of_communicators_not_yet_here_are_held_until_made() {
-    let inbox = Inbox::new(3, false);
+    let inbox = Inbox::new(3, Cores::Shared);
     assert_eq!(inbox.revoke_from(1, 40), None, "held");
     assert!(!inbox.is_revoked(40));
     assert!(inbox.set_members(40, vec![0, 1, 2]), "applied when made");
@@ -294,7 +294,7 @@ fn a_forgotten_communicator_ends_its_waits_and_credits_what_comes_for_it() {
 
 #[test]
 fn what_the_inbox_tells_without_its_lock_follows_its_state() {
-    let inbox = Inbox::new(4, false);
+    let inbox = Inbox::new(4, Cores::Shared);
     assert!(inbox.try_take(1, P2P, None).is_none());
     assert!(inbox.lane_is_empty(1, P2P));
     inbox.deliver(1, P2P, msg(b"abc"));

@@ -14,6 +14,7 @@
 //! link is bounded by it however the requester behaves.
 
 use super::{Core, Reservation};
+use crate::inbox::Cores;
 use crate::wire::{FrameType, Header};
 use crate::{Answerer, LaneKey, Payload};
 use std::fmt;
@@ -75,7 +76,7 @@ impl AnswerSpin {
     /// per rank here).
     pub(crate) fn wait(&mut self, core: &Core, wait: Duration) -> Duration {
         let answered = core.answered();
-        if core.spin && answered != self.answered {
+        if core.cores == Cores::Own && answered != self.answered {
             self.until = Some(Instant::now() + ANSWER_SPIN);
         }
         self.answered = answered;

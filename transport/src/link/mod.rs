@@ -38,7 +38,7 @@ pub(crate) use reader::{Fed, ReadError, Reader};
 pub use transport::LinkTransport;
 pub(crate) use watch::Watch;
 
-use crate::inbox::Inbox;
+use crate::inbox::{Cores, Inbox};
 use crate::route::Shape;
 use crate::wire::{FrameType, Header};
 use crate::{BufferPool, LaneKey, LinkKind, Payload, TransportError};
@@ -303,9 +303,9 @@ pub struct Core {
     pub(crate) lane_depth: u32,
     /// Links by peer rank, set once formation is done.
     links: OnceLock<Vec<Option<Arc<dyn Link>>>>,
-    /// Whether a receiving thread spins (this host has a core per rank) or
-    /// yields while it polls its link.
-    pub(crate) spin: bool,
+    /// Whether a receiving thread spins (this host has a core per rank),
+    /// yields while it polls its link, or parks at once.
+    pub(crate) cores: Cores,
     pub(crate) closing: AtomicBool,
     /// Ranks whose loss has been handled (a link may report it from more
     /// than one thread).
@@ -333,7 +333,7 @@ pub(crate) struct CoreConfig {
 impl Core {
     pub(crate) fn new(cfg: &CoreConfig) -> Core {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spin = cfg.ranks_here.max(1) <= cores;
+        let spin = Cores::of(cfg.ranks_here, cores);
         let (shape, world, rank) = (cfg.shape, cfg.world, cfg.rank);
         let sparse = shape.is_sparse();
         let inbox = Inbox::new(world, spin);
@@ -384,7 +384,7 @@ impl Core {
             lane_waiters: AtomicUsize::new(0),
             lane_depth: cfg.lane_depth.max(1),
             links: OnceLock::new(),
-            spin,
+            cores: spin,
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
             answerers: Answerers::default(),

@@ -5,6 +5,7 @@
 
 use super::{Core, Link, Posted};
 use crate::form::Refuser;
+use crate::inbox::Cores;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::sync::atomic::Ordering;
@@ -89,7 +90,8 @@ impl LinkTransport {
                     return taken(msg);
                 }
             }
-            if !filled && !ended {
+            // A crowded host parks at once (`Cores::Crowded`).
+            if !filled && !ended && core.cores != Cores::Crowded {
                 link.caller_polls(core, true, want_len);
                 let _done = Stop(core, &**link, want_len);
                 // The clock is first read after a few turns: a message
@@ -98,7 +100,7 @@ impl LinkTransport {
                 let mut until: Option<Instant> = None;
                 let mut turns = 0u32;
                 loop {
-                    if core.spin {
+                    if core.cores == Cores::Own {
                         std::hint::spin_loop();
                     } else {
                         // More ranks than cores here: the peer we wait for

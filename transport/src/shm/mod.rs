@@ -50,6 +50,7 @@ pub use setup::NEGOTIATION_LEN;
 
 use crate::auth::handshake::Keys;
 use crate::form::{FormationError, LinkMaker};
+use crate::inbox::Cores;
 use crate::link::{
     Budget, Core, Fed, Gone, Latch, Link, Posted, ProtocolError, ReadError, Reader, Reservation,
 };
@@ -251,7 +252,7 @@ impl ShmLink {
             flushing: AtomicBool::new(false),
             flushed: Latch::default(),
             close_wait,
-            spin: core.spin,
+            spin: core.cores == Cores::Own,
             thread: Mutex::new(None),
         }
     }

@@ -12,6 +12,7 @@ use crate::auth::seal::{Opener, TAG_LEN};
 use crate::link::{
     heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
 };
+use crate::inbox::Cores;
 use crate::wire::{Header, HEADER_LEN};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
@@ -457,18 +458,20 @@ impl Rx {
                         let _ = crate::form::poll_readable(&[self.stream.as_raw_fd()], left);
                         continue;
                     }
-                    if turns.is_multiple_of(8) {
+                    // A crowded host sleeps in poll(2) at once
+                    // (`Cores::Crowded`).
+                    if turns.is_multiple_of(8) || core.cores == Cores::Crowded {
                         let waited = quiet.elapsed();
                         if waited >= DIRECT_STALL {
                             return Read::Stalled(read);
                         }
-                        if waited >= DIRECT_SPIN {
+                        if waited >= DIRECT_SPIN || core.cores == Cores::Crowded {
                             let left = (DIRECT_STALL - waited).min(hold);
                             let _ = crate::form::poll_readable(&[self.stream.as_raw_fd()], left);
                             continue;
                         }
                     }
-                    if core.spin {
+                    if core.cores == Cores::Own {
                         std::hint::spin_loop();
                     } else {
                         std::thread::yield_now();
