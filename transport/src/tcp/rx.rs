@@ -9,10 +9,10 @@
 
 use super::stage::{read_pieces_now, Stage};
 use crate::auth::seal::{Opener, TAG_LEN};
+use crate::inbox::Cores;
 use crate::link::{
     heartbeat_interval, Carried, Core, Fed, Posted, ProtocolError, ReadError, Reader, Sink,
 };
-use crate::inbox::Cores;
 use crate::wire::{Header, HEADER_LEN};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream};
