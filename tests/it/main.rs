@@ -8,6 +8,7 @@ mod cuda;
 mod discovery;
 mod elastic;
 mod faults;
+mod fleet;
 mod forensics;
 mod groups;
 mod k8s;

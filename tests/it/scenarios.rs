@@ -77,6 +77,7 @@ fn rank_process_entry() {
             "heap" => crate::one_sided::scenario(&g),
             "compressed" => crate::compress::scenario(&g),
             "sparse" => crate::sparse::scenario(&g),
+            "fleet" => crate::fleet::scenario(&g),
             "relay" => crate::sparse::relay_scenario(&g),
             "stuck" => crate::forensics::scenario(&g, false),
             "stuck_in_barrier" => crate::forensics::scenario(&g, true),

@@ -1,0 +1,129 @@
+//! A fleet on this machine: 1 + N processes under `meshrun` with a token,
+//! over TCP without shared memory (links as between hosts), as a relay
+//! tree and as a flat star. Each rank passes a barrier, a 4 KiB
+//! all_reduce and a 1 MiB federated average, checked exact, and reports
+//! its threads; the tree's root and relays keep a thread per child and a
+//! few more, however large the fleet. `FLEET_WORKERS` (default 64 here; the tests run one at a time, `.config/nextest.toml`)
+//! runs it at the size by hand: `FLEET_WORKERS=1024`.
+#![allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
+
+use meshwork::{Error, ProcessGroup, ReduceOp, Topology};
+use std::process::Command;
+
+/// This process's threads (`/proc/self/status`).
+fn threads() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a rank of the fleet runs (`MESHWORK_TEST_SCENARIO=fleet`).
+pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
+    let (r, p) = (g.rank(), g.world_size());
+    g.barrier()?;
+    let mut x = vec![1.0f32; 1024];
+    g.all_reduce(&mut x, ReduceOp::Sum)?;
+    if x.iter().any(|&v| v != p as f32) {
+        return Err(Error::InvalidArgument(format!(
+            "rank {r}: all_reduce {}",
+            x[0]
+        )));
+    }
+    // Rank r's update: r + i mod 5 at element i, weight r + 1. The
+    // average: Σ(r+1)(r+c)/Σ(r+1) = 2(p − 1)/3 + c.
+    let mut avg: Vec<f32> = (0..1 << 18).map(|i| (r + i % 5) as f32).collect();
+    g.federated_average(&mut avg, (r + 1) as f32)?;
+    let base = 2.0 * (f64::from(p) - 1.0) / 3.0;
+    let wrong = avg
+        .iter()
+        .enumerate()
+        .filter(|(i, &v)| (f64::from(v) - (base + (i % 5) as f64)).abs() > 1e-4 * f64::from(p))
+        .count();
+    if wrong > 0 {
+        return Err(Error::InvalidArgument(format!(
+            "rank {r}: {wrong} elements of the federated average wrong ({} for {base})",
+            avg[0]
+        )));
+    }
+    let children = match g.topology() {
+        Topology::Tree { fanout } => (1..=fanout)
+            .map(|c| r * fanout + c)
+            .filter(|&c| c < p)
+            .count(),
+        _ if r == 0 => p as usize - 1,
+        _ => 0,
+    };
+    let threads = threads();
+    g.barrier()?;
+    Ok(format!("children={children} threads={threads}"))
+}
+
+fn run(workers: u32, topology: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meshrun"))
+        .args(["-n", &(workers + 1).to_string(), "--topology", topology])
+        .args(["--transport", "tcp", "--timeout", "120", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "scenarios::rank_process_entry",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("MESHWORK_TEST_SCENARIO", "fleet")
+        .env(
+            "CLUSTER_TOKEN",
+            "a fleet's token, long enough to be accepted",
+        )
+        .env("SHM", "0")
+        // Two cores shared by hundreds of processes leave a link's thread
+        // unscheduled for longer than the default second.
+        .env("LIVENESS_S", "10")
+        .output()
+        .expect("run meshrun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{topology} of {workers}: {}\n{}\n{}",
+        out.status,
+        stdout.lines().filter(|l| l.contains("RESULT err")).collect::<Vec<_>>().join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: Vec<&str> = stdout.lines().filter(|l| l.contains("RESULT ok")).collect();
+    assert_eq!(reports.len(), workers as usize + 1, "{stdout}");
+    for line in reports {
+        let field = |name: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {line}"))
+        };
+        let (children, threads) = (field("children="), field("threads="));
+        // A thread per child link and a few of the process's own; in a
+        // tree that is bounded by the fanout, not the fleet.
+        assert!(threads <= children + 12, "{topology}: {line}");
+    }
+}
+
+#[test]
+fn fleet_a_relay_tree_forms_and_averages_exactly() {
+    let workers = std::env::var("FLEET_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    run(workers, "tree:4");
+}
+
+#[test]
+fn fleet_a_star_forms_and_averages_exactly() {
+    let workers = std::env::var("FLEET_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    run(workers, "star");
+}
