@@ -91,7 +91,11 @@ fn run(workers: u32, topology: &str) {
         out.status.success(),
         "{topology} of {workers}: {}\n{}\n{}",
         out.status,
-        stdout.lines().filter(|l| l.contains("RESULT err")).collect::<Vec<_>>().join("\n"),
+        stdout
+            .lines()
+            .filter(|l| l.contains("RESULT err"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         String::from_utf8_lossy(&out.stderr)
     );
     let reports: Vec<&str> = stdout.lines().filter(|l| l.contains("RESULT ok")).collect();
