@@ -283,6 +283,15 @@ pub fn random_token() -> std::io::Result<String> {
     meshwork_transport::kdf::random_token()
 }
 
+/// The token's derived key, as `meshrun` hands it to the ranks it starts
+/// (`CLUSTER_TOKEN_KEY`): a launcher of its own that starts many ranks on
+/// one host derives it once (Argon2id, about 0.1 s and 32 MiB) and sets
+/// it beside `CLUSTER_TOKEN`, so that no rank derives it again. A rank
+/// takes it only for the token it was made from.
+pub fn token_key(token: &str) -> String {
+    meshwork_transport::kdf::derived_key(token)
+}
+
 /// The older name of [`ReduceOp`].
 pub type ReduceKind = ReduceOp;
 

@@ -514,7 +514,7 @@ impl Node {
             shape
                 .check(world)
                 .map_err(|e| Error::InvalidArgument(format!("TOPOLOGY: {e}")))?;
-            if shape.is_sparse() && self.recovery == Recovery::Shrink {
+            if crate::shape::fixed_routes(shape) && self.recovery == Recovery::Shrink {
                 return Err(Error::InvalidArgument(sparse_cannot("RECOVERY=shrink")));
             }
         }

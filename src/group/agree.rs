@@ -561,6 +561,9 @@ impl ProcessGroup {
         if self.inner().fixed_relays() {
             return Err(Error::InvalidArgument(crate::shape::sparse_cannot("grow")));
         }
+        if self.inner().tree_routes() {
+            return Err(Error::InvalidArgument(crate::shape::tree_cannot_grow()));
+        }
         if let Some(e) = self.inner().stale_error(None) {
             // Only the side with quorum grows the job.
             return Err(e);

@@ -111,6 +111,10 @@ pub(crate) struct GroupInner {
     /// sparse topology, or a group made from one): routes do not go
     /// around failed ranks, so it cannot shrink or grow.
     fixed_relays: AtomicBool,
+    /// Its ranks reach each other along a tree (a tree topology, or a
+    /// group made from one): it can shrink (routes go around a failed
+    /// rank) but not grow.
+    tree_routes: AtomicBool,
     /// What recovery needs on this rank's side (`quorum.rs`).
     quorum: Mutex<Quorum>,
     /// Why the group is stale, if it is (`quorum.rs`); `is_stale` says
@@ -173,7 +177,10 @@ impl GroupInner {
             shrunk: std::sync::OnceLock::new(),
             children: Mutex::new(Vec::new()),
             mapped: std::sync::OnceLock::new(),
-            fixed_relays: AtomicBool::new(crate::shape::shape_of(topology).is_sparse()),
+            fixed_relays: AtomicBool::new(crate::shape::fixed_routes(crate::shape::shape_of(
+                topology,
+            ))),
+            tree_routes: AtomicBool::new(matches!(topology, Topology::Tree { .. })),
             quorum: Mutex::new(Quorum::default()),
             stale: Mutex::new(None),
             is_stale: AtomicBool::new(false),
@@ -191,6 +198,14 @@ impl GroupInner {
         if parent.fixed_relays() {
             self.fixed_relays.store(true, Ordering::Relaxed);
         }
+        if parent.tree_routes() {
+            self.tree_routes.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// See the field.
+    pub(crate) fn tree_routes(&self) -> bool {
+        self.tree_routes.load(Ordering::Relaxed)
     }
 
     /// Give this communicator `heap`, served to the other ranks on it by

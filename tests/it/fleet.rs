@@ -114,20 +114,53 @@ fn run(workers: u32, topology: &str) {
     }
 }
 
-#[test]
-fn fleet_a_relay_tree_forms_and_averages_exactly() {
-    let workers = std::env::var("FLEET_WORKERS")
+/// The fleet's size: `FLEET_WORKERS`, default 64.
+fn workers() -> u32 {
+    std::env::var("FLEET_WORKERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    run(workers, "tree:4");
+        .unwrap_or(64)
+}
+
+/// A relay tree of 1 + N processes (`FLEET_FANOUT`, default 8; by hand
+/// `FLEET_WORKERS=1024 FLEET_FANOUT=32`) under `RECOVERY=shrink`, with a
+/// token; interior rank 1 is killed mid-collective. Its children
+/// re-attach to the root, and every other rank gets `GroupShrunk`
+/// naming rank 1 alone and goes on with exact results (mixed
+/// collectives, a federated average).
+#[test]
+fn fleet_faults_an_interior_rank_killed_leaves_every_other_rank_exact() {
+    let workers = workers();
+    let fanout: u32 = std::env::var("FLEET_FANOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let world = workers + 1;
+    let mut l = crate::multiprocess::launch(world, &format!("tree:{fanout}"), 30.0, "tcp");
+    let token = "a fleet's token, long enough to be accepted";
+    l.set("CLUSTER_TOKEN", token);
+    l.set("CLUSTER_TOKEN_KEY", &meshwork::token_key(token));
+    l.set("LIVENESS_S", "10");
+    l.set("RECOVERY", "shrink");
+    l.set("HOLD_ON_ERROR", "1");
+    l.set("READY_AFTER", "3");
+    let mut ranks = crate::procs::spawn(&l, "retry");
+    let all: Vec<u32> = (0..world).collect();
+    ranks.wait_for(&all, "READY", std::time::Duration::from_secs(300));
+    ranks.signal(1, libc::SIGKILL);
+    let survivors: Vec<u32> = all.iter().copied().filter(|&r| r != 1).collect();
+    let results = ranks.wait_for(&survivors, "RESULT ", std::time::Duration::from_secs(300));
+    let want = format!("RESULT ok shrunk [1] world {workers}");
+    let wrong: Vec<_> = results.iter().filter(|(_, l)| *l != want).collect();
+    assert!(wrong.is_empty(), "{} of {workers}: {wrong:#?}", wrong.len());
+}
+
+#[test]
+fn fleet_a_relay_tree_forms_and_averages_exactly() {
+    run(workers(), "tree:4");
 }
 
 #[test]
 fn fleet_a_star_forms_and_averages_exactly() {
-    let workers = std::env::var("FLEET_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    run(workers, "star");
+    run(workers(), "star");
 }

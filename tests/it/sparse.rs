@@ -233,6 +233,35 @@ fn relay_killed(link: &str) {
     }
 }
 
+/// A relay tree of fanout 3 over 13 processes (1, 2, 3 under the root,
+/// 4–6 under 1, 7–9 under 2, 10–12 under 3) under `RECOVERY=shrink`, an
+/// interior rank killed mid-collective: its children re-attach to the
+/// root, every other rank gets `GroupShrunk` naming it, and the twelve go
+/// on with exact results (mixed collectives, then a federated average).
+#[test]
+fn faults_tree_an_interior_rank_killed_leaves_the_rest_exact() {
+    for (seed, victim) in [(0u64, 1u32), (1, 3)] {
+        let ready_after = 3 + 7 * seed;
+        let mut l = launch(13, "tree:3", 5.0, "tcp");
+        l.set("RECOVERY", "shrink");
+        l.set("HOLD_ON_ERROR", "1");
+        l.set("READY_AFTER", &ready_after.to_string());
+        let mut ranks = spawn(&l, "retry");
+        let all: Vec<u32> = (0..13).collect();
+        ranks.wait_for(&all, "READY", Duration::from_secs(60));
+        ranks.signal(victim, libc::SIGKILL);
+        let survivors: Vec<u32> = all.iter().copied().filter(|&r| r != victim).collect();
+        let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(60));
+        for (r, line) in &results {
+            assert_eq!(
+                *line,
+                format!("RESULT ok shrunk [{victim}] world 12"),
+                "victim {victim}, rank {r}: {results:#?}"
+            );
+        }
+    }
+}
+
 /// Every rank of an in-process world shaped as `topology` runs the
 /// scenario on its own thread.
 fn in_process(world: u32, topology: Topology) {

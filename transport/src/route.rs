@@ -89,6 +89,20 @@ impl Shape {
         }
     }
 
+    /// A tree's children of `rank` among `world` ranks (none on another
+    /// shape).
+    pub fn children(self, world: u32, rank: u32) -> std::ops::Range<u32> {
+        match self {
+            Shape::Tree { fanout } => {
+                let k = u64::from(fanout.max(1));
+                let first = (u64::from(rank) * k + 1).min(u64::from(world)) as u32;
+                let end = (u64::from(rank) * k + k + 1).min(u64::from(world)) as u32;
+                first..end
+            }
+            _ => 0..0,
+        }
+    }
+
     /// Why `world` ranks cannot take this shape, if they cannot.
     pub fn check(self, world: u32) -> Result<(), ShapeError> {
         match self {
@@ -123,6 +137,21 @@ impl Shape {
     /// are linked, or equal). Defined for a valid shape (see
     /// [`check`](Self::check)).
     pub fn next_hop(self, world: u32, from: u32, to: u32) -> u32 {
+        self.next_hop_around(world, from, to, &|_| false)
+    }
+
+    /// [`next_hop`](Self::next_hop) on a tree whose ranks `dead` says
+    /// have failed are taken out, each failed rank's children re-attached
+    /// to its nearest live ancestor (on other shapes, `next_hop`). Every
+    /// route between live ranks stays along the tree: up to their lowest
+    /// live common ancestor and down.
+    pub fn next_hop_around(
+        self,
+        world: u32,
+        from: u32,
+        to: u32,
+        dead: &dyn Fn(u32) -> bool,
+    ) -> u32 {
         if from == to {
             return to;
         }
@@ -149,50 +178,104 @@ impl Shape {
                 from ^ (diff & diff.wrapping_neg())
             }
             Shape::Tree { .. } => {
-                // Down, if `to` is below `from`: the ancestor of `to`
-                // whose parent is `from`; otherwise up.
+                // Down, if `to` is below `from`: the highest live rank
+                // between them (ancestors have lower numbers, breadth
+                // first); otherwise up to the nearest live ancestor.
                 let mut at = to;
+                let mut live = (!dead(to)).then_some(to);
                 while let Some(p) = self.parent(at) {
                     if p == from {
-                        return at;
+                        return live.unwrap_or(to);
                     }
                     if p < from {
                         break;
                     }
+                    if !dead(p) {
+                        live = Some(p);
+                    }
                     at = p;
                 }
-                self.parent(from).unwrap_or(to)
+                self.live_parent(from, dead).unwrap_or(to)
             }
         }
+    }
+
+    /// A tree's nearest live ancestor of `rank` (`None` for the root, or
+    /// when every ancestor failed, or on another shape).
+    pub fn live_parent(self, rank: u32, dead: &dyn Fn(u32) -> bool) -> Option<u32> {
+        let mut p = self.parent(rank)?;
+        while dead(p) {
+            p = self.parent(p)?;
+        }
+        Some(p)
     }
 
     /// The ranks a frame from `from` to `to` passes on its way, in order,
     /// neither end included.
     pub fn relays(self, world: u32, from: u32, to: u32) -> Vec<u32> {
+        self.relays_around(world, from, to, &|_| false)
+    }
+
+    /// [`relays`](Self::relays) around the failed ranks `dead` says
+    /// ([`next_hop_around`](Self::next_hop_around)).
+    pub fn relays_around(
+        self,
+        world: u32,
+        from: u32,
+        to: u32,
+        dead: &dyn Fn(u32) -> bool,
+    ) -> Vec<u32> {
         let mut path = Vec::new();
-        let mut at = self.next_hop(world, from, to);
+        let mut at = self.next_hop_around(world, from, to, dead);
         // A route is at most `world − 1` hops; the bound also stops a
         // shape that was never checked from looping.
         while at != to && path.len() < world as usize {
             path.push(at);
-            at = self.next_hop(world, at, to);
+            at = self.next_hop_around(world, at, to, dead);
         }
         path
     }
 
     /// The rank a frame from `from` to `to` arrives from at `to`.
     pub fn last_hop(self, world: u32, from: u32, to: u32) -> u32 {
-        self.relays(world, from, to).last().copied().unwrap_or(from)
+        self.last_hop_around(world, from, to, &|_| false)
+    }
+
+    /// [`last_hop`](Self::last_hop) around the failed ranks `dead` says.
+    pub fn last_hop_around(
+        self,
+        world: u32,
+        from: u32,
+        to: u32,
+        dead: &dyn Fn(u32) -> bool,
+    ) -> u32 {
+        self.relays_around(world, from, to, dead)
+            .last()
+            .copied()
+            .unwrap_or(from)
     }
 
     /// Whether the route from `src` to `dst` passes the link `from → at`.
     pub fn passes(self, world: u32, src: u32, dst: u32, from: u32, at: u32) -> bool {
+        self.passes_around(world, src, dst, from, at, &|_| false)
+    }
+
+    /// [`passes`](Self::passes) around the failed ranks `dead` says.
+    pub fn passes_around(
+        self,
+        world: u32,
+        src: u32,
+        dst: u32,
+        from: u32,
+        at: u32,
+        dead: &dyn Fn(u32) -> bool,
+    ) -> bool {
         let mut here = src;
         for _ in 0..world {
             if here == dst {
                 return false;
             }
-            let next = self.next_hop(world, here, dst);
+            let next = self.next_hop_around(world, here, dst, dead);
             if (here, next) == (from, at) {
                 return true;
             }
@@ -279,6 +362,34 @@ mod tests {
         // A world that is not a whole number of levels.
         assert_eq!(tree.neighbours(6, 1), [0, 4, 5]);
         assert_eq!(tree.neighbours(6, 2), [0]);
+    }
+
+    /// Rank 1 of a tree of fanout 3 over 13 failed: its children 4, 5, 6
+    /// hang off the root, every route between live ranks goes around it,
+    /// and one whose lowest common ancestor failed meets at the next.
+    #[test]
+    fn a_tree_routes_around_a_failed_interior_rank() {
+        let tree = Shape::Tree { fanout: 3 };
+        let dead = |r: u32| r == 1;
+        assert_eq!(tree.live_parent(4, &dead), Some(0));
+        assert_eq!(tree.live_parent(7, &dead), Some(2));
+        assert_eq!(tree.next_hop_around(13, 0, 5, &dead), 5);
+        assert_eq!(tree.next_hop_around(13, 5, 0, &dead), 0);
+        assert_eq!(tree.relays_around(13, 4, 6, &dead), vec![0]);
+        assert_eq!(tree.relays_around(13, 4, 12, &dead), vec![0, 3]);
+        assert_eq!(tree.relays_around(13, 12, 4, &dead), vec![3, 0]);
+        assert!(tree.passes_around(13, 4, 12, 0, 3, &dead));
+        assert!(!tree.passes_around(13, 4, 12, 1, 0, &dead));
+        assert_eq!(tree.last_hop_around(13, 9, 5, &dead), 0);
+        // Nothing failed: the plain routes.
+        assert_eq!(tree.relays_around(13, 4, 6, &|_| false), vec![1]);
+        // Two levels gone (1 and its child 3, of a fanout-2 tree of 15):
+        // 7 and 8 (3's children) hang off the root.
+        let tree = Shape::Tree { fanout: 2 };
+        let dead = |r: u32| r == 1 || r == 3;
+        assert_eq!(tree.live_parent(7, &dead), Some(0));
+        assert_eq!(tree.next_hop_around(15, 0, 8, &dead), 8);
+        assert_eq!(tree.relays_around(15, 8, 14, &dead), vec![0, 2, 6]);
     }
 
     #[test]

@@ -214,8 +214,9 @@ impl Drop for Doorway {
 pub(crate) struct Gate {
     listener: TcpListener,
     id: Identity,
-    /// The ranks this side accepts links from.
-    expect: Arc<BTreeSet<u32>>,
+    /// The ranks this side accepts links from (after formation, a
+    /// tree's orphans re-attaching: `Gate::expecting`).
+    expect: Arc<Mutex<BTreeSet<u32>>>,
     /// The ranks admitted or being admitted.
     claimed: Arc<Mutex<BTreeSet<u32>>>,
     /// Handshakes from each address of an expected peer allowed beyond
@@ -242,7 +243,7 @@ impl Gate {
             room,
             listener,
             id,
-            expect: Arc::new(expect),
+            expect: Arc::new(Mutex::new(expect)),
             claimed: Arc::default(),
             doorway: Doorway::new(handshake_time(timeout)),
         }
@@ -280,7 +281,13 @@ impl Gate {
 
     /// From now on, every rank is refused (formation is over).
     pub(crate) fn admit_nobody(&mut self) {
-        self.expect = Arc::new(BTreeSet::new());
+        lock(&self.expect).clear();
+    }
+
+    /// The ranks admitted: whoever holds it may admit more (a tree's
+    /// orphans, once formation is over).
+    pub(crate) fn expecting(&self) -> Arc<Mutex<BTreeSet<u32>>> {
+        Arc::clone(&self.expect)
     }
 }
 
@@ -291,7 +298,7 @@ impl Gate {
 fn handshake_one(
     mut stream: TcpStream,
     id: &Identity,
-    expect: &BTreeSet<u32>,
+    expect: &Mutex<BTreeSet<u32>>,
     claimed: &Mutex<BTreeSet<u32>>,
     pass: &Pass,
 ) -> Result<(TcpStream, Admitted), (Option<u32>, HandshakeError)> {
@@ -304,7 +311,7 @@ fn handshake_one(
         if !pass.proved() {
             return false;
         }
-        let fresh = expect.contains(&r) && lock(claimed).insert(r);
+        let fresh = lock(expect).contains(&r) && lock(claimed).insert(r);
         if fresh {
             took.set(Some(r));
         }

@@ -80,12 +80,34 @@ pub(crate) type LinkMaker =
 pub(crate) type Upgrade =
     fn(&Spec, &mut Vec<(u32, TcpStream, Keys)>) -> Result<Vec<(u32, LinkMaker)>, FormationError>;
 
-/// The authenticated TCP streams of a formed rank, and the listener's
-/// thread that refuses latecomers.
+/// The authenticated TCP streams of a formed rank, the listener's thread
+/// that refuses latecomers, and its door for a tree's orphans.
 #[derive(Debug)]
 pub(crate) struct Formed {
     pub streams: Vec<(u32, TcpStream, Keys)>,
     pub refuser: Option<Refuser>,
+    pub door: Option<Door>,
+}
+
+/// What a stream admitted after formation becomes (a link the backend
+/// makes and starts).
+pub(crate) type Adopt = Box<dyn Fn(u32, TcpStream, Keys) + Send + Sync>;
+
+/// The listener's door after formation: the ranks it admits (a tree's
+/// orphans re-attaching here), and what their streams become, set once
+/// the backend's core exists.
+#[derive(Clone)]
+pub(crate) struct Door {
+    pub expect: Arc<std::sync::Mutex<BTreeSet<u32>>>,
+    pub adopt: Arc<std::sync::OnceLock<Adopt>>,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door")
+            .field("expect", &self.expect)
+            .finish()
+    }
 }
 
 const WAKE: mio::Token = mio::Token(0);
@@ -266,10 +288,17 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         links = formed.len(),
         "TCP streams formed"
     );
+    let mut door = None;
     let refuser = gate.and_then(|mut g| {
         // Handshakes still under way (strangers, duplicates) end by their
         // deadlines; every rank is now taken.
         g.admit_nobody();
+        let d = Door {
+            expect: g.expecting(),
+            adopt: Arc::default(),
+        };
+        let adopt = Arc::clone(&d.adopt);
+        door = Some(d);
         let (stop, stopped) = (Arc::new(AtomicBool::new(false)), Arc::clone(&waker));
         let flag = Arc::clone(&stop);
         Refuser::spawn(
@@ -278,7 +307,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
                 flag.store(true, Ordering::Release);
                 let _ = stopped.wake();
             },
-            move || refuse_latecomers(g, poll, wake, &stop),
+            move || refuse_latecomers(g, poll, wake, &stop, &adopt),
         )
         .map_err(|e| tracing::warn!("cannot keep the listener open after formation: {e}"))
         .ok()
@@ -286,6 +315,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
     Ok(Formed {
         streams: formed,
         refuser,
+        door,
     })
 }
 
@@ -354,12 +384,14 @@ pub(crate) fn plan(shape: Shape, rank: u32, world: u32) -> (BTreeSet<u32>, Vec<u
 
 /// After formation every rank is taken: whoever dials and proves the
 /// token gets a typed refusal (`RankConflict`), strangers nothing, until
-/// the waker says the transport is closing.
+/// the waker says the transport is closing — but a rank the door admits
+/// (a tree's orphan) is let in, and its stream goes to `adopt`.
 fn refuse_latecomers(
     mut gate: Gate,
     mut poll: mio::Poll,
     wake: Arc<dyn Fn() + Send + Sync>,
     stop: &AtomicBool,
+    adopt: &std::sync::OnceLock<Adopt>,
 ) {
     let mut events = mio::Events::with_capacity(8);
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<Accepted>();
@@ -375,8 +407,14 @@ fn refuse_latecomers(
             return;
         }
         for a in done_rx.try_iter() {
-            if let Err((claimed, e)) = a.result {
-                tracing::warn!(from = %a.from, ?claimed, "a latecomer was refused: {e}");
+            match a.result {
+                Ok((stream, admitted)) => match adopt.get() {
+                    Some(adopt) => adopt(admitted.rank, stream, admitted.keys),
+                    None => tracing::warn!(rank = admitted.rank, "no link can be made yet"),
+                },
+                Err((claimed, e)) => {
+                    tracing::warn!(from = %a.from, ?claimed, "a latecomer was refused: {e}");
+                }
             }
         }
         backlog = gate.accept_ready(&done_tx, &wake);
@@ -420,7 +458,7 @@ fn listen(
 /// the deadline (then: what could not be authenticated, if anything, else
 /// a timeout). A peer known by several addresses is dialled at each in
 /// turn (see [`Addresses`]).
-fn dial_until(
+pub(crate) fn dial_until(
     addrs: Vec<SocketAddr>,
     peer: u32,
     id: &Identity,

@@ -84,7 +84,10 @@ impl Core {
                     Gone::Heard => {
                         self.inbox.set_silent(h.src, false);
                     }
-                    Gone::Failed => self.inbox.set_gone(h.src),
+                    Gone::Failed => {
+                        self.inbox.set_gone(h.src);
+                        self.contract(h.src);
+                    }
                 }
                 Next::Continue
             }

@@ -268,6 +268,54 @@ impl Sink for Direct {
     }
 }
 
+/// Frames kept for links being re-attached, by peer.
+#[derive(Debug, Default)]
+struct Awaiting {
+    by_peer: std::collections::HashMap<u32, (Vec<(Header, Payload)>, usize)>,
+}
+
+impl Awaiting {
+    /// Bytes kept for one link at most: past them a frame is dropped (as
+    /// it would have been without the wait).
+    const MAX_BYTES: usize = 64 << 20;
+
+    fn expect(&mut self, peer: u32) {
+        self.by_peer.entry(peer).or_default();
+    }
+
+    fn keep(&mut self, peer: u32, h: Header, payload: Payload) -> Result<(), (Header, Payload)> {
+        let Some((frames, bytes)) = self.by_peer.get_mut(&peer) else {
+            return Err((h, payload));
+        };
+        if *bytes + payload.len() > Self::MAX_BYTES {
+            tracing::warn!(peer, "too much waits for a re-attached link; frame dropped");
+            return Ok(());
+        }
+        *bytes += payload.len();
+        frames.push((h, payload));
+        Ok(())
+    }
+
+    fn take(&mut self, peer: u32) -> Vec<(Header, Payload)> {
+        self.by_peer
+            .remove(&peer)
+            .map(|(f, _)| f)
+            .unwrap_or_default()
+    }
+}
+
+/// How a tree's ranks re-attach around a failed rank: the backend's side
+/// of [`Core::contract`].
+pub(crate) trait Reattach: Send + Sync + fmt::Debug {
+    /// Dial `parent`, this rank's nearest live ancestor now, authenticate
+    /// as at formation, and add and start the link (on a thread of its
+    /// own, until the deadline).
+    fn dial(&self, parent: u32);
+    /// Admit `ranks` (whose nearest live ancestor this rank now is) at
+    /// the listener, and add and start each link as it comes.
+    fn admit(&self, ranks: &[u32]);
+}
+
 /// What the rank's links share; see the module docs.
 #[derive(Debug)]
 pub struct Core {
@@ -279,8 +327,17 @@ pub struct Core {
     /// The shape is sparse: every rank relays.
     pub(crate) sparse: bool,
     /// Sparse: by source rank, the neighbour its frames to this rank
-    /// arrive from.
-    via: Vec<u32>,
+    /// arrive from (on a tree, around the failed ranks).
+    via: Vec<AtomicU32>,
+    /// A tree's ranks known failed, routed around (`Core::contract`): each
+    /// one's children re-attach to its nearest live ancestor.
+    dead: Vec<AtomicBool>,
+    /// A tree over TCP: dials this rank's new parent and admits its new
+    /// children when a rank above or below fails (`Reattach`).
+    reattach: OnceLock<Arc<dyn Reattach>>,
+    /// Frames for a link being re-attached (by its peer), kept in order
+    /// until it is up (`Core::add_link`).
+    awaiting: Mutex<Awaiting>,
     pub(crate) inbox: Inbox,
     pub(crate) pool: Arc<BufferPool>,
     timeout_ns: AtomicU64,
@@ -301,8 +358,9 @@ pub struct Core {
     lane_waiters: AtomicUsize,
     /// Messages this rank may have queued on one lane of one receiver.
     pub(crate) lane_depth: u32,
-    /// Links by peer rank, set once formation is done.
-    links: OnceLock<Vec<Option<Arc<dyn Link>>>>,
+    /// Links by peer rank, set once formation is done; a tree's rank
+    /// gains one when it re-attaches (`Core::add_link`).
+    links: OnceLock<Vec<OnceLock<Arc<dyn Link>>>>,
     /// Whether a receiving thread spins (this host has a core per rank),
     /// yields while it polls its link, or parks at once.
     pub(crate) cores: Cores,
@@ -344,7 +402,7 @@ impl Core {
         let mut via = Vec::new();
         if sparse {
             via = (0..world)
-                .map(|src| shape.last_hop(world, src, rank))
+                .map(|src| AtomicU32::new(shape.last_hop(world, src, rank)))
                 .collect();
             // A rank is out of reach when a relay on the way there or
             // back is.
@@ -367,6 +425,9 @@ impl Core {
             star: shape == Shape::Star,
             sparse,
             via,
+            dead: (0..world).map(|_| AtomicBool::new(false)).collect(),
+            reattach: OnceLock::new(),
+            awaiting: Mutex::default(),
             inbox,
             pool: Arc::new(BufferPool::new()),
             timeout_ns: AtomicU64::new(nanos(cfg.timeout)),
@@ -395,7 +456,69 @@ impl Core {
     /// any of them starts: a frame to relay may arrive at once and must
     /// find the link it goes out on.
     pub(crate) fn set_links(&self, links: Vec<Option<Arc<dyn Link>>>) {
-        let _ = self.links.set(links);
+        let _ = self.links.set(
+            links
+                .into_iter()
+                .map(|l| {
+                    let cell = OnceLock::new();
+                    if let Some(l) = l {
+                        let _ = cell.set(l);
+                    }
+                    cell
+                })
+                .collect(),
+        );
+    }
+
+    /// A link to `peer` made after formation (a tree's re-attachment);
+    /// `false` if there is one already (or no such rank, or the table is
+    /// not set yet). The caller starts it.
+    pub(crate) fn add_link(&self, peer: u32, link: Arc<dyn Link>) -> bool {
+        let Some(cell) = self.links.get().and_then(|l| l.get(peer as usize)) else {
+            return false;
+        };
+        // What waited for this link goes first, in order; a sender that
+        // finds no link meanwhile waits for this lock, then finds it.
+        let mut awaiting = self.awaiting.lock().unwrap_or_else(|e| e.into_inner());
+        if cell.get().is_some() {
+            return false;
+        }
+        for (h, payload) in awaiting.take(peer) {
+            link.forward(self, h, payload);
+        }
+        cell.set(link).is_ok()
+    }
+
+    /// A link to `peer` is being re-attached: frames for it wait (up to
+    /// [`Awaiting::MAX_BYTES`]) instead of being dropped.
+    pub(crate) fn await_link(&self, peer: u32) {
+        self.awaiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expect(peer);
+    }
+
+    /// The re-attachment to `peer` failed: what waited for it is dropped.
+    pub(crate) fn give_up_link(&self, peer: u32) {
+        let dropped = self
+            .awaiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(peer);
+        if !dropped.is_empty() {
+            tracing::warn!(peer, frames = dropped.len(), "no link came; frames dropped");
+        }
+    }
+
+    /// Keep a frame for `hop`'s link if one is being re-attached and is
+    /// not up yet; `Err` gives the frame back (there is a link now, or
+    /// none is coming).
+    fn keep_for(&self, hop: u32, h: Header, payload: Payload) -> Result<(), (Header, Payload)> {
+        let mut awaiting = self.awaiting.lock().unwrap_or_else(|e| e.into_inner());
+        if self.link(hop).is_some() {
+            return Err((h, payload));
+        }
+        awaiting.keep(hop, h, payload)
     }
 
     /// Every link, with its peer.
@@ -405,12 +528,12 @@ impl Core {
             .into_iter()
             .flatten()
             .enumerate()
-            .filter_map(|(r, l)| Some((r as u32, l.as_ref()?)))
+            .filter_map(|(r, l)| Some((r as u32, l.get()?)))
     }
 
     /// The link to `hop`.
     pub(crate) fn link(&self, hop: u32) -> Option<&Arc<dyn Link>> {
-        self.links.get()?.get(hop as usize)?.as_ref()
+        self.links.get()?.get(hop as usize)?.get()
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -459,7 +582,8 @@ impl Core {
         if self.star && self.rank != 0 {
             0
         } else if self.sparse && dst < self.world {
-            self.shape.next_hop(self.world, self.rank, dst)
+            self.shape
+                .next_hop_around(self.world, self.rank, dst, &|r| self.is_dead(r))
         } else {
             dst
         }
@@ -473,7 +597,11 @@ impl Core {
         if self.star && self.rank != 0 {
             peer == 0 && src != self.rank && src < self.world
         } else if self.sparse {
-            src != self.rank && self.via.get(src as usize) == Some(&peer)
+            src != self.rank
+                && self
+                    .via
+                    .get(src as usize)
+                    .is_some_and(|v| v.load(Ordering::Acquire) == peer)
         } else {
             src == peer
         }
@@ -490,7 +618,8 @@ impl Core {
         if self.star {
             self.rank == 0 && src == peer
         } else if self.sparse {
-            self.shape.passes(self.world, src, dst, peer, self.rank)
+            self.shape
+                .passes_around(self.world, src, dst, peer, self.rank, &|r| self.is_dead(r))
         } else {
             false
         }
@@ -500,7 +629,9 @@ impl Core {
     /// waiting for `src` reads): the last link of the route from `src`.
     pub(crate) fn inbound(&self, src: u32) -> u32 {
         if self.sparse {
-            self.via.get(src as usize).copied().unwrap_or(src)
+            self.via
+                .get(src as usize)
+                .map_or(src, |v| v.load(Ordering::Acquire))
         } else {
             self.hop(src)
         }
@@ -528,9 +659,18 @@ impl Core {
         parts: &[&[u8]],
         dst: u32,
     ) -> Result<(), TransportError> {
-        self.link(hop)
-            .ok_or(TransportError::PeerDisconnected { rank: dst })?
-            .send(self, header, parts, dst)
+        if let Some(link) = self.link(hop) {
+            return link.send(self, header, parts, dst);
+        }
+        // A tree's link being re-attached: the frame waits for it.
+        let payload = Payload::from_vec_in(parts.concat(), None);
+        match self.keep_for(hop, header, payload) {
+            Ok(()) => Ok(()),
+            Err((h, _)) => match self.link(hop) {
+                Some(link) => link.send(self, h, parts, dst),
+                None => Err(TransportError::PeerDisconnected { rank: dst }),
+            },
+        }
     }
 
     /// A relay (a star's coordinator, any rank of a sparse shape)
@@ -538,9 +678,16 @@ impl Core {
     /// not budgeted here: blocking would stall the link that carried
     /// them; the links' own flow control bounds them.
     pub(crate) fn relay(&self, h: Header, payload: Payload) {
-        match self.link(self.hop(h.dst)) {
+        let hop = self.hop(h.dst);
+        match self.link(hop) {
             Some(link) => link.forward(self, h, payload),
-            None => tracing::warn!(dst = h.dst, "no link to relay to; frame dropped"),
+            None => match self.keep_for(hop, h, payload) {
+                Ok(()) => {}
+                Err((h, payload)) => match self.link(hop) {
+                    Some(link) => link.forward(self, h, payload),
+                    None => tracing::warn!(dst = h.dst, "no link to relay to; frame dropped"),
+                },
+            },
         }
     }
 
@@ -652,6 +799,101 @@ impl Core {
         if tell && self.first_news(peer) {
             self.spread(peer, how);
         }
+        if how == Gone::Failed {
+            self.contract(peer);
+        }
+    }
+
+    /// Whether `rank` is a tree's failed rank, routed around.
+    pub(crate) fn is_dead(&self, rank: u32) -> bool {
+        self.dead
+            .get(rank as usize)
+            .is_some_and(|d| d.load(Ordering::Acquire))
+    }
+
+    /// On a tree, `failed` failed (its link ended, or a notice said so):
+    /// routes go around it from now on, its children hanging off its
+    /// nearest live ancestor. If that is this rank's new parent, this rank
+    /// dials it; if this rank is the new parent of some, it admits them
+    /// (`Reattach`). Frames sent meanwhile to a rank whose new link is not
+    /// up yet are lost as they would have been through the failed rank;
+    /// the calls waiting on them end by their deadlines or the group's
+    /// recovery. A silent rank (it may come back) is not routed around.
+    pub(crate) fn contract(&self, failed: u32) {
+        if !matches!(self.shape, Shape::Tree { .. }) || failed == self.rank {
+            return;
+        }
+        let Some(flag) = self.dead.get(failed as usize) else {
+            return;
+        };
+        let parent_before = self.shape.live_parent(self.rank, &|r| self.is_dead(r));
+        if flag.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let dead = |r: u32| self.is_dead(r);
+        let (shape, world, rank) = (self.shape, self.world, self.rank);
+        for (src, v) in self.via.iter().enumerate() {
+            v.store(
+                shape.last_hop_around(world, src as u32, rank, &dead),
+                Ordering::Release,
+            );
+        }
+        self.inbox.set_relays(
+            (0..world)
+                .map(|r| {
+                    let mut relays = shape.relays_around(world, rank, r, &dead);
+                    relays.extend(shape.relays_around(world, r, rank, &dead));
+                    relays.sort_unstable();
+                    relays.dedup();
+                    relays
+                })
+                .collect(),
+        );
+        let Some(reattach) = self.reattach.get() else {
+            tracing::warn!(
+                failed,
+                "rank {failed} of the tree failed; its children cannot re-attach on this transport"
+            );
+            return;
+        };
+        let parent_now = shape.live_parent(rank, &dead);
+        if parent_now != parent_before {
+            if let Some(p) = parent_now {
+                tracing::info!(
+                    failed,
+                    parent = p,
+                    "re-attaching to the nearest live ancestor"
+                );
+                self.await_link(p);
+                reattach.dial(p);
+            }
+        }
+        // The failed rank's live descendants nearest it, now this rank's
+        // children.
+        let mut orphans = Vec::new();
+        let mut below = vec![failed];
+        while let Some(r) = below.pop() {
+            for c in shape.children(world, r) {
+                if dead(c) {
+                    below.push(c);
+                } else if shape.live_parent(c, &dead) == Some(rank) {
+                    orphans.push(c);
+                }
+            }
+        }
+        if !orphans.is_empty() {
+            tracing::info!(failed, ?orphans, "admitting the failed rank's children");
+            for &o in &orphans {
+                self.await_link(o);
+            }
+            reattach.admit(&orphans);
+        }
+    }
+
+    /// Set how a tree's ranks re-attach around a failure (the TCP
+    /// backend's listener and dialer).
+    pub(crate) fn set_reattach(&self, r: Arc<dyn Reattach>) {
+        let _ = self.reattach.set(r);
     }
 
     /// Whether this is the first news of `rank`'s end here (a link may
@@ -683,7 +925,9 @@ impl Core {
         }
         if self.sparse {
             for dst in 0..self.world {
-                let first = self.shape.next_hop(self.world, failed, dst);
+                let first = self
+                    .shape
+                    .next_hop_around(self.world, failed, dst, &|r| self.is_dead(r));
                 if dst != failed && dst != self.rank && first == self.rank {
                     if let Some(link) = self.link(self.hop(dst)) {
                         link.tell_gone(self, failed, how, dst);

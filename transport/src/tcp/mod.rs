@@ -66,7 +66,103 @@ pub(crate) fn form_links(
         }
     }
     core.set_links(links);
+    if matches!(spec.shape, crate::spec::Shape::Tree { .. }) {
+        let reattach = Arc::new(Reattaching {
+            core: Arc::downgrade(&core),
+            spec: spec.clone(),
+            expect: formed.door.as_ref().map(|d| Arc::clone(&d.expect)),
+        });
+        if let Some(door) = &formed.door {
+            let r = Arc::clone(&reattach);
+            let _ = door.adopt.set(Box::new(move |peer, stream, keys| {
+                r.install(peer, stream, &keys);
+            }));
+        }
+        core.set_reattach(reattach);
+    }
     Ok((core, formed.refuser.into_iter().collect()))
+}
+
+/// A tree's re-attachment over TCP (`link::Reattach`): an orphan dials its
+/// nearest live ancestor as a child dials its parent at formation, and
+/// the ancestor's listener, which refuses latecomers, admits it.
+#[derive(Debug)]
+struct Reattaching {
+    core: std::sync::Weak<Core>,
+    spec: Spec,
+    /// The listener's admitted ranks (an interior rank's; a leaf has none).
+    expect: Option<Arc<Mutex<std::collections::BTreeSet<u32>>>>,
+}
+
+impl Reattaching {
+    /// Make the link to `peer` over the authenticated `stream`, add it to
+    /// the table and start it.
+    fn install(&self, peer: u32, stream: TcpStream, keys: &Keys) {
+        let Some(core) = self.core.upgrade() else {
+            return;
+        };
+        if core.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        match TcpLink::new(&core, peer, stream, keys, &self.spec, Arc::new(Direct)) {
+            Ok(link) => {
+                let link: Arc<dyn Link> = Arc::new(link);
+                if core.add_link(peer, Arc::clone(&link)) {
+                    link.start(&core);
+                    tracing::info!(peer, "re-attached");
+                } else {
+                    tracing::warn!(peer, "a second link to the same rank; dropped");
+                }
+            }
+            Err(e) => tracing::error!(peer, "cannot set up the re-attached link: {e}"),
+        }
+    }
+}
+
+impl crate::link::Reattach for Reattaching {
+    fn dial(&self, parent: u32) {
+        let Ok(addrs) = self.spec.addrs_of(parent) else {
+            tracing::error!(parent, "no address to re-attach to");
+            return;
+        };
+        let (core, spec, expect) = (self.core.clone(), self.spec.clone(), self.expect.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("meshwork-reattach-{parent}"))
+            .spawn(move || {
+                let me = Reattaching { core, spec, expect };
+                let id = form::identity(&me.spec, 0);
+                let deadline = Instant::now() + me.spec.timeout;
+                let cancel = std::sync::atomic::AtomicBool::new(false);
+                let mut backoff = form::Backoff::new();
+                loop {
+                    let timeout = me.spec.timeout;
+                    match form::dial_until(addrs.clone(), parent, &id, deadline, timeout, &cancel) {
+                        Ok((stream, keys)) => return me.install(parent, stream, &keys),
+                        // The parent has not heard of the failure yet: it
+                        // refuses this rank as taken until it has.
+                        Err(FormationError::RankConflict { .. }) if Instant::now() < deadline => {
+                            backoff.pause(deadline);
+                        }
+                        Err(e) => {
+                            if let Some(core) = me.core.upgrade() {
+                                core.give_up_link(parent);
+                            }
+                            return tracing::error!(parent, "cannot re-attach: {e}");
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(parent, "cannot start re-attaching: {e}");
+        }
+    }
+
+    fn admit(&self, ranks: &[u32]) {
+        match &self.expect {
+            Some(expect) => lock(expect).extend(ranks.iter().copied()),
+            None => tracing::warn!(?ranks, "no listener here to admit re-attaching ranks"),
+        }
+    }
 }
 
 /// See the module docs.
