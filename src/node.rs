@@ -517,6 +517,14 @@ impl Node {
             if crate::shape::fixed_routes(shape) && self.recovery == Recovery::Shrink {
                 return Err(Error::InvalidArgument(sparse_cannot("RECOVERY=shrink")));
             }
+            if matches!(shape, meshwork_transport::Shape::Tree { .. })
+                && self.recovery == Recovery::Shrink
+                && self.transport == TransportKind::Quic
+            {
+                return Err(Error::InvalidArgument(
+                    "RECOVERY=shrink on a tree needs TRANSPORT=tcp: a failed interior rank's children re-attach to its nearest live ancestor over TCP only".into(),
+                ));
+            }
         }
         let mut node = self;
         if let (Some((disc_port, data_base)), true) = (node.discover, world > 1) {

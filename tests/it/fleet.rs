@@ -146,10 +146,10 @@ fn fleet_faults_an_interior_rank_killed_leaves_every_other_rank_exact() {
     l.set("READY_AFTER", "3");
     let mut ranks = crate::procs::spawn(&l, "retry");
     let all: Vec<u32> = (0..world).collect();
-    ranks.wait_for(&all, "READY", std::time::Duration::from_secs(300));
+    ranks.wait_for(&all, "READY", std::time::Duration::from_secs(120));
     ranks.signal(1, libc::SIGKILL);
     let survivors: Vec<u32> = all.iter().copied().filter(|&r| r != 1).collect();
-    let results = ranks.wait_for(&survivors, "RESULT ", std::time::Duration::from_secs(300));
+    let results = ranks.wait_for(&survivors, "RESULT ", std::time::Duration::from_secs(120));
     let want = format!("RESULT ok shrunk [1] world {workers}");
     let wrong: Vec<_> = results.iter().filter(|(_, l)| *l != want).collect();
     assert!(wrong.is_empty(), "{} of {workers}: {wrong:#?}", wrong.len());

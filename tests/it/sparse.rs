@@ -345,6 +345,16 @@ fn shapes_a_world_cannot_take_and_shrinking_a_sparse_group_are_refused() {
         matches!(&e, Error::InvalidArgument(m) if m.contains("sparse")),
         "{e:?}"
     );
+    // A tree re-attaches around a failed rank over TCP only.
+    let e = meshwork::Node::new(0, 8)
+        .topology(Topology::Tree { fanout: 2 })
+        .recovery(meshwork::Recovery::Shrink)
+        .connect()
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("TRANSPORT=tcp")),
+        "{e:?}"
+    );
     let world = meshwork::local_with(4, Topology::KRegular { degree: 2 }).unwrap();
     let e = world[0].shrink().unwrap_err();
     assert!(

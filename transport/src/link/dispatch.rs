@@ -85,8 +85,9 @@ impl Core {
                         self.inbox.set_silent(h.src, false);
                     }
                     Gone::Failed => {
-                        self.inbox.set_gone(h.src);
+                        // Routed around first (`Core::lost`).
                         self.contract(h.src);
+                        self.inbox.set_gone(h.src);
                     }
                 }
                 Next::Continue

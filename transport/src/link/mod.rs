@@ -780,6 +780,12 @@ impl Core {
         if self.closing.load(Ordering::Acquire) {
             return;
         }
+        // A tree routes around it before anyone waiting hears it is gone:
+        // the ranks behind it are then out of reach only until their new
+        // links are up, never counted failed with it.
+        if !self.inbox.has_left(peer) {
+            self.contract(peer);
+        }
         for r in self.behind(peer) {
             self.inbox.set_gone(r);
         }
@@ -798,9 +804,6 @@ impl Core {
         let tell = self.star || (self.sparse && how == Gone::Failed);
         if tell && self.first_news(peer) {
             self.spread(peer, how);
-        }
-        if how == Gone::Failed {
-            self.contract(peer);
         }
     }
 
