@@ -36,6 +36,7 @@
 //! | barrier | `star` (the mesh default up to 16 ranks) | 2 | worker: 8 down | `barrier/star.rs` |
 //! | star topology: all_reduce, broadcast, reduce, all_gather, reduce_scatter, scan, barrier | `star` (through rank 0, segmented) | S (+1) | worker: n up, n down | `*/star.rs` |
 //! | tree topology: all_reduce, broadcast, reduce, barrier | `tree` (up a relay tree, folding at each relay, and down; segmented, a window per child) | 2·depth + S | each link: n up, n down | `*/tree.rs` |
+//! | tree topology: gather, scatter, all_gather | `tree` (a subtree's blocks in one message a link, preorder; all_gather: gather to rank 0, then the tree broadcast) | depth (all_gather: 2·depth + S) | a link: its subtree's blocks | `gather/tree.rs`, `scatter/tree.rs` |
 //!
 //! [`select`](mod@select) picks one from (collective, P, bytes) with switch
 //! points measured by `benches/collectives.rs`.

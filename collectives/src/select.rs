@@ -100,12 +100,12 @@ impl Collective {
                 Tree,
             ],
             Collective::Broadcast => &[Binomial, Chain, Star, Tree],
-            Collective::AllGather => &[Ring, Bruck, Star],
+            Collective::AllGather => &[Ring, Bruck, Star, Tree],
             Collective::ReduceScatter => &[Ring, Star],
             Collective::Reduce => &[Binomial, ReduceScatterGather, Star, Tree],
             Collective::AllToAll => &[Pairwise],
-            Collective::Gather => &[Linear, Binomial],
-            Collective::Scatter => &[Linear, Binomial],
+            Collective::Gather => &[Linear, Binomial, Tree],
+            Collective::Scatter => &[Linear, Binomial, Tree],
             Collective::Scan | Collective::ExclusiveScan => &[HillisSteele, Star],
             Collective::Barrier => &[Dissemination, Star, Tree],
         }
@@ -416,7 +416,10 @@ pub fn select(coll: Collective, world: usize, bytes: usize, topology: Topology) 
             Collective::AllReduce
             | Collective::Broadcast
             | Collective::Reduce
-            | Collective::Barrier,
+            | Collective::Barrier
+            | Collective::Gather
+            | Collective::Scatter
+            | Collective::AllGather,
         ) if world > 1 => return Algorithm::Tree,
         _ => {}
     }

@@ -62,6 +62,34 @@ pub fn pow2_floor(p: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// A subtree's preorder lists each of its ranks once, the rank
+    /// first, and its length is the subtree's size, on full and ragged
+    /// trees alike.
+    #[test]
+    fn a_subtree_in_preorder_is_the_subtree() {
+        for k in 1..=4 {
+            for p in 1..=40 {
+                for r in 0..p {
+                    let order = tree_preorder(r, k, p);
+                    assert_eq!(order.first(), Some(&r));
+                    assert_eq!(order.len(), tree_subtree_len(r, k, p), "k {k} p {p} r {r}");
+                    let mut sorted = order.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    assert_eq!(sorted.len(), order.len());
+                    // Every rank listed has `r` as an ancestor (or is it).
+                    for &q in &order {
+                        let mut a = q;
+                        while a != r {
+                            a = tree_parent(a, k).expect("an ancestor");
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(tree_preorder(0, 2, 7), vec![0, 1, 3, 4, 2, 5, 6]);
+    }
+
     #[test]
     fn chunks_tile_the_range() {
         for count in [0, 1, 5, 7, 100, 1001] {
@@ -92,4 +120,34 @@ mod tests {
         assert_eq!(tree_children(4, 3, 13), 13..13);
         assert_eq!(tree_children(1, 3, 6), 4..6);
     }
+}
+
+/// The ranks of `rank`'s subtree in the tree of `fanout` over `p` ranks,
+/// in preorder: `rank`, then each child's subtree in turn. The order a
+/// tree gather carries a subtree's blocks in.
+pub fn tree_preorder(rank: usize, fanout: usize, p: usize) -> Vec<usize> {
+    let mut order = Vec::new();
+    let mut stack = vec![rank];
+    while let Some(r) = stack.pop() {
+        if r >= p {
+            continue;
+        }
+        order.push(r);
+        // Children pushed last first: popped in ascending order.
+        stack.extend(tree_children(r, fanout, p).rev());
+    }
+    order
+}
+
+/// The number of ranks in `rank`'s subtree (itself included).
+pub fn tree_subtree_len(rank: usize, fanout: usize, p: usize) -> usize {
+    // Level by level: the subtree's ranks at each depth are contiguous.
+    let k = fanout.max(1);
+    let (mut first, mut last, mut n) = (rank, rank, 0usize);
+    while first < p {
+        n += last.min(p - 1) - first + 1;
+        first = first.saturating_mul(k).saturating_add(1);
+        last = last.saturating_mul(k).saturating_add(k);
+    }
+    n
 }

@@ -153,7 +153,8 @@ fn every_algorithm_many_interleavings() {
     }
 }
 
-/// The tree algorithms over trees of fanout 1 (a chain), 2 and 3, on
+/// The tree algorithms (all_reduce, broadcast, reduce, barrier, gather,
+/// scatter, all_gather) over trees of fanout 1 (a chain), 2 and 3, on
 /// worlds that fill their last level and worlds that do not, with
 /// segments small enough that relays pipeline: exact everywhere.
 #[test]
@@ -175,6 +176,9 @@ fn tree_algorithms_on_trees_of_every_shape() {
                     Collective::Broadcast,
                     Collective::Reduce,
                     Collective::Barrier,
+                    Collective::Gather,
+                    Collective::Scatter,
+                    Collective::AllGather,
                 ] {
                     let out = sim::run(p, config(), |c| {
                         use meshwork_collectives::Comm;
@@ -195,9 +199,12 @@ fn tree_algorithms_on_trees_of_every_shape() {
                                     b.clear();
                                 }
                             }
-                            _ => {
+                            Collective::Barrier => {
                                 barrier::barrier(c, meshwork_collectives::Algorithm::Tree)?;
                                 b.clear();
+                            }
+                            other => {
+                                b = run_one(c, other, meshwork_collectives::Algorithm::Tree, 100)?
                             }
                         }
                         Ok(b)

@@ -47,6 +47,11 @@ pub fn all_gather<T: Element, C: Comm>(
     match algo {
         Algorithm::Star => all_gather_star(comm, send, recv),
         Algorithm::Bruck => all_gather_bruck(comm, send, recv),
+        // Up a relay tree to rank 0, and the whole back down.
+        Algorithm::Tree => {
+            crate::gather::gather_tree(comm, send, recv, 0)?;
+            crate::broadcast::broadcast_tree(comm, recv, 0, seg_elems::<T>(RING_SEGMENT_BYTES))
+        }
         _ => all_gather_ring(comm, send, recv),
     }
 }

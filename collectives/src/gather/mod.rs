@@ -8,6 +8,10 @@
 //!   `⌈log₂ P⌉` steps, but blocks are forwarded up to `log₂ P` times; best
 //!   for small blocks. Trace, P = 4, root 0: `1→0, 3→2; 2(2,3)→0`.
 
+mod tree;
+
+pub use tree::gather_tree;
+
 use crate::comm::{recv_into, send_elems, Comm};
 use crate::element::Element;
 use crate::select::Algorithm;
@@ -82,7 +86,7 @@ pub fn gather_binomial<T: Element, C: Comm>(
     Ok(())
 }
 
-/// Run `algo` (linear or binomial; any other runs linear).
+/// Run `algo` (linear, binomial or tree; any other runs linear).
 pub fn gather<T: Element, C: Comm>(
     comm: &mut C,
     send: &[T],
@@ -92,6 +96,7 @@ pub fn gather<T: Element, C: Comm>(
 ) -> Result<(), C::Error> {
     match algo {
         Algorithm::Binomial => gather_binomial(comm, send, recv, root),
+        Algorithm::Tree => gather_tree(comm, send, recv, root),
         _ => gather_linear(comm, send, recv, root),
     }
 }

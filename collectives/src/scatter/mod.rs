@@ -6,6 +6,10 @@
 //!   its whole subtree's blocks from `v − lowbit(v)` and hands the upper
 //!   halves down, largest first. Trace, P = 4, root 0: `0(2,3)→2; 0→1, 2→3`.
 
+mod tree;
+
+pub use tree::scatter_tree;
+
 use crate::comm::{recv_into, send_elems, Comm};
 use crate::element::Element;
 use crate::gather::subtree;
@@ -83,6 +87,7 @@ pub fn scatter<T: Element, C: Comm>(
 ) -> Result<(), C::Error> {
     match algo {
         Algorithm::Binomial => scatter_binomial(comm, send, recv, root),
+        Algorithm::Tree => scatter_tree(comm, send, recv, root),
         _ => scatter_linear(comm, send, recv, root),
     }
 }
