@@ -162,6 +162,28 @@ impl crate::link::Reattach for Reattaching {
             Some(expect) => lock(expect).extend(ranks.iter().copied()),
             None => tracing::warn!(?ranks, "no listener here to admit re-attaching ranks"),
         }
+        // An orphan that never dials (it failed too) is given up at the
+        // deadline: what waited for its link is dropped.
+        let (core, ranks, timeout) = (self.core.clone(), ranks.to_vec(), self.spec.timeout);
+        let spawned = std::thread::Builder::new()
+            .name("meshwork-adopt".into())
+            .spawn(move || {
+                #[allow(
+                    clippy::disallowed_methods,
+                    reason = "a deadline for links that may never come, not synchronisation"
+                )]
+                std::thread::sleep(timeout);
+                if let Some(core) = core.upgrade() {
+                    for r in ranks {
+                        if core.link(r).is_none() {
+                            core.give_up_link(r);
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot watch the re-attaching ranks' deadline: {e}");
+        }
     }
 }
 
