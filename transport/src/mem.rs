@@ -25,9 +25,9 @@ impl MemHub {
     pub fn world(world: u32) -> Vec<MemTransport> {
         // Spinning pays while every rank's thread has a core.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spin = crate::inbox::Cores::of(world as usize, cores);
+        let sharing = crate::inbox::Cores::of(world as usize, cores);
         let hub = Arc::new(MemHub {
-            inboxes: (0..world).map(|_| Inbox::new(world, spin)).collect(),
+            inboxes: (0..world).map(|_| Inbox::new(world, sharing)).collect(),
             pool: Arc::new(BufferPool::new()),
         });
         (0..world)

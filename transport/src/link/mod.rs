@@ -391,10 +391,10 @@ pub(crate) struct CoreConfig {
 impl Core {
     pub(crate) fn new(cfg: &CoreConfig) -> Core {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spin = Cores::of(cfg.ranks_here, cores);
+        let sharing = Cores::of(cfg.ranks_here, cores);
         let (shape, world, rank) = (cfg.shape, cfg.world, cfg.rank);
         let sparse = shape.is_sparse();
-        let inbox = Inbox::new(world, spin);
+        let inbox = Inbox::new(world, sharing);
         inbox.set_limits(crate::inbox::Limits {
             budget: cfg.peer_budget_bytes,
             lane_depth: cfg.lane_depth,
@@ -445,7 +445,7 @@ impl Core {
             lane_waiters: AtomicUsize::new(0),
             lane_depth: cfg.lane_depth.max(1),
             links: OnceLock::new(),
-            cores: spin,
+            cores: sharing,
             closing: AtomicBool::new(false),
             lost: (0..cfg.world).map(|_| AtomicBool::new(false)).collect(),
             answerers: Answerers::default(),
