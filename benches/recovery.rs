@@ -1,4 +1,4 @@
-//! Fault tolerance, timed (issue 13): 4 processes on loopback run small
+//! Fault tolerance, timed: 4 processes on loopback run small
 //! all_reduces in a loop; one (rank 2) kills itself (SIGKILL) or stops
 //! itself (SIGSTOP) after 200 rounds. Measured, per link and signal, over
 //! several runs: from the failure to the last survivor's error, and from

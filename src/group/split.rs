@@ -510,11 +510,7 @@ impl ProcessGroup {
                 Ok(f64::from(total))
             }
             a => {
-                // The weight first, as above.
-                let w = f64::from(weight);
-                let mut acc: Vec<f64> = std::iter::once(w)
-                    .chain(x.iter().map(|&v| f64::from(v) * w))
-                    .collect();
+                let mut acc = weighted(x, weight);
                 all_reduce::all_reduce(c, &mut acc, ReduceOp::Sum, a)?;
                 let total = acc[0];
                 if total > 0.0 {
@@ -530,6 +526,16 @@ impl ProcessGroup {
         }
         Ok(())
     }
+}
+
+/// `[w, w·x…]` in f64 (each product of two f32 exact): a rank's own
+/// weighted sums, the weight first so that the total is in the first
+/// segment to arrive.
+fn weighted(x: &[f32], weight: f32) -> Vec<f64> {
+    let w = f64::from(weight);
+    std::iter::once(w)
+        .chain(x.iter().map(|&v| f64::from(v) * w))
+        .collect()
 }
 
 /// A federated average up a tree (`all_reduce::Turn`). Element 0 is the
@@ -560,10 +566,7 @@ impl all_reduce::Turn for Averaging<'_> {
     }
     fn begin(&mut self, folds: bool) {
         if folds {
-            let w = f64::from(self.weight);
-            self.acc = std::iter::once(w)
-                .chain(self.x.iter().map(|&v| f64::from(v) * w))
-                .collect();
+            self.acc = weighted(self.x, self.weight);
             self.avg = vec![0.0; self.x.len() + 1];
         } else {
             self.avg = std::iter::once(self.weight)

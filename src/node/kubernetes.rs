@@ -1,5 +1,4 @@
-//! Forming in Kubernetes, and under torchrun, with nothing else set
-//! (issue 29).
+//! Forming in Kubernetes, and under torchrun, with nothing else set.
 //!
 //! A workload controller tells each pod who it is, in its own words; this
 //! module reads them and hands `Node::from_env` what it already knows how

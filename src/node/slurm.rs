@@ -1,4 +1,4 @@
-//! Forming under Slurm's `srun` with nothing else set (issue 29).
+//! Forming under Slurm's `srun` with nothing else set.
 //!
 //! Every task of a step knows who it is (`SLURM_PROCID` of `SLURM_NTASKS`)
 //! and where the step runs (`SLURM_STEP_NODELIST`), and nothing more that

@@ -1,4 +1,4 @@
-//! Failures, across processes (issue 13): a member killed or frozen at a
+//! Failures, across processes: a member killed or frozen at a
 //! seeded random point of a loop of mixed collectives; every survivor's
 //! failing call names the rank that failed, and only it; under
 //! `RECOVERY=abort` the first to meet the failure revokes the group and

@@ -268,6 +268,37 @@ impl Sink for Direct {
     }
 }
 
+/// A sparse shape's routes at `rank`, around the failed ranks `dead`
+/// says: by source, the neighbour its frames arrive from (`via`); and
+/// the relays on the way to and from each rank, for the inbox (a rank is
+/// out of reach when a relay there or back is).
+fn set_routes(
+    via: &[AtomicU32],
+    inbox: &Inbox,
+    shape: Shape,
+    rank: u32,
+    dead: &dyn Fn(u32) -> bool,
+) {
+    let world = via.len() as u32;
+    for (src, v) in via.iter().enumerate() {
+        v.store(
+            shape.last_hop_around(world, src as u32, rank, dead),
+            Ordering::Release,
+        );
+    }
+    inbox.set_relays(
+        (0..world)
+            .map(|r| {
+                let mut relays = shape.relays_around(world, rank, r, dead);
+                relays.extend(shape.relays_around(world, r, rank, dead));
+                relays.sort_unstable();
+                relays.dedup();
+                relays
+            })
+            .collect(),
+    );
+}
+
 /// Frames kept for links being re-attached, by peer.
 #[derive(Debug, Default)]
 struct Awaiting {
@@ -401,22 +432,8 @@ impl Core {
         });
         let mut via = Vec::new();
         if sparse {
-            via = (0..world)
-                .map(|src| AtomicU32::new(shape.last_hop(world, src, rank)))
-                .collect();
-            // A rank is out of reach when a relay on the way there or
-            // back is.
-            inbox.set_relays(
-                (0..world)
-                    .map(|r| {
-                        let mut relays = shape.relays(world, rank, r);
-                        relays.extend(shape.relays(world, r, rank));
-                        relays.sort_unstable();
-                        relays.dedup();
-                        relays
-                    })
-                    .collect(),
-            );
+            via = (0..world).map(|_| AtomicU32::new(0)).collect();
+            set_routes(&via, &inbox, shape, rank, &|_| false);
         }
         Core {
             rank,
@@ -835,23 +852,7 @@ impl Core {
         }
         let dead = |r: u32| self.is_dead(r);
         let (shape, world, rank) = (self.shape, self.world, self.rank);
-        for (src, v) in self.via.iter().enumerate() {
-            v.store(
-                shape.last_hop_around(world, src as u32, rank, &dead),
-                Ordering::Release,
-            );
-        }
-        self.inbox.set_relays(
-            (0..world)
-                .map(|r| {
-                    let mut relays = shape.relays_around(world, rank, r, &dead);
-                    relays.extend(shape.relays_around(world, r, rank, &dead));
-                    relays.sort_unstable();
-                    relays.dedup();
-                    relays
-                })
-                .collect(),
-        );
+        set_routes(&self.via, &self.inbox, shape, rank, &dead);
         let Some(reattach) = self.reattach.get() else {
             tracing::warn!(
                 failed,
