@@ -58,6 +58,36 @@ pub fn pow2_floor(p: usize) -> usize {
     1 << (usize::BITS - 1 - p.leading_zeros())
 }
 
+/// The ranks of `rank`'s subtree in the tree of `fanout` over `p` ranks,
+/// in preorder: `rank`, then each child's subtree in turn. The order a
+/// tree gather carries a subtree's blocks in.
+pub fn tree_preorder(rank: usize, fanout: usize, p: usize) -> Vec<usize> {
+    let mut order = Vec::new();
+    let mut stack = vec![rank];
+    while let Some(r) = stack.pop() {
+        if r >= p {
+            continue;
+        }
+        order.push(r);
+        // Children pushed last first: popped in ascending order.
+        stack.extend(tree_children(r, fanout, p).rev());
+    }
+    order
+}
+
+/// The number of ranks in `rank`'s subtree (itself included).
+pub fn tree_subtree_len(rank: usize, fanout: usize, p: usize) -> usize {
+    // Level by level: the subtree's ranks at each depth are contiguous.
+    let k = fanout.max(1);
+    let (mut first, mut last, mut n) = (rank, rank, 0usize);
+    while first < p {
+        n += last.min(p - 1) - first + 1;
+        first = first.saturating_mul(k).saturating_add(1);
+        last = last.saturating_mul(k).saturating_add(k);
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,34 +150,4 @@ mod tests {
         assert_eq!(tree_children(4, 3, 13), 13..13);
         assert_eq!(tree_children(1, 3, 6), 4..6);
     }
-}
-
-/// The ranks of `rank`'s subtree in the tree of `fanout` over `p` ranks,
-/// in preorder: `rank`, then each child's subtree in turn. The order a
-/// tree gather carries a subtree's blocks in.
-pub fn tree_preorder(rank: usize, fanout: usize, p: usize) -> Vec<usize> {
-    let mut order = Vec::new();
-    let mut stack = vec![rank];
-    while let Some(r) = stack.pop() {
-        if r >= p {
-            continue;
-        }
-        order.push(r);
-        // Children pushed last first: popped in ascending order.
-        stack.extend(tree_children(r, fanout, p).rev());
-    }
-    order
-}
-
-/// The number of ranks in `rank`'s subtree (itself included).
-pub fn tree_subtree_len(rank: usize, fanout: usize, p: usize) -> usize {
-    // Level by level: the subtree's ranks at each depth are contiguous.
-    let k = fanout.max(1);
-    let (mut first, mut last, mut n) = (rank, rank, 0usize);
-    while first < p {
-        n += last.min(p - 1) - first + 1;
-        first = first.saturating_mul(k).saturating_add(1);
-        last = last.saturating_mul(k).saturating_add(k);
-    }
-    n
 }
