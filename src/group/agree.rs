@@ -4,35 +4,44 @@
 //!
 //! # The agreement
 //!
-//! Hierarchical consensus with a perfect failure detector (Cachin,
-//! Guerraoui and Rodrigues, *Introduction to Reliable and Secure
-//! Distributed Programming*, 2011, algorithm 5.2), after an exchange of
-//! the members' flags, and followed by a confirmation:
+//! A coordinator gathers and decides; a quorum of the survivors confirms
+//! (a rotating-coordinator consensus, with the coordinators' ranks as
+//! ballots: Chandra and Toueg's, and Paxos's rule for a value that may
+//! already be chosen). Every message goes to or from the coordinator, so
+//! an agreement costs O(P) messages — on a star or a relay tree, where
+//! any other pair's messages are relayed, that is what lets a fleet of a
+//! thousand workers agree at all.
 //!
-//! 1. Every member sends its flags to every other member it does not know
-//!    failed, then hears each of them (or learns it failed). Its proposal
-//!    is the AND of the flags it heard and the set it knows failed.
-//! 2. Round `i` is led by rank `i`. A member hears the leader of every
-//!    round below its own rank, adopting each leader's proposal it hears
-//!    and its own detector vouches for (every rank it names failed is
-//!    failed here too, within a grace), and passing over a leader it
-//!    learns failed; in its own round it sends what it holds to every
-//!    member above it.
-//! 3. If the decision's survivors are fewer than the quorum
-//!    (`quorum.rs`), the group goes stale (`NoQuorum`). Otherwise each
-//!    survivor sends the decision to the others and returns it once a
-//!    quorum of them (itself included) sent the same; one that does not
-//!    see that is bound to it and stale for good (`Expelled`).
+//! 1. The coordinator is the lowest rank a member does not know failed.
+//!    Each member sends it its flags (and the decision it is bound to,
+//!    if any: below). The coordinator hears every member it does not
+//!    know failed, or learns it failed, until a deadline.
+//! 2. It decides: the decision a member it heard is bound to, the one of
+//!    the highest coordinator if several (it may already have been
+//!    confirmed, and acted on); otherwise the AND of the flags heard and
+//!    the set failed (known failed, or unheard). If fewer than a quorum
+//!    (`quorum.rs`) of its survivors were heard, the group goes stale
+//!    (`NoQuorum`) and the members are told so.
+//! 3. A member takes the decision only if its own detector vouches for
+//!    it (every rank it names failed is failed here too, within a
+//!    grace); it confirms it to the coordinator and is *bound* to it:
+//!    it confirms no other. One that does not vouch refuses and counts
+//!    the coordinator failed. Once a quorum of the survivors (itself
+//!    included) confirmed, the coordinator tells every member heard, and
+//!    each returns the decision. One that never hears the outcome (the
+//!    coordinator failed) tells the next coordinator what it is bound
+//!    to, which decides the same.
 //!
-//! Every member above the lowest surviving rank adopts that rank's
-//! proposal (it is alive: its message arrives), and the ranks below it
-//! failed: every survivor holds the same value, even if members fail
-//! during the agreement. "Failed" is the transport's failure detector
-//! (`Transport::failed`: gone without a goodbye, silent for the liveness
-//! limit, a stopped same-host process), plus a member that sends nothing
-//! for a whole deadline. A partition makes the detector imperfect (each
-//! side sees the other failed): the confirmation is what keeps two sides
-//! from both acting, since two quorums share a member.
+//! A decision is returned only once a quorum confirmed it; any quorum a
+//! later coordinator hears holds a member bound to it, and that
+//! coordinator proposes it again: every member that returns returns the
+//! same value, even if coordinators fail during the agreement. "Failed"
+//! is the transport's failure detector (`Transport::failed`: gone
+//! without a goodbye, silent for the liveness limit, a stopped same-host
+//! process), plus a rank that sends nothing for a whole deadline. A
+//! partition makes the detector imperfect (each side sees the other
+//! failed): the quorum is what keeps two sides from both acting, since
+//! two quorums share a member.
 //!
 //! An agreement may take several *attempts*: a stale member that confirmed
 //! nothing tries the agreement that failed again (its next attempt), and
@@ -52,13 +61,26 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often a member waiting on one other looks for news of its failure.
+/// How often a rank waiting on others looks for news of their failure.
 const LOOK: Duration = Duration::from_millis(20);
 
-/// The phases of an attempt (a message's second field).
+/// The phases of an attempt (a message's second field). A member sends
+/// its coordinator `FLAGS`, then `CONFIRM`; a coordinator sends the
+/// members `START`, then `DECISION`, then `OUTCOME`. Between two ranks
+/// the roles never swap within an attempt (the coordinator is the lower
+/// of the two), so each sender's phases come in order.
 const FLAGS: u8 = 0;
-const DECISION: u8 = 1;
-const CONFIRM: u8 = 2;
+const START: u8 = 1;
+const DECISION: u8 = 2;
+const CONFIRM: u8 = 3;
+const OUTCOME: u8 = 4;
+
+/// What a coordinator's `DECISION` and `OUTCOME` say (their first byte):
+/// a decision (in an `OUTCOME`: confirmed by enough), no quorum (the
+/// ranks it could count on follow, u32 LE each), or expelled.
+const PROPOSE: u8 = b'D';
+const NO_QUORUM: u8 = b'Q';
+const EXPELLED: u8 = b'X';
 
 /// Where an attempt's messages are read from: one lane per agreement, on
 /// which every message says its attempt and phase (`[attempt: u32 LE]
@@ -88,6 +110,22 @@ impl Attempt<'_> {
             t.is_gone(m)
         }
     }
+
+    /// Those of `waiting` given up on (see [`given_up`](Self::given_up)),
+    /// asking the detector once.
+    fn given_up_of(&self, waiting: &BTreeSet<u32>) -> Vec<u32> {
+        let t = &self.inner.transport;
+        if self.number == 0 {
+            let failed = t.failed();
+            waiting
+                .iter()
+                .copied()
+                .filter(|m| failed.contains(m))
+                .collect()
+        } else {
+            waiting.iter().copied().filter(|&m| t.is_gone(m)).collect()
+        }
+    }
 }
 
 /// What one read of a member's messages gave.
@@ -97,12 +135,21 @@ enum Taken {
     Later(u32),
 }
 
-/// What waiting for one phase's messages ended with.
-enum Phase {
-    /// The messages heard, in the order heard (the others' senders are
+/// What waiting for the coordinator gave.
+enum Heard {
+    Message(Payload),
+    /// It failed (or said nothing until the deadline): it joined `failed`.
+    Failed,
+    /// It is on this later attempt.
+    Later(u32),
+}
+
+/// What gathering one phase from the members gave.
+enum Gathered {
+    /// The messages heard, in the order heard (the others' senders were
     /// added to `failed`).
     Heard(Vec<(u32, Payload)>),
-    /// A member is on a later attempt: this one is over.
+    /// A member is on this later attempt.
     Later(u32),
 }
 
@@ -113,6 +160,17 @@ impl Attempt<'_> {
         let _ = self.inner.transport.send(to, self.lane, &[&head, body]);
     }
 
+    /// A message's attempt and phase, the header taken off; `None` for
+    /// an undecodable one.
+    fn split(m: u32, mut msg: Payload) -> Option<(u32, u8, Payload)> {
+        let Some(&[a0, a1, a2, a3, p]) = msg.as_ref().get(..5) else {
+            tracing::warn!(rank = m, "an undecodable agreement message; dropped");
+            return None;
+        };
+        msg.advance(5);
+        Some((u32::from_le_bytes([a0, a1, a2, a3]), p, msg))
+    }
+
     /// The next message of phase `phase` of this attempt from `m`,
     /// waiting at most `wait`; or word that `m` is on a later attempt.
     fn take(&mut self, m: u32, phase: u8, wait: Duration) -> Result<Taken, TransportError> {
@@ -121,15 +179,12 @@ impl Attempt<'_> {
         }
         let mut wait = wait;
         loop {
-            let mut msg = self.inner.transport.recv(m, self.lane, wait, None)?;
+            let msg = self.inner.transport.recv(m, self.lane, wait, None)?;
             // What is queued behind it is read without waiting.
             wait = Duration::ZERO;
-            let Some(&[a0, a1, a2, a3, p]) = msg.as_ref().get(..5) else {
-                tracing::warn!(rank = m, "an undecodable agreement message; dropped");
+            let Some((number, p, msg)) = Self::split(m, msg) else {
                 continue;
             };
-            let number = u32::from_le_bytes([a0, a1, a2, a3]);
-            msg.advance(5);
             if number < self.number || (number == self.number && p < phase) {
                 // An earlier attempt's, or a phase gone by: stale.
                 continue;
@@ -144,56 +199,96 @@ impl Attempt<'_> {
         }
     }
 
-    /// One message of `phase` from each of `from`, all waited for together
-    /// until `deadline`. A member known failed meanwhile, or not heard by
-    /// the deadline, is added to `failed`. `enough` (asked after each
-    /// message, with those so far) ends the wait early.
-    fn hear_all(
+    /// The coordinator's message of `phase`, waiting until `deadline`. A
+    /// coordinator known failed meanwhile, or silent until the deadline,
+    /// joins `failed`.
+    fn hear(
+        &mut self,
+        c: u32,
+        phase: u8,
+        deadline: Instant,
+        failed: &mut BTreeSet<u32>,
+    ) -> Result<Heard> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.take(c, phase, left.min(LOOK)) {
+                Ok(Taken::Message(msg)) => return Ok(Heard::Message(msg)),
+                Ok(Taken::Later(number)) => return Ok(Heard::Later(number)),
+                Err(TransportError::PeerDisconnected { .. }) => {}
+                Err(TransportError::Timeout { .. }) => {
+                    if !left.is_zero() && !self.given_up(c) {
+                        continue;
+                    }
+                }
+                Err(e) => return Err(Error::from_transport(e, "agree")),
+            }
+            failed.insert(c);
+            return Ok(Heard::Failed);
+        }
+    }
+
+    /// One message of `phase` from each of `from`, taken in the order
+    /// they come, until `deadline`. A member known failed meanwhile, or
+    /// not heard by the deadline, joins `failed`. `done` (asked with
+    /// those heard so far and how many are still awaited) ends the wait
+    /// early.
+    fn gather(
         &mut self,
         from: &[u32],
         phase: u8,
         deadline: Instant,
         failed: &mut BTreeSet<u32>,
-        mut enough: impl FnMut(&[(u32, Payload)]) -> bool,
-    ) -> Result<Phase> {
-        let mut waiting: Vec<u32> = from.to_vec();
+        mut done: impl FnMut(&[(u32, Payload)], usize) -> bool,
+    ) -> Result<Gathered> {
+        let mut waiting: BTreeSet<u32> = from.iter().copied().collect();
         let mut heard = Vec::new();
-        while !waiting.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            // Each member's turn is short while several are waited for:
-            // one slow member does not hold up hearing the others.
-            let slice = if waiting.len() > 1 {
-                Duration::from_millis(2)
-            } else {
-                LOOK
-            };
-            let mut i = 0;
-            while i < waiting.len() {
-                let m = waiting[i];
-                match self.take(m, phase, left.min(slice)) {
-                    Ok(Taken::Message(msg)) => {
-                        waiting.remove(i);
-                        heard.push((m, msg));
-                        if enough(&heard) {
-                            return Ok(Phase::Heard(heard));
-                        }
-                        continue;
-                    }
-                    Ok(Taken::Later(number)) => return Ok(Phase::Later(number)),
-                    Err(TransportError::PeerDisconnected { .. }) => {}
-                    Err(TransportError::Timeout { .. }) => {
-                        if !left.is_zero() && !self.given_up(m) {
-                            i += 1;
-                            continue;
-                        }
-                    }
-                    Err(e) => return Err(Error::from_transport(e, "agree")),
-                }
-                failed.insert(m);
-                waiting.remove(i);
+        for &m in from {
+            if let Some(msg) = self.early.remove(&(m, self.number, phase)) {
+                waiting.remove(&m);
+                heard.push((m, msg));
             }
         }
-        Ok(Phase::Heard(heard))
+        let mut looked = Instant::now();
+        loop {
+            if waiting.is_empty() || done(&heard, waiting.len()) {
+                return Ok(Gathered::Heard(heard));
+            }
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                failed.extend(waiting);
+                return Ok(Gathered::Heard(heard));
+            }
+            if now.duration_since(looked) >= LOOK {
+                looked = now;
+                for m in self.given_up_of(&waiting) {
+                    waiting.remove(&m);
+                    failed.insert(m);
+                }
+                continue;
+            }
+            let (m, msg) = match self.inner.transport.recv_any(self.lane, left.min(LOOK)) {
+                Ok(got) => got,
+                Err(TransportError::Timeout { .. } | TransportError::PeerDisconnected { .. }) => {
+                    continue;
+                }
+                Err(e) => return Err(Error::from_transport(e, "agree")),
+            };
+            let Some((number, p, msg)) = Self::split(m, msg) else {
+                continue;
+            };
+            if number < self.number {
+                continue;
+            }
+            if number == self.number && p == phase && waiting.remove(&m) {
+                heard.push((m, msg));
+                continue;
+            }
+            self.early.insert((m, number, p), msg);
+            if number > self.number {
+                return Ok(Gathered::Later(number));
+            }
+        }
     }
 }
 
@@ -223,14 +318,14 @@ impl GroupInner {
         }
     }
 
-    /// Whether this rank takes a leader's decision naming `named` failed:
-    /// each of them must be failed here too, now or within the grace an
-    /// honest leader's view needs to reach this rank (a dead process's
-    /// links end everywhere at once; a silence shows on every link within
-    /// the liveness limit). A decision naming a rank this rank still
-    /// hears is a member's word against this rank's own detector (or a
-    /// partition only the leader is behind): it is not taken, and the
-    /// confirmation round settles whether any decision has quorum.
+    /// Whether this rank takes a coordinator's decision naming `named`
+    /// failed: each of them must be failed here too, now or within the
+    /// grace an honest coordinator's view needs to reach this rank (a
+    /// dead process's links end everywhere at once; a silence shows on
+    /// every link within the liveness limit). A decision naming a rank
+    /// this rank still hears — itself included — is a member's word
+    /// against this rank's own detector (or a partition only the
+    /// coordinator is behind): it is not taken.
     fn vouches_for(&self, leader: u32, named: &BTreeSet<u32>, failed: &BTreeSet<u32>) -> bool {
         let grace = self.grace();
         for &r in named.difference(failed) {
@@ -302,7 +397,59 @@ impl GroupInner {
         }
     }
 
-    /// One attempt of agreement `n`: the three rounds (see the module).
+    /// The group goes stale after attempt `a` of agreement `n` ended
+    /// without a decision this rank saw confirmed. Bound to one (it
+    /// confirmed a decision) on a first attempt, it is stale for good:
+    /// that decision may have been confirmed elsewhere. Otherwise it may
+    /// try again: no quorum, counting on `reachable`.
+    fn stop(&self, a: &Attempt<'_>, n: u64, bound: bool, reachable: Vec<u32>) -> Error {
+        if bound && a.number == 0 {
+            return self.make_stale(Stale::Expelled);
+        }
+        self.make_stale(Stale::NoQuorum {
+            reachable,
+            needed: self.quorum().needed(self.world),
+            agreement: n,
+            attempt: a.number,
+            at: Instant::now(),
+        })
+    }
+
+    /// A member is on attempt `number`: this rank moves to it, unless it
+    /// is bound in this one (see [`stop`](Self::stop)).
+    fn later(&self, a: &Attempt<'_>, n: u64, number: u32, bound: bool) -> Result<Ended> {
+        if bound {
+            return Err(self.stop(a, n, true, vec![self.rank]));
+        }
+        Ok(Ended::Later(number))
+    }
+
+    /// A retry whose coordinator, alive or cut off, did not answer: a
+    /// retry brings back the whole group or nothing (see `coordinate`).
+    /// If a quorum of the members is alive (they went on without this
+    /// side), or too few are linked to ever agree, only the seed brings
+    /// this rank back; otherwise the next attempt may.
+    fn unanswered(&self, a: &Attempt<'_>, n: u64, bound: bool) -> Error {
+        let t = &self.transport;
+        let (me, world) = (self.rank, self.world);
+        let needed = self.quorum().needed(world);
+        let now_failed = t.failed();
+        let alive = (0..world)
+            .filter(|&m| m != me && !now_failed.contains(&m))
+            .count() as u32;
+        let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+        if alive >= needed || linked < needed {
+            return self.make_stale(Stale::Expelled);
+        }
+        let reachable = (0..world)
+            .filter(|&m| m == me || !now_failed.contains(&m))
+            .collect();
+        self.stop(a, n, bound, reachable)
+    }
+
+    /// One attempt of agreement `n` (see the module): this rank's part
+    /// as a member of the lowest rank it does not know failed, or as the
+    /// coordinator when that is itself.
     fn attempt(&self, a: &mut Attempt<'_>, flags: u64, n: u64) -> Result<Ended> {
         let t = &self.transport;
         let (me, world) = (self.rank, self.world);
@@ -313,39 +460,140 @@ impl GroupInner {
         } else {
             (0..world).filter(|&m| m != me && t.is_gone(m)).collect()
         };
-        let others = |failed: &BTreeSet<u32>| -> Vec<u32> {
-            (0..world)
-                .filter(|r| *r != me && !failed.contains(r))
-                .collect()
-        };
-        // 1: the flags.
-        for m in others(&failed) {
-            a.send(m, FLAGS, &flags.to_le_bytes());
+        failed.remove(&me);
+        // The decision this rank confirmed in this attempt, and whose it
+        // was: it confirms no other, and tells the next coordinator.
+        let mut bound: Option<(u32, Vec<u8>)> = None;
+        loop {
+            let c = (0..world).find(|r| !failed.contains(r)).unwrap_or(me);
+            if c == me {
+                return self.coordinate(a, flags, n, failed, bound);
+            }
+            tracing::debug!(
+                agreement = n,
+                attempt = a.number,
+                coordinator = c,
+                "an attempt of the agreement"
+            );
+            a.send(c, FLAGS, &encode_flags(flags, bound.as_ref()));
+            // The coordinator hears every member before it decides, up
+            // to a deadline for the slowest, and counts confirmations up
+            // to another.
+            let deadline = Instant::now() + 2 * self.timeout();
+            let word = match a.hear(c, DECISION, deadline, &mut failed)? {
+                Heard::Message(word) => word,
+                Heard::Failed if a.number > 0 && !t.is_gone(c) => {
+                    return Err(self.unanswered(a, n, bound.is_some()));
+                }
+                Heard::Failed => continue,
+                Heard::Later(number) => return self.later(a, n, number, bound.is_some()),
+            };
+            let (decision, dflags, dfailed) = match decode_word(word.as_ref(), world) {
+                Some(Word::Decision(d, dflags, dfailed)) => (d, dflags, dfailed),
+                Some(Word::NoQuorum(reachable)) => {
+                    return Err(self.stop(a, n, bound.is_some(), reachable));
+                }
+                Some(Word::Expelled) => return Err(self.make_stale(Stale::Expelled)),
+                None => {
+                    tracing::warn!(rank = c, "rank {c} sent a malformed decision; not taken");
+                    failed.insert(c);
+                    continue;
+                }
+            };
+            let takes = match &bound {
+                Some((_, mine)) => *mine == decision,
+                None => self.vouches_for(c, &dfailed, &failed),
+            };
+            if !takes {
+                // Refused (the coordinator may stop waiting for it), and
+                // the coordinator counted failed here: the next one is
+                // heard instead.
+                a.send(c, CONFIRM, &[]);
+                failed.insert(c);
+                continue;
+            }
+            a.send(c, CONFIRM, &decision);
+            bound = Some((c, decision));
+            let deadline = Instant::now() + 2 * self.timeout();
+            let word = match a.hear(c, OUTCOME, deadline, &mut failed)? {
+                Heard::Message(word) => word,
+                Heard::Failed if a.number > 0 && !t.is_gone(c) => {
+                    return Err(self.unanswered(a, n, true));
+                }
+                // Bound, it tells the next coordinator what it confirmed.
+                Heard::Failed => continue,
+                Heard::Later(number) => return self.later(a, n, number, true),
+            };
+            match decode_word(word.as_ref(), world) {
+                Some(Word::Decision(d, ..)) if bound.as_ref().is_some_and(|b| b.1 == d) => {
+                    return Ok(Ended::Agreed(dflags, dfailed));
+                }
+                Some(Word::NoQuorum(reachable)) => return Err(self.stop(a, n, true, reachable)),
+                Some(Word::Expelled) => return Err(self.make_stale(Stale::Expelled)),
+                Some(Word::Decision(..)) | None => {
+                    tracing::warn!(
+                        rank = c,
+                        "rank {c} confirmed another decision than the one it proposed; not taken"
+                    );
+                    failed.insert(c);
+                }
+            }
         }
-        let mut and = flags;
-        let from = others(&failed);
+    }
+
+    /// This rank coordinates attempt `a`: it hears every member's flags,
+    /// decides, and counts the confirmations (see the module). `failed`
+    /// holds every rank below it.
+    fn coordinate(
+        &self,
+        a: &mut Attempt<'_>,
+        flags: u64,
+        n: u64,
+        mut failed: BTreeSet<u32>,
+        bound: Option<(u32, Vec<u8>)>,
+    ) -> Result<Ended> {
+        let t = &self.transport;
+        let (me, world) = (self.rank, self.world);
+        let needed = self.quorum().needed(world);
+        let retry = a.number > 0;
+        let was_bound = bound.is_some();
+        let from: Vec<u32> = (0..world)
+            .filter(|r| *r != me && !failed.contains(r))
+            .collect();
         tracing::debug!(
             agreement = n,
             attempt = a.number,
-            ?from,
-            "an attempt of the agreement"
+            members = from.len(),
+            "coordinating an attempt of the agreement"
         );
+        // A member still on an earlier attempt hears this one begin.
+        for &m in &from {
+            a.send(m, START, &[]);
+        }
+        // 1: every member's flags (or word that it failed).
         let deadline = Instant::now() + self.timeout();
-        let heard = match a.hear_all(&from, FLAGS, deadline, &mut failed, |_| false)? {
-            Phase::Heard(heard) => heard,
-            Phase::Later(number) => return Ok(Ended::Later(number)),
+        let heard = match a.gather(&from, FLAGS, deadline, &mut failed, |_, _| false)? {
+            Gathered::Heard(heard) => heard,
+            Gathered::Later(number) => return self.later(a, n, number, was_bound),
         };
         tracing::debug!(agreement = n, attempt = a.number, ?failed, "flags heard");
-        let needed = self.quorum().needed(world);
-        if a.number > 0 {
+        let mut members: Vec<u32> = heard.iter().map(|(m, _)| *m).collect();
+        members.sort_unstable();
+        let tell = |a: &Attempt<'_>, to: &[u32], phase: u8, word: &[u8]| {
+            for &m in to {
+                a.send(m, phase, word);
+            }
+        };
+        if retry {
             // A retry (a stale group, the network perhaps healed) brings
             // back the whole group or nothing: it goes on only if every
-            // member whose link lives took part. One that did not makes the
-            // attempt come to nothing — no confirmation sent, nothing bound
-            // — and the next attempt tries again; unless a quorum of members
-            // is alive and takes no part (they went on without this rank,
-            // in the group the agreement it missed made), or too few are
-            // linked to ever agree: then only the seed brings it back.
+            // member whose link lives took part. One that did not makes
+            // the attempt come to nothing — nothing confirmed, nothing
+            // bound — and the next attempt tries again; unless a quorum
+            // of members is alive and takes no part (they went on without
+            // this side, in the group the agreement it missed made), or
+            // too few are linked to ever agree: then only the seed brings
+            // it back.
             let unheard: Vec<u32> = from
                 .iter()
                 .copied()
@@ -357,127 +605,187 @@ impl GroupInner {
                     unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
                 let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
                 if alive_elsewhere >= needed || linked < needed {
+                    tell(a, &members, DECISION, &[EXPELLED]);
                     return Err(self.make_stale(Stale::Expelled));
                 }
                 let reachable: Vec<u32> = (0..world).filter(|m| !failed.contains(m)).collect();
-                return Err(self.make_stale(Stale::NoQuorum {
-                    reachable,
-                    needed,
-                    agreement: n,
-                    attempt: a.number,
-                    at: Instant::now(),
-                }));
+                tell(a, &members, DECISION, &no_quorum(&reachable));
+                return Err(self.stop(a, n, was_bound, reachable));
             }
         }
-        for (m, msg) in heard {
-            let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
-            let Some(theirs) = theirs else {
+        // The decision: the latest one a member (or this rank) confirmed
+        // for an earlier coordinator — it may have been confirmed by a
+        // quorum, and whoever saw that went on with it — or else the AND
+        // of the flags and the set that failed.
+        let mut and = flags;
+        let mut adopted = bound;
+        for (m, msg) in &heard {
+            let Some((theirs, their_bound)) = decode_flags(msg.as_ref(), world) else {
                 return Err(Error::InvalidArgument(format!(
-                    "agree: rank {m} sent a malformed proposal"
+                    "agree: rank {m} sent malformed flags"
                 )));
             };
-            and &= u64::from_le_bytes(theirs);
-        }
-        let mut held = (and, failed.clone());
-        // 2: rounds led by each lower rank, then this rank's own.
-        for leader in 0..me {
-            if failed.contains(&leader) {
-                continue;
-            }
-            let deadline = Instant::now() + self.timeout();
-            let msg = match a.hear_all(&[leader], DECISION, deadline, &mut failed, |_| false)? {
-                Phase::Heard(mut heard) => heard.pop(),
-                Phase::Later(number) => return Ok(Ended::Later(number)),
-            };
-            let Some((_, msg)) = msg else { continue };
-            match decode(msg.as_ref(), world) {
-                Some(d) if self.vouches_for(leader, &d.1, &failed) => held = d,
-                Some(_) => {}
-                None => {
-                    tracing::warn!(leader, "rank {leader} sent a malformed decision; not taken")
+            and &= theirs;
+            if let Some((ballot, d)) = their_bound {
+                if adopted.as_ref().is_none_or(|(b, _)| ballot > *b) {
+                    adopted = Some((ballot, d));
                 }
             }
         }
-        let decision = encode(held.0, &held.1);
-        for m in others(&failed).into_iter().filter(|&m| m > me) {
-            a.send(m, DECISION, &decision);
-        }
-        // 3: quorum, and the survivors' confirmation of the decision (on a
-        // retry, every survivor's).
-        let survivors: Vec<u32> = (0..world).filter(|r| !held.1.contains(r)).collect();
-        let retry = a.number > 0;
-        let number = a.number;
-        let stale = |reachable: Vec<u32>| Stale::NoQuorum {
-            reachable,
-            needed,
-            agreement: n,
-            attempt: number,
-            at: Instant::now(),
+        let decision = match adopted {
+            Some((_, d)) => d,
+            None => encode(and, &failed),
         };
-        if !survivors.contains(&me) {
-            return Err(self.make_stale(Stale::Expelled));
-        }
-        if (survivors.len() as u32) < needed {
+        let Some((dflags, dfailed)) = decode(&decision, world) else {
+            return Err(Error::InvalidArgument(
+                "agree: a member was bound to a malformed decision".into(),
+            ));
+        };
+        // Who may confirm it: the survivors heard, and this rank if it is
+        // one (a decision it adopted may name it failed; it still sees
+        // the decision through for those bound to it).
+        let counts_me = !dfailed.contains(&me);
+        let voters: Vec<u32> = members
+            .iter()
+            .copied()
+            .filter(|m| !dfailed.contains(m))
+            .collect();
+        let can_confirm = voters.len() as u32 + u32::from(counts_me);
+        if can_confirm < needed {
+            let mut reachable = voters.clone();
+            if counts_me {
+                reachable.push(me);
+                reachable.sort_unstable();
+            }
             if retry {
                 // Too few are linked to ever agree here.
+                tell(a, &members, DECISION, &[EXPELLED]);
                 return Err(self.make_stale(Stale::Expelled));
             }
-            return Err(self.make_stale(stale(survivors)));
+            tell(a, &members, DECISION, &no_quorum(&reachable));
+            return Err(self.stop(a, n, was_bound, reachable));
         }
         // A retry's decision counts only if every survivor confirms it: a
         // decision that leaves out no member whose link lives, which no
         // other group can also have made.
-        let enough = if retry {
-            survivors.len() as u32
-        } else {
-            needed
-        };
-        // Having sent its confirmation, this rank is bound to the decision
-        // unless it sees a quorum confirm it (`quorum.rs`).
-        let others: Vec<u32> = survivors.iter().copied().filter(|&r| r != me).collect();
-        for &m in &others {
-            a.send(m, CONFIRM, &decision);
-        }
+        let survivors = world - dfailed.len() as u32;
+        let enough = if retry { survivors } else { needed };
+        // Every member asked hears it: one it names failed learns so.
+        let word = [&[PROPOSE], decision.as_slice()].concat();
+        tell(a, &from, DECISION, &word);
+        // 2: the confirmations. This rank is bound to the decision from
+        // here on (`quorum.rs`).
         let matching = |heard: &[(u32, Payload)]| {
-            1 + heard
-                .iter()
-                .filter(|(_, msg)| msg.as_ref() == decision.as_slice())
-                .count() as u32
+            u32::from(counts_me)
+                + heard
+                    .iter()
+                    .filter(|(_, msg)| msg.as_ref() == decision.as_slice())
+                    .count() as u32
         };
         let deadline = Instant::now() + self.timeout();
         let mut unheard = BTreeSet::new();
-        let heard = match a.hear_all(&others, CONFIRM, deadline, &mut unheard, |h| {
-            matching(h) >= enough
-        })? {
-            Phase::Heard(heard) => heard,
-            // Another attempt began after this rank confirmed: bound.
-            Phase::Later(_) => Vec::new(),
-        };
-        let mut confirmed = vec![me];
-        for (m, msg) in &heard {
+        let confirmations =
+            match a.gather(&voters, CONFIRM, deadline, &mut unheard, |h, left| {
+                let got = matching(h);
+                // Done once enough matched, or once too few are left to.
+                got >= enough || got + (left as u32) < enough
+            })? {
+                Gathered::Heard(heard) => heard,
+                // Another attempt began after this rank proposed: bound.
+                Gathered::Later(_) => Vec::new(),
+            };
+        let mut confirmed: Vec<u32> = Vec::new();
+        if counts_me {
+            confirmed.push(me);
+        }
+        for (m, msg) in &confirmations {
             if msg.as_ref() == decision.as_slice() {
                 confirmed.push(*m);
             } else {
-                tracing::warn!(
-                    rank = m,
-                    "rank {m} confirmed another decision than this rank's"
-                );
+                tracing::warn!(rank = m, "rank {m} did not confirm this rank's decision");
             }
         }
+        confirmed.sort_unstable();
         if (confirmed.len() as u32) < enough {
-            confirmed.sort_unstable();
             if !retry {
-                // The decision may have been confirmed by a quorum elsewhere:
-                // this rank is bound to it, and stale for good here.
+                // It may yet have been confirmed elsewhere (a bound member
+                // tells the next coordinator): those bound to it are stale
+                // for good here.
+                tell(a, &voters, OUTCOME, &[EXPELLED]);
                 return Err(self.make_stale(Stale::Expelled));
             }
-            // A retry's needed every survivor, this rank included, whose
-            // confirmation was sent to all: any group it made holds this
-            // rank, so none can go on without it; the next attempt may try
-            // again.
-            return Err(self.make_stale(stale(confirmed)));
+            // A retry's needed every survivor, this rank included: any
+            // group it made holds this rank, so none can go on without
+            // it; the next attempt may try again.
+            tell(a, &voters, OUTCOME, &no_quorum(&confirmed));
+            return Err(self.stop(a, n, false, confirmed));
         }
-        Ok(Ended::Agreed(held.0, held.1))
+        tell(a, &voters, OUTCOME, &word);
+        if !counts_me {
+            return Err(self.make_stale(Stale::Expelled));
+        }
+        Ok(Ended::Agreed(dflags, dfailed))
+    }
+}
+
+/// A member's flags, and the decision it is bound to with its
+/// coordinator: `[flags: u64 LE]([coordinator: u32 LE][decision])`.
+fn encode_flags(flags: u64, bound: Option<&(u32, Vec<u8>)>) -> Vec<u8> {
+    let mut m = flags.to_le_bytes().to_vec();
+    if let Some((c, d)) = bound {
+        m.extend_from_slice(&c.to_le_bytes());
+        m.extend_from_slice(d);
+    }
+    m
+}
+
+type Bound = Option<(u32, Vec<u8>)>;
+
+fn decode_flags(m: &[u8], world: u32) -> Option<(u64, Bound)> {
+    let flags = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
+    if m.len() == 8 {
+        return Some((flags, None));
+    }
+    let c = u32::from_le_bytes(m.get(8..12)?.try_into().ok()?);
+    let d = &m[12..];
+    (c < world && decode(d, world).is_some()).then(|| (flags, Some((c, d.to_vec()))))
+}
+
+/// A coordinator's `DECISION` or `OUTCOME`, read.
+enum Word {
+    /// A decision: its bytes, its flags and failed set.
+    Decision(Vec<u8>, u64, BTreeSet<u32>),
+    NoQuorum(Vec<u32>),
+    Expelled,
+}
+
+fn no_quorum(reachable: &[u32]) -> Vec<u8> {
+    let mut m = vec![NO_QUORUM];
+    for r in reachable {
+        m.extend_from_slice(&r.to_le_bytes());
+    }
+    m
+}
+
+fn decode_word(m: &[u8], world: u32) -> Option<Word> {
+    let (&kind, rest) = m.split_first()?;
+    match kind {
+        PROPOSE => {
+            let (flags, failed) = decode(rest, world)?;
+            Some(Word::Decision(rest.to_vec(), flags, failed))
+        }
+        NO_QUORUM if rest.len().is_multiple_of(4) => {
+            let ranks: Vec<u32> = rest
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            ranks
+                .iter()
+                .all(|&r| r < world)
+                .then_some(Word::NoQuorum(ranks))
+        }
+        EXPELLED if rest.is_empty() => Some(Word::Expelled),
+        _ => None,
     }
 }
 

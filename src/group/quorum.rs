@@ -8,7 +8,7 @@
 //! going on (`docs/fault-tolerance.md`, "Quorum"):
 //!
 //! 1. A decision is acted on only once a quorum of its survivors has
-//!    confirmed it (a third round of the agreement): two quorums of one
+//!    confirmed it (the agreement's last step): two quorums of one
 //!    membership share a member, and a member confirms one decision per
 //!    agreement, so two different decisions cannot both be confirmed.
 //! 2. A member that confirmed a decision and did not see it confirmed
