@@ -566,9 +566,12 @@ impl GroupInner {
             members = from.len(),
             "coordinating an attempt of the agreement"
         );
-        // A member still on an earlier attempt hears this one begin.
-        for &m in &from {
-            a.send(m, START, &[]);
+        // A member still on an earlier attempt hears this one begin
+        // (none is before a first attempt).
+        if a.number > 0 {
+            for &m in &from {
+                a.send(m, START, &[]);
+            }
         }
         // 1: every member's flags (or word that it failed).
         let deadline = Instant::now() + self.timeout();

@@ -387,6 +387,9 @@ fn retry_after_shrink(g: &ProcessGroup) -> meshwork::Result<String> {
                 }
             }
             Err(Error::GroupShrunk { failed }) => {
+                // When it recovered (a test times it from the kill).
+                println!("SHRUNK {failed:?}");
+                let _ = std::io::stdout().flush();
                 shrinks.push(format!("{failed:?}"));
                 i = 0;
             }
