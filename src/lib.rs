@@ -248,6 +248,7 @@ pub mod cuda;
 mod discovery;
 pub mod env;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod group;
@@ -259,7 +260,7 @@ mod node;
 mod shape;
 #[cfg(any(feature = "cuda", test))]
 mod staging;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod testing;
 

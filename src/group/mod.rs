@@ -31,7 +31,9 @@ use crate::error::{Error, Result};
 pub(crate) use cell::Cell;
 use comm_adapter::{CollComm, Descriptor};
 use crossbeam_channel::{Receiver, Sender};
-pub(crate) use heap::{answer_to as heap_answer_to, Heap};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use heap::answer_to as heap_answer_to;
+pub(crate) use heap::Heap;
 use meshwork_collectives::{select, Algorithm, Collective, Element, ReduceOp, Topology};
 use meshwork_transport::{LaneKey, LaneKind, LinkKind, Transport};
 use std::collections::HashMap;

@@ -200,6 +200,7 @@ pub(crate) enum Response<'a> {
 impl Response<'_> {
     /// The status byte and body that travel for `self` (`Malformed`
     /// travels as an unknown status).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn encode(&self) -> Vec<u8> {
         let (status, body): (u8, &[u8]) = match self {
             Response::Ok(b) => (OK, b),

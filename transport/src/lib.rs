@@ -23,6 +23,7 @@
 mod auth;
 mod form;
 mod form_error;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod inbox;

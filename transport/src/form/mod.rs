@@ -70,6 +70,15 @@ impl Drop for Refuser {
     }
 }
 
+/// Refusers as what the endpoint keeps running beside its links, and
+/// stops when it closes.
+pub(crate) fn background(refusers: Vec<Refuser>) -> Vec<crate::link::Background> {
+    refusers
+        .into_iter()
+        .map(|r| Box::new(r) as crate::link::Background)
+        .collect()
+}
+
 /// Builds a link once the core exists.
 pub(crate) type LinkMaker =
     Box<dyn FnOnce(&Arc<crate::link::Core>) -> Arc<dyn crate::link::Link> + Send>;

@@ -35,6 +35,7 @@ pub(crate) use latch::Latch;
 pub use pipe::{world as pipe_world, world_with_net as pipe_world_with_net, PipeNet};
 pub(crate) use protocol::{Carried, ProtocolError};
 pub(crate) use reader::{Fed, ReadError, Reader};
+pub(crate) use transport::Background;
 pub use transport::LinkTransport;
 pub(crate) use watch::Watch;
 

@@ -4,7 +4,6 @@
 //! progress: a prompt reply needs no thread hand-off).
 
 use super::{Core, Link, Posted};
-use crate::form::Refuser;
 use crate::inbox::Cores;
 use crate::wire::{FrameType, Header};
 use crate::{LaneKey, LaneKind, LinkKind, Payload, PeerStats, Transport, TransportError};
@@ -27,6 +26,11 @@ fn poll_for(patience: Duration, len: Option<usize>) -> Duration {
     patience + Duration::from_nanos(bytes.min(32 << 20))
 }
 
+/// What formation leaves running beside the links (threads answering
+/// latecomers on the listening sockets): each stops its own work when
+/// dropped, which closing the endpoint does.
+pub(crate) type Background = Box<dyn std::fmt::Debug + Send>;
+
 /// One rank's endpoint of a group formed over network links ([`connect`]
 /// makes one). Dropping it closes it.
 ///
@@ -34,20 +38,20 @@ fn poll_for(patience: Duration, len: Option<usize>) -> Duration {
 #[derive(Debug)]
 pub struct LinkTransport {
     core: Arc<Core>,
-    /// Threads answering latecomers on the listening sockets.
-    refusers: Mutex<Vec<Refuser>>,
+    /// What formation left running (see [`Background`]).
+    background: Mutex<Vec<Background>>,
 }
 
 impl LinkTransport {
     /// Start every link's threads (the links are in the core's table) and
     /// wrap the core.
-    pub(crate) fn start(core: Arc<Core>, refusers: Vec<Refuser>) -> LinkTransport {
+    pub(crate) fn start(core: Arc<Core>, background: Vec<Background>) -> LinkTransport {
         for (_, link) in core.links() {
             Arc::clone(link).start(&core);
         }
         LinkTransport {
             core,
-            refusers: Mutex::new(refusers),
+            background: Mutex::new(background),
         }
     }
 }
@@ -379,7 +383,7 @@ impl Transport for LinkTransport {
         }
         // Dropped: each stops its thread.
         drop(std::mem::take(
-            &mut *self.refusers.lock().unwrap_or_else(|e| e.into_inner()),
+            &mut *self.background.lock().unwrap_or_else(|e| e.into_inner()),
         ));
         let links: Vec<_> = core.links().map(|(_, l)| Arc::clone(l)).collect();
         for l in &links {

@@ -40,6 +40,7 @@ use crate::Payload;
 use std::collections::{HashMap, VecDeque};
 
 /// Streams of one link (the receiving side is made with this many).
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use super::engine::STREAMS;
 
 /// The smallest sidecar threshold (see the module docs).

@@ -483,7 +483,10 @@ fn answers_to_a_member_that_never_reads_stay_within_the_link_budget_quic() {
     let rank1 = std::thread::spawn(move || {
         let (core, refusers) =
             form_links(&s1, DEFAULT_SIDECAR_THRESHOLD, crate::shm::upgrade).unwrap();
-        (LinkTransport::start(Arc::clone(&core), refusers), core)
+        (
+            LinkTransport::start(Arc::clone(&core), crate::form::background(refusers)),
+            core,
+        )
     });
     let rank2 = std::thread::spawn(move || crate::connect(&s2).unwrap());
     let to2 = std::thread::spawn({

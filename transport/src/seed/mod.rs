@@ -106,13 +106,16 @@ mod tests;
 pub use joiner::{admit_me, admit_me_at, join, join_at, Admitted, JoinRequest, Joined};
 pub use server::{Seed, SeedConfig};
 pub use session::Membership;
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use session::{Record, Session};
+pub(crate) use wire::get_addr;
 #[cfg(test)]
 pub(crate) use wire::Table;
 pub use wire::SEED_VERSION;
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use wire::{
-    encode_table, encode_welcome, get_addr, read_table, read_welcome, ChallengeMsg, JoinMsg,
-    ReplyMsg, WelcomeError, JOIN_LEN, WELCOME_PART_MAX,
+    encode_table, encode_welcome, read_table, read_welcome, ChallengeMsg, JoinMsg, ReplyMsg,
+    WelcomeError, JOIN_LEN, WELCOME_PART_MAX,
 };
 
 /// A wanted rank meaning "the lowest free one".

@@ -267,7 +267,14 @@ pub(crate) fn read_welcome(r: &mut impl Read) -> Result<[Vec<u8>; 3], WelcomeErr
 /// The three parts of a welcome record's plaintext and the member's
 /// secret after them, if it is exactly that.
 pub(crate) fn decode_welcome(mut plain: &[u8]) -> Option<([Vec<u8>; 3], [u8; MEMBER_SECRET_LEN])> {
-    let parts = read_welcome(&mut plain).ok()?;
+    let parts = match read_welcome(&mut plain) {
+        Ok(parts) => parts,
+        Err(WelcomeError::TooLong(n)) => {
+            tracing::warn!("a welcome part claims {n} bytes, over {WELCOME_PART_MAX}; refused");
+            return None;
+        }
+        Err(WelcomeError::Short) => return None,
+    };
     (plain.len() == MEMBER_SECRET_LEN).then(|| (parts, array(plain, 0)))
 }
 

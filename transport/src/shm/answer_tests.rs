@@ -42,7 +42,10 @@ fn attacked() -> (
         let spec = spec(1);
         std::thread::spawn(move || {
             let (core, refusers) = crate::tcp::form_links(&spec, super::upgrade).unwrap();
-            (LinkTransport::start(Arc::clone(&core), refusers), core)
+            (
+                LinkTransport::start(Arc::clone(&core), crate::form::background(refusers)),
+                core,
+            )
         })
     };
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -42,9 +42,11 @@ mod setup;
 
 pub use copy::DEFAULT_THRESHOLD as DEFAULT_SINGLE_COPY;
 pub use region::SharedRegion;
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use ring::fuzz_ring;
 #[cfg(test)]
 pub(crate) use setup::decline;
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use setup::fuzz_negotiation;
 pub use setup::NEGOTIATION_LEN;
 

@@ -566,8 +566,10 @@ impl Drop for Segment {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 mod fuzz;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use fuzz::fuzz_ring;

@@ -403,6 +403,7 @@ impl Ring {
 
 /// Fuzzing entry point: the offer and the ring message decode without a
 /// panic, and what decodes is what would be acted on.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn fuzz_negotiation(data: &[u8]) {
     if let Some(h) = Host::decode(data) {
         assert_eq!(Host::encode(Some(&h)), data[..HOST]);

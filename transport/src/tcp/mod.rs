@@ -40,7 +40,7 @@ pub(crate) fn connect(
     upgrade: form::Upgrade,
 ) -> Result<LinkTransport, FormationError> {
     let (core, refusers) = form_links(spec, upgrade)?;
-    Ok(LinkTransport::start(core, refusers))
+    Ok(LinkTransport::start(core, form::background(refusers)))
 }
 
 /// [`connect`]'s formation: the core with every link in its table (not
