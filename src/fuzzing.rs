@@ -6,8 +6,8 @@
 //!
 //! Not a stable API: hidden from the docs, for `fuzz/` and tests only.
 
-use crate::discovery::{Datagram, Job, ANNOUNCE, FRESH_MS, LEN, QUERY};
 use crate::group::rpc::{decode_request, decode_response, request_head, Response};
+use crate::node::discovery::{Datagram, Job, ANNOUNCE, FRESH_MS, LEN, QUERY};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// The byte at `i` (zero past the end).

@@ -245,17 +245,13 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
-mod discovery;
 pub mod env;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod group;
-mod iface;
 mod local;
-#[cfg(feature = "mdns")]
-mod mdns;
 mod node;
 mod shape;
 #[cfg(any(feature = "cuda", test))]

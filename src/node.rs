@@ -1,4 +1,16 @@
-//! `Node`: the builder that forms a networked group.
+//! `Node`: the builder that forms a networked group, and every way it
+//! finds the peers — each in its own file here:
+//!
+//! | file | peers found by |
+//! |---|---|
+//! | `from_env.rs` | the environment (the table in `src/env.rs`: `RANK`, `PEERS`, …, with Open MPI's, Slurm's and torchrun's names as aliases) |
+//! | `discovery/` | UDP broadcast on the LAN, or a unicast query to a coordinator (through NAT) |
+//! | `mdns.rs` | mDNS (`_meshwork._udp.local.`) |
+//! | `iface.rs` | which interface and address to announce (`IFNAME`) |
+//! | `seed.rs` | a seed that hands out ranks and certificates (its wire and server: `meshwork_transport::seed`) |
+//! | `slurm.rs`, `kubernetes.rs` | the job's own description of its hosts |
+//! | `elastic.rs` | processes joining a running job through its seed |
+//! | `sockets.rs`, `translate.rs` | listening sockets bound before formation (`meshrun`'s); formation failures in the facade's words |
 
 use crate::env::lookup;
 use crate::error::{Error, Result};
@@ -12,9 +24,13 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) mod discovery;
 mod elastic;
 mod from_env;
+mod iface;
 mod kubernetes;
+#[cfg(feature = "mdns")]
+mod mdns;
 mod seed;
 mod slurm;
 mod sockets;
@@ -444,25 +460,25 @@ impl Node {
     #[cfg(feature = "mdns")]
     fn find_by_mdns(
         &self,
-        job: &crate::discovery::Job,
+        job: &discovery::Job,
         disc_port: u16,
-        iface: Option<&crate::iface::Iface>,
+        iface: Option<&iface::Iface>,
         deadline: std::time::Instant,
     ) -> Result<SocketAddr> {
         let on = match iface {
             Some(i) => i.addr,
-            None => crate::discovery::lan_address(disc_port)?,
+            None => discovery::lan_address(disc_port)?,
         };
-        let found = crate::mdns::find(job, self.rank, on, disc_port, deadline)?;
+        let found = mdns::find(job, self.rank, on, disc_port, deadline)?;
         Ok(SocketAddr::V4(found))
     }
 
     #[cfg(not(feature = "mdns"))]
     fn find_by_mdns(
         &self,
-        _job: &crate::discovery::Job,
+        _job: &discovery::Job,
         _disc_port: u16,
-        _iface: Option<&crate::iface::Iface>,
+        _iface: Option<&iface::Iface>,
         _deadline: std::time::Instant,
     ) -> Result<SocketAddr> {
         Err(Error::InvalidArgument(
@@ -471,11 +487,11 @@ impl Node {
     }
 
     /// The chosen interface, if `IFNAME` / `interface` asks for one.
-    fn chosen_interface(&self) -> Result<Option<crate::iface::Iface>> {
+    fn chosen_interface(&self) -> Result<Option<iface::Iface>> {
         let Some(spec) = &self.interface else {
             return Ok(None);
         };
-        let i = crate::iface::select(spec)?;
+        let i = iface::select(spec)?;
         tracing::info!(interface = %i.name, address = %i.addr, "interface chosen by IFNAME {spec:?}");
         Ok(Some(i))
     }
@@ -648,7 +664,7 @@ impl Node {
     /// worker learns only the coordinator's).
     fn discovered_peers(&self, disc_port: u16, data_base: u16) -> Result<Vec<SocketAddr>> {
         let token = self.token.as_deref().ok_or(Error::TokenRequired)?;
-        let job = crate::discovery::Job::new(token, self.world, disc_port, data_base);
+        let job = discovery::Job::new(token, self.world, disc_port, data_base);
         let deadline = std::time::Instant::now() + self.timeout;
         let iface = self.chosen_interface()?;
         match (self.topology, self.rank) {
@@ -658,7 +674,7 @@ impl Node {
                 | Topology::Hypercube
                 | Topology::Tree { .. },
                 _,
-            ) => crate::discovery::broadcast(
+            ) => discovery::broadcast(
                 &job,
                 self.rank,
                 disc_port,
@@ -667,11 +683,10 @@ impl Node {
                 iface.as_ref(),
             ),
             (Topology::Star, 0) => {
-                let me =
-                    crate::discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;
+                let me = discovery::coordinator_address(disc_port, data_base, iface.as_ref())?;
                 tracing::info!(%me, disc_port, "answering discovery queries");
                 #[cfg(feature = "mdns")]
-                let keep = match crate::mdns::publish(job.id(), *me.ip(), disc_port) {
+                let keep = match mdns::publish(job.id(), *me.ip(), disc_port) {
                     Ok(a) => Some(a),
                     Err(e) => {
                         tracing::warn!("not published by mDNS: {e}; workers need DISCOVER_HOST");
@@ -680,17 +695,11 @@ impl Node {
                 };
                 #[cfg(not(feature = "mdns"))]
                 let keep = ();
-                crate::discovery::answer_queries(
-                    job,
-                    disc_port,
-                    me,
-                    deadline + crate::discovery::LINGER,
-                    keep,
-                )?;
+                discovery::answer_queries(job, disc_port, me, deadline + discovery::LINGER, keep)?;
                 Ok(vec![SocketAddr::V4(me)])
             }
             (Topology::Star, rank) => Ok(vec![match &self.discover_host {
-                Some(host) => crate::discovery::query(&job, rank, host, disc_port, deadline)?,
+                Some(host) => discovery::query(&job, rank, host, disc_port, deadline)?,
                 None => self.find_by_mdns(&job, disc_port, iface.as_ref(), deadline)?,
             }]),
         }

@@ -6,7 +6,7 @@
 //! the first authentic answer wins). Both
 //! bind to the chosen interface only (`IFNAME`, else the default route's).
 
-use crate::discovery::Job;
+use super::discovery::Job;
 use crate::error::{Error, Result};
 use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -73,7 +73,7 @@ pub(crate) fn find(
     let daemon = daemon(on)?;
     let events = daemon.browse(SERVICE).map_err(fail)?;
     let id = format!("{:016x}", job.id());
-    let found = crate::discovery::ask_each(
+    let found = super::discovery::ask_each(
         job,
         rank,
         disc_port,

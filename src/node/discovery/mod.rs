@@ -34,8 +34,8 @@
 //! | 40 | 16 | nonce: a query's random one, echoed by the reply to it; zero in a broadcast announcement |
 //! | 56 | 32 | HMAC-SHA256 of bytes 0..56 |
 
+use super::iface::Iface;
 use crate::error::{Error, Result};
-use crate::iface::Iface;
 use hmac::{Hmac, Mac};
 use meshwork_transport::kdf;
 use sha2::Sha256;
