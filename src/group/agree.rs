@@ -4,6 +4,14 @@
 //!
 //! # The agreement
 //!
+//! On a tree (where any other pair's messages are relayed) a coordinator
+//! gathers and decides, and a quorum of the survivors confirms, as below.
+//! On a mesh and a star, `attempt_pairwise`: every member sends its flags
+//! to every other, hears the decision of each lower rank in turn
+//! (hierarchical consensus with a perfect failure detector, Cachin,
+//! Guerraoui and Rodrigues 2011, algorithm 5.2), and confirms to every
+//! survivor; the same quorum, vouching and attempt rules hold.
+//!
 //! A coordinator gathers and decides; a quorum of the survivors confirms
 //! (a rotating-coordinator consensus, with the coordinators' ranks as
 //! ballots: Chandra and Toueg's, and Paxos's rule for a value that may
@@ -75,6 +83,12 @@ const DECISION: u8 = 2;
 const CONFIRM: u8 = 3;
 const OUTCOME: u8 = 4;
 
+/// The phases of an attempt on a mesh, where every pair talks (see
+/// `attempt_pairwise`).
+const PAIR_FLAGS: u8 = 0;
+const PAIR_DECISION: u8 = 1;
+const PAIR_CONFIRM: u8 = 2;
+
 /// What a coordinator's `DECISION` and `OUTCOME` say (their first byte):
 /// a decision (in an `OUTCOME`: confirmed by enough), no quorum (the
 /// ranks it could count on follow, u32 LE each), or expelled.
@@ -144,6 +158,15 @@ enum Heard {
     Later(u32),
 }
 
+/// What waiting for one phase's messages ended with.
+enum Phase {
+    /// The messages heard, in the order heard (the others' senders are
+    /// added to `failed`).
+    Heard(Vec<(u32, Payload)>),
+    /// A member is on a later attempt: this one is over.
+    Later(u32),
+}
+
 /// What gathering one phase from the members gave.
 enum Gathered {
     /// The messages heard, in the order heard (the others' senders were
@@ -197,6 +220,58 @@ impl Attempt<'_> {
                 return Ok(Taken::Later(number));
             }
         }
+    }
+
+    /// One message of `phase` from each of `from`, all waited for together
+    /// until `deadline`. A member known failed meanwhile, or not heard by
+    /// the deadline, is added to `failed`. `enough` (asked after each
+    /// message, with those so far) ends the wait early.
+    fn hear_all(
+        &mut self,
+        from: &[u32],
+        phase: u8,
+        deadline: Instant,
+        failed: &mut BTreeSet<u32>,
+        mut enough: impl FnMut(&[(u32, Payload)]) -> bool,
+    ) -> Result<Phase> {
+        let mut waiting: Vec<u32> = from.to_vec();
+        let mut heard = Vec::new();
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Each member's turn is short while several are waited for:
+            // one slow member does not hold up hearing the others.
+            let slice = if waiting.len() > 1 {
+                Duration::from_millis(2)
+            } else {
+                LOOK
+            };
+            let mut i = 0;
+            while i < waiting.len() {
+                let m = waiting[i];
+                match self.take(m, phase, left.min(slice)) {
+                    Ok(Taken::Message(msg)) => {
+                        waiting.remove(i);
+                        heard.push((m, msg));
+                        if enough(&heard) {
+                            return Ok(Phase::Heard(heard));
+                        }
+                        continue;
+                    }
+                    Ok(Taken::Later(number)) => return Ok(Phase::Later(number)),
+                    Err(TransportError::PeerDisconnected { .. }) => {}
+                    Err(TransportError::Timeout { .. }) => {
+                        if !left.is_zero() && !self.given_up(m) {
+                            i += 1;
+                            continue;
+                        }
+                    }
+                    Err(e) => return Err(Error::from_transport(e, "agree")),
+                }
+                failed.insert(m);
+                waiting.remove(i);
+            }
+        }
+        Ok(Phase::Heard(heard))
     }
 
     /// The coordinator's message of `phase`, waiting until `deadline`. A
@@ -372,7 +447,15 @@ impl GroupInner {
             early: HashMap::new(),
         };
         loop {
-            match self.attempt(&mut attempt, flags, n)? {
+            // A mesh's ranks talk pairwise; on a tree every other pair's
+            // messages are relayed, and only a coordinator keeps the
+            // agreement O(P).
+            let ended = if self.tree_routes() {
+                self.attempt(&mut attempt, flags, n)?
+            } else {
+                self.attempt_pairwise(&mut attempt, flags, n)?
+            };
+            match ended {
                 Ended::Agreed(flags, failed) => {
                     self.clear_stale();
                     tracing::debug!(
@@ -422,6 +505,186 @@ impl GroupInner {
             return Err(self.stop(a, n, true, vec![self.rank]));
         }
         Ok(Ended::Later(number))
+    }
+
+    /// One attempt of agreement `n` on a mesh: the three rounds between
+    /// every pair (see the module).
+    fn attempt_pairwise(&self, a: &mut Attempt<'_>, flags: u64, n: u64) -> Result<Ended> {
+        let t = &self.transport;
+        let (me, world) = (self.rank, self.world);
+        // A first attempt passes over the members known failed; a retry
+        // waits for every member whose link lives (see `given_up`).
+        let mut failed: BTreeSet<u32> = if a.number == 0 {
+            t.failed().into_iter().collect()
+        } else {
+            (0..world).filter(|&m| m != me && t.is_gone(m)).collect()
+        };
+        let others = |failed: &BTreeSet<u32>| -> Vec<u32> {
+            (0..world)
+                .filter(|r| *r != me && !failed.contains(r))
+                .collect()
+        };
+        // 1: the flags.
+        for m in others(&failed) {
+            a.send(m, PAIR_FLAGS, &flags.to_le_bytes());
+        }
+        let mut and = flags;
+        let from = others(&failed);
+        tracing::debug!(
+            agreement = n,
+            attempt = a.number,
+            ?from,
+            "an attempt of the agreement"
+        );
+        let deadline = Instant::now() + self.timeout();
+        let heard = match a.hear_all(&from, PAIR_FLAGS, deadline, &mut failed, |_| false)? {
+            Phase::Heard(heard) => heard,
+            Phase::Later(number) => return Ok(Ended::Later(number)),
+        };
+        tracing::debug!(agreement = n, attempt = a.number, ?failed, "flags heard");
+        let needed = self.quorum().needed(world);
+        if a.number > 0 {
+            // A retry (a stale group, the network perhaps healed) brings
+            // back the whole group or nothing: it goes on only if every
+            // member whose link lives took part. One that did not makes the
+            // attempt come to nothing — no confirmation sent, nothing bound
+            // — and the next attempt tries again; unless a quorum of members
+            // is alive and takes no part (they went on without this rank,
+            // in the group the agreement it missed made), or too few are
+            // linked to ever agree: then only the seed brings it back.
+            let unheard: Vec<u32> = from
+                .iter()
+                .copied()
+                .filter(|m| failed.contains(m))
+                .collect();
+            if !unheard.is_empty() {
+                let now_failed = t.failed();
+                let alive_elsewhere =
+                    unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
+                let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+                if alive_elsewhere >= needed || linked < needed {
+                    return Err(self.make_stale(Stale::Expelled));
+                }
+                let reachable: Vec<u32> = (0..world).filter(|m| !failed.contains(m)).collect();
+                return Err(self.make_stale(Stale::NoQuorum {
+                    reachable,
+                    needed,
+                    agreement: n,
+                    attempt: a.number,
+                    at: Instant::now(),
+                }));
+            }
+        }
+        for (m, msg) in heard {
+            let theirs = msg.as_ref().get(..8).and_then(|b| b.try_into().ok());
+            let Some(theirs) = theirs else {
+                return Err(Error::InvalidArgument(format!(
+                    "agree: rank {m} sent a malformed proposal"
+                )));
+            };
+            and &= u64::from_le_bytes(theirs);
+        }
+        let mut held = (and, failed.clone());
+        // 2: rounds led by each lower rank, then this rank's own.
+        for leader in 0..me {
+            if failed.contains(&leader) {
+                continue;
+            }
+            let deadline = Instant::now() + self.timeout();
+            let msg =
+                match a.hear_all(&[leader], PAIR_DECISION, deadline, &mut failed, |_| false)? {
+                    Phase::Heard(mut heard) => heard.pop(),
+                    Phase::Later(number) => return Ok(Ended::Later(number)),
+                };
+            let Some((_, msg)) = msg else { continue };
+            match decode(msg.as_ref(), world) {
+                Some(d) if self.vouches_for(leader, &d.1, &failed) => held = d,
+                Some(_) => {}
+                None => {
+                    tracing::warn!(leader, "rank {leader} sent a malformed decision; not taken")
+                }
+            }
+        }
+        let decision = encode(held.0, &held.1);
+        for m in others(&failed).into_iter().filter(|&m| m > me) {
+            a.send(m, PAIR_DECISION, &decision);
+        }
+        // 3: quorum, and the survivors' confirmation of the decision (on a
+        // retry, every survivor's).
+        let survivors: Vec<u32> = (0..world).filter(|r| !held.1.contains(r)).collect();
+        let retry = a.number > 0;
+        let number = a.number;
+        let stale = |reachable: Vec<u32>| Stale::NoQuorum {
+            reachable,
+            needed,
+            agreement: n,
+            attempt: number,
+            at: Instant::now(),
+        };
+        if !survivors.contains(&me) {
+            return Err(self.make_stale(Stale::Expelled));
+        }
+        if (survivors.len() as u32) < needed {
+            if retry {
+                // Too few are linked to ever agree here.
+                return Err(self.make_stale(Stale::Expelled));
+            }
+            return Err(self.make_stale(stale(survivors)));
+        }
+        // A retry's decision counts only if every survivor confirms it: a
+        // decision that leaves out no member whose link lives, which no
+        // other group can also have made.
+        let enough = if retry {
+            survivors.len() as u32
+        } else {
+            needed
+        };
+        // Having sent its confirmation, this rank is bound to the decision
+        // unless it sees a quorum confirm it (`quorum.rs`).
+        let others: Vec<u32> = survivors.iter().copied().filter(|&r| r != me).collect();
+        for &m in &others {
+            a.send(m, PAIR_CONFIRM, &decision);
+        }
+        let matching = |heard: &[(u32, Payload)]| {
+            1 + heard
+                .iter()
+                .filter(|(_, msg)| msg.as_ref() == decision.as_slice())
+                .count() as u32
+        };
+        let deadline = Instant::now() + self.timeout();
+        let mut unheard = BTreeSet::new();
+        let heard = match a.hear_all(&others, PAIR_CONFIRM, deadline, &mut unheard, |h| {
+            matching(h) >= enough
+        })? {
+            Phase::Heard(heard) => heard,
+            // Another attempt began after this rank confirmed: bound.
+            Phase::Later(_) => Vec::new(),
+        };
+        let mut confirmed = vec![me];
+        for (m, msg) in &heard {
+            if msg.as_ref() == decision.as_slice() {
+                confirmed.push(*m);
+            } else {
+                tracing::warn!(
+                    rank = m,
+                    "rank {m} confirmed another decision than this rank's"
+                );
+            }
+        }
+        if (confirmed.len() as u32) < enough {
+            confirmed.sort_unstable();
+            if !retry {
+                // The decision may have been confirmed by a quorum elsewhere:
+                // this rank is bound to it, and stale for good here.
+                return Err(self.make_stale(Stale::Expelled));
+            }
+            // A retry's needed every survivor, this rank included, whose
+            // confirmation was sent to all: any group it made holds this
+            // rank, so none can go on without it; the next attempt may try
+            // again.
+            return Err(self.make_stale(stale(confirmed)));
+        }
+        Ok(Ended::Agreed(held.0, held.1))
     }
 
     /// A retry whose coordinator, alive or cut off, did not answer: a
