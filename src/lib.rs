@@ -266,7 +266,7 @@ pub use group::{
     FLIGHT_RECORD_LEN, MAX_IN_FLIGHT,
 };
 pub use local::{local, local_with};
-pub use meshwork_collectives::{Element, ReduceOp, Topology};
+pub use meshwork_collectives::{with_dtype, DType, Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
 pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET};
 pub use node::{

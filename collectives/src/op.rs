@@ -57,6 +57,63 @@ impl ReduceOp {
     }
 }
 
+/// Run `$body` with `$T` the element type of the [`DType`] `$d`: the one
+/// dispatch from a type known at run time to the generic calls (the C
+/// and Python front ends go through it).
+///
+/// ```
+/// use meshwork_collectives::{with_dtype, DType};
+/// let size = with_dtype!(DType::BF16, T => std::mem::size_of::<T>());
+/// assert_eq!(size, DType::BF16.size());
+/// ```
+#[macro_export]
+macro_rules! with_dtype {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+        }
+    };
+}
+
 /// The element types meshwork reduces; each [`crate::Element`] has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {

@@ -4,61 +4,29 @@
 
 use crate::status::*;
 use crate::{group, guard, mw_group, Failure};
-use mw::half::{bf16, f16};
 use mw::{Element, ProcessGroup};
 use std::ffi::c_void;
 use std::mem::{align_of, size_of};
 
-/// Run `$body` with `$T` the element type `$t` names, or fail with
+/// Run `$body` with `$T` the element type the `mw_dtype` `$t` names
+/// (meshwork's one dispatch, `mw::with_dtype!`), or fail with
 /// `MW_INVALID_ARGUMENT` for an unknown value.
 macro_rules! with_dtype {
     ($t:expr, $T:ident => $body:expr) => {
-        match $t {
-            MW_F32 => {
-                type $T = f32;
-                $body
-            }
-            MW_F64 => {
-                type $T = f64;
-                $body
-            }
-            MW_F16 => {
-                type $T = f16;
-                $body
-            }
-            MW_BF16 => {
-                type $T = bf16;
-                $body
-            }
-            MW_I8 => {
-                type $T = i8;
-                $body
-            }
-            MW_I32 => {
-                type $T = i32;
-                $body
-            }
-            MW_I64 => {
-                type $T = i64;
-                $body
-            }
-            MW_U8 => {
-                type $T = u8;
-                $body
-            }
-            MW_U32 => {
-                type $T = u32;
-                $body
-            }
-            MW_U64 => {
-                type $T = u64;
-                $body
-            }
-            other => Err(Failure::invalid(format!(
-                "unknown mw_dtype {other} (MW_F32..MW_U64 are 0..9)"
-            ))),
+        match dtype_of($t) {
+            Ok(d) => mw::with_dtype!(d, $T => $body),
+            Err(e) => Err(e),
         }
     };
+}
+
+/// The element type an `mw_dtype` names: `MW_F32` … `MW_U64` are
+/// meshwork's types in their wire order.
+fn dtype_of(t: mw_dtype) -> Result<mw::DType, Failure> {
+    u8::try_from(t)
+        .ok()
+        .and_then(mw::DType::from_id)
+        .ok_or_else(|| Failure::invalid(format!("unknown mw_dtype {t} (MW_F32..MW_U64 are 0..9)")))
 }
 
 /// The byte length of `count` elements of `T`, if it fits a slice.
@@ -506,4 +474,35 @@ pub unsafe extern "C" fn mw_recv(
         let buf = unsafe { slice_mut::<u8>(buf, bytes, "buf") }?;
         Ok(g.recv(buf, src, tag)?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C constants name meshwork's types, each its own, and nothing
+    /// past them names one.
+    #[test]
+    fn each_mw_dtype_names_its_type() {
+        let pairs = [
+            (MW_F32, mw::DType::F32),
+            (MW_F64, mw::DType::F64),
+            (MW_F16, mw::DType::F16),
+            (MW_BF16, mw::DType::BF16),
+            (MW_I8, mw::DType::I8),
+            (MW_I32, mw::DType::I32),
+            (MW_I64, mw::DType::I64),
+            (MW_U8, mw::DType::U8),
+            (MW_U32, mw::DType::U32),
+            (MW_U64, mw::DType::U64),
+        ];
+        for (c, d) in pairs {
+            assert_eq!(dtype_of(c).ok(), Some(d), "mw_dtype {c}");
+            let size = mw::with_dtype!(d, T => size_of::<T>());
+            assert_eq!(size, d.size());
+        }
+        for bad in [10, 255, 256, u32::MAX] {
+            assert!(dtype_of(bad).is_err(), "mw_dtype {bad}");
+        }
+    }
 }

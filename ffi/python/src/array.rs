@@ -64,64 +64,22 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyMemoryView, PyType, PyWeakrefReference};
 use std::ffi::{c_char, CStr};
 
-/// An element type meshwork reduces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DType {
-    F32,
-    F64,
-    F16,
-    BF16,
-    I8,
-    I32,
-    I64,
-    U8,
-    U32,
-    U64,
-}
+/// An element type meshwork reduces: meshwork's own.
+pub(crate) use mw::DType;
 
-impl DType {
-    /// Every type.
-    pub(crate) const ALL: [DType; 10] = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I8,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::U32,
-        DType::U64,
-    ];
-
-    /// numpy's name for it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "float32",
-            DType::F64 => "float64",
-            DType::F16 => "float16",
-            DType::BF16 => "bfloat16",
-            DType::I8 => "int8",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::U8 => "uint8",
-            DType::U32 => "uint32",
-            DType::U64 => "uint64",
-        }
-    }
-
-    /// meshwork's (Rust's) name for it, as its messages write it.
-    pub(crate) fn rust_name(self) -> &'static str {
-        crate::with_dtype!(self, T => <T as mw::Element>::DTYPE.name())
-    }
-
-    fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
-        }
+/// numpy's (and torch's) name for an element type.
+pub(crate) fn numpy_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F64 => "float64",
+        DType::F16 => "float16",
+        DType::BF16 => "bfloat16",
+        DType::I8 => "int8",
+        DType::I32 => "int32",
+        DType::I64 => "int64",
+        DType::U8 => "uint8",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
     }
 }
 

@@ -7,7 +7,7 @@
 //! API (`Node::timeout`, `ReduceOp::Avg`), which a Python program reaches
 //! by other names.
 
-use crate::array::DType;
+use crate::array::{numpy_name, DType};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
@@ -105,8 +105,8 @@ fn in_python(message: &str) -> String {
     if let Some((before, dtype)) = out.split_once(AVG_ON_INTEGERS) {
         let dtype = DType::ALL
             .iter()
-            .find(|d| d.rust_name() == dtype)
-            .map_or(dtype, |d| d.name());
+            .find(|d| d.name() == dtype)
+            .map_or(dtype, |d| numpy_name(*d));
         out = format!("{before}op=\"avg\" needs a float dtype, not {dtype}");
     }
     out

@@ -3,64 +3,15 @@
 //! whole of the blocking call (`ProcessGroup::blocking`), so other Python
 //! threads run while it waits, and Ctrl-C stops it (`interrupt.rs`).
 
-use crate::array::{array, Access, Array, DType};
+use crate::array::{array, numpy_name, Access, Array, DType};
 use crate::errors::{invalid, to_py};
 use crate::interrupt;
+use crate::with_dtype;
 use mw::ReduceOp;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Run `$body` with `$T` the element type of the `DType` `$d`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_dtype {
-    ($d:expr, $T:ident => $body:expr) => {
-        match $d {
-            $crate::array::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::array::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::array::DType::F16 => {
-                type $T = mw::half::f16;
-                $body
-            }
-            $crate::array::DType::BF16 => {
-                type $T = mw::half::bf16;
-                $body
-            }
-            $crate::array::DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            $crate::array::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::array::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::array::DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::array::DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::array::DType::U64 => {
-                type $T = u64;
-                $body
-            }
-        }
-    };
-}
 
 /// The operator named `op`: "sum", "prod", "min", "max" or "avg".
 pub(crate) fn reduce_op(py: Python<'_>, op: &str) -> PyResult<ReduceOp> {
@@ -87,8 +38,8 @@ pub(crate) fn same_dtype(py: Python<'_>, send: &Array<'_>, recv: &Array<'_>) -> 
             py,
             format!(
                 "send is {} but recv is {}; give both the same dtype",
-                s.name(),
-                r.name()
+                numpy_name(s),
+                numpy_name(r)
             ),
         ));
     }

@@ -16,6 +16,7 @@ mod nb;
 
 use errors::to_py;
 use group::ProcessGroup;
+pub(crate) use mw::with_dtype;
 use pyo3::prelude::*;
 
 /// Join the group the environment describes (RANK, WORLD, PEERS, SEED,

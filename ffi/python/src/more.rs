@@ -19,7 +19,7 @@
 //! A handler may call meshwork itself (`rpc` to another rank, `send`):
 //! those calls release the GIL while they wait, as every call does.
 
-use crate::array::{array, array_now, Access, DType};
+use crate::array::{array, array_now, numpy_name, Access, DType};
 use crate::errors::invalid;
 use crate::group::{reduce_op, ProcessGroup};
 use mw::ReduceOp;
@@ -74,7 +74,7 @@ fn float32(py: Python<'_>, a: &crate::array::Array<'_>, op: &str) -> PyResult<()
             py,
             format!(
                 "{op}: a is {}; it takes float32 (a.astype(np.float32), then copy back)",
-                other.name()
+                numpy_name(other)
             ),
         )),
     }

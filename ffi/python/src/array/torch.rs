@@ -42,7 +42,7 @@
 //! `InvalidArgument`, but by then meshwork may have written memory the
 //! tensor no longer owns. The default is off.
 
-use super::{not_contiguous, Access, Array, DType, Hold};
+use super::{not_contiguous, numpy_name, Access, Array, DType, Hold};
 use crate::errors::invalid;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -179,7 +179,7 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
     // torch names its dtypes as numpy does.
     for d in DType::ALL {
         // uint32/uint64 came in torch 2.3; older versions lack them.
-        if let Ok(t) = torch.getattr(d.name()) {
+        if let Ok(t) = torch.getattr(numpy_name(d)) {
             dtypes.push((t.unbind(), d));
         }
     }
