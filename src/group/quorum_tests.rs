@@ -12,11 +12,18 @@ use std::time::{Duration, Instant};
 const DEADLINE: Duration = Duration::from_millis(1500);
 
 fn world(n: u32) -> (Vec<Arc<ProcessGroup>>, Arc<PipeNet>) {
+    world_as(n, Topology::Mesh)
+}
+
+/// A world whose groups run `topology`'s algorithms over mesh links: on
+/// `Topology::Tree` they agree through a coordinator (`agree.rs`), the
+/// protocol a relay tree uses, here under the same cuts as a mesh.
+fn world_as(n: u32, topology: Topology) -> (Vec<Arc<ProcessGroup>>, Arc<PipeNet>) {
     let (ranks, net) = pipe_world_with_net(n, Shape::Mesh).unwrap();
     let groups = ranks
         .into_iter()
         .map(|t| {
-            let g = ProcessGroup::new(Arc::new(t), 0, DEADLINE, Topology::Mesh);
+            let g = ProcessGroup::new(Arc::new(t), 0, DEADLINE, topology);
             g.set_recovery(Recovery::Shrink);
             Arc::new(g)
         })
@@ -74,7 +81,16 @@ fn until_ok(g: &ProcessGroup, within: Duration) -> (crate::Result<u32>, Vec<Stri
 /// together, and go on whole.
 #[test]
 fn a_two_two_cut_stops_both_sides_and_the_heal_brings_the_whole_group_back() {
-    let (groups, net) = world(4);
+    two_two_cut(Topology::Mesh);
+}
+
+#[test]
+fn through_a_coordinator_a_two_two_cut_stops_both_sides_and_the_heal_brings_the_group_back() {
+    two_two_cut(Topology::Tree { fanout: 2 });
+}
+
+fn two_two_cut(topology: Topology) {
+    let (groups, net) = world_as(4, topology);
     assert_eq!(on_each(&groups, |g| ones(g).unwrap()), [4; 4]);
     net.partition(&[&[0, 1], &[2, 3]]);
     let got = on_each(&groups, |g| (ones(g), ones(g)));
@@ -109,23 +125,40 @@ fn a_two_two_cut_stops_both_sides_and_the_heal_brings_the_whole_group_back() {
 /// (`Expelled`: it comes back through the seed, `rejoin`).
 #[test]
 fn a_three_one_cut_lets_the_three_go_on_and_stops_the_one() {
-    let (groups, net) = world(4);
+    three_one_cut(Topology::Mesh, 3);
+}
+
+#[test]
+fn through_a_coordinator_a_three_one_cut_lets_the_three_go_on_and_stops_the_one() {
+    three_one_cut(Topology::Tree { fanout: 2 }, 3);
+}
+
+/// The coordinator itself cut off: the three agree through the next one.
+#[test]
+fn through_a_coordinator_cut_off_the_next_one_leads_the_three() {
+    three_one_cut(Topology::Tree { fanout: 2 }, 0);
+}
+
+fn three_one_cut(topology: Topology, one: u32) {
+    let (groups, net) = world_as(4, topology);
     on_each(&groups, |g| ones(g).unwrap());
-    net.partition(&[&[0, 1, 2], &[3]]);
+    let three: Vec<u32> = (0..4).filter(|&r| r != one).collect();
+    net.partition(&[&three, &[one]]);
     let cut = Instant::now();
     let got = on_each(&groups, |g| {
         (ones(g), until_ok(g, Duration::from_secs(5)).0)
     });
     for (r, (first, then)) in got.into_iter().enumerate() {
-        if r < 3 {
+        let r = r as u32;
+        if r != one {
             assert!(
-                matches!(first, Err(Error::GroupShrunk { ref failed }) if *failed == [3]),
+                matches!(first, Err(Error::GroupShrunk { ref failed }) if *failed == [one]),
                 "rank {r}: {first:?}"
             );
             assert_eq!(then.unwrap(), 3, "rank {r}");
         } else {
             assert!(
-                matches!(first, Err(Error::NoQuorum { ref reachable, needed: 3 }) if *reachable == [3]),
+                matches!(first, Err(Error::NoQuorum { ref reachable, needed: 3 }) if *reachable == [one]),
                 "{first:?}"
             );
             assert!(matches!(then, Err(Error::NoQuorum { .. })), "{then:?}");
@@ -134,13 +167,18 @@ fn a_three_one_cut_lets_the_three_go_on_and_stops_the_one() {
     assert!(cut.elapsed() < Duration::from_secs(10));
     net.heal();
     // The one tries again after the heal; the three, gone on, never answer.
-    let (last, seen) = until_ok(&groups[3], 3 * DEADLINE);
+    let lone = &groups[one as usize];
+    let (last, seen) = until_ok(lone, 3 * DEADLINE);
     assert!(
-        matches!(last, Err(Error::Expelled { rank: 3 })),
+        matches!(last, Err(Error::Expelled { rank }) if rank == one),
         "{last:?} after {seen:?}"
     );
-    assert!(groups[3].is_stale());
-    let ok = on_each(&groups[..3], |g| ones(g).unwrap());
+    assert!(lone.is_stale());
+    let rest: Vec<Arc<ProcessGroup>> = three
+        .iter()
+        .map(|&r| Arc::clone(&groups[r as usize]))
+        .collect();
+    let ok = on_each(&rest, |g| ones(g).unwrap());
     assert_eq!(ok, [3, 3, 3]);
 }
 
@@ -174,6 +212,40 @@ fn a_forged_decision_naming_a_live_rank_is_not_taken() {
     let got = on_each(&groups, |g| g.agree(0b1));
     for (i, r) in got.into_iter().enumerate() {
         assert_eq!(r.unwrap(), (0b1, vec![]), "rank {}", i + 1);
+    }
+}
+
+/// The coordinator (rank 0, hostile) proposes a decision naming a live
+/// rank failed and says it was confirmed. The members' detectors do not
+/// vouch for it: nobody takes it, the live rank is not expelled, and the
+/// honest members agree through the next coordinator without the forger.
+#[test]
+fn through_a_coordinator_a_forged_decision_is_refused_and_the_forger_left_out() {
+    let (mut ranks, _net) = pipe_world_with_net(4, Shape::Mesh).unwrap();
+    let hostile: Arc<dyn Transport> = Arc::new(ranks.remove(0));
+    let tree = Topology::Tree { fanout: 2 };
+    let groups: Vec<Arc<ProcessGroup>> = ranks
+        .into_iter()
+        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, tree)))
+        .collect();
+    let lane = LaneKey {
+        comm: super::split::child_comm_id(0, u64::MAX, u32::MAX),
+        kind: LaneKind::PointToPoint,
+        tag: 0,
+    };
+    let msg = |phase: u8, body: &[u8]| [0u32.to_le_bytes().as_slice(), &[phase], body].concat();
+    // `D`, then flags and rank 2: proposed (phase 2), then "confirmed"
+    // (phase 4).
+    let mut forged = b"D".to_vec();
+    forged.extend_from_slice(&u64::MAX.to_le_bytes());
+    forged.extend_from_slice(&2u32.to_le_bytes());
+    for r in 1..4 {
+        hostile.send(r, lane, &[&msg(2, &forged)]).unwrap();
+        hostile.send(r, lane, &[&msg(4, &forged)]).unwrap();
+    }
+    let got = on_each(&groups, |g| g.agree(0b1));
+    for (i, r) in got.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), (0b1, vec![0]), "rank {}", i + 1);
     }
 }
 
