@@ -393,18 +393,25 @@ impl GroupInner {
         }
     }
 
-    /// Whether this rank takes a coordinator's decision naming `named`
-    /// failed: each of them must be failed here too, now or within the
-    /// grace an honest coordinator's view needs to reach this rank (a
-    /// dead process's links end everywhere at once; a silence shows on
-    /// every link within the liveness limit). A decision naming a rank
-    /// this rank still hears — itself included — is a member's word
-    /// against this rank's own detector (or a partition only the
-    /// coordinator is behind): it is not taken.
-    fn vouches_for(&self, leader: u32, named: &BTreeSet<u32>, failed: &BTreeSet<u32>) -> bool {
-        let grace = self.grace();
+    /// Whether this rank takes a decision of `leader`'s naming `named`
+    /// failed: each of them must be failed here too, now or within
+    /// `within` — the time an honest leader's view needs to reach this
+    /// rank (a dead process's links end everywhere at once; a silence
+    /// shows on every link within the liveness limit). A decision naming
+    /// a rank this rank still hears — itself included — is a member's
+    /// word against this rank's own detector (or a partition only the
+    /// leader is behind): it is not taken.
+    fn vouches_for(
+        &self,
+        leader: u32,
+        named: &BTreeSet<u32>,
+        failed: &BTreeSet<u32>,
+        within: Duration,
+    ) -> bool {
+        let until = Instant::now() + within;
         for &r in named.difference(failed) {
-            if r == self.rank || !self.transport.await_failure_of(r, grace) {
+            let left = until.saturating_duration_since(Instant::now());
+            if r == self.rank || !self.transport.await_failure_of(r, left) {
                 tracing::warn!(
                     leader,
                     rank = r,
@@ -598,7 +605,7 @@ impl GroupInner {
                 };
             let Some((_, msg)) = msg else { continue };
             match decode(msg.as_ref(), world) {
-                Some(d) if self.vouches_for(leader, &d.1, &failed) => held = d,
+                Some(d) if self.vouches_for(leader, &d.1, &failed, self.grace()) => held = d,
                 Some(_) => {}
                 None => {
                     tracing::warn!(leader, "rank {leader} sent a malformed decision; not taken")
@@ -765,7 +772,17 @@ impl GroupInner {
             };
             let takes = match &bound {
                 Some((_, mine)) => *mine == decision,
-                None => self.vouches_for(c, &dfailed, &failed),
+                // A member may have come in on the coordinator's
+                // revocation, before its own links showed the failure the
+                // decision names (on a loaded host, later than the grace):
+                // it waits for its detector as long as the coordinator
+                // waits for confirmations, less a margin.
+                None => self.vouches_for(
+                    c,
+                    &dfailed,
+                    &failed,
+                    self.grace().max(self.timeout() * 3 / 4),
+                ),
             };
             if !takes {
                 // Refused (the coordinator may stop waiting for it), and
