@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_millis(1500);
 
-fn world(n: u32) -> (Vec<Arc<ProcessGroup>>, Arc<PipeNet>) {
-    world_as(n, Topology::Mesh)
-}
-
 /// A world whose groups run `topology`'s algorithms over mesh links: on
 /// `Topology::Tree` they agree through a coordinator (`agree.rs`), the
 /// protocol a relay tree uses, here under the same cuts as a mesh.
