@@ -169,11 +169,7 @@ fn rank_main() -> meshwork::Result<()> {
 }
 
 fn main() {
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
-        if let Err(e) = rank_main() {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
-        }
+    if common::as_rank(rank_main) {
         return;
     }
     let fleet = std::env::var("FLEET").unwrap_or_else(|_| "star:64,tree8:64".into());

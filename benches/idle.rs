@@ -76,11 +76,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
-        if let Err(e) = rank_main(secs) {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
-        }
+    if common::as_rank(|| rank_main(secs)) {
         return;
     }
     let world: u32 = std::env::var("IDLE_WORLD")

@@ -229,14 +229,12 @@ fn main() {
     let sizes_env = std::env::var("BENCH_SIZES").unwrap_or_default();
     let iters_env = std::env::var("BENCH_ITERS").unwrap_or_default();
     let parse = parse_list;
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+    if common::as_rank(|| {
         let colls: Vec<String> = std::env::var("BENCH_COLLS")
             .map(|c| c.split(',').map(str::to_string).collect())
             .unwrap_or_else(|_| COLLS.iter().map(|c| c.to_string()).collect());
-        if let Err(e) = rank_main(&parse(&sizes_env), &parse(&iters_env), &colls) {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
-        }
+        rank_main(&parse(&sizes_env), &parse(&iters_env), &colls)
+    }) {
         return;
     }
     let args: Vec<String> = std::env::args().collect();

@@ -109,11 +109,7 @@ fn rank_main() -> meshwork::Result<()> {
 }
 
 fn main() {
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
-        if let Err(e) = rank_main() {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
-        }
+    if common::as_rank(rank_main) {
         return;
     }
     if std::env::args().any(|a| a == "--list") {

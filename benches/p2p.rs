@@ -120,13 +120,11 @@ fn split_rows(rows: common::Rows) -> (Rows, Option<f64>) {
 
 fn main() {
     let parse = parse_list;
-    if std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+    if common::as_rank(|| {
         let sizes = parse(&std::env::var("BENCH_SIZES").unwrap_or_default());
         let iters = parse(&std::env::var("BENCH_ITERS").unwrap_or_default());
-        if let Err(e) = rank_main(&sizes, &iters) {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
-        }
+        rank_main(&sizes, &iters)
+    }) {
         return;
     }
     let sizes: Vec<usize> = std::iter::once(8)

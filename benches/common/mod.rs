@@ -46,6 +46,20 @@ pub fn run_rows(mut cmd: Command) -> Option<Rows> {
     child.wait().ok()?.success().then_some(rows)
 }
 
+/// This process's part when [`meshrun`] started it as a rank
+/// (`BENCH_ROLE=rank`): runs `rank_main` and returns true, exiting with
+/// status 1 and its error on stderr if it fails; false in the driver.
+pub fn as_rank(rank_main: impl FnOnce() -> meshwork::Result<()>) -> bool {
+    if !std::env::var("BENCH_ROLE").is_ok_and(|r| r == "rank") {
+        return false;
+    }
+    if let Err(e) = rank_main() {
+        eprintln!("rank failed: {e}");
+        std::process::exit(1);
+    }
+    true
+}
+
 /// `meshrun -n N --topology T -- <this benchmark>` with `BENCH_ROLE=rank`,
 /// or `None` (with a note) if meshrun is not built next to it.
 pub fn meshrun(n: u32, topology: &str) -> Option<Command> {

@@ -178,35 +178,53 @@ fn three_one_cut(topology: Topology, one: u32) {
     assert_eq!(ok, [3, 3, 3]);
 }
 
-/// Review round 3, #3: a member leading a round of the agreement sends a
-/// forged decision naming a live rank failed. The others' detectors do
-/// not vouch for it: nobody takes it, every honest member agrees that
-/// nobody failed, and the live rank is not expelled.
-#[test]
-fn a_forged_decision_naming_a_live_rank_is_not_taken() {
+/// Rank 0 is hostile: it takes no part but sends each of the others the
+/// agreement messages `forged` (phase, body) on the first agreement's
+/// lane; the others, on `topology`, agree on flags `0b1`. Their results,
+/// ranks 1..4.
+fn with_a_forger(
+    topology: Topology,
+    forged: &[(u8, Vec<u8>)],
+) -> Vec<crate::Result<(u64, Vec<u32>)>> {
     let (mut ranks, _net) = pipe_world_with_net(4, Shape::Mesh).unwrap();
     let hostile: Arc<dyn Transport> = Arc::new(ranks.remove(0));
     let groups: Vec<Arc<ProcessGroup>> = ranks
         .into_iter()
-        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, Topology::Mesh)))
+        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, topology)))
         .collect();
     let lane = LaneKey {
         comm: super::split::child_comm_id(0, u64::MAX, u32::MAX),
         kind: LaneKind::PointToPoint,
         tag: 0,
     };
-    let msg = |phase: u8, body: &[u8]| [0u32.to_le_bytes().as_slice(), &[phase], body].concat();
+    for r in 1..4 {
+        for (phase, body) in forged {
+            let msg = [0u32.to_le_bytes().as_slice(), &[*phase], body].concat();
+            hostile.send(r, lane, &[&msg]).unwrap();
+        }
+    }
+    on_each(&groups, |g| g.agree(0b1))
+}
+
+/// A member leading a round of the pairwise agreement sends a forged
+/// decision naming a live rank failed. The others' detectors do not
+/// vouch for it: nobody takes it, every honest member agrees that nobody
+/// failed, and the live rank is not expelled.
+#[test]
+fn a_forged_decision_naming_a_live_rank_is_not_taken() {
     let mut forged = u64::MAX.to_le_bytes().to_vec();
     forged.extend_from_slice(&2u32.to_le_bytes());
-    for r in 1..4 {
-        hostile
-            .send(r, lane, &[&msg(0, &u64::MAX.to_le_bytes())])
-            .unwrap();
-        hostile.send(r, lane, &[&msg(1, &forged)]).unwrap();
-        hostile.send(r, lane, &[&msg(2, &forged)]).unwrap();
-    }
-    let got = on_each(&groups, |g| g.agree(0b1));
-    for (i, r) in got.into_iter().enumerate() {
+    // Its flags (phase 0), then the decision as leader (1) and as
+    // confirmation (2).
+    let sends = [
+        (0, u64::MAX.to_le_bytes().to_vec()),
+        (1, forged.clone()),
+        (2, forged),
+    ];
+    for (i, r) in with_a_forger(Topology::Mesh, &sends)
+        .into_iter()
+        .enumerate()
+    {
         assert_eq!(r.unwrap(), (0b1, vec![]), "rank {}", i + 1);
     }
 }
@@ -217,30 +235,14 @@ fn a_forged_decision_naming_a_live_rank_is_not_taken() {
 /// honest members agree through the next coordinator without the forger.
 #[test]
 fn through_a_coordinator_a_forged_decision_is_refused_and_the_forger_left_out() {
-    let (mut ranks, _net) = pipe_world_with_net(4, Shape::Mesh).unwrap();
-    let hostile: Arc<dyn Transport> = Arc::new(ranks.remove(0));
-    let tree = Topology::Tree { fanout: 2 };
-    let groups: Vec<Arc<ProcessGroup>> = ranks
-        .into_iter()
-        .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, tree)))
-        .collect();
-    let lane = LaneKey {
-        comm: super::split::child_comm_id(0, u64::MAX, u32::MAX),
-        kind: LaneKind::PointToPoint,
-        tag: 0,
-    };
-    let msg = |phase: u8, body: &[u8]| [0u32.to_le_bytes().as_slice(), &[phase], body].concat();
     // `D`, then flags and rank 2: proposed (phase 2), then "confirmed"
     // (phase 4).
     let mut forged = b"D".to_vec();
     forged.extend_from_slice(&u64::MAX.to_le_bytes());
     forged.extend_from_slice(&2u32.to_le_bytes());
-    for r in 1..4 {
-        hostile.send(r, lane, &[&msg(2, &forged)]).unwrap();
-        hostile.send(r, lane, &[&msg(4, &forged)]).unwrap();
-    }
-    let got = on_each(&groups, |g| g.agree(0b1));
-    for (i, r) in got.into_iter().enumerate() {
+    let sends = [(2, forged.clone()), (4, forged)];
+    let tree = Topology::Tree { fanout: 2 };
+    for (i, r) in with_a_forger(tree, &sends).into_iter().enumerate() {
         assert_eq!(r.unwrap(), (0b1, vec![0]), "rank {}", i + 1);
     }
 }

@@ -11,7 +11,6 @@
 )]
 
 use meshwork::{Error, ProcessGroup, ReduceOp, Topology};
-use std::process::Command;
 
 /// This process's threads (`/proc/self/status`).
 fn threads() -> u64 {
@@ -65,17 +64,21 @@ pub(crate) fn scenario(g: &ProcessGroup) -> meshwork::Result<String> {
 }
 
 fn run(workers: u32, topology: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meshrun"))
-        .args(["-n", &(workers + 1).to_string(), "--topology", topology])
-        .args(["--transport", "tcp", "--timeout", "120", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "scenarios::rank_process_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("MESHWORK_TEST_SCENARIO", "fleet")
+    let meshrun: Vec<String> = [
+        env!("CARGO_BIN_EXE_meshrun"),
+        "-n",
+        &(workers + 1).to_string(),
+        "--topology",
+        topology,
+        "--transport",
+        "tcp",
+        "--timeout",
+        "120",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = crate::procs::rank_command(&std::env::current_exe().unwrap(), &meshrun, "fleet")
         .env(
             "CLUSTER_TOKEN",
             "a fleet's token, long enough to be accepted",
