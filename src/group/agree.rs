@@ -565,9 +565,14 @@ impl GroupInner {
                 .filter(|m| failed.contains(m))
                 .collect();
             if !unheard.is_empty() {
-                let Some(reachable) = self.left_out(&unheard, &failed) else {
+                let now_failed = t.failed();
+                let alive_elsewhere =
+                    unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
+                let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+                if alive_elsewhere >= needed || linked < needed {
                     return Err(self.make_stale(Stale::Expelled));
-                };
+                }
+                let reachable: Vec<u32> = (0..world).filter(|m| !failed.contains(m)).collect();
                 return Err(self.make_stale(Stale::NoQuorum {
                     reachable,
                     needed,
@@ -689,36 +694,27 @@ impl GroupInner {
         Ok(Ended::Agreed(held.0, held.1))
     }
 
-    /// How a retry ends that did not hear `unheard`, members whose links
-    /// live (a retry brings back the whole group or nothing): `None`
-    /// (expelled, only the seed brings this rank back) if a quorum of
-    /// them is alive — they went on without this side, in the group the
-    /// agreement it missed made — or too few are linked to ever agree;
-    /// otherwise the ranks not in `failed`, which a next attempt may
-    /// bring back together.
-    fn left_out(&self, unheard: &[u32], failed: &BTreeSet<u32>) -> Option<Vec<u32>> {
+    /// A retry whose coordinator, alive or cut off, did not answer: a
+    /// retry brings back the whole group or nothing (see `coordinate`).
+    /// If a quorum of the members is alive (they went on without this
+    /// side), or too few are linked to ever agree, only the seed brings
+    /// this rank back; otherwise the next attempt may.
+    fn unanswered(&self, a: &Attempt<'_>, n: u64, bound: bool) -> Error {
         let t = &self.transport;
         let (me, world) = (self.rank, self.world);
         let needed = self.quorum().needed(world);
         let now_failed = t.failed();
-        let alive_elsewhere = unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
+        let alive = (0..world)
+            .filter(|&m| m != me && !now_failed.contains(&m))
+            .count() as u32;
         let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
-        if alive_elsewhere >= needed || linked < needed {
-            return None;
+        if alive >= needed || linked < needed {
+            return self.make_stale(Stale::Expelled);
         }
-        Some((0..world).filter(|m| !failed.contains(m)).collect())
-    }
-
-    /// A retry whose coordinator, alive or cut off, did not answer: every
-    /// other member counts as unheard (see [`left_out`](Self::left_out)).
-    fn unanswered(&self, a: &Attempt<'_>, n: u64, bound: bool) -> Error {
-        let (me, world) = (self.rank, self.world);
-        let others: Vec<u32> = (0..world).filter(|&m| m != me).collect();
-        let failed: BTreeSet<u32> = self.transport.failed().into_iter().collect();
-        match self.left_out(&others, &failed) {
-            Some(reachable) => self.stop(a, n, bound, reachable),
-            None => self.make_stale(Stale::Expelled),
-        }
+        let reachable = (0..world)
+            .filter(|&m| m == me || !now_failed.contains(&m))
+            .collect();
+        self.stop(a, n, bound, reachable)
     }
 
     /// One attempt of agreement `n` (see the module): this rank's part
@@ -836,6 +832,7 @@ impl GroupInner {
         mut failed: BTreeSet<u32>,
         bound: Option<(u32, Vec<u8>)>,
     ) -> Result<Ended> {
+        let t = &self.transport;
         let (me, world) = (self.rank, self.world);
         let needed = self.quorum().needed(world);
         let retry = a.number > 0;
@@ -886,10 +883,15 @@ impl GroupInner {
                 .filter(|m| failed.contains(m))
                 .collect();
             if !unheard.is_empty() {
-                let Some(reachable) = self.left_out(&unheard, &failed) else {
+                let now_failed = t.failed();
+                let alive_elsewhere =
+                    unheard.iter().filter(|m| !now_failed.contains(m)).count() as u32;
+                let linked = world - (0..world).filter(|&m| m != me && t.is_gone(m)).count() as u32;
+                if alive_elsewhere >= needed || linked < needed {
                     tell(a, &members, DECISION, &[EXPELLED]);
                     return Err(self.make_stale(Stale::Expelled));
-                };
+                }
+                let reachable: Vec<u32> = (0..world).filter(|m| !failed.contains(m)).collect();
                 tell(a, &members, DECISION, &no_quorum(&reachable));
                 return Err(self.stop(a, n, was_bound, reachable));
             }
