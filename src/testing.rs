@@ -2,8 +2,7 @@
 //! public API. Not a stable API: hidden from the docs, for tests only.
 
 use crate::group::Progress;
-use crate::{ProcessGroup, ReduceOp, Result};
-use meshwork_collectives::Collective;
+use crate::{Call, ProcessGroup, ReduceOp, Result};
 
 /// An all_reduce that another engine carries, as NCCL's calls are
 /// (`ProcessGroup::outside`), whose engine never finishes: `entered` runs
@@ -14,7 +13,7 @@ pub fn stalled_outside_call(g: &ProcessGroup, entered: impl FnOnce()) -> (Result
     let mut aborts = 0;
     let mut entered = Some(entered);
     let r = g
-        .outside::<f32>(Collective::AllReduce, 16, Some(ReduceOp::Sum), None)
+        .outside::<f32>(Call::AllReduce { op: ReduceOp::Sum }, 16)
         .and_then(|call| {
             call.watch(
                 || {

@@ -1,24 +1,12 @@
-//! The collectives and point-to-point calls. Each checks its pointers and
-//! counts, picks the element type from `mw_dtype` and calls the
-//! `ProcessGroup` method of the same name.
+//! The collectives and point-to-point calls. Each collective checks its
+//! pointers and counts, then runs through meshwork's one entry,
+//! `ProcessGroup::call_bytes`, which checks the rest (alignment for the
+//! `mw_dtype`, lengths, root, operator) and dispatches on the type.
 
 use crate::status::*;
 use crate::{group, guard, mw_group, Failure};
-use mw::{Element, ProcessGroup};
+use mw::{Buffers, Call, ProcessGroup};
 use std::ffi::c_void;
-use std::mem::{align_of, size_of};
-
-/// Run `$body` with `$T` the element type the `mw_dtype` `$t` names
-/// (meshwork's one dispatch, `mw::with_dtype!`), or fail with
-/// `MW_INVALID_ARGUMENT` for an unknown value.
-macro_rules! with_dtype {
-    ($t:expr, $T:ident => $body:expr) => {
-        match dtype_of($t) {
-            Ok(d) => mw::with_dtype!(d, $T => $body),
-            Err(e) => Err(e),
-        }
-    };
-}
 
 /// The element type an `mw_dtype` names: `MW_F32` … `MW_U64` are
 /// meshwork's types in their wire order.
@@ -29,88 +17,129 @@ fn dtype_of(t: mw_dtype) -> Result<mw::DType, Failure> {
         .ok_or_else(|| Failure::invalid(format!("unknown mw_dtype {t} (MW_F32..MW_U64 are 0..9)")))
 }
 
-/// The byte length of `count` elements of `T`, if it fits a slice.
-fn byte_len<T>(count: usize, what: &str) -> Result<usize, Failure> {
-    count
-        .checked_mul(size_of::<T>())
-        .filter(|&n| n <= isize::MAX as usize)
-        .ok_or_else(|| {
-            Failure::invalid(format!(
-                "{what}: {count} elements of {} bytes overflow the address space",
-                size_of::<T>()
-            ))
-        })
+/// A buffer as the C caller gives it: an address and a count of elements.
+#[derive(Clone, Copy)]
+struct Raw {
+    at: *const c_void,
+    count: usize,
 }
 
-/// Check that `p` may hold `count` elements of `T`: non-NULL unless
-/// `count` is 0, aligned, and the size does not overflow.
-fn check_buf<T>(p: *const c_void, count: usize, what: &str) -> Result<usize, Failure> {
-    let bytes = byte_len::<T>(count, what)?;
-    if count == 0 {
-        return Ok(0);
+impl Raw {
+    /// Its length in bytes for elements of `d`: non-NULL unless empty,
+    /// and within the address space.
+    fn bytes(self, d: mw::DType, what: &str) -> Result<usize, Failure> {
+        let n = self
+            .count
+            .checked_mul(d.size())
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Failure::invalid(format!(
+                    "{what}: {} elements of {} bytes overflow the address space",
+                    self.count,
+                    d.size()
+                ))
+            })?;
+        if n > 0 && self.at.is_null() {
+            return Err(Failure::invalid(format!(
+                "{what} is NULL with a count of {}",
+                self.count
+            )));
+        }
+        Ok(n)
     }
-    if p.is_null() {
-        return Err(Failure::invalid(format!(
-            "{what} is NULL with a count of {count}"
-        )));
-    }
-    if !p.cast::<T>().is_aligned() {
-        return Err(Failure::invalid(format!(
-            "{what} is not aligned to {} bytes",
-            align_of::<T>()
-        )));
-    }
-    Ok(bytes)
 }
 
-/// `count` elements of `T` at `p`, after [`check_buf`].
+/// `at` as `n` bytes (empty when `n` is 0, whatever `at` is).
 ///
 /// # Safety
-/// When `count > 0`, `p` points to `count` initialised elements of `T`,
-/// readable and not written by anyone else during the call.
-unsafe fn slice<'a, T: Element>(
-    p: *const c_void,
-    count: usize,
-    what: &str,
-) -> Result<&'a [T], Failure> {
-    check_buf::<T>(p, count, what)?;
-    if count == 0 {
-        return Ok(&[]);
+/// When `n > 0`, `at` is valid for `n` bytes, read, and not written by
+/// anyone else during the call.
+unsafe fn view<'a>(at: *const c_void, n: usize) -> &'a [u8] {
+    if n == 0 {
+        return &[];
     }
-    // SAFETY: non-NULL, aligned, size in range (checked above); valid for
-    // `count` elements by the caller's contract. Every bit pattern is a
-    // valid `T` (`Element: Pod`).
-    Ok(unsafe { std::slice::from_raw_parts(p.cast::<T>(), count) })
+    // SAFETY: non-NULL (`Raw::bytes`), valid for `n` bytes (the contract).
+    unsafe { std::slice::from_raw_parts(at.cast::<u8>(), n) }
 }
 
-/// `count` elements of `T` at `p`, writable, after [`check_buf`].
+/// [`view`], writable.
 ///
 /// # Safety
-/// When `count > 0`, `p` points to `count` elements of `T`, writable and
-/// not accessed by anyone else during the call.
-unsafe fn slice_mut<'a, T: Element>(
-    p: *mut c_void,
-    count: usize,
-    what: &str,
-) -> Result<&'a mut [T], Failure> {
-    check_buf::<T>(p, count, what)?;
-    if count == 0 {
-        return Ok(&mut []);
+/// When `n > 0`, `at` is valid for `n` bytes, read and written, and not
+/// accessed by anyone else during the call.
+unsafe fn view_mut<'a>(at: *mut c_void, n: usize) -> &'a mut [u8] {
+    if n == 0 {
+        return &mut [];
     }
-    // SAFETY: as in `slice`, and exclusive by the caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<T>(), count) })
+    // SAFETY: as in `view`, and exclusive by the contract.
+    unsafe { std::slice::from_raw_parts_mut(at.cast::<u8>(), n) }
 }
 
-/// `MW_INVALID_ARGUMENT` when `send` and `recv` share bytes (one `&` and
-/// one `&mut` slice over the same memory would be undefined behaviour).
-fn disjoint<T>(send: &[T], recv: &[T]) -> Result<(), Failure> {
-    let (a, b) = (send.as_ptr_range(), recv.as_ptr_range());
-    if !send.is_empty() && !recv.is_empty() && a.start < b.end && b.start < a.end {
+/// Run `call` in place on `buf`.
+///
+/// # Safety
+/// `g` is NULL or a live group; `buf` NULL or valid for `count` elements
+/// of `t`, read and written.
+unsafe fn in_place(
+    g: *mut mw_group,
+    call: Call,
+    t: mw_dtype,
+    buf: *mut c_void,
+    count: usize,
+) -> Result<(), Failure> {
+    // SAFETY: the caller passes NULL or a live group.
+    let g = unsafe { group(g) }?;
+    let d = dtype_of(t)?;
+    let n = Raw {
+        at: buf.cast_const(),
+        count,
+    }
+    .bytes(d, "buf")?;
+    // SAFETY: `buf` holds `n` bytes (the contract), checked above.
+    let buf = unsafe { view_mut(buf, n) };
+    Ok(g.call_bytes(call, d, Buffers::InPlace(buf))?)
+}
+
+/// Run `call` from `send` into `recv`, whose counts `counts` gives for
+/// this group.
+///
+/// # Safety
+/// `g` is NULL or a live group; `send` and `recv` NULL or valid for the
+/// counts `counts` gives, of `t`, not overlapping.
+unsafe fn send_recv(
+    g: *mut mw_group,
+    call: Call,
+    t: mw_dtype,
+    send: *const c_void,
+    recv: *mut c_void,
+    counts: impl FnOnce(&ProcessGroup) -> Result<(usize, usize), Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: the caller passes NULL or a live group.
+    let g = unsafe { group(g) }?;
+    let d = dtype_of(t)?;
+    let (send_count, recv_count) = counts(g)?;
+    let s = Raw {
+        at: send,
+        count: send_count,
+    }
+    .bytes(d, "send")?;
+    let r = Raw {
+        at: recv.cast_const(),
+        count: recv_count,
+    }
+    .bytes(d, "recv")?;
+    // One `&` and one `&mut` slice over the same bytes would be
+    // undefined behaviour: refused before either is made.
+    let (a, b) = (send as usize, recv as usize);
+    if s > 0 && r > 0 && a < b.saturating_add(r) && b < a.saturating_add(s) {
         return Err(Failure::invalid(
             "send and recv overlap; give separate buffers".into(),
         ));
     }
-    Ok(())
+    // SAFETY: the buffers hold these bytes (the contract), checked above,
+    // and do not overlap.
+    let (send, recv) = unsafe { (view(send, s), view_mut(recv, r)) };
+    Ok(g.call_bytes(call, d, Buffers::SendRecv { send, recv })?)
 }
 
 /// `world × count`, or `MW_INVALID_ARGUMENT` on overflow.
@@ -120,14 +149,13 @@ fn times_world(g: &ProcessGroup, count: usize, what: &str) -> Result<usize, Fail
         .ok_or_else(|| Failure::invalid(format!("{what}: world size × {count} overflows")))
 }
 
-fn check_root(g: &ProcessGroup, root: u32) -> Result<(), Failure> {
-    if root >= g.world_size() {
-        return Err(Failure::invalid(format!(
-            "root {root} is out of range; this group has ranks 0..{}",
-            g.world_size()
-        )));
+/// `world × count` at `root`, 0 elsewhere (the buffer the others do not use).
+fn at_root(g: &ProcessGroup, root: u32, count: usize, what: &str) -> Result<usize, Failure> {
+    if g.rank() == root {
+        times_world(g, count, what)
+    } else {
+        Ok(0)
     }
-    Ok(())
 }
 
 /// Reduce `count` elements of `buf` over every rank with `op`; every rank
@@ -145,14 +173,9 @@ pub unsafe extern "C" fn mw_all_reduce(
     op: mw_op,
 ) -> mw_status {
     guard("mw_all_reduce", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let op = reduce_op(op)?;
-        with_dtype!(t, T => {
-            // SAFETY: `buf` holds `count` elements of `t` (the contract).
-            let buf = unsafe { slice_mut::<T>(buf, count, "buf") }?;
-            Ok(g.all_reduce(buf, op)?)
-        })
+        let call = Call::AllReduce { op: reduce_op(op)? };
+        // SAFETY: as this function's contract.
+        unsafe { in_place(g, call, t, buf, count) }
     })
 }
 
@@ -169,14 +192,8 @@ pub unsafe extern "C" fn mw_broadcast(
     root: u32,
 ) -> mw_status {
     guard("mw_broadcast", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        check_root(g, root)?;
-        with_dtype!(t, T => {
-            // SAFETY: `buf` holds `count` elements of `t` (the contract).
-            let buf = unsafe { slice_mut::<T>(buf, count, "buf") }?;
-            Ok(g.broadcast(buf, root)?)
-        })
+        // SAFETY: as this function's contract.
+        unsafe { in_place(g, Call::Broadcast { root }, t, buf, count) }
     })
 }
 
@@ -195,17 +212,9 @@ pub unsafe extern "C" fn mw_all_gather(
     t: mw_dtype,
 ) -> mw_status {
     guard("mw_all_gather", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let recv_count = times_world(g, send_count, "recv")?;
-        with_dtype!(t, T => {
-            // SAFETY: the buffers hold these counts of `t` (the contract).
-            let (send, recv) = unsafe {
-                (slice::<T>(send, send_count, "send")?, slice_mut::<T>(recv, recv_count, "recv")?)
-            };
-            disjoint(send, recv)?;
-            Ok(g.all_gather(send, recv)?)
-        })
+        let counts = |g: &ProcessGroup| Ok((send_count, times_world(g, send_count, "recv")?));
+        // SAFETY: as this function's contract.
+        unsafe { send_recv(g, Call::AllGather, t, send, recv, counts) }
     })
 }
 
@@ -225,18 +234,10 @@ pub unsafe extern "C" fn mw_reduce_scatter(
     op: mw_op,
 ) -> mw_status {
     guard("mw_reduce_scatter", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let op = reduce_op(op)?;
-        let send_count = times_world(g, recv_count, "send")?;
-        with_dtype!(t, T => {
-            // SAFETY: the buffers hold these counts of `t` (the contract).
-            let (send, recv) = unsafe {
-                (slice::<T>(send, send_count, "send")?, slice_mut::<T>(recv, recv_count, "recv")?)
-            };
-            disjoint(send, recv)?;
-            Ok(g.reduce_scatter(send, recv, op)?)
-        })
+        let call = Call::ReduceScatter { op: reduce_op(op)? };
+        let counts = |g: &ProcessGroup| Ok((times_world(g, recv_count, "send")?, recv_count));
+        // SAFETY: as this function's contract.
+        unsafe { send_recv(g, call, t, send, recv, counts) }
     })
 }
 
@@ -256,15 +257,12 @@ pub unsafe extern "C" fn mw_reduce(
     root: u32,
 ) -> mw_status {
     guard("mw_reduce", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let op = reduce_op(op)?;
-        check_root(g, root)?;
-        with_dtype!(t, T => {
-            // SAFETY: `buf` holds `count` elements of `t` (the contract).
-            let buf = unsafe { slice_mut::<T>(buf, count, "buf") }?;
-            Ok(g.reduce(buf, op, root)?)
-        })
+        let call = Call::Reduce {
+            op: reduce_op(op)?,
+            root,
+        };
+        // SAFETY: as this function's contract.
+        unsafe { in_place(g, call, t, buf, count) }
     })
 }
 
@@ -283,17 +281,12 @@ pub unsafe extern "C" fn mw_all_to_all(
     t: mw_dtype,
 ) -> mw_status {
     guard("mw_all_to_all", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let n = times_world(g, block_count, "send and recv")?;
-        with_dtype!(t, T => {
-            // SAFETY: the buffers hold these counts of `t` (the contract).
-            let (send, recv) = unsafe {
-                (slice::<T>(send, n, "send")?, slice_mut::<T>(recv, n, "recv")?)
-            };
-            disjoint(send, recv)?;
-            Ok(g.all_to_all(send, recv)?)
-        })
+        let counts = |g: &ProcessGroup| {
+            let n = times_world(g, block_count, "send and recv")?;
+            Ok((n, n))
+        };
+        // SAFETY: as this function's contract.
+        unsafe { send_recv(g, Call::AllToAll, t, send, recv, counts) }
     })
 }
 
@@ -314,22 +307,9 @@ pub unsafe extern "C" fn mw_gather(
     root: u32,
 ) -> mw_status {
     guard("mw_gather", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        check_root(g, root)?;
-        let recv_count = if g.rank() == root {
-            times_world(g, send_count, "recv")?
-        } else {
-            0
-        };
-        with_dtype!(t, T => {
-            // SAFETY: the buffers hold these counts of `t` (the contract).
-            let (send, recv) = unsafe {
-                (slice::<T>(send, send_count, "send")?, slice_mut::<T>(recv, recv_count, "recv")?)
-            };
-            disjoint(send, recv)?;
-            Ok(g.gather(send, recv, root)?)
-        })
+        let counts = |g: &ProcessGroup| Ok((send_count, at_root(g, root, send_count, "recv")?));
+        // SAFETY: as this function's contract.
+        unsafe { send_recv(g, Call::Gather { root }, t, send, recv, counts) }
     })
 }
 
@@ -350,22 +330,9 @@ pub unsafe extern "C" fn mw_scatter(
     root: u32,
 ) -> mw_status {
     guard("mw_scatter", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        check_root(g, root)?;
-        let send_count = if g.rank() == root {
-            times_world(g, recv_count, "send")?
-        } else {
-            0
-        };
-        with_dtype!(t, T => {
-            // SAFETY: the buffers hold these counts of `t` (the contract).
-            let (send, recv) = unsafe {
-                (slice::<T>(send, send_count, "send")?, slice_mut::<T>(recv, recv_count, "recv")?)
-            };
-            disjoint(send, recv)?;
-            Ok(g.scatter(send, recv, root)?)
-        })
+        let counts = |g: &ProcessGroup| Ok((at_root(g, root, recv_count, "send")?, recv_count));
+        // SAFETY: as this function's contract.
+        unsafe { send_recv(g, Call::Scatter { root }, t, send, recv, counts) }
     })
 }
 
@@ -383,14 +350,9 @@ pub unsafe extern "C" fn mw_scan(
     op: mw_op,
 ) -> mw_status {
     guard("mw_scan", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let op = reduce_op(op)?;
-        with_dtype!(t, T => {
-            // SAFETY: `buf` holds `count` elements of `t` (the contract).
-            let buf = unsafe { slice_mut::<T>(buf, count, "buf") }?;
-            Ok(g.scan(buf, op)?)
-        })
+        let call = Call::Scan { op: reduce_op(op)? };
+        // SAFETY: as this function's contract.
+        unsafe { in_place(g, call, t, buf, count) }
     })
 }
 
@@ -408,14 +370,9 @@ pub unsafe extern "C" fn mw_exclusive_scan(
     op: mw_op,
 ) -> mw_status {
     guard("mw_exclusive_scan", || {
-        // SAFETY: the caller passes NULL or a live group.
-        let g = unsafe { group(g) }?;
-        let op = reduce_op(op)?;
-        with_dtype!(t, T => {
-            // SAFETY: `buf` holds `count` elements of `t` (the contract).
-            let buf = unsafe { slice_mut::<T>(buf, count, "buf") }?;
-            Ok(g.exclusive_scan(buf, op)?)
-        })
+        let call = Call::ExclusiveScan { op: reduce_op(op)? };
+        // SAFETY: as this function's contract.
+        unsafe { in_place(g, call, t, buf, count) }
     })
 }
 
@@ -447,8 +404,13 @@ pub unsafe extern "C" fn mw_send(
     guard("mw_send", || {
         // SAFETY: the caller passes NULL or a live group.
         let g = unsafe { group(g) }?;
-        // SAFETY: `buf` holds `bytes` bytes (the contract).
-        let data = unsafe { slice::<u8>(buf, bytes, "buf") }?;
+        let n = Raw {
+            at: buf,
+            count: bytes,
+        }
+        .bytes(mw::DType::U8, "buf")?;
+        // SAFETY: `buf` holds `bytes` bytes (the contract), checked above.
+        let data = unsafe { view(buf, n) };
         Ok(g.send_bytes(data, dst, tag)?)
     })
 }
@@ -470,8 +432,13 @@ pub unsafe extern "C" fn mw_recv(
     guard("mw_recv", || {
         // SAFETY: the caller passes NULL or a live group.
         let g = unsafe { group(g) }?;
-        // SAFETY: `buf` holds `bytes` bytes (the contract).
-        let buf = unsafe { slice_mut::<u8>(buf, bytes, "buf") }?;
+        let n = Raw {
+            at: buf.cast_const(),
+            count: bytes,
+        }
+        .bytes(mw::DType::U8, "buf")?;
+        // SAFETY: `buf` holds `bytes` bytes (the contract), checked above.
+        let buf = unsafe { view_mut(buf, n) };
         Ok(g.recv(buf, src, tag)?)
     })
 }
@@ -498,7 +465,7 @@ mod tests {
         ];
         for (c, d) in pairs {
             assert_eq!(dtype_of(c).ok(), Some(d), "mw_dtype {c}");
-            let size = mw::with_dtype!(d, T => size_of::<T>());
+            let size = mw::with_dtype!(d, T => std::mem::size_of::<T>());
             assert_eq!(size, d.size());
         }
         for bad in [10, 255, 256, u32::MAX] {

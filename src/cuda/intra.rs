@@ -12,9 +12,8 @@
 use super::ffi::{self, Api, Config, NcclResult, RawComm, UniqueId, IN_PROGRESS, SUCCESS};
 use super::{failed, unavailable};
 use crate::group::{pause, Progress};
-use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
+use crate::{Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
-use meshwork_collectives::Collective;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,7 +98,7 @@ impl NcclComm {
         let (world, rank) = (inner.world as c_int, inner.rank as c_int);
         // Its making takes a place in the group's order, as a barrier (it
         // is one), before anything here can fail: every rank takes it.
-        let call = group.outside::<u8>(Collective::Barrier, 0, None, None)?;
+        let call = group.outside::<u8>(Call::Barrier, 0)?;
         let comm = NcclComm {
             api,
             stream: Arc::clone(stream),
@@ -201,7 +200,7 @@ impl NcclComm {
         }
     }
 
-    /// Enqueue one NCCL call (`enqueue`) as collective `coll` of the
+    /// Enqueue one NCCL call (`enqueue`) as collective `call` of the
     /// group, and wait for it on the stream, bounded like any call of the
     /// group. Any failure after the call took its place aborts the
     /// communicator: NCCL pairs calls by their order alone, so a rank
@@ -209,13 +208,11 @@ impl NcclComm {
     fn run<T: Element>(
         &self,
         group: &ProcessGroup,
-        coll: Collective,
+        call: Call,
         count: usize,
-        op: Option<ReduceOp>,
-        root: Option<u32>,
         enqueue: impl FnOnce(&Api, RawComm, ffi::RawStream) -> NcclResult,
     ) -> Result<()> {
-        let name = coll.name();
+        let name = call.name();
         let refuse = |why: &str| Error::DeviceFailed {
             op: name.to_string(),
             what: format!("NCCL's communicator was aborted ({why}); make a new DeviceGroup"),
@@ -229,7 +226,7 @@ impl NcclComm {
             self.abort(why);
             return Err(refuse(why));
         }
-        let call = match group.outside::<T>(coll, count, op, root) {
+        let call = match group.outside::<T>(call, count) {
             Ok(call) => call,
             Err(e) => {
                 // Refused here, perhaps not elsewhere: as `reject`.
@@ -324,17 +321,10 @@ impl NcclComm {
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let p = ptr + at.start as u64 * size;
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
-        self.run::<T>(
-            group,
-            Collective::AllReduce,
-            n,
-            Some(op),
-            None,
-            |api, c, s| {
-                // SAFETY: in place on `n` elements inside a live buffer.
-                unsafe { (api.all_reduce)(p as _, p as _, n, t, o, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::AllReduce { op }, n, |api, c, s| {
+            // SAFETY: in place on `n` elements inside a live buffer.
+            unsafe { (api.all_reduce)(p as _, p as _, n, t, o, c, s) }
+        })
     }
 
     /// reduce_scatter in place: `buf[..world × shard]` reduced across the
@@ -351,18 +341,11 @@ impl NcclComm {
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let mine = ptr + at;
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
-        self.run::<T>(
-            group,
-            Collective::ReduceScatter,
-            shard,
-            Some(op),
-            None,
-            |api, c, s| {
-                // SAFETY: `world × shard` elements read, `shard` written at
-                // this rank's slot, all inside a live buffer.
-                unsafe { (api.reduce_scatter)(ptr as _, mine as _, shard, t, o, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::ReduceScatter { op }, shard, |api, c, s| {
+            // SAFETY: `world × shard` elements read, `shard` written at
+            // this rank's slot, all inside a live buffer.
+            unsafe { (api.reduce_scatter)(ptr as _, mine as _, shard, t, o, c, s) }
+        })
     }
 
     /// all_gather in place: every rank's `buf[rank × shard..]` to every
@@ -377,18 +360,11 @@ impl NcclComm {
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let mine = ptr + at;
         let t = ffi::data_type(T::DTYPE);
-        self.run::<T>(
-            group,
-            Collective::AllGather,
-            shard,
-            None,
-            None,
-            |api, c, s| {
-                // SAFETY: `shard` elements read at this rank's slot, `world ×
-                // shard` written, all inside a live buffer.
-                unsafe { (api.all_gather)(mine as _, ptr as _, shard, t, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::AllGather, shard, |api, c, s| {
+            // SAFETY: `shard` elements read at this rank's slot, `world ×
+            // shard` written, all inside a live buffer.
+            unsafe { (api.all_gather)(mine as _, ptr as _, shard, t, c, s) }
+        })
     }
 
     pub(crate) fn broadcast<T: Element + DeviceRepr>(
@@ -400,17 +376,10 @@ impl NcclComm {
         let n = buf.len();
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let t = ffi::data_type(T::DTYPE);
-        self.run::<T>(
-            group,
-            Collective::Broadcast,
-            n,
-            None,
-            Some(root),
-            |api, c, s| {
-                // SAFETY: in place on `n` elements of a live device buffer.
-                unsafe { (api.broadcast)(ptr as _, ptr as _, n, t, root as c_int, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::Broadcast { root }, n, |api, c, s| {
+            // SAFETY: in place on `n` elements of a live device buffer.
+            unsafe { (api.broadcast)(ptr as _, ptr as _, n, t, root as c_int, c, s) }
+        })
     }
 
     pub(crate) fn reduce<T: Element + DeviceRepr>(
@@ -423,17 +392,10 @@ impl NcclComm {
         let n = buf.len();
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
-        self.run::<T>(
-            group,
-            Collective::Reduce,
-            n,
-            Some(op),
-            Some(root),
-            |api, c, s| {
-                // SAFETY: in place; NCCL writes `recv` at the root only.
-                unsafe { (api.reduce)(ptr as _, ptr as _, n, t, o, root as c_int, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::Reduce { op, root }, n, |api, c, s| {
+            // SAFETY: in place; NCCL writes `recv` at the root only.
+            unsafe { (api.reduce)(ptr as _, ptr as _, n, t, o, root as c_int, c, s) }
+        })
     }
 
     pub(crate) fn all_gather<T: Element + DeviceRepr>(
@@ -452,7 +414,7 @@ impl NcclComm {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
         let t = ffi::data_type(T::DTYPE);
-        self.run::<T>(group, Collective::AllGather, n, None, None, |api, c, s| {
+        self.run::<T>(group, Call::AllGather, n, |api, c, s| {
             // SAFETY: `send` holds `n`, `recv` world × `n` elements.
             unsafe { (api.all_gather)(sp as _, rp as _, n, t, c, s) }
         })
@@ -475,17 +437,10 @@ impl NcclComm {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
-        self.run::<T>(
-            group,
-            Collective::ReduceScatter,
-            n,
-            Some(op),
-            None,
-            |api, c, s| {
-                // SAFETY: `send` holds world × `n`, `recv` `n` elements.
-                unsafe { (api.reduce_scatter)(sp as _, rp as _, n, t, o, c, s) }
-            },
-        )
+        self.run::<T>(group, Call::ReduceScatter { op }, n, |api, c, s| {
+            // SAFETY: `send` holds world × `n`, `recv` `n` elements.
+            unsafe { (api.reduce_scatter)(sp as _, rp as _, n, t, o, c, s) }
+        })
     }
 
     /// all_to_all, gather and scatter: one grouped NCCL send and receive
@@ -495,8 +450,7 @@ impl NcclComm {
     pub(crate) fn exchange<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
-        coll: Collective,
-        root: Option<u32>,
+        call: Call,
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
         block: usize,
@@ -506,7 +460,7 @@ impl NcclComm {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
         let (t, size) = (ffi::data_type(T::DTYPE), std::mem::size_of::<T>() as u64);
-        self.run::<T>(group, coll, block, None, root, |api, c, s| {
+        self.run::<T>(group, call, block, |api, c, s| {
             // SAFETY: every offset + `block` lies within its buffer (the
             // callers' checks); the calls are grouped, as NCCL requires
             // for a rank's sends and receives to progress together.
@@ -616,16 +570,7 @@ pub(crate) fn all_to_all<T: Element + DeviceRepr>(
     expect("all_to_all", "recv", recv.len(), Some(send.len())).map_err(|e| nccl.reject(e))?;
     let block = send.len() / w;
     let pairs: Vec<(u32, usize)> = (0..w).map(|p| (p as u32, p * block)).collect();
-    nccl.exchange(
-        group,
-        Collective::AllToAll,
-        None,
-        send,
-        recv,
-        block,
-        &pairs,
-        &pairs,
-    )
+    nccl.exchange(group, Call::AllToAll, send, recv, block, &pairs, &pairs)
 }
 
 /// gather over NCCL: every rank's block to `root` (its own too: NCCL
@@ -650,8 +595,7 @@ pub(crate) fn gather<T: Element + DeviceRepr>(
     };
     nccl.exchange(
         group,
-        Collective::Gather,
-        Some(root),
+        Call::Gather { root },
         send,
         recv,
         block,
@@ -681,8 +625,7 @@ pub(crate) fn scatter<T: Element + DeviceRepr>(
     let recvs = [(root, 0)];
     nccl.exchange(
         group,
-        Collective::Scatter,
-        Some(root),
+        Call::Scatter { root },
         send,
         recv,
         block,

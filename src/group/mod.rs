@@ -19,6 +19,7 @@ pub(crate) mod rpc;
 mod split;
 mod work;
 
+pub use collectives::{Buffers, Call, OwnedBuffers};
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 #[cfg(feature = "cuda")]
@@ -131,7 +132,7 @@ pub(crate) struct GroupInner {
 /// A validated collective call, holding its sequence number and the
 /// communicator it was issued on.
 #[derive(Clone)]
-pub(crate) struct Call {
+pub(crate) struct Begun {
     seq: u64,
     desc: Descriptor,
     inner: Arc<GroupInner>,
@@ -276,13 +277,8 @@ impl GroupInner {
 
     /// Check what is common to every call (state, root, operator), take the
     /// next sequence number and choose the algorithm.
-    fn begin<T: Element>(
-        self: &Arc<Self>,
-        coll: Collective,
-        count: usize,
-        op: Option<ReduceOp>,
-        root: Option<u32>,
-    ) -> Result<Call> {
+    fn begin<T: Element>(self: &Arc<Self>, call: Call, count: usize) -> Result<Begun> {
+        let (coll, op, root) = (call.collective(), call.op(), call.root());
         self.check_usable()?;
         if let Some(root) = root {
             if root >= self.world {
@@ -311,7 +307,7 @@ impl GroupInner {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         self.transport.note_collective(self.comm_id, seq);
         let flight = self.record_start(coll.name(), seq, bytes as u64, T::DTYPE.name());
-        Ok(Call {
+        Ok(Begun {
             seq,
             flight,
             inner: Arc::clone(self),
@@ -335,7 +331,7 @@ impl GroupInner {
     /// (On the communicator the call was issued on, whichever `self` is.)
     fn run<R>(
         &self,
-        call: &Call,
+        call: &Begun,
         f: impl FnOnce(&mut CollComm<'_>, Algorithm) -> Result<R>,
     ) -> Result<R> {
         let mut comm = CollComm::new(&call.inner, call.seq, call.desc);
@@ -587,8 +583,8 @@ impl ProcessGroup {
     /// Queue `job` on the group's executor, starting it on first use.
     fn submit<R: Send + 'static>(
         &self,
-        call: Result<Call>,
-        job: impl FnOnce(&GroupInner, &Call) -> Result<R> + Send + 'static,
+        call: Result<Begun>,
+        job: impl FnOnce(&GroupInner, &Begun) -> Result<R> + Send + 'static,
     ) -> Work<R> {
         let call = match call {
             Ok(call) => call,

@@ -4,15 +4,15 @@
 //! `Timeout` of the ranks that did, as for a collective meshwork carries,
 //! and a member that died ends the wait with `PeerDisconnected`.
 
-use super::{Call, GroupInner, ProcessGroup};
+use super::{Begun, Call, GroupInner, ProcessGroup};
 use crate::error::{Error, Result};
-use meshwork_collectives::{Collective, Element, ReduceOp};
+use meshwork_collectives::Element;
 use std::time::{Duration, Instant};
 
 /// A collective in the group's order that another engine runs: made with
 /// [`ProcessGroup::outside`], ended with [`Outside::end`].
 pub(crate) struct Outside {
-    call: Call,
+    call: Begun,
     started: Instant,
 }
 
@@ -28,18 +28,12 @@ pub(crate) enum Progress {
 }
 
 impl ProcessGroup {
-    /// Take the next place in the group's order for `coll` on `count`
+    /// Take the next place in the group's order for `call` on `count`
     /// elements of `T`, carried by another engine. The same checks as a
-    /// meshwork collective (a usable group, `root` in range, `Avg` on
+    /// meshwork collective (a usable group, its root in range, `Avg` on
     /// floats only).
-    pub(crate) fn outside<T: Element>(
-        &self,
-        coll: Collective,
-        count: usize,
-        op: Option<ReduceOp>,
-        root: Option<u32>,
-    ) -> Result<Outside> {
-        let call = self.shared().begin::<T>(coll, count, op, root)?;
+    pub(crate) fn outside<T: Element>(&self, call: Call, count: usize) -> Result<Outside> {
+        let call = self.shared().begin::<T>(call, count)?;
         Ok(Outside {
             call,
             started: Instant::now(),
@@ -158,7 +152,7 @@ impl GroupInner {
 mod tests {
     use super::*;
     use crate::local::{local, on_world};
-    use crate::CallState;
+    use crate::{CallState, ReduceOp};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Barrier;
 
@@ -170,7 +164,7 @@ mod tests {
         let out = on_world(3, |g| {
             let polls = AtomicU32::new(0);
             let aborts = AtomicU32::new(0);
-            let call = g.outside::<f32>(Collective::AllReduce, 8, Some(ReduceOp::Sum), None);
+            let call = g.outside::<f32>(Call::AllReduce { op: ReduceOp::Sum }, 8);
             let r = call.unwrap().watch(
                 || match polls.fetch_add(1, Ordering::Relaxed) {
                     0..=9 => Progress::Pending,
@@ -201,9 +195,7 @@ mod tests {
     fn the_engines_failure_is_returned_without_an_abort() {
         let out = on_world(2, |g| {
             let aborted = AtomicU32::new(0);
-            let call = g
-                .outside::<u8>(Collective::Broadcast, 4, None, Some(1))
-                .unwrap();
+            let call = g.outside::<u8>(Call::Broadcast { root: 1 }, 4).unwrap();
             let r = call.watch(
                 || {
                     Progress::Failed(Error::DeviceFailed {
@@ -233,9 +225,7 @@ mod tests {
             g.set_timeout(Duration::from_millis(300));
             let r = if g.rank() < 2 {
                 let aborts = AtomicU32::new(0);
-                let call = g
-                    .outside::<f32>(Collective::AllGather, 16, None, None)
-                    .unwrap();
+                let call = g.outside::<f32>(Call::AllGather, 16).unwrap();
                 let r = call.watch(
                     || Progress::Pending,
                     || {
@@ -277,7 +267,7 @@ mod tests {
         let done = Barrier::new(3);
         let out = on_world(3, |g| {
             g.set_timeout(Duration::from_millis(300));
-            let call = g.outside::<f32>(Collective::AllReduce, 4, Some(ReduceOp::Sum), None);
+            let call = g.outside::<f32>(Call::AllReduce { op: ReduceOp::Sum }, 4);
             let r = call.unwrap().watch(
                 || match g.rank() {
                     1 => Progress::Failed(Error::DeviceFailed {
@@ -319,9 +309,7 @@ mod tests {
     #[test]
     fn a_refused_call_is_recorded_failed_in_its_place() {
         let g = local(1).unwrap().pop().unwrap();
-        let call = g
-            .outside::<f64>(Collective::Gather, 3, None, Some(0))
-            .unwrap();
+        let call = g.outside::<f64>(Call::Gather { root: 0 }, 3).unwrap();
         let e = call.refused(Error::InvalidArgument("gather: recv has 2 elements".into()));
         assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
         let mut next = [1.0f64];
@@ -340,8 +328,14 @@ mod tests {
     #[test]
     fn bad_arguments_take_no_place() {
         let out = on_world(2, |g| {
-            let bad_root = g.outside::<f32>(Collective::Reduce, 4, Some(ReduceOp::Sum), Some(2));
-            let avg_int = g.outside::<i32>(Collective::AllReduce, 4, Some(ReduceOp::Avg), None);
+            let bad_root = g.outside::<f32>(
+                Call::Reduce {
+                    op: ReduceOp::Sum,
+                    root: 2,
+                },
+                4,
+            );
+            let avg_int = g.outside::<i32>(Call::AllReduce { op: ReduceOp::Avg }, 4);
             let mut next = [1u8];
             g.all_reduce(&mut next, ReduceOp::Sum).unwrap();
             (bad_root.err(), avg_int.err(), next, g.flight_record().len())

@@ -3,10 +3,10 @@
 //! id, so its collectives, tags, RPC and control lanes never meet the
 //! parent's or a sibling's.
 
-use super::{GroupInner, ProcessGroup};
+use super::{Call, GroupInner, ProcessGroup};
 use crate::error::{Error, Result};
 use meshwork_collectives::select::RING_SEGMENT_BYTES;
-use meshwork_collectives::{all_reduce, Algorithm, Collective, ReduceOp, Topology};
+use meshwork_collectives::{all_reduce, Algorithm, ReduceOp, Topology};
 use meshwork_transport::{LaneKey, LinkKind, Payload, PeerStats, Transport, TransportError};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -480,12 +480,9 @@ impl ProcessGroup {
                 "federated_average: weight {weight} is not finite"
             )));
         }
-        let call = self.shared().begin::<f64>(
-            Collective::AllReduce,
-            x.len() + 1,
-            Some(ReduceOp::Sum),
-            None,
-        )?;
+        let call = self
+            .shared()
+            .begin::<f64>(Call::AllReduce { op: ReduceOp::Sum }, x.len() + 1)?;
         let total = self.inner().run(&call, |c, a| match a {
             // Where every byte goes through rank 0 anyway (a star, a
             // relay tree): leaves send their f32 values, parents fold them

@@ -7,7 +7,7 @@ use crate::array::{array, numpy_name, Access, Array, DType};
 use crate::errors::{invalid, to_py};
 use crate::interrupt;
 use crate::with_dtype;
-use mw::ReduceOp;
+use mw::{Buffers, Call, ReduceOp};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::sync::Arc;
@@ -105,96 +105,16 @@ impl ProcessGroup {
         interrupt::abandonable(py, move || call(&g))
     }
 
-    /// An in-place collective on one array: check, then run `f`
+    /// An in-place collective on one array, through meshwork's one entry
     /// (`blocking`).
-    fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, f: impl InPlace) -> PyResult<()> {
+    fn in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, call: Call) -> PyResult<()> {
         let mut a = array(a, "a", Access::Update)?;
-        with_dtype!(a.dtype(py)?, T => {
-            let buf = a.slice_mut::<T>();
-            self.blocking(py, |g| f.run(g, buf))
-        })?;
+        let dtype = a.dtype(py)?;
+        let buf = a.bytes_mut();
+        self.blocking(py, |g| g.call_bytes(call, dtype, Buffers::InPlace(buf)))?;
         a.write_back()
     }
-}
 
-/// A collective that works on one buffer in place, for every element type.
-trait InPlace: Send {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()>;
-}
-
-struct AllReduce(ReduceOp);
-impl InPlace for AllReduce {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
-        g.all_reduce(buf, self.0)
-    }
-}
-struct Broadcast(u32);
-impl InPlace for Broadcast {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
-        g.broadcast(buf, self.0)
-    }
-}
-struct Reduce(ReduceOp, u32);
-impl InPlace for Reduce {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
-        g.reduce(buf, self.0, self.1)
-    }
-}
-struct Scan(ReduceOp);
-impl InPlace for Scan {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
-        g.scan(buf, self.0)
-    }
-}
-struct ExclusiveScan(ReduceOp);
-impl InPlace for ExclusiveScan {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, buf: &mut [T]) -> mw::Result<()> {
-        g.exclusive_scan(buf, self.0)
-    }
-}
-
-/// A collective from one buffer into another, for every element type.
-trait SendRecv: Send {
-    fn run<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        send: &[T],
-        recv: &mut [T],
-    ) -> mw::Result<()>;
-}
-
-struct AllGather;
-impl SendRecv for AllGather {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
-        g.all_gather(s, r)
-    }
-}
-struct ReduceScatter(ReduceOp);
-impl SendRecv for ReduceScatter {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
-        g.reduce_scatter(s, r, self.0)
-    }
-}
-struct AllToAll;
-impl SendRecv for AllToAll {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
-        g.all_to_all(s, r)
-    }
-}
-struct Gather(u32);
-impl SendRecv for Gather {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
-        g.gather(s, r, self.0)
-    }
-}
-struct Scatter(u32);
-impl SendRecv for Scatter {
-    fn run<T: mw::Element>(self, g: &mw::ProcessGroup, s: &[T], r: &mut [T]) -> mw::Result<()> {
-        g.scatter(s, r, self.0)
-    }
-}
-
-impl ProcessGroup {
     /// A collective from `send` into `recv`; either may be `None` where
     /// the call does not use it on this rank (then it is empty).
     fn send_recv(
@@ -202,7 +122,7 @@ impl ProcessGroup {
         py: Python<'_>,
         send: Option<&Bound<'_, PyAny>>,
         recv: Option<&Bound<'_, PyAny>>,
-        f: impl SendRecv,
+        call: Call,
     ) -> PyResult<()> {
         let send = send.map(|s| array(s, "send", Access::Read)).transpose()?;
         let mut recv = recv.map(|r| array(r, "recv", Access::Write)).transpose()?;
@@ -214,13 +134,13 @@ impl ProcessGroup {
             (Some(a), None) | (None, Some(a)) => a.dtype(py)?,
             (None, None) => return Err(invalid(py, "send and recv are both None".into())),
         };
-        with_dtype!(dtype, T => {
-            let s: &[T] = send.as_ref().map_or(&[], |s| s.slice::<T>());
-            let r: &mut [T] = match recv.as_mut() {
-                Some(r) => r.slice_mut::<T>(),
-                None => &mut [],
-            };
-            self.blocking(py, |g| f.run(g, s, r))
+        let s: &[u8] = send.as_ref().map_or(&[], |s| s.bytes());
+        let r: &mut [u8] = match recv.as_mut() {
+            Some(r) => r.bytes_mut(),
+            None => &mut [],
+        };
+        self.blocking(py, |g| {
+            g.call_bytes(call, dtype, Buffers::SendRecv { send: s, recv: r })
         })?;
         recv.map_or(Ok(()), Array::write_back)
     }
@@ -269,14 +189,14 @@ impl ProcessGroup {
     #[pyo3(signature = (a, op = "sum"))]
     fn all_reduce(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
         let op = reduce_op(py, op)?;
-        self.in_place(py, a, AllReduce(op))
+        self.in_place(py, a, Call::AllReduce { op })
     }
 
     /// Copy `root`'s `a` into every rank's `a` (same size everywhere).
     #[pyo3(signature = (a, root = 0))]
     fn broadcast(&self, py: Python<'_>, a: &Bound<'_, PyAny>, root: i64) -> PyResult<()> {
         let root = self.rank_arg(py, root, "root")?;
-        self.in_place(py, a, Broadcast(root))
+        self.in_place(py, a, Call::Broadcast { root })
     }
 
     /// Every rank's `send`, concatenated in rank order, into every rank's
@@ -287,7 +207,7 @@ impl ProcessGroup {
         send: &Bound<'_, PyAny>,
         recv: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.send_recv(py, Some(send), Some(recv), AllGather)
+        self.send_recv(py, Some(send), Some(recv), Call::AllGather)
     }
 
     /// Reduce `send` (world_size × recv.size elements) over every rank with
@@ -301,7 +221,7 @@ impl ProcessGroup {
         op: &str,
     ) -> PyResult<()> {
         let op = reduce_op(py, op)?;
-        self.send_recv(py, Some(send), Some(recv), ReduceScatter(op))
+        self.send_recv(py, Some(send), Some(recv), Call::ReduceScatter { op })
     }
 
     /// Reduce `a` over every rank with `op` into `root`'s `a`; the other
@@ -310,7 +230,7 @@ impl ProcessGroup {
     fn reduce(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str, root: i64) -> PyResult<()> {
         let op = reduce_op(py, op)?;
         let root = self.rank_arg(py, root, "root")?;
-        self.in_place(py, a, Reduce(op, root))
+        self.in_place(py, a, Call::Reduce { op, root })
     }
 
     /// Block j of rank i's `send` into block i of rank j's `recv`; both
@@ -321,7 +241,7 @@ impl ProcessGroup {
         send: &Bound<'_, PyAny>,
         recv: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.send_recv(py, Some(send), Some(recv), AllToAll)
+        self.send_recv(py, Some(send), Some(recv), Call::AllToAll)
     }
 
     /// Every rank's `send`, concatenated in rank order, into `root`'s
@@ -340,7 +260,7 @@ impl ProcessGroup {
         if self.inner.rank() == root && recv.is_none() {
             return Err(invalid(py, "gather: the root needs a recv array".into()));
         }
-        self.send_recv(py, Some(send), recv, Gather(root))
+        self.send_recv(py, Some(send), recv, Call::Gather { root })
     }
 
     /// Block r of `root`'s `send` (world_size equal blocks) into rank r's
@@ -358,7 +278,7 @@ impl ProcessGroup {
         if self.inner.rank() == root && send.is_none() {
             return Err(invalid(py, "scatter: the root needs a send array".into()));
         }
-        self.send_recv(py, send, Some(recv), Scatter(root))
+        self.send_recv(py, send, Some(recv), Call::Scatter { root })
     }
 
     /// Inclusive prefix reduction in place: rank r's `a` becomes the
@@ -366,7 +286,7 @@ impl ProcessGroup {
     #[pyo3(signature = (a, op = "sum"))]
     fn scan(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
         let op = reduce_op(py, op)?;
-        self.in_place(py, a, Scan(op))
+        self.in_place(py, a, Call::Scan { op })
     }
 
     /// Exclusive prefix reduction in place: rank r's `a` becomes the
@@ -375,7 +295,7 @@ impl ProcessGroup {
     #[pyo3(signature = (a, op = "sum"))]
     fn exclusive_scan(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<()> {
         let op = reduce_op(py, op)?;
-        self.in_place(py, a, ExclusiveScan(op))
+        self.in_place(py, a, Call::ExclusiveScan { op })
     }
 
     /// Wait until every rank has called it.

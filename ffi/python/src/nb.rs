@@ -25,6 +25,7 @@ use crate::errors::{invalid, to_py};
 use crate::group::{reduce_op, same_dtype, ProcessGroup};
 use crate::interrupt;
 use crate::with_dtype;
+use mw::{Call, OwnedBuffers};
 use pyo3::prelude::*;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -280,14 +281,9 @@ fn not_done(what: &str) -> PyErr {
 impl ProcessGroup {
     /// An in-place non-blocking call: `a`'s contents now, the result into
     /// `a` at `wait`.
-    fn nb_in_place(
-        &self,
-        py: Python<'_>,
-        a: &Bound<'_, PyAny>,
-        start: impl StartInPlace,
-    ) -> PyResult<Work> {
+    fn nb_in_place(&self, py: Python<'_>, a: &Bound<'_, PyAny>, call: Call) -> PyResult<Work> {
         let arr = array_now(a, "a", Access::Update)?;
-        self.nb_copied(py, a, &arr, start)
+        self.nb_copied(py, a, &arr, call)
     }
 
     /// [`ProcessGroup::nb_in_place`] with `a` taken as `arr`.
@@ -296,13 +292,15 @@ impl ProcessGroup {
         py: Python<'_>,
         a: &Bound<'_, PyAny>,
         arr: &Array<'_>,
-        start: impl StartInPlace,
+        call: Call,
     ) -> PyResult<Work> {
         let g = &*self.inner;
         if arr.torch_owned() {
             count_copy();
         }
-        let pending = with_dtype!(arr.dtype(py)?, T => start.start(g, arr.slice::<T>().to_vec()));
+        let pending = with_dtype!(arr.dtype(py)?, T => {
+            start(g, call, OwnedBuffers::InPlace(arr.slice::<T>().to_vec()))
+        });
         Ok(Work::new(pending, Target::Copy(a.clone().unbind()), "a"))
     }
 
@@ -317,9 +315,9 @@ impl ProcessGroup {
         op: mw::ReduceOp,
     ) -> PyResult<Option<Work>> {
         let g = &*self.inner;
+        let call = Call::AllReduce { op };
         let started = with_dtype!(arr.dtype(py)?, T => arr.lend::<T>()?.map(|(lent, watched)| {
-            let work: Box<dyn Pending> = Box::new(g.all_reduce_nb_in(lent, op));
-            (work, watched)
+            (start(g, call, OwnedBuffers::InPlace(lent)), watched)
         }));
         Ok(started.map(|(pending, watched)| {
             Work::new(pending, Target::Lent(a.clone().unbind(), watched), "a")
@@ -327,13 +325,14 @@ impl ProcessGroup {
     }
 
     /// A non-blocking call from `send` into `recv` (`None` where this rank
-    /// does not use it).
+    /// does not use it): `send` copied now, the result copied into `recv`
+    /// at `wait`.
     fn nb_send_recv(
         &self,
         py: Python<'_>,
         send: Option<&Bound<'_, PyAny>>,
         recv: Option<&Bound<'_, PyAny>>,
-        start: impl StartSendRecv,
+        call: Call,
     ) -> PyResult<Work> {
         let g = &*self.inner;
         let pending = {
@@ -344,18 +343,19 @@ impl ProcessGroup {
                 .map(|r| array_now(r, "recv", Access::Write))
                 .transpose()?;
             let (dtype, want) = match (&s, &r) {
-                (Some(s), Some(r)) => (same_dtype(py, s, r)?, Some(r.bytes().len())),
-                (Some(a), None) => (a.dtype(py)?, None),
-                (None, Some(a)) => (a.dtype(py)?, Some(a.bytes().len())),
+                (Some(s), Some(r)) => (same_dtype(py, s, r)?, r.bytes().len()),
+                (Some(a), None) => (a.dtype(py)?, 0),
+                (None, Some(a)) => (a.dtype(py)?, a.bytes().len()),
                 (None, None) => return Err(invalid(py, "send and recv are both None".into())),
             };
             if s.as_ref().is_some_and(|s| s.torch_owned()) {
                 count_copy();
             }
             with_dtype!(dtype, T => {
-                let input: Vec<T> = s.as_ref().map_or_else(Vec::new, |s| s.slice::<T>().to_vec());
-                let size = std::mem::size_of::<T>();
-                start.start(g, input, want.map(|b| b / size))
+                let send: Vec<T> = s.as_ref().map_or_else(Vec::new, |s| s.slice::<T>().to_vec());
+                // As large as the array the result goes into.
+                let recv = vec![<T as bytemuck::Zeroable>::zeroed(); want / std::mem::size_of::<T>()];
+                start(g, call, OwnedBuffers::SendRecv { send, recv })
             })
         };
         let target = recv.map_or(Target::Nothing, |r| Target::Copy(r.clone().unbind()));
@@ -363,98 +363,13 @@ impl ProcessGroup {
     }
 }
 
-/// Starts an in-place `*_nb` call of any element type.
-trait StartInPlace {
-    fn start<T: mw::Element>(self, g: &mw::ProcessGroup, input: Vec<T>) -> Box<dyn Pending>;
-}
-
-/// Starts a `*_nb` call from one buffer into another: `recv_len`, the
-/// receiving array's length in elements where this rank has one.
-trait StartSendRecv {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        recv_len: Option<usize>,
-    ) -> Box<dyn Pending>;
-}
-
-macro_rules! in_place_nb {
-    ($name:ident ( $($field:ident : $ty:ty),* ) => |$g:ident, $input:ident, $s:ident| $call:expr) => {
-        struct $name($($ty),*);
-        impl StartInPlace for $name {
-            fn start<T: mw::Element>(self, $g: &mw::ProcessGroup, $input: Vec<T>) -> Box<dyn Pending> {
-                let $s = self;
-                Box::new($call)
-            }
-        }
-    };
-}
-
-in_place_nb!(AllReduceNb(op: mw::ReduceOp) => |g, input, s| g.all_reduce_nb(input, s.0));
-in_place_nb!(BroadcastNb(root: u32) => |g, input, s| g.broadcast_nb(input, s.0));
-in_place_nb!(ReduceNb(op: mw::ReduceOp, root: u32) => |g, input, s| g.reduce_nb(input, s.0, s.1));
-in_place_nb!(ScanNb(op: mw::ReduceOp) => |g, input, s| g.scan_nb(input, s.0));
-in_place_nb!(ExclusiveScanNb(op: mw::ReduceOp) => |g, input, s| g.exclusive_scan_nb(input, s.0));
-
-struct AllGatherNb;
-impl StartSendRecv for AllGatherNb {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        _: Option<usize>,
-    ) -> Box<dyn Pending> {
-        Box::new(g.all_gather_nb(input))
-    }
-}
-
-struct ReduceScatterNb(mw::ReduceOp);
-impl StartSendRecv for ReduceScatterNb {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        _: Option<usize>,
-    ) -> Box<dyn Pending> {
-        Box::new(g.reduce_scatter_nb(input, self.0))
-    }
-}
-
-struct AllToAllNb;
-impl StartSendRecv for AllToAllNb {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        _: Option<usize>,
-    ) -> Box<dyn Pending> {
-        Box::new(g.all_to_all_nb(input))
-    }
-}
-
-struct GatherNb(u32);
-impl StartSendRecv for GatherNb {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        _: Option<usize>,
-    ) -> Box<dyn Pending> {
-        Box::new(g.gather_nb(input, self.0))
-    }
-}
-
-struct ScatterNb(u32);
-impl StartSendRecv for ScatterNb {
-    fn start<T: mw::Element>(
-        self,
-        g: &mw::ProcessGroup,
-        input: Vec<T>,
-        recv_len: Option<usize>,
-    ) -> Box<dyn Pending> {
-        Box::new(g.scatter_nb(input, recv_len.unwrap_or(0), self.0))
-    }
+/// Start `call` on `bufs` through meshwork's one entry.
+fn start<T, B>(g: &mw::ProcessGroup, call: Call, bufs: OwnedBuffers<B>) -> Box<dyn Pending>
+where
+    T: mw::Element,
+    B: AsMut<[T]> + Bytes + 'static,
+{
+    Box::new(g.call_nb(call, bufs))
 }
 
 #[pymethods]
@@ -472,14 +387,14 @@ impl ProcessGroup {
         if let Some(work) = self.all_reduce_nb_lent(py, a, &arr, op)? {
             return Ok(work);
         }
-        self.nb_copied(py, a, &arr, AllReduceNb(op))
+        self.nb_copied(py, a, &arr, Call::AllReduce { op })
     }
 
     /// `broadcast`, non-blocking (see `all_reduce_nb`).
     #[pyo3(signature = (a, root = 0))]
     fn broadcast_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, root: i64) -> PyResult<Work> {
         let root = self.rank_arg(py, root, "root")?;
-        self.nb_in_place(py, a, BroadcastNb(root))
+        self.nb_in_place(py, a, Call::Broadcast { root })
     }
 
     /// `reduce`, non-blocking (see `all_reduce_nb`).
@@ -493,21 +408,21 @@ impl ProcessGroup {
     ) -> PyResult<Work> {
         let op = reduce_op(py, op)?;
         let root = self.rank_arg(py, root, "root")?;
-        self.nb_in_place(py, a, ReduceNb(op, root))
+        self.nb_in_place(py, a, Call::Reduce { op, root })
     }
 
     /// `scan`, non-blocking (see `all_reduce_nb`).
     #[pyo3(signature = (a, op = "sum"))]
     fn scan_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
         let op = reduce_op(py, op)?;
-        self.nb_in_place(py, a, ScanNb(op))
+        self.nb_in_place(py, a, Call::Scan { op })
     }
 
     /// `exclusive_scan`, non-blocking (see `all_reduce_nb`).
     #[pyo3(signature = (a, op = "sum"))]
     fn exclusive_scan_nb(&self, py: Python<'_>, a: &Bound<'_, PyAny>, op: &str) -> PyResult<Work> {
         let op = reduce_op(py, op)?;
-        self.nb_in_place(py, a, ExclusiveScanNb(op))
+        self.nb_in_place(py, a, Call::ExclusiveScan { op })
     }
 
     /// `all_gather`, non-blocking: `send` is read now; `wait()` fills
@@ -518,7 +433,7 @@ impl ProcessGroup {
         send: &Bound<'_, PyAny>,
         recv: &Bound<'_, PyAny>,
     ) -> PyResult<Work> {
-        self.nb_send_recv(py, Some(send), Some(recv), AllGatherNb)
+        self.nb_send_recv(py, Some(send), Some(recv), Call::AllGather)
     }
 
     /// `reduce_scatter`, non-blocking (see `all_gather_nb`).
@@ -531,7 +446,7 @@ impl ProcessGroup {
         op: &str,
     ) -> PyResult<Work> {
         let op = reduce_op(py, op)?;
-        self.nb_send_recv(py, Some(send), Some(recv), ReduceScatterNb(op))
+        self.nb_send_recv(py, Some(send), Some(recv), Call::ReduceScatter { op })
     }
 
     /// `all_to_all`, non-blocking (see `all_gather_nb`).
@@ -541,7 +456,7 @@ impl ProcessGroup {
         send: &Bound<'_, PyAny>,
         recv: &Bound<'_, PyAny>,
     ) -> PyResult<Work> {
-        self.nb_send_recv(py, Some(send), Some(recv), AllToAllNb)
+        self.nb_send_recv(py, Some(send), Some(recv), Call::AllToAll)
     }
 
     /// `gather`, non-blocking (see `all_gather_nb`); `recv` at the root
@@ -560,7 +475,7 @@ impl ProcessGroup {
         if here && recv.is_none() {
             return Err(invalid(py, "gather_nb: the root needs a recv array".into()));
         }
-        self.nb_send_recv(py, Some(send), recv, GatherNb(root))
+        self.nb_send_recv(py, Some(send), recv, Call::Gather { root })
     }
 
     /// `scatter`, non-blocking (see `all_gather_nb`); `send` at the root
@@ -582,7 +497,7 @@ impl ProcessGroup {
                 "scatter_nb: the root needs a send array".into(),
             ));
         }
-        self.nb_send_recv(py, send, Some(recv), ScatterNb(root))
+        self.nb_send_recv(py, send, Some(recv), Call::Scatter { root })
     }
 
     /// `barrier`, non-blocking: `wait()` returns None once every rank has
