@@ -12,7 +12,7 @@
 use super::ffi::{self, Api, Config, NcclResult, RawComm, UniqueId, IN_PROGRESS, SUCCESS};
 use super::{failed, unavailable};
 use crate::group::{pause, Progress};
-use crate::{Call, Element, Error, ProcessGroup, ReduceOp, Result};
+use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
@@ -367,7 +367,7 @@ impl NcclComm {
         })
     }
 
-    pub(crate) fn broadcast<T: Element + DeviceRepr>(
+    fn broadcast<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
         buf: &mut CudaSlice<T>,
@@ -382,7 +382,7 @@ impl NcclComm {
         })
     }
 
-    pub(crate) fn reduce<T: Element + DeviceRepr>(
+    fn reduce<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
         buf: &mut CudaSlice<T>,
@@ -398,19 +398,13 @@ impl NcclComm {
         })
     }
 
-    pub(crate) fn all_gather<T: Element + DeviceRepr>(
+    fn all_gather<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
+        n: usize,
     ) -> Result<()> {
-        let n = send.len();
-        expect(
-            "all_gather",
-            "recv",
-            recv.len(),
-            n.checked_mul(world(group)),
-        )?;
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
         let t = ffi::data_type(T::DTYPE);
@@ -420,20 +414,14 @@ impl NcclComm {
         })
     }
 
-    pub(crate) fn reduce_scatter<T: Element + DeviceRepr>(
+    fn reduce_scatter<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
         op: ReduceOp,
+        n: usize,
     ) -> Result<()> {
-        let n = recv.len();
-        expect(
-            "reduce_scatter",
-            "send",
-            send.len(),
-            n.checked_mul(world(group)),
-        )?;
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
         let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
@@ -447,7 +435,7 @@ impl NcclComm {
     /// per pair that exchanges a block (`sends` and `recvs`: peer, element
     /// offset), blocks of `block` elements.
     #[allow(clippy::too_many_arguments, reason = "one call's full description")]
-    pub(crate) fn exchange<T: Element + DeviceRepr>(
+    fn exchange<T: Element + DeviceRepr>(
         &self,
         group: &ProcessGroup,
         call: Call,
@@ -484,6 +472,71 @@ impl NcclComm {
                 }
             }
         })
+    }
+}
+
+/// Whether NCCL carries `call`; the others (scan, exclusive_scan,
+/// barrier) are staged through meshwork.
+pub(crate) fn carries(call: Call) -> bool {
+    !matches!(
+        call,
+        Call::Scan { .. } | Call::ExclusiveScan { .. } | Call::Barrier
+    )
+}
+
+impl NcclComm {
+    /// `call` on device buffers in the form it takes (in place, or send
+    /// and receive), checked as meshwork's entry checks a host call; a
+    /// call refused here aborts the communicator ([`reject`](Self::reject)).
+    /// all_to_all, gather and scatter are grouped sends and receives of
+    /// blocks (NCCL sends to itself too).
+    pub(crate) fn call<T: Element + DeviceRepr>(
+        &self,
+        group: &ProcessGroup,
+        call: Call,
+        bufs: Buffers<'_, CudaSlice<T>>,
+    ) -> Result<()> {
+        let block = group
+            .checked_count(call, bufs.lens(CudaSlice::len))
+            .map_err(|e| self.reject(e))?;
+        let (w, here) = (world(group), |root| group.rank() == root);
+        let by_rank = |on: bool| -> Vec<(u32, usize)> {
+            if on {
+                (0..w).map(|p| (p as u32, p * block)).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        match (call, bufs) {
+            (Call::AllReduce { op }, Buffers::InPlace(buf)) => {
+                let all = 0..buf.len();
+                self.all_reduce_range(group, buf, all, op)
+            }
+            (Call::Broadcast { root }, Buffers::InPlace(buf)) => self.broadcast(group, buf, root),
+            (Call::Reduce { op, root }, Buffers::InPlace(buf)) => self.reduce(group, buf, op, root),
+            (Call::AllGather, Buffers::SendRecv { send, recv }) => {
+                self.all_gather(group, send, recv, block)
+            }
+            (Call::ReduceScatter { op }, Buffers::SendRecv { send, recv }) => {
+                self.reduce_scatter(group, send, recv, op, block)
+            }
+            (Call::AllToAll, Buffers::SendRecv { send, recv }) => {
+                let pairs = by_rank(true);
+                self.exchange(group, call, send, recv, block, &pairs, &pairs)
+            }
+            (Call::Gather { root }, Buffers::SendRecv { send, recv }) => {
+                let recvs = by_rank(here(root));
+                self.exchange(group, call, send, recv, block, &[(root, 0)], &recvs)
+            }
+            (Call::Scatter { root }, Buffers::SendRecv { send, recv }) => {
+                let sends = by_rank(here(root));
+                self.exchange(group, call, send, recv, block, &sends, &[(root, 0)])
+            }
+            (call, _) => Err(self.reject(Error::InvalidArgument(format!(
+                "{}: not carried by NCCL in this form",
+                call.name()
+            )))),
+        }
     }
 }
 
@@ -537,101 +590,6 @@ fn slot<T>(group: &ProcessGroup, len: usize, shard: usize) -> u64 {
 
 fn world(group: &ProcessGroup) -> usize {
     group.world_size() as usize
-}
-
-/// `got == want`, or the `InvalidArgument` a host call would give.
-pub(crate) fn expect(op: &str, what: &str, got: usize, want: Option<usize>) -> Result<()> {
-    match want {
-        Some(w) if w == got => Ok(()),
-        Some(w) => Err(Error::InvalidArgument(format!(
-            "{op}: {what} has {got} elements, expected {w}"
-        ))),
-        None => Err(Error::InvalidArgument(format!(
-            "{op}: {what}'s length overflows"
-        ))),
-    }
-}
-
-/// all_to_all over NCCL: block `p` of `send` to rank `p`, block `q` of
-/// `recv` from rank `q`, one grouped exchange.
-pub(crate) fn all_to_all<T: Element + DeviceRepr>(
-    nccl: &NcclComm,
-    group: &ProcessGroup,
-    send: &CudaSlice<T>,
-    recv: &mut CudaSlice<T>,
-) -> Result<()> {
-    let w = world(group);
-    if !send.len().is_multiple_of(w) {
-        return Err(nccl.reject(Error::InvalidArgument(format!(
-            "all_to_all: send has {} elements, not a multiple of the world size {w}",
-            send.len()
-        ))));
-    }
-    expect("all_to_all", "recv", recv.len(), Some(send.len())).map_err(|e| nccl.reject(e))?;
-    let block = send.len() / w;
-    let pairs: Vec<(u32, usize)> = (0..w).map(|p| (p as u32, p * block)).collect();
-    nccl.exchange(group, Call::AllToAll, send, recv, block, &pairs, &pairs)
-}
-
-/// gather over NCCL: every rank's block to `root` (its own too: NCCL
-/// sends to itself), placed by rank.
-pub(crate) fn gather<T: Element + DeviceRepr>(
-    nccl: &NcclComm,
-    group: &ProcessGroup,
-    send: &CudaSlice<T>,
-    recv: &mut CudaSlice<T>,
-    root: u32,
-) -> Result<()> {
-    let (w, block) = (world(group), send.len());
-    let at_root = group.rank() == root;
-    if at_root {
-        expect("gather", "recv", recv.len(), block.checked_mul(w)).map_err(|e| nccl.reject(e))?;
-    }
-    let sends = [(root, 0)];
-    let recvs: Vec<(u32, usize)> = if at_root {
-        (0..w).map(|p| (p as u32, p * block)).collect()
-    } else {
-        Vec::new()
-    };
-    nccl.exchange(
-        group,
-        Call::Gather { root },
-        send,
-        recv,
-        block,
-        &sends,
-        &recvs,
-    )
-}
-
-/// scatter over NCCL: block `p` of `root`'s `send` to rank `p`.
-pub(crate) fn scatter<T: Element + DeviceRepr>(
-    nccl: &NcclComm,
-    group: &ProcessGroup,
-    send: &CudaSlice<T>,
-    recv: &mut CudaSlice<T>,
-    root: u32,
-) -> Result<()> {
-    let (w, block) = (world(group), recv.len());
-    let at_root = group.rank() == root;
-    if at_root {
-        expect("scatter", "send", send.len(), block.checked_mul(w)).map_err(|e| nccl.reject(e))?;
-    }
-    let sends: Vec<(u32, usize)> = if at_root {
-        (0..w).map(|p| (p as u32, p * block)).collect()
-    } else {
-        Vec::new()
-    };
-    let recvs = [(root, 0)];
-    nccl.exchange(
-        group,
-        Call::Scatter { root },
-        send,
-        recv,
-        block,
-        &sends,
-        &recvs,
-    )
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
 pub use path::Path;
 
 use crate::staging::{self, Sink, Source, Ways};
-use crate::{Element, Error, ProcessGroup, ReduceOp, Result};
+use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice,
 };
@@ -313,8 +313,18 @@ pub struct DeviceGroup {
     chunk_bytes: usize,
     pool: Mutex<Vec<Pinned>>,
     path: Path,
-    nccl: Option<intra::NcclComm>,
-    hier: Option<Box<hier::Hier>>,
+    engine: Engine,
+}
+
+/// What carries a [`DeviceGroup`]'s calls (its [`Path`], made).
+enum Engine {
+    /// Every call staged through pinned host memory.
+    Staged,
+    /// NCCL among the group's ranks, device to device, for the calls it
+    /// has (`intra::carries`); the others staged.
+    Nccl(intra::NcclComm),
+    /// all_reduce in three tiers (`hier.rs`); the others staged.
+    Hierarchical(Box<hier::Hier>),
 }
 
 impl fmt::Debug for DeviceGroup {
@@ -341,8 +351,7 @@ impl DeviceGroup {
             path: Path::Staged {
                 why: "made with DeviceGroup::new, which stages every call".into(),
             },
-            nccl: None,
-            hier: None,
+            engine: Engine::Staged,
         }
     }
 
@@ -372,14 +381,14 @@ impl DeviceGroup {
         // whether all did: either every rank has its path or none does.
         let made = match dg.path {
             Path::Nccl => {
-                intra::NcclComm::connect(&dg.group, &dg.stream).map(|c| dg.nccl = Some(c))
+                intra::NcclComm::connect(&dg.group, &dg.stream).map(|c| dg.engine = Engine::Nccl(c))
             }
             Path::Hierarchical { .. } => {
                 // The splits are the group's collectives: their errors are
                 // its own, on every rank.
                 let (host_group, across_group) = hier::Hier::split(&dg.group, &layout)?;
                 hier::Hier::new(&dg.group, host_group, across_group, &dg.stream)
-                    .map(|h| dg.hier = Some(Box::new(h)))
+                    .map(|h| dg.engine = Engine::Hierarchical(Box::new(h)))
             }
             _ => return Ok(dg),
         };
@@ -415,7 +424,7 @@ impl DeviceGroup {
         let bytes = bytes.clamp(8, MAX_CHUNK_BYTES);
         self.chunk_bytes = bytes - bytes % 8;
         self.pool = Mutex::new(Vec::new());
-        if let Some(h) = &mut self.hier {
+        if let Engine::Hierarchical(h) = &mut self.engine {
             h.across.set_chunk_bytes(bytes);
         }
     }
@@ -430,26 +439,81 @@ impl DeviceGroup {
         &self.stream
     }
 
+    /// [`ProcessGroup::call`] on device buffers: the one entry of this
+    /// group's collectives, carried by its engine ([`path`](Self::path)):
+    /// NCCL or the hierarchical all_reduce where they have the call,
+    /// otherwise staged through pinned host memory into the group's own
+    /// entry. Checked as a host call is; a call in place given a send
+    /// and a receive buffer copies `send` into `recv` on the stream
+    /// first. A barrier waits for the work queued on the stream.
+    pub fn call<T: Element + DeviceRepr>(
+        &self,
+        call: Call,
+        bufs: Buffers<'_, CudaSlice<T>>,
+    ) -> Result<()> {
+        let bufs = match self.in_place_form(call, bufs) {
+            Ok(bufs) => bufs,
+            Err(e) => return Err(self.refuse(e)),
+        };
+        match (&self.engine, call, bufs) {
+            (_, Call::Barrier, _) => self.barrier(),
+            (Engine::Nccl(nccl), call, bufs) if intra::carries(call) => {
+                nccl.call(&self.group, call, bufs)
+            }
+            (Engine::Hierarchical(h), Call::AllReduce { op }, Buffers::InPlace(buf)) => {
+                h.current(&self.group)?;
+                // NCCL checks nothing across ranks: a length that differs
+                // would pair one rank's tail with another's next call.
+                staging::same_length(&self.group, "all_reduce", buf.len())?;
+                hier::all_reduce(&**h, buf, op)
+            }
+            (_, call, Buffers::InPlace(buf)) => {
+                let ways = ways(call, self.group.rank());
+                self.elementwise(call.name(), buf, ways, |h| {
+                    self.group.call(call, Buffers::InPlace(h))
+                })
+            }
+            (_, call, Buffers::SendRecv { send, recv }) => {
+                let ways = ways(call, self.group.rank());
+                self.whole(call.name(), send, recv, ways, |send, recv| {
+                    self.group.call(call, Buffers::SendRecv { send, recv })
+                })
+            }
+        }
+    }
+
+    /// `bufs` in the form `call` runs in: a call in place given a send
+    /// and a receive buffer has `send` copied into `recv` (equal lengths).
+    fn in_place_form<'a, T: Element + DeviceRepr>(
+        &self,
+        call: Call,
+        bufs: Buffers<'a, CudaSlice<T>>,
+    ) -> Result<Buffers<'a, CudaSlice<T>>> {
+        match bufs {
+            Buffers::SendRecv { send, recv } if call.is_in_place() => {
+                copy_in(&self.stream, call, send, recv)?;
+                Ok(Buffers::InPlace(recv))
+            }
+            bufs => Ok(bufs),
+        }
+    }
+
+    /// A call refused on this rank alone: with NCCL, the communicator is
+    /// aborted too, so that nothing pairs with the call the others make.
+    fn refuse(&self, e: Error) -> Error {
+        match &self.engine {
+            Engine::Nccl(nccl) => nccl.reject(e),
+            _ => e,
+        }
+    }
+
     /// [`ProcessGroup::all_reduce`] on a device buffer.
     pub fn all_reduce<T: Element + DeviceRepr>(
         &self,
         buf: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            let all = 0..buf.len();
-            return nccl.all_reduce_range(&self.group, buf, all, op);
-        }
-        if let Some(h) = &self.hier {
-            h.current(&self.group)?;
-            // NCCL checks nothing across ranks: a length that differs
-            // would pair one rank's tail with another's next call.
-            staging::same_length(&self.group, "all_reduce", buf.len())?;
-            return hier::all_reduce(&**h, buf, op);
-        }
-        self.elementwise("all_reduce", buf, Ways::BOTH, |h| {
-            self.group.all_reduce(h, op)
-        })
+        self.call(Call::AllReduce { op }, Buffers::InPlace(buf))
     }
 
     /// [`ProcessGroup::broadcast`] on a device buffer.
@@ -458,14 +522,7 @@ impl DeviceGroup {
         buf: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return nccl.broadcast(&self.group, buf, root);
-        }
-        let ways = Ways {
-            down: self.group.rank() == root,
-            up: self.group.rank() != root,
-        };
-        self.elementwise("broadcast", buf, ways, |h| self.group.broadcast(h, root))
+        self.call(Call::Broadcast { root }, Buffers::InPlace(buf))
     }
 
     /// [`ProcessGroup::reduce`] on a device buffer: the result at `root`;
@@ -476,14 +533,7 @@ impl DeviceGroup {
         op: ReduceOp,
         root: u32,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return nccl.reduce(&self.group, buf, op, root);
-        }
-        let ways = Ways {
-            down: true,
-            up: self.group.rank() == root,
-        };
-        self.elementwise("reduce", buf, ways, |h| self.group.reduce(h, op, root))
+        self.call(Call::Reduce { op, root }, Buffers::InPlace(buf))
     }
 
     /// [`ProcessGroup::scan`] on a device buffer.
@@ -492,7 +542,7 @@ impl DeviceGroup {
         buf: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        self.elementwise("scan", buf, Ways::BOTH, |h| self.group.scan(h, op))
+        self.call(Call::Scan { op }, Buffers::InPlace(buf))
     }
 
     /// [`ProcessGroup::exclusive_scan`] on a device buffer.
@@ -501,9 +551,7 @@ impl DeviceGroup {
         buf: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        self.elementwise("exclusive_scan", buf, Ways::BOTH, |h| {
-            self.group.exclusive_scan(h, op)
-        })
+        self.call(Call::ExclusiveScan { op }, Buffers::InPlace(buf))
     }
 
     /// [`ProcessGroup::all_gather`] on device buffers.
@@ -512,12 +560,7 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return nccl.all_gather(&self.group, send, recv);
-        }
-        self.whole("all_gather", send, recv, Ways::BOTH, |s, r| {
-            self.group.all_gather(s, r)
-        })
+        self.call(Call::AllGather, Buffers::SendRecv { send, recv })
     }
 
     /// [`ProcessGroup::reduce_scatter`] on device buffers.
@@ -527,12 +570,7 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return nccl.reduce_scatter(&self.group, send, recv, op);
-        }
-        self.whole("reduce_scatter", send, recv, Ways::BOTH, |s, r| {
-            self.group.reduce_scatter(s, r, op)
-        })
+        self.call(Call::ReduceScatter { op }, Buffers::SendRecv { send, recv })
     }
 
     /// [`ProcessGroup::all_to_all`] on device buffers.
@@ -541,12 +579,7 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: &mut CudaSlice<T>,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return intra::all_to_all(nccl, &self.group, send, recv);
-        }
-        self.whole("all_to_all", send, recv, Ways::BOTH, |s, r| {
-            self.group.all_to_all(s, r)
-        })
+        self.call(Call::AllToAll, Buffers::SendRecv { send, recv })
     }
 
     /// [`ProcessGroup::gather`] on device buffers (`recv` is written at
@@ -557,16 +590,7 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return intra::gather(nccl, &self.group, send, recv, root);
-        }
-        let ways = Ways {
-            down: true,
-            up: self.group.rank() == root,
-        };
-        self.whole("gather", send, recv, ways, |s, r| {
-            self.group.gather(s, r, root)
-        })
+        self.call(Call::Gather { root }, Buffers::SendRecv { send, recv })
     }
 
     /// [`ProcessGroup::scatter`] on device buffers (`send` is read at
@@ -577,16 +601,7 @@ impl DeviceGroup {
         recv: &mut CudaSlice<T>,
         root: u32,
     ) -> Result<()> {
-        if let Some(nccl) = &self.nccl {
-            return intra::scatter(nccl, &self.group, send, recv, root);
-        }
-        let ways = Ways {
-            down: self.group.rank() == root,
-            up: true,
-        };
-        self.whole("scatter", send, recv, ways, |s, r| {
-            self.group.scatter(s, r, root)
-        })
+        self.call(Call::Scatter { root }, Buffers::SendRecv { send, recv })
     }
 
     /// [`ProcessGroup::barrier`], after the work queued on the stream.
@@ -730,6 +745,46 @@ impl DeviceGroup {
         }
         Ok(out)
     }
+}
+
+/// Which way a staged call copies on this rank: out of the device where
+/// the rank's input counts, back where it receives a result.
+fn ways(call: Call, rank: u32) -> Ways {
+    match call {
+        Call::Broadcast { root } => Ways {
+            down: rank == root,
+            up: rank != root,
+        },
+        Call::Reduce { root, .. } | Call::Gather { root } => Ways {
+            down: true,
+            up: rank == root,
+        },
+        Call::Scatter { root } => Ways {
+            down: rank == root,
+            up: true,
+        },
+        _ => Ways::BOTH,
+    }
+}
+
+/// `send` into `recv` on `stream`, for `call` in place on `recv`.
+fn copy_in<T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    call: Call,
+    send: &CudaSlice<T>,
+    recv: &mut CudaSlice<T>,
+) -> Result<()> {
+    if send.len() != recv.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: recv has {} elements, expected {} (equal to send length)",
+            call.name(),
+            recv.len(),
+            send.len()
+        )));
+    }
+    stream
+        .memcpy_dtod(send, recv)
+        .map_err(|e| failed(call.name(), &e))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! collective would only take its place when the one before it ended,
 //! after calls made in between.
 
-use super::{download, failed, upload, DeviceGroup, DeviceWork, OnDevice};
-use crate::staging::{self, Sink, Source, Ways};
-use crate::{Element, ReduceOp, Result};
+use super::{copy_in, download, failed, upload, ways, DeviceGroup, DeviceWork, OnDevice};
+use crate::staging::{self, Sink, Source};
+use crate::{Call, Element, OwnedBuffers, ReduceOp, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
 
@@ -49,16 +49,48 @@ impl DeviceGroup {
         }
     }
 
-    /// An elementwise call on `buf`, which `wait` hands back.
-    fn elementwise_nb<T: Element + DeviceRepr>(
+    /// [`call`](Self::call) without blocking, through the group's own
+    /// non-blocking entry ([`ProcessGroup::call_nb`]): `buf` is the
+    /// buffer in place or, with `send`, the receive buffer; `wait` hands
+    /// it back. `send` is read now. Staged whole, whatever the group's
+    /// engine (see the module docs).
+    pub fn call_nb<T: Element + DeviceRepr>(
         &self,
-        op: &'static str,
+        call: Call,
+        send: Option<&CudaSlice<T>>,
         buf: CudaSlice<T>,
-        ways: Ways,
-        issue: impl FnOnce(Vec<T>) -> crate::Work<Vec<T>>,
     ) -> DeviceWork<CudaSlice<T>> {
-        let mem = self.owned(buf, op);
-        staging::elementwise_nb(op, mem, ways, issue, Owned::into_inner)
+        let (op, ways) = (call.name(), ways(call, self.group.rank()));
+        match send {
+            Some(send) if !call.is_in_place() => {
+                let mut from = OnDevice {
+                    buf: send,
+                    stream: &self.stream,
+                    op,
+                };
+                // The host result is as long as `buf` where it is copied
+                // back (the entry checks that length), empty elsewhere.
+                let n = if ways.up { buf.len() } else { 0 };
+                let to = self.owned(buf, op);
+                let issue = |send| {
+                    let recv = vec![bytemuck::Zeroable::zeroed(); n];
+                    self.group
+                        .call_nb(call, OwnedBuffers::SendRecv { send, recv })
+                };
+                staging::by_rank_nb(op, &mut from, to, ways, issue, Owned::into_inner)
+            }
+            send => {
+                let mut buf = buf;
+                if let Some(send) = send {
+                    if let Err(e) = copy_in(&self.stream, call, send, &mut buf) {
+                        return DeviceWork::ended(Err(e));
+                    }
+                }
+                let mem = self.owned(buf, op);
+                let issue = |h| self.group.call_nb(call, OwnedBuffers::InPlace(h));
+                staging::elementwise_nb(op, mem, ways, issue, Owned::into_inner)
+            }
+        }
     }
 
     /// [`all_reduce`](Self::all_reduce) without blocking: `wait` returns
@@ -68,9 +100,7 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        self.elementwise_nb("all_reduce", buf, Ways::BOTH, |h| {
-            self.group.all_reduce_nb(h, op)
-        })
+        self.call_nb(Call::AllReduce { op }, None, buf)
     }
 
     /// [`broadcast`](Self::broadcast) without blocking.
@@ -79,12 +109,7 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         root: u32,
     ) -> DeviceWork<CudaSlice<T>> {
-        let is_root = self.group.rank() == root;
-        let ways = Ways {
-            down: is_root,
-            up: !is_root,
-        };
-        self.elementwise_nb("broadcast", buf, ways, |h| self.group.broadcast_nb(h, root))
+        self.call_nb(Call::Broadcast { root }, None, buf)
     }
 
     /// [`reduce`](Self::reduce) without blocking: the result in `root`'s
@@ -95,11 +120,7 @@ impl DeviceGroup {
         op: ReduceOp,
         root: u32,
     ) -> DeviceWork<CudaSlice<T>> {
-        let ways = Ways {
-            down: true,
-            up: self.group.rank() == root,
-        };
-        self.elementwise_nb("reduce", buf, ways, |h| self.group.reduce_nb(h, op, root))
+        self.call_nb(Call::Reduce { op, root }, None, buf)
     }
 
     /// [`scan`](Self::scan) without blocking.
@@ -108,7 +129,7 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        self.elementwise_nb("scan", buf, Ways::BOTH, |h| self.group.scan_nb(h, op))
+        self.call_nb(Call::Scan { op }, None, buf)
     }
 
     /// [`exclusive_scan`](Self::exclusive_scan) without blocking.
@@ -117,9 +138,7 @@ impl DeviceGroup {
         buf: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        self.elementwise_nb("exclusive_scan", buf, Ways::BOTH, |h| {
-            self.group.exclusive_scan_nb(h, op)
-        })
+        self.call_nb(Call::ExclusiveScan { op }, None, buf)
     }
 
     /// [`all_gather`](Self::all_gather) without blocking: `send` is read
@@ -129,10 +148,7 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: CudaSlice<T>,
     ) -> DeviceWork<CudaSlice<T>> {
-        let want = send.len().checked_mul(self.world());
-        self.by_rank("all_gather", send, recv, want, Ways::BOTH, |h| {
-            self.group.all_gather_nb(h)
-        })
+        self.call_nb(Call::AllGather, Some(send), recv)
     }
 
     /// [`reduce_scatter`](Self::reduce_scatter) without blocking.
@@ -142,16 +158,7 @@ impl DeviceGroup {
         recv: CudaSlice<T>,
         op: ReduceOp,
     ) -> DeviceWork<CudaSlice<T>> {
-        // A `send` the world does not divide is the host call's error.
-        let world = self.world();
-        let want = if send.len().is_multiple_of(world) {
-            Some(send.len() / world)
-        } else {
-            Some(recv.len())
-        };
-        self.by_rank("reduce_scatter", send, recv, want, Ways::BOTH, |h| {
-            self.group.reduce_scatter_nb(h, op)
-        })
+        self.call_nb(Call::ReduceScatter { op }, Some(send), recv)
     }
 
     /// [`all_to_all`](Self::all_to_all) without blocking.
@@ -160,10 +167,7 @@ impl DeviceGroup {
         send: &CudaSlice<T>,
         recv: CudaSlice<T>,
     ) -> DeviceWork<CudaSlice<T>> {
-        let want = Some(send.len());
-        self.by_rank("all_to_all", send, recv, want, Ways::BOTH, |h| {
-            self.group.all_to_all_nb(h)
-        })
+        self.call_nb(Call::AllToAll, Some(send), recv)
     }
 
     /// [`gather`](Self::gather) without blocking (`recv` is written at
@@ -174,14 +178,7 @@ impl DeviceGroup {
         recv: CudaSlice<T>,
         root: u32,
     ) -> DeviceWork<CudaSlice<T>> {
-        let ways = Ways {
-            down: true,
-            up: self.group.rank() == root,
-        };
-        let want = send.len().checked_mul(self.world());
-        self.by_rank("gather", send, recv, want, ways, |h| {
-            self.group.gather_nb(h, root)
-        })
+        self.call_nb(Call::Gather { root }, Some(send), recv)
     }
 
     /// [`scatter`](Self::scatter) without blocking (`send` is read at
@@ -192,14 +189,7 @@ impl DeviceGroup {
         recv: CudaSlice<T>,
         root: u32,
     ) -> DeviceWork<CudaSlice<T>> {
-        let ways = Ways {
-            down: self.group.rank() == root,
-            up: true,
-        };
-        let count = recv.len();
-        self.by_rank("scatter", send, recv, Some(count), ways, |h| {
-            self.group.scatter_nb(h, count, root)
-        })
+        self.call_nb(Call::Scatter { root }, Some(send), recv)
     }
 
     /// [`barrier`](Self::barrier) without blocking: the work queued on
@@ -210,27 +200,5 @@ impl DeviceGroup {
             Ok(()) => DeviceWork::new(self.group.barrier_nb(), Ok),
             Err(e) => DeviceWork::ended(Err(failed("barrier", &e))),
         }
-    }
-
-    fn world(&self) -> usize {
-        self.group.world_size() as usize
-    }
-
-    fn by_rank<T: Element + DeviceRepr>(
-        &self,
-        op: &'static str,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-        want: Option<usize>,
-        ways: Ways,
-        issue: impl FnOnce(Vec<T>) -> crate::Work<Vec<T>>,
-    ) -> DeviceWork<CudaSlice<T>> {
-        let mut from = OnDevice {
-            buf: send,
-            stream: &self.stream,
-            op,
-        };
-        let to = self.owned(recv, op);
-        staging::by_rank_nb(op, &mut from, to, want, ways, issue, Owned::into_inner)
     }
 }

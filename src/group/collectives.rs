@@ -204,18 +204,19 @@ pub enum OwnedBuffers<B> {
 
 /// The lengths of a call's buffers, in elements.
 #[derive(Clone, Copy)]
-enum Lens {
+pub(crate) enum Lens {
     One(usize),
     Two { send: usize, recv: usize },
 }
 
-impl<T> Buffers<'_, [T]> {
-    fn lens(&self) -> Lens {
+impl<M: ?Sized> Buffers<'_, M> {
+    /// Their lengths, each measured by `len`.
+    pub(crate) fn lens(&self, len: impl Fn(&M) -> usize) -> Lens {
         match self {
-            Buffers::InPlace(b) => Lens::One(b.len()),
+            Buffers::InPlace(b) => Lens::One(len(b)),
             Buffers::SendRecv { send, recv } => Lens::Two {
-                send: send.len(),
-                recv: recv.len(),
+                send: len(send),
+                recv: len(recv),
             },
         }
     }
@@ -420,7 +421,7 @@ impl ProcessGroup {
     /// take are `InvalidArgument`, and the group goes on.
     pub fn call<T: Element>(&self, call: Call, bufs: Buffers<'_, [T]>) -> Result<()> {
         let inner = self.shared();
-        let count = inner.count_of(call, bufs.lens())?;
+        let count = inner.count_of(call, bufs.lens(<[T]>::len))?;
         let begun = inner.begin::<T>(call, count)?;
         execute(&begun, call, bufs)
     }
@@ -506,6 +507,14 @@ impl ProcessGroup {
             execute(begun, call, bufs)?;
             Ok(recv)
         })
+    }
+
+    #[cfg(feature = "cuda")]
+    /// Check `call` against its buffers' lengths as [`ProcessGroup::call`]
+    /// does, for an engine that carries the call itself (NCCL); the
+    /// count its descriptor takes (elements per rank's block).
+    pub(crate) fn checked_count(&self, call: Call, lens: Lens) -> Result<usize> {
+        self.inner().count_of(call, lens)
     }
 
     fn world(&self) -> usize {
