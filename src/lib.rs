@@ -254,7 +254,11 @@ mod group;
 mod local;
 mod node;
 mod shape;
-#[cfg(any(feature = "cuda", test))]
+/// The staging pipeline of `cuda` (`cuda/staging/`), on its own in test
+/// builds without CUDA: it knows nothing of CUDA, so it is tested on host
+/// memory everywhere.
+#[cfg(all(test, not(feature = "cuda")))]
+#[path = "cuda/staging/mod.rs"]
 mod staging;
 #[cfg(all(feature = "cuda", feature = "test-hooks"))]
 #[doc(hidden)]

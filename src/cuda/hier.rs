@@ -20,8 +20,8 @@
 
 use super::intra::NcclComm;
 use super::path::Layout;
+use super::staging::{Sink, Source, Ways};
 use super::{download, upload, DeviceGroup};
-use crate::staging::{Sink, Source, Ways};
 use crate::{Element, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::ops::Range;

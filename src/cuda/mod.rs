@@ -51,15 +51,16 @@ mod path;
 pub use ffi::nccl_check;
 mod nb;
 mod nccl;
-pub use crate::staging::DeviceWork;
+mod staging;
 pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
 pub use path::Path;
+pub use staging::DeviceWork;
 
-use crate::staging::{self, Sink, Source, Ways};
 use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice,
 };
+use staging::{Sink, Source, Ways};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -6,8 +6,8 @@
 //! collective would only take its place when the one before it ended,
 //! after calls made in between.
 
+use super::staging::{self, Sink, Source};
 use super::{copy_in, download, failed, upload, ways, DeviceGroup, DeviceWork, OnDevice};
-use crate::staging::{self, Sink, Source};
 use crate::{Call, Element, OwnedBuffers, ReduceOp, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
