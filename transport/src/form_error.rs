@@ -6,9 +6,11 @@
 use crate::auth::handshake::HandshakeError;
 use std::net::SocketAddr;
 
-/// Why a group could not form.
+/// Why a group could not form. Not `#[non_exhaustive]`: the facade
+/// translates each variant into its own error, so a new one must be
+/// given its translation where it is added (`meshwork`'s
+/// `node/translate.rs` fails to compile until it is).
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum FormationError {
     #[error("rank {rank} is already taken")]
     RankConflict { rank: u32 },
