@@ -305,6 +305,62 @@ impl<T: DeviceRepr> Sink<T> for OnDevice<'_, &mut CudaSlice<T>> {
     }
 }
 
+/// The named collectives of [`DeviceGroup`], each a line over its one
+/// entry: `fn name(buf; args) => call` runs `call` in place on a device
+/// buffer, `fn name(send, recv; args) => call` from `send` into `recv`;
+/// with `nb`, the same without blocking over [`DeviceGroup::call_nb`]
+/// (the buffer written is taken by value and handed back by `wait`).
+macro_rules! named {
+    () => {};
+    ($(#[$doc:meta])* fn $name:ident(buf; $($arg:ident: $ty:ty),*) => $call:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn $name<T: Element + DeviceRepr>(
+            &self,
+            buf: &mut CudaSlice<T>,
+            $($arg: $ty),*
+        ) -> Result<()> {
+            self.call($call, Buffers::InPlace(buf))
+        }
+        named! { $($rest)* }
+    };
+    ($(#[$doc:meta])* fn $name:ident(send, recv; $($arg:ident: $ty:ty),*) => $call:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn $name<T: Element + DeviceRepr>(
+            &self,
+            send: &CudaSlice<T>,
+            recv: &mut CudaSlice<T>,
+            $($arg: $ty),*
+        ) -> Result<()> {
+            self.call($call, Buffers::SendRecv { send, recv })
+        }
+        named! { $($rest)* }
+    };
+    ($(#[$doc:meta])* nb fn $name:ident(buf; $($arg:ident: $ty:ty),*) => $call:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn $name<T: Element + DeviceRepr>(
+            &self,
+            buf: CudaSlice<T>,
+            $($arg: $ty),*
+        ) -> DeviceWork<CudaSlice<T>> {
+            self.call_nb($call, None, buf)
+        }
+        named! { $($rest)* }
+    };
+    ($(#[$doc:meta])* nb fn $name:ident(send, recv; $($arg:ident: $ty:ty),*) => $call:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn $name<T: Element + DeviceRepr>(
+            &self,
+            send: &CudaSlice<T>,
+            recv: CudaSlice<T>,
+            $($arg: $ty),*
+        ) -> DeviceWork<CudaSlice<T>> {
+            self.call_nb($call, Some(send), recv)
+        }
+        named! { $($rest)* }
+    };
+}
+use named;
+
 /// A [`ProcessGroup`]'s calls on CUDA device buffers, staged through
 /// pinned host memory (see the module docs). `Send + Sync`; its pinned
 /// buffers are kept for the next call.
@@ -508,101 +564,30 @@ impl DeviceGroup {
         }
     }
 
-    /// [`ProcessGroup::all_reduce`] on a device buffer.
-    pub fn all_reduce<T: Element + DeviceRepr>(
-        &self,
-        buf: &mut CudaSlice<T>,
-        op: ReduceOp,
-    ) -> Result<()> {
-        self.call(Call::AllReduce { op }, Buffers::InPlace(buf))
-    }
-
-    /// [`ProcessGroup::broadcast`] on a device buffer.
-    pub fn broadcast<T: Element + DeviceRepr>(
-        &self,
-        buf: &mut CudaSlice<T>,
-        root: u32,
-    ) -> Result<()> {
-        self.call(Call::Broadcast { root }, Buffers::InPlace(buf))
-    }
-
-    /// [`ProcessGroup::reduce`] on a device buffer: the result at `root`;
-    /// the others' buffers are left as they were.
-    pub fn reduce<T: Element + DeviceRepr>(
-        &self,
-        buf: &mut CudaSlice<T>,
-        op: ReduceOp,
-        root: u32,
-    ) -> Result<()> {
-        self.call(Call::Reduce { op, root }, Buffers::InPlace(buf))
-    }
-
-    /// [`ProcessGroup::scan`] on a device buffer.
-    pub fn scan<T: Element + DeviceRepr>(
-        &self,
-        buf: &mut CudaSlice<T>,
-        op: ReduceOp,
-    ) -> Result<()> {
-        self.call(Call::Scan { op }, Buffers::InPlace(buf))
-    }
-
-    /// [`ProcessGroup::exclusive_scan`] on a device buffer.
-    pub fn exclusive_scan<T: Element + DeviceRepr>(
-        &self,
-        buf: &mut CudaSlice<T>,
-        op: ReduceOp,
-    ) -> Result<()> {
-        self.call(Call::ExclusiveScan { op }, Buffers::InPlace(buf))
-    }
-
-    /// [`ProcessGroup::all_gather`] on device buffers.
-    pub fn all_gather<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: &mut CudaSlice<T>,
-    ) -> Result<()> {
-        self.call(Call::AllGather, Buffers::SendRecv { send, recv })
-    }
-
-    /// [`ProcessGroup::reduce_scatter`] on device buffers.
-    pub fn reduce_scatter<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: &mut CudaSlice<T>,
-        op: ReduceOp,
-    ) -> Result<()> {
-        self.call(Call::ReduceScatter { op }, Buffers::SendRecv { send, recv })
-    }
-
-    /// [`ProcessGroup::all_to_all`] on device buffers.
-    pub fn all_to_all<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: &mut CudaSlice<T>,
-    ) -> Result<()> {
-        self.call(Call::AllToAll, Buffers::SendRecv { send, recv })
-    }
-
-    /// [`ProcessGroup::gather`] on device buffers (`recv` is written at
-    /// `root` only).
-    pub fn gather<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: &mut CudaSlice<T>,
-        root: u32,
-    ) -> Result<()> {
-        self.call(Call::Gather { root }, Buffers::SendRecv { send, recv })
-    }
-
-    /// [`ProcessGroup::scatter`] on device buffers (`send` is read at
-    /// `root` only).
-    pub fn scatter<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: &mut CudaSlice<T>,
-        root: u32,
-    ) -> Result<()> {
-        self.call(Call::Scatter { root }, Buffers::SendRecv { send, recv })
+    named! {
+        /// [`ProcessGroup::all_reduce`] on a device buffer.
+        fn all_reduce(buf; op: ReduceOp) => Call::AllReduce { op };
+        /// [`ProcessGroup::broadcast`] on a device buffer.
+        fn broadcast(buf; root: u32) => Call::Broadcast { root };
+        /// [`ProcessGroup::reduce`] on a device buffer: the result at `root`;
+        /// the others' buffers are left as they were.
+        fn reduce(buf; op: ReduceOp, root: u32) => Call::Reduce { op, root };
+        /// [`ProcessGroup::scan`] on a device buffer.
+        fn scan(buf; op: ReduceOp) => Call::Scan { op };
+        /// [`ProcessGroup::exclusive_scan`] on a device buffer.
+        fn exclusive_scan(buf; op: ReduceOp) => Call::ExclusiveScan { op };
+        /// [`ProcessGroup::all_gather`] on device buffers.
+        fn all_gather(send, recv;) => Call::AllGather;
+        /// [`ProcessGroup::reduce_scatter`] on device buffers.
+        fn reduce_scatter(send, recv; op: ReduceOp) => Call::ReduceScatter { op };
+        /// [`ProcessGroup::all_to_all`] on device buffers.
+        fn all_to_all(send, recv;) => Call::AllToAll;
+        /// [`ProcessGroup::gather`] on device buffers (`recv` is written at
+        /// `root` only).
+        fn gather(send, recv; root: u32) => Call::Gather { root };
+        /// [`ProcessGroup::scatter`] on device buffers (`send` is read at
+        /// `root` only).
+        fn scatter(send, recv; root: u32) => Call::Scatter { root };
     }
 
     /// [`ProcessGroup::barrier`], after the work queued on the stream.

@@ -7,7 +7,7 @@
 //! after calls made in between.
 
 use super::staging::{self, Sink, Source};
-use super::{copy_in, download, failed, upload, ways, DeviceGroup, DeviceWork, OnDevice};
+use super::{copy_in, download, failed, named, upload, ways, DeviceGroup, DeviceWork, OnDevice};
 use crate::{Call, Element, OwnedBuffers, ReduceOp, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl DeviceGroup {
     }
 
     /// [`call`](Self::call) without blocking, through the group's own
-    /// non-blocking entry ([`ProcessGroup::call_nb`]): `buf` is the
+    /// non-blocking entry ([`crate::ProcessGroup::call_nb`]): `buf` is the
     /// buffer in place or, with `send`, the receive buffer; `wait` hands
     /// it back. `send` is read now. Staged whole, whatever the group's
     /// engine (see the module docs).
@@ -93,103 +93,32 @@ impl DeviceGroup {
         }
     }
 
-    /// [`all_reduce`](Self::all_reduce) without blocking: `wait` returns
-    /// `buf`, reduced.
-    pub fn all_reduce_nb<T: Element + DeviceRepr>(
-        &self,
-        buf: CudaSlice<T>,
-        op: ReduceOp,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::AllReduce { op }, None, buf)
-    }
-
-    /// [`broadcast`](Self::broadcast) without blocking.
-    pub fn broadcast_nb<T: Element + DeviceRepr>(
-        &self,
-        buf: CudaSlice<T>,
-        root: u32,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::Broadcast { root }, None, buf)
-    }
-
-    /// [`reduce`](Self::reduce) without blocking: the result in `root`'s
-    /// buffer; the others' are handed back as they were.
-    pub fn reduce_nb<T: Element + DeviceRepr>(
-        &self,
-        buf: CudaSlice<T>,
-        op: ReduceOp,
-        root: u32,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::Reduce { op, root }, None, buf)
-    }
-
-    /// [`scan`](Self::scan) without blocking.
-    pub fn scan_nb<T: Element + DeviceRepr>(
-        &self,
-        buf: CudaSlice<T>,
-        op: ReduceOp,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::Scan { op }, None, buf)
-    }
-
-    /// [`exclusive_scan`](Self::exclusive_scan) without blocking.
-    pub fn exclusive_scan_nb<T: Element + DeviceRepr>(
-        &self,
-        buf: CudaSlice<T>,
-        op: ReduceOp,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::ExclusiveScan { op }, None, buf)
-    }
-
-    /// [`all_gather`](Self::all_gather) without blocking: `send` is read
-    /// now; `wait` returns `recv`, filled.
-    pub fn all_gather_nb<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::AllGather, Some(send), recv)
-    }
-
-    /// [`reduce_scatter`](Self::reduce_scatter) without blocking.
-    pub fn reduce_scatter_nb<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-        op: ReduceOp,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::ReduceScatter { op }, Some(send), recv)
-    }
-
-    /// [`all_to_all`](Self::all_to_all) without blocking.
-    pub fn all_to_all_nb<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::AllToAll, Some(send), recv)
-    }
-
-    /// [`gather`](Self::gather) without blocking (`recv` is written at
-    /// `root` only, and handed back everywhere).
-    pub fn gather_nb<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-        root: u32,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::Gather { root }, Some(send), recv)
-    }
-
-    /// [`scatter`](Self::scatter) without blocking (`send` is read at
-    /// `root` only, now).
-    pub fn scatter_nb<T: Element + DeviceRepr>(
-        &self,
-        send: &CudaSlice<T>,
-        recv: CudaSlice<T>,
-        root: u32,
-    ) -> DeviceWork<CudaSlice<T>> {
-        self.call_nb(Call::Scatter { root }, Some(send), recv)
+    named! {
+        /// [`all_reduce`](Self::all_reduce) without blocking: `wait`
+        /// returns `buf`, reduced.
+        nb fn all_reduce_nb(buf; op: ReduceOp) => Call::AllReduce { op };
+        /// [`broadcast`](Self::broadcast) without blocking.
+        nb fn broadcast_nb(buf; root: u32) => Call::Broadcast { root };
+        /// [`reduce`](Self::reduce) without blocking: the result in
+        /// `root`'s buffer; the others' are handed back as they were.
+        nb fn reduce_nb(buf; op: ReduceOp, root: u32) => Call::Reduce { op, root };
+        /// [`scan`](Self::scan) without blocking.
+        nb fn scan_nb(buf; op: ReduceOp) => Call::Scan { op };
+        /// [`exclusive_scan`](Self::exclusive_scan) without blocking.
+        nb fn exclusive_scan_nb(buf; op: ReduceOp) => Call::ExclusiveScan { op };
+        /// [`all_gather`](Self::all_gather) without blocking: `send` is
+        /// read now; `wait` returns `recv`, filled.
+        nb fn all_gather_nb(send, recv;) => Call::AllGather;
+        /// [`reduce_scatter`](Self::reduce_scatter) without blocking.
+        nb fn reduce_scatter_nb(send, recv; op: ReduceOp) => Call::ReduceScatter { op };
+        /// [`all_to_all`](Self::all_to_all) without blocking.
+        nb fn all_to_all_nb(send, recv;) => Call::AllToAll;
+        /// [`gather`](Self::gather) without blocking (`recv` is written at
+        /// `root` only, and handed back everywhere).
+        nb fn gather_nb(send, recv; root: u32) => Call::Gather { root };
+        /// [`scatter`](Self::scatter) without blocking (`send` is read at
+        /// `root` only, now).
+        nb fn scatter_nb(send, recv; root: u32) => Call::Scatter { root };
     }
 
     /// [`barrier`](Self::barrier) without blocking: the work queued on
