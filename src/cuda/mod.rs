@@ -633,6 +633,8 @@ impl DeviceGroup {
         to.upload(0, &host)
     }
 
+    /// An elementwise call on `buf`, staged a chunk at a time once the
+    /// ranks agree on its length.
     fn elementwise<T: Element + DeviceRepr>(
         &self,
         op: &'static str,
@@ -640,30 +642,19 @@ impl DeviceGroup {
         ways: Ways,
         call: impl Fn(&mut [T]) -> Result<()> + Sync,
     ) -> Result<()> {
+        staging::same_length(&self.group, op, buf.len())?;
         let mut mem = OnDevice {
             buf,
             stream: &self.stream,
             op,
         };
-        self.staged(op, &mut mem, ways, call)
+        self.pipeline(op, &mut mem, ways, call)
     }
 
     /// An elementwise call on `mem` (any device memory: a buffer, a range
-    /// of one), staged a chunk at a time.
-    fn staged<T: Element + DeviceRepr, M: Sink<T>>(
-        &self,
-        op: &'static str,
-        mem: &mut M,
-        ways: Ways,
-        call: impl Fn(&mut [T]) -> Result<()> + Sync,
-    ) -> Result<()> {
-        staging::same_length(&self.group, op, mem.len())?;
-        self.pipeline(op, mem, ways, call)
-    }
-
-    /// [`staged`](Self::staged) where the ranks already agree on the
-    /// length (the hierarchical all_reduce's tier between hosts: the
-    /// whole group agreed on it first).
+    /// of one) where the ranks already agree on its length, staged a chunk
+    /// at a time (also the hierarchical all_reduce's tier between hosts:
+    /// the whole group agreed on the length first).
     fn pipeline<T: Element + DeviceRepr, M: Sink<T>>(
         &self,
         op: &'static str,
