@@ -567,16 +567,9 @@ impl Node {
                     &node.peers
                 }
             };
-            if node.token.is_none() {
-                let also = node.peers_also.iter().flatten();
-                // Keys derived from no secret would encrypt for nobody.
-                if node.encrypt_bulk || used.iter().chain(also).any(|a| !a.ip().is_loopback()) {
-                    return Err(Error::TokenRequired);
-                }
-                tracing::warn!(
-                    "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
-                );
-            }
+            let mut addrs = used.iter().chain(node.peers_also.iter().flatten());
+            let off_host = addrs.any(|a| !a.ip().is_loopback());
+            token_rule(node.token.as_deref(), off_host, node.encrypt_bulk)?;
             // A rank known by several addresses listens on all of them
             // (a token is needed off loopback).
             let several = node
@@ -663,6 +656,8 @@ impl Node {
     /// Run discovery: every rank's data address, in rank order (a star
     /// worker learns only the coordinator's).
     fn discovered_peers(&self, disc_port: u16, data_base: u16) -> Result<Vec<SocketAddr>> {
+        // Discovery is on the LAN, and its job is named by the token.
+        token_rule(self.token.as_deref(), true, self.encrypt_bulk)?;
         let token = self.token.as_deref().ok_or(Error::TokenRequired)?;
         let job = discovery::Job::new(token, self.world, disc_port, data_base);
         let deadline = std::time::Instant::now() + self.timeout;
@@ -743,6 +738,26 @@ fn unspecified_like(addr: SocketAddr) -> std::net::IpAddr {
     match addr {
         SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
         SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
+}
+
+/// The token rule, written once for every way of forming: a group needs
+/// a `CLUSTER_TOKEN` when its traffic can leave this host (`off_host`:
+/// an address that is not loopback, a job on several hosts, discovery on
+/// the LAN) or its bulk is to be encrypted (keys derived from no secret
+/// would encrypt for nobody); a token given must be long enough
+/// ([`check_token`]). On loopback alone a group may go without one,
+/// unauthenticated.
+pub(crate) fn token_rule(token: Option<&str>, off_host: bool, encrypt_bulk: bool) -> Result<()> {
+    match token {
+        Some(t) => check_token(t),
+        None if off_host || encrypt_bulk => Err(Error::TokenRequired),
+        None => {
+            tracing::warn!(
+                "no CLUSTER_TOKEN: the group is unauthenticated (allowed on loopback only)"
+            );
+            Ok(())
+        }
     }
 }
 

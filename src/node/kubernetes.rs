@@ -113,12 +113,16 @@ pub(super) fn translate_env() -> Result<Option<crate::env::Translated>> {
     let Some(plan) = plan(&get, &hosts)? else {
         return Ok(None);
     };
-    if plan.needs_token && lookup_in("CLUSTER_TOKEN", get).is_none() {
-        tracing::error!(
-            launcher = plan.launcher,
-            "the pods of a Kubernetes job are on several hosts: set CLUSTER_TOKEN from a Secret"
-        );
-        return Err(Error::TokenRequired);
+    let token = lookup_in("CLUSTER_TOKEN", get).map(|(_, t)| t);
+    match super::token_rule(token.as_deref(), plan.needs_token, false) {
+        Err(Error::TokenRequired) => {
+            tracing::error!(
+                launcher = plan.launcher,
+                "the pods of a Kubernetes job are on several hosts: set CLUSTER_TOKEN from a Secret"
+            );
+            return Err(Error::TokenRequired);
+        }
+        r => r?,
     }
     let timeout = lookup_in("TIMEOUT_S", get)
         .and_then(|(_, v)| v.parse::<f64>().ok())

@@ -1,7 +1,7 @@
 //! Bootstrap through a seed (`Node::seed`): host it or join it, listen
 //! where the token allows, form, and pass the seed's ready barrier.
 
-use super::{check_token, from_formation, Elastic, Node};
+use super::{from_formation, token_rule, Elastic, Node};
 use crate::error::{Error, Result};
 use crate::group::ProcessGroup;
 use meshwork_collectives::Topology;
@@ -156,12 +156,7 @@ pub fn serve_seed(
     timeout: Duration,
     elastic: bool,
 ) -> Result<()> {
-    if let Some(t) = &token {
-        check_token(t)?;
-    }
-    if token.is_none() && !bind.ip().is_loopback() {
-        return Err(Error::TokenRequired);
-    }
+    token_rule(token.as_deref(), !bind.ip().is_loopback(), false)?;
     meshwork_transport::seed::Seed::start(
         bind,
         meshwork_transport::seed::SeedConfig {
@@ -234,10 +229,8 @@ fn seed_listen_ip(
     if token {
         return Ok(any);
     }
-    let off_loopback = !seed.ip().is_loopback() || announced.is_some_and(|ip| !ip.is_loopback());
-    if off_loopback || encrypt_bulk {
-        return Err(Error::TokenRequired);
-    }
+    let off_host = !seed.ip().is_loopback() || announced.is_some_and(|ip| !ip.is_loopback());
+    token_rule(None, off_host, encrypt_bulk)?;
     Ok(loopback)
 }
 

@@ -477,7 +477,12 @@ pub(crate) fn decide(
     };
     let seed_host = match hosts.len() {
         1 => SeedHost::Loopback,
-        n if var("CLUSTER_TOKEN").is_none() => {
+        // Several hosts: the token rule's case off this host.
+        n if matches!(
+            super::token_rule(var("CLUSTER_TOKEN").map(|(_, t)| t).as_deref(), true, false),
+            Err(crate::Error::TokenRequired)
+        ) =>
+        {
             return Err(SlurmError::TokenRequired { nodelist, hosts: n })
         }
         _ => SeedHost::Named(hosts[0].clone()),
