@@ -8,9 +8,11 @@
 //! | `mdns.rs` | mDNS (`_meshwork._udp.local.`) |
 //! | `iface.rs` | which interface and address to announce (`IFNAME`) |
 //! | `seed.rs` | a seed that hands out ranks and certificates (its wire and server: `meshwork_transport::seed`) |
-//! | `slurm.rs`, `kubernetes.rs` | the job's own description of its hosts |
+//! | `slurm.rs`, `kubernetes.rs` | the job's own description of its hosts: each a launcher (`from_env.rs`) that says whether it applies here and yields the seed, and the rank and world where the table does not |
 //! | `elastic.rs` | processes joining a running job through its seed |
 //! | `sockets.rs`, `translate.rs` | listening sockets bound before formation (`meshrun`'s); formation failures in the facade's words |
+//!
+//! Whichever way, one rule says when a `CLUSTER_TOKEN` is needed: [`token_rule`].
 
 use crate::env::lookup;
 use crate::error::{Error, Result};

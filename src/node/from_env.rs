@@ -1,14 +1,46 @@
 //! `Node::from_env`: a node from the environment (the one table of
-//! variables is `src/env.rs`), after the launchers' own variables are
-//! translated (`kubernetes.rs`, `slurm.rs`).
+//! variables is `src/env.rs`), after a launcher's own variables are
+//! translated into the table's (`kubernetes.rs`, `slurm.rs`: each a
+//! [`Launcher`] that says whether it applies here and what it yields).
 
 use super::*;
+
+/// What a launcher's environment says: where the seed listens, and this
+/// process's rank and the world where the table's own variables (its
+/// aliases included) do not say them.
+pub(super) struct Launched {
+    pub(super) seed: String,
+    pub(super) rank: Option<u32>,
+    pub(super) world: Option<u32>,
+}
+
+/// A launcher whose environment tells where the peers are: `None` where
+/// it does not apply (another launcher, or `SEED`, `PEERS` or `DISCOVER`
+/// set), else what it yields, the seed's name resolving.
+type Launcher = fn() -> Result<Option<Launched>>;
+
+/// The launchers, asked in this order; the first that applies is used.
+const LAUNCHERS: [Launcher; 2] = [kubernetes::launched, slurm::launched];
+
+/// The first launcher's environment that applies, in the table's words
+/// (`RANK`, `WORLD`, `SEED`) until the guard drops.
+fn translate_launcher() -> Result<Option<crate::env::Translated>> {
+    for launched in LAUNCHERS {
+        if let Some(l) = launched()? {
+            let mut values = vec![("SEED", l.seed)];
+            values.extend(l.rank.map(|r| ("RANK", r.to_string())));
+            values.extend(l.world.map(|w| ("WORLD", w.to_string())));
+            return Ok(Some(crate::env::translate(values)));
+        }
+    }
+    Ok(None)
+}
 
 impl Node {
     /// Read the environment (the table in `meshwork::env::VARS`). A
     /// malformed variable is an error that names it.
     pub fn from_env() -> Result<Node> {
-        let _translated = kubernetes::translate_env()?;
+        let _translated = translate_launcher()?;
         // The seed's other addresses, where its name resolves to several.
         let mut seed_also = Vec::new();
         let mut resolve_seed = |hostport: &str| {
@@ -18,8 +50,7 @@ impl Node {
             })
         };
         let seed = match lookup("SEED") {
-            // Under srun with nothing else set, rank 0 seeds on the step's first host.
-            None => slurm::seed_from_env()?,
+            None => None,
             Some(("MASTER_ADDR", value)) => {
                 let (_, port) = lookup("MASTER_PORT").ok_or_else(|| {
                     bad(

@@ -94,11 +94,11 @@ fn bad(name: &str, value: &str, why: &str) -> Error {
     Error::InvalidArgument(format!("{name}={value:?}: {why}"))
 }
 
-/// Translate the environment of a Kubernetes workload or of torchrun:
-/// `None` when there is none to translate; else the values
-/// `Node::from_env` reads in place of `RANK`, `WORLD` and `SEED` until
-/// the guard drops, once the seed's name resolves (within `TIMEOUT_S`).
-pub(super) fn translate_env() -> Result<Option<crate::env::Translated>> {
+/// The environment of a Kubernetes workload or of torchrun, read (a
+/// [`Launcher`](super::from_env)): `None` when there is none; else the
+/// rank, the world and the seed, once the seed's name resolves (within
+/// `TIMEOUT_S`).
+pub(super) fn launched() -> Result<Option<super::from_env::Launched>> {
     let get = |name: &str| -> Option<String> {
         std::env::var(name).ok().or_else(|| match name {
             // Container runtimes set it; the kernel knows it anyway.
@@ -137,11 +137,11 @@ pub(super) fn translate_env() -> Result<Option<crate::env::Translated>> {
         seed,
         "forming through the seed rank 0's pod hosts"
     );
-    Ok(Some(crate::env::translate(vec![
-        ("RANK", plan.rank.to_string()),
-        ("WORLD", plan.world.to_string()),
-        ("SEED", seed),
-    ])))
+    Ok(Some(super::from_env::Launched {
+        seed,
+        rank: Some(plan.rank),
+        world: Some(plan.world),
+    }))
 }
 
 /// Resolve `hostport` until it does or `timeout` passes: a pod's DNS

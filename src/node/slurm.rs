@@ -498,12 +498,15 @@ pub(crate) fn decide(
     }))
 }
 
-/// The seed's address under an `srun` step left to meshwork (see
-/// [`decide`]), from the process's environment; `None` when not under
-/// one. `Node::from_env` calls it when `SEED` is unset: the rank and the
-/// world then come from `SLURM_PROCID` and `SLURM_NTASKS` through their
-/// rows in the table, and rank 0 hosts the seed.
-pub(crate) fn seed_from_env() -> Result<Option<SocketAddr>> {
+/// An `srun` step left to meshwork (see [`decide`]), read from the
+/// process's environment (a [`Launcher`](super::from_env)): `None` when
+/// not under one or when `SEED` is set; else the seed's address, on the
+/// step's first host, where rank 0 hosts it. The rank and the world come
+/// from `SLURM_PROCID` and `SLURM_NTASKS` through their rows in the table.
+pub(super) fn launched() -> Result<Option<super::from_env::Launched>> {
+    if crate::env::lookup("SEED").is_some() {
+        return Ok(None);
+    }
     let Some(step) = decide(|name| std::env::var(name).ok())? else {
         return Ok(None);
     };
@@ -517,7 +520,11 @@ pub(crate) fn seed_from_env() -> Result<Option<SocketAddr>> {
         %seed,
         "a Slurm step: forming through the seed rank 0 hosts"
     );
-    Ok(Some(seed))
+    Ok(Some(super::from_env::Launched {
+        seed: seed.to_string(),
+        rank: None,
+        world: None,
+    }))
 }
 
 /// Resolve where the seed listens. A host that resolves only to loopback
