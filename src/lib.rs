@@ -13,7 +13,7 @@
 //! mutual TLS and a TCP sidecar for large payloads (the default) or plain
 //! TCP ([`TransportKind`]), in a mesh or (for workers behind NAT) a star;
 //! ranks on one host talk through shared memory ([`Node::shared_memory`]).
-//! [`local`] makes a whole world inside one process (each rank on its own
+//! [`local()`] makes a whole world inside one process (each rank on its own
 //! thread), which is how the examples below run.
 //!
 //! ```

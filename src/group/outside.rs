@@ -10,7 +10,7 @@ use meshwork_collectives::Element;
 use std::time::{Duration, Instant};
 
 /// A collective in the group's order that another engine runs: made with
-/// [`ProcessGroup::outside`], ended with [`Outside::end`].
+/// [`ProcessGroup::outside`], ended by [`Outside::watch`] or [`Outside::refused`].
 pub(crate) struct Outside {
     call: Begun,
     started: Instant,

@@ -11,7 +11,7 @@
 //! cannot supply: docs/launchers.md says why and how.
 //!
 //! The parsers and the decision are pure functions of a lookup function,
-//! tested with a map; only [`seed_from_env`] reads the process's
+//! tested with a map; only [`launched`] reads the process's
 //! environment and resolves a host name.
 
 use crate::env::lookup_in;
