@@ -190,8 +190,10 @@ pub(crate) fn describe_transport(word: u64) -> String {
     }
 }
 
-/// A link's session keys, one per direction: known only to the two ends
-/// (derived from the token and both fresh hellos).
+/// A link's session keys, one per direction, derived from the token and
+/// both fresh hellos: no one without the token can make them, but a
+/// token holder who recorded both hellos can (no forward secrecy against
+/// a token holder: docs/security.md).
 #[derive(Clone)]
 pub(crate) struct Keys {
     pub send: [u8; 32],

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! The tag is keyed by the link's key for that direction
-//! (`handshake::Keys`: from the token and both fresh hellos, known only to
-//! the two ends) over a nonce that counts up from 0 and never travels:
+//! (`handshake::Keys`: from the token and both fresh hellos, so beyond
+//! anyone without the token; a token holder who recorded the hellos can
+//! derive them) over a nonce that counts up from 0 and never travels:
 //! each side knows which frame comes next, so a frame altered, inserted,
 //! dropped, replayed or reordered fails its tag. By default the inner
 //! header and the payload are authenticated and travel in clear: the tag

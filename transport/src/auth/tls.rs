@@ -3,7 +3,7 @@
 //! The CA's key is derived from a secret every rank holds (the cluster
 //! token, or on loopback without one, the job's public parameters), so
 //! each rank can rebuild the same CA key on its own and sign its own leaf;
-//! a seed (issue #5) may instead hand out both. A leaf names its rank in
+//! a seed may instead hand out both. A leaf names its rank in
 //! its subject alternative name (`rank-<r>.meshwork`), so a peer that
 //! presents a leaf from this CA is a member *and* says which member.
 //!
