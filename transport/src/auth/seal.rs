@@ -1,7 +1,7 @@
 //! Authenticated frames on TCP links: whenever a cluster token is set,
 //! every frame a TCP link carries — data, heartbeat, goodbye, credit,
 //! peer-gone; the TCP transport's and QUIC's sidecar alike — travels in an
-//! envelope that only the two ends of the link can make:
+//! envelope that only holders of the link's keys can make:
 //!
 //! ```text
 //! outer header (40 B, framing only: a data frame of len = 40 + n + 16)
