@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod bitwise;
+mod call_entry;
 mod compress;
 #[cfg(feature = "cuda")]
 mod cuda;
