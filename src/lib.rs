@@ -70,6 +70,12 @@
 //! [`Error::InvalidArgument`] on the calling rank, and the group stays
 //! usable. [`ReduceOp::Avg`] is for float types only.
 //!
+//! Each named method is a line over one entry: a [`Call`] (the
+//! collective and its arguments) run on [`Buffers`] by
+//! [`ProcessGroup::call`] ([`ProcessGroup::call_nb`] on [`OwnedBuffers`];
+//! [`ProcessGroup::call_bytes`] on raw bytes of a [`DType`]). The C ABI,
+//! the Python package and `cuda::DeviceGroup` go through it too.
+//!
 //! Float all_reduce results are bitwise identical on every rank: every
 //! algorithm reduces each element in one fixed order. Algorithms are chosen
 //! by (collective, world size, bytes) — see `meshwork_collectives` for the
