@@ -15,6 +15,7 @@ mod quorum;
 #[cfg(test)]
 mod quorum_tests;
 mod recovery;
+mod rounds;
 pub(crate) mod rpc;
 mod split;
 mod work;
@@ -26,6 +27,9 @@ pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 pub(crate) use outside::{pause, Progress};
 pub use quorum::Quorum;
 pub use recovery::Recovery;
+pub use rounds::{
+    Offer, RoundConfig, RoundCoordinator, RoundOutcome, RoundParticipant, RoundReport,
+};
 pub use work::Work;
 
 use crate::error::{Error, Result};

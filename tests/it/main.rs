@@ -28,6 +28,7 @@ mod nonblocking;
 mod one_sided;
 mod procs;
 mod recovery;
+mod rounds;
 mod same_host;
 mod scenarios;
 mod seed;

@@ -78,6 +78,7 @@ fn rank_process_entry() {
             "compressed" => crate::compress::scenario(&g),
             "sparse" => crate::sparse::scenario(&g),
             "fleet" => crate::fleet::scenario(&g),
+            "rounds" => crate::rounds::scenario(&g),
             "relay" => crate::sparse::relay_scenario(&g),
             "stuck" => crate::forensics::scenario(&g, false),
             "stuck_in_barrier" => crate::forensics::scenario(&g, true),

@@ -1,0 +1,557 @@
+//! Federated rounds: rank 0 coordinates, the other ranks take part when
+//! they can. Unlike a collective, a round does not wait for every rank: it
+//! is offered to the workers present, ends at its deadline (or once every
+//! invited worker has reported), and averages the weighted updates of
+//! exactly those that arrived in time, if at least the minimum did. A
+//! worker that is late, asleep or gone costs the round nothing but its
+//! update, and the group nothing at all: it is not revoked, shrunk or
+//! failed for it, and a late update is answered `RoundOutcome::Late`,
+//! naming its round.
+//!
+//! The messages travel on a communicator of their own (so they never
+//! meet the group's point-to-point tags), point to point, under the
+//! links' budgets and credits:
+//!
+//! | tag | from → to | body (little-endian) |
+//! |---|---|---|
+//! | `OFFER` | coordinator → worker | round `u64`, then the model's `f32`s; round `u64::MAX`, nothing more: the rounds are over |
+//! | `UPDATE` | worker → coordinator | round `u64`, weight `f32`, then the update's `f32`s |
+//! | `RESULT` | coordinator → worker | round `u64`, outcome `u8`, then per outcome (below) |
+//!
+//! A `RESULT`'s outcome: 0 done (total weight `f64`, participants `u32`
+//! count and ranks, late `u32` count and ranks, the model's `f32`s); 1 late;
+//! 2 too few (arrived `u32`, minimum `u32`); 3 refused (the reason,
+//! UTF-8). Anything a worker sends that does not parse is refused with its
+//! reason, never counted.
+//!
+//! The average is `Σ wᵣ·xᵣ / Σ wᵣ` over the participants in ascending
+//! rank order, in f64, rounded to f32 once: the same bits however many
+//! workers took part and whenever they arrived.
+
+use super::split::child_comm_id;
+use super::ProcessGroup;
+use crate::error::{Error, Result};
+use meshwork_transport::{LaneKey, LaneKind, TransportError};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How a coordinator runs its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundConfig {
+    /// How long a round waits for updates once it is offered.
+    pub deadline: Duration,
+    /// The fewest updates a round averages; with fewer, the model is left
+    /// as it was and the participants are told (`RoundOutcome::TooFew`).
+    pub min_updates: u32,
+}
+
+/// What a round came to.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RoundReport {
+    /// The round's number, from 0.
+    pub round: u64,
+    /// The workers whose updates were averaged, ascending.
+    pub participants: Vec<u32>,
+    /// The workers offered the round whose update was not in by its
+    /// deadline (late, asleep or gone), ascending.
+    pub late: Vec<u32>,
+    /// The participants' weights, summed.
+    pub total_weight: f64,
+    /// Whether the model was updated (at least the minimum arrived).
+    pub applied: bool,
+}
+
+/// A round offered to a worker.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Offer {
+    /// The round's number.
+    pub round: u64,
+    /// The model the round starts from.
+    pub model: Vec<f32>,
+}
+
+/// What became of a worker's update.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RoundOutcome {
+    /// It was averaged: the new model, and who took part.
+    Done {
+        /// The round's average.
+        model: Vec<f32>,
+        /// Who took part and who was late.
+        report: RoundReport,
+    },
+    /// It came after the round's deadline and was not counted.
+    Late {
+        /// The round it was for.
+        round: u64,
+    },
+    /// Fewer than the minimum arrived: nothing was averaged.
+    TooFew {
+        /// The round.
+        round: u64,
+        /// How many updates arrived in time.
+        arrived: u32,
+        /// The minimum.
+        min: u32,
+    },
+    /// The coordinator refused it (a length or weight it cannot use).
+    Refused {
+        /// The round it was for.
+        round: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+const OFFER: u64 = 1;
+const UPDATE: u64 = 2;
+const RESULT: u64 = 3;
+
+/// The round number that ends the rounds.
+const END: u64 = u64::MAX;
+
+const DONE: u8 = 0;
+const LATE: u8 = 1;
+const TOO_FEW: u8 = 2;
+const REFUSED: u8 = 3;
+
+/// Salt of the rounds' communicator ("rounds").
+const ROUNDS_SALT: u64 = 0x726f_756e_6473;
+
+impl ProcessGroup {
+    /// Coordinate federated rounds on this group (rank 0 only; the
+    /// others call [`ProcessGroup::round_participant`]).
+    pub fn round_coordinator(&self, config: RoundConfig) -> Result<RoundCoordinator<'_>> {
+        if self.rank() != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "round_coordinator: rank {} is a worker; rank 0 coordinates",
+                self.rank()
+            )));
+        }
+        if config.deadline.is_zero() {
+            return Err(Error::InvalidArgument(
+                "round_coordinator: the deadline must be positive".into(),
+            ));
+        }
+        if config.min_updates >= self.world_size() {
+            return Err(Error::InvalidArgument(format!(
+                "round_coordinator: a minimum of {} updates, but this group has {} workers",
+                config.min_updates,
+                self.world_size() - 1
+            )));
+        }
+        Ok(RoundCoordinator {
+            g: self,
+            config,
+            next: 0,
+        })
+    }
+
+    /// Take part in the federated rounds rank 0 coordinates.
+    pub fn round_participant(&self) -> Result<RoundParticipant<'_>> {
+        if self.rank() == 0 {
+            return Err(Error::InvalidArgument(
+                "round_participant: rank 0 coordinates (round_coordinator)".into(),
+            ));
+        }
+        Ok(RoundParticipant { g: self })
+    }
+
+    /// The lane of the rounds' messages tagged `tag`.
+    fn round_key(&self, tag: u64) -> LaneKey {
+        LaneKey {
+            comm: child_comm_id(self.inner().comm_id ^ ROUNDS_SALT, 0, u32::MAX - 3),
+            kind: LaneKind::PointToPoint,
+            tag,
+        }
+    }
+
+    /// Send a round message; a worker that is gone is away, not an error.
+    fn round_send(&self, to: u32, tag: u64, body: &[u8]) -> Result<bool> {
+        let inner = self.inner();
+        inner.check_usable()?;
+        match inner.transport.send(to, self.round_key(tag), &[body]) {
+            Ok(()) => Ok(true),
+            Err(TransportError::PeerDisconnected { .. } | TransportError::Timeout { .. }) => {
+                Ok(false)
+            }
+            Err(e) => Err(plain(e, "a round")),
+        }
+    }
+}
+
+/// A transport failure of this rank's own (not a worker's absence).
+fn plain(e: TransportError, op: &str) -> Error {
+    match e {
+        TransportError::Revoked => Error::Revoked,
+        TransportError::Closed => Error::ShutDown,
+        TransportError::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
+        TransportError::Timeout { waiting_on } => Error::Timeout {
+            op: op.into(),
+            waiting_on: vec![waiting_on],
+            detail: String::new(),
+        },
+        TransportError::MessageTooLarge { len, max } => Error::MessageTooLarge { len, max },
+        e => Error::InvalidArgument(format!("{op}: {e}")),
+    }
+}
+
+/// Rank 0's side of the rounds ([`ProcessGroup::round_coordinator`]).
+#[derive(Debug)]
+pub struct RoundCoordinator<'g> {
+    g: &'g ProcessGroup,
+    config: RoundConfig,
+    next: u64,
+}
+
+impl RoundCoordinator<'_> {
+    /// Run one round: offer `model` to every worker present, wait until
+    /// the deadline or until every one offered has reported, and, if at
+    /// least the minimum did, replace `model` with the weighted average
+    /// of exactly their updates. Each participant is sent the outcome;
+    /// an update for an earlier round that arrives meanwhile is answered
+    /// `Late`. Fails only for this rank's own reasons (the group revoked
+    /// or shut down), never for a worker's.
+    pub fn round(&mut self, model: &mut [f32]) -> Result<RoundReport> {
+        let g = self.g;
+        let round = self.next;
+        self.next += 1;
+        let failed = g.inner().transport.failed();
+        let mut offer = Vec::with_capacity(8 + 4 * model.len());
+        offer.extend_from_slice(&round.to_le_bytes());
+        offer.extend_from_slice(bytemuck::cast_slice(model));
+        let mut invited = Vec::new();
+        for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
+            if g.round_send(w, OFFER, &offer)? {
+                invited.push(w);
+            }
+        }
+        let deadline = Instant::now() + self.config.deadline;
+        let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
+        while arrived.len() < invited.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let (from, msg) = match g.inner().transport.recv_any(g.round_key(UPDATE), left) {
+                Ok(got) => got,
+                Err(TransportError::Timeout { .. }) => break,
+                Err(e) => return Err(plain(e, "round")),
+            };
+            match parse_update(msg.as_ref(), model.len()) {
+                Ok((r, weight, update)) if r == round && invited.contains(&from) => {
+                    arrived.entry(from).or_insert((weight, update));
+                }
+                Ok((r, ..)) if r < round => {
+                    g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
+                }
+                Ok((r, ..)) => {
+                    let why = format!("round {r} is not open (this is round {round})");
+                    g.round_send(from, RESULT, &answer(r, REFUSED, why.as_bytes()))?;
+                }
+                Err((r, why)) => {
+                    g.round_send(from, RESULT, &answer(r, REFUSED, why.as_bytes()))?;
+                }
+            }
+        }
+        let participants: Vec<u32> = arrived.keys().copied().collect();
+        let late: Vec<u32> = invited
+            .iter()
+            .copied()
+            .filter(|w| !arrived.contains_key(w))
+            .collect();
+        let total_weight: f64 = arrived.values().map(|(w, _)| f64::from(*w)).sum();
+        let applied = participants.len() >= self.config.min_updates as usize;
+        let result = if applied {
+            let mut sum = vec![0f64; model.len()];
+            for (w, update) in arrived.values() {
+                for (s, &x) in sum.iter_mut().zip(update) {
+                    *s += f64::from(*w) * f64::from(x);
+                }
+            }
+            for (m, s) in model.iter_mut().zip(&sum) {
+                *m = (s / total_weight) as f32;
+            }
+            let mut body = Vec::new();
+            body.extend_from_slice(&total_weight.to_le_bytes());
+            for list in [&participants, &late] {
+                body.extend_from_slice(&(list.len() as u32).to_le_bytes());
+                list.iter()
+                    .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
+            }
+            body.extend_from_slice(bytemuck::cast_slice(model));
+            answer(round, DONE, &body)
+        } else {
+            let mut body = (participants.len() as u32).to_le_bytes().to_vec();
+            body.extend_from_slice(&self.config.min_updates.to_le_bytes());
+            answer(round, TOO_FEW, &body)
+        };
+        for &w in &participants {
+            g.round_send(w, RESULT, &result)?;
+        }
+        Ok(RoundReport {
+            round,
+            participants,
+            late,
+            total_weight,
+            applied,
+        })
+    }
+
+    /// End the rounds: every worker present is told (its
+    /// [`RoundParticipant::next_round`] returns `None`), and updates
+    /// still queued for earlier rounds are answered `Late`.
+    pub fn finish(self) -> Result<()> {
+        let g = self.g;
+        let failed = g.inner().transport.failed();
+        for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
+            g.round_send(w, OFFER, &END.to_le_bytes())?;
+        }
+        while let Ok((from, msg)) = g
+            .inner()
+            .transport
+            .recv_any(g.round_key(UPDATE), Duration::ZERO)
+        {
+            let r = msg.as_ref().get(..8).map_or(0, le_u64);
+            g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
+        }
+        Ok(())
+    }
+}
+
+/// A worker's side of the rounds ([`ProcessGroup::round_participant`]).
+#[derive(Debug)]
+pub struct RoundParticipant<'g> {
+    g: &'g ProcessGroup,
+}
+
+impl RoundParticipant<'_> {
+    /// The newest round offered (older offers still queued are passed
+    /// over: a worker that slept joins the round now open), waiting at
+    /// most `timeout` for one; `None` once the coordinator has ended the
+    /// rounds. `Timeout` naming rank 0 if none comes.
+    pub fn next_round(&mut self, timeout: Duration) -> Result<Option<Offer>> {
+        let g = self.g;
+        let inner = g.inner();
+        inner.check_usable()?;
+        let key = g.round_key(OFFER);
+        let mut msg = inner
+            .transport
+            .recv(0, key, timeout, None)
+            .map_err(|e| plain(e, "next_round"))?;
+        while let Ok(newer) = inner.transport.recv(0, key, Duration::ZERO, None) {
+            msg = newer;
+        }
+        let bytes = msg.as_ref();
+        let round = bytes.get(..8).map_or(END, le_u64);
+        if round == END {
+            return Ok(None);
+        }
+        Ok(Some(Offer {
+            round,
+            model: f32s(&bytes[8..]),
+        }))
+    }
+
+    /// Send this worker's `update` to `offer`'s round with `weight` (its
+    /// sample count, say: finite and positive), and wait, within the
+    /// group's deadline, for what became of it.
+    pub fn submit(&mut self, offer: &Offer, update: &[f32], weight: f32) -> Result<RoundOutcome> {
+        if update.len() != offer.model.len() {
+            return Err(Error::InvalidArgument(format!(
+                "submit: the update has {} elements, round {}'s model {}",
+                update.len(),
+                offer.round,
+                offer.model.len()
+            )));
+        }
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "submit: weight {weight} is not a positive number"
+            )));
+        }
+        let g = self.g;
+        let mut body = Vec::with_capacity(12 + 4 * update.len());
+        body.extend_from_slice(&offer.round.to_le_bytes());
+        body.extend_from_slice(&weight.to_le_bytes());
+        body.extend_from_slice(bytemuck::cast_slice(update));
+        let inner = g.inner();
+        inner.check_usable()?;
+        inner
+            .transport
+            .send(0, g.round_key(UPDATE), &[&body])
+            .map_err(|e| plain(e, "submit"))?;
+        let until = Instant::now() + inner.timeout();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let msg = inner
+                .transport
+                .recv(0, g.round_key(RESULT), left, None)
+                .map_err(|e| plain(e, "submit"))?;
+            // An answer to an earlier submission not waited for is passed over.
+            match parse_result(msg.as_ref()) {
+                Some(outcome) if outcome_round(&outcome) == offer.round => return Ok(outcome),
+                Some(_) => continue,
+                None => {
+                    return Err(Error::InvalidArgument(
+                        "submit: the coordinator's answer does not parse".into(),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn outcome_round(o: &RoundOutcome) -> u64 {
+    match o {
+        RoundOutcome::Done { report, .. } => report.round,
+        RoundOutcome::Late { round }
+        | RoundOutcome::TooFew { round, .. }
+        | RoundOutcome::Refused { round, .. } => *round,
+    }
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b.try_into().unwrap_or([0; 4]))
+}
+
+/// Little-endian `f32`s (a trailing partial one is dropped).
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn answer(round: u64, outcome: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(9 + body.len());
+    m.extend_from_slice(&round.to_le_bytes());
+    m.push(outcome);
+    m.extend_from_slice(body);
+    m
+}
+
+/// An update's round, weight and values, or its round (0 if unreadable)
+/// and why it cannot be used.
+fn parse_update(b: &[u8], n: usize) -> std::result::Result<(u64, f32, Vec<f32>), (u64, String)> {
+    let round = b.get(..8).map_or(0, le_u64);
+    if b.len() < 12 {
+        return Err((
+            round,
+            format!("an update of {} bytes has no header", b.len()),
+        ));
+    }
+    let weight = f32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+    let values = &b[12..];
+    if values.len() != 4 * n {
+        return Err((
+            round,
+            format!(
+                "the update has {} bytes of values; the model has {n} f32s",
+                values.len()
+            ),
+        ));
+    }
+    if !(weight.is_finite() && weight > 0.0) {
+        return Err((round, format!("weight {weight} is not a positive number")));
+    }
+    Ok((round, weight, f32s(values)))
+}
+
+/// A coordinator's answer, or `None` if it does not parse.
+fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
+    let round = le_u64(b.get(..8)?);
+    let body = b.get(9..)?;
+    Some(match *b.get(8)? {
+        DONE => {
+            let total_weight = f64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+            let mut at = 8;
+            let mut list = || -> Option<Vec<u32>> {
+                let n = le_u32(body.get(at..at + 4)?) as usize;
+                let ranks = body.get(at + 4..at + 4 + 4 * n)?;
+                at += 4 + 4 * n;
+                Some(ranks.chunks_exact(4).map(le_u32).collect())
+            };
+            let participants = list()?;
+            let late = list()?;
+            let model = f32s(body.get(at..)?);
+            RoundOutcome::Done {
+                model,
+                report: RoundReport {
+                    round,
+                    participants,
+                    late,
+                    total_weight,
+                    applied: true,
+                },
+            }
+        }
+        LATE => RoundOutcome::Late { round },
+        TOO_FEW => RoundOutcome::TooFew {
+            round,
+            arrived: le_u32(body.get(..4)?),
+            min: le_u32(body.get(4..8)?),
+        },
+        REFUSED => RoundOutcome::Refused {
+            round,
+            reason: String::from_utf8_lossy(body).into_owned(),
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_parse_back_and_garbage_does_not() {
+        let mut body = 2.5f64.to_le_bytes().to_vec();
+        for list in [&[1u32, 3][..], &[2][..]] {
+            body.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            list.iter()
+                .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
+        }
+        body.extend_from_slice(bytemuck::cast_slice(&[1.5f32, -2.0]));
+        match parse_result(&answer(7, DONE, &body)) {
+            Some(RoundOutcome::Done { model, report }) => {
+                assert_eq!(model, [1.5, -2.0]);
+                assert_eq!((report.round, report.total_weight), (7, 2.5));
+                assert_eq!((report.participants, report.late), (vec![1, 3], vec![2]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse_result(&answer(4, LATE, &[])),
+            Some(RoundOutcome::Late { round: 4 })
+        );
+        // Truncated lists, unknown outcomes, short headers.
+        assert_eq!(parse_result(&answer(7, DONE, &body[..14])), None);
+        assert_eq!(parse_result(&answer(7, 9, &[])), None);
+        assert_eq!(parse_result(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn an_update_that_does_not_fit_is_refused_with_its_reason() {
+        let mut u = 3u64.to_le_bytes().to_vec();
+        u.extend_from_slice(&1.0f32.to_le_bytes());
+        u.extend_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0]));
+        assert_eq!(parse_update(&u, 2), Ok((3, 1.0, vec![1.0, 2.0])));
+        assert!(parse_update(&u, 3)
+            .unwrap_err()
+            .1
+            .contains("model has 3 f32s"));
+        u[8..12].copy_from_slice(&f32::NAN.to_le_bytes());
+        assert!(parse_update(&u, 2)
+            .unwrap_err()
+            .1
+            .contains("not a positive"));
+        assert_eq!(parse_update(&[9; 5], 2).unwrap_err().0, 0);
+    }
+}

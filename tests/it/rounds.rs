@@ -1,0 +1,383 @@
+//! Federated rounds on a star: each round averages exactly the updates
+//! that came in time, a late update is answered `Late` naming its round
+//! and counts in the next round it makes, a round short of its minimum
+//! leaves the model alone, and nothing a worker does fails the group.
+
+use crate::support::run_world_with;
+use meshwork::{Offer, RoundConfig, RoundOutcome, Topology};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+const N: usize = 5;
+
+/// Worker `rank`'s update in round `round`.
+fn update(rank: u32, round: u64, model: &[f32]) -> Vec<f32> {
+    model
+        .iter()
+        .enumerate()
+        .map(|(i, m)| m + (rank as f32) * 0.25 + (round as f32) - (i as f32) * 0.125)
+        .collect()
+}
+
+fn weight(rank: u32) -> f32 {
+    rank as f32 * 1.5
+}
+
+/// The weighted average of `ranks`' updates, computed here, apart from
+/// the library: f64 sums in ascending rank order, one rounding.
+fn expected(ranks: &[u32], round: u64, model: &[f32]) -> Vec<f32> {
+    let total: f64 = ranks.iter().map(|&r| f64::from(weight(r))).sum();
+    (0..model.len())
+        .map(|i| {
+            let s: f64 = ranks
+                .iter()
+                .map(|&r| f64::from(weight(r)) * f64::from(update(r, round, model)[i]))
+                .sum();
+            (s / total) as f32
+        })
+        .collect()
+}
+
+/// The rounds the coordinator has closed, for workers that must act only
+/// once one has.
+struct Closed(Mutex<u64>, Condvar);
+
+impl Closed {
+    fn set(&self, rounds: u64) {
+        *self.0.lock().unwrap() = rounds;
+        self.1.notify_all();
+    }
+    fn wait_for(&self, rounds: u64) {
+        let mut n = self.0.lock().unwrap();
+        while *n < rounds {
+            n = self.1.wait(n).unwrap();
+        }
+    }
+}
+
+#[test]
+fn rounds_average_exactly_their_participants_and_late_updates_are_refused() {
+    let closed = Closed(Mutex::new(0), Condvar::new());
+    let out = run_world_with(1 + N as u32, Topology::Star, |g| {
+        let rank = g.rank();
+        if rank == 0 {
+            let config = RoundConfig {
+                deadline: Duration::from_millis(400),
+                min_updates: 3,
+            };
+            let mut c = g.round_coordinator(config).unwrap();
+            let mut model = vec![1.0f32; 6];
+            let mut log = Vec::new();
+            for round in 0..4u64 {
+                let before = model.clone();
+                let report = c.round(&mut model).unwrap();
+                assert_eq!(report.round, round);
+                if report.applied {
+                    assert_eq!(model, expected(&report.participants, round, &before));
+                } else {
+                    assert_eq!(model, before, "a round short of its minimum");
+                }
+                log.push((
+                    report.participants.clone(),
+                    report.late.clone(),
+                    report.applied,
+                ));
+                closed.set(round + 1);
+            }
+            c.finish().unwrap();
+            closed.set(5);
+            // The group itself is untouched: a collective still runs.
+            g.barrier().unwrap();
+            return format!("{log:?}");
+        }
+        let mut p = g.round_participant().unwrap();
+        let wait = Duration::from_secs(20);
+        let mut outcomes = Vec::new();
+        let next = |p: &mut meshwork::RoundParticipant<'_>| -> Option<Offer> {
+            p.next_round(wait).unwrap()
+        };
+        // Round 0: everyone.
+        let o = next(&mut p).unwrap();
+        outcomes.push(
+            p.submit(&o, &update(rank, o.round, &o.model), weight(rank))
+                .unwrap(),
+        );
+        // Round 1: worker 5 answers only after the round has closed.
+        let o = next(&mut p).unwrap();
+        if rank == 5 {
+            closed.wait_for(2);
+        }
+        outcomes.push(
+            p.submit(&o, &update(rank, o.round, &o.model), weight(rank))
+                .unwrap(),
+        );
+        // Round 2: everyone (worker 5 learns of round 1 here, then joins).
+        let o = next(&mut p).unwrap();
+        assert_eq!(o.round, 2, "rank {rank}");
+        outcomes.push(
+            p.submit(&o, &update(rank, o.round, &o.model), weight(rank))
+                .unwrap(),
+        );
+        // Round 3: only workers 1 and 2; the others sit it out.
+        if rank <= 2 {
+            let o = next(&mut p).unwrap();
+            outcomes.push(
+                p.submit(&o, &update(rank, o.round, &o.model), weight(rank))
+                    .unwrap(),
+            );
+        } else {
+            closed.wait_for(5);
+        }
+        // The rounds end; a worker that slept through round 3's offer and
+        // the end is told the rounds are over: the newest offer queued
+        // wins.
+        assert_eq!(next(&mut p), None, "rank {rank}");
+        g.barrier().unwrap();
+        let words: Vec<String> = outcomes
+            .iter()
+            .map(|o| match o {
+                RoundOutcome::Done { report, .. } => format!("done{}", report.round),
+                RoundOutcome::Late { round } => format!("late{round}"),
+                RoundOutcome::TooFew {
+                    round,
+                    arrived,
+                    min,
+                } => {
+                    format!("toofew{round}:{arrived}/{min}")
+                }
+                other => format!("{other:?}"),
+            })
+            .collect();
+        words.join(" ")
+    });
+    assert_eq!(
+        out[0],
+        format!(
+            "{:?}",
+            vec![
+                (vec![1, 2, 3, 4, 5], vec![], true),
+                (vec![1, 2, 3, 4], vec![5], true),
+                (vec![1, 2, 3, 4, 5], vec![], true),
+                (vec![1, 2], vec![3, 4, 5], false),
+            ]
+        )
+    );
+    for (rank, words) in out.iter().enumerate().skip(1) {
+        let want = match rank {
+            1 | 2 => "done0 done1 done2 toofew3:2/3",
+            5 => "done0 late1 done2",
+            _ => "done0 done1 done2",
+        };
+        assert_eq!(words, want, "rank {rank}");
+    }
+}
+
+#[test]
+fn every_participant_gets_the_coordinators_model_bit_for_bit() {
+    let out = run_world_with(1 + 3, Topology::Star, |g| {
+        if g.rank() == 0 {
+            let config = RoundConfig {
+                deadline: Duration::from_secs(20),
+                min_updates: 1,
+            };
+            let mut c = g.round_coordinator(config).unwrap();
+            let mut model: Vec<f32> = (0..1000).map(|i| i as f32 / 7.0).collect();
+            for _ in 0..3 {
+                let report = c.round(&mut model).unwrap();
+                assert_eq!(report.participants, [1, 2, 3]);
+            }
+            c.finish().unwrap();
+            return model;
+        }
+        let mut p = g.round_participant().unwrap();
+        let mut last = Vec::new();
+        while let Some(o) = p.next_round(Duration::from_secs(20)).unwrap() {
+            match p.submit(&o, &update(g.rank(), o.round, &o.model), weight(g.rank())) {
+                Ok(RoundOutcome::Done { model, .. }) => last = model,
+                other => panic!("rank {}: {other:?}", g.rank()),
+            }
+        }
+        last
+    });
+    for (rank, model) in out.iter().enumerate().skip(1) {
+        assert_eq!(model, &out[0], "rank {rank}");
+    }
+}
+
+#[test]
+fn bad_updates_and_configurations_are_refused() {
+    run_world_with(1 + 2, Topology::Star, |g| {
+        if g.rank() == 0 {
+            for (deadline, min) in [(0, 1), (100, 3)] {
+                let config = RoundConfig {
+                    deadline: Duration::from_millis(deadline),
+                    min_updates: min,
+                };
+                assert!(matches!(
+                    g.round_coordinator(config),
+                    Err(meshwork::Error::InvalidArgument(_))
+                ));
+            }
+            assert!(g.round_participant().is_err());
+            let config = RoundConfig {
+                deadline: Duration::from_secs(20),
+                min_updates: 1,
+            };
+            let mut c = g.round_coordinator(config).unwrap();
+            let mut model = vec![0.0f32; 4];
+            let report = c.round(&mut model).unwrap();
+            assert_eq!(report.participants, [1, 2]);
+            c.finish().unwrap();
+            return;
+        }
+        assert!(g
+            .round_coordinator(RoundConfig {
+                deadline: Duration::from_secs(1),
+                min_updates: 1
+            })
+            .is_err());
+        let mut p = g.round_participant().unwrap();
+        let o = p.next_round(Duration::from_secs(20)).unwrap().unwrap();
+        // Refused here, before anything is sent.
+        for (values, w) in [
+            (vec![0.0f32; 3], 1.0f32),
+            (vec![0.0; 4], 0.0),
+            (vec![0.0; 4], f32::NAN),
+        ] {
+            assert!(matches!(
+                p.submit(&o, &values, w),
+                Err(meshwork::Error::InvalidArgument(_))
+            ));
+        }
+        let got = p.submit(&o, &[1.0; 4], 2.0).unwrap();
+        assert!(matches!(got, RoundOutcome::Done { .. }), "{got:?}");
+        assert_eq!(p.next_round(Duration::from_secs(20)).unwrap(), None);
+    });
+}
+
+/// A rank of the multi-process rounds test: rank 0 coordinates
+/// `ROUNDS` rounds, checking each average against [`expected`] and
+/// printing `ROUND <r> <participants> <late> <applied>`; a worker takes
+/// part until the rounds end, holding back its update in the rounds
+/// `LATE_ROUNDS` lists until the next round is offered (so it is late).
+#[allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
+pub(crate) fn scenario(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
+    use std::io::Write;
+    let rounds: u64 = std::env::var("ROUNDS").map_or(20, |v| v.parse().unwrap_or(20));
+    if g.rank() == 0 {
+        let config = RoundConfig {
+            deadline: Duration::from_millis(1500),
+            min_updates: 1,
+        };
+        let mut c = g.round_coordinator(config)?;
+        let mut model = vec![0.5f32; 4096];
+        let mut wrong = 0;
+        for _ in 0..rounds {
+            let before = model.clone();
+            let report = c.round(&mut model)?;
+            if report.applied && model != expected(&report.participants, report.round, &before) {
+                wrong += 1;
+            }
+            println!(
+                "ROUND {} {:?} {:?} {}",
+                report.round, report.participants, report.late, report.applied
+            );
+            let _ = std::io::stdout().flush();
+        }
+        c.finish()?;
+        return Ok(format!("rounds {rounds} wrong {wrong}"));
+    }
+    let late: Vec<u64> = std::env::var("LATE_ROUNDS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|r| r.parse().ok())
+        .collect();
+    let mut p = g.round_participant()?;
+    let mut words = Vec::new();
+    let mut offer = p.next_round(Duration::from_secs(60))?;
+    println!("READY");
+    let _ = std::io::stdout().flush();
+    while let Some(o) = offer {
+        let mine = update(g.rank(), o.round, &o.model);
+        // Held back: the next offer comes only once this round has closed.
+        let next = if late.contains(&o.round) {
+            Some(p.next_round(Duration::from_secs(60))?)
+        } else {
+            None
+        };
+        match p.submit(&o, &mine, weight(g.rank()))? {
+            RoundOutcome::Done { .. } => {}
+            RoundOutcome::Late { round } => words.push(format!("late{round}")),
+            other => words.push(format!("{other:?}")),
+        }
+        offer = match next {
+            Some(next) => next,
+            None => p.next_round(Duration::from_secs(60))?,
+        };
+    }
+    Ok(format!("done [{}]", words.join(" ")))
+}
+
+/// 1 + 5 processes over TCP in a star, 12 rounds: worker 2 is late in
+/// rounds 3 and 8 and counts again in the rounds after; worker 4 is
+/// killed after round 5. Every round averages exactly its participants,
+/// the coordinator never fails, and every survivor ends when the rounds
+/// do.
+#[test]
+fn faults_rounds_over_tcp_go_on_without_a_late_worker_and_a_killed_one() {
+    use crate::procs::{spawn_with, Launch};
+    let mut launch = Launch::loopback(6, "star", 20.0).on("tcp");
+    launch.set("SHM", "0");
+    launch.set("HOLD_ON_ERROR", "1");
+    launch.set("ROUNDS", "12");
+    let mut per_rank: Vec<Vec<(String, String)>> = vec![Vec::new(); 6];
+    per_rank[2].push(("LATE_ROUNDS".into(), "3,8".into()));
+    let mut ranks = spawn_with(&launch, "rounds", &per_rank);
+    ranks.wait_for(&[1, 2, 3, 4, 5], "READY", Duration::from_secs(60));
+    ranks.wait_for(&[0], "ROUND 5 ", Duration::from_secs(60));
+    ranks.signal(4, libc::SIGKILL);
+    let results = ranks.wait_for(&[0, 1, 2, 3, 5], "RESULT ", Duration::from_secs(120));
+    let lines: Vec<String> = ranks
+        .log
+        .iter()
+        .filter(|(r, l)| *r == 0 && l.starts_with("ROUND "))
+        .map(|(_, l)| l.clone())
+        .collect();
+    assert_eq!(lines.len(), 12, "{lines:#?}");
+    let round = |r: usize| -> (Vec<u32>, Vec<u32>) {
+        let l = &lines[r];
+        let open: Vec<usize> = l.match_indices('[').map(|(i, _)| i).collect();
+        let list = |at: usize| -> Vec<u32> {
+            let end = l[at..].find(']').unwrap() + at;
+            l[at + 1..end]
+                .split(',')
+                .filter_map(|x| x.trim().parse().ok())
+                .collect()
+        };
+        (list(open[0]), list(open[1]))
+    };
+    for r in [3, 8] {
+        assert!(round(r).1.contains(&2), "round {r}: {}", lines[r]);
+        assert!(
+            round(r + 1).0.contains(&2),
+            "round {}: {}",
+            r + 1,
+            lines[r + 1]
+        );
+    }
+    for (r, line) in lines.iter().enumerate().skip(7) {
+        assert!(!round(r).0.contains(&4), "round {r}: {line}");
+        assert!(line.ends_with("true"), "round {r}: {line}");
+    }
+    for (rank, line) in &results {
+        let want = match rank {
+            0 => "RESULT ok rounds 12 wrong 0",
+            2 => "RESULT ok done [late3 late8]",
+            _ => "RESULT ok done []",
+        };
+        assert_eq!(line, want, "rank {rank}; log {:?}", ranks.log);
+    }
+}
