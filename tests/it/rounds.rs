@@ -174,7 +174,18 @@ fn rounds_average_exactly_their_participants_and_late_updates_are_refused() {
 
 #[test]
 fn every_participant_gets_the_coordinators_model_bit_for_bit() {
-    let out = run_world_with(1 + 3, Topology::Star, |g| {
+    participants_get_the_coordinators_model(Topology::Star, 3);
+}
+
+/// On a relay tree the rounds' messages are relayed like any other.
+#[test]
+fn rounds_run_on_a_relay_tree() {
+    participants_get_the_coordinators_model(Topology::Tree { fanout: 2 }, 6);
+}
+
+fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
+    let all: Vec<u32> = (1..=workers).collect();
+    let out = run_world_with(1 + workers, topology, |g| {
         if g.rank() == 0 {
             let config = RoundConfig {
                 deadline: Duration::from_secs(20),
@@ -184,7 +195,7 @@ fn every_participant_gets_the_coordinators_model_bit_for_bit() {
             let mut model: Vec<f32> = (0..1000).map(|i| i as f32 / 7.0).collect();
             for _ in 0..3 {
                 let report = c.round(&mut model).unwrap();
-                assert_eq!(report.participants, [1, 2, 3]);
+                assert_eq!(report.participants, all);
             }
             c.finish().unwrap();
             return model;
