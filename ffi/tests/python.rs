@@ -303,6 +303,19 @@ fn python_mpi_style_example_runs_in_four_processes() {
 }
 
 #[test]
+fn python_federated_example_runs_in_five_processes() {
+    let example = repo().join("examples/python/federated.py");
+    let example = example.to_str().expect("a UTF-8 path");
+    in_ranks(5, &[], &[example], Duration::from_secs(120), |r| {
+        if r == 0 {
+            "RESULT ok coordinator 30 rounds".into()
+        } else {
+            format!("RESULT ok worker {r} took part in ")
+        }
+    });
+}
+
+#[test]
 fn python_torch_training_through_meshwork_matches_gloo_in_four_processes() {
     let Some(python) = venv_python() else {
         return;

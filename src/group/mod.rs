@@ -74,6 +74,10 @@ pub struct ProcessGroup {
     executor: Mutex<Option<Sender<Job>>>,
     /// A job formed through a seed: what `grow` needs.
     elastic: std::sync::OnceLock<Arc<dyn Growth>>,
+    /// The number of the next federated round this rank coordinates
+    /// (`rounds.rs`): kept here, so that every coordinator made on the
+    /// group goes on from the last.
+    next_round: std::sync::atomic::AtomicU64,
 }
 
 /// How a group formed through a seed grows (the node's seed client
@@ -383,6 +387,7 @@ impl ProcessGroup {
             released: AtomicBool::new(false),
             executor: Mutex::new(None),
             elastic: std::sync::OnceLock::new(),
+            next_round: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

@@ -123,7 +123,9 @@ const ROUNDS_SALT: u64 = 0x726f_756e_6473;
 
 impl ProcessGroup {
     /// Coordinate federated rounds on this group (rank 0 only; the
-    /// others call [`ProcessGroup::round_participant`]).
+    /// others call [`ProcessGroup::round_participant`]). Rounds are
+    /// numbered on the group: a coordinator made again goes on from the
+    /// last round any coordinator of it ran.
     pub fn round_coordinator(&self, config: RoundConfig) -> Result<RoundCoordinator<'_>> {
         if self.rank() != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -136,18 +138,14 @@ impl ProcessGroup {
                 "round_coordinator: the deadline must be positive".into(),
             ));
         }
-        if config.min_updates >= self.world_size() {
+        if config.min_updates == 0 || config.min_updates >= self.world_size() {
             return Err(Error::InvalidArgument(format!(
-                "round_coordinator: a minimum of {} updates, but this group has {} workers",
+                "round_coordinator: a minimum of {} updates; this group has {} workers (1 to that many)",
                 config.min_updates,
                 self.world_size() - 1
             )));
         }
-        Ok(RoundCoordinator {
-            g: self,
-            config,
-            next: 0,
-        })
+        Ok(RoundCoordinator { g: self, config })
     }
 
     /// Take part in the federated rounds rank 0 coordinates.
@@ -204,7 +202,6 @@ fn plain(e: TransportError, op: &str) -> Error {
 pub struct RoundCoordinator<'g> {
     g: &'g ProcessGroup,
     config: RoundConfig,
-    next: u64,
 }
 
 impl RoundCoordinator<'_> {
@@ -217,8 +214,10 @@ impl RoundCoordinator<'_> {
     /// or shut down), never for a worker's.
     pub fn round(&mut self, model: &mut [f32]) -> Result<RoundReport> {
         let g = self.g;
-        let round = self.next;
-        self.next += 1;
+        // Numbered on the group, so a coordinator made again goes on.
+        let round = g
+            .next_round
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let failed = g.inner().transport.failed();
         let mut offer = Vec::with_capacity(8 + 4 * model.len());
         offer.extend_from_slice(&round.to_le_bytes());

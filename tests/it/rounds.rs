@@ -219,7 +219,7 @@ fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
 fn bad_updates_and_configurations_are_refused() {
     run_world_with(1 + 2, Topology::Star, |g| {
         if g.rank() == 0 {
-            for (deadline, min) in [(0, 1), (100, 3)] {
+            for (deadline, min) in [(0, 1), (100, 3), (100, 0)] {
                 let config = RoundConfig {
                     deadline: Duration::from_millis(deadline),
                     min_updates: min,

@@ -13,6 +13,7 @@ mod group;
 mod interrupt;
 mod more;
 mod nb;
+mod rounds;
 
 use errors::to_py;
 use group::ProcessGroup;
@@ -63,6 +64,7 @@ fn _meshwork(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<nb::Work>()?;
     m.add_class::<form::Listener>()?;
     m.add_class::<more::Compressor>()?;
+    m.add_class::<rounds::Offer>()?;
     m.add_function(wrap_pyfunction!(form::form, m)?)?;
     m.add_function(wrap_pyfunction!(form::random_token, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;

@@ -54,7 +54,7 @@ fn fn_id_arg(py: Python<'_>, fn_id: i64) -> PyResult<u32> {
 }
 
 /// A deadline in seconds: finite and positive.
-fn seconds_arg(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
+pub(crate) fn seconds_arg(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(seconds)
         .ok()
         .filter(|t| !t.is_zero())
@@ -67,7 +67,7 @@ fn seconds_arg(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
 }
 
 /// A float32 array argument: `InvalidArgument` for any other dtype.
-fn float32(py: Python<'_>, a: &crate::array::Array<'_>, op: &str) -> PyResult<()> {
+pub(crate) fn float32(py: Python<'_>, a: &crate::array::Array<'_>, op: &str) -> PyResult<()> {
     match a.dtype(py)? {
         DType::F32 => Ok(()),
         other => Err(invalid(

@@ -28,6 +28,7 @@ from ._errors import __all__ as _error_names
 from ._meshwork import (
     Compressor,
     Listener,
+    Offer,
     ProcessGroup,
     Work,
     __version__,
@@ -43,6 +44,7 @@ from ._meshwork import (
 __all__ = [
     "Compressor",
     "Listener",
+    "Offer",
     "ProcessGroup",
     "Work",
     "connect",
