@@ -301,11 +301,17 @@ pub(crate) fn scenario(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
         c.finish()?;
         return Ok(format!("rounds {rounds} wrong {wrong}"));
     }
-    let late: Vec<u64> = std::env::var("LATE_ROUNDS")
+    let mut late: Vec<u64> = std::env::var("LATE_ROUNDS")
         .unwrap_or_default()
         .split(',')
         .filter_map(|r| r.parse().ok())
         .collect();
+    if let Ok(percent) = std::env::var("LATE_PERCENT") {
+        let percent: u64 = percent.parse().unwrap_or(0);
+        late.extend(
+            (0..rounds.saturating_sub(1)).filter(|&r| scheduled_late(g.rank(), r, percent)),
+        );
+    }
     let mut p = g.round_participant()?;
     let mut words = Vec::new();
     let mut offer = p.next_round(Duration::from_secs(60))?;
@@ -390,5 +396,87 @@ fn faults_rounds_over_tcp_go_on_without_a_late_worker_and_a_killed_one() {
             _ => "RESULT ok done []",
         };
         assert_eq!(line, want, "rank {rank}; log {:?}", ranks.log);
+    }
+}
+
+/// Whether worker `rank` holds back its update in round `round` when
+/// `percent` of the updates are to be late: a fixed spread, the same in
+/// the worker and in the test that checks it.
+fn scheduled_late(rank: u32, round: u64, percent: u64) -> bool {
+    (u64::from(rank) * 7919 + round * 104_729) % 100 < percent
+}
+
+/// A fleet of workers (`ROUNDS_WORKERS`, 16 here; 100 by hand) over TCP
+/// with a token, in a star: 10 rounds, about 10 % of the updates late
+/// (held back until the next round is offered), worker 1 killed after
+/// round 3. Every round averages exactly its participants (checked by the
+/// coordinator against an independent computation), every late update is
+/// answered `Late`, the coordinator never fails and no worker hangs.
+#[test]
+fn faults_rounds_a_fleet_with_late_workers_and_a_killed_one() {
+    use crate::procs::{spawn, Launch};
+    let workers: u32 = std::env::var("ROUNDS_WORKERS").map_or(16, |v| v.parse().unwrap_or(16));
+    const ROUNDS: u64 = 10;
+    const LATE: u64 = 10;
+    let mut launch = Launch::loopback(1 + workers, "star", 30.0).on("tcp");
+    launch.set("SHM", "0");
+    launch.set("HOLD_ON_ERROR", "1");
+    launch.set("CLUSTER_TOKEN", "rounds-test-token-0123456789");
+    launch.set("ROUNDS", &ROUNDS.to_string());
+    launch.set("LATE_PERCENT", &LATE.to_string());
+    let mut ranks = spawn(&launch, "rounds");
+    let all: Vec<u32> = (1..=workers).collect();
+    ranks.wait_for(&all, "READY", Duration::from_secs(120));
+    ranks.wait_for(&[0], "ROUND 3 ", Duration::from_secs(120));
+    ranks.signal(1, libc::SIGKILL);
+    let survivors: Vec<u32> = std::iter::once(0).chain(2..=workers).collect();
+    let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(300));
+    let lines: Vec<String> = ranks
+        .log
+        .iter()
+        .filter(|(r, l)| *r == 0 && l.starts_with("ROUND "))
+        .map(|(_, l)| l.clone())
+        .collect();
+    assert_eq!(lines.len() as u64, ROUNDS, "{lines:#?}");
+    for (r, line) in lines.iter().enumerate() {
+        let lists: Vec<Vec<u32>> = line
+            .split('[')
+            .skip(1)
+            .map(|part| {
+                part[..part.find(']').unwrap()]
+                    .split(',')
+                    .filter_map(|x| x.trim().parse().ok())
+                    .collect()
+            })
+            .collect();
+        let (took_part, late) = (&lists[0], &lists[1]);
+        for w in 2..=workers {
+            let held = scheduled_late(w, r as u64, LATE) && (r as u64) < ROUNDS - 1;
+            assert!(
+                took_part.contains(&w) != held && late.contains(&w) == held,
+                "round {r}, worker {w} (late by schedule: {held}): {line}"
+            );
+        }
+        if r > 4 {
+            assert!(
+                !took_part.contains(&1) && !late.contains(&1),
+                "round {r}: {line}"
+            );
+        }
+    }
+    for (rank, line) in &results {
+        if *rank == 0 {
+            assert_eq!(line, &format!("RESULT ok rounds {ROUNDS} wrong 0"));
+            continue;
+        }
+        let held: Vec<String> = (0..ROUNDS - 1)
+            .filter(|&r| scheduled_late(*rank, r, LATE))
+            .map(|r| format!("late{r}"))
+            .collect();
+        assert_eq!(
+            line,
+            &format!("RESULT ok done [{}]", held.join(" ")),
+            "rank {rank}"
+        );
     }
 }

@@ -41,10 +41,11 @@ from ._meshwork import (
     torch_in_place,
 )
 
+# ``Offer`` is only ever returned (by ``next_round``), never made by a
+# program: importable, not exported by ``from meshwork import *``.
 __all__ = [
     "Compressor",
     "Listener",
-    "Offer",
     "ProcessGroup",
     "Work",
     "connect",
