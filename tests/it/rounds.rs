@@ -357,36 +357,19 @@ fn faults_rounds_over_tcp_go_on_without_a_late_worker_and_a_killed_one() {
     ranks.wait_for(&[0], "ROUND 5 ", Duration::from_secs(60));
     ranks.signal(4, libc::SIGKILL);
     let results = ranks.wait_for(&[0, 1, 2, 3, 5], "RESULT ", Duration::from_secs(120));
-    let lines: Vec<String> = ranks
-        .log
-        .iter()
-        .filter(|(r, l)| *r == 0 && l.starts_with("ROUND "))
-        .map(|(_, l)| l.clone())
-        .collect();
+    let lines = coordinator_rounds(&ranks);
     assert_eq!(lines.len(), 12, "{lines:#?}");
-    let round = |r: usize| -> (Vec<u32>, Vec<u32>) {
-        let l = &lines[r];
-        let open: Vec<usize> = l.match_indices('[').map(|(i, _)| i).collect();
-        let list = |at: usize| -> Vec<u32> {
-            let end = l[at..].find(']').unwrap() + at;
-            l[at + 1..end]
-                .split(',')
-                .filter_map(|x| x.trim().parse().ok())
-                .collect()
-        };
-        (list(open[0]), list(open[1]))
-    };
     for r in [3, 8] {
-        assert!(round(r).1.contains(&2), "round {r}: {}", lines[r]);
+        assert!(lines[r].2.contains(&2), "round {r}: {}", lines[r].0);
         assert!(
-            round(r + 1).0.contains(&2),
+            lines[r + 1].1.contains(&2),
             "round {}: {}",
             r + 1,
-            lines[r + 1]
+            lines[r + 1].0
         );
     }
-    for (r, line) in lines.iter().enumerate().skip(7) {
-        assert!(!round(r).0.contains(&4), "round {r}: {line}");
+    for (r, (line, took_part, _)) in lines.iter().enumerate().skip(7) {
+        assert!(!took_part.contains(&4), "round {r}: {line}");
         assert!(line.ends_with("true"), "round {r}: {line}");
     }
     for (rank, line) in &results {
@@ -431,25 +414,9 @@ fn faults_rounds_a_fleet_with_late_workers_and_a_killed_one() {
     ranks.signal(1, libc::SIGKILL);
     let survivors: Vec<u32> = std::iter::once(0).chain(2..=workers).collect();
     let results = ranks.wait_for(&survivors, "RESULT ", Duration::from_secs(300));
-    let lines: Vec<String> = ranks
-        .log
-        .iter()
-        .filter(|(r, l)| *r == 0 && l.starts_with("ROUND "))
-        .map(|(_, l)| l.clone())
-        .collect();
+    let lines = coordinator_rounds(&ranks);
     assert_eq!(lines.len() as u64, ROUNDS, "{lines:#?}");
-    for (r, line) in lines.iter().enumerate() {
-        let lists: Vec<Vec<u32>> = line
-            .split('[')
-            .skip(1)
-            .map(|part| {
-                part[..part.find(']').unwrap()]
-                    .split(',')
-                    .filter_map(|x| x.trim().parse().ok())
-                    .collect()
-            })
-            .collect();
-        let (took_part, late) = (&lists[0], &lists[1]);
+    for (r, (line, took_part, late)) in lines.iter().enumerate() {
         for w in 2..=workers {
             let held = scheduled_late(w, r as u64, LATE) && (r as u64) < ROUNDS - 1;
             assert!(
@@ -479,4 +446,24 @@ fn faults_rounds_a_fleet_with_late_workers_and_a_killed_one() {
             "rank {rank}"
         );
     }
+}
+
+/// The coordinator's `ROUND` lines in `ranks`' log: each line, with its
+/// participants and its late workers.
+fn coordinator_rounds(ranks: &crate::procs::Ranks) -> Vec<(String, Vec<u32>, Vec<u32>)> {
+    let list = |part: &str| -> Vec<u32> {
+        part[..part.find(']').unwrap_or(0)]
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect()
+    };
+    ranks
+        .log
+        .iter()
+        .filter(|(r, l)| *r == 0 && l.starts_with("ROUND "))
+        .map(|(_, l)| {
+            let parts: Vec<&str> = l.split('[').skip(1).collect();
+            (l.clone(), list(parts[0]), list(parts[1]))
+        })
+        .collect()
 }
