@@ -56,6 +56,7 @@ pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
 pub use path::Path;
 pub use staging::DeviceWork;
 
+use crate::group::Lens;
 use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice,
@@ -513,7 +514,14 @@ impl DeviceGroup {
             Err(e) => return Err(self.refuse(e)),
         };
         match (&self.engine, call, bufs) {
-            (_, Call::Barrier, _) => self.barrier(),
+            (_, Call::Barrier, bufs) => {
+                if !matches!(bufs.lens(CudaSlice::len), Lens::One(0)) {
+                    return Err(Error::InvalidArgument(
+                        "barrier: takes no buffer; give an empty one".into(),
+                    ));
+                }
+                self.barrier()
+            }
             (Engine::Nccl(nccl), call, bufs) if intra::carries(call) => {
                 nccl.call(&self.group, call, bufs)
             }

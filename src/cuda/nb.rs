@@ -80,6 +80,13 @@ impl DeviceGroup {
                 staging::by_rank_nb(op, &mut from, to, ways, issue, Owned::into_inner)
             }
             send => {
+                // A barrier waits for the work queued on the stream first,
+                // as the blocking one does.
+                if call == Call::Barrier {
+                    if let Err(e) = self.stream.synchronize() {
+                        return DeviceWork::ended(Err(failed("barrier", &e)));
+                    }
+                }
                 let mut buf = buf;
                 if let Some(send) = send {
                     if let Err(e) = copy_in(&self.stream, call, send, &mut buf) {

@@ -203,7 +203,7 @@ pub enum OwnedBuffers<B> {
 }
 
 /// The lengths of a call's buffers, in elements.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lens {
     One(usize),
     Two { send: usize, recv: usize },
@@ -365,12 +365,26 @@ fn execute<T: Element>(begun: &Begun, call: Call, bufs: Buffers<'_, [T]>) -> Res
     })
 }
 
+/// The buffers a non-blocking call checked are the ones it runs on: an
+/// `as_mut` that gives another length the second time breaks its
+/// contract, an `InvalidArgument` rather than a panic on the group's
+/// thread.
+fn same_lens<T>(call: Call, checked: Lens, bufs: &Buffers<'_, [T]>) -> Result<()> {
+    if checked == bufs.lens(<[T]>::len) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{}: a buffer's as_mut() gave another length on the group's thread than when the call was made",
+        call.name()
+    )))
+}
+
 /// `bytes` as elements of `T`, or an `InvalidArgument` naming `what`.
 fn as_elements<'a, T: Element>(call: Call, what: &str, bytes: &'a [u8]) -> Result<&'a [T]> {
     if bytes.is_empty() {
         return Ok(&[]);
     }
-    bytemuck::try_cast_slice(bytes).map_err(|e| cast_error::<T>(call, what, bytes, e))
+    bytemuck::try_cast_slice(bytes).map_err(|e| cast_error::<T>(call, what, bytes.len(), e))
 }
 
 /// [`as_elements`], writable.
@@ -383,20 +397,10 @@ fn as_elements_mut<'a, T: Element>(
         return Ok(&mut []);
     }
     let len = bytes.len();
-    let at = bytes.as_ptr();
-    bytemuck::try_cast_slice_mut(bytes).map_err(|e| {
-        // SAFETY: only the address and length are read, for the message.
-        let whole = unsafe { std::slice::from_raw_parts(at, len) };
-        cast_error::<T>(call, what, whole, e)
-    })
+    bytemuck::try_cast_slice_mut(bytes).map_err(|e| cast_error::<T>(call, what, len, e))
 }
 
-fn cast_error<T: Element>(
-    call: Call,
-    what: &str,
-    bytes: &[u8],
-    e: bytemuck::PodCastError,
-) -> Error {
+fn cast_error<T: Element>(call: Call, what: &str, len: usize, e: bytemuck::PodCastError) -> Error {
     let (size, name) = (T::DTYPE.size(), T::DTYPE.name());
     Error::InvalidArgument(match e {
         bytemuck::PodCastError::TargetAlignmentGreaterAndInputNotAligned => format!(
@@ -405,9 +409,8 @@ fn cast_error<T: Element>(
             std::mem::align_of::<T>()
         ),
         _ => format!(
-            "{}: {what} holds {} bytes, not a whole number of {name} elements ({size} bytes each)",
-            call.name(),
-            bytes.len()
+            "{}: {what} holds {len} bytes, not a whole number of {name} elements ({size} bytes each)",
+            call.name()
         ),
     })
 }
@@ -472,7 +475,9 @@ impl ProcessGroup {
             .and_then(|count| inner.begin::<T>(call, count));
         self.submit(begun, move |_, begun| match bufs {
             OwnedBuffers::InPlace(mut buf) => {
-                execute(begun, call, Buffers::InPlace(buf.as_mut()))?;
+                let bufs = Buffers::InPlace(buf.as_mut());
+                same_lens(call, lens, &bufs)?;
+                execute(begun, call, bufs)?;
                 Ok(buf)
             }
             OwnedBuffers::SendRecv { mut send, mut recv } => {
@@ -480,6 +485,7 @@ impl ProcessGroup {
                     send: send.as_mut(),
                     recv: recv.as_mut(),
                 };
+                same_lens(call, lens, &bufs)?;
                 execute(begun, call, bufs)?;
                 Ok(recv)
             }

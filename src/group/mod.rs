@@ -20,6 +20,8 @@ pub(crate) mod rpc;
 mod split;
 mod work;
 
+#[cfg(feature = "cuda")]
+pub(crate) use collectives::Lens;
 pub use collectives::{Buffers, Call, OwnedBuffers};
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
@@ -74,10 +76,9 @@ pub struct ProcessGroup {
     executor: Mutex<Option<Sender<Job>>>,
     /// A job formed through a seed: what `grow` needs.
     elastic: std::sync::OnceLock<Arc<dyn Growth>>,
-    /// The number of the next federated round this rank coordinates
-    /// (`rounds.rs`): kept here, so that every coordinator made on the
-    /// group goes on from the last.
-    next_round: std::sync::atomic::AtomicU64,
+    /// The federated rounds' state on this rank (`rounds.rs`): kept here,
+    /// so that every coordinator made on the group goes on from the last.
+    rounds: rounds::RoundsState,
 }
 
 /// How a group formed through a seed grows (the node's seed client
@@ -387,7 +388,7 @@ impl ProcessGroup {
             released: AtomicBool::new(false),
             executor: Mutex::new(None),
             elastic: std::sync::OnceLock::new(),
-            next_round: std::sync::atomic::AtomicU64::new(0),
+            rounds: rounds::RoundsState::default(),
         }
     }
 
@@ -648,6 +649,7 @@ impl ProcessGroup {
         }
         let inner = self.inner();
         inner.transport.forget(inner.comm_id);
+        inner.transport.forget(self.rounds_comm());
         self.links.release();
     }
 }

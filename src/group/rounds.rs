@@ -14,7 +14,7 @@
 //!
 //! | tag | from → to | body (little-endian) |
 //! |---|---|---|
-//! | `OFFER` | coordinator → worker | round `u64`, then the model's `f32`s; round `u64::MAX`, nothing more: the rounds are over |
+//! | `OFFER` | coordinator → worker | round `u64`, deadline in ms `u64`, then the model's `f32`s; round `u64::MAX`, nothing more: the rounds are over |
 //! | `UPDATE` | worker → coordinator | round `u64`, weight `f32`, then the update's `f32`s |
 //! | `RESULT` | coordinator → worker | round `u64`, outcome `u8`, then per outcome (below) |
 //!
@@ -32,7 +32,9 @@ use super::split::child_comm_id;
 use super::ProcessGroup;
 use crate::error::{Error, Result};
 use meshwork_transport::{LaneKey, LaneKind, TransportError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How a coordinator runs its rounds.
@@ -70,6 +72,8 @@ pub struct Offer {
     pub round: u64,
     /// The model the round starts from.
     pub model: Vec<f32>,
+    /// How long the round waits for updates from its offer.
+    pub deadline: Duration,
 }
 
 /// What became of a worker's update.
@@ -121,6 +125,41 @@ const REFUSED: u8 = 3;
 /// Salt of the rounds' communicator ("rounds").
 const ROUNDS_SALT: u64 = 0x726f_756e_6473;
 
+/// Offers a worker may have unanswered: past them it is offered nothing
+/// until it answers (the newest offer it holds is then late), so a
+/// sleeping worker's lane never fills and a send to it never waits.
+const MAX_UNANSWERED: u32 = 2;
+
+/// Answers (refusals, lates) one worker gets per round at most: a worker
+/// that sends update after update without reading cannot make the
+/// coordinator wait on its full lane.
+const MAX_ANSWERS: u32 = 2;
+
+/// How long `finish` waits for updates still on their way.
+const FINISH_GRACE: Duration = Duration::from_millis(200);
+
+/// The rounds' state on one rank ([`ProcessGroup`] holds it).
+#[derive(Debug, Default)]
+pub(crate) struct RoundsState {
+    /// The next round's number.
+    next: AtomicU64,
+    /// A round (or `finish`) is running on this rank now.
+    running: AtomicBool,
+    /// Offers each worker has not answered, in a row.
+    unanswered: Mutex<HashMap<u32, u32>>,
+    /// This worker saw the end of the rounds.
+    ended: AtomicBool,
+}
+
+/// Holds `RoundsState::running` while one round or `finish` runs.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 impl ProcessGroup {
     /// Coordinate federated rounds on this group (rank 0 only; the
     /// others call [`ProcessGroup::round_participant`]). Rounds are
@@ -133,10 +172,11 @@ impl ProcessGroup {
                 self.rank()
             )));
         }
-        if config.deadline.is_zero() {
-            return Err(Error::InvalidArgument(
-                "round_coordinator: the deadline must be positive".into(),
-            ));
+        if config.deadline.is_zero() || Instant::now().checked_add(config.deadline * 2).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "round_coordinator: a deadline of {:?} is not a positive time this clock can reach",
+                config.deadline
+            )));
         }
         if config.min_updates == 0 || config.min_updates >= self.world_size() {
             return Err(Error::InvalidArgument(format!(
@@ -158,13 +198,36 @@ impl ProcessGroup {
         Ok(RoundParticipant { g: self })
     }
 
+    /// The communicator the rounds' messages travel on.
+    pub(crate) fn rounds_comm(&self) -> u64 {
+        child_comm_id(self.inner().comm_id ^ ROUNDS_SALT, 0, u32::MAX - 3)
+    }
+
     /// The lane of the rounds' messages tagged `tag`.
     fn round_key(&self, tag: u64) -> LaneKey {
         LaneKey {
-            comm: child_comm_id(self.inner().comm_id ^ ROUNDS_SALT, 0, u32::MAX - 3),
+            comm: self.rounds_comm(),
             kind: LaneKind::PointToPoint,
             tag,
         }
+    }
+
+    /// This rank's claim to run a round (or `finish`) now: one at a time,
+    /// or two would take each other's updates.
+    fn claim_rounds(&self, op: &str) -> Result<Running<'_>> {
+        if self.rounds.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: another round is running on this group now; run one at a time"
+            )));
+        }
+        Ok(Running(&self.rounds.running))
+    }
+
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+        self.rounds
+            .unanswered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Send a round message; a worker that is gone is away, not an error.
@@ -214,22 +277,28 @@ impl RoundCoordinator<'_> {
     /// or shut down), never for a worker's.
     pub fn round(&mut self, model: &mut [f32]) -> Result<RoundReport> {
         let g = self.g;
+        let _running = g.claim_rounds("round")?;
         // Numbered on the group, so a coordinator made again goes on.
-        let round = g
-            .next_round
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
         let failed = g.inner().transport.failed();
-        let mut offer = Vec::with_capacity(8 + 4 * model.len());
+        let deadline_ms = u64::try_from(self.config.deadline.as_millis()).unwrap_or(u64::MAX);
+        let mut offer = Vec::with_capacity(16 + 4 * model.len());
         offer.extend_from_slice(&round.to_le_bytes());
+        offer.extend_from_slice(&deadline_ms.to_le_bytes());
         offer.extend_from_slice(bytemuck::cast_slice(model));
         let mut invited = Vec::new();
         for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
-            if g.round_send(w, OFFER, &offer)? {
+            // A worker that left its last offers unanswered is asleep or
+            // slow: offered nothing more until it answers.
+            let owed = g.unanswered().get(&w).copied().unwrap_or(0);
+            if owed < MAX_UNANSWERED && g.round_send(w, OFFER, &offer)? {
                 invited.push(w);
+                *g.unanswered().entry(w).or_insert(0) += 1;
             }
         }
         let deadline = Instant::now() + self.config.deadline;
         let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
+        let mut answers: HashMap<u32, u32> = HashMap::new();
         while arrived.len() < invited.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -240,20 +309,36 @@ impl RoundCoordinator<'_> {
                 Err(TransportError::Timeout { .. }) => break,
                 Err(e) => return Err(plain(e, "round")),
             };
-            match parse_update(msg.as_ref(), model.len()) {
+            g.unanswered().insert(from, 0);
+            let (r, outcome, why) = match parse_update(msg.as_ref(), model.len()) {
                 Ok((r, weight, update)) if r == round && invited.contains(&from) => {
-                    arrived.entry(from).or_insert((weight, update));
+                    match arrived.entry(from) {
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert((weight, update));
+                            continue;
+                        }
+                        std::collections::btree_map::Entry::Occupied(_) => (
+                            r,
+                            REFUSED,
+                            format!("rank {from}'s update for round {r} is in already"),
+                        ),
+                    }
                 }
-                Ok((r, ..)) if r < round => {
-                    g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
+                Ok((r, ..)) if r < round => (r, LATE, String::new()),
+                Ok((r, ..)) if r == round => {
+                    (r, REFUSED, format!("rank {from} was not offered round {r}"))
                 }
-                Ok((r, ..)) => {
-                    let why = format!("round {r} is not open (this is round {round})");
-                    g.round_send(from, RESULT, &answer(r, REFUSED, why.as_bytes()))?;
-                }
-                Err((r, why)) => {
-                    g.round_send(from, RESULT, &answer(r, REFUSED, why.as_bytes()))?;
-                }
+                Ok((r, ..)) => (
+                    r,
+                    REFUSED,
+                    format!("round {r} is not open (this is round {round})"),
+                ),
+                Err((r, why)) => (r, REFUSED, why),
+            };
+            let given = answers.entry(from).or_insert(0);
+            if *given < MAX_ANSWERS {
+                *given += 1;
+                g.round_send(from, RESULT, &answer(r, outcome, why.as_bytes()))?;
             }
         }
         let participants: Vec<u32> = arrived.keys().copied().collect();
@@ -264,6 +349,10 @@ impl RoundCoordinator<'_> {
             .collect();
         let total_weight: f64 = arrived.values().map(|(w, _)| f64::from(*w)).sum();
         let applied = participants.len() >= self.config.min_updates as usize;
+        // The average is made apart and written into `model` only once
+        // every participant was sent it: a failure on the way (the group
+        // revoked) leaves the model as it was.
+        let mut average = Vec::new();
         let result = if applied {
             let mut sum = vec![0f64; model.len()];
             for (w, update) in arrived.values() {
@@ -271,9 +360,7 @@ impl RoundCoordinator<'_> {
                     *s += f64::from(*w) * f64::from(x);
                 }
             }
-            for (m, s) in model.iter_mut().zip(&sum) {
-                *m = (s / total_weight) as f32;
-            }
+            average = sum.iter().map(|s| (s / total_weight) as f32).collect();
             let mut body = Vec::new();
             body.extend_from_slice(&total_weight.to_le_bytes());
             for list in [&participants, &late] {
@@ -281,7 +368,7 @@ impl RoundCoordinator<'_> {
                 list.iter()
                     .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
             }
-            body.extend_from_slice(bytemuck::cast_slice(model));
+            body.extend_from_slice(bytemuck::cast_slice(&average));
             answer(round, DONE, &body)
         } else {
             let mut body = (participants.len() as u32).to_le_bytes().to_vec();
@@ -290,6 +377,9 @@ impl RoundCoordinator<'_> {
         };
         for &w in &participants {
             g.round_send(w, RESULT, &result)?;
+        }
+        if applied {
+            model.copy_from_slice(&average);
         }
         Ok(RoundReport {
             round,
@@ -305,17 +395,27 @@ impl RoundCoordinator<'_> {
     /// still queued for earlier rounds are answered `Late`.
     pub fn finish(self) -> Result<()> {
         let g = self.g;
+        let _running = g.claim_rounds("finish")?;
         let failed = g.inner().transport.failed();
         for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
             g.round_send(w, OFFER, &END.to_le_bytes())?;
         }
-        while let Ok((from, msg)) = g
-            .inner()
-            .transport
-            .recv_any(g.round_key(UPDATE), Duration::ZERO)
-        {
-            let r = msg.as_ref().get(..8).map_or(0, le_u64);
-            g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
+        // Updates on their way are answered too, for a short while; a
+        // worker that submits after it saw the end needs no answer
+        // (`RoundParticipant::submit` knows).
+        let until = Instant::now() + FINISH_GRACE;
+        let mut answers: HashMap<u32, u32> = HashMap::new();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let Ok((from, msg)) = g.inner().transport.recv_any(g.round_key(UPDATE), left) else {
+                break;
+            };
+            let given = answers.entry(from).or_insert(0);
+            if *given < MAX_ANSWERS {
+                *given += 1;
+                let r = msg.as_ref().get(..8).map_or(0, le_u64);
+                g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
+            }
         }
         Ok(())
     }
@@ -347,11 +447,14 @@ impl RoundParticipant<'_> {
         let bytes = msg.as_ref();
         let round = bytes.get(..8).map_or(END, le_u64);
         if round == END {
+            g.rounds.ended.store(true, Ordering::Release);
             return Ok(None);
         }
+        let deadline = Duration::from_millis(bytes.get(8..16).map_or(0, le_u64));
         Ok(Some(Offer {
             round,
-            model: f32s(&bytes[8..]),
+            model: f32s(bytes.get(16..).unwrap_or_default()),
+            deadline,
         }))
     }
 
@@ -372,7 +475,17 @@ impl RoundParticipant<'_> {
                 "submit: weight {weight} is not a positive number"
             )));
         }
+        if let Some(i) = update.iter().position(|x| !x.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "submit: update[{i}] is {}; updates are finite",
+                update[i]
+            )));
+        }
         let g = self.g;
+        if g.rounds.ended.load(Ordering::Acquire) {
+            // The coordinator ended the rounds: it answers nothing more.
+            return Ok(RoundOutcome::Late { round: offer.round });
+        }
         let mut body = Vec::with_capacity(12 + 4 * update.len());
         body.extend_from_slice(&offer.round.to_le_bytes());
         body.extend_from_slice(&weight.to_le_bytes());
@@ -383,7 +496,11 @@ impl RoundParticipant<'_> {
             .transport
             .send(0, g.round_key(UPDATE), &[&body])
             .map_err(|e| plain(e, "submit"))?;
-        let until = Instant::now() + inner.timeout();
+        // The round's own deadline, then the group's for the answer.
+        let wait = offer.deadline.saturating_add(inner.timeout());
+        let until = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + inner.timeout());
         loop {
             let left = until.saturating_duration_since(Instant::now());
             let msg = inner
@@ -460,7 +577,11 @@ fn parse_update(b: &[u8], n: usize) -> std::result::Result<(u64, f32, Vec<f32>),
     if !(weight.is_finite() && weight > 0.0) {
         return Err((round, format!("weight {weight} is not a positive number")));
     }
-    Ok((round, weight, f32s(values)))
+    let values = f32s(values);
+    if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+        return Err((round, format!("value {i} of the update is {}", values[i])));
+    }
+    Ok((round, weight, values))
 }
 
 /// A coordinator's answer, or `None` if it does not parse.
@@ -470,11 +591,12 @@ fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
     Some(match *b.get(8)? {
         DONE => {
             let total_weight = f64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-            let mut at = 8;
+            let mut at: usize = 8;
             let mut list = || -> Option<Vec<u32>> {
-                let n = le_u32(body.get(at..at + 4)?) as usize;
-                let ranks = body.get(at + 4..at + 4 + 4 * n)?;
-                at += 4 + 4 * n;
+                let n = le_u32(body.get(at..at.checked_add(4)?)?) as usize;
+                let end = n.checked_mul(4)?.checked_add(at + 4)?;
+                let ranks = body.get(at + 4..end)?;
+                at = end;
                 Some(ranks.chunks_exact(4).map(le_u32).collect())
             };
             let participants = list()?;
@@ -536,6 +658,28 @@ mod tests {
         assert_eq!(parse_result(&[1, 2, 3]), None);
     }
 
+    /// Two rounds at once on one group would take each other's updates.
+    #[test]
+    fn a_second_round_while_one_runs_is_refused() {
+        let world = crate::local(2).unwrap();
+        let held = world[0].claim_rounds("round").unwrap();
+        let config = RoundConfig {
+            deadline: Duration::from_secs(1),
+            min_updates: 1,
+        };
+        let mut model = [0f32; 2];
+        let r = world[0]
+            .round_coordinator(config)
+            .unwrap()
+            .round(&mut model);
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("another round")),
+            "{r:?}"
+        );
+        drop(held);
+        assert!(world[0].claim_rounds("round").is_ok());
+    }
+
     #[test]
     fn an_update_that_does_not_fit_is_refused_with_its_reason() {
         let mut u = 3u64.to_le_bytes().to_vec();
@@ -551,6 +695,10 @@ mod tests {
             .unwrap_err()
             .1
             .contains("not a positive"));
+        u[8..12].copy_from_slice(&1.0f32.to_le_bytes());
+        u[16..20].copy_from_slice(&f32::INFINITY.to_le_bytes());
+        let why = parse_update(&u, 2).unwrap_err().1;
+        assert!(why.contains("value 1 of the update is inf"), "{why}");
         assert_eq!(parse_update(&[9; 5], 2).unwrap_err().0, 0);
     }
 }

@@ -215,6 +215,59 @@ fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
     }
 }
 
+/// A worker asleep through several rounds is offered two and then
+/// nothing until it answers (so its lane never fills); awake, it answers
+/// the newest offer it holds, is told it is late, and is offered rounds
+/// again.
+#[test]
+fn a_sleeping_worker_is_offered_no_more_until_it_answers() {
+    let closed = Closed(Mutex::new(0), Condvar::new());
+    let out = run_world_with(1 + 2, Topology::Star, |g| {
+        if g.rank() == 0 {
+            let config = RoundConfig {
+                deadline: Duration::from_millis(300),
+                min_updates: 1,
+            };
+            let mut c = g.round_coordinator(config).unwrap();
+            let mut model = vec![0f32; 3];
+            let mut late = Vec::new();
+            for round in 0..8 {
+                let report = c.round(&mut model).unwrap();
+                late.push(report.late);
+                closed.set(round + 1);
+            }
+            c.finish().unwrap();
+            return format!("{late:?}");
+        }
+        let mut p = g.round_participant().unwrap();
+        let mut words = Vec::new();
+        if g.rank() == 2 {
+            closed.wait_for(4);
+        }
+        while let Some(o) = p.next_round(Duration::from_secs(20)).unwrap() {
+            let outcome = p.submit(&o, &[1.0; 3], 1.0).unwrap();
+            words.push(match outcome {
+                RoundOutcome::Done { report, .. } => format!("done{}", report.round),
+                RoundOutcome::Late { round } => format!("late{round}"),
+                other => format!("{other:?}"),
+            });
+        }
+        words.join(" ")
+    });
+    // Worker 2 was offered rounds 0 and 1 (late in both), then nothing
+    // until its late answer to round 1 came (in round 4 or 5, as it
+    // wakes); it is offered the next round and counts in every one after.
+    assert!(out[0].starts_with("[[2], [2], [], [], "), "{}", out[0]);
+    assert!(out[0].ends_with(", [], []]"), "{}", out[0]);
+    assert!(
+        out[2] == "late1 done5 done6 done7" || out[2] == "late1 done6 done7",
+        "{}",
+        out[2]
+    );
+    let all: Vec<String> = (0..8).map(|r| format!("done{r}")).collect();
+    assert_eq!(out[1], all.join(" "));
+}
+
 #[test]
 fn bad_updates_and_configurations_are_refused() {
     run_world_with(1 + 2, Topology::Star, |g| {
