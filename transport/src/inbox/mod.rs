@@ -135,9 +135,6 @@ struct Parked {
 struct State {
     lanes: LaneMap<VecDeque<Payload>>,
     peers: Vec<Peer>,
-    /// The sender `recv_any` looks at first: the one after the last it
-    /// took from, so that one busy sender cannot keep the others waiting.
-    any_next: u32,
     /// Failures so far (`standing.rs`).
     failures: u64,
     closed: bool,
@@ -313,7 +310,6 @@ impl Inbox {
                 revoked: HashSet::new(),
                 pending_revocations: VecDeque::new(),
                 forgotten: HashSet::new(),
-                any_next: 0,
                 members: HashMap::new(),
                 lane_due: LaneMap::default(),
                 owed_changed: Vec::new(),
@@ -539,10 +535,7 @@ impl Inbox {
         key: LaneKey,
         timeout: Duration,
     ) -> Result<(u32, Payload), TransportError> {
-        // A timeout past what the clock can reach waits as long as it can.
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 32));
+        let deadline = Instant::now() + timeout;
         let mut st = self.lock();
         loop {
             if st.revoked.contains(&key.comm) {
@@ -551,11 +544,8 @@ impl Inbox {
             if st.forgotten.contains(&key.comm) {
                 return Err(TransportError::Closed);
             }
-            let n = st.peers.len() as u32;
-            for i in 0..n {
-                let src = (st.any_next + i) % n;
+            for src in 0..st.peers.len() as u32 {
                 if let Some(taken) = take_front(&mut st, src, key, None) {
-                    st.any_next = (src + 1) % n;
                     return taken.map(|msg| (src, msg));
                 }
             }
