@@ -4,9 +4,15 @@
 //! invited worker has reported), and averages the weighted updates of
 //! exactly those that arrived in time, if at least the minimum did. A
 //! worker that is late, asleep or gone costs the round nothing but its
-//! update, and the group nothing at all: it is not revoked, shrunk or
-//! failed for it, and a late update is answered `RoundOutcome::Late`,
-//! naming its round.
+//! update, and the group nothing at all: no revocation, no shrink (a dead
+//! worker is only skipped), and a late update is answered
+//! `RoundOutcome::Late`, naming its round.
+//!
+//! A slow or hostile worker cannot hold the coordinator up: one that left
+//! two offers unanswered is offered nothing more until it answers (its
+//! lane never fills, so no send to it waits), it gets at most two answers
+//! a round, and what it sends that does not fit (a length, a weight, a
+//! value that is not finite) is refused, never counted.
 //!
 //! The messages travel on a communicator of their own (so they never
 //! meet the group's point-to-point tags), point to point, under the
@@ -25,8 +31,8 @@
 //! reason, never counted.
 //!
 //! The average is `Σ wᵣ·xᵣ / Σ wᵣ` over the participants in ascending
-//! rank order, in f64, rounded to f32 once: the same bits however many
-//! workers took part and whenever they arrived.
+//! rank order, in f64, rounded to f32 once: the same bits whatever order
+//! the updates arrived in.
 
 use super::split::child_comm_id;
 use super::ProcessGroup;
