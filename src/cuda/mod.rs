@@ -56,7 +56,6 @@ pub use nccl::{nccl_version, NcclVersion, MIN_NCCL};
 pub use path::Path;
 pub use staging::DeviceWork;
 
-use crate::group::Lens;
 use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice,
@@ -515,11 +514,8 @@ impl DeviceGroup {
         };
         match (&self.engine, call, bufs) {
             (_, Call::Barrier, bufs) => {
-                if !matches!(bufs.lens(CudaSlice::len), Lens::One(0)) {
-                    return Err(Error::InvalidArgument(
-                        "barrier: takes no buffer; give an empty one".into(),
-                    ));
-                }
+                // The entry's rule: a barrier takes no buffer.
+                self.group.checked_count(call, bufs.lens(CudaSlice::len))?;
                 self.barrier()
             }
             (Engine::Nccl(nccl), call, bufs) if intra::carries(call) => {

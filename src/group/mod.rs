@@ -20,8 +20,6 @@ pub(crate) mod rpc;
 mod split;
 mod work;
 
-#[cfg(feature = "cuda")]
-pub(crate) use collectives::Lens;
 pub use collectives::{Buffers, Call, OwnedBuffers};
 pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};

@@ -245,24 +245,8 @@ impl ProcessGroup {
             Err(TransportError::PeerDisconnected { .. } | TransportError::Timeout { .. }) => {
                 Ok(false)
             }
-            Err(e) => Err(plain(e, "a round")),
+            Err(e) => Err(Error::from_transport(e, "a round")),
         }
-    }
-}
-
-/// A transport failure of this rank's own (not a worker's absence).
-fn plain(e: TransportError, op: &str) -> Error {
-    match e {
-        TransportError::Revoked => Error::Revoked,
-        TransportError::Closed => Error::ShutDown,
-        TransportError::PeerDisconnected { rank } => Error::PeerDisconnected { rank },
-        TransportError::Timeout { waiting_on } => Error::Timeout {
-            op: op.into(),
-            waiting_on: vec![waiting_on],
-            detail: String::new(),
-        },
-        TransportError::MessageTooLarge { len, max } => Error::MessageTooLarge { len, max },
-        e => Error::InvalidArgument(format!("{op}: {e}")),
     }
 }
 
@@ -313,7 +297,7 @@ impl RoundCoordinator<'_> {
             let (from, msg) = match g.inner().transport.recv_any(g.round_key(UPDATE), left) {
                 Ok(got) => got,
                 Err(TransportError::Timeout { .. }) => break,
-                Err(e) => return Err(plain(e, "round")),
+                Err(e) => return Err(Error::from_transport(e, "round")),
             };
             g.unanswered().insert(from, 0);
             let (r, outcome, why) = match parse_update(msg.as_ref(), model.len()) {
@@ -446,7 +430,7 @@ impl RoundParticipant<'_> {
         let mut msg = inner
             .transport
             .recv(0, key, timeout, None)
-            .map_err(|e| plain(e, "next_round"))?;
+            .map_err(|e| Error::from_transport(e, "next_round"))?;
         while let Ok(newer) = inner.transport.recv(0, key, Duration::ZERO, None) {
             msg = newer;
         }
@@ -501,7 +485,7 @@ impl RoundParticipant<'_> {
         inner
             .transport
             .send(0, g.round_key(UPDATE), &[&body])
-            .map_err(|e| plain(e, "submit"))?;
+            .map_err(|e| Error::from_transport(e, "submit"))?;
         // The round's own deadline, then the group's for the answer.
         let wait = offer.deadline.saturating_add(inner.timeout());
         let until = Instant::now()
@@ -512,7 +496,7 @@ impl RoundParticipant<'_> {
             let msg = inner
                 .transport
                 .recv(0, g.round_key(RESULT), left, None)
-                .map_err(|e| plain(e, "submit"))?;
+                .map_err(|e| Error::from_transport(e, "submit"))?;
             // An answer to an earlier submission not waited for is passed over.
             match parse_result(msg.as_ref()) {
                 Some(outcome) if outcome_round(&outcome) == offer.round => return Ok(outcome),

@@ -47,11 +47,19 @@ impl Closed {
         *self.0.lock().unwrap() = rounds;
         self.1.notify_all();
     }
+    /// Wait until `rounds` have closed; a coordinator that never gets
+    /// there (it failed) ends the wait after a minute, failing the test.
     fn wait_for(&self, rounds: u64) {
-        let mut n = self.0.lock().unwrap();
-        while *n < rounds {
-            n = self.1.wait(n).unwrap();
-        }
+        let n = self.0.lock().unwrap();
+        let (n, waited) = self
+            .1
+            .wait_timeout_while(n, Duration::from_secs(60), |n| *n < rounds)
+            .unwrap();
+        assert!(
+            !waited.timed_out(),
+            "round {rounds} never closed (at {})",
+            *n
+        );
     }
 }
 

@@ -66,6 +66,25 @@ pub(crate) fn seconds_arg(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
         })
 }
 
+/// A weight argument: a finite float32, else `InvalidArgument`.
+pub(crate) fn weight_arg(py: Python<'_>, weight: f64, op: &str) -> PyResult<f32> {
+    if !weight.is_finite() || !(weight as f32).is_finite() {
+        return Err(invalid(
+            py,
+            format!("{op}: weight {weight} is not a finite float32"),
+        ));
+    }
+    Ok(weight as f32)
+}
+
+/// `values` as a float32 numpy array of their own.
+pub(crate) fn float32_array<'py>(py: Python<'py>, values: &[f32]) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = PyByteArray::new(py, bytemuck::cast_slice(values));
+    py.import(intern!(py, "numpy"))?
+        .getattr(intern!(py, "frombuffer"))?
+        .call1((bytes, intern!(py, "float32")))
+}
+
 /// A float32 array argument: `InvalidArgument` for any other dtype.
 pub(crate) fn float32(py: Python<'_>, a: &crate::array::Array<'_>, op: &str) -> PyResult<()> {
     match a.dtype(py)? {
@@ -189,14 +208,9 @@ impl ProcessGroup {
     fn federated_average(&self, py: Python<'_>, a: &Bound<'_, PyAny>, weight: f64) -> PyResult<()> {
         let mut a = array(a, "a", Access::Update)?;
         float32(py, &a, "federated_average")?;
-        if !weight.is_finite() || !(weight as f32).is_finite() {
-            return Err(invalid(
-                py,
-                format!("federated_average: weight {weight} is not a finite float32"),
-            ));
-        }
+        let weight = weight_arg(py, weight, "federated_average")?;
         let buf = a.slice_mut::<f32>();
-        self.blocking(py, |g| g.federated_average(buf, weight as f32))?;
+        self.blocking(py, |g| g.federated_average(buf, weight))?;
         a.write_back()
     }
 
@@ -352,10 +366,7 @@ impl Compressor {
     #[getter]
     fn residual<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let residual: Vec<f32> = py.detach(|| self.lock().residual().to_vec());
-        let bytes = PyByteArray::new(py, bytemuck::cast_slice(&residual));
-        py.import(intern!(py, "numpy"))?
-            .getattr(intern!(py, "frombuffer"))?
-            .call1((bytes, intern!(py, "float32")))
+        float32_array(py, &residual)
     }
 
     fn __repr__(&self) -> String {

@@ -5,12 +5,10 @@
 //! are dicts. Every call blocks with the GIL released.
 
 use crate::array::{array, Access};
-use crate::errors::invalid;
 use crate::group::ProcessGroup;
-use crate::more::{float32, seconds_arg};
-use pyo3::intern;
+use crate::more::{float32, float32_array, seconds_arg, weight_arg};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyDict};
+use pyo3::types::PyDict;
 
 /// A round offered to this worker: its number and the model it starts
 /// from (`model`, a float32 numpy copy). Answer it with `submit_update`.
@@ -40,14 +38,6 @@ impl Offer {
             self.inner.model.len()
         )
     }
-}
-
-/// `values` as a float32 numpy array of their own.
-fn float32_array<'py>(py: Python<'py>, values: &[f32]) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = PyByteArray::new(py, bytemuck::cast_slice(values));
-    py.import(intern!(py, "numpy"))?
-        .getattr(intern!(py, "frombuffer"))?
-        .call1((bytes, intern!(py, "float32")))
 }
 
 fn report<'py>(py: Python<'py>, r: &mw::RoundReport) -> PyResult<Bound<'py, PyDict>> {
@@ -123,16 +113,10 @@ impl ProcessGroup {
     ) -> PyResult<Bound<'py, PyDict>> {
         let a = array(update, "update", Access::Read)?;
         float32(py, &a, "submit_update")?;
-        if !weight.is_finite() || !(weight as f32).is_finite() {
-            return Err(invalid(
-                py,
-                format!("submit_update: weight {weight} is not a finite float32"),
-            ));
-        }
+        let weight = weight_arg(py, weight, "submit_update")?;
         let values = a.slice::<f32>();
         let outcome = self.blocking(py, |g| {
-            g.round_participant()?
-                .submit(&offer.inner, values, weight as f32)
+            g.round_participant()?.submit(&offer.inner, values, weight)
         })?;
         let d = PyDict::new(py);
         match outcome {
