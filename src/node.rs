@@ -112,6 +112,8 @@ pub struct Node {
     running: bool,
     /// The symmetric heap's size in bytes (0: none).
     heap_bytes: usize,
+    /// A fleet: how long a worker dials an away coordinator again.
+    fleet: Option<Duration>,
     /// A growth: the member's heap, kept by the grown group.
     keep_heap: Option<Arc<crate::group::Heap>>,
     /// A member's growth of the job: how many new processes it admits.
@@ -172,6 +174,7 @@ impl Node {
             listen: None,
             running: false,
             heap_bytes: 0,
+            fleet: None,
             keep_heap: None,
             grow: 0,
             deferred: None,
@@ -287,6 +290,29 @@ impl Node {
     /// waited for (its heartbeats carry it).
     pub fn liveness(mut self, liveness: Duration) -> Node {
         self.liveness = liveness;
+        self
+    }
+
+    /// Make the star a fleet whose workers come and go
+    /// (`FLEET_AWAY_S=<seconds>`; needs `TOPOLOGY=star` and
+    /// `TRANSPORT=tcp`, refused at `connect` otherwise). A worker whose
+    /// link ends is *away*, not failed: nothing is revoked and no other
+    /// rank is told; it may come back at any time — the same process
+    /// after its link dropped or NAT gave it a new address, or a new
+    /// process with its rank — by proving its identity (the token, or
+    /// its certificate from the seed) as at formation, and its new link
+    /// replaces the old. A worker whose coordinator is away dials it
+    /// again with backoff for up to `away` (logging how long it has been
+    /// away), then gives up: calls naming rank 0 fail. A coordinator
+    /// goes on at its deadline with the workers present; the others join
+    /// when they come. Made for federated rounds
+    /// ([`ProcessGroup::round_coordinator`](crate::ProcessGroup::round_coordinator)),
+    /// which offer each round to the workers present: collectives still
+    /// need every rank, and fail naming those away. Links are TCP only
+    /// (no shared memory), so a worker on the coordinator's host can
+    /// come back too.
+    pub fn fleet(mut self, away: Duration) -> Node {
+        self.fleet = Some(away);
         self
     }
 
@@ -600,7 +626,17 @@ impl Node {
         identity: Option<meshwork_transport::RankIdentity>,
         held: Option<meshwork_transport::BoundSockets>,
     ) -> Result<Arc<dyn Transport>> {
+        if self.fleet.is_some()
+            && (self.topology != Topology::Star || self.transport != TransportKind::Tcp)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "FLEET_AWAY_S: a fleet is a star over TCP (TOPOLOGY=star, TRANSPORT=tcp); this is a {} over {:?}",
+                shape_of(self.topology).name(),
+                self.transport
+            )));
+        }
         let mut spec = Spec::new(rank, self.world, peers);
+        spec.fleet = self.fleet;
         spec.alternates = alternates;
         spec.shape = shape_of(self.topology);
         spec.backend = match self.transport {

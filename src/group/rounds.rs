@@ -151,8 +151,10 @@ pub(crate) struct RoundsState {
     next: AtomicU64,
     /// A round (or `finish`) is running on this rank now.
     running: AtomicBool,
-    /// Offers each worker has not answered, in a row.
-    unanswered: Mutex<HashMap<u32, u32>>,
+    /// Offers each worker has not answered, in a row, and the
+    /// incarnation of the worker that holds them (a fleet's worker that
+    /// came back on a new link owes nothing).
+    unanswered: Mutex<HashMap<u32, (u32, u64)>>,
     /// This worker saw the end of the rounds.
     ended: AtomicBool,
 }
@@ -229,7 +231,7 @@ impl ProcessGroup {
         Ok(Running(&self.rounds.running))
     }
 
-    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (u32, u64)>> {
         self.rounds
             .unanswered
             .lock()
@@ -280,10 +282,14 @@ impl RoundCoordinator<'_> {
         for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
             // A worker that left its last offers unanswered is asleep or
             // slow: offered nothing more until it answers.
-            let owed = g.unanswered().get(&w).copied().unwrap_or(0);
+            let incarnation = g.inner().transport.incarnation(w);
+            let owed = match g.unanswered().get(&w) {
+                Some(&(n, i)) if i == incarnation => n,
+                _ => 0,
+            };
             if owed < MAX_UNANSWERED && g.round_send(w, OFFER, &offer)? {
                 invited.push(w);
-                *g.unanswered().entry(w).or_insert(0) += 1;
+                g.unanswered().insert(w, (owed + 1, incarnation));
             }
         }
         let deadline = Instant::now() + self.config.deadline;
@@ -299,7 +305,8 @@ impl RoundCoordinator<'_> {
                 Err(TransportError::Timeout { .. }) => break,
                 Err(e) => return Err(Error::from_transport(e, "round")),
             };
-            g.unanswered().insert(from, 0);
+            g.unanswered()
+                .insert(from, (0, g.inner().transport.incarnation(from)));
             let (r, outcome, why) = match parse_update(msg.as_ref(), model.len()) {
                 Ok((r, weight, update)) if r == round && invited.contains(&from) => {
                     match arrived.entry(from) {

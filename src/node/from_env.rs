@@ -173,6 +173,9 @@ impl Node {
         if let Some((n, v)) = lookup("LIVENESS_S") {
             node.liveness = positive_seconds(n, &v)?;
         }
+        if let Some((n, v)) = lookup("FLEET_AWAY_S") {
+            node = node.fleet(positive_seconds(n, &v)?);
+        }
         if let Some(max) = parse::<u64>("MAX_MESSAGE_BYTES")? {
             node.max_message_bytes = max;
         }

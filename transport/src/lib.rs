@@ -394,6 +394,12 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn forget(&self, comm: u64) {
         let _ = comm;
     }
+    /// How often `peer` came back on a new link: a fleet's worker that
+    /// returned, or its coordinator (`Spec::fleet`); 0 elsewhere.
+    fn incarnation(&self, peer: u32) -> u64 {
+        let _ = peer;
+        0
+    }
     /// Ranks this endpoint knows have failed, ascending: gone without a
     /// goodbye (reset, EOF, exited), silent for the liveness limit, or a
     /// same-host process stopped that long.

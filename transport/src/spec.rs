@@ -127,6 +127,16 @@ pub struct Spec {
     /// The symmetric heap's size in bytes (`HEAP_MB`; 0: none): checked
     /// equal in every link's handshake.
     pub heap_bytes: u64,
+    /// A fleet (`FLEET`; `None`: not one): a star over TCP whose workers
+    /// come and go. A worker whose link ends is away, not failed — no one
+    /// is told, nothing is revoked — and may come back, from any address,
+    /// by dialling again with its identity; the coordinator's door admits
+    /// it at any time, its new link replacing the old. A worker whose
+    /// coordinator is away dials it again with backoff for this long
+    /// before it gives up (then calls naming rank 0 fail). Workers absent
+    /// at formation come later; the coordinator waits for them only until
+    /// the deadline.
+    pub fleet: Option<Duration>,
 }
 
 impl std::fmt::Debug for Spec {
@@ -155,6 +165,7 @@ impl std::fmt::Debug for Spec {
             shared_memory,
             shm_single_copy,
             heap_bytes,
+            fleet,
         } = self;
         f.debug_struct("Spec")
             .field("rank", rank)
@@ -179,6 +190,7 @@ impl std::fmt::Debug for Spec {
             .field("shared_memory", shared_memory)
             .field("shm_single_copy", shm_single_copy)
             .field("heap_bytes", heap_bytes)
+            .field("fleet", fleet)
             .finish()
     }
 }
@@ -223,6 +235,7 @@ impl Spec {
             shared_memory: true,
             shm_single_copy: crate::DEFAULT_SHM_SINGLE_COPY,
             heap_bytes: 0,
+            fleet: None,
         }
     }
 
@@ -253,6 +266,7 @@ impl Spec {
             peer_budget_bytes: self.peer_budget_bytes,
             lane_depth: self.lane_depth,
             ranks_here: self.peers.iter().filter(|a| Some(a.ip()) == me).count(),
+            fleet: self.fleet.is_some(),
         }
     }
 

@@ -284,6 +284,11 @@ impl Gate {
         lock(&self.expect).clear();
     }
 
+    /// The ranks admitted or being admitted (see `Door::claimed`).
+    pub(crate) fn claimed(&self) -> Arc<Mutex<BTreeSet<u32>>> {
+        Arc::clone(&self.claimed)
+    }
+
     /// The ranks admitted: whoever holds it may admit more (a tree's
     /// orphans, once formation is over).
     pub(crate) fn expecting(&self) -> Arc<Mutex<BTreeSet<u32>>> {

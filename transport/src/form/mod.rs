@@ -108,6 +108,9 @@ pub(crate) type Adopt = Box<dyn Fn(u32, TcpStream, Keys) + Send + Sync>;
 #[derive(Clone)]
 pub(crate) struct Door {
     pub expect: Arc<std::sync::Mutex<BTreeSet<u32>>>,
+    /// The ranks admitted so far: a rank released from it (a fleet's
+    /// worker, once its new link is up) may be admitted again.
+    pub claimed: Arc<std::sync::Mutex<BTreeSet<u32>>>,
     pub adopt: Arc<std::sync::OnceLock<Adopt>>,
 }
 
@@ -267,6 +270,17 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
             missing.sort_unstable();
             break match missing.iter().find_map(|r| suspects.remove(r)) {
                 None if missing.is_empty() => Ok(()),
+                // A fleet's coordinator goes on with the workers present:
+                // the others are away, and come when they come.
+                None if cfg.fleet.is_some() && rank == 0 => {
+                    tracing::warn!(
+                        ?missing,
+                        "{} of {} workers are not here yet; going on without them",
+                        missing.len(),
+                        world - 1
+                    );
+                    Ok(())
+                }
                 Some(e) => Err(e),
                 None => Err(FormationError::Timeout { missing }),
             };
@@ -304,6 +318,7 @@ pub(crate) fn form(spec: &Spec, transport: u64) -> Result<Formed, FormationError
         g.admit_nobody();
         let d = Door {
             expect: g.expecting(),
+            claimed: g.claimed(),
             adopt: Arc::default(),
         };
         let adopt = Arc::clone(&d.adopt);

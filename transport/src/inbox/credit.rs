@@ -127,7 +127,7 @@ impl State {
 }
 
 /// `src`'s debt changed: list it for the glance, once until it is taken up.
-fn list_owed(p: &mut Peer, changed: &mut Vec<u32>, src: u32) {
+pub(super) fn list_owed(p: &mut Peer, changed: &mut Vec<u32>, src: u32) {
     if !std::mem::replace(&mut p.owed_listed, true) {
         changed.push(src);
     }

@@ -39,6 +39,43 @@ impl Inbox {
         st.wake(Change::All);
     }
 
+    /// `src` is back on a new link (a fleet's worker, or its coordinator,
+    /// that came again): it stands as at formation. What its last link
+    /// delivered and nobody took is dropped, and neither side owes the
+    /// other credit any more — each starts the new link with its whole
+    /// budget, as the other's fresh inbox expects.
+    pub(crate) fn revive(&self, src: u32) {
+        let mut st = self.lock();
+        let State {
+            lanes,
+            lane_due,
+            owed_changed,
+            peers,
+            ..
+        } = &mut *st;
+        let Some(p) = peers.get_mut(src as usize) else {
+            return;
+        };
+        lanes.retain(|(from, _), _| *from != src);
+        lane_due.retain(|(from, _), _| *from != src);
+        p.gone = false;
+        p.left = false;
+        p.silent = false;
+        p.failed_order = 0;
+        p.last_progress = super::stamp::stamp();
+        p.queued_bytes = 0;
+        p.budgeted_bytes = 0;
+        p.credit_due = 0;
+        p.credit_wanted = false;
+        p.most_lane_due = 0;
+        p.due_lane = None;
+        p.owed_lanes = 0;
+        p.budgeted_lanes = 0;
+        p.other_lanes = 0;
+        super::credit::list_owed(p, owed_changed, src);
+        st.wake(Change::All);
+    }
+
     /// `src` said goodbye: when its link ends, it left rather than
     /// failed.
     pub(crate) fn set_left(&self, src: u32) {

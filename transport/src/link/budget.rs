@@ -118,6 +118,13 @@ impl Budget {
         *self.queued.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Nothing reserved any more: what was reserved for a link that
+    /// ended will never be released (a fleet's peer back on a new link).
+    pub(crate) fn reset(&self) {
+        *self.queued.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+        self.wake();
+    }
+
     /// Give back `n` bytes (more than reserved clamps at zero).
     pub(crate) fn release(&self, n: usize) {
         let mut q = self.queued.lock().unwrap_or_else(|e| e.into_inner());

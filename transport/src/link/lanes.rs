@@ -30,6 +30,14 @@ impl InFlight {
         }
     }
 
+    /// Nothing is in flight to `dst` any more (its inbox was made anew).
+    pub(super) fn forget(&mut self, dst: u32) {
+        self.lanes.retain(|(to, _), _| *to != dst);
+        if let Some(o) = self.open.get_mut(dst as usize) {
+            *o = 0;
+        }
+    }
+
     /// Whether one more message fits on `dst`'s lane `key`.
     fn has_room(&self, dst: u32, key: LaneKey, depth: u32) -> bool {
         match self.lanes.get(&(dst, key)) {

@@ -348,6 +348,15 @@ pub(crate) trait Reattach: Send + Sync + fmt::Debug {
     fn admit(&self, ranks: &[u32]);
 }
 
+/// How a fleet's links come and go: the backend's side of a star whose
+/// workers are away rather than failed when their links end
+/// (`Spec::fleet`).
+pub(crate) trait Churn: Send + Sync + fmt::Debug {
+    /// `peer` has been silent for the liveness limit: its link is cut
+    /// (a worker is then away; a worker's coordinator is dialled again).
+    fn silent(&self, peer: u32);
+}
+
 /// What the rank's links share; see the module docs.
 #[derive(Debug)]
 pub struct Core {
@@ -358,6 +367,13 @@ pub struct Core {
     pub(crate) star: bool,
     /// The shape is sparse: every rank relays.
     pub(crate) sparse: bool,
+    /// A fleet (`Spec::fleet`): a link's end leaves its peer away, not
+    /// failed; nobody is told of it, and it may come back (`revive`).
+    pub(crate) fleet: bool,
+    /// A fleet's links (set by the TCP backend).
+    churn: OnceLock<Arc<dyn Churn>>,
+    /// By peer, how often it came back on a new link.
+    incarnations: Vec<AtomicU64>,
     /// Sparse: by source rank, the neighbour its frames to this rank
     /// arrive from (on a tree, around the failed ranks).
     via: Vec<AtomicU32>,
@@ -418,6 +434,8 @@ pub(crate) struct CoreConfig {
     /// Ranks sharing this host's cores (spinning pays only with a core
     /// each).
     pub ranks_here: usize,
+    /// A fleet: see `Core::fleet`.
+    pub fleet: bool,
 }
 
 impl Core {
@@ -442,6 +460,9 @@ impl Core {
             shape,
             star: shape == Shape::Star,
             sparse,
+            fleet: cfg.fleet,
+            churn: OnceLock::new(),
+            incarnations: (0..world).map(|_| AtomicU64::new(0)).collect(),
             via,
             dead: (0..world).map(|_| AtomicBool::new(false)).collect(),
             reattach: OnceLock::new(),
@@ -901,6 +922,45 @@ impl Core {
         let _ = self.reattach.set(r);
     }
 
+    /// Set how a fleet's links come and go (the TCP backend).
+    pub(crate) fn set_churn(&self, c: Arc<dyn Churn>) {
+        let _ = self.churn.set(c);
+    }
+
+    /// `peer` is back on a new link (a fleet's): it stands as at
+    /// formation, neither side owing the other anything (see
+    /// `Inbox::revive`).
+    pub(crate) fn revive(&self, peer: u32) {
+        let Some(lost) = self.lost.get(peer as usize) else {
+            return;
+        };
+        self.inbox.revive(peer);
+        if let Some(b) = self.flow.get(peer as usize) {
+            b.reset();
+        }
+        self.lanes_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(peer);
+        self.lanes_freed.notify_all();
+        lost.store(false, Ordering::Release);
+    }
+
+    /// `peer`'s new link is up (after [`revive`](Self::revive)): one more
+    /// incarnation.
+    pub(crate) fn came_back(&self, peer: u32) {
+        if let Some(n) = self.incarnations.get(peer as usize) {
+            n.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// How often `peer` came back on a new link (a fleet's; 0 elsewhere).
+    pub(crate) fn incarnation(&self, peer: u32) -> u64 {
+        self.incarnations
+            .get(peer as usize)
+            .map_or(0, |n| n.load(Ordering::Acquire))
+    }
+
     /// Whether this is the first news of `rank`'s end here (a link may
     /// report it from more than one thread; on a sparse shape it comes
     /// from every neighbour too).
@@ -919,7 +979,9 @@ impl Core {
     /// that route: the notice follows `failed`'s last frames there and
     /// cannot overtake them.
     pub(crate) fn spread(&self, failed: u32, how: Gone) {
-        if !self.star && !self.sparse {
+        // A fleet's workers come and go; none of them needs to hear of
+        // another's.
+        if self.fleet || !self.star && !self.sparse {
             // A mesh rank sees every member's end and silence on its own
             // link to it: a peer's word would only let a member make a
             // live rank look failed.
@@ -1060,6 +1122,11 @@ impl Core {
             "rank {peer} is silent (nothing heard for {:?})",
             self.silence_limit(peer)
         );
+        if let Some(churn) = self.churn.get() {
+            // A fleet's silent link is cut: its peer is away (or dialled
+            // again) as if the link had ended, and may come back.
+            return churn.silent(peer);
+        }
         for r in self.behind(peer) {
             self.inbox.set_silent(r, true);
         }

@@ -293,6 +293,10 @@ impl Transport for LinkTransport {
         self.core.failed()
     }
 
+    fn incarnation(&self, peer: u32) -> u64 {
+        self.core.incarnation(peer)
+    }
+
     fn liveness(&self) -> Duration {
         self.core.liveness()
     }

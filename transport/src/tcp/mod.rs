@@ -10,6 +10,7 @@
 //! [`Sink`]: the core for a TCP group, QUIC's order keeper when the link
 //! is a sidecar. This module knows nothing of QUIC.
 
+mod fleet;
 mod rx;
 mod stage;
 #[cfg(test)]
@@ -50,6 +51,9 @@ pub(crate) fn form_links(
     upgrade: form::Upgrade,
 ) -> Result<(Arc<Core>, Vec<form::Refuser>), FormationError> {
     let mut formed = form::form(spec, 0)?;
+    if spec.fleet.is_some() {
+        return Ok(form_fleet(spec, formed));
+    }
     let upgraded = upgrade(spec, &mut formed.streams)?;
     let core = Arc::new(Core::new(&spec.core_config()));
     let mut links: Vec<Option<Arc<dyn Link>>> = vec![None; spec.world as usize];
@@ -81,6 +85,28 @@ pub(crate) fn form_links(
         core.set_reattach(reattach);
     }
     Ok((core, formed.refuser.into_iter().collect()))
+}
+
+/// [`form_links`] for a fleet (`Spec::fleet`): every link replaceable,
+/// none upgraded to shared memory (a link that ends must leave a TCP
+/// door to come back through), and the coordinator's door open to every
+/// worker for the group's life.
+fn form_fleet(spec: &Spec, formed: form::Formed) -> (Arc<Core>, Vec<form::Refuser>) {
+    let core = Arc::new(Core::new(&spec.core_config()));
+    let claimed = formed.door.as_ref().map(|d| Arc::clone(&d.claimed));
+    let (fleet, links) = fleet::Fleet::form(&core, spec, formed.streams, claimed);
+    core.set_links(links);
+    core.set_churn(Arc::clone(&fleet) as Arc<dyn crate::link::Churn>);
+    if let Some(door) = &formed.door {
+        lock(&door.expect).extend(1..spec.world);
+        // Those formed are admitted again once they have gone.
+        lock(&door.claimed).clear();
+        let f = Arc::clone(&fleet);
+        let _ = door.adopt.set(Box::new(move |peer, stream, keys| {
+            f.install(peer, stream, &keys);
+        }));
+    }
+    (core, formed.refuser.into_iter().collect())
 }
 
 /// A tree's re-attachment over TCP (`link::Reattach`): an orphan dials its
