@@ -472,6 +472,16 @@ impl ProcessGroup {
         self.inner().transport.failed()
     }
 
+    /// How often `rank` came back on a new link: a fleet's worker that
+    /// returned (after its link dropped, from a new address, or as a new
+    /// process), or, on a worker, its coordinator (see [`Node::fleet`]).
+    /// 0 until it first does, and on every group that is not a fleet.
+    ///
+    /// [`Node::fleet`]: crate::Node::fleet
+    pub fn incarnation(&self, rank: u32) -> u64 {
+        self.inner().transport.incarnation(rank)
+    }
+
     /// Revoke the group: every member's pending and later calls on it
     /// fail at once with [`Error::Revoked`] — the way to stop a job
     /// everywhere after one rank meets a failure (`Recovery::Abort` does

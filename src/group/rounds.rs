@@ -14,6 +14,11 @@
 //! a round, and what it sends that does not fit (a length, a weight, a
 //! value that is not finite) is refused, never counted.
 //!
+//! On a fleet ([`Node::fleet`](crate::Node::fleet)) workers also come
+//! and go: one whose link dropped is offered nothing until it is back, a
+//! returning one (from a new address, or a new process with its rank) is
+//! offered the next round, owing nothing from before.
+//!
 //! The messages travel on a communicator of their own (so they never
 //! meet the group's point-to-point tags), point to point, under the
 //! links' budgets and credits:

@@ -338,6 +338,37 @@ impl Lab {
         Ok(ns)
     }
 
+    /// The NAT in front of `behind` (a namespace from
+    /// [`host_behind_nat`](Self::host_behind_nat)) forgets its mappings
+    /// and maps from other ports from now on (61000-61099, outside
+    /// Linux's default ephemeral range, so every mapping is new): what a
+    /// home router does when it reboots or its table overflows. A
+    /// connection through it goes on from a new address, which its peer
+    /// does not know (it answers with a reset).
+    pub fn rebind_nat(&self, behind: &str) -> Result<(), String> {
+        let rtr = format!("{behind}r");
+        let public = self
+            .hosts
+            .iter()
+            .find(|(ns, ..)| *ns == rtr)
+            .map(|(_, dev, _)| dev.clone())
+            .ok_or_else(|| format!("{behind} is not behind a NAT of this lab"))?;
+        run_in(&rtr, &["nft", "flush", "chain", "ip", "nat", "post"])?;
+        for rule in [
+            &["meta", "l4proto", "tcp", "masquerade", "to", ":61000-61099"][..],
+            &["masquerade"][..],
+        ] {
+            let mut args = vec![
+                "nft", "add", "rule", "ip", "nat", "post", "oifname", &public,
+            ];
+            args.extend_from_slice(rule);
+            run_in(&rtr, &args)?;
+        }
+        // No entry left: exit status 1 with nothing flushed is fine too.
+        let _ = run_in(&rtr, &["conntrack", "-F"]);
+        Ok(())
+    }
+
     /// Limit `dev` in `ns` to `rate` (tc syntax, e.g. "50mbit").
     pub fn rate_limit(&self, ns: &str, dev: &str, rate: &str) -> Result<(), String> {
         run_in(

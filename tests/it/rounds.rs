@@ -532,3 +532,338 @@ fn coordinator_rounds(ranks: &crate::procs::Ranks) -> Vec<(String, Vec<u32>, Vec
         })
         .collect()
 }
+
+/// Whether worker `rank` leaves after round `round` is offered to it
+/// (before it answers), in a churn of `percent` % of the workers a
+/// round: a fixed spread, the same in the worker and in the test.
+fn scheduled_leave(rank: u32, round: u64, percent: u64) -> bool {
+    (u64::from(rank) * 104_729 + round * 7_919 + 13) % 100 < percent
+}
+
+/// A rank of the churning fleet (`FLEET_AWAY_S` set): rank 0 coordinates
+/// `ROUNDS` rounds of `ROUND_MS`, checking each average against
+/// [`expected`] and printing `ROUND <r> <participants> <late> <applied>
+/// <ms>`. A worker takes part until the rounds end; in the rounds
+/// [`scheduled_leave`] picks (`CHURN_PERCENT`, none in the last two) it
+/// leaves on the offer, dropping its group, stays away for a part of a
+/// round, and comes back with a group of its own (its rank, proven with
+/// the token); in the rounds [`scheduled_late`] picks (`LATE_PERCENT`) it
+/// holds its update back until the next offer. A worker's words: `left<r>`,
+/// `back`, `done<r>`, `late<r>`.
+#[allow(
+    clippy::print_stdout,
+    reason = "rank processes report to the test on stdout"
+)]
+pub(crate) fn churn(g: std::sync::Arc<meshwork::ProcessGroup>) -> meshwork::Result<String> {
+    use std::io::Write;
+    let var = |name: &str, default: u64| -> u64 {
+        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
+    };
+    let rounds = var("ROUNDS", 20);
+    let round_ms = var("ROUND_MS", 1500);
+    let (churn, late_percent) = (var("CHURN_PERCENT", 10), var("LATE_PERCENT", 10));
+    let pace = Duration::from_millis(var("PACE_MS", 0));
+    if g.rank() == 0 {
+        let config = RoundConfig {
+            deadline: Duration::from_millis(round_ms),
+            min_updates: 1,
+        };
+        let mut c = g.round_coordinator(config)?;
+        let mut model = vec![0.5f32; 1024];
+        let mut wrong = 0;
+        println!("READY");
+        let _ = std::io::stdout().flush();
+        for _ in 0..rounds {
+            // Rounds spaced out, as training between them would.
+            #[allow(clippy::disallowed_methods, reason = "time between rounds")]
+            std::thread::sleep(pace);
+            let before = model.clone();
+            let started = std::time::Instant::now();
+            let report = c.round(&mut model)?;
+            let took = started.elapsed().as_millis();
+            if report.applied && model != expected(&report.participants, report.round, &before) {
+                wrong += 1;
+            }
+            println!(
+                "ROUND {} {:?} {:?} {} {took}",
+                report.round, report.participants, report.late, report.applied
+            );
+            let _ = std::io::stdout().flush();
+        }
+        c.finish()?;
+        let returns: Vec<u64> = (1..g.world_size()).map(|w| g.incarnation(w)).collect();
+        return Ok(format!("rounds {rounds} wrong {wrong} returns {returns:?}"));
+    }
+    let rank = g.rank();
+    let wait = Duration::from_secs(60);
+    let mut g = Some(g);
+    let mut words = Vec::new();
+    println!("READY");
+    let _ = std::io::stdout().flush();
+    let mut offer = None;
+    // How often this group's coordinator came back (a new link).
+    let mut links = 0;
+    loop {
+        let group = g.as_ref().expect("a group while present");
+        let mut p = group.round_participant()?;
+        let o = match offer.take() {
+            Some(o) => o,
+            None => match p.next_round(wait)? {
+                Some(o) => o,
+                None => break,
+            },
+        };
+        if group.incarnation(0) != links {
+            links = group.incarnation(0);
+            words.push("back".into());
+        }
+        if scheduled_leave(rank, o.round, churn) && o.round + 2 < rounds {
+            words.push(format!("left{}", o.round));
+            drop(g.take());
+            // Away for a part of a round: a device offline for a while,
+            // not synchronisation (whenever it is back, it takes the next
+            // round offered).
+            let away = Duration::from_millis(round_ms * u64::from((rank * 31) % 10) / 10);
+            #[allow(clippy::disallowed_methods, reason = "a worker away for a while")]
+            std::thread::sleep(away);
+            g = Some(meshwork::Node::from_env()?.connect()?);
+            words.push("back".into());
+            continue;
+        }
+        let mine = update(rank, o.round, &o.model);
+        if scheduled_late(rank, o.round, late_percent) && o.round + 1 < rounds {
+            // Held back until the next offer: late.
+            offer = p.next_round(wait)?;
+            if offer.is_none() {
+                break;
+            }
+        }
+        match p.submit(&o, &mine, weight(rank)) {
+            Ok(RoundOutcome::Done { .. }) => words.push(format!("done{}", o.round)),
+            Ok(RoundOutcome::Late { round }) => words.push(format!("late{round}")),
+            Ok(other) => words.push(format!("{other:?}")),
+            // Its link went with the update on it: the round is lost to
+            // it, the next is not.
+            Err(e) => words.push(format!("lost{}:{e}", o.round)),
+        }
+    }
+    let coordinator_back = g.as_ref().map_or(0, |g| g.incarnation(0));
+    Ok(format!(
+        "done [{}] coordinator back {coordinator_back}",
+        words.join(" ")
+    ))
+}
+
+/// The fleet of the issue, at `CHURN_WORKERS` workers (16 here; 100 and
+/// `CHURN_ROUNDS=50` by hand): processes in a star over TCP with a token
+/// (`FLEET_AWAY_S`), in each round about 10 % of the workers leaving
+/// (dropping their groups) and 10 % coming back with new ones, and 10 %
+/// of the updates late. Every round ends by its deadline (and the time
+/// to send its results), averages exactly its participants (the
+/// coordinator checks the average against an independent computation;
+/// here, its participants are exactly the workers told `Done` for it),
+/// late updates are answered `Late`, a returning worker's next update
+/// counts, the coordinator never fails and every worker ends.
+#[test]
+#[allow(clippy::print_stdout, reason = "the run's figures, for the record")]
+fn faults_rounds_a_churning_fleet() {
+    use crate::procs::{spawn, Launch};
+    let var = |name: &str, default: u32| -> u32 {
+        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
+    };
+    let workers = var("CHURN_WORKERS", 16);
+    let rounds = u64::from(var("CHURN_ROUNDS", 12));
+    const ROUND_MS: u64 = 1500;
+    const PERCENT: u64 = 10;
+    let mut launch = Launch::loopback(1 + workers, "star", 60.0).on("tcp");
+    launch.set("HOLD_ON_ERROR", "1");
+    launch.set("FLEET_AWAY_S", "60");
+    launch.set("CLUSTER_TOKEN", "churn-test-token-0123456789abcdef");
+    launch.set("ROUNDS", &rounds.to_string());
+    launch.set("ROUND_MS", &ROUND_MS.to_string());
+    launch.set("CHURN_PERCENT", &PERCENT.to_string());
+    launch.set("LATE_PERCENT", &PERCENT.to_string());
+    let mut ranks = spawn(&launch, "churn");
+    let all: Vec<u32> = (0..=workers).collect();
+    let results = ranks.wait_for(&all, "RESULT ", Duration::from_secs(600));
+    let lines = coordinator_rounds(&ranks);
+    assert_eq!(lines.len() as u64, rounds, "{lines:#?}");
+    let mut done_in: Vec<Vec<u32>> = vec![Vec::new(); rounds as usize];
+    let (mut left, mut late) = (0, 0);
+    let returns = churn_returns(&results, rounds);
+    for (rank, line) in &results {
+        if *rank == 0 {
+            continue;
+        }
+        let words = line
+            .strip_prefix("RESULT ok done [")
+            .and_then(|w| w.strip_suffix("] coordinator back 0"))
+            .unwrap_or_else(|| panic!("rank {rank}: {line}"));
+        let words: Vec<&str> = words.split(' ').filter(|w| !w.is_empty()).collect();
+        for (i, w) in words.iter().enumerate() {
+            if let Some(r) = w.strip_prefix("done") {
+                done_in[r.parse::<usize>().unwrap()].push(*rank);
+            } else if let Some(r) = w.strip_prefix("late") {
+                let r: u64 = r.parse().unwrap();
+                assert!(scheduled_late(*rank, r, PERCENT), "rank {rank}: {line}");
+                late += 1;
+            } else if *w == "back" {
+                // Its next update counts (unless it holds that one back).
+                let next = words[i + 1..]
+                    .iter()
+                    .find(|w| w.starts_with("done") || w.starts_with("late"));
+                if let Some(next) = next {
+                    let r: u64 = next
+                        .trim_start_matches(char::is_alphabetic)
+                        .parse()
+                        .unwrap();
+                    assert!(
+                        next.starts_with("done") || scheduled_late(*rank, r, PERCENT),
+                        "rank {rank} came back and its next update did not count: {line}"
+                    );
+                }
+            } else {
+                assert!(w.starts_with("left"), "rank {rank}: {w} in {line}");
+                left += 1;
+            }
+        }
+        // The coordinator counted each return of it, and no other.
+        let back = words.iter().filter(|w| **w == "back").count() as u64;
+        assert_eq!(returns[*rank as usize - 1], back, "rank {rank}: {line}");
+    }
+    let mut longest = 0;
+    for (r, (line, took_part, _)) in lines.iter().enumerate() {
+        let mut told = done_in[r].clone();
+        told.sort_unstable();
+        assert_eq!(
+            &told, took_part,
+            "round {r}: the workers told Done are its participants: {line}"
+        );
+        let ms: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(
+            ms < ROUND_MS + 5_000,
+            "round {r} took {ms} ms against a deadline of {ROUND_MS}: {line}"
+        );
+        longest = longest.max(ms);
+    }
+    let took_part: usize = lines.iter().map(|l| l.1.len()).sum();
+    println!(
+        "{workers} workers, {rounds} rounds: {left} departures (and as many returns), {late} late updates, {took_part} updates averaged; the longest round {longest} ms (deadline {ROUND_MS})"
+    );
+    assert!(left > 0 && late > 0, "the schedule made no churn");
+}
+
+/// The coordinator's result in a churn run: `wrong 0`, and how often each
+/// worker came back (by worker, from rank 1).
+fn churn_returns(results: &[(u32, String)], rounds: u64) -> Vec<u64> {
+    let line = &results
+        .iter()
+        .find(|(r, _)| *r == 0)
+        .expect("rank 0's result")
+        .1;
+    let returns = line
+        .strip_prefix(&format!("RESULT ok rounds {rounds} wrong 0 returns ["))
+        .and_then(|l| l.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("the coordinator: {line}"));
+    returns
+        .split(", ")
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("the coordinator: {line}"))
+        })
+        .collect()
+}
+
+/// A worker behind the network lab's NAT, in a fleet of two workers
+/// over TCP with a token: after round 2 the NAT forgets its mappings
+/// and maps from new ports, so the worker's connection goes on from an
+/// address the coordinator does not know. The worker dials again,
+/// proving its rank, and takes part in the rounds that follow; the other
+/// worker never notices, and every round averages exactly its
+/// participants.
+#[test]
+fn netlab_rounds_a_worker_behind_a_nat_that_rebinds_takes_part_again() {
+    use crate::netlab::Lab;
+    use crate::procs::{spawn, Launch};
+    let Some(mut lab) = Lab::or_skip("nat-rebind") else {
+        return;
+    };
+    let n = lab.net;
+    let (coord, _) = lab.lan_host("c", 10).unwrap();
+    let natted = lab.host_behind_nat("w1", 20).unwrap();
+    let (w2, _) = lab.lan_host("w2", 12).unwrap();
+    const ROUNDS: u64 = 10;
+    let launch = Launch {
+        world: 3,
+        env: [
+            ("PEERS", format!("10.77.{n}.10:29500")),
+            ("TOPOLOGY", "star".into()),
+            ("TRANSPORT", "tcp".into()),
+            ("TIMEOUT_S", "20".into()),
+            ("FLEET_AWAY_S", "30".into()),
+            ("CLUSTER_TOKEN", "netlab-rebind-token-0123456789".into()),
+            ("HOLD_ON_ERROR", "1".into()),
+            ("ROUNDS", ROUNDS.to_string()),
+            ("ROUND_MS", "1000".into()),
+            ("CHURN_PERCENT", "0".into()),
+            ("LATE_PERCENT", "0".into()),
+            ("PACE_MS", "500".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        wrap: Lab::exec_in_each([&coord, &natted, &w2]),
+        sockets: Default::default(),
+    };
+    let mut ranks = spawn(&launch, "churn");
+    ranks.wait_for(&[0], "ROUND 2 ", Duration::from_secs(60));
+    lab.rebind_nat(&natted).unwrap();
+    let results = ranks.wait_for(&[0, 1, 2], "RESULT ", Duration::from_secs(120));
+    let returns = churn_returns(&results, ROUNDS);
+    assert!(
+        returns[0] >= 1,
+        "the worker behind the NAT never came back: {results:?}"
+    );
+    assert_eq!(returns[1], 0, "{results:?}");
+    let lines = coordinator_rounds(&ranks);
+    assert_eq!(lines.len() as u64, ROUNDS, "{lines:#?}");
+    for (r, (line, took_part, _)) in lines.iter().enumerate() {
+        assert!(took_part.contains(&2), "round {r}: {line}");
+        if r <= 2 {
+            assert!(took_part.contains(&1), "round {r}: {line}");
+        }
+    }
+    let worker = &results.iter().find(|(r, _)| *r == 1).unwrap().1;
+    assert!(
+        !worker.ends_with("coordinator back 0"),
+        "the worker never dialled again: {worker}"
+    );
+    // From the first offer after it was back, it took part in every
+    // round, and the coordinator averaged it in each.
+    let words: Vec<&str> = worker
+        .split(['[', ']'])
+        .nth(1)
+        .unwrap_or("")
+        .split(' ')
+        .collect();
+    let back = words.iter().position(|w| *w == "back").expect(worker);
+    let after = &words[back + 1..];
+    assert!(
+        !after.is_empty() && after.iter().all(|w| w.starts_with("done")),
+        "{worker}"
+    );
+    for w in after {
+        let r: usize = w["done".len()..].parse().unwrap();
+        assert!(lines[r].1.contains(&1), "round {r}: {}", lines[r].0);
+    }
+    assert_eq!(
+        results.iter().find(|(r, _)| *r == 2).unwrap().1,
+        format!(
+            "RESULT ok done [{}] coordinator back 0",
+            (0..ROUNDS)
+                .map(|r| format!("done{r}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    );
+}

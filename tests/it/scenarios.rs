@@ -63,6 +63,10 @@ fn rank_process_entry() {
         if scenario == "nemesis" {
             return crate::nemesis::job(g);
         }
+        if scenario == "churn" {
+            // Takes the group: a worker drops it when it leaves.
+            return crate::rounds::churn(g);
+        }
         let r = match scenario.as_str() {
             "all" => all_collectives(&g),
             "loop" => loop_until_error(&g),
