@@ -17,6 +17,8 @@ mod quorum_tests;
 mod recovery;
 mod rounds;
 pub(crate) mod rpc;
+mod secagg;
+mod secure_round;
 mod split;
 mod work;
 

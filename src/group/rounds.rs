@@ -25,7 +25,7 @@
 //!
 //! | tag | from → to | body (little-endian) |
 //! |---|---|---|
-//! | `OFFER` | coordinator → worker | round `u64`, deadline in ms `u64`, then the model's `f32`s; round `u64::MAX`, nothing more: the rounds are over |
+//! | `OFFER` | coordinator → worker | round `u64`, deadline in ms `u64`, threshold `u32` (0: a plain round; else a secure one, `secure_round.rs`), then the model's `f32`s; round `u64::MAX`, nothing more: the rounds are over |
 //! | `UPDATE` | worker → coordinator | round `u64`, weight `f32`, then the update's `f32`s |
 //! | `RESULT` | coordinator → worker | round `u64`, outcome `u8`, then per outcome (below) |
 //!
@@ -85,6 +85,10 @@ pub struct Offer {
     pub model: Vec<f32>,
     /// How long the round waits for updates from its offer.
     pub deadline: Duration,
+    /// A secure round's threshold (the fewest workers whose shares
+    /// unmask the sum; see [`RoundCoordinator::secure_round`]); `None`
+    /// for a plain round. `submit` runs the secure steps by itself.
+    pub threshold: Option<u32>,
 }
 
 /// What became of a worker's update.
@@ -129,7 +133,7 @@ const RESULT: u64 = 3;
 const END: u64 = u64::MAX;
 
 const DONE: u8 = 0;
-const LATE: u8 = 1;
+pub(super) const LATE: u8 = 1;
 const TOO_FEW: u8 = 2;
 const REFUSED: u8 = 3;
 
@@ -144,7 +148,7 @@ const MAX_UNANSWERED: u32 = 2;
 /// Answers (refusals, lates) one worker gets per round at most: a worker
 /// that sends update after update without reading cannot make the
 /// coordinator wait on its full lane.
-const MAX_ANSWERS: u32 = 2;
+pub(super) const MAX_ANSWERS: u32 = 2;
 
 /// How long `finish` waits for updates still on their way.
 const FINISH_GRACE: Duration = Duration::from_millis(200);
@@ -153,7 +157,7 @@ const FINISH_GRACE: Duration = Duration::from_millis(200);
 #[derive(Debug, Default)]
 pub(crate) struct RoundsState {
     /// The next round's number.
-    next: AtomicU64,
+    pub(super) next: AtomicU64,
     /// A round (or `finish`) is running on this rank now.
     running: AtomicBool,
     /// Offers each worker has not answered, in a row, and the
@@ -165,7 +169,7 @@ pub(crate) struct RoundsState {
 }
 
 /// Holds `RoundsState::running` while one round or `finish` runs.
-struct Running<'a>(&'a AtomicBool);
+pub(super) struct Running<'a>(&'a AtomicBool);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
@@ -217,7 +221,7 @@ impl ProcessGroup {
     }
 
     /// The lane of the rounds' messages tagged `tag`.
-    fn round_key(&self, tag: u64) -> LaneKey {
+    pub(super) fn round_key(&self, tag: u64) -> LaneKey {
         LaneKey {
             comm: self.rounds_comm(),
             kind: LaneKind::PointToPoint,
@@ -227,7 +231,7 @@ impl ProcessGroup {
 
     /// This rank's claim to run a round (or `finish`) now: one at a time,
     /// or two would take each other's updates.
-    fn claim_rounds(&self, op: &str) -> Result<Running<'_>> {
+    pub(super) fn claim_rounds(&self, op: &str) -> Result<Running<'_>> {
         if self.rounds.running.swap(true, Ordering::AcqRel) {
             return Err(Error::InvalidArgument(format!(
                 "{op}: another round is running on this group now; run one at a time"
@@ -243,8 +247,14 @@ impl ProcessGroup {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `from` answered: it owes no offers (in its incarnation now).
+    pub(super) fn answered(&self, from: u32) {
+        let incarnation = self.inner().transport.incarnation(from);
+        self.unanswered().insert(from, (0, incarnation));
+    }
+
     /// Send a round message; a worker that is gone is away, not an error.
-    fn round_send(&self, to: u32, tag: u64, body: &[u8]) -> Result<bool> {
+    pub(super) fn round_send(&self, to: u32, tag: u64, body: &[u8]) -> Result<bool> {
         let inner = self.inner();
         inner.check_usable()?;
         match inner.transport.send(to, self.round_key(tag), &[body]) {
@@ -260,8 +270,8 @@ impl ProcessGroup {
 /// Rank 0's side of the rounds ([`ProcessGroup::round_coordinator`]).
 #[derive(Debug)]
 pub struct RoundCoordinator<'g> {
-    g: &'g ProcessGroup,
-    config: RoundConfig,
+    pub(super) g: &'g ProcessGroup,
+    pub(super) config: RoundConfig,
 }
 
 impl RoundCoordinator<'_> {
@@ -277,26 +287,7 @@ impl RoundCoordinator<'_> {
         let _running = g.claim_rounds("round")?;
         // Numbered on the group, so a coordinator made again goes on.
         let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
-        let failed = g.inner().transport.failed();
-        let deadline_ms = u64::try_from(self.config.deadline.as_millis()).unwrap_or(u64::MAX);
-        let mut offer = Vec::with_capacity(16 + 4 * model.len());
-        offer.extend_from_slice(&round.to_le_bytes());
-        offer.extend_from_slice(&deadline_ms.to_le_bytes());
-        offer.extend_from_slice(bytemuck::cast_slice(model));
-        let mut invited = Vec::new();
-        for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
-            // A worker that left its last offers unanswered is asleep or
-            // slow: offered nothing more until it answers.
-            let incarnation = g.inner().transport.incarnation(w);
-            let owed = match g.unanswered().get(&w) {
-                Some(&(n, i)) if i == incarnation => n,
-                _ => 0,
-            };
-            if owed < MAX_UNANSWERED && g.round_send(w, OFFER, &offer)? {
-                invited.push(w);
-                g.unanswered().insert(w, (owed + 1, incarnation));
-            }
-        }
+        let invited = self.invite(round, 0, model)?;
         let deadline = Instant::now() + self.config.deadline;
         let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
         let mut answers: HashMap<u32, u32> = HashMap::new();
@@ -310,8 +301,7 @@ impl RoundCoordinator<'_> {
                 Err(TransportError::Timeout { .. }) => break,
                 Err(e) => return Err(Error::from_transport(e, "round")),
             };
-            g.unanswered()
-                .insert(from, (0, g.inner().transport.incarnation(from)));
+            g.answered(from);
             let (r, outcome, why) = match parse_update(msg.as_ref(), model.len()) {
                 Ok((r, weight, update)) if r == round && invited.contains(&from) => {
                     match arrived.entry(from) {
@@ -363,19 +353,9 @@ impl RoundCoordinator<'_> {
                 }
             }
             average = sum.iter().map(|s| (s / total_weight) as f32).collect();
-            let mut body = Vec::new();
-            body.extend_from_slice(&total_weight.to_le_bytes());
-            for list in [&participants, &late] {
-                body.extend_from_slice(&(list.len() as u32).to_le_bytes());
-                list.iter()
-                    .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
-            }
-            body.extend_from_slice(bytemuck::cast_slice(&average));
-            answer(round, DONE, &body)
+            result_done(round, total_weight, &participants, &late, &average)
         } else {
-            let mut body = (participants.len() as u32).to_le_bytes().to_vec();
-            body.extend_from_slice(&self.config.min_updates.to_le_bytes());
-            answer(round, TOO_FEW, &body)
+            result_too_few(round, participants.len() as u32, self.config.min_updates)
         };
         for &w in &participants {
             g.round_send(w, RESULT, &result)?;
@@ -453,10 +433,12 @@ impl RoundParticipant<'_> {
             return Ok(None);
         }
         let deadline = Duration::from_millis(bytes.get(8..16).map_or(0, le_u64));
+        let threshold = bytes.get(16..20).map_or(0, le_u32);
         Ok(Some(Offer {
             round,
-            model: f32s(bytes.get(16..).unwrap_or_default()),
+            model: f32s(bytes.get(20..).unwrap_or_default()),
             deadline,
+            threshold: (threshold > 0).then_some(threshold),
         }))
     }
 
@@ -487,6 +469,10 @@ impl RoundParticipant<'_> {
         if g.rounds.ended.load(Ordering::Acquire) {
             // The coordinator ended the rounds: it answers nothing more.
             return Ok(RoundOutcome::Late { round: offer.round });
+        }
+        if let Some(threshold) = offer.threshold {
+            g.inner().check_usable()?;
+            return super::secure_round::submit(g, offer, update, weight, threshold);
         }
         let mut body = Vec::with_capacity(12 + 4 * update.len());
         body.extend_from_slice(&offer.round.to_le_bytes());
@@ -523,6 +509,69 @@ impl RoundParticipant<'_> {
     }
 }
 
+/// Send `offer` to every worker present that owes fewer than
+/// [`MAX_UNANSWERED`] offers (a worker that left its last offers
+/// unanswered is asleep or slow: offered nothing more until it answers);
+/// the workers offered.
+pub(super) fn invite_key(g: &ProcessGroup, offer: &[u8]) -> Result<Vec<u32>> {
+    let failed = g.inner().transport.failed();
+    let mut invited = Vec::new();
+    for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
+        let incarnation = g.inner().transport.incarnation(w);
+        let owed = match g.unanswered().get(&w) {
+            Some(&(n, i)) if i == incarnation => n,
+            _ => 0,
+        };
+        if owed < MAX_UNANSWERED && g.round_send(w, OFFER, offer)? {
+            invited.push(w);
+            g.unanswered().insert(w, (owed + 1, incarnation));
+        }
+    }
+    Ok(invited)
+}
+
+/// A `RESULT` saying the round was averaged.
+pub(super) fn result_done(
+    round: u64,
+    total_weight: f64,
+    participants: &[u32],
+    late: &[u32],
+    average: &[f32],
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&total_weight.to_le_bytes());
+    for list in [participants, late] {
+        body.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        list.iter()
+            .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
+    }
+    body.extend_from_slice(bytemuck::cast_slice(average));
+    answer(round, DONE, &body)
+}
+
+/// A `RESULT` saying fewer than `min` arrived.
+pub(super) fn result_too_few(round: u64, arrived: u32, min: u32) -> Vec<u8> {
+    let mut body = arrived.to_le_bytes().to_vec();
+    body.extend_from_slice(&min.to_le_bytes());
+    answer(round, TOO_FEW, &body)
+}
+
+impl RoundParticipant<'_> {
+    /// For tests: take a secure round's steps up to the masked input and
+    /// stop there, sending nothing more — a worker that drops out after
+    /// masking (its masks are in the others' inputs, its shares with
+    /// them).
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn drop_after_masking(&mut self, offer: &Offer, update: &[f32], weight: f32) -> Result<()> {
+        let threshold = offer.threshold.ok_or_else(|| {
+            Error::InvalidArgument("drop_after_masking: not a secure round".into())
+        })?;
+        super::secure_round::submit_until(self.g, offer, update, weight, threshold, true)
+            .map(|_| ())
+    }
+}
+
 fn outcome_round(o: &RoundOutcome) -> u64 {
     match o {
         RoundOutcome::Done { report, .. } => report.round,
@@ -532,11 +581,11 @@ fn outcome_round(o: &RoundOutcome) -> u64 {
     }
 }
 
-fn le_u64(b: &[u8]) -> u64 {
+pub(super) fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
 }
 
-fn le_u32(b: &[u8]) -> u32 {
+pub(super) fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes(b.try_into().unwrap_or([0; 4]))
 }
 
@@ -547,7 +596,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-fn answer(round: u64, outcome: u8, body: &[u8]) -> Vec<u8> {
+pub(super) fn answer(round: u64, outcome: u8, body: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(9 + body.len());
     m.extend_from_slice(&round.to_le_bytes());
     m.push(outcome);
@@ -587,7 +636,7 @@ fn parse_update(b: &[u8], n: usize) -> std::result::Result<(u64, f32, Vec<f32>),
 }
 
 /// A coordinator's answer, or `None` if it does not parse.
-fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
+pub(super) fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
     let round = le_u64(b.get(..8)?);
     let body = b.get(9..)?;
     Some(match *b.get(8)? {

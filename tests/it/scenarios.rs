@@ -83,6 +83,7 @@ fn rank_process_entry() {
             "sparse" => crate::sparse::scenario(&g),
             "fleet" => crate::fleet::scenario(&g),
             "rounds" => crate::rounds::scenario(&g),
+            "secure" => crate::rounds::secure(&g),
             "relay" => crate::sparse::relay_scenario(&g),
             "stuck" => crate::forensics::scenario(&g, false),
             "stuck_in_barrier" => crate::forensics::scenario(&g, true),

@@ -25,6 +25,13 @@ impl Offer {
         self.inner.round
     }
 
+    /// A secure round's threshold (None: a plain round); `submit_update`
+    /// runs its steps by itself.
+    #[getter]
+    fn threshold(&self) -> Option<u32> {
+        self.inner.threshold
+    }
+
     /// The model the round starts from: a float32 numpy array (a copy).
     #[getter]
     fn model<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -58,14 +65,17 @@ impl ProcessGroup {
     /// replace `model` in place with the weighted average of exactly
     /// their updates. Returns `{"round", "participants", "late",
     /// "total_weight", "applied"}`. A late or absent worker never fails
-    /// the call or the group.
-    #[pyo3(signature = (model, deadline, min_updates = 1))]
+    /// the call or the group. `secure=t` (at least 2) makes it a secure
+    /// round: this rank learns only the participants' weighted sum, as
+    /// long as fewer than `t` workers collude with it.
+    #[pyo3(signature = (model, deadline, min_updates = 1, secure = 0))]
     fn round<'py>(
         &self,
         py: Python<'py>,
         model: &Bound<'_, PyAny>,
         deadline: f64,
         min_updates: u32,
+        secure: u32,
     ) -> PyResult<Bound<'py, PyDict>> {
         let deadline = seconds_arg(py, deadline)?;
         let mut a = array(model, "model", Access::Update)?;
@@ -75,7 +85,13 @@ impl ProcessGroup {
             deadline,
             min_updates,
         };
-        let r = self.blocking(py, |g| g.round_coordinator(config)?.round(buf))?;
+        let r = self.blocking(py, |g| {
+            let mut c = g.round_coordinator(config)?;
+            match secure {
+                0 => c.round(buf),
+                t => c.secure_round(buf, t),
+            }
+        })?;
         a.write_back()?;
         report(py, &r)
     }

@@ -49,6 +49,9 @@ struct Slot {
     peer: u32,
     now: RwLock<Option<Arc<TcpLink>>>,
     generation: AtomicU64,
+    /// This rank is leaving (its goodbye is queued): the link's end is
+    /// its own doing, not a reason to dial again, and no link comes back.
+    leaving: AtomicBool,
 }
 
 impl Slot {
@@ -77,6 +80,7 @@ impl Fleet {
                         peer,
                         now: RwLock::new(None),
                         generation: AtomicU64::new(0),
+                        leaving: AtomicBool::new(false),
                     })
                 })
                 .collect(),
@@ -139,7 +143,7 @@ impl Fleet {
         let Some(slot) = self.slots.get(peer as usize) else {
             return;
         };
-        if core.closing.load(Ordering::Acquire) {
+        if core.closing.load(Ordering::Acquire) || slot.leaving.load(Ordering::Acquire) {
             return;
         }
         // Ends of the old link are not this one's from here on.
@@ -154,7 +158,7 @@ impl Fleet {
                 *slot.now.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&link));
                 Arc::clone(&link).start(&core);
                 // Closing began meanwhile, and may have passed this slot.
-                if core.closing.load(Ordering::Acquire) {
+                if core.closing.load(Ordering::Acquire) || slot.leaving.load(Ordering::Acquire) {
                     link.close_end();
                     return;
                 }
@@ -187,8 +191,9 @@ impl Fleet {
             return;
         }
         let goodbye = core.inbox.has_left(peer);
-        if core.closing.load(Ordering::Acquire) || core.rank == 0 || goodbye {
-            if core.rank == 0 && !goodbye {
+        let leaving = core.closing.load(Ordering::Acquire) || slot.leaving.load(Ordering::Acquire);
+        if leaving || core.rank == 0 || goodbye {
+            if core.rank == 0 && !goodbye && !leaving {
                 tracing::info!(peer, "worker {peer} is away");
             }
             return core.lost(peer);
@@ -440,6 +445,7 @@ impl Link for Rejoin {
     }
 
     fn close_begin(&self) {
+        self.slot.leaving.store(true, Ordering::Release);
         if let Some(l) = self.slot.current() {
             l.close_begin();
         }
