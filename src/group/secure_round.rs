@@ -222,8 +222,8 @@ impl RoundCoordinator<'_> {
     /// coordinator learns only the weighted sum of the participants'
     /// updates (and their total weight), never one worker's update, as
     /// long as fewer than `threshold` workers collude with it (see the
-    /// module docs of `secure_round.rs` and docs/topologies.md, "Secure
-    /// rounds"). Workers that drop out after masking are removed from the
+    /// module docs of `secure_round.rs` and docs/topologies.md,
+    /// "Federated rounds"). Workers that drop out after masking are removed from the
     /// sum with `threshold` of the others' shares; the result is the
     /// average of exactly the workers whose masked input came in time, to
     /// within the fixed-point step. `threshold` is at least 2 and at most

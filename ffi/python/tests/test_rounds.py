@@ -62,6 +62,29 @@ def test_rounds_average_their_participants_and_answer_late_updates():
     assert out[1] == out[2] == [("done", 0), ("done", 1), ("done", 2)]
 
 
+def test_a_secure_round_is_the_plain_average_to_within_the_fixed_point_step():
+    def body(g):
+        if g.rank == 0:
+            model = np.linspace(-1, 1, 64).astype(np.float32)
+            before = model.copy()
+            r = g.round(model, deadline=5.0, secure=2)
+            g.finish_rounds()
+            want = expected(r["participants"], r["round"], before)
+            total = sum(weight(w) for w in r["participants"])
+            step = len(r["participants"]) * 0.5 / 2**24 / total
+            assert np.all(np.abs(model.astype(np.float64) - want) <= step + 2e-7 * np.abs(want))
+            return r["participants"], r["applied"]
+        offer = g.next_round(timeout=5.0)
+        assert offer.threshold == 2
+        got = g.submit_update(offer, update(g.rank, offer.round, offer.model), weight(g.rank))
+        assert g.next_round(timeout=5.0) is None
+        return got["outcome"]
+
+    out = run_world(4, body)
+    assert out[0] == ([1, 2, 3], True)
+    assert out[1:] == ["done"] * 3
+
+
 def test_bad_round_arguments_raise_invalid_argument():
     def body(g):
         if g.rank == 0:
