@@ -3,7 +3,9 @@ linear regression, each worker holds data of its own (a different number
 of samples each) and, when a round is offered, takes a few gradient steps
 on it and answers with its model and its sample count. A round ends at its
 deadline with the weighted average of the workers that answered in time;
-a worker that is late is told so and simply joins the next round.
+a worker that is late is told so and simply joins the next round. Every
+other round is secure (``secure=2``): rank 0 learns only the sum of the
+workers' weighted models, never one worker's.
 
     meshrun -n 5 -- python examples/python/federated.py
 
@@ -22,8 +24,8 @@ g = meshwork.connect()
 if g.rank == 0:
     model = np.zeros(TRUE_W.size, dtype=np.float32)
     took_part = 0
-    for _ in range(ROUNDS):
-        report = g.round(model, deadline=5.0, min_updates=1)
+    for r in range(ROUNDS):
+        report = g.round(model, deadline=5.0, min_updates=1, secure=2 if r % 2 else 0)
         took_part += len(report["participants"])
     g.finish_rounds()
     error = float(np.abs(model - TRUE_W).max())
