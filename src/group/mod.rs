@@ -20,6 +20,7 @@ pub(crate) mod rpc;
 mod secagg;
 mod secure_round;
 mod split;
+mod tree_round;
 mod work;
 
 pub use collectives::{Buffers, Call, OwnedBuffers};

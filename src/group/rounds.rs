@@ -14,6 +14,10 @@
 //! a round, and what it sends that does not fit (a length, a weight, a
 //! value that is not finite) is refused, never counted.
 //!
+//! On a relay tree, plain rounds sum the updates at the relays
+//! (`tree_round.rs`); secure rounds (`secure_round.rs`) hide each update
+//! from the coordinator.
+//!
 //! On a fleet ([`Node::fleet`](crate::Node::fleet)) workers also come
 //! and go: one whose link dropped is offered nothing until it is back, a
 //! returning one (from a new address, or a new process with its rank) is
@@ -89,6 +93,8 @@ pub struct Offer {
     /// unmask the sum; see [`RoundCoordinator::secure_round`]); `None`
     /// for a plain round. `submit` runs the secure steps by itself.
     pub threshold: Option<u32>,
+    /// When it came (a relay's cutoff on a tree counts from it).
+    pub(super) received: Instant,
 }
 
 /// What became of a worker's update.
@@ -127,7 +133,7 @@ pub enum RoundOutcome {
 
 const OFFER: u64 = 1;
 const UPDATE: u64 = 2;
-const RESULT: u64 = 3;
+pub(super) const RESULT: u64 = 3;
 
 /// The round number that ends the rounds.
 const END: u64 = u64::MAX;
@@ -135,7 +141,7 @@ const END: u64 = u64::MAX;
 const DONE: u8 = 0;
 pub(super) const LATE: u8 = 1;
 const TOO_FEW: u8 = 2;
-const REFUSED: u8 = 3;
+pub(super) const REFUSED: u8 = 3;
 
 /// Salt of the rounds' communicator ("rounds").
 const ROUNDS_SALT: u64 = 0x726f_756e_6473;
@@ -289,8 +295,74 @@ impl RoundCoordinator<'_> {
         let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
         let invited = self.invite(round, 0, model)?;
         let deadline = Instant::now() + self.config.deadline;
-        let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
         let mut answers: HashMap<u32, u32> = HashMap::new();
+        // Who took part, their weights summed, and their weighted values
+        // summed (in f64).
+        let (participants, total_weight, sums) = match super::tree_round::fanout(g) {
+            Some(fanout) => super::tree_round::collect(
+                g,
+                fanout,
+                round,
+                &invited,
+                deadline,
+                model.len(),
+                &mut answers,
+            )?,
+            None => self.collect_star(round, &invited, deadline, model, &mut answers)?,
+        };
+        let late: Vec<u32> = invited
+            .iter()
+            .copied()
+            .filter(|w| !participants.contains(w))
+            .collect();
+        let applied = participants.len() >= self.config.min_updates as usize;
+        // The average is made apart and written into `model` only once
+        // every participant was sent it: a failure on the way (the group
+        // revoked) leaves the model as it was.
+        let mut average = Vec::new();
+        let result = if applied {
+            average = sums.iter().map(|s| (s / total_weight) as f32).collect();
+            result_done(round, total_weight, &participants, &late, &average)
+        } else {
+            result_too_few(round, participants.len() as u32, self.config.min_updates)
+        };
+        for &w in &participants {
+            g.round_send(w, RESULT, &result)?;
+        }
+        if super::tree_round::fanout(g).is_some() {
+            // On a tree an update may have waited at a relay that never
+            // passed it on: whoever was late hears so now.
+            let late_answer = answer(round, LATE, &[]);
+            for &w in &late {
+                g.round_send(w, RESULT, &late_answer)?;
+            }
+        }
+        if applied {
+            model.copy_from_slice(&average);
+        }
+        Ok(RoundReport {
+            round,
+            participants,
+            late,
+            total_weight,
+            applied,
+        })
+    }
+
+    /// A star's updates for `round` from `invited` until `deadline` (or
+    /// all are in): the participants, their weights summed, and their
+    /// weighted values summed in f64 in ascending rank order (the same
+    /// bits whatever order they came in).
+    fn collect_star(
+        &self,
+        round: u64,
+        invited: &[u32],
+        deadline: Instant,
+        model: &[f32],
+        answers: &mut HashMap<u32, u32>,
+    ) -> Result<(Vec<u32>, f64, Vec<f64>)> {
+        let g = self.g;
+        let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
         while arrived.len() < invited.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -334,42 +406,14 @@ impl RoundCoordinator<'_> {
             }
         }
         let participants: Vec<u32> = arrived.keys().copied().collect();
-        let late: Vec<u32> = invited
-            .iter()
-            .copied()
-            .filter(|w| !arrived.contains_key(w))
-            .collect();
         let total_weight: f64 = arrived.values().map(|(w, _)| f64::from(*w)).sum();
-        let applied = participants.len() >= self.config.min_updates as usize;
-        // The average is made apart and written into `model` only once
-        // every participant was sent it: a failure on the way (the group
-        // revoked) leaves the model as it was.
-        let mut average = Vec::new();
-        let result = if applied {
-            let mut sum = vec![0f64; model.len()];
-            for (w, update) in arrived.values() {
-                for (s, &x) in sum.iter_mut().zip(update) {
-                    *s += f64::from(*w) * f64::from(x);
-                }
+        let mut sums = vec![0f64; model.len()];
+        for (w, update) in arrived.values() {
+            for (s, &x) in sums.iter_mut().zip(update) {
+                *s += f64::from(*w) * f64::from(x);
             }
-            average = sum.iter().map(|s| (s / total_weight) as f32).collect();
-            result_done(round, total_weight, &participants, &late, &average)
-        } else {
-            result_too_few(round, participants.len() as u32, self.config.min_updates)
-        };
-        for &w in &participants {
-            g.round_send(w, RESULT, &result)?;
         }
-        if applied {
-            model.copy_from_slice(&average);
-        }
-        Ok(RoundReport {
-            round,
-            participants,
-            late,
-            total_weight,
-            applied,
-        })
+        Ok((participants, total_weight, sums))
     }
 
     /// End the rounds: every worker present is told (its
@@ -439,6 +483,7 @@ impl RoundParticipant<'_> {
             model: f32s(bytes.get(20..).unwrap_or_default()),
             deadline,
             threshold: (threshold > 0).then_some(threshold),
+            received: Instant::now(),
         }))
     }
 
@@ -473,6 +518,10 @@ impl RoundParticipant<'_> {
         if let Some(threshold) = offer.threshold {
             g.inner().check_usable()?;
             return super::secure_round::submit(g, offer, update, weight, threshold);
+        }
+        if let Some(fanout) = super::tree_round::fanout(g) {
+            g.inner().check_usable()?;
+            return super::tree_round::submit(g, fanout, offer, update, weight);
         }
         let mut body = Vec::with_capacity(12 + 4 * update.len());
         body.extend_from_slice(&offer.round.to_le_bytes());
@@ -572,7 +621,7 @@ impl RoundParticipant<'_> {
     }
 }
 
-fn outcome_round(o: &RoundOutcome) -> u64 {
+pub(super) fn outcome_round(o: &RoundOutcome) -> u64 {
     match o {
         RoundOutcome::Done { report, .. } => report.round,
         RoundOutcome::Late { round }

@@ -191,6 +191,77 @@ fn rounds_run_on_a_relay_tree() {
     participants_get_the_coordinators_model(Topology::Tree { fanout: 2 }, 6);
 }
 
+/// On a relay tree (fanout 2, nine workers: 1 2 | 3 4 5 6 | 7 8 9)
+/// updates are summed at the relays: the coordinator takes messages from
+/// its two children only, and each round is the average of exactly its
+/// participants (to the last place of f64 sums in the tree's order). In
+/// round 1 relay 2 sleeps until the round has closed: it and its
+/// children 5 and 6, whose updates waited with it, are told `Late`, and
+/// all three take part again in round 2.
+#[test]
+fn a_tree_sums_updates_at_its_relays() {
+    let closed = Closed(Mutex::new(0), Condvar::new());
+    let out = run_world_with(10, Topology::Tree { fanout: 2 }, |g| {
+        if g.rank() == 0 {
+            let config = RoundConfig {
+                deadline: Duration::from_secs(3),
+                min_updates: 1,
+            };
+            let mut c = g.round_coordinator(config).unwrap();
+            let mut model: Vec<f32> = (0..500).map(|i| (i as f32 * 0.3).sin()).collect();
+            let mut lines = Vec::new();
+            for r in 0..3 {
+                let before = model.clone();
+                let report = c.round(&mut model).unwrap();
+                closed.set(r + 1);
+                let want = expected(&report.participants, report.round, &before);
+                for (got, want) in model.iter().zip(&want) {
+                    assert!(
+                        (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                        "round {r}: {got} {want}"
+                    );
+                }
+                lines.push(format!("{:?} {:?}", report.participants, report.late));
+            }
+            c.finish().unwrap();
+            // Partial sums: nothing came straight from below the relays.
+            let stats = g.stats();
+            for (r, s) in stats.iter().enumerate().skip(3) {
+                assert_eq!(s.received_messages, 0, "rank {r} sent to the root itself");
+            }
+            assert!(stats[1].received_messages > 0 && stats[2].received_messages > 0);
+            return lines.join(" | ");
+        }
+        let mut p = g.round_participant().unwrap();
+        let mut words = Vec::new();
+        while let Some(o) = p.next_round(Duration::from_secs(20)).unwrap() {
+            if g.rank() == 2 && o.round == 1 {
+                closed.wait_for(2);
+            }
+            match p.submit(&o, &update(g.rank(), o.round, &o.model), weight(g.rank())) {
+                Ok(RoundOutcome::Done { report, .. }) => {
+                    words.push(format!("done{}", report.round))
+                }
+                Ok(RoundOutcome::Late { round }) => words.push(format!("late{round}")),
+                other => panic!("rank {}: {other:?}", g.rank()),
+            }
+        }
+        words.join(" ")
+    });
+    assert_eq!(
+        out[0],
+        "[1, 2, 3, 4, 5, 6, 7, 8, 9] [] | [1, 3, 4, 7, 8, 9] [2, 5, 6] | [1, 2, 3, 4, 5, 6, 7, 8, 9] []"
+    );
+    for (rank, words) in out.iter().enumerate().skip(1) {
+        let want = if [2, 5, 6].contains(&rank) {
+            "done0 late1 done2"
+        } else {
+            "done0 done1 done2"
+        };
+        assert_eq!(words, want, "rank {rank}");
+    }
+}
+
 fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
     let all: Vec<u32> = (1..=workers).collect();
     let out = run_world_with(1 + workers, topology, |g| {
