@@ -310,7 +310,10 @@ impl Node {
     /// which offer each round to the workers present: collectives still
     /// need every rank, and fail naming those away. Links are TCP only
     /// (no shared memory), so a worker on the coordinator's host can
-    /// come back too.
+    /// come back too. Whoever proves a rank takes its place, the newest
+    /// link winning: with a token only, any holder can take a live
+    /// worker's rank; with the seed's certificates, only that rank's
+    /// holder can.
     pub fn fleet(mut self, away: Duration) -> Node {
         self.fleet = Some(away);
         self

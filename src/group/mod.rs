@@ -15,6 +15,7 @@ mod quorum;
 #[cfg(test)]
 mod quorum_tests;
 mod recovery;
+mod round_wire;
 mod rounds;
 pub(crate) mod rpc;
 mod secagg;

@@ -43,10 +43,14 @@
 //! rank order, in f64, rounded to f32 once: the same bits whatever order
 //! the updates arrived in.
 
-use super::split::child_comm_id;
+use super::round_wire::{
+    answer, f32s, invite, le_u32, le_u64, outcome_round, parse_result, result_done, result_too_few,
+    END, LATE, MAX_ANSWERS, OFFER, REFUSED, RESULT, UPDATE,
+};
+pub use super::round_wire::{Offer, RoundOutcome, RoundReport};
 use super::ProcessGroup;
 use crate::error::{Error, Result};
-use meshwork_transport::{LaneKey, LaneKind, TransportError};
+use meshwork_transport::TransportError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -62,100 +66,6 @@ pub struct RoundConfig {
     pub min_updates: u32,
 }
 
-/// What a round came to.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct RoundReport {
-    /// The round's number, from 0.
-    pub round: u64,
-    /// The workers whose updates were averaged, ascending.
-    pub participants: Vec<u32>,
-    /// The workers offered the round whose update was not in by its
-    /// deadline (late, asleep or gone), ascending.
-    pub late: Vec<u32>,
-    /// The participants' weights, summed.
-    pub total_weight: f64,
-    /// Whether the model was updated (at least the minimum arrived).
-    pub applied: bool,
-}
-
-/// A round offered to a worker.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct Offer {
-    /// The round's number.
-    pub round: u64,
-    /// The model the round starts from.
-    pub model: Vec<f32>,
-    /// How long the round waits for updates from its offer.
-    pub deadline: Duration,
-    /// A secure round's threshold (the fewest workers whose shares
-    /// unmask the sum; see [`RoundCoordinator::secure_round`]); `None`
-    /// for a plain round. `submit` runs the secure steps by itself.
-    pub threshold: Option<u32>,
-    /// When it came (a relay's cutoff on a tree counts from it).
-    pub(super) received: Instant,
-}
-
-/// What became of a worker's update.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum RoundOutcome {
-    /// It was averaged: the new model, and who took part.
-    Done {
-        /// The round's average.
-        model: Vec<f32>,
-        /// Who took part and who was late.
-        report: RoundReport,
-    },
-    /// It came after the round's deadline and was not counted.
-    Late {
-        /// The round it was for.
-        round: u64,
-    },
-    /// Fewer than the minimum arrived: nothing was averaged.
-    TooFew {
-        /// The round.
-        round: u64,
-        /// How many updates arrived in time.
-        arrived: u32,
-        /// The minimum.
-        min: u32,
-    },
-    /// The coordinator refused it (a length or weight it cannot use).
-    Refused {
-        /// The round it was for.
-        round: u64,
-        /// Why.
-        reason: String,
-    },
-}
-
-const OFFER: u64 = 1;
-const UPDATE: u64 = 2;
-pub(super) const RESULT: u64 = 3;
-
-/// The round number that ends the rounds.
-const END: u64 = u64::MAX;
-
-const DONE: u8 = 0;
-pub(super) const LATE: u8 = 1;
-const TOO_FEW: u8 = 2;
-pub(super) const REFUSED: u8 = 3;
-
-/// Salt of the rounds' communicator ("rounds").
-const ROUNDS_SALT: u64 = 0x726f_756e_6473;
-
-/// Offers a worker may have unanswered: past them it is offered nothing
-/// until it answers (the newest offer it holds is then late), so a
-/// sleeping worker's lane never fills and a send to it never waits.
-const MAX_UNANSWERED: u32 = 2;
-
-/// Answers (refusals, lates) one worker gets per round at most: a worker
-/// that sends update after update without reading cannot make the
-/// coordinator wait on its full lane.
-pub(super) const MAX_ANSWERS: u32 = 2;
-
 /// How long `finish` waits for updates still on their way.
 const FINISH_GRACE: Duration = Duration::from_millis(200);
 
@@ -165,22 +75,13 @@ pub(crate) struct RoundsState {
     /// The next round's number.
     pub(super) next: AtomicU64,
     /// A round (or `finish`) is running on this rank now.
-    running: AtomicBool,
+    pub(super) running: AtomicBool,
     /// Offers each worker has not answered, in a row, and the
     /// incarnation of the worker that holds them (a fleet's worker that
     /// came back on a new link owes nothing).
-    unanswered: Mutex<HashMap<u32, (u32, u64)>>,
+    pub(super) unanswered: Mutex<HashMap<u32, (u32, u64)>>,
     /// This worker saw the end of the rounds.
     ended: AtomicBool,
-}
-
-/// Holds `RoundsState::running` while one round or `finish` runs.
-pub(super) struct Running<'a>(&'a AtomicBool);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 impl ProcessGroup {
@@ -220,57 +121,6 @@ impl ProcessGroup {
         }
         Ok(RoundParticipant { g: self })
     }
-
-    /// The communicator the rounds' messages travel on.
-    pub(crate) fn rounds_comm(&self) -> u64 {
-        child_comm_id(self.inner().comm_id ^ ROUNDS_SALT, 0, u32::MAX - 3)
-    }
-
-    /// The lane of the rounds' messages tagged `tag`.
-    pub(super) fn round_key(&self, tag: u64) -> LaneKey {
-        LaneKey {
-            comm: self.rounds_comm(),
-            kind: LaneKind::PointToPoint,
-            tag,
-        }
-    }
-
-    /// This rank's claim to run a round (or `finish`) now: one at a time,
-    /// or two would take each other's updates.
-    pub(super) fn claim_rounds(&self, op: &str) -> Result<Running<'_>> {
-        if self.rounds.running.swap(true, Ordering::AcqRel) {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: another round is running on this group now; run one at a time"
-            )));
-        }
-        Ok(Running(&self.rounds.running))
-    }
-
-    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (u32, u64)>> {
-        self.rounds
-            .unanswered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `from` answered: it owes no offers (in its incarnation now).
-    pub(super) fn answered(&self, from: u32) {
-        let incarnation = self.inner().transport.incarnation(from);
-        self.unanswered().insert(from, (0, incarnation));
-    }
-
-    /// Send a round message; a worker that is gone is away, not an error.
-    pub(super) fn round_send(&self, to: u32, tag: u64, body: &[u8]) -> Result<bool> {
-        let inner = self.inner();
-        inner.check_usable()?;
-        match inner.transport.send(to, self.round_key(tag), &[body]) {
-            Ok(()) => Ok(true),
-            Err(TransportError::PeerDisconnected { .. } | TransportError::Timeout { .. }) => {
-                Ok(false)
-            }
-            Err(e) => Err(Error::from_transport(e, "a round")),
-        }
-    }
 }
 
 /// Rank 0's side of the rounds ([`ProcessGroup::round_coordinator`]).
@@ -293,7 +143,7 @@ impl RoundCoordinator<'_> {
         let _running = g.claim_rounds("round")?;
         // Numbered on the group, so a coordinator made again goes on.
         let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
-        let invited = self.invite(round, 0, model)?;
+        let invited = invite(g, self.config.deadline, round, 0, model)?;
         let deadline = Instant::now() + self.config.deadline;
         let mut answers: HashMap<u32, u32> = HashMap::new();
         // Who took part, their weights summed, and their weighted values
@@ -414,6 +264,28 @@ impl RoundCoordinator<'_> {
             }
         }
         Ok((participants, total_weight, sums))
+    }
+
+    /// Run one round as [`round`](Self::round) does, but secure: the
+    /// coordinator learns only the weighted sum of the participants'
+    /// updates (and their total weight), never one worker's update, as
+    /// long as fewer than `threshold` workers collude with it (see the
+    /// module docs of `secure_round.rs` and docs/topologies.md,
+    /// "Federated rounds"). Workers that drop out after masking are removed from the
+    /// sum with `threshold` of the others' shares; the result is the
+    /// average of exactly the workers whose masked input came in time, to
+    /// within the fixed-point step. `threshold` is at least 2 and at most
+    /// the workers; a round with fewer than `threshold` (or the minimum)
+    /// at any step ends `TooFew`.
+    pub fn secure_round(&mut self, model: &mut [f32], threshold: u32) -> Result<RoundReport> {
+        let config = self.config;
+        super::secure_round::coordinate(
+            self.g,
+            config.deadline,
+            config.min_updates,
+            model,
+            threshold,
+        )
     }
 
     /// End the rounds: every worker present is told (its
@@ -558,53 +430,6 @@ impl RoundParticipant<'_> {
     }
 }
 
-/// Send `offer` to every worker present that owes fewer than
-/// [`MAX_UNANSWERED`] offers (a worker that left its last offers
-/// unanswered is asleep or slow: offered nothing more until it answers);
-/// the workers offered.
-pub(super) fn invite_key(g: &ProcessGroup, offer: &[u8]) -> Result<Vec<u32>> {
-    let failed = g.inner().transport.failed();
-    let mut invited = Vec::new();
-    for w in (1..g.world_size()).filter(|w| !failed.contains(w)) {
-        let incarnation = g.inner().transport.incarnation(w);
-        let owed = match g.unanswered().get(&w) {
-            Some(&(n, i)) if i == incarnation => n,
-            _ => 0,
-        };
-        if owed < MAX_UNANSWERED && g.round_send(w, OFFER, offer)? {
-            invited.push(w);
-            g.unanswered().insert(w, (owed + 1, incarnation));
-        }
-    }
-    Ok(invited)
-}
-
-/// A `RESULT` saying the round was averaged.
-pub(super) fn result_done(
-    round: u64,
-    total_weight: f64,
-    participants: &[u32],
-    late: &[u32],
-    average: &[f32],
-) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&total_weight.to_le_bytes());
-    for list in [participants, late] {
-        body.extend_from_slice(&(list.len() as u32).to_le_bytes());
-        list.iter()
-            .for_each(|r| body.extend_from_slice(&r.to_le_bytes()));
-    }
-    body.extend_from_slice(bytemuck::cast_slice(average));
-    answer(round, DONE, &body)
-}
-
-/// A `RESULT` saying fewer than `min` arrived.
-pub(super) fn result_too_few(round: u64, arrived: u32, min: u32) -> Vec<u8> {
-    let mut body = arrived.to_le_bytes().to_vec();
-    body.extend_from_slice(&min.to_le_bytes());
-    answer(round, TOO_FEW, &body)
-}
-
 impl RoundParticipant<'_> {
     /// For tests: take a secure round's steps up to the masked input and
     /// stop there, sending nothing more — a worker that drops out after
@@ -619,38 +444,6 @@ impl RoundParticipant<'_> {
         super::secure_round::submit_until(self.g, offer, update, weight, threshold, true)
             .map(|_| ())
     }
-}
-
-pub(super) fn outcome_round(o: &RoundOutcome) -> u64 {
-    match o {
-        RoundOutcome::Done { report, .. } => report.round,
-        RoundOutcome::Late { round }
-        | RoundOutcome::TooFew { round, .. }
-        | RoundOutcome::Refused { round, .. } => *round,
-    }
-}
-
-pub(super) fn le_u64(b: &[u8]) -> u64 {
-    u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
-}
-
-pub(super) fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes(b.try_into().unwrap_or([0; 4]))
-}
-
-/// Little-endian `f32`s (a trailing partial one is dropped).
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-pub(super) fn answer(round: u64, outcome: u8, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(9 + body.len());
-    m.extend_from_slice(&round.to_le_bytes());
-    m.push(outcome);
-    m.extend_from_slice(body);
-    m
 }
 
 /// An update's round, weight and values, or its round (0 if unreadable)
@@ -684,52 +477,10 @@ fn parse_update(b: &[u8], n: usize) -> std::result::Result<(u64, f32, Vec<f32>),
     Ok((round, weight, values))
 }
 
-/// A coordinator's answer, or `None` if it does not parse.
-pub(super) fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
-    let round = le_u64(b.get(..8)?);
-    let body = b.get(9..)?;
-    Some(match *b.get(8)? {
-        DONE => {
-            let total_weight = f64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-            let mut at: usize = 8;
-            let mut list = || -> Option<Vec<u32>> {
-                let n = le_u32(body.get(at..at.checked_add(4)?)?) as usize;
-                let end = n.checked_mul(4)?.checked_add(at + 4)?;
-                let ranks = body.get(at + 4..end)?;
-                at = end;
-                Some(ranks.chunks_exact(4).map(le_u32).collect())
-            };
-            let participants = list()?;
-            let late = list()?;
-            let model = f32s(body.get(at..)?);
-            RoundOutcome::Done {
-                model,
-                report: RoundReport {
-                    round,
-                    participants,
-                    late,
-                    total_weight,
-                    applied: true,
-                },
-            }
-        }
-        LATE => RoundOutcome::Late { round },
-        TOO_FEW => RoundOutcome::TooFew {
-            round,
-            arrived: le_u32(body.get(..4)?),
-            min: le_u32(body.get(4..8)?),
-        },
-        REFUSED => RoundOutcome::Refused {
-            round,
-            reason: String::from_utf8_lossy(body).into_owned(),
-        },
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::round_wire::DONE;
 
     #[test]
     fn answers_parse_back_and_garbage_does_not() {

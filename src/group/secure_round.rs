@@ -32,9 +32,9 @@
 //! | `SECURE_UP` | worker → coordinator | round `u64`, step `u8`, then: keys (two 32-byte keys); shares (count `u32`, each: to `u32`, sealed pair); masked input (`u64`s, the model's length and one); reveals (count `u32`, each: of `u32`, kind `u8`, share) |
 //! | `SECURE_DOWN` | coordinator → worker | round `u64`, step `u8`, then: list (threshold `u32`, count `u32`, each: rank `u32`, two keys); forward (U2's count and ranks, then count `u32`, each: from `u32`, sealed pair); survivors (count `u32`, ranks); outcome (a `RESULT` body) |
 
-use super::rounds::{
-    answer, invite_key, le_u32, le_u64, parse_result, result_done, result_too_few, Offer,
-    RoundCoordinator, RoundOutcome, RoundReport, LATE, MAX_ANSWERS,
+use super::round_wire::{
+    answer, invite, le_u32, le_u64, parse_result, result_done, result_too_few, Offer, RoundOutcome,
+    RoundReport, LATE, MAX_ANSWERS,
 };
 use super::secagg::{self, KeyPair, Share, CHUNKS, SEALED_LEN};
 use super::ProcessGroup;
@@ -217,199 +217,194 @@ impl Steps<'_> {
     }
 }
 
-impl RoundCoordinator<'_> {
-    /// Run one round as [`round`](Self::round) does, but secure: the
-    /// coordinator learns only the weighted sum of the participants'
-    /// updates (and their total weight), never one worker's update, as
-    /// long as fewer than `threshold` workers collude with it (see the
-    /// module docs of `secure_round.rs` and docs/topologies.md,
-    /// "Federated rounds"). Workers that drop out after masking are removed from the
-    /// sum with `threshold` of the others' shares; the result is the
-    /// average of exactly the workers whose masked input came in time, to
-    /// within the fixed-point step. `threshold` is at least 2 and at most
-    /// the workers; a round with fewer than `threshold` (or the minimum)
-    /// at any step ends `TooFew`.
-    pub fn secure_round(&mut self, model: &mut [f32], threshold: u32) -> Result<RoundReport> {
-        let g = self.g;
-        let workers = g.world_size() - 1;
-        if threshold < 2 || threshold > workers {
-            return Err(Error::InvalidArgument(format!(
+/// The coordinator's side of a secure round
+/// ([`RoundCoordinator::secure_round`](super::RoundCoordinator::secure_round)):
+/// `deadline` and `min_updates` are its configuration's.
+pub(super) fn coordinate(
+    g: &ProcessGroup,
+    deadline: Duration,
+    min_updates: u32,
+    model: &mut [f32],
+    threshold: u32,
+) -> Result<RoundReport> {
+    let workers = g.world_size() - 1;
+    if threshold < 2 || threshold > workers {
+        return Err(Error::InvalidArgument(format!(
                 "secure_round: a threshold of {threshold}; this group has {workers} workers (2 to that many)"
             )));
-        }
-        let _running = g.claim_rounds("secure_round")?;
-        let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
-        let min = threshold.max(self.config.min_updates);
-        let invited = self.invite(round, threshold, model)?;
-        let mut s = Steps {
-            g,
-            round,
-            started: Instant::now(),
-            deadline: self.config.deadline,
-            answers: HashMap::new(),
-        };
-        let report = |participants: Vec<u32>, total_weight: f64, applied: bool| RoundReport {
-            round,
-            late: invited
-                .iter()
-                .copied()
-                .filter(|w| !participants.contains(w))
-                .collect(),
-            participants,
-            total_weight,
-            applied,
-        };
-        // 1. Keys.
-        let all: BTreeSet<u32> = invited.iter().copied().collect();
-        let keys = s.collect(KEYS, &all, s.until(1), |_, b| {
-            let mut r = Reader(b);
-            let k = (r.key()?, r.key()?);
-            r.end()?;
-            Some(k)
-        })?;
-        if keys.len() < min as usize {
-            s.too_few(keys.keys().copied(), keys.len(), min)?;
-            return Ok(report(Vec::new(), 0.0, false));
-        }
-        let mut list = head(round, LIST);
-        list.extend_from_slice(&threshold.to_le_bytes());
-        list.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-        for (r, (c, m)) in &keys {
-            list.extend_from_slice(&r.to_le_bytes());
-            list.extend_from_slice(c);
-            list.extend_from_slice(m);
-        }
-        for &r in keys.keys() {
-            g.secure_send(r, &list)?;
-        }
-        // 2. Shares: one sealed pair for every other member of U1.
-        let u1: BTreeSet<u32> = keys.keys().copied().collect();
-        let shares = s.collect(SHARES, &u1, s.until(2), |from, b| {
-            let mut r = Reader(b);
-            let n = r.count(4 + SEALED_LEN)?;
-            let mut to = BTreeMap::new();
-            for _ in 0..n {
-                let v = r.u32()?;
-                let sealed = r.take(SEALED_LEN)?.to_vec();
-                if v == from || !u1.contains(&v) || to.insert(v, sealed).is_some() {
-                    return None;
-                }
+    }
+    let _running = g.claim_rounds("secure_round")?;
+    let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
+    let min = threshold.max(min_updates);
+    let invited = invite(g, deadline, round, threshold, model)?;
+    let mut s = Steps {
+        g,
+        round,
+        started: Instant::now(),
+        deadline,
+        answers: HashMap::new(),
+    };
+    let report = |participants: Vec<u32>, total_weight: f64, applied: bool| RoundReport {
+        round,
+        late: invited
+            .iter()
+            .copied()
+            .filter(|w| !participants.contains(w))
+            .collect(),
+        participants,
+        total_weight,
+        applied,
+    };
+    // 1. Keys.
+    let all: BTreeSet<u32> = invited.iter().copied().collect();
+    let keys = s.collect(KEYS, &all, s.until(1), |_, b| {
+        let mut r = Reader(b);
+        let k = (r.key()?, r.key()?);
+        r.end()?;
+        Some(k)
+    })?;
+    if keys.len() < min as usize {
+        s.too_few(keys.keys().copied(), keys.len(), min)?;
+        return Ok(report(Vec::new(), 0.0, false));
+    }
+    let mut list = head(round, LIST);
+    list.extend_from_slice(&threshold.to_le_bytes());
+    list.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for (r, (c, m)) in &keys {
+        list.extend_from_slice(&r.to_le_bytes());
+        list.extend_from_slice(c);
+        list.extend_from_slice(m);
+    }
+    for &r in keys.keys() {
+        g.secure_send(r, &list)?;
+    }
+    // 2. Shares: one sealed pair for every other member of U1.
+    let u1: BTreeSet<u32> = keys.keys().copied().collect();
+    let shares = s.collect(SHARES, &u1, s.until(2), |from, b| {
+        let mut r = Reader(b);
+        let n = r.count(4 + SEALED_LEN)?;
+        let mut to = BTreeMap::new();
+        for _ in 0..n {
+            let v = r.u32()?;
+            let sealed = r.take(SEALED_LEN)?.to_vec();
+            if v == from || !u1.contains(&v) || to.insert(v, sealed).is_some() {
+                return None;
             }
-            r.end()?;
-            (to.len() + 1 == u1.len()).then_some(to)
-        })?;
-        if shares.len() < min as usize {
-            s.too_few(u1.iter().copied(), shares.len(), min)?;
-            return Ok(report(Vec::new(), 0.0, false));
         }
-        let u2: Vec<u32> = shares.keys().copied().collect();
-        for &v in &u2 {
-            let mut m = head(round, FORWARD);
-            put_ranks(&mut m, &u2);
-            m.extend_from_slice(&((u2.len() - 1) as u32).to_le_bytes());
-            for (&u, to) in &shares {
-                if let Some(sealed) = to.get(&v) {
-                    m.extend_from_slice(&u.to_le_bytes());
-                    m.extend_from_slice(sealed);
-                }
+        r.end()?;
+        (to.len() + 1 == u1.len()).then_some(to)
+    })?;
+    if shares.len() < min as usize {
+        s.too_few(u1.iter().copied(), shares.len(), min)?;
+        return Ok(report(Vec::new(), 0.0, false));
+    }
+    let u2: Vec<u32> = shares.keys().copied().collect();
+    for &v in &u2 {
+        let mut m = head(round, FORWARD);
+        put_ranks(&mut m, &u2);
+        m.extend_from_slice(&((u2.len() - 1) as u32).to_le_bytes());
+        for (&u, to) in &shares {
+            if let Some(sealed) = to.get(&v) {
+                m.extend_from_slice(&u.to_le_bytes());
+                m.extend_from_slice(sealed);
             }
-            g.secure_send(v, &m)?;
         }
-        // 3. Masked inputs: the model's values and the weight.
-        let n = model.len() + 1;
-        let u2set: BTreeSet<u32> = u2.iter().copied().collect();
-        let masked = s.collect(MASKED, &u2set, s.until(3), |_, b| {
-            (b.len() == 8 * n).then(|| b.chunks_exact(8).map(le_u64).collect::<Vec<u64>>())
-        })?;
-        if masked.len() < min as usize {
-            s.too_few(u2.iter().copied(), masked.len(), min)?;
-            return Ok(report(Vec::new(), 0.0, false));
-        }
-        let u3: Vec<u32> = masked.keys().copied().collect();
-        let mut m = head(round, SURVIVORS);
-        put_ranks(&mut m, &u3);
-        for &r in &u3 {
-            g.secure_send(r, &m)?;
-        }
-        // 4. Reveals: a share for every worker of U2, of the kind its
-        // fate calls for.
-        let u3set: BTreeSet<u32> = u3.iter().copied().collect();
-        let reveals = s.collect(REVEAL, &u3set, s.until(4), |_, b| {
-            let mut r = Reader(b);
-            let count = r.count(5 + CHUNKS * 8)?;
-            let mut got = BTreeMap::new();
-            for _ in 0..count {
-                let (of, kind, share) = (r.u32()?, *r.take(1)?.first()?, r.share()?);
-                let want = if u3set.contains(&of) {
-                    SELF_MASK
-                } else {
-                    MASK_KEY
-                };
-                if kind != want || !u2set.contains(&of) || got.insert(of, share).is_some() {
-                    return None;
-                }
+        g.secure_send(v, &m)?;
+    }
+    // 3. Masked inputs: the model's values and the weight.
+    let n = model.len() + 1;
+    let u2set: BTreeSet<u32> = u2.iter().copied().collect();
+    let masked = s.collect(MASKED, &u2set, s.until(3), |_, b| {
+        (b.len() == 8 * n).then(|| b.chunks_exact(8).map(le_u64).collect::<Vec<u64>>())
+    })?;
+    if masked.len() < min as usize {
+        s.too_few(u2.iter().copied(), masked.len(), min)?;
+        return Ok(report(Vec::new(), 0.0, false));
+    }
+    let u3: Vec<u32> = masked.keys().copied().collect();
+    let mut m = head(round, SURVIVORS);
+    put_ranks(&mut m, &u3);
+    for &r in &u3 {
+        g.secure_send(r, &m)?;
+    }
+    // 4. Reveals: a share for every worker of U2, of the kind its
+    // fate calls for.
+    let u3set: BTreeSet<u32> = u3.iter().copied().collect();
+    let reveals = s.collect(REVEAL, &u3set, s.until(4), |_, b| {
+        let mut r = Reader(b);
+        let count = r.count(5 + CHUNKS * 8)?;
+        let mut got = BTreeMap::new();
+        for _ in 0..count {
+            let (of, kind, share) = (r.u32()?, *r.take(1)?.first()?, r.share()?);
+            let want = if u3set.contains(&of) {
+                SELF_MASK
+            } else {
+                MASK_KEY
+            };
+            if kind != want || !u2set.contains(&of) || got.insert(of, share).is_some() {
+                return None;
             }
-            r.end()?;
-            (got.len() == u2.len()).then_some(got)
-        })?;
-        if reveals.len() < threshold as usize {
-            s.too_few(u3.iter().copied(), reveals.len(), threshold)?;
-            return Ok(report(Vec::new(), 0.0, false));
         }
-        let secret_of = |v: u32| -> Result<[u8; 32]> {
-            let points: Vec<(u32, Share)> = reveals
-                .iter()
-                .filter_map(|(&holder, shares)| Some((holder, *shares.get(&v)?)))
-                .collect();
-            secagg::reconstruct(&points, threshold).ok_or_else(|| {
+        r.end()?;
+        (got.len() == u2.len()).then_some(got)
+    })?;
+    if reveals.len() < threshold as usize {
+        s.too_few(u3.iter().copied(), reveals.len(), threshold)?;
+        return Ok(report(Vec::new(), 0.0, false));
+    }
+    let secret_of = |v: u32| -> Result<[u8; 32]> {
+        let points: Vec<(u32, Share)> = reveals
+            .iter()
+            .filter_map(|(&holder, shares)| Some((holder, *shares.get(&v)?)))
+            .collect();
+        secagg::reconstruct(&points, threshold).ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "secure_round: round {round}: the shares revealed for rank {v} do not make a secret"
                 ))
             })
-        };
-        let mut sum = vec![0u64; n];
-        for y in masked.values() {
-            sum.iter_mut()
-                .zip(y)
-                .for_each(|(s, v)| *s = s.wrapping_add(*v));
-        }
-        for &u in &u3 {
-            secagg::apply_mask(&mut sum, &secret_of(u)?, -1);
-        }
-        for &d in u2.iter().filter(|d| !u3set.contains(d)) {
-            let key = KeyPair::from_secret(secret_of(d)?);
-            for &u in &u3 {
-                // u added the pair's mask if it is the lower rank of the
-                // two, took it away if the higher: undo that.
-                let Some(k) = key.agree(&keys[&u].1) else {
-                    continue;
-                };
-                let sign = if u < d { -1 } else { 1 };
-                secagg::apply_mask(&mut sum, &secagg::pair_seed(&k, round), sign);
-            }
-        }
-        let total_weight = secagg::decode(sum[n - 1]);
-        let average: Vec<f32> = sum[..n - 1]
-            .iter()
-            .map(|&v| (secagg::decode(v) / total_weight) as f32)
-            .collect();
-        if !(total_weight > 0.0 && average.iter().all(|v| v.is_finite())) {
-            s.too_few(u3.iter().copied(), 0, min)?;
-            return Ok(report(Vec::new(), 0.0, false));
-        }
-        let late: Vec<u32> = invited
-            .iter()
-            .copied()
-            .filter(|w| !u3set.contains(w))
-            .collect();
-        let mut m = head(round, OUTCOME);
-        m.extend_from_slice(&result_done(round, total_weight, &u3, &late, &average));
-        for &r in &u3 {
-            g.secure_send(r, &m)?;
-        }
-        model.copy_from_slice(&average);
-        Ok(report(u3, total_weight, true))
+    };
+    let mut sum = vec![0u64; n];
+    for y in masked.values() {
+        sum.iter_mut()
+            .zip(y)
+            .for_each(|(s, v)| *s = s.wrapping_add(*v));
     }
+    for &u in &u3 {
+        secagg::apply_mask(&mut sum, &secret_of(u)?, -1);
+    }
+    for &d in u2.iter().filter(|d| !u3set.contains(d)) {
+        let key = KeyPair::from_secret(secret_of(d)?);
+        for &u in &u3 {
+            // u added the pair's mask if it is the lower rank of the
+            // two, took it away if the higher: undo that.
+            let Some(k) = key.agree(&keys[&u].1) else {
+                continue;
+            };
+            let sign = if u < d { -1 } else { 1 };
+            secagg::apply_mask(&mut sum, &secagg::pair_seed(&k, round), sign);
+        }
+    }
+    let total_weight = secagg::decode(sum[n - 1]);
+    let average: Vec<f32> = sum[..n - 1]
+        .iter()
+        .map(|&v| (secagg::decode(v) / total_weight) as f32)
+        .collect();
+    if !(total_weight > 0.0 && average.iter().all(|v| v.is_finite())) {
+        s.too_few(u3.iter().copied(), 0, min)?;
+        return Ok(report(Vec::new(), 0.0, false));
+    }
+    let late: Vec<u32> = invited
+        .iter()
+        .copied()
+        .filter(|w| !u3set.contains(w))
+        .collect();
+    let mut m = head(round, OUTCOME);
+    m.extend_from_slice(&result_done(round, total_weight, &u3, &late, &average));
+    for &r in &u3 {
+        g.secure_send(r, &m)?;
+    }
+    model.copy_from_slice(&average);
+    Ok(report(u3, total_weight, true))
 }
 
 /// A worker's side of a secure round: the four steps, then the outcome.
@@ -630,21 +625,5 @@ pub(super) fn submit_until(
     match down(OUTCOME)? {
         Ok(_) => Err(bad("outcome")),
         Err(outcome) => Ok(outcome),
-    }
-}
-
-impl RoundCoordinator<'_> {
-    /// Offer round `round` (secure with `threshold` if not 0) to every
-    /// worker present that owes fewer than the most unanswered offers;
-    /// the workers offered.
-    pub(super) fn invite(&self, round: u64, threshold: u32, model: &[f32]) -> Result<Vec<u32>> {
-        let g = self.g;
-        let deadline_ms = u64::try_from(self.config.deadline.as_millis()).unwrap_or(u64::MAX);
-        let mut offer = Vec::with_capacity(20 + 4 * model.len());
-        offer.extend_from_slice(&round.to_le_bytes());
-        offer.extend_from_slice(&deadline_ms.to_le_bytes());
-        offer.extend_from_slice(&threshold.to_le_bytes());
-        offer.extend_from_slice(bytemuck::cast_slice(model));
-        invite_key(g, &offer)
     }
 }

@@ -24,7 +24,7 @@
 //! |---|---|---|
 //! | `AGGREGATE` | worker → parent (or, late, → coordinator) | round `u64`, count `u32` and ranks, total weight `f64`, then the weighted values' sums, `f64`s |
 
-use super::rounds::{
+use super::round_wire::{
     answer, le_u32, le_u64, parse_result, Offer, RoundOutcome, LATE, MAX_ANSWERS, REFUSED, RESULT,
 };
 use super::ProcessGroup;
@@ -319,7 +319,7 @@ pub(super) fn submit(
             .map_err(|e| Error::from_transport(e, "submit"))?;
         // An answer to an earlier submission not waited for is passed over.
         match parse_result(msg.as_ref()) {
-            Some(outcome) if super::rounds::outcome_round(&outcome) == offer.round => {
+            Some(outcome) if super::round_wire::outcome_round(&outcome) == offer.round => {
                 return Ok(outcome)
             }
             Some(_) => {}

@@ -262,6 +262,30 @@ fn a_tree_sums_updates_at_its_relays() {
     }
 }
 
+/// A fleet is a star over TCP: any other shape or transport is refused at
+/// `connect`, before anything is dialled.
+#[test]
+fn a_fleet_that_is_not_a_tcp_star_is_refused() {
+    use meshwork::{Node, TransportKind};
+    let addrs = crate::support::free_ports(2);
+    for (topology, transport) in [
+        (Topology::Mesh, TransportKind::Tcp),
+        (Topology::Star, TransportKind::Quic),
+    ] {
+        let r = Node::new(1, 2)
+            .peers(addrs.clone())
+            .unwrap()
+            .topology(topology)
+            .transport(transport)
+            .fleet(Duration::from_secs(5))
+            .connect();
+        assert!(
+            matches!(&r, Err(meshwork::Error::InvalidArgument(m)) if m.contains("a fleet is a star over TCP")),
+            "{topology:?} over {transport:?}: {r:?}"
+        );
+    }
+}
+
 fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
     let all: Vec<u32> = (1..=workers).collect();
     let out = run_world_with(1 + workers, topology, |g| {

@@ -239,3 +239,29 @@ fn a_worker_gives_up_on_its_coordinator_at_its_own_deadline() {
     // The other worker is unaffected.
     exchange(&ts, 2, 3);
 }
+
+#[test]
+fn a_worker_absent_at_formation_joins_later_with_no_group_wide_step() {
+    let addrs = free_addrs(3);
+    let quick = |rank: u32| {
+        let mut spec = Spec::tcp(rank, 3, addrs.clone());
+        spec.shape = Shape::Star;
+        spec.token = Some(TOKEN.into());
+        spec.timeout = Duration::from_millis(500);
+        spec.fleet = Some(T);
+        connect(&spec).unwrap()
+    };
+    // The coordinator goes on at its deadline with worker 1 alone.
+    let (coordinator, one) = std::thread::scope(|s| {
+        let c = s.spawn(|| quick(0));
+        let w = s.spawn(|| quick(1));
+        (c.join().unwrap(), w.join().unwrap())
+    });
+    assert!(matches!(
+        coordinator.send(2, key(1), &[b"anyone?"]),
+        Err(TransportError::PeerDisconnected { rank: 2 })
+    ));
+    let two = quick(2);
+    until("worker 2 is in", || coordinator.incarnation(2) == 1);
+    exchange(&[coordinator, one, two], 2, 2);
+}
