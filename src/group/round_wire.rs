@@ -265,6 +265,33 @@ pub(super) fn answer(round: u64, outcome: u8, body: &[u8]) -> Vec<u8> {
     m
 }
 
+/// The coordinator's answer to this worker's update for `offer`'s
+/// round, waiting the round's own deadline and then the group's; answers
+/// to earlier submissions not waited for are passed over.
+pub(super) fn await_answer(g: &ProcessGroup, offer: &Offer) -> Result<RoundOutcome> {
+    let inner = g.inner();
+    let wait = offer.deadline.saturating_add(inner.timeout());
+    let until = Instant::now()
+        .checked_add(wait)
+        .unwrap_or_else(|| Instant::now() + inner.timeout());
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let msg = inner
+            .transport
+            .recv(0, g.round_key(RESULT), left, None)
+            .map_err(|e| Error::from_transport(e, "submit"))?;
+        match parse_result(msg.as_ref()) {
+            Some(outcome) if outcome_round(&outcome) == offer.round => return Ok(outcome),
+            Some(_) => {}
+            None => {
+                return Err(Error::InvalidArgument(
+                    "submit: the coordinator's answer does not parse".into(),
+                ))
+            }
+        }
+    }
+}
+
 /// A coordinator's answer, or `None` if it does not parse.
 pub(super) fn parse_result(b: &[u8]) -> Option<RoundOutcome> {
     let round = le_u64(b.get(..8)?);

@@ -44,8 +44,8 @@
 //! the updates arrived in.
 
 use super::round_wire::{
-    answer, f32s, invite, le_u32, le_u64, outcome_round, parse_result, result_done, result_too_few,
-    END, LATE, MAX_ANSWERS, OFFER, REFUSED, RESULT, UPDATE,
+    answer, await_answer, f32s, invite, le_u32, le_u64, result_done, result_too_few, END, LATE,
+    MAX_ANSWERS, OFFER, REFUSED, RESULT, UPDATE,
 };
 pub use super::round_wire::{Offer, RoundOutcome, RoundReport};
 use super::ProcessGroup;
@@ -405,28 +405,7 @@ impl RoundParticipant<'_> {
             .transport
             .send(0, g.round_key(UPDATE), &[&body])
             .map_err(|e| Error::from_transport(e, "submit"))?;
-        // The round's own deadline, then the group's for the answer.
-        let wait = offer.deadline.saturating_add(inner.timeout());
-        let until = Instant::now()
-            .checked_add(wait)
-            .unwrap_or_else(|| Instant::now() + inner.timeout());
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let msg = inner
-                .transport
-                .recv(0, g.round_key(RESULT), left, None)
-                .map_err(|e| Error::from_transport(e, "submit"))?;
-            // An answer to an earlier submission not waited for is passed over.
-            match parse_result(msg.as_ref()) {
-                Some(outcome) if outcome_round(&outcome) == offer.round => return Ok(outcome),
-                Some(_) => continue,
-                None => {
-                    return Err(Error::InvalidArgument(
-                        "submit: the coordinator's answer does not parse".into(),
-                    ))
-                }
-            }
-        }
+        await_answer(g, offer)
     }
 }
 
@@ -480,7 +459,7 @@ fn parse_update(b: &[u8], n: usize) -> std::result::Result<(u64, f32, Vec<f32>),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::round_wire::DONE;
+    use crate::group::round_wire::{parse_result, DONE};
 
     #[test]
     fn answers_parse_back_and_garbage_does_not() {

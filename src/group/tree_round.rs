@@ -25,7 +25,7 @@
 //! | `AGGREGATE` | worker → parent (or, late, → coordinator) | round `u64`, count `u32` and ranks, total weight `f64`, then the weighted values' sums, `f64`s |
 
 use super::round_wire::{
-    answer, le_u32, le_u64, parse_result, Offer, RoundOutcome, LATE, MAX_ANSWERS, REFUSED, RESULT,
+    answer, await_answer, le_u32, le_u64, Offer, RoundOutcome, LATE, MAX_ANSWERS, REFUSED, RESULT,
 };
 use super::ProcessGroup;
 use crate::error::{Error, Result};
@@ -306,30 +306,7 @@ pub(super) fn submit(
         .transport
         .send(parent, key, &[&mine.encode()])
         .map_err(|e| Error::from_transport(e, "submit"))?;
-    // The answer, passing on what comes from below meanwhile.
-    let wait = offer.deadline.saturating_add(inner.timeout());
-    let until = Instant::now()
-        .checked_add(wait)
-        .unwrap_or_else(|| Instant::now() + inner.timeout());
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        let msg = inner
-            .transport
-            .recv(0, g.round_key(RESULT), left, None)
-            .map_err(|e| Error::from_transport(e, "submit"))?;
-        // An answer to an earlier submission not waited for is passed over.
-        match parse_result(msg.as_ref()) {
-            Some(outcome) if super::round_wire::outcome_round(&outcome) == offer.round => {
-                return Ok(outcome)
-            }
-            Some(_) => {}
-            None => {
-                return Err(Error::InvalidArgument(
-                    "submit: the coordinator's answer does not parse".into(),
-                ))
-            }
-        }
-    }
+    await_answer(g, offer)
 }
 
 #[cfg(test)]
