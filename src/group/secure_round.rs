@@ -130,6 +130,23 @@ struct Steps<'a> {
     started: Instant,
     deadline: Duration,
     answers: HashMap<u32, u32>,
+    /// The workers offered the round, and those told how it ended: the
+    /// others (dropped at some step) are told `Late` when it ends, however
+    /// it ends.
+    invited: Vec<u32>,
+    told: BTreeSet<u32>,
+}
+
+impl Drop for Steps<'_> {
+    fn drop(&mut self) {
+        let mut m = head(self.round, OUTCOME);
+        m.extend_from_slice(&answer(self.round, LATE, &[]));
+        for &w in self.invited.iter().filter(|w| !self.told.contains(w)) {
+            // A worker away is no error; a group that failed is this
+            // rank's own, reported by the call already.
+            let _ = self.g.secure_send(w, &m);
+        }
+    }
 }
 
 impl Steps<'_> {
@@ -203,7 +220,7 @@ impl Steps<'_> {
 
     /// Tell `ranks` the round ended with fewer than `min` of them.
     fn too_few(
-        &self,
+        &mut self,
         ranks: impl IntoIterator<Item = u32>,
         arrived: usize,
         min: u32,
@@ -211,6 +228,7 @@ impl Steps<'_> {
         let mut m = head(self.round, OUTCOME);
         m.extend_from_slice(&result_too_few(self.round, arrived as u32, min));
         for r in ranks {
+            self.told.insert(r);
             self.g.secure_send(r, &m)?;
         }
         Ok(())
@@ -243,6 +261,8 @@ pub(super) fn coordinate(
         started: Instant::now(),
         deadline,
         answers: HashMap::new(),
+        invited: invited.clone(),
+        told: BTreeSet::new(),
     };
     let report = |participants: Vec<u32>, total_weight: f64, applied: bool| RoundReport {
         round,
@@ -257,11 +277,14 @@ pub(super) fn coordinate(
     };
     // 1. Keys.
     let all: BTreeSet<u32> = invited.iter().copied().collect();
+    // A key that agrees nothing (a point of small order) would stop every
+    // other worker: its sender is left out.
+    let probe = KeyPair::generate();
     let keys = s.collect(KEYS, &all, s.until(1), |_, b| {
         let mut r = Reader(b);
         let k = (r.key()?, r.key()?);
         r.end()?;
-        Some(k)
+        (probe.agree(&k.0).is_some() && probe.agree(&k.1).is_some()).then_some(k)
     })?;
     if keys.len() < min as usize {
         s.too_few(keys.keys().copied(), keys.len(), min)?;
@@ -346,23 +369,36 @@ pub(super) fn coordinate(
             }
         }
         r.end()?;
-        (got.len() == u2.len()).then_some(got)
+        // A share that did not open for this worker is missing: the
+        // others' may still make the secret.
+        Some(got)
     })?;
     if reveals.len() < threshold as usize {
         s.too_few(u3.iter().copied(), reveals.len(), threshold)?;
         return Ok(report(Vec::new(), 0.0, false));
     }
-    let secret_of = |v: u32| -> Result<[u8; 32]> {
+    // Every secret the unmasking needs, or the round cannot end well.
+    let mut secrets = BTreeMap::new();
+    for &v in &u2 {
         let points: Vec<(u32, Share)> = reveals
             .iter()
             .filter_map(|(&holder, shares)| Some((holder, *shares.get(&v)?)))
             .collect();
-        secagg::reconstruct(&points, threshold).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "secure_round: round {round}: the shares revealed for rank {v} do not make a secret"
-                ))
-            })
-    };
+        match secagg::reconstruct(&points, threshold) {
+            Some(secret) => {
+                secrets.insert(v, secret);
+            }
+            None => {
+                tracing::warn!(
+                    round,
+                    rank = v,
+                    "the shares revealed for a worker do not make its secret"
+                );
+                s.too_few(u3.iter().copied(), reveals.len(), threshold)?;
+                return Ok(report(Vec::new(), 0.0, false));
+            }
+        }
+    }
     let mut sum = vec![0u64; n];
     for y in masked.values() {
         sum.iter_mut()
@@ -370,10 +406,10 @@ pub(super) fn coordinate(
             .for_each(|(s, v)| *s = s.wrapping_add(*v));
     }
     for &u in &u3 {
-        secagg::apply_mask(&mut sum, &secret_of(u)?, -1);
+        secagg::apply_mask(&mut sum, &secrets[&u], -1);
     }
     for &d in u2.iter().filter(|d| !u3set.contains(d)) {
-        let key = KeyPair::from_secret(secret_of(d)?);
+        let key = KeyPair::from_secret(secrets[&d]);
         for &u in &u3 {
             // u added the pair's mask if it is the lower rank of the
             // two, took it away if the higher: undo that.
@@ -401,6 +437,7 @@ pub(super) fn coordinate(
     let mut m = head(round, OUTCOME);
     m.extend_from_slice(&result_done(round, total_weight, &u3, &late, &average));
     for &r in &u3 {
+        s.told.insert(r);
         g.secure_send(r, &m)?;
     }
     model.copy_from_slice(&average);
@@ -493,7 +530,11 @@ pub(super) fn submit_until(
     }
     // The threshold is the offer's; a list without this worker, with a
     // rank 0, or shorter than the threshold is refused.
-    if t != threshold || keys.len() < t as usize || !keys.contains_key(&me) || keys.contains_key(&0)
+    if t != threshold
+        || t < 2
+        || keys.len() < t as usize
+        || !keys.contains_key(&me)
+        || keys.contains_key(&0)
     {
         return Err(bad("list"));
     }

@@ -7,9 +7,9 @@
 //! up the tree as **aggregates**: a worker sends its parent the ranks it
 //! speaks for, their weights summed and their weighted values summed (in
 //! f64). A relay adds its own update to its children's aggregates, taken
-//! until they are all in or until its cutoff — a tenth of the deadline
-//! earlier for each level it is below the root, at least half of it — and
-//! sends one aggregate up. What reaches a relay after it sent its own (a
+//! until they are all in or until its cutoff — the deadline cut in equal
+//! steps, one a level, so that a relay stops a step before its parent —
+//! and sends one aggregate up. What reaches a relay after it sent its own (a
 //! slow child) is passed straight on to the coordinator, which counts it
 //! if its round is still open and answers `Late` to every rank in it if
 //! not. Every worker offered who did not take part is told `Late` when
@@ -266,7 +266,11 @@ pub(super) fn submit(
     };
     let failed = inner.transport.failed();
     let dead = |r: u32| failed.contains(&r);
-    let children: Vec<u32> = shape.children(world, me).filter(|c| !dead(*c)).collect();
+    // Its children now: the live ranks whose nearest live ancestor it is
+    // (a failed child's children too).
+    let children: BTreeSet<u32> = (1..world)
+        .filter(|&r| !dead(r) && shape.live_parent(r, &dead) == Some(me))
+        .collect();
     let key = g.round_key(AGGREGATE);
     // Passed straight on: the coordinator counts it if it can.
     let pass_on = |msg: &[u8]| -> Result<()> {
@@ -276,8 +280,11 @@ pub(super) fn submit(
         }
     };
     if !children.is_empty() {
-        let levels = height(fanout, world, 0).saturating_sub(height(fanout, world, me));
-        let share = (1.0 - 0.1 * f64::from(levels)).max(0.5);
+        // The deadline in equal steps, one a level: a relay stops a step
+        // before its parent does.
+        let top = height(fanout, world, 0);
+        let levels = top.saturating_sub(height(fanout, world, me));
+        let share = 1.0 - f64::from(levels) / f64::from(top + 1);
         let cutoff = offer.received + offer.deadline.mul_f64(share);
         let mut heard: BTreeSet<u32> = BTreeSet::new();
         while heard.len() < children.len() {
@@ -290,14 +297,28 @@ pub(super) fn submit(
                 Err(TransportError::Timeout { .. }) => break,
                 Err(e) => return Err(Error::from_transport(e, "submit")),
             };
+            // A child speaks for its own subtree only, once a round.
+            let fits = |a: &Aggregate| {
+                children.contains(&from)
+                    && a.ranks
+                        .iter()
+                        .all(|&r| in_subtree(shape, world, from, r) && !mine.ranks.contains(&r))
+            };
             match Aggregate::parse(msg.as_ref(), n) {
-                Ok(a) if a.round == offer.round && !heard.contains(&from) => {
+                Ok(a) if a.round == offer.round && !heard.contains(&from) && fits(&a) => {
                     heard.insert(from);
                     mine.add(a);
                 }
-                // Another round's, or one that does not fit: the
-                // coordinator answers it.
-                _ => pass_on(msg.as_ref())?,
+                // Another round's: the coordinator counts it if that
+                // round is open, else answers its ranks `Late`.
+                Ok(a) if a.round != offer.round && fits(&a) => pass_on(msg.as_ref())?,
+                // A second one, or one that does not fit: dropped (its
+                // ranks hear `Late` at the round's end).
+                _ => tracing::warn!(
+                    round = offer.round,
+                    from,
+                    "an aggregate from below that does not fit; dropped"
+                ),
             }
         }
     }

@@ -214,7 +214,9 @@ impl Fleet {
             .name(format!("meshwork-redial-{peer}"))
             .spawn(move || {
                 let given_up = fleet.dial_back(peer, away);
-                fleet.redialling.store(false, Ordering::Release);
+                if given_up.is_some() {
+                    fleet.redialling.store(false, Ordering::Release);
+                }
                 if let (Some(e), Some(core)) = (given_up, fleet.core.upgrade()) {
                     tracing::error!(peer, "the coordinator stayed away for {away:?}: {e}");
                     core.lost(peer);
@@ -270,6 +272,9 @@ impl Fleet {
                         "back with the coordinator after {:?} away",
                         started.elapsed()
                     );
+                    // Done dialling before the new link starts: if it
+                    // ends at once, its end dials again.
+                    self.redialling.store(false, Ordering::Release);
                     self.install(peer, stream, &keys);
                     return None;
                 }
