@@ -708,8 +708,10 @@ pub(crate) fn churn(g: std::sync::Arc<meshwork::ProcessGroup>) -> meshwork::Resu
                 None => break,
             },
         };
-        if group.incarnation(0) != links {
-            links = group.incarnation(0);
+        // Its link to the coordinator came back (dialled again after it
+        // dropped, or went silent): once for each time.
+        while links < group.incarnation(0) {
+            links += 1;
             words.push("back".into());
         }
         if scheduled_leave(rank, o.round, churn) && o.round + 2 < rounds {
@@ -722,6 +724,8 @@ pub(crate) fn churn(g: std::sync::Arc<meshwork::ProcessGroup>) -> meshwork::Resu
             #[allow(clippy::disallowed_methods, reason = "a worker away for a while")]
             std::thread::sleep(away);
             g = Some(meshwork::Node::from_env()?.connect()?);
+            // A new group: its coordinator has not come back yet.
+            links = 0;
             words.push("back".into());
             continue;
         }
