@@ -6,7 +6,7 @@
 use super::split::child_comm_id;
 use super::ProcessGroup;
 use crate::error::{Error, Result};
-use meshwork_transport::{LaneKey, LaneKind, TransportError};
+use meshwork_transport::{LaneKey, LaneKind, Payload, TransportError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -103,7 +103,24 @@ const MAX_UNANSWERED: u32 = 2;
 /// Answers (refusals, lates) one worker gets per round at most: a worker
 /// that sends update after update without reading cannot make the
 /// coordinator wait on its full lane.
-pub(super) const MAX_ANSWERS: u32 = 2;
+const MAX_ANSWERS: u32 = 2;
+
+/// The answers each worker was given in one round ([`MAX_ANSWERS`] at
+/// most).
+#[derive(Debug, Default)]
+pub(super) struct Answers(HashMap<u32, u32>);
+
+impl Answers {
+    /// Whether `to` may be given one more answer (then counted).
+    pub(super) fn one_more(&mut self, to: u32) -> bool {
+        let given = self.0.entry(to).or_insert(0);
+        let more = *given < MAX_ANSWERS;
+        if more {
+            *given += 1;
+        }
+        more
+    }
+}
 
 /// Holds `RoundsState::running` while one round or `finish` runs.
 pub(super) struct Running<'a>(&'a AtomicBool);
@@ -151,6 +168,25 @@ impl ProcessGroup {
     pub(super) fn answered(&self, from: u32) {
         let incarnation = self.inner().transport.incarnation(from);
         self.unanswered().insert(from, (0, incarnation));
+    }
+
+    /// The next rounds' message tagged `tag` from any rank, waiting until
+    /// `until`; `None` once that has passed.
+    pub(super) fn round_recv_any(
+        &self,
+        tag: u64,
+        until: Instant,
+        op: &str,
+    ) -> Result<Option<(u32, Payload)>> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        match self.inner().transport.recv_any(self.round_key(tag), left) {
+            Ok(got) => Ok(Some(got)),
+            Err(TransportError::Timeout { .. }) => Ok(None),
+            Err(e) => Err(Error::from_transport(e, op)),
+        }
     }
 
     /// Send a round message; a worker that is gone is away, not an error.

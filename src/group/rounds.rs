@@ -44,13 +44,12 @@
 //! the updates arrived in.
 
 use super::round_wire::{
-    answer, await_answer, f32s, invite, le_u32, le_u64, result_done, result_too_few, END, LATE,
-    MAX_ANSWERS, OFFER, REFUSED, RESULT, UPDATE,
+    answer, await_answer, f32s, invite, le_u32, le_u64, result_done, result_too_few, Answers, END,
+    LATE, OFFER, REFUSED, RESULT, UPDATE,
 };
 pub use super::round_wire::{Offer, RoundOutcome, RoundReport};
 use super::ProcessGroup;
 use crate::error::{Error, Result};
-use meshwork_transport::TransportError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -145,7 +144,7 @@ impl RoundCoordinator<'_> {
         let round = g.rounds.next.fetch_add(1, Ordering::Relaxed);
         let invited = invite(g, self.config.deadline, round, 0, model)?;
         let deadline = Instant::now() + self.config.deadline;
-        let mut answers: HashMap<u32, u32> = HashMap::new();
+        let mut answers = Answers::default();
         // Who took part, their weights summed, and their weighted values
         // summed (in f64).
         let (participants, total_weight, sums) = match super::tree_round::fanout(g) {
@@ -209,19 +208,13 @@ impl RoundCoordinator<'_> {
         invited: &[u32],
         deadline: Instant,
         model: &[f32],
-        answers: &mut HashMap<u32, u32>,
+        answers: &mut Answers,
     ) -> Result<(Vec<u32>, f64, Vec<f64>)> {
         let g = self.g;
         let mut arrived: BTreeMap<u32, (f32, Vec<f32>)> = BTreeMap::new();
         while arrived.len() < invited.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let Some((from, msg)) = g.round_recv_any(UPDATE, deadline, "round")? else {
                 break;
-            }
-            let (from, msg) = match g.inner().transport.recv_any(g.round_key(UPDATE), left) {
-                Ok(got) => got,
-                Err(TransportError::Timeout { .. }) => break,
-                Err(e) => return Err(Error::from_transport(e, "round")),
             };
             g.answered(from);
             let (r, outcome, why) = match parse_update(msg.as_ref(), model.len()) {
@@ -249,9 +242,7 @@ impl RoundCoordinator<'_> {
                 ),
                 Err((r, why)) => (r, REFUSED, why),
             };
-            let given = answers.entry(from).or_insert(0);
-            if *given < MAX_ANSWERS {
-                *given += 1;
+            if answers.one_more(from) {
                 g.round_send(from, RESULT, &answer(r, outcome, why.as_bytes()))?;
             }
         }
@@ -302,15 +293,9 @@ impl RoundCoordinator<'_> {
         // worker that submits after it saw the end needs no answer
         // (`RoundParticipant::submit` knows).
         let until = Instant::now() + FINISH_GRACE;
-        let mut answers: HashMap<u32, u32> = HashMap::new();
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let Ok((from, msg)) = g.inner().transport.recv_any(g.round_key(UPDATE), left) else {
-                break;
-            };
-            let given = answers.entry(from).or_insert(0);
-            if *given < MAX_ANSWERS {
-                *given += 1;
+        let mut answers = Answers::default();
+        while let Ok(Some((from, msg))) = g.round_recv_any(UPDATE, until, "finish") {
+            if answers.one_more(from) {
                 let r = msg.as_ref().get(..8).map_or(0, le_u64);
                 g.round_send(from, RESULT, &answer(r, LATE, &[]))?;
             }

@@ -33,14 +33,13 @@
 //! | `SECURE_DOWN` | coordinator → worker | round `u64`, step `u8`, then: list (threshold `u32`, count `u32`, each: rank `u32`, two keys); forward (U2's count and ranks, then count `u32`, each: from `u32`, sealed pair); survivors (count `u32`, ranks); outcome (a `RESULT` body) |
 
 use super::round_wire::{
-    answer, invite, le_u32, le_u64, parse_result, result_done, result_too_few, Offer, RoundOutcome,
-    RoundReport, LATE, MAX_ANSWERS,
+    answer, invite, le_u32, le_u64, parse_result, result_done, result_too_few, Answers, Offer,
+    RoundOutcome, RoundReport, LATE,
 };
 use super::secagg::{self, KeyPair, Share, CHUNKS, SEALED_LEN};
 use super::ProcessGroup;
 use crate::error::{Error, Result};
-use meshwork_transport::TransportError;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -129,7 +128,7 @@ struct Steps<'a> {
     round: u64,
     started: Instant,
     deadline: Duration,
-    answers: HashMap<u32, u32>,
+    answers: Answers,
     /// The workers offered the round, and those told how it ended: the
     /// others (dropped at some step) are told `Late` when it ends, however
     /// it ends.
@@ -167,26 +166,17 @@ impl Steps<'_> {
         mut parse: impl FnMut(u32, &[u8]) -> Option<T>,
     ) -> Result<BTreeMap<u32, T>> {
         let g = self.g;
-        let key = g.round_key(SECURE_UP);
         let mut got = BTreeMap::new();
         let mut refused = BTreeSet::new();
         while got.len() + refused.len() < expected.len() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let Some((from, msg)) = g.round_recv_any(SECURE_UP, until, "secure_round")? else {
                 break;
-            }
-            let (from, msg) = match g.inner().transport.recv_any(key, left) {
-                Ok(m) => m,
-                Err(TransportError::Timeout { .. }) => break,
-                Err(e) => return Err(Error::from_transport(e, "secure_round")),
             };
             let b = msg.as_ref();
             let round = b.get(..8).map_or(0, le_u64);
             g.answered(from);
             if round < self.round {
-                let given = self.answers.entry(from).or_insert(0);
-                if *given < MAX_ANSWERS {
-                    *given += 1;
+                if self.answers.one_more(from) {
                     let mut m = head(round, OUTCOME);
                     m.extend_from_slice(&answer(round, LATE, &[]));
                     g.secure_send(from, &m)?;
@@ -260,7 +250,7 @@ pub(super) fn coordinate(
         round,
         started: Instant::now(),
         deadline,
-        answers: HashMap::new(),
+        answers: Answers::default(),
         invited: invited.clone(),
         told: BTreeSet::new(),
     };

@@ -25,13 +25,13 @@
 //! | `AGGREGATE` | worker → parent (or, late, → coordinator) | round `u64`, count `u32` and ranks, total weight `f64`, then the weighted values' sums, `f64`s |
 
 use super::round_wire::{
-    answer, await_answer, le_u32, le_u64, Offer, RoundOutcome, LATE, MAX_ANSWERS, REFUSED, RESULT,
+    answer, await_answer, le_u32, le_u64, Answers, Offer, RoundOutcome, LATE, REFUSED, RESULT,
 };
 use super::ProcessGroup;
 use crate::error::{Error, Result};
 use crate::Topology;
 use meshwork_transport::{Shape, TransportError};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// Worker → parent (or coordinator).
@@ -136,7 +136,7 @@ pub(super) fn collect(
     invited: &[u32],
     deadline: Instant,
     n: usize,
-    answers: &mut HashMap<u32, u32>,
+    answers: &mut Answers,
 ) -> Result<(Vec<u32>, f64, Vec<f64>)> {
     let shape = Shape::Tree { fanout };
     let world = g.world_size();
@@ -149,14 +149,8 @@ pub(super) fn collect(
     };
     let mut counted: BTreeSet<u32> = BTreeSet::new();
     while counted.len() < offered.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let Some((from, msg)) = g.round_recv_any(AGGREGATE, deadline, "round")? else {
             break;
-        }
-        let (from, msg) = match g.inner().transport.recv_any(g.round_key(AGGREGATE), left) {
-            Ok(got) => got,
-            Err(TransportError::Timeout { .. }) => break,
-            Err(e) => return Err(Error::from_transport(e, "round")),
         };
         g.answered(from);
         let (r, ranks, outcome, why) = match Aggregate::parse(msg.as_ref(), n) {
@@ -203,16 +197,12 @@ pub(super) fn collect(
             Err((r, why)) => (r, vec![from], REFUSED, why),
         };
         for w in ranks {
-            let given = answers.entry(w).or_insert(0);
-            if *given < MAX_ANSWERS {
-                *given += 1;
+            if answers.one_more(w) {
                 g.round_send(w, RESULT, &answer(r, outcome, why.as_bytes()))?;
             }
         }
     }
-    let mut participants: Vec<u32> = counted.into_iter().collect();
-    participants.sort_unstable();
-    Ok((participants, total.weight, total.sums))
+    Ok((counted.into_iter().collect(), total.weight, total.sums))
 }
 
 /// Whether `w` is `r` or below it on the tree.
@@ -288,14 +278,8 @@ pub(super) fn submit(
         let cutoff = offer.received + offer.deadline.mul_f64(share);
         let mut heard: BTreeSet<u32> = BTreeSet::new();
         while heard.len() < children.len() {
-            let left = cutoff.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let Some((from, msg)) = g.round_recv_any(AGGREGATE, cutoff, "submit")? else {
                 break;
-            }
-            let (from, msg) = match inner.transport.recv_any(key, left) {
-                Ok(got) => got,
-                Err(TransportError::Timeout { .. }) => break,
-                Err(e) => return Err(Error::from_transport(e, "submit")),
             };
             // A child speaks for its own subtree only, once a round.
             let fits = |a: &Aggregate| {

@@ -10,6 +10,15 @@ use std::time::Duration;
 
 const N: usize = 5;
 
+/// The environment's `name` (a scenario's setting, or a size by hand),
+/// else `default`.
+fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Worker `rank`'s update in round `round`.
 fn update(rank: u32, round: u64, model: &[f32]) -> Vec<f32> {
     model
@@ -437,7 +446,7 @@ fn bad_updates_and_configurations_are_refused() {
 )]
 pub(crate) fn scenario(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
     use std::io::Write;
-    let rounds: u64 = std::env::var("ROUNDS").map_or(20, |v| v.parse().unwrap_or(20));
+    let rounds: u64 = var("ROUNDS", 20);
     if g.rank() == 0 {
         let config = RoundConfig {
             deadline: Duration::from_millis(1500),
@@ -558,7 +567,7 @@ fn scheduled_late(rank: u32, round: u64, percent: u64) -> bool {
 #[test]
 fn faults_rounds_a_fleet_with_late_workers_and_a_killed_one() {
     use crate::procs::{spawn, Launch};
-    let workers: u32 = std::env::var("ROUNDS_WORKERS").map_or(16, |v| v.parse().unwrap_or(16));
+    let workers: u32 = var("ROUNDS_WORKERS", 16);
     const ROUNDS: u64 = 10;
     const LATE: u64 = 10;
     let mut launch = Launch::loopback(1 + workers, "star", 30.0).on("tcp");
@@ -651,9 +660,6 @@ fn scheduled_leave(rank: u32, round: u64, percent: u64) -> bool {
 )]
 pub(crate) fn churn(g: std::sync::Arc<meshwork::ProcessGroup>) -> meshwork::Result<String> {
     use std::io::Write;
-    let var = |name: &str, default: u64| -> u64 {
-        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
-    };
     let rounds = var("ROUNDS", 20);
     let round_ms = var("ROUND_MS", 1500);
     let (churn, late_percent) = (var("CHURN_PERCENT", 10), var("LATE_PERCENT", 10));
@@ -767,11 +773,8 @@ pub(crate) fn churn(g: std::sync::Arc<meshwork::ProcessGroup>) -> meshwork::Resu
 #[allow(clippy::print_stdout, reason = "the run's figures, for the record")]
 fn faults_rounds_a_churning_fleet() {
     use crate::procs::{spawn, Launch};
-    let var = |name: &str, default: u32| -> u32 {
-        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
-    };
     let workers = var("CHURN_WORKERS", 16);
-    let rounds = u64::from(var("CHURN_ROUNDS", 12));
+    let rounds: u64 = var("CHURN_ROUNDS", 12);
     const ROUND_MS: u64 = 1500;
     const PERCENT: u64 = 10;
     let mut launch = Launch::loopback(1 + workers, "star", 60.0).on("tcp");
@@ -1086,14 +1089,11 @@ fn secure_rounds_equal_the_plain_average_of_the_workers_that_stayed() {
 )]
 pub(crate) fn secure(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
     use std::io::Write;
-    let var = |name: &str, default: u32| -> u32 {
-        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
-    };
     let (threshold, dropping) = (var("THRESHOLD", 4), var("DROPPING", 2));
     let workers = g.world_size() - 1;
     if g.rank() == 0 {
         let config = RoundConfig {
-            deadline: Duration::from_secs(u64::from(var("ROUND_S", 8))),
+            deadline: Duration::from_secs(var("ROUND_S", 8)),
             min_updates: 1,
         };
         let mut c = g.round_coordinator(config)?;
@@ -1165,9 +1165,6 @@ pub(crate) fn secure(g: &meshwork::ProcessGroup) -> meshwork::Result<String> {
 #[allow(clippy::print_stdout, reason = "the run's figures, for the record")]
 fn faults_rounds_secure_with_workers_dropping_after_masking() {
     use crate::procs::{spawn, Launch};
-    let var = |name: &str, default: u32| -> u32 {
-        std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
-    };
     let workers = var("SECURE_WORKERS", 12);
     let dropping = var("SECURE_DROPPING", 2);
     let threshold = var("SECURE_THRESHOLD", workers / 2);

@@ -127,7 +127,7 @@ pub struct Spec {
     /// The symmetric heap's size in bytes (`HEAP_MB`; 0: none): checked
     /// equal in every link's handshake.
     pub heap_bytes: u64,
-    /// A fleet (`FLEET`; `None`: not one): a star over TCP whose workers
+    /// A fleet (`FLEET_AWAY_S`; `None`: not one): a star over TCP whose workers
     /// come and go. A worker whose link ends is away, not failed — no one
     /// is told, nothing is revoked — and may come back, from any address,
     /// by dialling again with its identity; the coordinator's door admits
@@ -266,7 +266,6 @@ impl Spec {
             peer_budget_bytes: self.peer_budget_bytes,
             lane_depth: self.lane_depth,
             ranks_here: self.peers.iter().filter(|a| Some(a.ip()) == me).count(),
-            fleet: self.fleet.is_some(),
         }
     }
 

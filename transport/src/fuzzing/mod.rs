@@ -410,7 +410,6 @@ fn core(rank: u32, world: u32, shape: crate::Shape) -> Core {
         // the scripts send without waiting for credit.
         lane_depth: 4096,
         ranks_here: 1,
-        fleet: false,
     })
 }
 

@@ -68,6 +68,30 @@ struct Peer {
 }
 
 impl Peer {
+    /// A peer as at formation, heard at `now`.
+    fn new(now: Instant) -> Peer {
+        Peer {
+            gone: false,
+            left: false,
+            failed_order: 0,
+            silent: false,
+            last_progress: now,
+            received_messages: 0,
+            received_bytes: 0,
+            queued_bytes: 0,
+            max_queued_bytes: 0,
+            budgeted_bytes: 0,
+            credit_due: 0,
+            credit_wanted: false,
+            most_lane_due: 0,
+            due_lane: None,
+            owed_lanes: 0,
+            owed_listed: false,
+            budgeted_lanes: 0,
+            other_lanes: 0,
+        }
+    }
+
     /// The count of lanes of `kind` holding its messages.
     fn lanes_of(&mut self, kind: LaneKind) -> &mut usize {
         if budgeted(kind) {
@@ -282,29 +306,7 @@ impl Inbox {
         Inbox {
             state: Mutex::new(State {
                 lanes: LaneMap::default(),
-                peers: vec![
-                    Peer {
-                        gone: false,
-                        left: false,
-                        failed_order: 0,
-                        silent: false,
-                        last_progress: now,
-                        received_messages: 0,
-                        received_bytes: 0,
-                        queued_bytes: 0,
-                        max_queued_bytes: 0,
-                        budgeted_bytes: 0,
-                        credit_due: 0,
-                        credit_wanted: false,
-                        most_lane_due: 0,
-                        due_lane: None,
-                        owed_lanes: 0,
-                        owed_listed: false,
-                        budgeted_lanes: 0,
-                        other_lanes: 0,
-                    };
-                    world as usize
-                ],
+                peers: vec![Peer::new(now); world as usize],
                 failures: 0,
                 closed: false,
                 revoked: HashSet::new(),

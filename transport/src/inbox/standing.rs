@@ -58,20 +58,14 @@ impl Inbox {
         };
         lanes.retain(|(from, _), _| *from != src);
         lane_due.retain(|(from, _), _| *from != src);
-        p.gone = false;
-        p.left = false;
-        p.silent = false;
-        p.failed_order = 0;
-        p.last_progress = super::stamp::stamp();
-        p.queued_bytes = 0;
-        p.budgeted_bytes = 0;
-        p.credit_due = 0;
-        p.credit_wanted = false;
-        p.most_lane_due = 0;
-        p.due_lane = None;
-        p.owed_lanes = 0;
-        p.budgeted_lanes = 0;
-        p.other_lanes = 0;
+        // What it sent is kept count of; what was owed on it is not.
+        *p = Peer {
+            received_messages: p.received_messages,
+            received_bytes: p.received_bytes,
+            max_queued_bytes: p.max_queued_bytes,
+            owed_listed: p.owed_listed,
+            ..Peer::new(super::stamp::stamp())
+        };
         super::credit::list_owed(p, owed_changed, src);
         st.wake(Change::All);
     }

@@ -333,7 +333,6 @@ mod tests {
             peer_budget_bytes: budget,
             lane_depth: 4,
             ranks_here: 1,
-            fleet: false,
         });
         let link = Arc::new(Recorder::default());
         core.set_links(vec![None, Some(Arc::clone(&link) as Arc<dyn Link>)]);

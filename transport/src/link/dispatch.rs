@@ -238,7 +238,6 @@ mod tests {
             peer_budget_bytes: 1 << 20,
             lane_depth: 4,
             ranks_here: 1,
-            fleet: false,
         });
         let recorders: Vec<Arc<Recorder>> = (0..world).map(|_| Arc::default()).collect();
         core.set_links(

@@ -367,10 +367,9 @@ pub struct Core {
     pub(crate) star: bool,
     /// The shape is sparse: every rank relays.
     pub(crate) sparse: bool,
-    /// A fleet (`Spec::fleet`): a link's end leaves its peer away, not
-    /// failed; nobody is told of it, and it may come back (`revive`).
-    pub(crate) fleet: bool,
-    /// A fleet's links (set by the TCP backend).
+    /// A fleet's links (`Spec::fleet`, set by the TCP backend before any
+    /// link starts): a link's end leaves its peer away, not failed;
+    /// nobody is told of it, and it may come back (`revive`).
     churn: OnceLock<Arc<dyn Churn>>,
     /// By peer, how often it came back on a new link.
     incarnations: Vec<AtomicU64>,
@@ -434,8 +433,6 @@ pub(crate) struct CoreConfig {
     /// Ranks sharing this host's cores (spinning pays only with a core
     /// each).
     pub ranks_here: usize,
-    /// A fleet: see `Core::fleet`.
-    pub fleet: bool,
 }
 
 impl Core {
@@ -460,7 +457,6 @@ impl Core {
             shape,
             star: shape == Shape::Star,
             sparse,
-            fleet: cfg.fleet,
             churn: OnceLock::new(),
             incarnations: (0..world).map(|_| AtomicU64::new(0)).collect(),
             via,
@@ -981,7 +977,7 @@ impl Core {
     pub(crate) fn spread(&self, failed: u32, how: Gone) {
         // A fleet's workers come and go; none of them needs to hear of
         // another's.
-        if self.fleet || !self.star && !self.sparse {
+        if self.churn.get().is_some() || !self.star && !self.sparse {
             // A mesh rank sees every member's end and silence on its own
             // link to it: a peer's word would only let a member make a
             // live rank look failed.

@@ -246,7 +246,6 @@ pub fn world_with_net(
             peer_budget_bytes: crate::DEFAULT_PEER_BUDGET,
             lane_depth: crate::LANE_DEPTH,
             ranks_here: n,
-            fleet: false,
         }));
         let links = (0..world)
             .map(|p| {

@@ -108,7 +108,6 @@ impl World {
                 peer_budget_bytes: 1 << 20,
                 lane_depth: 8,
                 ranks_here: 1,
-                fleet: false,
             }));
             core.set_links(
                 (0..world)

@@ -21,7 +21,6 @@ fn core() -> Core {
         peer_budget_bytes: 1 << 20,
         lane_depth: 8,
         ranks_here: 1,
-        fleet: false,
     })
 }
 
@@ -186,7 +185,6 @@ fn a_flood_of_peer_gone_notices_is_bounded_by_the_world() {
         peer_budget_bytes: 1 << 20,
         lane_depth: 8,
         ranks_here: 1,
-        fleet: false,
     });
     let mut inn = In::new(8);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;

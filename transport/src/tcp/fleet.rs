@@ -58,6 +58,14 @@ impl Slot {
     fn current(&self) -> Option<Arc<TcpLink>> {
         self.now.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// Put `link` in its place; the link it had.
+    fn replace(&self, link: Option<Arc<TcpLink>>) -> Option<Arc<TcpLink>> {
+        std::mem::replace(
+            &mut *self.now.write().unwrap_or_else(|e| e.into_inner()),
+            link,
+        )
+    }
 }
 
 impl Fleet {
@@ -87,15 +95,10 @@ impl Fleet {
             claimed,
             redialling: AtomicBool::new(false),
         });
-        let mut present = vec![false; world as usize];
         for (peer, stream, keys) in streams {
             match fleet.make(core, peer, stream, &keys) {
                 Ok(link) => {
-                    *fleet.slots[peer as usize]
-                        .now
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner()) = Some(link);
-                    present[peer as usize] = true;
+                    fleet.slots[peer as usize].replace(Some(link));
                 }
                 Err(e) => tracing::error!(peer, "cannot set up the link: {e}"),
             }
@@ -104,7 +107,7 @@ impl Fleet {
             .map(|peer| {
                 let linked = peer == 0 || spec.rank == 0;
                 (linked && peer != spec.rank).then(|| {
-                    if !present[peer as usize] {
+                    if fleet.slots[peer as usize].current().is_none() {
                         core.inbox.set_gone(peer);
                     }
                     Arc::new(Rejoin {
@@ -148,14 +151,13 @@ impl Fleet {
         }
         // Ends of the old link are not this one's from here on.
         slot.generation.fetch_add(1, Ordering::AcqRel);
-        let old = slot.now.write().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(old) = old {
+        if let Some(old) = slot.replace(None) {
             old.close_end();
         }
         core.revive(peer);
         match self.make(&core, peer, stream, keys) {
             Ok(link) => {
-                *slot.now.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&link));
+                slot.replace(Some(Arc::clone(&link)));
                 Arc::clone(&link).start(&core);
                 // Closing began meanwhile, and may have passed this slot.
                 if core.closing.load(Ordering::Acquire) || slot.leaving.load(Ordering::Acquire) {
@@ -288,17 +290,14 @@ impl Fleet {
                     | FormationError::HeapMismatch { .. }),
                 ) => return Some(e),
                 Err(e) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let wait = pause.mul_f64(spread).min(left);
                     tracing::warn!(
                         peer,
                         tries,
-                        "the coordinator has been away for {:?} ({e}); next try in {:?}, giving up in {:?}",
+                        "the coordinator has been away for {:?} ({e}); next try in {wait:?}, giving up in {left:?}",
                         started.elapsed(),
-                        pause.mul_f64(spread),
-                        deadline.saturating_duration_since(Instant::now())
                     );
-                    let wait = pause
-                        .mul_f64(spread)
-                        .min(deadline.saturating_duration_since(Instant::now()));
                     #[allow(
                         clippy::disallowed_methods,
                         reason = "back-off between dial attempts, not synchronisation"

@@ -36,7 +36,6 @@ fn pair_sealed(timeout: Duration, token: bool) -> (Core, TcpLink, TcpStream) {
         peer_budget_bytes: 1 << 30,
         lane_depth: 8,
         ranks_here: 1,
-        fleet: false,
     });
     let mut spec = Spec::tcp(0, 2, vec![addr, addr]);
     spec.timeout = timeout;
@@ -233,7 +232,6 @@ fn hub(
         // (the receiver would refuse a sender past it too).
         lane_depth: crate::LANE_DEPTH,
         ranks_here: 1,
-        fleet: false,
     }));
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
