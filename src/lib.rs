@@ -279,7 +279,7 @@ pub use group::{
 pub use local::{local, local_with};
 pub use meshwork_collectives::{with_dtype, DType, Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
-pub use meshwork_transport::{LinkKind, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET};
+pub use meshwork_transport::{LinkKind, Payload, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET};
 pub use node::{
     bind_rank_sockets, serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES,
     WIRE_PROTOCOL_VERSION,

@@ -4,7 +4,7 @@
 use super::ProcessGroup;
 use crate::error::{Error, Result};
 use meshwork_collectives::Element;
-use meshwork_transport::{LaneKey, LaneKind};
+use meshwork_transport::{LaneKey, LaneKind, Payload};
 use std::time::Duration;
 
 impl ProcessGroup {
@@ -61,6 +61,35 @@ impl ProcessGroup {
             .transport
             .send(dst, Self::p2p_key(inner.comm_id, tag), &[data])
             .map_err(|e| inner.error(e, "send"))
+    }
+
+    /// Send the concatenation of `parts` to `dst` under `tag` as one
+    /// message, with no copy to join them (a header and a payload: the
+    /// MPI ABI's envelope before its user's buffer).
+    pub fn send_parts(&self, parts: &[&[u8]], dst: u32, tag: u64) -> Result<()> {
+        let inner = self.checked("send", "destination", dst)?;
+        inner
+            .transport
+            .send(dst, Self::p2p_key(inner.comm_id, tag), parts)
+            .map_err(|e| inner.error(e, "send"))
+    }
+
+    /// The next message under `tag` from any rank, with its sender;
+    /// `None` if none came within `timeout` (nothing is consumed). A
+    /// failed rank or a revoked group is an error as for
+    /// [`recv`](Self::recv). The message is handed over as it was
+    /// received, with no copy.
+    pub fn recv_any_message(&self, tag: u64, timeout: Duration) -> Result<Option<(u32, Payload)>> {
+        let inner = self.inner();
+        inner.check_usable()?;
+        match inner
+            .transport
+            .recv_any(Self::p2p_key(inner.comm_id, tag), timeout)
+        {
+            Ok(got) => Ok(Some(got)),
+            Err(meshwork_transport::TransportError::Timeout { .. }) => Ok(None),
+            Err(e) => Err(inner.error(e, "recv")),
+        }
     }
 
     /// Receive the next message from `src` under `tag`, whatever its length.

@@ -1,0 +1,1111 @@
+//! Collectives. Each MPI collective becomes a [`Plan`]: one meshwork
+//! [`Call`] on byte regions of one element type, the scratch it needs
+//! (a derived type's packed copy, a non-root's reduction buffer, the copy
+//! `MPI_IN_PLACE` implies), and what to copy back after. The blocking
+//! form runs it through `ProcessGroup::call_bytes`, the `MPI_I…` form
+//! through `ProcessGroup::call_nb`; both are meshwork's one call entry.
+//!
+//! Data movement (broadcast, gathers, scatters, all-to-all) moves bytes,
+//! so any datatype goes; reductions take the meshwork element type of
+//! the datatype and SUM, PROD, MIN or MAX. The `v` forms, whose blocks
+//! differ in size from rank to rank, have no meshwork call: they are
+//! point-to-point messages on a lane of their own ([`VLANE`]).
+
+use crate::consts::*;
+use crate::datatype::{reduces_as, type_of, Type};
+use crate::p2p::{add_request, Pending, Request};
+use crate::state::{comm, entry, Comm, Fail, Result};
+use crate::{put, Handle};
+use mw::{Buffers, Call, DType, Element, OwnedBuffers, ReduceOp, Work};
+use std::ffi::c_int;
+use std::sync::Arc;
+
+/// The meshwork tag of the `v` collectives' messages.
+const VLANE: u64 = 0x4d50_4920_7663_6f6c;
+
+/// Bytes of memory: the caller's, or scratch a plan keeps.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    at: usize,
+    len: usize,
+}
+
+impl Region {
+    const EMPTY: Region = Region { at: 0, len: 0 };
+
+    /// # Safety
+    /// The region is valid for reads for the call.
+    unsafe fn bytes<'a>(self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: valid (the contract).
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+
+    /// # Safety
+    /// The region is valid for reads and writes for the call, and nothing
+    /// else touches it.
+    unsafe fn bytes_mut<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: valid and exclusive (the contract).
+        unsafe { std::slice::from_raw_parts_mut(self.at as *mut u8, self.len) }
+    }
+
+    fn offset(self, by: usize, len: usize) -> Region {
+        Region {
+            at: self.at + by,
+            len,
+        }
+    }
+}
+
+/// A step after the call: `from` (packed) into `count` elements of `ty`
+/// at `to`.
+struct Unpack {
+    from: Region,
+    ty: Arc<Type>,
+    count: usize,
+    to: usize,
+}
+
+enum Bufs {
+    InPlace(Region),
+    SendRecv { send: Region, recv: Region },
+}
+
+/// One collective, ready to run.
+struct Plan {
+    comm: Arc<Comm>,
+    call: Call,
+    dtype: DType,
+    bufs: Bufs,
+    /// Scratch, 8-byte aligned; its memory does not move with the Vec.
+    keep: Vec<Vec<u64>>,
+    after: Vec<Unpack>,
+}
+
+// SAFETY: the regions are the caller's buffers, which MPI gives to the
+// operation until it completes, and the plan's own scratch.
+unsafe impl Send for Plan {}
+
+impl Plan {
+    fn new(comm: Arc<Comm>, call: Call, dtype: DType) -> Plan {
+        Plan {
+            comm,
+            call,
+            dtype,
+            bufs: Bufs::InPlace(Region::EMPTY),
+            keep: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
+    fn scratch(&mut self, len: usize) -> Region {
+        let mut v = vec![0u64; len.div_ceil(8)];
+        let at = v.as_mut_ptr() as usize;
+        self.keep.push(v);
+        Region { at, len }
+    }
+
+    /// Scratch holding `count` elements of `ty` at `buf`, packed.
+    ///
+    /// # Safety
+    /// `buf` holds `count` elements of `ty`.
+    unsafe fn copied(&mut self, buf: usize, ty: &Type, count: usize) -> Result<Region> {
+        // SAFETY: the contract.
+        let packed = unsafe { ty.pack(buf as *const u8, count) }?;
+        let r = self.scratch(packed.len());
+        // SAFETY: fresh scratch of that length.
+        unsafe { r.bytes_mut() }.copy_from_slice(&packed);
+        Ok(r)
+    }
+
+    /// What the call reads: the caller's memory if it is one run of
+    /// bytes, else a packed copy.
+    ///
+    /// # Safety
+    /// As [`copied`](Self::copied).
+    unsafe fn input(&mut self, buf: usize, ty: &Type, count: usize) -> Result<Region> {
+        let len = ty.bytes(count)?;
+        if len > 0 && buf == 0 {
+            return Err(Fail::new(
+                ERR_BUFFER,
+                "send buffer is NULL with a nonzero count",
+            ));
+        }
+        if ty.is_flat() {
+            return Ok(Region { at: buf, len });
+        }
+        // SAFETY: the contract.
+        unsafe { self.copied(buf, ty, count) }
+    }
+
+    /// Where the call writes: the caller's memory if it is one run of
+    /// bytes, else scratch unpacked into it after.
+    fn output(&mut self, buf: usize, ty: &Arc<Type>, count: usize) -> Result<Region> {
+        let len = ty.bytes(count)?;
+        if len > 0 && buf == 0 {
+            return Err(Fail::new(
+                ERR_BUFFER,
+                "receive buffer is NULL with a nonzero count",
+            ));
+        }
+        if ty.is_flat() {
+            return Ok(Region { at: buf, len });
+        }
+        let r = self.scratch(len);
+        self.after.push(Unpack {
+            from: r,
+            ty: ty.clone(),
+            count,
+            to: buf,
+        });
+        Ok(r)
+    }
+
+    /// Read and written in place: the caller's memory, or a packed copy
+    /// unpacked after.
+    ///
+    /// # Safety
+    /// As [`copied`](Self::copied), writable.
+    unsafe fn inout(&mut self, buf: usize, ty: &Arc<Type>, count: usize) -> Result<Region> {
+        if ty.is_flat() {
+            return self.output(buf, ty, count);
+        }
+        // SAFETY: the contract.
+        let r = unsafe { self.copied(buf, ty, count) }?;
+        self.after.push(Unpack {
+            from: r,
+            ty: ty.clone(),
+            count,
+            to: buf,
+        });
+        Ok(r)
+    }
+
+    fn finish(after: &[Unpack]) {
+        for u in after {
+            // SAFETY: `from` is the plan's scratch and `to` the caller's
+            // buffer of `count` elements (MPI's contract).
+            unsafe { u.ty.unpack(u.from.bytes(), u.to as *mut u8, u.count) };
+        }
+    }
+
+    /// Run it to its end.
+    fn run(self) -> Result<()> {
+        // SAFETY: the regions are valid for the call (see `Plan`); send and
+        // receive never overlap (in place is one region).
+        let bufs = unsafe {
+            match self.bufs {
+                Bufs::InPlace(r) => Buffers::InPlace(r.bytes_mut()),
+                Bufs::SendRecv { send, recv } => Buffers::SendRecv {
+                    send: send.bytes(),
+                    recv: recv.bytes_mut(),
+                },
+            }
+        };
+        self.comm.group.call_bytes(self.call, self.dtype, bufs)?;
+        Plan::finish(&self.after);
+        Ok(())
+    }
+
+    /// Start it without blocking.
+    fn start(self) -> Result<Box<dyn Pending>> {
+        mw::with_dtype!(self.dtype, T => {
+            let raw = |r: Region| Raw::<T>::new(r);
+            let bufs = match self.bufs {
+                Bufs::InPlace(r) => OwnedBuffers::InPlace(raw(r)?),
+                Bufs::SendRecv { send, recv } => OwnedBuffers::SendRecv {
+                    send: raw(send)?,
+                    recv: raw(recv)?,
+                },
+            };
+            let work = self.comm.group.call_nb::<T, Raw<T>>(self.call, bufs);
+            Ok(Box::new(InFlight { work, keep: self.keep, after: self.after }) as Box<dyn Pending>)
+        })
+    }
+}
+
+/// A region as the elements of `T` that `call_nb` works on.
+struct Raw<T> {
+    at: *mut T,
+    len: usize,
+}
+
+// SAFETY: see `Plan`.
+unsafe impl<T> Send for Raw<T> {}
+
+impl<T: Element> Raw<T> {
+    fn new(r: Region) -> Result<Raw<T>> {
+        let size = std::mem::size_of::<T>();
+        if !r.len.is_multiple_of(size)
+            || (r.len > 0 && !r.at.is_multiple_of(std::mem::align_of::<T>()))
+        {
+            return Err(Fail::new(
+                ERR_BUFFER,
+                format!(
+                    "a buffer of {} bytes at {:#x} is not whole aligned elements of {size} bytes",
+                    r.len, r.at
+                ),
+            ));
+        }
+        Ok(Raw {
+            at: r.at as *mut T,
+            len: r.len / size,
+        })
+    }
+}
+
+impl<T> AsMut<[T]> for Raw<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: checked aligned and whole in `new`; the memory is the
+        // operation's until it completes.
+        unsafe { std::slice::from_raw_parts_mut(self.at, self.len) }
+    }
+}
+
+struct InFlight<T: Element> {
+    work: Work<Raw<T>>,
+    /// Scratch the call works on, kept until it ends.
+    #[allow(dead_code, reason = "held, not read: the call's memory")]
+    keep: Vec<Vec<u64>>,
+    after: Vec<Unpack>,
+}
+
+// SAFETY: see `Plan`; the scratch moves with its owner.
+unsafe impl<T: Element> Send for InFlight<T> {}
+
+impl<T: Element> Pending for InFlight<T> {
+    fn is_complete(&self) -> bool {
+        self.work.is_complete()
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let InFlight { work, keep, after } = *self;
+        work.wait()?;
+        Plan::finish(&after);
+        drop(keep);
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------ arguments
+
+fn count(n: c_int) -> Result<usize> {
+    usize::try_from(n).map_err(|_| Fail::new(ERR_COUNT, format!("count {n} is negative")))
+}
+
+fn op_of(op: Handle) -> Result<ReduceOp> {
+    Ok(match op {
+        0x21 => ReduceOp::Sum,
+        0x22 => ReduceOp::Min,
+        0x23 => ReduceOp::Max,
+        0x24 => ReduceOp::Prod,
+        0x20 => return Err(Fail::new(ERR_OP, "MPI_OP_NULL is not a reduction")),
+        other => {
+            return Err(Fail::new(
+                ERR_OP,
+                format!("reduction {other:#x} is not one meshwork has (MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX)"),
+            ))
+        }
+    })
+}
+
+fn root_of(c: &Comm, root: c_int) -> Result<u32> {
+    u32::try_from(root)
+        .ok()
+        .filter(|&r| r < c.size())
+        .ok_or_else(|| {
+            Fail::new(
+                ERR_ROOT,
+                format!(
+                    "root {root} is not a rank of this communicator (0..{})",
+                    c.size()
+                ),
+            )
+        })
+}
+
+/// One side of a data movement: a buffer, its count and its type.
+#[derive(Clone, Copy)]
+struct Side {
+    buf: usize,
+    n: c_int,
+    ty: Handle,
+}
+
+fn in_place(buf: usize) -> bool {
+    buf == IN_PLACE
+}
+
+/// A reduction's plan: `send` (or in place in `recv`) reduced into `recv`.
+///
+/// # Safety
+/// The buffers hold `n` elements of `dt` (MPI's contract).
+unsafe fn reduction(
+    c: Arc<Comm>,
+    call: Call,
+    send: usize,
+    recv: usize,
+    n: c_int,
+    dt: Handle,
+) -> Result<Plan> {
+    let ty = type_of(dt)?;
+    let mut p = Plan::new(c, call, reduces_as(&ty)?);
+    let n = count(n)?;
+    p.bufs = if in_place(send) {
+        // SAFETY: the contract.
+        Bufs::InPlace(unsafe { p.inout(recv, &ty, n) }?)
+    } else {
+        Bufs::SendRecv {
+            // SAFETY: the contract.
+            send: unsafe { p.input(send, &ty, n) }?,
+            recv: p.output(recv, &ty, n)?,
+        }
+    };
+    Ok(p)
+}
+
+/// The byte length of `n` elements of `dt`, with its type.
+fn block(n: c_int, dt: Handle) -> Result<(Arc<Type>, usize, usize)> {
+    let ty = type_of(dt)?;
+    let n = count(n)?;
+    let bytes = ty.bytes(n)?;
+    Ok((ty, n, bytes))
+}
+
+fn same_bytes(what: &str, send: usize, recv: usize) -> Result<()> {
+    if send == recv {
+        return Ok(());
+    }
+    Err(Fail::new(
+        ERR_TRUNCATE,
+        format!("{what}: this rank sends blocks of {send} bytes and receives blocks of {recv} (the type signatures differ)"),
+    ))
+}
+
+// ------------------------------------------------------------ the plans
+
+unsafe fn plan_barrier(ch: Handle) -> Result<Plan> {
+    Ok(Plan::new(comm(ch)?, Call::Barrier, DType::U8))
+}
+
+unsafe fn plan_bcast(buf: usize, n: c_int, dt: Handle, root: c_int, ch: Handle) -> Result<Plan> {
+    let c = comm(ch)?;
+    let root = root_of(&c, root)?;
+    let (ty, n, _) = block(n, dt)?;
+    let mut p = Plan::new(c, Call::Broadcast { root }, DType::U8);
+    // SAFETY: the contract.
+    p.bufs = Bufs::InPlace(unsafe { p.inout(buf, &ty, n) }?);
+    Ok(p)
+}
+
+unsafe fn plan_reduce(
+    send: usize,
+    recv: usize,
+    n: c_int,
+    dt: Handle,
+    op: Handle,
+    root: c_int,
+    ch: Handle,
+) -> Result<Plan> {
+    let c = comm(ch)?;
+    let root = root_of(&c, root)?;
+    let call = Call::Reduce {
+        op: op_of(op)?,
+        root,
+    };
+    if c.rank() == root {
+        // SAFETY: the contract.
+        return unsafe { reduction(c, call, send, recv, n, dt) };
+    }
+    // Elsewhere the result is not kept: the call works in scratch.
+    if in_place(send) {
+        return Err(Fail::arg("MPI_IN_PLACE is the root's send buffer only"));
+    }
+    let ty = type_of(dt)?;
+    let mut p = Plan::new(c, call, reduces_as(&ty)?);
+    let n = count(n)?;
+    // SAFETY: the contract.
+    let send = unsafe { p.input(send, &ty, n) }?;
+    let recv = p.scratch(send.len);
+    p.bufs = Bufs::SendRecv { send, recv };
+    Ok(p)
+}
+
+unsafe fn plan_allreduce(
+    send: usize,
+    recv: usize,
+    n: c_int,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+) -> Result<Plan> {
+    // SAFETY: the contract.
+    unsafe {
+        reduction(
+            comm(ch)?,
+            Call::AllReduce { op: op_of(op)? },
+            send,
+            recv,
+            n,
+            dt,
+        )
+    }
+}
+
+unsafe fn plan_scan(
+    send: usize,
+    recv: usize,
+    n: c_int,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+    exclusive: bool,
+) -> Result<Plan> {
+    let op = op_of(op)?;
+    let call = if exclusive {
+        Call::ExclusiveScan { op }
+    } else {
+        Call::Scan { op }
+    };
+    // SAFETY: the contract.
+    unsafe { reduction(comm(ch)?, call, send, recv, n, dt) }
+}
+
+/// Gathers to every rank (`root` None) or to one.
+unsafe fn plan_gather(s: Side, r: Side, root: Option<c_int>, ch: Handle) -> Result<Plan> {
+    let Side {
+        buf: send,
+        n: sn,
+        ty: st,
+    } = s;
+    let Side {
+        buf: recv,
+        n: rn,
+        ty: rt,
+    } = r;
+    let c = comm(ch)?;
+    let (me, world) = (c.rank() as usize, c.size() as usize);
+    let (call, receives) = match root {
+        None => (Call::AllGather, true),
+        Some(r) => {
+            let root = root_of(&c, r)?;
+            (Call::Gather { root }, c.rank() == root)
+        }
+    };
+    let mut p = Plan::new(c, call, DType::U8);
+    let (rty, rn, rblock) = if receives {
+        block(rn, rt)?
+    } else {
+        (type_of(0x247)?, 0, 0)
+    };
+    let send = if in_place(send) {
+        if !receives {
+            return Err(Fail::arg("MPI_IN_PLACE is the root's send buffer only"));
+        }
+        // This rank's block is already in place: the call reads a copy.
+        let at = recv + (me as isize * rn as isize * rty.extent) as usize;
+        // SAFETY: the contract (the root's buffer holds every block).
+        unsafe { p.copied(at, &rty, rn) }?
+    } else {
+        let (sty, sn, sblock) = block(sn, st)?;
+        if receives {
+            same_bytes(call.name(), sblock, rblock)?;
+        }
+        // SAFETY: the contract.
+        unsafe { p.input(send, &sty, sn) }?
+    };
+    let recv = if receives {
+        p.output(recv, &rty, rn * world)?
+    } else {
+        Region::EMPTY
+    };
+    p.bufs = Bufs::SendRecv { send, recv };
+    Ok(p)
+}
+
+unsafe fn plan_scatter(s: Side, r: Side, root: c_int, ch: Handle) -> Result<Plan> {
+    let Side {
+        buf: send,
+        n: sn,
+        ty: st,
+    } = s;
+    let Side {
+        buf: recv,
+        n: rn,
+        ty: rt,
+    } = r;
+    let c = comm(ch)?;
+    let root = root_of(&c, root)?;
+    let sends = c.rank() == root;
+    let world = c.size() as usize;
+    let mut p = Plan::new(c, Call::Scatter { root }, DType::U8);
+    let send_region = if sends {
+        let (sty, sn, sblock) = block(sn, st)?;
+        if !in_place(recv) {
+            let (_, _, rblock) = block(rn, rt)?;
+            same_bytes("scatter", sblock, rblock)?;
+        }
+        // SAFETY: the contract.
+        unsafe { p.input(send, &sty, sn * world) }?
+    } else {
+        Region::EMPTY
+    };
+    let recv_region = if in_place(recv) {
+        if !sends {
+            return Err(Fail::arg("MPI_IN_PLACE is the root's receive buffer only"));
+        }
+        // The root's own block stays where it is: the call writes scratch.
+        let len = send_region.len / world;
+        p.scratch(len)
+    } else {
+        let (rty, rn, _) = block(rn, rt)?;
+        p.output(recv, &rty, rn)?
+    };
+    p.bufs = Bufs::SendRecv {
+        send: send_region,
+        recv: recv_region,
+    };
+    Ok(p)
+}
+
+unsafe fn plan_alltoall(
+    send: usize,
+    sn: c_int,
+    st: Handle,
+    recv: usize,
+    rn: c_int,
+    rt: Handle,
+    ch: Handle,
+) -> Result<Plan> {
+    let c = comm(ch)?;
+    let world = c.size() as usize;
+    let mut p = Plan::new(c, Call::AllToAll, DType::U8);
+    let (rty, rn, rblock) = block(rn, rt)?;
+    let send = if in_place(send) {
+        // SAFETY: the contract.
+        unsafe { p.copied(recv, &rty, rn * world) }?
+    } else {
+        let (sty, sn, sblock) = block(sn, st)?;
+        same_bytes("all_to_all", sblock, rblock)?;
+        // SAFETY: the contract.
+        unsafe { p.input(send, &sty, sn * world) }?
+    };
+    let recv = p.output(recv, &rty, rn * world)?;
+    p.bufs = Bufs::SendRecv { send, recv };
+    Ok(p)
+}
+
+unsafe fn plan_reduce_scatter_block(
+    send: usize,
+    recv: usize,
+    rn: c_int,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+) -> Result<Plan> {
+    let c = comm(ch)?;
+    let world = c.size() as usize;
+    let ty = type_of(dt)?;
+    let mut p = Plan::new(c, Call::ReduceScatter { op: op_of(op)? }, reduces_as(&ty)?);
+    let n = count(rn)?;
+    let send = if in_place(send) {
+        // SAFETY: the contract (in place, the input is in `recv`).
+        unsafe { p.copied(recv, &ty, n * world) }?
+    } else {
+        // SAFETY: the contract.
+        unsafe { p.input(send, &ty, n * world) }?
+    };
+    let recv = p.output(recv, &ty, n)?;
+    p.bufs = Bufs::SendRecv { send, recv };
+    Ok(p)
+}
+
+/// `MPI_Reduce_scatter` with blocks of different sizes: an all-reduce of
+/// the whole into scratch, this rank's block copied out after.
+unsafe fn plan_reduce_scatter(
+    send: usize,
+    recv: usize,
+    counts: *const c_int,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+) -> Result<Plan> {
+    let c = comm(ch)?;
+    let (me, world) = (c.rank() as usize, c.size() as usize);
+    if counts.is_null() {
+        return Err(Fail::arg("recvcounts is NULL"));
+    }
+    // SAFETY: one count per rank (the contract).
+    let counts = unsafe { std::slice::from_raw_parts(counts, world) };
+    let counts: Vec<usize> = counts.iter().map(|&n| count(n)).collect::<Result<_>>()?;
+    if counts.iter().all(|&n| n == counts[0]) {
+        // SAFETY: the contract.
+        return unsafe { plan_reduce_scatter_block(send, recv, counts[0] as c_int, dt, op, ch) };
+    }
+    let ty = type_of(dt)?;
+    let total: usize = counts.iter().sum();
+    let before: usize = counts[..me].iter().sum();
+    let mut p = Plan::new(c, Call::AllReduce { op: op_of(op)? }, reduces_as(&ty)?);
+    let input = if in_place(send) { recv } else { send };
+    // SAFETY: the contract.
+    let all = unsafe { p.copied(input, &ty, total) }?;
+    p.bufs = Bufs::InPlace(all);
+    p.after.push(Unpack {
+        from: all.offset(before * ty.size, counts[me] * ty.size),
+        ty,
+        count: counts[me],
+        to: recv,
+    });
+    Ok(p)
+}
+
+// ------------------------------------------------------------ the v forms
+
+/// Send `count` elements of `ty` at `buf` to `to` on the `v` lane (or
+/// keep them, for this rank).
+///
+/// # Safety
+/// `buf` holds them.
+unsafe fn v_send(
+    c: &Comm,
+    to: u32,
+    buf: usize,
+    ty: &Type,
+    n: usize,
+    own: &mut Option<Vec<u8>>,
+) -> Result<()> {
+    // SAFETY: the contract.
+    let data = unsafe { ty.pack(buf as *const u8, n) }?;
+    if to == c.rank() {
+        *own = Some(data.into_owned());
+        return Ok(());
+    }
+    c.group.send_bytes(&data, to, VLANE).map_err(Fail::from)
+}
+
+/// Receive from `from` on the `v` lane into `n` elements of `ty` at `buf`.
+///
+/// # Safety
+/// `buf` holds them, writable.
+unsafe fn v_recv(
+    c: &Comm,
+    from: u32,
+    buf: usize,
+    ty: &Type,
+    n: usize,
+    own: &mut Option<Vec<u8>>,
+) -> Result<()> {
+    let data = if from == c.rank() {
+        own.take().unwrap_or_default()
+    } else {
+        c.group.recv_bytes(from, VLANE)?
+    };
+    let want = ty.bytes(n)?;
+    if data.len() != want {
+        return Err(Fail::new(
+            ERR_TRUNCATE,
+            format!(
+                "rank {from} sent {} bytes where this rank expects {want} (the counts differ)",
+                data.len()
+            ),
+        ));
+    }
+    // SAFETY: the contract.
+    unsafe { ty.unpack(&data, buf as *mut u8, n) };
+    Ok(())
+}
+
+/// # Safety
+/// `p` is NULL or holds `n` ints.
+unsafe fn ints<'a>(p: *const c_int, n: usize, what: &str) -> Result<&'a [c_int]> {
+    if p.is_null() {
+        return Err(Fail::arg(format!("{what} is NULL")));
+    }
+    // SAFETY: the contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+fn at(buf: usize, displ: c_int, ty: &Type) -> usize {
+    (buf as isize + displ as isize * ty.extent) as usize
+}
+
+// ------------------------------------------------------------ exports
+
+macro_rules! blocking {
+    ($name:ident, $label:literal, ($($arg:ident: $t:ty),*), $ch:ident, $plan:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
+            entry($ch, $label, || {
+                // SAFETY: the buffers are as MPI's contract says.
+                let plan = unsafe { $plan }?;
+                plan.run()
+            })
+        }
+    };
+}
+
+macro_rules! nonblocking {
+    ($name:ident, $label:literal, ($($arg:ident: $t:ty),*), $ch:ident, $req:ident, $plan:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t,)* $req: *mut Handle) -> c_int {
+            entry($ch, $label, || {
+                if $req.is_null() {
+                    return Err(Fail::arg("request is NULL"));
+                }
+                // SAFETY: the buffers are as MPI's contract says.
+                let plan = unsafe { $plan }?;
+                let h = add_request(Request::Coll(plan.start()?));
+                // SAFETY: non-NULL, valid (the contract).
+                unsafe { put($req, h) };
+                Ok(())
+            })
+        }
+    };
+}
+
+blocking!(MPI_Barrier, "MPI_Barrier", (ch: Handle), ch, plan_barrier(ch));
+nonblocking!(MPI_Ibarrier, "MPI_Ibarrier", (ch: Handle), ch, req, plan_barrier(ch));
+blocking!(MPI_Bcast, "MPI_Bcast", (buf: usize, n: c_int, dt: Handle, root: c_int, ch: Handle), ch,
+    plan_bcast(buf, n, dt, root, ch));
+nonblocking!(MPI_Ibcast, "MPI_Ibcast", (buf: usize, n: c_int, dt: Handle, root: c_int, ch: Handle), ch, req,
+    plan_bcast(buf, n, dt, root, ch));
+blocking!(MPI_Reduce, "MPI_Reduce",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, root: c_int, ch: Handle), ch,
+    plan_reduce(send, recv, n, dt, op, root, ch));
+nonblocking!(MPI_Ireduce, "MPI_Ireduce",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, root: c_int, ch: Handle), ch, req,
+    plan_reduce(send, recv, n, dt, op, root, ch));
+blocking!(MPI_Allreduce, "MPI_Allreduce",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_allreduce(send, recv, n, dt, op, ch));
+nonblocking!(MPI_Iallreduce, "MPI_Iallreduce",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
+    plan_allreduce(send, recv, n, dt, op, ch));
+blocking!(MPI_Scan, "MPI_Scan",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_scan(send, recv, n, dt, op, ch, false));
+nonblocking!(MPI_Iscan, "MPI_Iscan",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
+    plan_scan(send, recv, n, dt, op, ch, false));
+blocking!(MPI_Exscan, "MPI_Exscan",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_scan(send, recv, n, dt, op, ch, true));
+nonblocking!(MPI_Iexscan, "MPI_Iexscan",
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
+    plan_scan(send, recv, n, dt, op, ch, true));
+blocking!(MPI_Allgather, "MPI_Allgather",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, None, ch));
+nonblocking!(MPI_Iallgather, "MPI_Iallgather",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch, req,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, None, ch));
+blocking!(MPI_Gather, "MPI_Gather",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, Some(root), ch));
+nonblocking!(MPI_Igather, "MPI_Igather",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch, req,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, Some(root), ch));
+blocking!(MPI_Scatter, "MPI_Scatter",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch,
+    plan_scatter(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, root, ch));
+nonblocking!(MPI_Iscatter, "MPI_Iscatter",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch, req,
+    plan_scatter(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, root, ch));
+blocking!(MPI_Alltoall, "MPI_Alltoall",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch,
+    plan_alltoall(send, sn, st, recv, rn, rt, ch));
+nonblocking!(MPI_Ialltoall, "MPI_Ialltoall",
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch, req,
+    plan_alltoall(send, sn, st, recv, rn, rt, ch));
+blocking!(MPI_Reduce_scatter_block, "MPI_Reduce_scatter_block",
+    (send: usize, recv: usize, rn: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_reduce_scatter_block(send, recv, rn, dt, op, ch));
+nonblocking!(MPI_Ireduce_scatter_block, "MPI_Ireduce_scatter_block",
+    (send: usize, recv: usize, rn: c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
+    plan_reduce_scatter_block(send, recv, rn, dt, op, ch));
+blocking!(MPI_Reduce_scatter, "MPI_Reduce_scatter",
+    (send: usize, recv: usize, counts: *const c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_reduce_scatter(send, recv, counts, dt, op, ch));
+nonblocking!(MPI_Ireduce_scatter, "MPI_Ireduce_scatter",
+    (send: usize, recv: usize, counts: *const c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
+    plan_reduce_scatter(send, recv, counts, dt, op, ch));
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv(
+    send: usize,
+    sn: c_int,
+    st: Handle,
+    recv: usize,
+    counts: *const c_int,
+    displs: *const c_int,
+    rt: Handle,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Allgatherv", || {
+        let c = comm(ch)?;
+        let (me, world) = (c.rank(), c.size() as usize);
+        let rty = type_of(rt)?;
+        // SAFETY: one entry per rank (the contract).
+        let (counts, displs) = unsafe {
+            (
+                ints(counts, world, "recvcounts")?,
+                ints(displs, world, "displs")?,
+            )
+        };
+        let mut own = None;
+        let (sbuf, sty, sn) = if in_place(send) {
+            (
+                at(recv, displs[me as usize], &rty),
+                rty.clone(),
+                count(counts[me as usize])?,
+            )
+        } else {
+            (send, type_of(st)?, count(sn)?)
+        };
+        for to in 0..world as u32 {
+            // SAFETY: the send buffer holds `sn` elements (the contract).
+            unsafe { v_send(&c, to, sbuf, &sty, sn, &mut own) }?;
+        }
+        for from in 0..world as u32 {
+            let i = from as usize;
+            // SAFETY: the receive buffer holds every block (the contract).
+            unsafe {
+                v_recv(
+                    &c,
+                    from,
+                    at(recv, displs[i], &rty),
+                    &rty,
+                    count(counts[i])?,
+                    &mut own,
+                )
+            }?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv(
+    send: usize,
+    sn: c_int,
+    st: Handle,
+    recv: usize,
+    counts: *const c_int,
+    displs: *const c_int,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Gatherv", || {
+        let c = comm(ch)?;
+        let root = root_of(&c, root)?;
+        let world = c.size() as usize;
+        let mut own = None;
+        if c.rank() != root {
+            // SAFETY: the contract.
+            return unsafe { v_send(&c, root, send, &*type_of(st)?, count(sn)?, &mut own) };
+        }
+        let rty = type_of(rt)?;
+        // SAFETY: one entry per rank (the contract).
+        let (counts, displs) = unsafe {
+            (
+                ints(counts, world, "recvcounts")?,
+                ints(displs, world, "displs")?,
+            )
+        };
+        let me = root as usize;
+        if !in_place(send) {
+            // SAFETY: the contract.
+            unsafe { v_send(&c, root, send, &*type_of(st)?, count(sn)?, &mut own) }?;
+        }
+        for from in 0..world {
+            if from == me && in_place(send) {
+                continue;
+            }
+            // SAFETY: the root's buffer holds every block (the contract).
+            unsafe {
+                v_recv(
+                    &c,
+                    from as u32,
+                    at(recv, displs[from], &rty),
+                    &rty,
+                    count(counts[from])?,
+                    &mut own,
+                )
+            }?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv(
+    send: usize,
+    counts: *const c_int,
+    displs: *const c_int,
+    st: Handle,
+    recv: usize,
+    rn: c_int,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Scatterv", || {
+        let c = comm(ch)?;
+        let root = root_of(&c, root)?;
+        let world = c.size() as usize;
+        let mut own = None;
+        if c.rank() == root {
+            let sty = type_of(st)?;
+            // SAFETY: one entry per rank (the contract).
+            let (counts, displs) = unsafe {
+                (
+                    ints(counts, world, "sendcounts")?,
+                    ints(displs, world, "displs")?,
+                )
+            };
+            for to in 0..world {
+                if to == root as usize && in_place(recv) {
+                    continue;
+                }
+                // SAFETY: the root's buffer holds every block (the contract).
+                unsafe {
+                    v_send(
+                        &c,
+                        to as u32,
+                        at(send, displs[to], &sty),
+                        &sty,
+                        count(counts[to])?,
+                        &mut own,
+                    )
+                }?;
+            }
+            if in_place(recv) {
+                return Ok(());
+            }
+        }
+        // SAFETY: the contract.
+        unsafe { v_recv(&c, root, recv, &*type_of(rt)?, count(rn)?, &mut own) }
+    })
+}
+
+/// The all-to-all of blocks of any size: per peer, a count, a
+/// displacement (scaled by `scale`: the type's extent, or 1 for `w`) and
+/// a type.
+unsafe fn alltoall_any(
+    c: &Comm,
+    send: usize,
+    sends: &dyn Fn(usize) -> Result<(usize, Arc<Type>, usize)>,
+    recv: usize,
+    recvs: &dyn Fn(usize) -> Result<(usize, Arc<Type>, usize)>,
+) -> Result<()> {
+    let world = c.size() as usize;
+    let mut own = None;
+    for to in 0..world {
+        let (off, ty, n) = sends(to)?;
+        // SAFETY: the contract.
+        unsafe { v_send(c, to as u32, send + off, &ty, n, &mut own) }?;
+    }
+    for from in 0..world {
+        let (off, ty, n) = recvs(from)?;
+        // SAFETY: the contract.
+        unsafe { v_recv(c, from as u32, recv + off, &ty, n, &mut own) }?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv(
+    send: usize,
+    scounts: *const c_int,
+    sdispls: *const c_int,
+    st: Handle,
+    recv: usize,
+    rcounts: *const c_int,
+    rdispls: *const c_int,
+    rt: Handle,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Alltoallv", || {
+        let c = comm(ch)?;
+        let world = c.size() as usize;
+        if in_place(send) {
+            return Err(Fail::new(
+                ERR_UNSUPPORTED_OPERATION,
+                "MPI_IN_PLACE is not supported here",
+            ));
+        }
+        let (sty, rty) = (type_of(st)?, type_of(rt)?);
+        // SAFETY: one entry per rank (the contract).
+        let (sc, sd, rc, rd) = unsafe {
+            (
+                ints(scounts, world, "sendcounts")?,
+                ints(sdispls, world, "sdispls")?,
+                ints(rcounts, world, "recvcounts")?,
+                ints(rdispls, world, "rdispls")?,
+            )
+        };
+        let sends = |i: usize| {
+            Ok((
+                (sd[i] as isize * sty.extent) as usize,
+                sty.clone(),
+                count(sc[i])?,
+            ))
+        };
+        let recvs = |i: usize| {
+            Ok((
+                (rd[i] as isize * rty.extent) as usize,
+                rty.clone(),
+                count(rc[i])?,
+            ))
+        };
+        // SAFETY: the contract.
+        unsafe { alltoall_any(&c, send, &sends, recv, &recvs) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw(
+    send: usize,
+    scounts: *const c_int,
+    sdispls: *const c_int,
+    stypes: *const Handle,
+    recv: usize,
+    rcounts: *const c_int,
+    rdispls: *const c_int,
+    rtypes: *const Handle,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Alltoallw", || {
+        let c = comm(ch)?;
+        let world = c.size() as usize;
+        if in_place(send) || stypes.is_null() || rtypes.is_null() {
+            return Err(Fail::arg(
+                "MPI_IN_PLACE or NULL type arrays are not supported here",
+            ));
+        }
+        // SAFETY: one entry per rank (the contract).
+        let (sc, sd, rc, rd, stys, rtys) = unsafe {
+            (
+                ints(scounts, world, "sendcounts")?,
+                ints(sdispls, world, "sdispls")?,
+                ints(rcounts, world, "recvcounts")?,
+                ints(rdispls, world, "rdispls")?,
+                std::slice::from_raw_parts(stypes, world),
+                std::slice::from_raw_parts(rtypes, world),
+            )
+        };
+        let sends = |i: usize| Ok((sd[i] as usize, type_of(stys[i])?, count(sc[i])?));
+        let recvs = |i: usize| Ok((rd[i] as usize, type_of(rtys[i])?, count(rc[i])?));
+        // SAFETY: the contract.
+        unsafe { alltoall_any(&c, send, &sends, recv, &recvs) }
+    })
+}

@@ -1,0 +1,510 @@
+//! Datatypes: the predefined ones of the ABI's table, and those made
+//! from them (`MPI_Type_contiguous`, `_vector`, `_indexed`). A type is a
+//! layout — the byte blocks of one element and its extent — with the
+//! meshwork element type it reduces as, when it has one. Messages and
+//! collectives move packed bytes: a contiguous type's memory as it is,
+//! another's blocks gathered ([`Type::pack`]) and scattered back
+//! ([`Type::unpack`]).
+
+use crate::consts::*;
+use crate::state::{new_handle, Fail, Result};
+use crate::{put, write_string, Handle};
+use mw::DType;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A datatype's layout.
+#[derive(Debug)]
+pub(crate) struct Type {
+    pub name: String,
+    /// Bytes of data in one element.
+    pub size: usize,
+    /// From one element to the next.
+    pub extent: isize,
+    /// One element's data: (offset from its start, length), ascending.
+    pub blocks: Vec<(isize, usize)>,
+    /// The element type it reduces as, if all its data is of one.
+    pub dtype: Option<DType>,
+    /// Whether `count` elements are `count × size` bytes in a row.
+    pub contiguous: bool,
+}
+
+impl Type {
+    fn primitive(name: &str, size: usize, dtype: Option<DType>) -> Type {
+        Type {
+            name: name.into(),
+            size,
+            extent: size as isize,
+            blocks: vec![(0, size)],
+            dtype,
+            contiguous: true,
+        }
+    }
+
+    /// `n` elements of `old`, element `i` at `at(i)` (in bytes), as one
+    /// type of extent `extent`.
+    fn made(name: String, old: &Type, at: impl Iterator<Item = isize>, extent: isize) -> Type {
+        let mut blocks: Vec<(isize, usize)> = Vec::new();
+        for base in at {
+            for &(off, len) in &old.blocks {
+                let start = base + off;
+                match blocks.last_mut() {
+                    Some((s, l)) if *s + *l as isize == start => *l += len,
+                    _ => blocks.push((start, len)),
+                }
+            }
+        }
+        let size = blocks.iter().map(|b| b.1).sum();
+        let contiguous =
+            blocks.len() <= 1 && blocks.first().is_none_or(|b| b.0 == 0) && extent == size as isize;
+        Type {
+            name,
+            size,
+            extent,
+            blocks,
+            dtype: old.dtype,
+            contiguous,
+        }
+    }
+
+    /// Bytes of `count` elements' data.
+    pub fn bytes(&self, count: usize) -> Result<usize> {
+        count
+            .checked_mul(self.size)
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| Fail::new(ERR_COUNT, format!("{count} × {} overflows", self.name)))
+    }
+
+    /// The span of memory `count` elements at `base` cover: from the first
+    /// block's start to the last one's end.
+    fn span(&self, count: usize) -> (isize, isize) {
+        if count == 0 || self.blocks.is_empty() {
+            return (0, 0);
+        }
+        let lo = self.blocks.iter().map(|b| b.0).min().unwrap_or(0);
+        let hi = self
+            .blocks
+            .iter()
+            .map(|b| b.0 + b.1 as isize)
+            .max()
+            .unwrap_or(0);
+        let last = self.extent * (count as isize - 1);
+        (lo.min(lo + last), hi.max(hi + last))
+    }
+
+    /// `count` elements at `base`, packed.
+    ///
+    /// # Safety
+    /// `base` holds `count` elements of this type.
+    pub unsafe fn pack<'a>(&self, base: *const u8, count: usize) -> Result<Cow<'a, [u8]>> {
+        let n = self.bytes(count)?;
+        if n == 0 {
+            return Ok(Cow::Borrowed(&[]));
+        }
+        if base.is_null() {
+            return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
+        }
+        if self.contiguous {
+            // SAFETY: `count` contiguous elements at `base` (the contract).
+            return Ok(Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(base, n)
+            }));
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in 0..count as isize {
+            for &(off, len) in &self.blocks {
+                // SAFETY: the block lies within element `i` (the contract).
+                let b =
+                    unsafe { std::slice::from_raw_parts(base.offset(i * self.extent + off), len) };
+                out.extend_from_slice(b);
+            }
+        }
+        Ok(Cow::Owned(out))
+    }
+
+    /// Scatter packed `data` (at most `count` elements' worth) into the
+    /// elements at `base`; a last element in part gets its first blocks.
+    ///
+    /// # Safety
+    /// `base` holds `count` elements of this type, writable.
+    pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) {
+        if data.is_empty() {
+            return;
+        }
+        if self.contiguous {
+            let n = data.len().min(self.size * count);
+            // SAFETY: `n` bytes fit in `count` elements (the contract).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base, n) };
+            return;
+        }
+        let mut rest = data;
+        'elements: for i in 0..count as isize {
+            for &(off, len) in &self.blocks {
+                if rest.is_empty() {
+                    break 'elements;
+                }
+                let n = len.min(rest.len());
+                // SAFETY: the block lies within element `i` (the contract).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        rest.as_ptr(),
+                        base.offset(i * self.extent + off),
+                        n,
+                    )
+                };
+                rest = &rest[n..];
+            }
+        }
+    }
+
+    /// Whether `count` elements at `base` are one run of bytes there.
+    pub fn is_flat(&self) -> bool {
+        self.contiguous
+    }
+
+    /// Lower bound and extent, as `MPI_Type_get_extent` gives them.
+    fn extent_of(&self) -> (isize, isize) {
+        let (lo, _) = self.span(1);
+        (lo.min(0), self.extent)
+    }
+}
+
+/// The predefined types: handle, name, size, meshwork element type.
+fn predefined() -> &'static HashMap<Handle, Arc<Type>> {
+    static TABLE: OnceLock<HashMap<Handle, Arc<Type>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let c_long = std::mem::size_of::<std::ffi::c_long>();
+        let long = if c_long == 8 { DType::I64 } else { DType::I32 };
+        let ulong = if c_long == 8 { DType::U64 } else { DType::U32 };
+        let rows: &[(Handle, &str, usize, Option<DType>)] = &[
+            (0x201, "MPI_AINT", 8, Some(DType::I64)),
+            (0x202, "MPI_COUNT", 8, Some(DType::I64)),
+            (0x203, "MPI_OFFSET", 8, Some(DType::I64)),
+            (0x207, "MPI_PACKED", 1, None),
+            (0x208, "MPI_SHORT", 2, None),
+            (0x209, "MPI_INT", 4, Some(DType::I32)),
+            (0x20a, "MPI_LONG", c_long, Some(long)),
+            (0x20b, "MPI_LONG_LONG", 8, Some(DType::I64)),
+            (0x20c, "MPI_UNSIGNED_SHORT", 2, None),
+            (0x20d, "MPI_UNSIGNED", 4, Some(DType::U32)),
+            (0x20e, "MPI_UNSIGNED_LONG", c_long, Some(ulong)),
+            (0x20f, "MPI_UNSIGNED_LONG_LONG", 8, Some(DType::U64)),
+            (0x210, "MPI_FLOAT", 4, Some(DType::F32)),
+            (0x212, "MPI_C_FLOAT_COMPLEX", 8, None),
+            (0x213, "MPI_CXX_FLOAT_COMPLEX", 8, None),
+            (0x214, "MPI_DOUBLE", 8, Some(DType::F64)),
+            (0x216, "MPI_C_DOUBLE_COMPLEX", 16, None),
+            (0x217, "MPI_CXX_DOUBLE_COMPLEX", 16, None),
+            (0x218, "MPI_LOGICAL", 4, None),
+            (0x219, "MPI_INTEGER", 4, Some(DType::I32)),
+            (0x21a, "MPI_REAL", 4, Some(DType::F32)),
+            (0x21b, "MPI_COMPLEX", 8, None),
+            (0x21c, "MPI_DOUBLE_PRECISION", 8, Some(DType::F64)),
+            (0x21d, "MPI_DOUBLE_COMPLEX", 16, None),
+            (0x21e, "MPI_CHARACTER", 1, None),
+            (0x220, "MPI_LONG_DOUBLE", 16, None),
+            (0x224, "MPI_C_LONG_DOUBLE_COMPLEX", 32, None),
+            (0x225, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, None),
+            (0x228, "MPI_FLOAT_INT", 8, None),
+            (0x229, "MPI_DOUBLE_INT", 16, None),
+            (0x22a, "MPI_LONG_INT", 16, None),
+            (0x22b, "MPI_2INT", 8, None),
+            (0x22c, "MPI_SHORT_INT", 8, None),
+            (0x22d, "MPI_LONG_DOUBLE_INT", 32, None),
+            (0x230, "MPI_2REAL", 8, None),
+            (0x231, "MPI_2DOUBLE_PRECISION", 16, None),
+            (0x232, "MPI_2INTEGER", 8, None),
+            (0x238, "MPI_C_BOOL", 1, None),
+            (0x239, "MPI_CXX_BOOL", 1, None),
+            (0x23c, "MPI_WCHAR", 4, None),
+            (0x240, "MPI_INT8_T", 1, Some(DType::I8)),
+            (0x241, "MPI_UINT8_T", 1, Some(DType::U8)),
+            (0x243, "MPI_CHAR", 1, Some(DType::I8)),
+            (0x244, "MPI_SIGNED_CHAR", 1, Some(DType::I8)),
+            (0x245, "MPI_UNSIGNED_CHAR", 1, Some(DType::U8)),
+            (0x247, "MPI_BYTE", 1, Some(DType::U8)),
+            (0x248, "MPI_INT16_T", 2, None),
+            (0x249, "MPI_UINT16_T", 2, None),
+            (0x250, "MPI_INT32_T", 4, Some(DType::I32)),
+            (0x251, "MPI_UINT32_T", 4, Some(DType::U32)),
+            (0x258, "MPI_INT64_T", 8, Some(DType::I64)),
+            (0x259, "MPI_UINT64_T", 8, Some(DType::U64)),
+            (0x2c0, "MPI_LOGICAL1", 1, None),
+            (0x2c1, "MPI_INTEGER1", 1, Some(DType::I8)),
+            (0x2c8, "MPI_LOGICAL2", 2, None),
+            (0x2c9, "MPI_INTEGER2", 2, None),
+            (0x2ca, "MPI_REAL2", 2, Some(DType::F16)),
+            (0x2d0, "MPI_LOGICAL4", 4, None),
+            (0x2d1, "MPI_INTEGER4", 4, Some(DType::I32)),
+            (0x2d2, "MPI_REAL4", 4, Some(DType::F32)),
+            (0x2d3, "MPI_COMPLEX4", 4, None),
+            (0x2d8, "MPI_LOGICAL8", 8, None),
+            (0x2d9, "MPI_INTEGER8", 8, Some(DType::I64)),
+            (0x2da, "MPI_REAL8", 8, Some(DType::F64)),
+            (0x2db, "MPI_COMPLEX8", 8, None),
+            (0x2e0, "MPI_LOGICAL16", 16, None),
+            (0x2e1, "MPI_INTEGER16", 16, None),
+            (0x2e2, "MPI_REAL16", 16, None),
+            (0x2e3, "MPI_COMPLEX16", 16, None),
+            (0x2eb, "MPI_COMPLEX32", 32, None),
+        ];
+        rows.iter()
+            .map(|&(h, name, size, dtype)| (h, Arc::new(Type::primitive(name, size, dtype))))
+            .collect()
+    })
+}
+
+/// Types made by this library, by handle (`None` until committed is not
+/// tracked: MPI lets an uncommitted type build others, and this library
+/// lets it be used too).
+static MADE: Mutex<Option<HashMap<Handle, Arc<Type>>>> = Mutex::new(None);
+
+fn made() -> std::sync::MutexGuard<'static, Option<HashMap<Handle, Arc<Type>>>> {
+    MADE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The type `h` names.
+pub(crate) fn type_of(h: Handle) -> Result<Arc<Type>> {
+    if let Some(t) = predefined().get(&h) {
+        return Ok(t.clone());
+    }
+    made()
+        .as_ref()
+        .and_then(|m| m.get(&h).cloned())
+        .ok_or_else(|| Fail::new(ERR_TYPE, format!("{h:#x} is not a datatype")))
+}
+
+/// The meshwork element type `t` reduces as, or `ERR_TYPE`.
+pub(crate) fn reduces_as(t: &Type) -> Result<DType> {
+    t.dtype.ok_or_else(|| {
+        Fail::new(
+            ERR_TYPE,
+            format!(
+                "{} cannot be reduced by meshwork (its reductions take float, double, half, 8/32/64-bit integers)",
+                t.name
+            ),
+        )
+    })
+}
+
+fn count_arg(count: c_int, what: &str) -> Result<usize> {
+    usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, format!("{what} {count} is negative")))
+}
+
+fn register(t: Type) -> Handle {
+    let h = new_handle();
+    made()
+        .get_or_insert_with(HashMap::new)
+        .insert(h, Arc::new(t));
+    h
+}
+
+fn new_type(
+    out: *mut Handle,
+    name: &str,
+    old: Handle,
+    build: impl FnOnce(&Type) -> Result<Type>,
+) -> c_int {
+    crate::state::entry(COMM_WORLD, name, || {
+        if out.is_null() {
+            return Err(Fail::arg("newtype is NULL"));
+        }
+        let old = type_of(old)?;
+        let t = build(&old)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(out, register(t)) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, old: Handle, out: *mut Handle) -> c_int {
+    new_type(out, "MPI_Type_contiguous", old, |old| {
+        let n = count_arg(count, "count")? as isize;
+        let name = format!("contiguous({count}, {})", old.name);
+        Ok(Type::made(
+            name,
+            old,
+            (0..n).map(|i| i * old.extent),
+            n * old.extent,
+        ))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_vector(
+    count: c_int,
+    blocklength: c_int,
+    stride: c_int,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_vector", old, |old| {
+        let n = count_arg(count, "count")? as isize;
+        let b = count_arg(blocklength, "blocklength")? as isize;
+        let s = stride as isize;
+        let name = format!("vector({count}, {blocklength}, {stride}, {})", old.name);
+        let at = (0..n).flat_map(move |i| (0..b).map(move |j| (i * s + j) * old.extent));
+        let extent = if n == 0 {
+            0
+        } else {
+            ((n - 1) * s.abs() + b) * old.extent
+        };
+        Ok(Type::made(name, old, at, extent))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_indexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const c_int,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_indexed", old, |old| {
+        let n = count_arg(count, "count")?;
+        if n > 0 && (blocklengths.is_null() || displacements.is_null()) {
+            return Err(Fail::arg(
+                "array_of_blocklengths or array_of_displacements is NULL",
+            ));
+        }
+        // SAFETY: `count` entries each (the contract).
+        let (lens, displs) = unsafe {
+            (
+                std::slice::from_raw_parts(blocklengths, n),
+                std::slice::from_raw_parts(displacements, n),
+            )
+        };
+        let mut at = Vec::new();
+        let mut hi = 0isize;
+        for (&len, &d) in lens.iter().zip(displs) {
+            let len = count_arg(len, "a block length")? as isize;
+            for j in 0..len {
+                at.push((d as isize + j) * old.extent);
+            }
+            hi = hi.max((d as isize + len) * old.extent);
+        }
+        let name = format!("indexed({count}, {})", old.name);
+        Ok(Type::made(name, old, at.into_iter(), hi))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_commit(t: *mut Handle) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_commit", || {
+        if t.is_null() {
+            return Err(Fail::arg("datatype is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        type_of(unsafe { *t }).map(drop)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_free(t: *mut Handle) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_free", || {
+        if t.is_null() {
+            return Err(Fail::arg("datatype is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *t };
+        if predefined().contains_key(&h) {
+            return Err(Fail::new(ERR_TYPE, "a predefined datatype cannot be freed"));
+        }
+        made()
+            .as_mut()
+            .and_then(|m| m.remove(&h))
+            .ok_or_else(|| Fail::new(ERR_TYPE, format!("{h:#x} is not a datatype")))?;
+        // SAFETY: as above.
+        unsafe { *t = DATATYPE_NULL };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_size(t: Handle, size: *mut c_int) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_size", || {
+        let t = type_of(t)?;
+        let n = c_int::try_from(t.size)
+            .map_err(|_| Fail::new(ERR_ARG, format!("{} is larger than an int", t.name)))?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(size, n) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_extent(
+    t: Handle,
+    lb: *mut isize,
+    extent: *mut isize,
+) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_get_extent", || {
+        let (l, e) = type_of(t)?.extent_of();
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(lb, l);
+            put(extent, e);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_name(t: Handle, name: *mut c_char, len: *mut c_int) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_get_name", || {
+        let t = type_of(t)?;
+        let shown = if predefined().values().any(|p| Arc::ptr_eq(p, &t)) {
+            t.name.as_str()
+        } else {
+            ""
+        };
+        // SAFETY: MPI_MAX_OBJECT_NAME bytes (the contract).
+        unsafe { write_string(shown, name, MAX_OBJECT_NAME, len) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_address(location: *const u8, address: *mut isize) -> c_int {
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(address, location as isize) };
+    SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vector_packs_and_unpacks_its_strided_blocks() {
+        let int = type_of(0x209).unwrap();
+        let at = (0..3isize).flat_map(|i| (0..2isize).map(move |j| (i * 4 + j) * 4));
+        let v = Type::made("v".into(), &int, at, (2 * 4 + 2) * 4);
+        assert_eq!(v.size, 24);
+        assert!(!v.contiguous);
+        let src: Vec<i32> = (0..10).collect();
+        // SAFETY: 10 ints hold one element of extent 40 bytes.
+        let packed = unsafe { v.pack(src.as_ptr().cast(), 1) }.unwrap();
+        let got: Vec<i32> = packed
+            .chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [0, 1, 4, 5, 8, 9]);
+        let mut back = [0i32; 10];
+        // SAFETY: as above, writable.
+        unsafe { v.unpack(&packed, back.as_mut_ptr().cast(), 1) };
+        assert_eq!(back, [0, 1, 0, 0, 4, 5, 0, 0, 8, 9]);
+    }
+
+    #[test]
+    fn a_contiguous_type_of_a_primitive_is_contiguous() {
+        let d = type_of(0x214).unwrap();
+        let c = Type::made("c".into(), &d, (0..4).map(|i| i * 8), 32);
+        assert!(c.contiguous);
+        assert_eq!(c.dtype, Some(DType::F64));
+    }
+}

@@ -1,0 +1,506 @@
+//! The environment: initialisation and finalisation, versions, clocks,
+//! errors and their handlers, and communicators.
+
+use crate::consts::*;
+use crate::p2p::Sender;
+use crate::state::{self, comm, entry, mpi, phase, Comm, Fail, Mpi, Phase, Result};
+use crate::{put, write_string, Handle};
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// The thread that called `MPI_Init`.
+static MAIN: OnceLock<std::thread::ThreadId> = OnceLock::new();
+
+/// Form the world as `Node::from_env()` does (meshrun, srun, torchrun,
+/// Kubernetes, `RANK`/`WORLD`/`PEERS`; alone, a world of one).
+fn init(required: c_int) -> Result<c_int> {
+    let mut ph = phase();
+    match &*ph {
+        Phase::Running(_) => return Err(Fail::new(ERR_OTHER, "MPI_Init was already called")),
+        Phase::Finalized => {
+            return Err(Fail::new(
+                ERR_OTHER,
+                "MPI_Init after MPI_Finalize: MPI cannot start again",
+            ))
+        }
+        Phase::Fresh => {}
+    }
+    let group = mw::Node::from_env()?.connect()?;
+    let alone = mw::local(1)?
+        .pop()
+        .ok_or_else(|| Fail::new(ERR_INTERN, "no group of one"))?;
+    let world = Comm::new(group, "MPI_COMM_WORLD", ERRORS_ARE_FATAL);
+    let selfc = Comm::new(alone, "MPI_COMM_SELF", ERRORS_ARE_FATAL);
+    // Every call may come from any thread: the groups and this library's
+    // tables are shared safely.
+    let level = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
+    *ph = Phase::Running(Arc::new(Mpi {
+        world,
+        selfc,
+        comms: Mutex::new(Default::default()),
+        sender: Sender::start(),
+        thread_level: level,
+    }));
+    let _ = MAIN.set(std::thread::current().id());
+    clock();
+    Ok(level)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+    entry(COMM_WORLD, "MPI_Init", || init(THREAD_SINGLE).map(drop))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init_thread(
+    _argc: *mut c_int,
+    _argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Init_thread", || {
+        let level = init(required)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(provided, level) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    entry(COMM_WORLD, "MPI_Finalize", || {
+        let m = mpi()?;
+        m.sender.drain();
+        // A collective, as MPI's is: no rank leaves while another may
+        // still send to it.
+        let ended = m.world.group.barrier().map_err(Fail::from);
+        let comms: Vec<Arc<Comm>> = m
+            .comms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for c in comms {
+            let _ = c.group.shutdown();
+        }
+        let _ = m.selfc.group.shutdown();
+        let shut = m.world.group.shutdown().map_err(Fail::from);
+        *phase() = Phase::Finalized;
+        ended.and(shut)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
+    let running = !matches!(*phase(), Phase::Fresh);
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(flag, c_int::from(running)) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
+    let done = matches!(*phase(), Phase::Finalized);
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(flag, c_int::from(done)) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Abort(ch: Handle, code: c_int) -> c_int {
+    let rank = mpi()
+        .map(|m| m.world.rank().to_string())
+        .unwrap_or_else(|_| "?".into());
+    eprintln!("meshwork MPI (rank {rank}): MPI_Abort on communicator {ch:#x} with code {code}");
+    // The others see this rank gone and fail their calls naming it.
+    std::process::exit(code.clamp(1, 255))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Query_thread", || {
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(provided, mpi()?.thread_level) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
+    let main = MAIN
+        .get()
+        .is_some_and(|t| *t == std::thread::current().id());
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(flag, c_int::from(main)) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    // SAFETY: NULL or valid (the contract).
+    unsafe {
+        put(version, 5);
+        put(subversion, 0);
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Abi_get_version(major: *mut c_int, minor: *mut c_int) -> c_int {
+    // SAFETY: NULL or valid (the contract).
+    unsafe {
+        put(major, 1);
+        put(minor, 0);
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_library_version(out: *mut c_char, len: *mut c_int) -> c_int {
+    let v = format!(
+        "meshwork {} (MPI 5.0 standard ABI 1.0 over meshwork process groups)",
+        env!("CARGO_PKG_VERSION")
+    );
+    // SAFETY: MPI_MAX_LIBRARY_VERSION_STRING bytes (the contract).
+    unsafe { write_string(&v, out, MAX_LIBRARY_VERSION_STRING, len) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_processor_name(out: *mut c_char, len: *mut c_int) -> c_int {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    let name = if rc == 0 {
+        CStr::from_bytes_until_nul(&buf)
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    } else {
+        "localhost".into()
+    };
+    // SAFETY: MPI_MAX_PROCESSOR_NAME bytes (the contract).
+    unsafe { write_string(&name, out, MAX_PROCESSOR_NAME, len) };
+    SUCCESS
+}
+
+fn clock() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    clock().elapsed().as_secs_f64()
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> f64 {
+    1e-9
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Error_string(code: c_int, out: *mut c_char, len: *mut c_int) -> c_int {
+    match state::describe(code) {
+        Some((_, text)) => {
+            // SAFETY: MPI_MAX_ERROR_STRING bytes (the contract).
+            unsafe { write_string(&text, out, MAX_ERROR_STRING, len) };
+            SUCCESS
+        }
+        None => ERR_ARG,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
+    match state::describe(code) {
+        Some((c, _)) if code <= ERR_LASTCODE => {
+            // SAFETY: NULL or valid (the contract).
+            unsafe { put(class, c) };
+            SUCCESS
+        }
+        _ => ERR_ARG,
+    }
+}
+
+fn handler(h: Handle) -> Result<Handle> {
+    match h {
+        ERRORS_ARE_FATAL | ERRORS_ABORT | ERRORS_RETURN => Ok(h),
+        _ => Err(Fail::arg(format!(
+            "error handler {h:#x} is not one meshwork has (MPI_ERRORS_ARE_FATAL, MPI_ERRORS_ABORT, MPI_ERRORS_RETURN)"
+        ))),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_set_errhandler(ch: Handle, h: Handle) -> c_int {
+    entry(ch, "MPI_Comm_set_errhandler", || {
+        comm(ch)?.errhandler.store(handler(h)?, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_errhandler(ch: Handle, out: *mut Handle) -> c_int {
+    entry(ch, "MPI_Comm_get_errhandler", || {
+        let h = comm(ch)?.errhandler.load(Ordering::Relaxed);
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(out, h) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_call_errhandler(ch: Handle, code: c_int) -> c_int {
+    let (class, text) = state::describe(code).unwrap_or((ERR_OTHER, format!("error code {code}")));
+    state::raise(ch, "MPI_Comm_call_errhandler", Fail::new(class, text));
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Errhandler_free(h: *mut Handle) -> c_int {
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(h, ERRHANDLER_NULL) };
+    SUCCESS
+}
+
+// ------------------------------------------------------------ communicators
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_rank(ch: Handle, rank: *mut c_int) -> c_int {
+    entry(ch, "MPI_Comm_rank", || {
+        let r = comm(ch)?.rank() as c_int;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(rank, r) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_size(ch: Handle, size: *mut c_int) -> c_int {
+    entry(ch, "MPI_Comm_size", || {
+        let n = comm(ch)?.size() as c_int;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(size, n) };
+        Ok(())
+    })
+}
+
+/// `color` and `key` of `MPI_Comm_split` as meshwork's: `MPI_UNDEFINED`
+/// to a color of its own (the group is made and dropped), and keys of
+/// any sign kept in order.
+fn split(ch: Handle, color: c_int, key: c_int, out: *mut Handle, name: &str) -> Result<()> {
+    if out.is_null() {
+        return Err(Fail::arg("newcomm is NULL"));
+    }
+    let m = mpi()?;
+    let c = m.comm(ch)?;
+    if color < 0 && color != UNDEFINED {
+        return Err(Fail::arg(format!("color {color} is negative")));
+    }
+    let mw_color = if color == UNDEFINED {
+        u32::MAX
+    } else {
+        color as u32
+    };
+    let mw_key = (key as i64 - i32::MIN as i64) as u32;
+    let group = c.group.split(mw_color, mw_key)?;
+    let h = if color == UNDEFINED {
+        let _ = group.shutdown();
+        COMM_NULL
+    } else {
+        let handler = c.errhandler.load(Ordering::Relaxed);
+        m.add_comm(Comm::new(group, name, handler))
+    };
+    // SAFETY: non-NULL, valid (the contract).
+    unsafe { put(out, h) };
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_split(
+    ch: Handle,
+    color: c_int,
+    key: c_int,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Comm_split", || split(ch, color, key, out, ""))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_dup(ch: Handle, out: *mut Handle) -> c_int {
+    entry(ch, "MPI_Comm_dup", || {
+        let rank = comm(ch)?.rank() as c_int;
+        split(ch, 0, rank, out, "")
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_free(ch: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Comm_free", || {
+        if ch.is_null() {
+            return Err(Fail::arg("comm is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *ch };
+        if matches!(h, COMM_WORLD | COMM_SELF | COMM_NULL) {
+            return Err(Fail::new(
+                ERR_COMM,
+                "a predefined communicator cannot be freed",
+            ));
+        }
+        let m = mpi()?;
+        let c = m
+            .comms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&h)
+            .ok_or_else(|| Fail::new(ERR_COMM, format!("{h:#x} is not a communicator")))?;
+        let _ = c.group.shutdown();
+        // SAFETY: as above.
+        unsafe { *ch = COMM_NULL };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_compare(a: Handle, b: Handle, result: *mut c_int) -> c_int {
+    entry(a, "MPI_Comm_compare", || {
+        let (ca, cb) = (comm(a)?, comm(b)?);
+        let r = if Arc::ptr_eq(&ca, &cb) {
+            IDENT
+        } else {
+            // Members and order: each rank's world rank in both, gathered.
+            let m = mpi()?;
+            let me = m.world.rank();
+            let sizes = (ca.size(), cb.size());
+            let mut ranks_a = vec![0u32; ca.size() as usize];
+            ca.group.all_gather(&[me], &mut ranks_a)?;
+            let mut ranks_b = vec![0u32; cb.size() as usize];
+            cb.group.all_gather(&[me], &mut ranks_b)?;
+            if sizes.0 == sizes.1 && ranks_a == ranks_b {
+                CONGRUENT
+            } else {
+                let (mut sa, mut sb) = (ranks_a, ranks_b);
+                sa.sort_unstable();
+                sb.sort_unstable();
+                if sa == sb {
+                    203
+                } else {
+                    UNEQUAL
+                }
+            }
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(result, r) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_set_name(ch: Handle, name: *const c_char) -> c_int {
+    entry(ch, "MPI_Comm_set_name", || {
+        if name.is_null() {
+            return Err(Fail::arg("comm_name is NULL"));
+        }
+        // SAFETY: a NUL-terminated string (the contract).
+        let s = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let s: String = s.chars().take(MAX_OBJECT_NAME - 1).collect();
+        *comm(ch)?.name.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_name(ch: Handle, out: *mut c_char, len: *mut c_int) -> c_int {
+    entry(ch, "MPI_Comm_get_name", || {
+        let name = comm(ch)?
+            .name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // SAFETY: MPI_MAX_OBJECT_NAME bytes (the contract).
+        unsafe { write_string(&name, out, MAX_OBJECT_NAME, len) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_test_inter(ch: Handle, flag: *mut c_int) -> c_int {
+    entry(ch, "MPI_Comm_test_inter", || {
+        comm(ch)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, 0) };
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ info
+
+/// Info objects: key/value lists kept for whoever asks (meshwork reads
+/// none of their hints).
+static INFOS: Mutex<Vec<(Handle, Pairs)>> = Mutex::new(Vec::new());
+
+type Pairs = Vec<(String, String)>;
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_create(info: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_create", || {
+        let h = state::new_handle();
+        INFOS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((h, Vec::new()));
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(info, h) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_set(
+    info: Handle,
+    key: *const c_char,
+    value: *const c_char,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_set", || {
+        if key.is_null() || value.is_null() {
+            return Err(Fail::arg("key or value is NULL"));
+        }
+        // SAFETY: NUL-terminated strings (the contract).
+        let (k, v) = unsafe {
+            (
+                CStr::from_ptr(key).to_string_lossy().into_owned(),
+                CStr::from_ptr(value).to_string_lossy().into_owned(),
+            )
+        };
+        let mut infos = INFOS.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, kv) = infos
+            .iter_mut()
+            .find(|(h, _)| *h == info)
+            .ok_or_else(|| Fail::new(34, format!("{info:#x} is not an info object")))?;
+        kv.retain(|(old, _)| *old != k);
+        kv.push((k, v));
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_free(info: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_free", || {
+        if info.is_null() {
+            return Err(Fail::arg("info is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *info };
+        INFOS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(i, _)| *i != h);
+        // SAFETY: as above.
+        unsafe { *info = INFO_NULL };
+        Ok(())
+    })
+}

@@ -1,0 +1,1036 @@
+//! Point-to-point messages and requests.
+//!
+//! Every message of a communicator travels on one meshwork lane
+//! ([`LANE`]) as `[tag: i32 LE][data]`, so a receive can match any tag.
+//! Matching follows MPI: a message goes to the first posted receive (in
+//! the order they were posted) whose source and tag match, wildcards
+//! included, or waits as *unexpected* for a later one; messages from one
+//! sender arrive in the order sent. Receives are posted at once and
+//! completed by whoever pulls the matching message off the lane — the
+//! wait of this receive or of any other (one puller at a time).
+//!
+//! Sends are eager: meshwork buffers them at the receiver up to its
+//! budget. Sends that would wait for room there go to a sender thread
+//! ([`Sender`]), so that two ranks that each post many large `MPI_Isend`s
+//! before waiting (a bidirectional bandwidth test) never block each other;
+//! one that finds the thread idle sends inline.
+
+use crate::consts::*;
+use crate::datatype::{type_of, Type};
+use crate::state::{comm, entry, mpi, Comm, Fail, Result};
+use crate::{put, Handle, Status};
+use crossbeam_channel::{unbounded, Receiver};
+use mw::Payload;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// `MPI_BYTE`.
+const MPI_BYTE: Handle = 0x247;
+
+/// The meshwork tag of every MPI message of a communicator.
+pub(crate) const LANE: u64 = 0x4d50_4920_7032_7000;
+/// Sends of up to this many bytes go inline when the sender thread is idle.
+const INLINE: usize = 256 << 10;
+/// How long one pull waits before the waiter looks again (at its
+/// deadline, at a failed peer, at whether another puller served it).
+const SLICE: Duration = Duration::from_millis(50);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ------------------------------------------------------------ matching
+
+/// A posted receive.
+pub(crate) struct Slot {
+    src: c_int,
+    tag: c_int,
+    buf: usize,
+    count: usize,
+    ty: Arc<Type>,
+    done: Mutex<Option<std::result::Result<Status, Fail>>>,
+}
+
+impl Slot {
+    fn matches(&self, src: u32, tag: c_int) -> bool {
+        (self.src == ANY_SOURCE || self.src == src as c_int)
+            && (self.tag == ANY_TAG || self.tag == tag)
+    }
+
+    fn is_done(&self) -> bool {
+        lock(&self.done).is_some()
+    }
+
+    /// Take message `data` from `src` under `tag` into this receive.
+    fn fill(&self, src: u32, tag: c_int, data: &[u8]) {
+        let cap = self.count * self.ty.size;
+        let result = if data.len() > cap {
+            Err(Fail::new(
+                ERR_TRUNCATE,
+                format!(
+                    "a message of {} bytes from rank {src} (tag {tag}) does not fit the receive buffer of {} × {} ({cap} bytes)",
+                    data.len(),
+                    self.count,
+                    self.ty.name
+                ),
+            ))
+        } else {
+            Ok(Status::new(src as c_int, tag, data.len()))
+        };
+        // SAFETY: the receive's buffer holds `count` elements until it
+        // completes (MPI's contract), and the data is cut to fit.
+        unsafe {
+            self.ty.unpack(
+                &data[..data.len().min(cap)],
+                self.buf as *mut u8,
+                self.count,
+            )
+        };
+        *lock(&self.done) = Some(result);
+    }
+}
+
+struct Unexpected {
+    src: u32,
+    tag: c_int,
+    msg: Payload,
+}
+
+#[derive(Default)]
+struct Queues {
+    unexpected: VecDeque<Unexpected>,
+    posted: VecDeque<Arc<Slot>>,
+}
+
+/// A communicator's matching: the queues, and the right to pull from
+/// the lane.
+#[derive(Default)]
+pub(crate) struct Matcher {
+    queues: Mutex<Queues>,
+    pull: Mutex<()>,
+}
+
+fn split(msg: &Payload) -> Option<(c_int, &[u8])> {
+    let m = msg.as_ref();
+    let tag = c_int::from_le_bytes(m.get(..4)?.try_into().ok()?);
+    Some((tag, &m[4..]))
+}
+
+impl Matcher {
+    /// Post a receive: served at once from an unexpected message, or
+    /// queued for one.
+    fn post(&self, slot: Arc<Slot>) {
+        let mut q = lock(&self.queues);
+        let hit = q.unexpected.iter().position(|u| slot.matches(u.src, u.tag));
+        match hit.and_then(|i| q.unexpected.remove(i)) {
+            Some(u) => {
+                drop(q);
+                let (_, data) = split(&u.msg).unwrap_or((0, &[]));
+                slot.fill(u.src, u.tag, data);
+            }
+            None => q.posted.push_back(slot),
+        }
+    }
+
+    /// A message arrived: to its receive, or to the unexpected queue.
+    fn arrive(&self, src: u32, msg: Payload) {
+        let Some((tag, _)) = split(&msg) else {
+            return;
+        };
+        let mut q = lock(&self.queues);
+        let hit = q.posted.iter().position(|s| s.matches(src, tag));
+        match hit.and_then(|i| q.posted.remove(i)) {
+            Some(slot) => {
+                drop(q);
+                let (_, data) = split(&msg).unwrap_or((0, &[]));
+                slot.fill(src, tag, data);
+            }
+            None => q.unexpected.push_back(Unexpected { src, tag, msg }),
+        }
+    }
+
+    fn cancel(&self, slot: &Arc<Slot>) {
+        lock(&self.queues).posted.retain(|s| !Arc::ptr_eq(s, slot));
+    }
+
+    /// The first unexpected message matching `src` and `tag`: its status.
+    fn peek(&self, src: c_int, tag: c_int) -> Option<Status> {
+        let q = lock(&self.queues);
+        q.unexpected
+            .iter()
+            .find(|u| {
+                (src == ANY_SOURCE || src == u.src as c_int) && (tag == ANY_TAG || tag == u.tag)
+            })
+            .map(|u| Status::new(u.src as c_int, u.tag, u.msg.as_ref().len() - 4))
+    }
+}
+
+/// Pull messages off `c`'s lane, up to `wait`, until `done` says so (at
+/// most one message if `wait` is zero). `Ok(false)` when the wait ended.
+fn pull(c: &Comm, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
+    let _puller = lock(&c.matcher.pull);
+    if done() {
+        return Ok(true);
+    }
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match c.group.recv_any_message(LANE, left)? {
+            Some((src, msg)) => c.matcher.arrive(src, msg),
+            None => return Ok(false),
+        }
+        if done() {
+            return Ok(true);
+        }
+        if left.is_zero() {
+            return Ok(false);
+        }
+    }
+}
+
+/// Wait until `done`, pulling messages: fails once `src` (a rank, if the
+/// wait is for one) has failed with nothing more from it, or after the
+/// group's deadline with nothing arriving.
+fn wait_until(c: &Comm, what: &str, src: c_int, done: impl Fn() -> bool) -> Result<()> {
+    let deadline = c.group.timeout();
+    let start = Instant::now();
+    loop {
+        if pull(c, SLICE, &done)? {
+            return Ok(());
+        }
+        if done() {
+            return Ok(());
+        }
+        if src >= 0 && c.group.failed().contains(&(src as u32)) && !pull(c, Duration::ZERO, &done)?
+        {
+            return Err(Fail::new(
+                ERR_PROC_ABORTED,
+                format!("{what}: rank {src} failed before its message came"),
+            ));
+        }
+        if start.elapsed() >= deadline {
+            let from = if src >= 0 {
+                format!("rank {src}")
+            } else {
+                "any rank".to_string()
+            };
+            return Err(Fail::new(
+                ERR_OTHER,
+                format!(
+                    "{what}: no message from {from} within the deadline of {:?} (meshwork's TIMEOUT_S)",
+                    deadline
+                ),
+            ));
+        }
+    }
+}
+
+// ------------------------------------------------------------ sending
+
+/// One send handed to the sender thread.
+struct Job {
+    comm: Arc<Comm>,
+    dst: u32,
+    tag: c_int,
+    data: Data,
+    done: Arc<Done>,
+}
+
+/// What a send reads: the caller's memory (MPI keeps it unchanged until
+/// the request completes) or a packed copy.
+enum Data {
+    Borrowed { at: usize, len: usize },
+    Owned(Vec<u8>),
+}
+
+// SAFETY: `Borrowed` memory belongs to the request until it completes, and
+// only the sender thread reads it meanwhile.
+unsafe impl Send for Data {}
+
+impl Data {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: valid until the request completes (MPI's contract).
+            Data::Borrowed { at, len } => unsafe {
+                std::slice::from_raw_parts(*at as *const u8, *len)
+            },
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+/// A send's completion.
+#[derive(Default)]
+pub(crate) struct Done {
+    result: Mutex<Option<std::result::Result<(), Fail>>>,
+    cv: Condvar,
+}
+
+impl Done {
+    fn finish(&self, r: std::result::Result<(), Fail>) {
+        *lock(&self.result) = Some(r);
+        self.cv.notify_all();
+    }
+
+    fn is_done(&self) -> bool {
+        lock(&self.result).is_some()
+    }
+
+    fn wait(&self) -> Result<()> {
+        let mut r = lock(&self.result);
+        loop {
+            if let Some(r) = r.take() {
+                return r;
+            }
+            r = self.cv.wait(r).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The sender thread, and how many sends it has not finished.
+pub(crate) struct Sender {
+    jobs: crossbeam_channel::Sender<Job>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Sender {
+    pub fn start() -> Sender {
+        let (jobs, rx) = unbounded::<Job>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let left = pending.clone();
+        std::thread::Builder::new()
+            .name("mpi-sender".into())
+            .spawn(move || sender_thread(rx, left))
+            .expect("spawning the MPI sender thread");
+        Sender { jobs, pending }
+    }
+
+    /// Wait until every send handed over has finished.
+    pub fn drain(&self) {
+        let done = Arc::new(Done::default());
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // A marker job: finished after every job before it.
+        let world = mpi().map(|m| m.world.clone());
+        if let Ok(world) = world {
+            self.pending.fetch_add(1, Ordering::AcqRel);
+            let _ = self.jobs.send(Job {
+                comm: world,
+                dst: u32::MAX,
+                tag: 0,
+                data: Data::Owned(Vec::new()),
+                done: done.clone(),
+            });
+            let _ = done.wait();
+        }
+    }
+}
+
+fn sender_thread(rx: Receiver<Job>, pending: Arc<AtomicUsize>) {
+    for job in rx {
+        let r = if job.dst == u32::MAX {
+            Ok(())
+        } else {
+            send_now(&job.comm, job.dst, job.tag, job.data.bytes())
+        };
+        pending.fetch_sub(1, Ordering::AcqRel);
+        job.done.finish(r);
+    }
+}
+
+fn send_now(c: &Comm, dst: u32, tag: c_int, data: &[u8]) -> Result<()> {
+    if dst == c.rank() {
+        let msg = Payload::from_parts(&[&tag.to_le_bytes(), data]);
+        c.matcher.arrive(dst, msg);
+        return Ok(());
+    }
+    c.group
+        .send_parts(&[&tag.to_le_bytes(), data], dst, LANE)
+        .map_err(Fail::from)
+}
+
+/// Checked arguments of a send.
+fn send_args(c: &Comm, dest: c_int, tag: c_int) -> Result<Option<u32>> {
+    if dest == PROC_NULL {
+        return Ok(None);
+    }
+    if tag < 0 {
+        return Err(Fail::new(ERR_TAG, format!("tag {tag} is negative")));
+    }
+    c.peer(dest, "destination").map(Some)
+}
+
+/// Start a send: inline if the sender thread is idle and the message is
+/// small, else on the thread. Its completion.
+fn start_send(
+    c: &Arc<Comm>,
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    blocking: bool,
+) -> Result<Arc<Done>> {
+    let done = Arc::new(Done::default());
+    let Some(dst) = send_args(c, dest, tag)? else {
+        done.finish(Ok(()));
+        return Ok(done);
+    };
+    let ty = type_of(dt)?;
+    let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+    // SAFETY: `buf` holds `count` elements (MPI's contract).
+    let packed = unsafe { ty.pack(buf, count) }?;
+    let m = mpi()?;
+    let sender = &m.sender;
+    if sender.pending.load(Ordering::Acquire) == 0 && (blocking || packed.len() <= INLINE) {
+        done.finish(send_now(c, dst, tag, &packed));
+        return Ok(done);
+    }
+    let data = match packed {
+        std::borrow::Cow::Borrowed(b) => Data::Borrowed {
+            at: b.as_ptr() as usize,
+            len: b.len(),
+        },
+        std::borrow::Cow::Owned(v) => Data::Owned(v),
+    };
+    sender.pending.fetch_add(1, Ordering::AcqRel);
+    sender
+        .jobs
+        .send(Job {
+            comm: c.clone(),
+            dst,
+            tag,
+            data,
+            done: done.clone(),
+        })
+        .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
+    Ok(done)
+}
+
+// ------------------------------------------------------------ requests
+
+/// A collective in flight (`coll.rs`).
+pub(crate) trait Pending: Send {
+    fn is_complete(&self) -> bool;
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+pub(crate) enum Request {
+    Send(Arc<Done>),
+    Recv(Arc<Comm>, Arc<Slot>),
+    Coll(Box<dyn Pending>),
+    /// Complete already (a receive from `MPI_PROC_NULL`).
+    Done(Status),
+}
+
+static REQUESTS: Mutex<Option<HashMap<Handle, Request>>> = Mutex::new(None);
+
+pub(crate) fn add_request(r: Request) -> Handle {
+    let h = crate::state::new_handle();
+    lock(&REQUESTS)
+        .get_or_insert_with(HashMap::new)
+        .insert(h, r);
+    h
+}
+
+fn take_request(h: Handle) -> Result<Request> {
+    lock(&REQUESTS)
+        .as_mut()
+        .and_then(|m| m.remove(&h))
+        .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))
+}
+
+fn empty_status() -> Status {
+    Status::new(PROC_NULL, ANY_TAG, 0)
+}
+
+/// Whether request `h` is complete, pulling at most what is there now.
+fn ready(h: Handle) -> Result<bool> {
+    let guard = lock(&REQUESTS);
+    let r = guard
+        .as_ref()
+        .and_then(|m| m.get(&h))
+        .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))?;
+    match r {
+        Request::Send(d) => Ok(d.is_done()),
+        Request::Done(_) => Ok(true),
+        Request::Coll(p) => Ok(p.is_complete()),
+        Request::Recv(c, slot) => {
+            let (c, slot) = (c.clone(), slot.clone());
+            drop(guard);
+            if slot.is_done() {
+                return Ok(true);
+            }
+            pull(&c, Duration::ZERO, || slot.is_done())
+        }
+    }
+}
+
+/// Complete request `h`, waiting for it: its status.
+fn complete(h: Handle) -> Result<Status> {
+    match take_request(h)? {
+        Request::Done(s) => Ok(s),
+        Request::Send(d) => d.wait().map(|()| empty_status()),
+        Request::Coll(p) => p.finish().map(|()| empty_status()),
+        Request::Recv(c, slot) => {
+            let waited = wait_until(&c, "MPI_Wait", slot.src, || slot.is_done());
+            if let Err(e) = waited {
+                c.matcher.cancel(&slot);
+                return Err(e);
+            }
+            lock(&slot.done)
+                .take()
+                .unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a receive completed twice")))
+        }
+    }
+}
+
+// ------------------------------------------------------------ the calls
+
+/// Post a receive on `c`.
+fn post_recv(
+    c: &Arc<Comm>,
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+) -> Result<Request> {
+    if source == PROC_NULL {
+        return Ok(Request::Done(empty_status()));
+    }
+    if source != ANY_SOURCE {
+        c.peer(source, "source")?;
+    }
+    if tag < 0 && tag != ANY_TAG {
+        return Err(Fail::new(ERR_TAG, format!("tag {tag} is negative")));
+    }
+    let ty = type_of(dt)?;
+    let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+    if buf.is_null() && count > 0 && ty.size > 0 {
+        return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
+    }
+    let slot = Arc::new(Slot {
+        src: source,
+        tag,
+        buf: buf as usize,
+        count,
+        ty,
+        done: Mutex::new(None),
+    });
+    c.matcher.post(slot.clone());
+    Ok(Request::Recv(c.clone(), slot))
+}
+
+/// # Safety
+/// `status` is NULL (MPI_STATUS_IGNORE) or valid.
+unsafe fn set_status(status: *mut Status, s: Status) {
+    // SAFETY: the contract.
+    unsafe { put(status, s) };
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+) -> c_int {
+    entry(ch, "MPI_Send", || {
+        let c = comm(ch)?;
+        start_send(&c, buf, count, dt, dest, tag, true)?.wait()
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ssend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Send(buf, count, dt, dest, tag, ch) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rsend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Send(buf, count, dt, dest, tag, ch) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Isend", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let done = start_send(&c, buf, count, dt, dest, tag, false)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(Request::Send(done))) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Issend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Isend(buf, count, dt, dest, tag, ch, request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Recv", || {
+        let c = comm(ch)?;
+        let h = add_request(post_recv(&c, buf, count, dt, source, tag)?);
+        let s = complete(h)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { set_status(status, s) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irecv(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Irecv", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let r = post_recv(&c, buf, count, dt, source, tag)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(r)) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv(
+    sendbuf: *const u8,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut u8,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Sendrecv", || {
+        let c = comm(ch)?;
+        let h = add_request(post_recv(
+            &c, recvbuf, recvcount, recvtype, source, recvtag,
+        )?);
+        let sent = start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false);
+        let got = complete(h);
+        sent?.wait()?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { set_status(status, got?) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv_replace(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Sendrecv_replace", || {
+        let c = comm(ch)?;
+        let ty = type_of(dt)?;
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        // SAFETY: `buf` holds `count` elements (the contract).
+        let copy = unsafe { ty.pack(buf, n) }?.into_owned();
+        let h = add_request(post_recv(&c, buf, count, dt, source, recvtag)?);
+        let len = c_int::try_from(copy.len())
+            .map_err(|_| Fail::new(ERR_COUNT, "the message is larger than an int of bytes"))?;
+        let sent = start_send(&c, copy.as_ptr(), len, MPI_BYTE, dest, sendtag, true);
+        let got = complete(h);
+        sent?.wait()?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { set_status(status, got?) };
+        Ok(())
+    })
+}
+
+fn probe_args(c: &Comm, source: c_int, tag: c_int) -> Result<()> {
+    if source != ANY_SOURCE && source != PROC_NULL {
+        c.peer(source, "source")?;
+    }
+    if tag < 0 && tag != ANY_TAG {
+        return Err(Fail::new(ERR_TAG, format!("tag {tag} is negative")));
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Probe(
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Probe", || {
+        let c = comm(ch)?;
+        probe_args(&c, source, tag)?;
+        let s = if source == PROC_NULL {
+            empty_status()
+        } else {
+            wait_until(&c, "MPI_Probe", source, || {
+                c.matcher.peek(source, tag).is_some()
+            })?;
+            c.matcher
+                .peek(source, tag)
+                .ok_or_else(|| Fail::new(ERR_INTERN, "a probed message went away"))?
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { set_status(status, s) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Iprobe", || {
+        let c = comm(ch)?;
+        probe_args(&c, source, tag)?;
+        let found = if source == PROC_NULL {
+            Some(empty_status())
+        } else {
+            if c.matcher.peek(source, tag).is_none() {
+                pull(&c, Duration::ZERO, || c.matcher.peek(source, tag).is_some())?;
+            }
+            c.matcher.peek(source, tag)
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(flag, c_int::from(found.is_some()));
+            if let Some(s) = found {
+                set_status(status, s);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_count(
+    status: *const Status,
+    dt: Handle,
+    count: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Get_count", || {
+        if status.is_null() {
+            return Err(Fail::arg("status is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let bytes = unsafe { *status }.bytes();
+        let size = type_of(dt)?.size as u64;
+        let n = match size {
+            0 => 0,
+            s if bytes % s == 0 => c_int::try_from(bytes / s).unwrap_or(UNDEFINED),
+            _ => UNDEFINED,
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(count, n) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_elements(
+    status: *const Status,
+    dt: Handle,
+    count: *mut c_int,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Get_count(status, dt, count) }
+}
+
+/// Read request `i` of `reqs`.
+///
+/// # Safety
+/// `reqs` holds at least `i + 1` handles.
+unsafe fn req_at(reqs: *mut Handle, i: usize) -> Handle {
+    // SAFETY: the contract.
+    unsafe { *reqs.add(i) }
+}
+
+/// Complete `*request` (a null request completes at once, empty).
+///
+/// # Safety
+/// `request` is valid; `status` NULL or valid.
+unsafe fn wait_one(request: *mut Handle, status: *mut Status) -> Result<()> {
+    // SAFETY: the contract.
+    let h = unsafe { *request };
+    if h == REQUEST_NULL {
+        // SAFETY: the contract.
+        unsafe { set_status(status, empty_status()) };
+        return Ok(());
+    }
+    let r = complete(h);
+    // SAFETY: the contract.
+    unsafe { *request = REQUEST_NULL };
+    let s = r?;
+    // SAFETY: the contract.
+    unsafe { set_status(status, s) };
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Wait(request: *mut Handle, status: *mut Status) -> c_int {
+    entry(COMM_WORLD, "MPI_Wait", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // SAFETY: non-NULL; the contract.
+        unsafe { wait_one(request, status) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Waitall(
+    count: c_int,
+    reqs: *mut Handle,
+    statuses: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Waitall", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        if n > 0 && reqs.is_null() {
+            return Err(Fail::arg("array_of_requests is NULL"));
+        }
+        let mut first: Option<Fail> = None;
+        for i in 0..n {
+            let st = if statuses.is_null() {
+                std::ptr::null_mut()
+            } else {
+                // SAFETY: `count` statuses (the contract).
+                unsafe { statuses.add(i) }
+            };
+            // SAFETY: `count` requests (the contract).
+            if let Err(e) = unsafe { wait_one(reqs.add(i), st) } {
+                if !st.is_null() {
+                    // SAFETY: as above.
+                    unsafe { (*st).error = e.class };
+                }
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Waitany(
+    count: c_int,
+    reqs: *mut Handle,
+    index: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Waitany", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        let start = Instant::now();
+        loop {
+            let mut active = false;
+            for i in 0..n {
+                // SAFETY: `count` requests (the contract).
+                let h = unsafe { req_at(reqs, i) };
+                if h == REQUEST_NULL {
+                    continue;
+                }
+                active = true;
+                if ready(h)? {
+                    // SAFETY: as above; `index` valid.
+                    unsafe {
+                        put(index, i as c_int);
+                        return wait_one(reqs.add(i), status);
+                    }
+                }
+            }
+            if !active {
+                // SAFETY: the contract.
+                unsafe {
+                    put(index, UNDEFINED);
+                    set_status(status, empty_status());
+                }
+                return Ok(());
+            }
+            if start.elapsed() > mpi()?.world.group.timeout() {
+                return Err(Fail::new(
+                    ERR_OTHER,
+                    "MPI_Waitany: no request completed within the deadline",
+                ));
+            }
+            std::thread::yield_now();
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Test(
+    request: *mut Handle,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Test", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // SAFETY: non-NULL (the contract).
+        let h = unsafe { *request };
+        let done = h == REQUEST_NULL || ready(h)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(done)) };
+        if done {
+            // SAFETY: as above.
+            unsafe { wait_one(request, status) }?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Testall(
+    count: c_int,
+    reqs: *mut Handle,
+    flag: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Testall", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        let mut all = true;
+        for i in 0..n {
+            // SAFETY: `count` requests (the contract).
+            let h = unsafe { req_at(reqs, i) };
+            all &= h == REQUEST_NULL || ready(h)?;
+        }
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(all)) };
+        if all {
+            // SAFETY: the same contract.
+            let rc = unsafe { MPI_Waitall(count, reqs, statuses) };
+            if rc != SUCCESS {
+                return Err(Fail::new(ERR_IN_STATUS, "a request failed"));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Testany(
+    count: c_int,
+    reqs: *mut Handle,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Testany", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        let mut active = false;
+        for i in 0..n {
+            // SAFETY: `count` requests (the contract).
+            let h = unsafe { req_at(reqs, i) };
+            if h == REQUEST_NULL {
+                continue;
+            }
+            active = true;
+            if ready(h)? {
+                // SAFETY: the contract.
+                unsafe {
+                    put(flag, 1);
+                    put(index, i as c_int);
+                    return wait_one(reqs.add(i), status);
+                }
+            }
+        }
+        // SAFETY: the contract.
+        unsafe {
+            put(flag, c_int::from(!active));
+            put(index, UNDEFINED);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Request_free", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // SAFETY: non-NULL (the contract).
+        let h = unsafe { *request };
+        // A send goes on by itself, a receive stays posted in its
+        // communicator's queue (it completes unseen, as MPI says), a
+        // collective runs to its end on the group's thread.
+        drop(take_request(h)?);
+        // SAFETY: as above.
+        unsafe { *request = REQUEST_NULL };
+        Ok(())
+    })
+}

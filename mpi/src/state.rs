@@ -1,0 +1,291 @@
+//! The library's state: the world formed at `MPI_Init`, the communicators
+//! by handle, and error codes with their text. Every exported call runs
+//! through [`entry`], which turns a failure into a code, calls the
+//! communicator's error handler, and never lets a panic cross into C.
+
+use crate::consts::*;
+use crate::p2p::{Matcher, Sender};
+use crate::Handle;
+use mw::ProcessGroup;
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A failed call: an MPI error class and what meshwork said.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub class: c_int,
+    pub text: String,
+}
+
+impl Fail {
+    pub fn new(class: c_int, text: impl Into<String>) -> Fail {
+        Fail {
+            class,
+            text: text.into(),
+        }
+    }
+
+    pub fn arg(text: impl Into<String>) -> Fail {
+        Fail::new(ERR_ARG, text)
+    }
+}
+
+impl From<mw::Error> for Fail {
+    fn from(e: mw::Error) -> Fail {
+        use mw::Error as E;
+        let class = match &e {
+            E::InvalidArgument(_) => ERR_ARG,
+            E::MessageTooLarge { .. } => ERR_COUNT,
+            E::PeerDisconnected { .. } | E::GroupShrunk { .. } | E::Expelled { .. } => {
+                ERR_PROC_ABORTED
+            }
+            E::Revoked | E::ShutDown => ERR_COMM,
+            _ => ERR_OTHER,
+        };
+        Fail::new(class, e.to_string())
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Fail>;
+
+/// A communicator: a meshwork group and what MPI keeps beside it.
+pub(crate) struct Comm {
+    pub group: Arc<ProcessGroup>,
+    pub name: Mutex<String>,
+    pub errhandler: AtomicUsize,
+    /// Its point-to-point matching (`p2p.rs`).
+    pub matcher: Matcher,
+}
+
+impl Comm {
+    pub fn new(group: Arc<ProcessGroup>, name: &str, errhandler: Handle) -> Arc<Comm> {
+        Arc::new(Comm {
+            group,
+            name: Mutex::new(name.to_string()),
+            errhandler: AtomicUsize::new(errhandler),
+            matcher: Matcher::default(),
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.group.rank()
+    }
+
+    pub fn size(&self) -> u32 {
+        self.group.world_size()
+    }
+
+    /// `r` as a rank of this communicator, or `ERR_RANK`.
+    pub fn peer(&self, r: c_int, what: &str) -> Result<u32> {
+        u32::try_from(r)
+            .ok()
+            .filter(|&r| r < self.size())
+            .ok_or_else(|| {
+                Fail::new(
+                    ERR_RANK,
+                    format!(
+                        "{what} {r} is not a rank of this communicator (0..{})",
+                        self.size()
+                    ),
+                )
+            })
+    }
+}
+
+/// The running library.
+pub(crate) struct Mpi {
+    pub world: Arc<Comm>,
+    pub selfc: Arc<Comm>,
+    pub comms: Mutex<HashMap<Handle, Arc<Comm>>>,
+    pub sender: Sender,
+    pub thread_level: c_int,
+}
+
+pub(crate) enum Phase {
+    Fresh,
+    Running(Arc<Mpi>),
+    Finalized,
+}
+
+static STATE: Mutex<Phase> = Mutex::new(Phase::Fresh);
+/// Handles this library hands out start here, clear of every predefined
+/// constant of the ABI (all below 0x400), and step by 16.
+static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(0x1_0000);
+
+pub(crate) fn new_handle() -> Handle {
+    NEXT_HANDLE.fetch_add(16, Ordering::Relaxed)
+}
+
+pub(crate) fn phase() -> MutexGuard<'static, Phase> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The running library, or `ERR_OTHER` before `MPI_Init` or after
+/// `MPI_Finalize`.
+pub(crate) fn mpi() -> Result<Arc<Mpi>> {
+    match &*phase() {
+        Phase::Running(m) => Ok(m.clone()),
+        Phase::Fresh => Err(Fail::new(ERR_OTHER, "MPI_Init has not been called")),
+        Phase::Finalized => Err(Fail::new(ERR_OTHER, "MPI_Finalize has been called")),
+    }
+}
+
+impl Mpi {
+    /// The communicator `h` names.
+    pub fn comm(&self, h: Handle) -> Result<Arc<Comm>> {
+        match h {
+            COMM_WORLD => Ok(self.world.clone()),
+            COMM_SELF => Ok(self.selfc.clone()),
+            COMM_NULL => Err(Fail::new(ERR_COMM, "MPI_COMM_NULL is not a communicator")),
+            h => self
+                .comms
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&h)
+                .cloned()
+                .ok_or_else(|| Fail::new(ERR_COMM, format!("{h:#x} is not a communicator"))),
+        }
+    }
+
+    /// Register `c`; its new handle.
+    pub fn add_comm(&self, c: Arc<Comm>) -> Handle {
+        let h = new_handle();
+        self.comms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(h, c);
+        h
+    }
+}
+
+/// The communicator `h` names, in the running library.
+pub(crate) fn comm(h: Handle) -> Result<Arc<Comm>> {
+    mpi()?.comm(h)
+}
+
+// ------------------------------------------------------------ error codes
+
+/// Codes above the classes carry meshwork's text: a ring of the latest
+/// ones, so a long run allocates nothing more.
+const FIRST_CODE: c_int = 1024;
+const KEPT: usize = 256;
+
+struct Codes {
+    next: usize,
+    texts: Vec<(c_int, String)>,
+}
+
+static CODES: Mutex<Codes> = Mutex::new(Codes {
+    next: 0,
+    texts: Vec::new(),
+});
+
+fn codes() -> MutexGuard<'static, Codes> {
+    CODES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A code for `f`: its class and its text, for `MPI_Error_string`.
+pub(crate) fn code_of(f: &Fail) -> c_int {
+    let mut c = codes();
+    let slot = c.next % KEPT;
+    c.next += 1;
+    if c.texts.len() <= slot {
+        c.texts.push((f.class, f.text.clone()));
+    } else {
+        c.texts[slot] = (f.class, f.text.clone());
+    }
+    FIRST_CODE + slot as c_int
+}
+
+/// The class and text of `code`, if it is one this library gave.
+pub(crate) fn describe(code: c_int) -> Option<(c_int, String)> {
+    if (0..FIRST_CODE).contains(&code) {
+        return Some((code, class_text(code).to_string()));
+    }
+    let slot = usize::try_from(code - FIRST_CODE)
+        .ok()
+        .filter(|&s| s < KEPT)?;
+    codes().texts.get(slot).cloned()
+}
+
+pub(crate) fn class_text(class: c_int) -> &'static str {
+    match class {
+        SUCCESS => "MPI_SUCCESS: no error",
+        ERR_BUFFER => "MPI_ERR_BUFFER: invalid buffer pointer",
+        ERR_COUNT => "MPI_ERR_COUNT: invalid count",
+        ERR_TYPE => "MPI_ERR_TYPE: invalid datatype",
+        ERR_TAG => "MPI_ERR_TAG: invalid tag",
+        ERR_COMM => "MPI_ERR_COMM: invalid communicator",
+        ERR_RANK => "MPI_ERR_RANK: invalid rank",
+        ERR_REQUEST => "MPI_ERR_REQUEST: invalid request",
+        ERR_ROOT => "MPI_ERR_ROOT: invalid root",
+        ERR_OP => "MPI_ERR_OP: invalid reduction",
+        ERR_ARG => "MPI_ERR_ARG: invalid argument",
+        ERR_TRUNCATE => "MPI_ERR_TRUNCATE: message truncated",
+        ERR_OTHER => "MPI_ERR_OTHER: other error",
+        ERR_INTERN => "MPI_ERR_INTERN: internal error",
+        ERR_IN_STATUS => "MPI_ERR_IN_STATUS: error code is in status",
+        ERR_UNSUPPORTED_OPERATION => "MPI_ERR_UNSUPPORTED_OPERATION: not supported by meshwork",
+        ERR_PROC_ABORTED => "MPI_ERR_PROC_ABORTED: a peer process failed",
+        _ => "MPI error",
+    }
+}
+
+// ------------------------------------------------------------ the entry
+
+/// Raise `f` from `name` on the communicator `comm`: its error handler
+/// decides (fatal: the message on stderr and the process exits with the
+/// class; return: the code goes back to the caller).
+pub(crate) fn raise(comm: Handle, name: &str, f: Fail) -> c_int {
+    let f = Fail {
+        text: format!("{name}: {}", f.text),
+        ..f
+    };
+    let code = code_of(&f);
+    let handler = match &*phase() {
+        Phase::Running(m) => m
+            .comm(comm)
+            .unwrap_or_else(|_| m.world.clone())
+            .errhandler
+            .load(Ordering::Relaxed),
+        _ => ERRORS_ARE_FATAL,
+    };
+    if handler == ERRORS_RETURN {
+        return code;
+    }
+    let rank = match &*phase() {
+        Phase::Running(m) => m.world.rank().to_string(),
+        _ => "?".into(),
+    };
+    eprintln!(
+        "meshwork MPI (rank {rank}): {}\n  ({}; the error handler is MPI_ERRORS_ARE_FATAL: exiting)",
+        f.text,
+        class_text(f.class)
+    );
+    std::process::exit(f.class.clamp(1, 255));
+}
+
+/// Run the body of exported call `name` on communicator `comm` (the one
+/// whose error handler a failure goes to): success is `MPI_SUCCESS`; a
+/// failure, or a panic, goes through [`raise`].
+pub(crate) fn entry(comm: Handle, name: &str, body: impl FnOnce() -> Result<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SUCCESS,
+        Ok(Err(f)) => raise(comm, name, f),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            raise(
+                comm,
+                name,
+                Fail::new(ERR_INTERN, format!("internal error: {what}")),
+            )
+        }
+    }
+}

@@ -1,0 +1,250 @@
+/* What the OSU benchmarks do not reach: matching with wildcards, probes,
+ * derived types, communicators, in-place and uneven collectives,
+ * non-blocking collectives, and errors returned through MPI_ERRORS_RETURN.
+ * Run by mpi/tests/mpi_programs.rs under meshrun; prints "semantics ok"
+ * on every rank, or the first check that failed and exits 1. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, \
+                    __LINE__, #cond);                                       \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
+
+static void matching(void) {
+    /* Every rank sends two tagged messages to rank 0; rank 0 takes them by
+     * tag first, then by ANY_SOURCE/ANY_TAG, and messages of one sender
+     * and tag arrive in order. */
+    if (rank != 0) {
+        int a = rank * 10, b = rank * 10 + 1;
+        MPI_Send(&a, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+        MPI_Send(&b, 1, MPI_INT, 0, 8, MPI_COMM_WORLD);
+    } else {
+        for (int i = 1; i < size; i++) {
+            int v = -1;
+            MPI_Status st;
+            /* tag 8 first: the tag 7 message waits, unexpected. */
+            MPI_Recv(&v, 1, MPI_INT, i, 8, MPI_COMM_WORLD, &st);
+            CHECK(v == i * 10 + 1 && st.MPI_SOURCE == i && st.MPI_TAG == 8);
+        }
+        int seen = 0;
+        for (int i = 1; i < size; i++) {
+            int v = -1, count = -1;
+            MPI_Status st;
+            MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+            MPI_Get_count(&st, MPI_INT, &count);
+            CHECK(count == 1 && st.MPI_TAG == 7);
+            MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+            CHECK(v == st.MPI_SOURCE * 10);
+            seen |= 1 << st.MPI_SOURCE;
+        }
+        CHECK(seen == ((1 << size) - 2));
+    }
+    /* Posted receives match in the order posted. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    int got[3] = {-1, -1, -1}, out[3] = {rank, rank + 100, rank + 200};
+    MPI_Request r[6];
+    for (int i = 0; i < 3; i++)
+        MPI_Irecv(&got[i], 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, &r[i]);
+    for (int i = 0; i < 3; i++)
+        MPI_Isend(&out[i], 1, MPI_INT, next, 5, MPI_COMM_WORLD, &r[3 + i]);
+    MPI_Waitall(6, r, MPI_STATUSES_IGNORE);
+    CHECK(got[0] == prev && got[1] == prev + 100 && got[2] == prev + 200);
+    /* Sendrecv around the ring; a message to oneself. */
+    int in = -1;
+    MPI_Sendrecv(&rank, 1, MPI_INT, next, 9, &in, 1, MPI_INT, prev, 9, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    CHECK(in == prev);
+    MPI_Request self;
+    int mine = 42, back = 0;
+    MPI_Isend(&mine, 1, MPI_INT, rank, 3, MPI_COMM_WORLD, &self);
+    MPI_Recv(&back, 1, MPI_INT, rank, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&self, MPI_STATUS_IGNORE);
+    CHECK(back == 42);
+    int flag = 1;
+    MPI_Iprobe(MPI_ANY_SOURCE, 1234, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag == 0);
+    MPI_Recv(&back, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+static void datatypes(void) {
+    /* A column of a 4x4 matrix, sent as a vector and received packed. */
+    double m[16], col[4];
+    for (int i = 0; i < 16; i++) m[i] = rank * 100 + i;
+    MPI_Datatype column;
+    MPI_Type_vector(4, 1, 4, MPI_DOUBLE, &column);
+    MPI_Type_commit(&column);
+    int sz = 0;
+    MPI_Type_size(column, &sz);
+    CHECK(sz == 32);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    MPI_Sendrecv(&m[1], 1, column, next, 11, col, 4, MPI_DOUBLE, prev, 11, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    for (int i = 0; i < 4; i++) CHECK(col[i] == prev * 100 + 1 + 4 * i);
+    /* Broadcast into the column of every rank. */
+    MPI_Bcast(&m[2], 1, column, 0, MPI_COMM_WORLD);
+    for (int i = 0; i < 4; i++) CHECK(m[2 + 4 * i] == 2 + 4 * i);
+    MPI_Type_free(&column);
+    CHECK(column == MPI_DATATYPE_NULL);
+    char name[MPI_MAX_OBJECT_NAME];
+    int len = 0;
+    MPI_Type_get_name(MPI_DOUBLE, name, &len);
+    CHECK(strcmp(name, "MPI_DOUBLE") == 0 && len == 10);
+}
+
+static void collectives(void) {
+    /* In place, uneven reduce_scatter, scans, v forms, non-blocking. */
+    int x[4];
+    for (int i = 0; i < 4; i++) x[i] = rank + i;
+    MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < 4; i++) CHECK(x[i] == size * (size - 1) / 2 + size * i);
+    long s = rank + 1, pre = 0;
+    MPI_Scan(&s, &pre, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(pre == (long)(rank + 1) * (rank + 2) / 2);
+    MPI_Exscan(&s, &pre, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank > 0) CHECK(pre == (long)rank * (rank + 1) / 2);
+    /* Rank r gets r+1 elements of the sum. */
+    int counts[16], total = 0;
+    for (int i = 0; i < size; i++) total += counts[i] = i + 1;
+    float *in = malloc(sizeof(float) * total), out[16];
+    for (int i = 0; i < total; i++) in[i] = (float)i;
+    MPI_Reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int before = rank * (rank + 1) / 2;
+    for (int i = 0; i <= rank; i++) CHECK(out[i] == (float)(size * (before + i)));
+    /* Allgatherv: rank r contributes r+1 copies of r. */
+    int mine[16], all[256], displs[16];
+    for (int i = 0; i <= rank; i++) mine[i] = rank;
+    for (int i = 0, d = 0; i < size; d += counts[i], i++) displs[i] = d;
+    MPI_Allgatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD);
+    for (int i = 0, k = 0; i < size; i++)
+        for (int j = 0; j <= i; j++) CHECK(all[k++] == i);
+    /* Gather in place at the root. */
+    int g[16];
+    g[rank] = rank * 3;
+    if (rank == 0)
+        MPI_Gather(MPI_IN_PLACE, 1, MPI_INT, g, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    else
+        MPI_Gather(&g[rank], 1, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int i = 0; i < size; i++) CHECK(g[i] == i * 3);
+    /* Non-blocking all-reduce overlapping a ring exchange. */
+    double d = rank, dsum = 0;
+    MPI_Request req;
+    MPI_Iallreduce(&d, &dsum, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, in2 = -1;
+    MPI_Sendrecv(&rank, 1, MPI_INT, next, 21, &in2, 1, MPI_INT, prev, 21, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(dsum == size - 1 && in2 == prev && req == MPI_REQUEST_NULL);
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    int done = 0;
+    while (!done) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    free(in);
+}
+
+static void communicators(void) {
+    MPI_Comm half, dup;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
+    int hr, hs;
+    MPI_Comm_rank(half, &hr);
+    MPI_Comm_size(half, &hs);
+    CHECK(hs == (size + 1 - rank % 2) / 2);
+    /* Keys in reverse: the highest world rank is rank 0 of its half. */
+    int top = rank;
+    MPI_Bcast(&top, 1, MPI_INT, 0, half);
+    CHECK(top == (rank % 2 == 0 ? (size - 1) - ((size - 1) % 2) : size - 1 - (size % 2)));
+    (void)hr;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int cmp = 0;
+    MPI_Comm_compare(MPI_COMM_WORLD, dup, &cmp);
+    CHECK(cmp == MPI_CONGRUENT);
+    MPI_Comm_set_name(dup, "dup");
+    char name[MPI_MAX_OBJECT_NAME];
+    int len;
+    MPI_Comm_get_name(dup, name, &len);
+    CHECK(strcmp(name, "dup") == 0);
+    /* Messages on the duplicate never meet those of the world. */
+    int a = 1, b = 2, got = 0;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    MPI_Request r[2];
+    MPI_Isend(&a, 1, MPI_INT, next, 0, MPI_COMM_WORLD, &r[0]);
+    MPI_Isend(&b, 1, MPI_INT, next, 0, dup, &r[1]);
+    MPI_Recv(&got, 1, MPI_INT, prev, 0, dup, MPI_STATUS_IGNORE);
+    CHECK(got == 2);
+    MPI_Recv(&got, 1, MPI_INT, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(got == 1);
+    MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    MPI_Comm none;
+    MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, 0, &none);
+    CHECK((rank == 0) == (none != MPI_COMM_NULL));
+    if (none != MPI_COMM_NULL) MPI_Comm_free(&none);
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&half);
+    CHECK(half == MPI_COMM_NULL);
+}
+
+static void errors(void) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int v = 0, cls = -1, len = 0;
+    char text[MPI_MAX_ERROR_STRING];
+    int rc = MPI_Send(&v, 1, MPI_INT, size + 5, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK);
+    MPI_Error_string(rc, text, &len);
+    CHECK(strstr(text, "MPI_Send") != NULL && len > 0);
+    rc = MPI_Bcast(&v, 1, MPI_INT, -7, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_ROOT);
+    rc = MPI_Allreduce(&v, &len, 1, MPI_INT, MPI_BAND, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_OP);
+    MPI_Win win;
+    rc = MPI_Win_create(&v, 4, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_UNSUPPORTED_OPERATION);
+    MPI_Error_string(rc, text, &len);
+    CHECK(strstr(text, "MPI_Win_create") != NULL);
+    /* A message longer than the receive buffer: truncated, named. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    int two[2] = {1, 2};
+    MPI_Request r;
+    MPI_Isend(two, 2, MPI_INT, next, 77, MPI_COMM_WORLD, &r);
+    rc = MPI_Recv(&v, 1, MPI_INT, prev, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
+int main(int argc, char **argv) {
+    int provided = -1, flag = 0;
+    MPI_Initialized(&flag);
+    CHECK(!flag);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    CHECK(provided == MPI_THREAD_MULTIPLE);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(size <= 16);
+    int version, sub;
+    MPI_Get_version(&version, &sub);
+    CHECK(version == 5 && sub == 0);
+    matching();
+    datatypes();
+    collectives();
+    communicators();
+    errors();
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("semantics ok on rank %d of %d\n", rank, size);
+    MPI_Finalize();
+    MPI_Finalized(&flag);
+    CHECK(flag);
+    return 0;
+}
