@@ -194,7 +194,7 @@ fn pull(c: &Comm, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
 /// Wait until `done`, pulling messages: fails once `src` (a rank, if the
 /// wait is for one) has failed with nothing more from it, or after the
 /// group's deadline with nothing arriving.
-fn wait_until(c: &Comm, what: &str, src: c_int, done: impl Fn() -> bool) -> Result<()> {
+fn wait_until(c: &Comm, src: c_int, done: impl Fn() -> bool) -> Result<()> {
     let deadline = c.group.timeout();
     let start = Instant::now();
     loop {
@@ -208,7 +208,7 @@ fn wait_until(c: &Comm, what: &str, src: c_int, done: impl Fn() -> bool) -> Resu
         {
             return Err(Fail::new(
                 ERR_PROC_ABORTED,
-                format!("{what}: rank {src} failed before its message came"),
+                format!("rank {src} failed before its message came"),
             ));
         }
         if start.elapsed() >= deadline {
@@ -220,7 +220,7 @@ fn wait_until(c: &Comm, what: &str, src: c_int, done: impl Fn() -> bool) -> Resu
             return Err(Fail::new(
                 ERR_OTHER,
                 format!(
-                    "{what}: no message from {from} within the deadline of {:?} (meshwork's TIMEOUT_S)",
+                    "no message from {from} within the deadline of {:?} (meshwork's TIMEOUT_S)",
                     deadline
                 ),
             ));
@@ -477,7 +477,7 @@ fn complete(h: Handle) -> Result<Status> {
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
         Request::Recv(c, slot) => {
-            let waited = wait_until(&c, "MPI_Wait", slot.src, || slot.is_done());
+            let waited = wait_until(&c, slot.src, || slot.is_done());
             if let Err(e) = waited {
                 c.matcher.cancel(&slot);
                 return Err(e);
@@ -734,9 +734,7 @@ pub unsafe extern "C" fn MPI_Probe(
         let s = if source == PROC_NULL {
             empty_status()
         } else {
-            wait_until(&c, "MPI_Probe", source, || {
-                c.matcher.peek(source, tag).is_some()
-            })?;
+            wait_until(&c, source, || c.matcher.peek(source, tag).is_some())?;
             c.matcher
                 .peek(source, tag)
                 .ok_or_else(|| Fail::new(ERR_INTERN, "a probed message went away"))?

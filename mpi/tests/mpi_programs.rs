@@ -1,0 +1,319 @@
+//! MPI programs, unmodified, against meshwork's MPI: the OSU
+//! micro-benchmarks from `../shared/osu` (a client nobody on this project
+//! wrote) built with `mpi/bin/mpicc` and run with validation (`-c`) under
+//! `meshrun`, on 2 and 4 ranks, over the default transport and over TCP;
+//! `tests/c/semantics.c` (matching, types, communicators, errors) on 1 to
+//! 4 ranks; `tests/c/killed.c`, a rank SIGKILLed mid-collective and
+//! before a send; and every function `include/mpi.h` declares found in
+//! the library.
+//!
+//! The library is this test's own build (`libmpi_abi.so` beside the test
+//! executable); `meshrun` is the root crate's binary, which `cargo nextest
+//! run --workspace` builds. The benchmarks run at small sizes here; the
+//! full table is `benches/mpi_abi.sh` (docs/benchmarks.md).
+
+#[path = "../../ffi/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::{deps_dir, meshrun, run_bounded, show, skip};
+
+const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The OSU sources: `../shared/osu/c` beside the repository, or
+/// `$OSU_DIR`.
+fn osu_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("OSU_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(CRATE).join("../../shared/osu/c"));
+    dir.join("util/osu_util.c").exists().then_some(dir)
+}
+
+/// `mpi/bin/mpicc` against this build's library.
+fn mpicc() -> Command {
+    let lib = deps_dir();
+    assert!(
+        lib.join("libmpi_abi.so").exists(),
+        "libmpi_abi.so is missing in {}: cargo builds it with this test (crate-type cdylib)",
+        lib.display()
+    );
+    let mut cmd = Command::new(Path::new(CRATE).join("bin/mpicc"));
+    cmd.env("MESHWORK_MPI_LIBDIR", lib);
+    cmd
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// Run `cmd` (a compiler) and panic with what it printed if it failed.
+fn compile(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpicc for {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "mpicc failed for {what}: {}",
+        show(&out)
+    );
+}
+
+/// The programs `tests/c/*.c`, built with `-Wall -Wextra -Werror`.
+fn program(name: &str) -> PathBuf {
+    let exe = scratch("c").join(name);
+    compile(
+        mpicc()
+            .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(Path::new(CRATE).join("tests/c").join(format!("{name}.c"))),
+        name,
+    );
+    exe
+}
+
+/// `meshrun -n n extra… -- exe args…`, bounded.
+fn launch(n: u32, extra: &[&str], exe: &Path, args: &[&str]) -> std::process::Output {
+    let meshrun = meshrun().expect("meshrun is built (checked by the caller)");
+    let mut cmd = Command::new(meshrun);
+    cmd.args(["-n", &n.to_string()])
+        .args(extra)
+        .arg("--")
+        .arg(exe)
+        .args(args)
+        .env("TIMEOUT_S", "20");
+    run_bounded(&mut cmd, Duration::from_secs(120))
+}
+
+fn ready() -> bool {
+    if meshrun().is_none() {
+        skip("target/<profile>/meshrun is not built (cargo nextest run --workspace builds it)");
+        return false;
+    }
+    true
+}
+
+/// The benchmarks the issue names: point-to-point (two ranks) and
+/// blocking collectives.
+const PT2PT: [&str; 3] = ["osu_latency", "osu_bw", "osu_bibw"];
+const COLLECTIVES: [&str; 9] = [
+    "osu_allreduce",
+    "osu_bcast",
+    "osu_barrier",
+    "osu_allgather",
+    "osu_alltoall",
+    "osu_reduce",
+    "osu_reduce_scatter",
+    "osu_gather",
+    "osu_scatter",
+];
+
+/// Build the benchmarks into `dir` the way ../shared/osu/BUILD.md says:
+/// the utility files once, then each benchmark.
+fn build_osu(osu: &Path, dir: &Path) {
+    let util = osu.join("util");
+    let flags = ["-O2", "-DFIELD_WIDTH=18", "-DFLOAT_PRECISION=2"];
+    let units = [
+        "osu_util",
+        "osu_util_mpi",
+        "osu_util_validation",
+        "osu_util_graph",
+        "osu_util_papi",
+    ];
+    let mut objects = Vec::new();
+    for u in units {
+        let obj = dir.join(format!("{u}.o"));
+        compile(
+            mpicc()
+                .args(flags)
+                .arg("-I")
+                .arg(&util)
+                .arg("-c")
+                .arg(util.join(format!("{u}.c")))
+                .arg("-o")
+                .arg(&obj),
+            u,
+        );
+        objects.push(obj);
+    }
+    for (kind, names) in [
+        ("mpi/pt2pt/standard", &PT2PT[..]),
+        ("mpi/collective/blocking", &COLLECTIVES[..]),
+    ] {
+        for name in names {
+            compile(
+                mpicc()
+                    .args(flags)
+                    .arg("-I")
+                    .arg(&util)
+                    .args(&objects)
+                    .arg(osu.join(kind).join(format!("{name}.c")))
+                    .arg("-lm")
+                    .arg("-o")
+                    .arg(dir.join(name)),
+                name,
+            );
+        }
+    }
+}
+
+/// Run benchmark `name` on `n` ranks with validation and small sizes;
+/// every size it prints must say `Pass`.
+fn validate(dir: &Path, name: &str, n: u32, transport: &[&str]) {
+    // osu_barrier has no sizes and nothing to validate: it runs.
+    let args: &[&str] = if name == "osu_barrier" {
+        &["-i", "20", "-x", "2"]
+    } else {
+        &["-c", "-m", "1:16384", "-i", "20", "-x", "2"]
+    };
+    let out = launch(n, transport, &dir.join(name), args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .collect();
+    let context = format!("{name} on {n} ranks {transport:?}: {}", show(&out));
+    assert!(out.status.success(), "{context}");
+    if name != "osu_barrier" {
+        assert!(rows.len() >= 10, "too few sizes reported: {context}");
+        assert!(
+            rows.iter().all(|r| r.ends_with("Pass")),
+            "a size failed validation: {context}"
+        );
+    }
+}
+
+fn osu_over(transport: &[&str], dir_name: &str) {
+    if !ready() {
+        return;
+    }
+    let Some(osu) = osu_dir() else {
+        skip("the OSU micro-benchmarks are not at ../shared/osu/c (or $OSU_DIR)");
+        return;
+    };
+    let dir = scratch(dir_name);
+    build_osu(&osu, &dir);
+    for name in PT2PT {
+        validate(&dir, name, 2, transport);
+    }
+    for name in COLLECTIVES {
+        for n in [2, 4] {
+            validate(&dir, name, n, transport);
+        }
+    }
+}
+
+#[test]
+fn osu_benchmarks_build_unmodified_and_validate_over_the_default_transport() {
+    osu_over(&[], "osu-default");
+}
+
+#[test]
+fn osu_benchmarks_build_unmodified_and_validate_over_tcp() {
+    osu_over(&["--transport", "tcp"], "osu-tcp");
+}
+
+#[test]
+fn mpi_semantics_hold_on_one_to_four_ranks() {
+    if !ready() {
+        return;
+    }
+    let exe = program("semantics");
+    for (n, transport) in [
+        (1, &[][..]),
+        (2, &[]),
+        (3, &[]),
+        (4, &[]),
+        (4, &["--transport", "tcp"]),
+    ] {
+        let out = launch(n, transport, &exe, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.matches("semantics ok").count() == n as usize,
+            "semantics on {n} ranks {transport:?}: {}",
+            show(&out)
+        );
+    }
+}
+
+/// A rank SIGKILLed mid-collective, and before a message another rank
+/// waits for: each survivor's call returns MPI_ERR_PROC_ABORTED (58)
+/// naming rank 1, within the deadline.
+#[test]
+fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
+    if !ready() {
+        return;
+    }
+    let exe = program("killed");
+    for mode in [&[][..], &["recv"]] {
+        let out = launch(4, &["--keep-going"], &exe, mode);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let failed: Vec<&str> = text.lines().filter(|l| l.contains("failed:")).collect();
+        assert_eq!(failed.len(), 3, "{mode:?}: {}", show(&out));
+        assert!(
+            failed
+                .iter()
+                .all(|l| l.contains("class 58") && l.contains("rank 1")),
+            "{mode:?}: {}",
+            show(&out)
+        );
+    }
+}
+
+/// Every function `include/mpi.h` declares is in `libmpi_abi.so`, and
+/// so is each of a sample of the ABI's functions meshwork does not
+/// implement (they return MPI_ERR_UNSUPPORTED_OPERATION).
+#[test]
+fn every_function_the_header_declares_is_exported() {
+    let header = std::fs::read_to_string(Path::new(CRATE).join("include/mpi.h")).unwrap();
+    let mut names: Vec<String> = header
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix("int ")
+                .or_else(|| l.strip_prefix("double "))?;
+            let (name, _) = rest.split_once('(')?;
+            name.starts_with("MPI_").then(|| name.to_string())
+        })
+        .collect();
+    assert!(
+        names.len() > 100,
+        "too few prototypes read from mpi.h: {}",
+        names.len()
+    );
+    names.extend(
+        [
+            "MPI_Win_lock",
+            "MPI_File_open",
+            "MPI_Comm_spawn",
+            "MPI_T_init_thread",
+            "MPI_Comm_fromint",
+        ]
+        .map(String::from),
+    );
+    let lib = deps_dir().join("libmpi_abi.so");
+    let path = std::ffi::CString::new(lib.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: loading the library runs no code of ours beyond Rust's
+    // static initialisation; the handle is closed below.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!handle.is_null(), "cannot dlopen {}", lib.display());
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            let c = std::ffi::CString::new(n.as_str()).unwrap();
+            // SAFETY: a valid handle and a NUL-terminated name.
+            unsafe { libc::dlsym(handle, c.as_ptr()) }.is_null()
+        })
+        .collect();
+    // SAFETY: the handle from dlopen above.
+    unsafe { libc::dlclose(handle) };
+    assert!(missing.is_empty(), "not exported: {missing:?}");
+}
