@@ -152,6 +152,17 @@ impl Matcher {
         }
     }
 
+    /// Whether `slot` is the first receive posted that a message from
+    /// `src` could match: the next message from `src` with its tag is
+    /// then its own.
+    fn first_for(&self, src: u32, slot: &Arc<Slot>) -> bool {
+        let q = lock(&self.queues);
+        q.posted
+            .iter()
+            .find(|s| s.src == ANY_SOURCE || s.src == src as c_int)
+            .is_some_and(|s| Arc::ptr_eq(s, slot))
+    }
+
     fn cancel(&self, slot: &Arc<Slot>) {
         lock(&self.queues).posted.retain(|s| !Arc::ptr_eq(s, slot));
     }
@@ -168,9 +179,20 @@ impl Matcher {
     }
 }
 
+/// What a pull is for: a message from `src` (`ANY_SOURCE` for any), and
+/// the receive it completes, if any.
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    src: c_int,
+    slot: Option<&'a Arc<Slot>>,
+}
+
 /// Pull messages off `c`'s lane, up to `wait`, until `done` says so (at
 /// most one message if `wait` is zero). `Ok(false)` when the wait ended.
-fn pull(c: &Comm, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
+/// A wait for one sender reads that sender's link from this thread; a
+/// receive of a contiguous type that is the first posted for that sender
+/// is read straight into its buffer.
+fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
     let _puller = lock(&c.matcher.pull);
     if done() {
         return Ok(true);
@@ -178,7 +200,21 @@ fn pull(c: &Comm, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
     let until = Instant::now() + wait;
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        match c.group.recv_any_message(LANE, left)? {
+        let got = if want.src < 0 {
+            c.group.recv_any_message(LANE, left)?
+        } else {
+            let src = want.src as u32;
+            match want.slot.filter(|s| c.matcher.first_for(src, s)) {
+                Some(slot) if slot.ty.is_flat() => match direct(c, src, slot, left)? {
+                    Direct::Filled => return Ok(true),
+                    Direct::Other(msg) => Some((src, msg)),
+                    Direct::Length => c.group.recv_message(src, LANE, left)?.map(|m| (src, m)),
+                    Direct::Nothing => None,
+                },
+                _ => c.group.recv_message(src, LANE, left)?.map(|m| (src, m)),
+            }
+        };
+        match got {
             Some((src, msg)) => c.matcher.arrive(src, msg),
             None => return Ok(false),
         }
@@ -191,20 +227,63 @@ fn pull(c: &Comm, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
     }
 }
 
-/// Wait until `done`, pulling messages: fails once `src` (a rank, if the
-/// wait is for one) has failed with nothing more from it, or after the
-/// group's deadline with nothing arriving.
-fn wait_until(c: &Comm, src: c_int, done: impl Fn() -> bool) -> Result<()> {
+/// What reading `src`'s next message into a receive's buffer gave.
+enum Direct {
+    /// The receive is complete.
+    Filled,
+    /// The message was for another tag: here it is, as received.
+    Other(Payload),
+    /// The next message is of another length: still queued.
+    Length,
+    /// Nothing came in time.
+    Nothing,
+}
+
+fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct> {
+    let mut head = [0u8; 4];
+    let len = slot.count * slot.ty.size;
+    let body: &mut [u8] = if len == 0 {
+        &mut []
+    } else {
+        // SAFETY: the receive's buffer, `count` contiguous elements, is
+        // the receive's until it completes (MPI's contract); only the
+        // puller (this thread) writes it.
+        unsafe { std::slice::from_raw_parts_mut(slot.buf as *mut u8, len) }
+    };
+    match c
+        .group
+        .recv_message_into(src, LANE, wait, &mut head, body)?
+    {
+        None => Ok(Direct::Nothing),
+        Some(false) => Ok(Direct::Length),
+        Some(true) => {
+            let tag = c_int::from_le_bytes(head);
+            if !slot.matches(src, tag) {
+                // Another receive's (the buffer's contents are undefined
+                // until this one completes).
+                return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
+            }
+            c.matcher.cancel(slot);
+            *lock(&slot.done) = Some(Ok(Status::new(src as c_int, tag, len)));
+            Ok(Direct::Filled)
+        }
+    }
+}
+
+/// Wait until `done`, pulling messages: fails once the sender wanted (a
+/// rank, if the wait is for one) has failed with nothing more from it,
+/// or after the group's deadline.
+fn wait_until(c: &Comm, want: Want<'_>, done: impl Fn() -> bool) -> Result<()> {
     let deadline = c.group.timeout();
     let start = Instant::now();
+    let src = want.src;
     loop {
-        if pull(c, SLICE, &done)? {
+        if pull(c, want, SLICE, &done)? || done() {
             return Ok(());
         }
-        if done() {
-            return Ok(());
-        }
-        if src >= 0 && c.group.failed().contains(&(src as u32)) && !pull(c, Duration::ZERO, &done)?
+        if src >= 0
+            && c.group.failed().contains(&(src as u32))
+            && !pull(c, want, Duration::ZERO, &done)?
         {
             return Err(Fail::new(
                 ERR_PROC_ABORTED,
@@ -220,8 +299,7 @@ fn wait_until(c: &Comm, src: c_int, done: impl Fn() -> bool) -> Result<()> {
             return Err(Fail::new(
                 ERR_OTHER,
                 format!(
-                    "no message from {from} within the deadline of {:?} (meshwork's TIMEOUT_S)",
-                    deadline
+                    "no message from {from} within the deadline of {deadline:?} (meshwork's TIMEOUT_S)"
                 ),
             ));
         }
@@ -465,7 +543,11 @@ fn ready(h: Handle) -> Result<bool> {
             if slot.is_done() {
                 return Ok(true);
             }
-            pull(&c, Duration::ZERO, || slot.is_done())
+            let want = Want {
+                src: slot.src,
+                slot: Some(&slot),
+            };
+            pull(&c, want, Duration::ZERO, || slot.is_done())
         }
     }
 }
@@ -477,7 +559,11 @@ fn complete(h: Handle) -> Result<Status> {
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
         Request::Recv(c, slot) => {
-            let waited = wait_until(&c, slot.src, || slot.is_done());
+            let want = Want {
+                src: slot.src,
+                slot: Some(&slot),
+            };
+            let waited = wait_until(&c, want, || slot.is_done());
             if let Err(e) = waited {
                 c.matcher.cancel(&slot);
                 return Err(e);
@@ -734,7 +820,11 @@ pub unsafe extern "C" fn MPI_Probe(
         let s = if source == PROC_NULL {
             empty_status()
         } else {
-            wait_until(&c, source, || c.matcher.peek(source, tag).is_some())?;
+            let want = Want {
+                src: source,
+                slot: None,
+            };
+            wait_until(&c, want, || c.matcher.peek(source, tag).is_some())?;
             c.matcher
                 .peek(source, tag)
                 .ok_or_else(|| Fail::new(ERR_INTERN, "a probed message went away"))?
@@ -760,7 +850,13 @@ pub unsafe extern "C" fn MPI_Iprobe(
             Some(empty_status())
         } else {
             if c.matcher.peek(source, tag).is_none() {
-                pull(&c, Duration::ZERO, || c.matcher.peek(source, tag).is_some())?;
+                let want = Want {
+                    src: source,
+                    slot: None,
+                };
+                pull(&c, want, Duration::ZERO, || {
+                    c.matcher.peek(source, tag).is_some()
+                })?;
             }
             c.matcher.peek(source, tag)
         };

@@ -245,24 +245,67 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
 
 /// A rank SIGKILLed mid-collective, and before a message another rank
 /// waits for: each survivor's call returns MPI_ERR_PROC_ABORTED (58)
-/// naming rank 1, within the deadline.
+/// naming rank 1, within the deadline. The survivors stay up once they
+/// have reported; the test then kills them all.
 #[test]
 fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
     if !ready() {
         return;
     }
     let exe = program("killed");
     for mode in [&[][..], &["recv"]] {
-        let out = launch(4, &["--keep-going"], &exe, mode);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let failed: Vec<&str> = text.lines().filter(|l| l.contains("failed:")).collect();
-        assert_eq!(failed.len(), 3, "{mode:?}: {}", show(&out));
+        let mut child = Command::new(meshrun().expect("checked by ready()"))
+            .args(["-n", "4", "--keep-going", "--"])
+            .arg(&exe)
+            .args(mode)
+            .env("TIMEOUT_S", "20")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start meshrun");
+        let pid = child.id();
+        let stdout = child.stdout.take().expect("piped stdout");
+        // Read the reports on a thread; the deadline is the test's.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let mut failed = Vec::new();
+        let mut seen = Vec::new();
+        while failed.len() < 3 {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if line.contains("failed:") {
+                        failed.push(line.clone());
+                    }
+                    seen.push(line);
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status();
+        let _ = child.wait();
+        assert_eq!(failed.len(), 3, "{mode:?}: {seen:#?}");
         assert!(
             failed
                 .iter()
                 .all(|l| l.contains("class 58") && l.contains("rank 1")),
-            "{mode:?}: {}",
-            show(&out)
+            "{mode:?}: {seen:#?}"
         );
     }
 }

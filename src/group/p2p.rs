@@ -92,6 +92,47 @@ impl ProcessGroup {
         }
     }
 
+    /// The next message from `src` under `tag`, handed over as received
+    /// (no copy); `None` if none came within `timeout` (nothing is
+    /// consumed). Waiting for one sender polls its link from the caller's
+    /// thread, as [`recv`](Self::recv) does.
+    pub fn recv_message(&self, src: u32, tag: u64, timeout: Duration) -> Result<Option<Payload>> {
+        let inner = self.checked("recv", "source", src)?;
+        match inner
+            .transport
+            .recv(src, Self::p2p_key(inner.comm_id, tag), timeout, None)
+        {
+            Ok(msg) => Ok(Some(msg)),
+            Err(meshwork_transport::TransportError::Timeout { .. }) => Ok(None),
+            Err(e) => Err(inner.error(e, "recv")),
+        }
+    }
+
+    /// The next message from `src` under `tag`, if it is `head.len() +
+    /// body.len()` bytes long, read into `head` then `body` (by the link
+    /// straight from the wire where it can): `Some(true)`. `Some(false)`
+    /// when the next message has another length (it stays queued), `None`
+    /// when none came within `timeout`. On an error or `Some(false)` the
+    /// buffers' contents are unspecified.
+    pub fn recv_message_into(
+        &self,
+        src: u32,
+        tag: u64,
+        timeout: Duration,
+        head: &mut [u8],
+        body: &mut [u8],
+    ) -> Result<Option<bool>> {
+        use meshwork_transport::TransportError as T;
+        let inner = self.checked("recv", "source", src)?;
+        let key = Self::p2p_key(inner.comm_id, tag);
+        match inner.transport.recv_into(src, key, timeout, head, body) {
+            Ok(()) => Ok(Some(true)),
+            Err(T::LengthMismatch { .. }) => Ok(Some(false)),
+            Err(T::Timeout { .. }) => Ok(None),
+            Err(e) => Err(inner.error(e, "recv")),
+        }
+    }
+
     /// Receive the next message from `src` under `tag`, whatever its length.
     pub fn recv_bytes(&self, src: u32, tag: u64) -> Result<Vec<u8>> {
         self.recv_bytes_timeout(src, tag, self.inner().timeout())

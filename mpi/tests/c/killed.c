@@ -2,7 +2,7 @@
  * after some all-reduces; every other rank, whose error handler is
  * MPI_ERRORS_RETURN, gets an error from its next call within the deadline,
  * prints its class and meshwork's text ("failed: ... rank 1 ...") and
- * exits 0. With the argument "recv", rank 1 dies before it sends and the
+ * waits to be killed. With the argument "recv", rank 1 dies before it sends and the
  * others wait for its message in MPI_Recv instead. Run by
  * mpi/tests/mpi_programs.rs under meshrun --keep-going. */
 #include <mpi.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int report(const char *what, int i, int rc) {
     char text[MPI_MAX_ERROR_STRING];
@@ -17,6 +18,11 @@ static int report(const char *what, int i, int rc) {
     MPI_Error_class(rc, &cls);
     MPI_Error_string(rc, text, &len);
     printf("failed: %s %d class %d: %s\n", what, i, cls, text);
+    fflush(stdout);
+    /* A survivor stays up, its links open, until the test has every
+     * survivor's report and kills them all: one that left at once would be
+     * one more failure for those still reporting. */
+    for (;;) pause();
     return 0;
 }
 
