@@ -256,6 +256,19 @@ fn predefined() -> &'static HashMap<Handle, Arc<Type>> {
     })
 }
 
+/// The predefined types by `handle - 0x200` (their range), for the
+/// lookup every call makes.
+fn by_index() -> &'static [Option<Arc<Type>>] {
+    static TABLE: OnceLock<Vec<Option<Arc<Type>>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut v = vec![None; 0x100];
+        for (&h, t) in predefined() {
+            v[h - 0x200] = Some(t.clone());
+        }
+        v
+    })
+}
+
 /// Types made by this library, by handle (`None` until committed is not
 /// tracked: MPI lets an uncommitted type build others, and this library
 /// lets it be used too).
@@ -267,7 +280,10 @@ fn made() -> std::sync::MutexGuard<'static, Option<HashMap<Handle, Arc<Type>>>> 
 
 /// The type `h` names.
 pub(crate) fn type_of(h: Handle) -> Result<Arc<Type>> {
-    if let Some(t) = predefined().get(&h) {
+    if let Some(t) = by_index()
+        .get(h.wrapping_sub(0x200))
+        .and_then(Option::as_ref)
+    {
         return Ok(t.clone());
     }
     made()

@@ -36,13 +36,14 @@ fn init(required: c_int) -> Result<c_int> {
     // Every call may come from any thread: the groups and this library's
     // tables are shared safely.
     let level = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
-    *ph = Phase::Running(Arc::new(Mpi {
+    let running = Phase::Running(Arc::new(Mpi {
         world,
         selfc,
         comms: Mutex::new(Default::default()),
         sender: Sender::start(),
         thread_level: level,
     }));
+    state::set_running(&mut ph, running);
     let _ = MAIN.set(std::thread::current().id());
     clock();
     Ok(level)
@@ -88,7 +89,7 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         }
         let _ = m.selfc.group.shutdown();
         let shut = m.world.group.shutdown().map_err(Fail::from);
-        *phase() = Phase::Finalized;
+        state::set_running(&mut phase(), Phase::Finalized);
         ended.and(shut)
     })
 }

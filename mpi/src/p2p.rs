@@ -442,8 +442,31 @@ fn send_args(c: &Comm, dest: c_int, tag: c_int) -> Result<Option<u32>> {
     c.peer(dest, "destination").map(Some)
 }
 
+/// A send started: complete already (inline), or on the sender thread.
+enum Sent {
+    Now,
+    Later(Arc<Done>),
+}
+
+impl Sent {
+    fn wait(self) -> Result<()> {
+        match self {
+            Sent::Now => Ok(()),
+            Sent::Later(d) => d.wait(),
+        }
+    }
+
+    /// Its request handle: a send complete already needs no entry.
+    fn handle(self) -> Handle {
+        match self {
+            Sent::Now => SENT,
+            Sent::Later(d) => add_request(Request::Send(d)),
+        }
+    }
+}
+
 /// Start a send: inline if the sender thread is idle and the message is
-/// small, else on the thread. Its completion.
+/// small, else on the thread.
 fn start_send(
     c: &Arc<Comm>,
     buf: *const u8,
@@ -452,11 +475,9 @@ fn start_send(
     dest: c_int,
     tag: c_int,
     blocking: bool,
-) -> Result<Arc<Done>> {
-    let done = Arc::new(Done::default());
+) -> Result<Sent> {
     let Some(dst) = send_args(c, dest, tag)? else {
-        done.finish(Ok(()));
-        return Ok(done);
+        return Ok(Sent::Now);
     };
     let ty = type_of(dt)?;
     let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
@@ -465,9 +486,10 @@ fn start_send(
     let m = mpi()?;
     let sender = &m.sender;
     if sender.pending.load(Ordering::Acquire) == 0 && (blocking || packed.len() <= INLINE) {
-        done.finish(send_now(c, dst, tag, &packed));
-        return Ok(done);
+        send_now(c, dst, tag, &packed)?;
+        return Ok(Sent::Now);
     }
+    let done = Arc::new(Done::default());
     let data = match packed {
         std::borrow::Cow::Borrowed(b) => Data::Borrowed {
             at: b.as_ptr() as usize,
@@ -486,7 +508,7 @@ fn start_send(
             done: done.clone(),
         })
         .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
-    Ok(done)
+    Ok(Sent::Later(done))
 }
 
 // ------------------------------------------------------------ requests
@@ -507,6 +529,11 @@ pub(crate) enum Request {
 
 static REQUESTS: Mutex<Option<HashMap<Handle, Request>>> = Mutex::new(None);
 
+/// The handle of every send that completed when it was started: no
+/// entry, nothing to wait for (below this library's own handles, above
+/// the ABI's reserved ones).
+const SENT: Handle = 0xfff0;
+
 pub(crate) fn add_request(r: Request) -> Handle {
     let h = crate::state::new_handle();
     lock(&REQUESTS)
@@ -516,6 +543,9 @@ pub(crate) fn add_request(r: Request) -> Handle {
 }
 
 fn take_request(h: Handle) -> Result<Request> {
+    if h == SENT {
+        return Ok(Request::Done(empty_status()));
+    }
     lock(&REQUESTS)
         .as_mut()
         .and_then(|m| m.remove(&h))
@@ -528,6 +558,9 @@ fn empty_status() -> Status {
 
 /// Whether request `h` is complete, pulling at most what is there now.
 fn ready(h: Handle) -> Result<bool> {
+    if h == SENT {
+        return Ok(true);
+    }
     let guard = lock(&REQUESTS);
     let r = guard
         .as_ref()
@@ -554,7 +587,12 @@ fn ready(h: Handle) -> Result<bool> {
 
 /// Complete request `h`, waiting for it: its status.
 fn complete(h: Handle) -> Result<Status> {
-    match take_request(h)? {
+    finish(take_request(h)?)
+}
+
+/// Complete `r`, waiting for it: its status.
+fn finish(r: Request) -> Result<Status> {
+    match r {
         Request::Done(s) => Ok(s),
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
@@ -610,6 +648,67 @@ fn post_recv(
     });
     c.matcher.post(slot.clone());
     Ok(Request::Recv(c.clone(), slot))
+}
+
+/// A blocking receive from one sender into a contiguous buffer, when no
+/// receive is posted and nothing is waiting unexpected on `c`: the
+/// sender's next message read straight into the buffer, with nothing
+/// queued or allocated. `None` when the receive must go the general way
+/// (wildcard source, a derived type, other receives or messages about, a
+/// message of another tag or length — kept for the general way).
+///
+/// # Safety
+/// `buf` holds `count` elements of `dt`, writable.
+unsafe fn recv_at_once(
+    c: &Comm,
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+) -> Result<Option<Status>> {
+    if source < 0 || tag < 0 && tag != ANY_TAG {
+        return Ok(None);
+    }
+    let ty = type_of(dt)?;
+    let (Ok(n), true) = (usize::try_from(count), ty.is_flat()) else {
+        return Ok(None);
+    };
+    let src = c.peer(source, "source")?;
+    let len = ty.bytes(n)?;
+    if len > 0 && buf.is_null() {
+        return Ok(None);
+    }
+    let _puller = lock(&c.matcher.pull);
+    {
+        let q = lock(&c.matcher.queues);
+        if !q.posted.is_empty() || !q.unexpected.is_empty() {
+            return Ok(None);
+        }
+    }
+    let body: &mut [u8] = if len == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller's buffer (the contract).
+        unsafe { std::slice::from_raw_parts_mut(buf, len) }
+    };
+    let mut head = [0u8; 4];
+    let deadline = c.group.timeout();
+    match c.group.recv_message_into(src, LANE, deadline, &mut head, body)? {
+        Some(true) => {
+            let got = c_int::from_le_bytes(head);
+            if tag == ANY_TAG || got == tag {
+                return Ok(Some(Status::new(source, got, len)));
+            }
+            c.matcher.arrive(src, Payload::from_parts(&[&head, body]));
+            Ok(None)
+        }
+        Some(false) => Ok(None),
+        None => Err(Fail::new(
+            ERR_OTHER,
+            format!("no message from rank {source} within the deadline of {deadline:?} (meshwork's TIMEOUT_S)"),
+        )),
+    }
 }
 
 /// # Safety
@@ -675,9 +774,9 @@ pub unsafe extern "C" fn MPI_Isend(
             return Err(Fail::arg("request is NULL"));
         }
         let c = comm(ch)?;
-        let done = start_send(&c, buf, count, dt, dest, tag, false)?;
+        let sent = start_send(&c, buf, count, dt, dest, tag, false)?;
         // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(Request::Send(done))) };
+        unsafe { put(request, sent.handle()) };
         Ok(())
     })
 }
@@ -708,8 +807,13 @@ pub unsafe extern "C" fn MPI_Recv(
 ) -> c_int {
     entry(ch, "MPI_Recv", || {
         let c = comm(ch)?;
-        let h = add_request(post_recv(&c, buf, count, dt, source, tag)?);
-        let s = complete(h)?;
+        // SAFETY: `buf` holds `count` elements (the contract).
+        if let Some(s) = unsafe { recv_at_once(&c, buf, count, dt, source, tag) }? {
+            // SAFETY: NULL or valid (the contract).
+            unsafe { set_status(status, s) };
+            return Ok(());
+        }
+        let s = finish(post_recv(&c, buf, count, dt, source, tag)?)?;
         // SAFETY: NULL or valid (the contract).
         unsafe { set_status(status, s) };
         Ok(())
@@ -755,11 +859,9 @@ pub unsafe extern "C" fn MPI_Sendrecv(
 ) -> c_int {
     entry(ch, "MPI_Sendrecv", || {
         let c = comm(ch)?;
-        let h = add_request(post_recv(
-            &c, recvbuf, recvcount, recvtype, source, recvtag,
-        )?);
+        let posted = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
         let sent = start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false);
-        let got = complete(h);
+        let got = finish(posted);
         sent?.wait()?;
         // SAFETY: NULL or valid (the contract).
         unsafe { set_status(status, got?) };
@@ -785,11 +887,11 @@ pub unsafe extern "C" fn MPI_Sendrecv_replace(
         let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
         // SAFETY: `buf` holds `count` elements (the contract).
         let copy = unsafe { ty.pack(buf, n) }?.into_owned();
-        let h = add_request(post_recv(&c, buf, count, dt, source, recvtag)?);
+        let posted = post_recv(&c, buf, count, dt, source, recvtag)?;
         let len = c_int::try_from(copy.len())
             .map_err(|_| Fail::new(ERR_COUNT, "the message is larger than an int of bytes"))?;
         let sent = start_send(&c, copy.as_ptr(), len, MPI_BYTE, dest, sendtag, true);
-        let got = complete(h);
+        let got = finish(posted);
         sent?.wait()?;
         // SAFETY: NULL or valid (the contract).
         unsafe { set_status(status, got?) };

@@ -111,6 +111,22 @@ pub(crate) enum Phase {
 }
 
 static STATE: Mutex<Phase> = Mutex::new(Phase::Fresh);
+/// The running library without the lock, for every call between
+/// `MPI_Init` and `MPI_Finalize` (see [`set_running`]).
+static RUNNING: std::sync::OnceLock<Arc<Mpi>> = std::sync::OnceLock::new();
+static LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Enter phase `p` (with the lock held by the caller, as `ph`).
+pub(crate) fn set_running(ph: &mut Phase, p: Phase) {
+    match &p {
+        Phase::Running(m) => {
+            let _ = RUNNING.set(m.clone());
+            LIVE.store(true, Ordering::Release);
+        }
+        _ => LIVE.store(false, Ordering::Release),
+    }
+    *ph = p;
+}
 /// Handles this library hands out start here, clear of every predefined
 /// constant of the ABI (all below 0x400), and step by 16.
 static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(0x1_0000);
@@ -126,6 +142,11 @@ pub(crate) fn phase() -> MutexGuard<'static, Phase> {
 /// The running library, or `ERR_OTHER` before `MPI_Init` or after
 /// `MPI_Finalize`.
 pub(crate) fn mpi() -> Result<Arc<Mpi>> {
+    if LIVE.load(Ordering::Acquire) {
+        if let Some(m) = RUNNING.get() {
+            return Ok(m.clone());
+        }
+    }
     match &*phase() {
         Phase::Running(m) => Ok(m.clone()),
         Phase::Fresh => Err(Fail::new(ERR_OTHER, "MPI_Init has not been called")),
