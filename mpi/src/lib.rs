@@ -17,7 +17,7 @@
 //! Layout: `state.rs` (initialisation, communicators, error handlers and
 //! codes), `datatype.rs` (types and their layouts), `p2p.rs` (messages
 //! and requests), `coll.rs` (collectives), `env.rs` (the environment
-//! calls), `unsupported.rs`.
+//! calls), `large.rs` (the `MPI_Count` forms), `unsupported.rs`.
 
 #![allow(
     non_snake_case,
@@ -31,6 +31,7 @@
 mod coll;
 mod datatype;
 mod env;
+mod large;
 mod p2p;
 mod state;
 mod unsupported;

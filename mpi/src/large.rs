@@ -1,0 +1,413 @@
+//! The large-count forms (`MPI_Send_c`, `MPI_Allreduce_c`, …): the same
+//! calls with `MPI_Count` counts and `MPI_Aint` displacements. Each takes
+//! counts that fit an `int` to the `int` form; a larger one is
+//! `MPI_ERR_COUNT` (a single call of more than 2^31 − 1 elements is not
+//! supported yet). mpi4py calls these forms whenever a library has them.
+
+use crate::coll::*;
+use crate::consts::*;
+use crate::datatype::*;
+use crate::p2p::*;
+use crate::state::{comm, raise, Fail};
+use crate::{put, Handle, Status};
+use std::ffi::c_int;
+
+fn too_large(name: &str, ch: Handle) -> c_int {
+    raise(
+        ch,
+        name,
+        Fail::new(
+            ERR_COUNT,
+            "a count or displacement above 2^31 - 1 is not supported by meshwork's MPI",
+        ),
+    )
+}
+
+/// A `_c` form whose count arguments narrow to `int`, then the `int` form.
+macro_rules! narrow {
+    ($name:ident => $base:ident, $ch:expr, ($($arg:ident: $t:ty),*), [$($c:ident),*]) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
+            $(
+                let Ok($c) = c_int::try_from($c) else {
+                    return too_large(stringify!($name), $ch);
+                };
+            )*
+            // SAFETY: the `int` form's contract, which the caller's meets.
+            unsafe { $base($($arg),*) }
+        }
+    };
+}
+
+type Count = i64;
+type Req = *mut Handle;
+
+narrow!(MPI_Send_c => MPI_Send, ch, (buf: *const u8, count: Count, dt: Handle, dest: c_int, tag: c_int, ch: Handle), [count]);
+narrow!(MPI_Ssend_c => MPI_Ssend, ch, (buf: *const u8, count: Count, dt: Handle, dest: c_int, tag: c_int, ch: Handle), [count]);
+narrow!(MPI_Rsend_c => MPI_Rsend, ch, (buf: *const u8, count: Count, dt: Handle, dest: c_int, tag: c_int, ch: Handle), [count]);
+narrow!(MPI_Recv_c => MPI_Recv, ch, (buf: *mut u8, count: Count, dt: Handle, source: c_int, tag: c_int, ch: Handle, status: *mut Status), [count]);
+narrow!(MPI_Isend_c => MPI_Isend, ch, (buf: *const u8, count: Count, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: Req), [count]);
+narrow!(MPI_Issend_c => MPI_Issend, ch, (buf: *const u8, count: Count, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: Req), [count]);
+narrow!(MPI_Irecv_c => MPI_Irecv, ch, (buf: *mut u8, count: Count, dt: Handle, source: c_int, tag: c_int, ch: Handle, request: Req), [count]);
+narrow!(MPI_Sendrecv_c => MPI_Sendrecv, ch, (sendbuf: *const u8, sendcount: Count, sendtype: Handle, dest: c_int, sendtag: c_int,
+    recvbuf: *mut u8, recvcount: Count, recvtype: Handle, source: c_int, recvtag: c_int, ch: Handle, status: *mut Status), [sendcount, recvcount]);
+narrow!(MPI_Sendrecv_replace_c => MPI_Sendrecv_replace, ch, (buf: *mut u8, count: Count, dt: Handle, dest: c_int, sendtag: c_int,
+    source: c_int, recvtag: c_int, ch: Handle, status: *mut Status), [count]);
+
+narrow!(MPI_Bcast_c => MPI_Bcast, ch, (buf: usize, n: Count, dt: Handle, root: c_int, ch: Handle), [n]);
+narrow!(MPI_Ibcast_c => MPI_Ibcast, ch, (buf: usize, n: Count, dt: Handle, root: c_int, ch: Handle, req: Req), [n]);
+narrow!(MPI_Reduce_c => MPI_Reduce, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, root: c_int, ch: Handle), [n]);
+narrow!(MPI_Ireduce_c => MPI_Ireduce, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, root: c_int, ch: Handle, req: Req), [n]);
+narrow!(MPI_Allreduce_c => MPI_Allreduce, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle), [n]);
+narrow!(MPI_Iallreduce_c => MPI_Iallreduce, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, req: Req), [n]);
+narrow!(MPI_Scan_c => MPI_Scan, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle), [n]);
+narrow!(MPI_Iscan_c => MPI_Iscan, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, req: Req), [n]);
+narrow!(MPI_Exscan_c => MPI_Exscan, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle), [n]);
+narrow!(MPI_Iexscan_c => MPI_Iexscan, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, req: Req), [n]);
+narrow!(MPI_Allgather_c => MPI_Allgather, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle), [sn, rn]);
+narrow!(MPI_Iallgather_c => MPI_Iallgather, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Gather_c => MPI_Gather, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle), [sn, rn]);
+narrow!(MPI_Igather_c => MPI_Igather, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Scatter_c => MPI_Scatter, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle), [sn, rn]);
+narrow!(MPI_Iscatter_c => MPI_Iscatter, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Alltoall_c => MPI_Alltoall, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle), [sn, rn]);
+narrow!(MPI_Ialltoall_c => MPI_Ialltoall, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Reduce_scatter_block_c => MPI_Reduce_scatter_block, ch, (send: usize, recv: usize, rn: Count, dt: Handle, op: Handle, ch: Handle), [rn]);
+narrow!(MPI_Ireduce_scatter_block_c => MPI_Ireduce_scatter_block, ch, (send: usize, recv: usize, rn: Count, dt: Handle, op: Handle, ch: Handle, req: Req), [rn]);
+
+narrow!(MPI_Type_contiguous_c => MPI_Type_contiguous, COMM_WORLD, (count: Count, old: Handle, out: *mut Handle), [count]);
+narrow!(MPI_Type_vector_c => MPI_Type_vector, COMM_WORLD, (count: Count, blocklength: Count, stride: Count, old: Handle, out: *mut Handle), [count, blocklength, stride]);
+
+/// `n` counts or displacements of a `_c` form as `int`s; `None` if one
+/// does not fit (or the array is NULL with `n > 0`: the `int` form says
+/// so).
+///
+/// # Safety
+/// `p` is NULL or holds `n` values.
+unsafe fn ints<T: Copy + TryInto<c_int>>(p: *const T, n: usize) -> Option<Vec<c_int>> {
+    if p.is_null() {
+        return Some(Vec::new());
+    }
+    // SAFETY: the contract.
+    let v = unsafe { std::slice::from_raw_parts(p, n) };
+    v.iter().map(|&x| x.try_into().ok()).collect()
+}
+
+/// The array argument as the `int` form takes it: NULL stays NULL.
+fn ptr(v: &[c_int], orig_null: bool) -> *const c_int {
+    if orig_null {
+        std::ptr::null()
+    } else {
+        v.as_ptr()
+    }
+}
+
+fn size_of_comm(ch: Handle) -> usize {
+    comm(ch).map_or(0, |c| c.size() as usize)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank (the contract).
+    let (Ok(sn), Some(c), Some(d)) = (c_int::try_from(sn), unsafe { ints(counts, n) }, unsafe {
+        ints(displs, n)
+    }) else {
+        return too_large("MPI_Allgatherv_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Allgatherv(
+            send,
+            sn,
+            st,
+            recv,
+            ptr(&c, counts.is_null()),
+            ptr(&d, displs.is_null()),
+            rt,
+            ch,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank at the root, or NULL (the contract).
+    let (Ok(sn), Some(c), Some(d)) = (c_int::try_from(sn), unsafe { ints(counts, n) }, unsafe {
+        ints(displs, n)
+    }) else {
+        return too_large("MPI_Gatherv_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Gatherv(
+            send,
+            sn,
+            st,
+            recv,
+            ptr(&c, counts.is_null()),
+            ptr(&d, displs.is_null()),
+            rt,
+            root,
+            ch,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv_c(
+    send: usize,
+    counts: *const Count,
+    displs: *const isize,
+    st: Handle,
+    recv: usize,
+    rn: Count,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank at the root, or NULL (the contract).
+    let (Ok(rn), Some(c), Some(d)) = (c_int::try_from(rn), unsafe { ints(counts, n) }, unsafe {
+        ints(displs, n)
+    }) else {
+        return too_large("MPI_Scatterv_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Scatterv(
+            send,
+            ptr(&c, counts.is_null()),
+            ptr(&d, displs.is_null()),
+            st,
+            recv,
+            rn,
+            rt,
+            root,
+            ch,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    st: Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rt: Handle,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank (the contract).
+    let arrays = unsafe {
+        (
+            ints(scounts, n),
+            ints(sdispls, n),
+            ints(rcounts, n),
+            ints(rdispls, n),
+        )
+    };
+    let (Some(sc), Some(sd), Some(rc), Some(rd)) = arrays else {
+        return too_large("MPI_Alltoallv_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Alltoallv(
+            send,
+            ptr(&sc, scounts.is_null()),
+            ptr(&sd, sdispls.is_null()),
+            st,
+            recv,
+            ptr(&rc, rcounts.is_null()),
+            ptr(&rd, rdispls.is_null()),
+            rt,
+            ch,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    stypes: *const Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rtypes: *const Handle,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank (the contract).
+    let arrays = unsafe {
+        (
+            ints(scounts, n),
+            ints(sdispls, n),
+            ints(rcounts, n),
+            ints(rdispls, n),
+        )
+    };
+    let (Some(sc), Some(sd), Some(rc), Some(rd)) = arrays else {
+        return too_large("MPI_Alltoallw_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Alltoallw(
+            send,
+            ptr(&sc, scounts.is_null()),
+            ptr(&sd, sdispls.is_null()),
+            stypes,
+            recv,
+            ptr(&rc, rcounts.is_null()),
+            ptr(&rd, rdispls.is_null()),
+            rtypes,
+            ch,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_c(
+    send: usize,
+    recv: usize,
+    counts: *const Count,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank (the contract).
+    let Some(c) = (unsafe { ints(counts, n) }) else {
+        return too_large("MPI_Reduce_scatter_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe { MPI_Reduce_scatter(send, recv, ptr(&c, counts.is_null()), dt, op, ch) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ireduce_scatter_c(
+    send: usize,
+    recv: usize,
+    counts: *const Count,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let n = size_of_comm(ch);
+    // SAFETY: one entry per rank (the contract).
+    let Some(c) = (unsafe { ints(counts, n) }) else {
+        return too_large("MPI_Ireduce_scatter_c", ch);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe { MPI_Ireduce_scatter(send, recv, ptr(&c, counts.is_null()), dt, op, ch, req) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_indexed_c(
+    count: Count,
+    blocklengths: *const Count,
+    displacements: *const Count,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    let Ok(n) = usize::try_from(count) else {
+        return too_large("MPI_Type_indexed_c", COMM_WORLD);
+    };
+    // SAFETY: `count` entries each (the contract).
+    let (Some(b), Some(d)) = (unsafe { ints(blocklengths, n) }, unsafe {
+        ints(displacements, n)
+    }) else {
+        return too_large("MPI_Type_indexed_c", COMM_WORLD);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Type_indexed(
+            n as c_int,
+            ptr(&b, blocklengths.is_null()),
+            ptr(&d, displacements.is_null()),
+            old,
+            out,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_count_c(
+    status: *const Status,
+    dt: Handle,
+    count: *mut Count,
+) -> c_int {
+    let mut n: c_int = 0;
+    // SAFETY: the `int` form's contract.
+    let rc = unsafe { MPI_Get_count(status, dt, &mut n) };
+    if rc == SUCCESS {
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(count, Count::from(n)) };
+    }
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_elements_c(
+    status: *const Status,
+    dt: Handle,
+    count: *mut Count,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Get_count_c(status, dt, count) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_size_c(t: Handle, size: *mut Count) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_size_c", || {
+        let t = type_of(t)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(size, t.size as Count) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_extent_c(
+    t: Handle,
+    lb: *mut Count,
+    extent: *mut Count,
+) -> c_int {
+    let (mut l, mut e) = (0isize, 0isize);
+    // SAFETY: the `int` form's contract, with valid outputs.
+    let rc = unsafe { MPI_Type_get_extent(t, &mut l, &mut e) };
+    if rc == SUCCESS {
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(lb, l as Count);
+            put(extent, e as Count);
+        }
+    }
+    rc
+}
