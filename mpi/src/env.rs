@@ -31,8 +31,10 @@ fn init(required: c_int) -> Result<c_int> {
     let alone = mw::local(1)?
         .pop()
         .ok_or_else(|| Fail::new(ERR_INTERN, "no group of one"))?;
-    let world = Comm::new(group, "MPI_COMM_WORLD", ERRORS_ARE_FATAL);
-    let selfc = Comm::new(alone, "MPI_COMM_SELF", ERRORS_ARE_FATAL);
+    let me = group.rank();
+    let all = (0..group.world_size()).collect();
+    let world = Comm::new(group, "MPI_COMM_WORLD", ERRORS_ARE_FATAL, all);
+    let selfc = Comm::new(alone, "MPI_COMM_SELF", ERRORS_ARE_FATAL, vec![me]);
     // Every call may come from any thread: the groups and this library's
     // tables are shared safely.
     let level = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
@@ -292,7 +294,13 @@ pub unsafe extern "C" fn MPI_Comm_size(ch: Handle, size: *mut c_int) -> c_int {
 /// `color` and `key` of `MPI_Comm_split` as meshwork's: `MPI_UNDEFINED`
 /// to a color of its own (the group is made and dropped), and keys of
 /// any sign kept in order.
-fn split(ch: Handle, color: c_int, key: c_int, out: *mut Handle, name: &str) -> Result<()> {
+pub(crate) fn split(
+    ch: Handle,
+    color: c_int,
+    key: c_int,
+    out: *mut Handle,
+    name: &str,
+) -> Result<()> {
     if out.is_null() {
         return Err(Fail::arg("newcomm is NULL"));
     }
@@ -313,7 +321,11 @@ fn split(ch: Handle, color: c_int, key: c_int, out: *mut Handle, name: &str) -> 
         COMM_NULL
     } else {
         let handler = c.errhandler.load(Ordering::Relaxed);
-        m.add_comm(Comm::new(group, name, handler))
+        // Its members by world rank, for groups and comparisons.
+        let me = [m.world.rank()];
+        let mut members = vec![0u32; group.world_size() as usize];
+        group.all_gather(&me, &mut members)?;
+        m.add_comm(Comm::new(group, name, handler, members))
     };
     // SAFETY: non-NULL, valid (the contract).
     unsafe { put(out, h) };
@@ -334,7 +346,9 @@ pub unsafe extern "C" fn MPI_Comm_split(
 pub unsafe extern "C" fn MPI_Comm_dup(ch: Handle, out: *mut Handle) -> c_int {
     entry(ch, "MPI_Comm_dup", || {
         let rank = comm(ch)?.rank() as c_int;
-        split(ch, 0, rank, out, "")
+        split(ch, 0, rank, out, "")?;
+        // SAFETY: written by `split` (the contract).
+        crate::attrs::copy_attrs(ch, unsafe { *out })
     })
 }
 
@@ -359,6 +373,7 @@ pub unsafe extern "C" fn MPI_Comm_free(ch: *mut Handle) -> c_int {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&h)
             .ok_or_else(|| Fail::new(ERR_COMM, format!("{h:#x} is not a communicator")))?;
+        crate::attrs::delete_attrs(h, &c);
         let _ = c.group.shutdown();
         // SAFETY: as above.
         unsafe { *ch = COMM_NULL };
@@ -372,26 +387,16 @@ pub unsafe extern "C" fn MPI_Comm_compare(a: Handle, b: Handle, result: *mut c_i
         let (ca, cb) = (comm(a)?, comm(b)?);
         let r = if Arc::ptr_eq(&ca, &cb) {
             IDENT
+        } else if ca.members == cb.members {
+            CONGRUENT
         } else {
-            // Members and order: each rank's world rank in both, gathered.
-            let m = mpi()?;
-            let me = m.world.rank();
-            let sizes = (ca.size(), cb.size());
-            let mut ranks_a = vec![0u32; ca.size() as usize];
-            ca.group.all_gather(&[me], &mut ranks_a)?;
-            let mut ranks_b = vec![0u32; cb.size() as usize];
-            cb.group.all_gather(&[me], &mut ranks_b)?;
-            if sizes.0 == sizes.1 && ranks_a == ranks_b {
-                CONGRUENT
+            let (mut sa, mut sb) = (ca.members.clone(), cb.members.clone());
+            sa.sort_unstable();
+            sb.sort_unstable();
+            if sa == sb {
+                SIMILAR
             } else {
-                let (mut sa, mut sb) = (ranks_a, ranks_b);
-                sa.sort_unstable();
-                sb.sort_unstable();
-                if sa == sb {
-                    203
-                } else {
-                    UNEQUAL
-                }
+                UNEQUAL
             }
         };
         // SAFETY: NULL or valid (the contract).

@@ -28,6 +28,7 @@
     reason = "each function's contract is the MPI standard's, as include/mpi.h declares it"
 )]
 
+mod attrs;
 mod coll;
 mod datatype;
 mod env;
@@ -112,6 +113,7 @@ pub mod consts {
 
     pub const IDENT: c_int = 201;
     pub const CONGRUENT: c_int = 202;
+    pub const SIMILAR: c_int = 203;
     pub const UNEQUAL: c_int = 204;
 
     pub const COMM_NULL: Handle = 0x100;

@@ -17,7 +17,7 @@
 
 use crate::consts::*;
 use crate::datatype::{type_of, Type};
-use crate::state::{comm, entry, mpi, Comm, Fail, Result};
+use crate::state::{comm, entry, mpi, raise, Comm, Fail, Result};
 use crate::{put, Handle, Status};
 use crossbeam_channel::{unbounded, Receiver};
 use mw::Payload;
@@ -26,6 +26,8 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod more;
 
 /// `MPI_BYTE`.
 const MPI_BYTE: Handle = 0x247;
@@ -525,6 +527,12 @@ pub(crate) enum Request {
     Coll(Box<dyn Pending>),
     /// Complete already (a receive from `MPI_PROC_NULL`).
     Done(Status),
+    /// A send and a receive (`MPI_Isendrecv`): complete when both are,
+    /// with the receive's status.
+    Pair(Box<Request>, Box<Request>),
+    /// A persistent request (`MPI_Send_init`, `MPI_Recv_init`): what
+    /// `MPI_Start` starts, and the operation started, if any.
+    Persistent(Arc<more::Persist>, Option<Box<Request>>),
 }
 
 static REQUESTS: Mutex<Option<HashMap<Handle, Request>>> = Mutex::new(None);
@@ -552,8 +560,64 @@ fn take_request(h: Handle) -> Result<Request> {
         .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))
 }
 
+fn put_request(h: Handle, r: Request) {
+    lock(&REQUESTS)
+        .get_or_insert_with(HashMap::new)
+        .insert(h, r);
+}
+
 fn empty_status() -> Status {
     Status::new(PROC_NULL, ANY_TAG, 0)
+}
+
+/// What telling whether a request is complete needs, taken under the
+/// table's lock and looked at after it.
+enum Look {
+    Known(bool),
+    Recv(Arc<Comm>, Arc<Slot>),
+    Both(Box<Look>, Box<Look>),
+}
+
+impl Look {
+    fn of(r: &Request) -> Look {
+        match r {
+            Request::Send(d) => Look::Known(d.is_done()),
+            Request::Done(_) => Look::Known(true),
+            Request::Coll(p) => Look::Known(p.is_complete()),
+            Request::Recv(c, slot) => Look::Recv(c.clone(), slot.clone()),
+            Request::Pair(a, b) => Look::Both(Box::new(Look::of(a)), Box::new(Look::of(b))),
+            Request::Persistent(_, None) => Look::Known(true),
+            Request::Persistent(_, Some(r)) => Look::of(r),
+        }
+    }
+
+    /// Whether it is complete, pulling at most what is there now.
+    fn ready(self) -> Result<bool> {
+        match self {
+            Look::Known(k) => Ok(k),
+            Look::Both(a, b) => Ok(a.ready()? && b.ready()?),
+            Look::Recv(c, slot) => {
+                if slot.is_done() {
+                    return Ok(true);
+                }
+                let want = Want {
+                    src: slot.src,
+                    slot: Some(&slot),
+                };
+                pull(&c, want, Duration::ZERO, || slot.is_done())
+            }
+        }
+    }
+}
+
+/// Whether `h` is a null request or an inactive persistent one, which
+/// the `any` and `some` waits pass over.
+fn inactive(h: Handle) -> bool {
+    h == REQUEST_NULL
+        || matches!(
+            lock(&REQUESTS).as_ref().and_then(|m| m.get(&h)),
+            Some(Request::Persistent(_, None))
+        )
 }
 
 /// Whether request `h` is complete, pulling at most what is there now.
@@ -561,33 +625,30 @@ fn ready(h: Handle) -> Result<bool> {
     if h == SENT {
         return Ok(true);
     }
-    let guard = lock(&REQUESTS);
-    let r = guard
-        .as_ref()
-        .and_then(|m| m.get(&h))
-        .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))?;
-    match r {
-        Request::Send(d) => Ok(d.is_done()),
-        Request::Done(_) => Ok(true),
-        Request::Coll(p) => Ok(p.is_complete()),
-        Request::Recv(c, slot) => {
-            let (c, slot) = (c.clone(), slot.clone());
-            drop(guard);
-            if slot.is_done() {
-                return Ok(true);
-            }
-            let want = Want {
-                src: slot.src,
-                slot: Some(&slot),
-            };
-            pull(&c, want, Duration::ZERO, || slot.is_done())
-        }
-    }
+    let look = {
+        let guard = lock(&REQUESTS);
+        let r = guard
+            .as_ref()
+            .and_then(|m| m.get(&h))
+            .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))?;
+        Look::of(r)
+    };
+    look.ready()
 }
 
-/// Complete request `h`, waiting for it: its status.
-fn complete(h: Handle) -> Result<Status> {
-    finish(take_request(h)?)
+/// Complete request `h`, waiting for it: its status, and whether the
+/// handle stays (a persistent request, inactive again).
+fn complete(h: Handle) -> Result<(Status, bool)> {
+    match take_request(h)? {
+        Request::Persistent(p, active) => {
+            put_request(h, Request::Persistent(p, None));
+            match active {
+                Some(r) => finish(*r).map(|s| (s, true)),
+                None => Ok((empty_status(), true)),
+            }
+        }
+        r => finish(r).map(|s| (s, false)),
+    }
 }
 
 /// Complete `r`, waiting for it: its status.
@@ -596,6 +657,12 @@ fn finish(r: Request) -> Result<Status> {
         Request::Done(s) => Ok(s),
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
+        Request::Pair(send, recv) => {
+            let got = finish(*recv);
+            finish(*send)?;
+            got
+        }
+        Request::Persistent(_, active) => active.map_or(Ok(empty_status()), |r| finish(*r)),
         Request::Recv(c, slot) => {
             let want = Want {
                 src: slot.src,
@@ -1029,9 +1096,11 @@ unsafe fn wait_one(request: *mut Handle, status: *mut Status) -> Result<()> {
         return Ok(());
     }
     let r = complete(h);
-    // SAFETY: the contract.
-    unsafe { *request = REQUEST_NULL };
-    let s = r?;
+    if !r.as_ref().is_ok_and(|(_, stays)| *stays) {
+        // SAFETY: the contract.
+        unsafe { *request = REQUEST_NULL };
+    }
+    let (s, _) = r?;
     // SAFETY: the contract.
     unsafe { set_status(status, s) };
     Ok(())
@@ -1095,7 +1164,7 @@ pub unsafe extern "C" fn MPI_Waitany(
             for i in 0..n {
                 // SAFETY: `count` requests (the contract).
                 let h = unsafe { req_at(reqs, i) };
-                if h == REQUEST_NULL {
+                if inactive(h) {
                     continue;
                 }
                 active = true;
@@ -1162,7 +1231,7 @@ pub unsafe extern "C" fn MPI_Testall(
         for i in 0..n {
             // SAFETY: `count` requests (the contract).
             let h = unsafe { req_at(reqs, i) };
-            all &= h == REQUEST_NULL || ready(h)?;
+            all &= inactive(h) || ready(h)?;
         }
         // SAFETY: NULL or valid (the contract).
         unsafe { put(flag, c_int::from(all)) };
@@ -1191,7 +1260,7 @@ pub unsafe extern "C" fn MPI_Testany(
         for i in 0..n {
             // SAFETY: `count` requests (the contract).
             let h = unsafe { req_at(reqs, i) };
-            if h == REQUEST_NULL {
+            if inactive(h) {
                 continue;
             }
             active = true;
@@ -1223,7 +1292,8 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
         let h = unsafe { *request };
         // A send goes on by itself, a receive stays posted in its
         // communicator's queue (it completes unseen, as MPI says), a
-        // collective runs to its end on the group's thread.
+        // collective runs to its end on the group's thread; a persistent
+        // request is gone once its operation is.
         drop(take_request(h)?);
         // SAFETY: as above.
         unsafe { *request = REQUEST_NULL };

@@ -58,15 +58,26 @@ pub(crate) struct Comm {
     pub errhandler: AtomicUsize,
     /// Its point-to-point matching (`p2p.rs`).
     pub matcher: Matcher,
+    /// Its members' ranks in `MPI_COMM_WORLD`, in its rank order.
+    pub members: Vec<u32>,
+    /// Its attributes: (keyval, value), `attrs.rs`.
+    pub attrs: Mutex<Vec<(c_int, usize)>>,
 }
 
 impl Comm {
-    pub fn new(group: Arc<ProcessGroup>, name: &str, errhandler: Handle) -> Arc<Comm> {
+    pub fn new(
+        group: Arc<ProcessGroup>,
+        name: &str,
+        errhandler: Handle,
+        members: Vec<u32>,
+    ) -> Arc<Comm> {
         Arc::new(Comm {
             group,
             name: Mutex::new(name.to_string()),
             errhandler: AtomicUsize::new(errhandler),
             matcher: Matcher::default(),
+            members,
+            attrs: Mutex::new(Vec::new()),
         })
     }
 

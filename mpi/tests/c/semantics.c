@@ -193,6 +193,102 @@ static void communicators(void) {
     CHECK(half == MPI_COMM_NULL);
 }
 
+static int copies = 0, deletes = 0;
+
+static int copy_attr(MPI_Comm c, int k, void *extra, void *in, void *out, int *flag) {
+    (void)c; (void)k; (void)extra;
+    copies++;
+    *(void **)out = in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+static int delete_attr(MPI_Comm c, int k, void *value, void *extra) {
+    (void)c; (void)k; (void)value; (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+static void more(void) {
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    /* Persistent requests, started twice; an inactive one is passed over. */
+    int out = rank, in = -1;
+    MPI_Request r[2];
+    MPI_Send_init(&out, 1, MPI_INT, next, 30, MPI_COMM_WORLD, &r[0]);
+    MPI_Recv_init(&in, 1, MPI_INT, prev, 30, MPI_COMM_WORLD, &r[1]);
+    for (int round = 0; round < 2; round++) {
+        out = rank + 10 * round;
+        MPI_Startall(2, r);
+        int i1, i2, i3;
+        MPI_Waitany(2, r, &i1, MPI_STATUS_IGNORE);
+        MPI_Waitany(2, r, &i2, MPI_STATUS_IGNORE);
+        MPI_Waitany(2, r, &i3, MPI_STATUS_IGNORE);
+        CHECK(i1 != i2 && i3 == MPI_UNDEFINED && r[0] != MPI_REQUEST_NULL);
+        CHECK(in == prev + 10 * round);
+    }
+    MPI_Request_free(&r[0]);
+    MPI_Request_free(&r[1]);
+    CHECK(r[0] == MPI_REQUEST_NULL);
+    /* A matched probe takes the message for its receive alone. */
+    int v = rank * 7, got = -1, count = -1;
+    MPI_Request s;
+    MPI_Isend(&v, 1, MPI_INT, next, 31, MPI_COMM_WORLD, &s);
+    MPI_Message msg;
+    MPI_Status st;
+    MPI_Mprobe(MPI_ANY_SOURCE, 31, MPI_COMM_WORLD, &msg, &st);
+    MPI_Get_count(&st, MPI_INT, &count);
+    CHECK(count == 1 && st.MPI_SOURCE == prev);
+    MPI_Mrecv(&got, 1, MPI_INT, &msg, MPI_STATUS_IGNORE);
+    CHECK(got == prev * 7 && msg == MPI_MESSAGE_NULL);
+    MPI_Wait(&s, MPI_STATUS_IGNORE);
+    /* Isendrecv and Waitsome. */
+    MPI_Request q[2];
+    int a = rank, b = -1, c = -1, outcount = 0, idx[2];
+    MPI_Isendrecv(&a, 1, MPI_INT, next, 32, &b, 1, MPI_INT, prev, 32, MPI_COMM_WORLD, &q[0]);
+    MPI_Irecv(&c, 1, MPI_INT, prev, 33, MPI_COMM_WORLD, &q[1]);
+    MPI_Send(&a, 1, MPI_INT, next, 33, MPI_COMM_WORLD);
+    int done = 0;
+    while (done < 2) {
+        MPI_Waitsome(2, q, &outcount, idx, MPI_STATUSES_IGNORE);
+        CHECK(outcount >= 1);
+        done += outcount;
+    }
+    CHECK(b == prev && c == prev);
+    /* Attributes: the tag bound, and a keyval copied on dup and deleted
+     * on free. */
+    int *ub, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    CHECK(flag && *ub >= 32767);
+    int key;
+    static int value = 5;
+    MPI_Comm_create_keyval(copy_attr, delete_attr, &key, NULL);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, key, &value);
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int *seen = NULL;
+    MPI_Comm_get_attr(dup, key, &seen, &flag);
+    CHECK(flag && seen == &value && copies == 1);
+    MPI_Comm_free(&dup);
+    CHECK(deletes == 1);
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, key);
+    CHECK(deletes == 2);
+    MPI_Comm_free_keyval(&key);
+    /* Groups: a split's members in the world. */
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    MPI_Group wg, hg;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Comm_group(half, &hg);
+    int hs, zero = 0, in_world = -1;
+    MPI_Group_size(hg, &hs);
+    MPI_Group_translate_ranks(hg, 1, &zero, wg, &in_world);
+    CHECK(in_world == rank % 2);
+    MPI_Group_free(&hg);
+    MPI_Group_free(&wg);
+    MPI_Comm_free(&half);
+    CHECK(hg == MPI_GROUP_NULL);
+}
+
 static void errors(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int v = 0, cls = -1, len = 0;
@@ -242,6 +338,7 @@ int main(int argc, char **argv) {
     datatypes();
     collectives();
     communicators();
+    more();
     errors();
     MPI_Barrier(MPI_COMM_WORLD);
     printf("semantics ok on rank %d of %d\n", rank, size);

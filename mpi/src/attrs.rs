@@ -1,0 +1,563 @@
+//! Communicators, the rest: attributes and keyvals (with their copy and
+//! delete callbacks, and the predefined `MPI_TAG_UB` … `MPI_UNIVERSE_SIZE`),
+//! groups of a communicator's members, `MPI_Comm_split_type` (by host),
+//! the `_with_info` and `i` forms of dup, info on communicators, memory
+//! (`MPI_Alloc_mem`), and the answers for what meshwork has not (no
+//! topology, no parent).
+
+use crate::consts::*;
+use crate::env::split;
+use crate::p2p::{add_request, Request};
+use crate::state::{comm, entry, mpi, Fail, Result};
+use crate::{put, Handle, Status};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ------------------------------------------------------------ keyvals
+
+type CopyFn = unsafe extern "C" fn(Handle, c_int, usize, usize, *mut usize, *mut c_int) -> c_int;
+type DeleteFn = unsafe extern "C" fn(Handle, c_int, usize, usize) -> c_int;
+
+/// `MPI_COMM_NULL_COPY_FN`, `MPI_COMM_DUP_FN`, `MPI_COMM_NULL_DELETE_FN`
+/// in the ABI.
+const NULL_COPY: usize = 0;
+const DUP_COPY: usize = 1;
+const NULL_DELETE: usize = 0;
+
+#[derive(Clone, Copy)]
+struct Keyval {
+    copy: usize,
+    delete: usize,
+    extra: usize,
+}
+
+struct Keyvals {
+    next: c_int,
+    all: HashMap<c_int, Keyval>,
+}
+
+static KEYVALS: Mutex<Option<Keyvals>> = Mutex::new(None);
+
+fn keyval(k: c_int) -> Result<Keyval> {
+    lock(&KEYVALS)
+        .as_ref()
+        .and_then(|kv| kv.all.get(&k).copied())
+        .ok_or_else(|| Fail::new(36, format!("keyval {k} is not one created here")))
+}
+
+/// The predefined attributes: (keyval, its value, stored where
+/// `MPI_Comm_get_attr` can point).
+fn predefined(k: c_int) -> Option<*const c_int> {
+    static TAG_UB: c_int = c_int::MAX;
+    static HOST: c_int = PROC_NULL;
+    static IO: c_int = ANY_SOURCE;
+    static WTIME_IS_GLOBAL: c_int = 0;
+    static LASTUSEDCODE: c_int = ERR_LASTCODE;
+    static UNIVERSE: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+    Some(match k {
+        501 => &TAG_UB,
+        502 => &IO,
+        503 => &HOST,
+        504 => &WTIME_IS_GLOBAL,
+        506 => &LASTUSEDCODE,
+        507 => UNIVERSE.get_or_init(|| mpi().map_or(1, |m| m.world.size() as c_int)),
+        _ => return None,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create_keyval(
+    copy: usize,
+    delete: usize,
+    out: *mut c_int,
+    extra: usize,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Comm_create_keyval", || {
+        let mut kv = lock(&KEYVALS);
+        let kv = kv.get_or_insert_with(|| Keyvals {
+            next: 1000,
+            all: HashMap::new(),
+        });
+        let k = kv.next;
+        kv.next += 1;
+        kv.all.insert(
+            k,
+            Keyval {
+                copy,
+                delete,
+                extra,
+            },
+        );
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(out, k) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Keyval_create(
+    copy: usize,
+    delete: usize,
+    out: *mut c_int,
+    extra: usize,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_create_keyval(copy, delete, out, extra) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_free_keyval(k: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Comm_free_keyval", || {
+        if k.is_null() {
+            return Err(Fail::arg("keyval is NULL"));
+        }
+        // Attributes already set keep their keyval until deleted (MPI:
+        // freeing marks it; here the entry goes once no communicator uses
+        // it, which this table does not track, so it stays).
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { *k = 0 };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Keyval_free(k: *mut c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_free_keyval(k) }
+}
+
+/// Call `k`'s delete callback on `value` of communicator `ch`.
+fn call_delete(ch: Handle, k: c_int, value: usize) -> Result<()> {
+    let kv = keyval(k)?;
+    if kv.delete == NULL_DELETE {
+        return Ok(());
+    }
+    // SAFETY: a function the program gave as MPI_Comm_delete_attr_function.
+    let f: DeleteFn = unsafe { std::mem::transmute::<usize, DeleteFn>(kv.delete) };
+    // SAFETY: the callback's contract is the program's.
+    let rc = unsafe { f(ch, k, value, kv.extra) };
+    if rc != SUCCESS {
+        return Err(Fail::new(
+            rc,
+            format!("the delete callback of keyval {k} returned {rc}"),
+        ));
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_set_attr(ch: Handle, k: c_int, value: usize) -> c_int {
+    entry(ch, "MPI_Comm_set_attr", || {
+        let c = comm(ch)?;
+        keyval(k)?;
+        let old = {
+            let mut a = lock(&c.attrs);
+            let old = a
+                .iter()
+                .position(|(key, _)| *key == k)
+                .map(|i| a.remove(i).1);
+            a.push((k, value));
+            old
+        };
+        if let Some(v) = old {
+            call_delete(ch, k, v)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Attr_put(ch: Handle, k: c_int, value: usize) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_set_attr(ch, k, value) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_attr(
+    ch: Handle,
+    k: c_int,
+    out: *mut usize,
+    flag: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Comm_get_attr", || {
+        let c = comm(ch)?;
+        let found = match predefined(k) {
+            Some(p) => Some(p as usize),
+            None => lock(&c.attrs)
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|a| a.1),
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(flag, c_int::from(found.is_some()));
+            if let Some(v) = found {
+                put(out, v);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Attr_get(
+    ch: Handle,
+    k: c_int,
+    out: *mut usize,
+    flag: *mut c_int,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_get_attr(ch, k, out, flag) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_delete_attr(ch: Handle, k: c_int) -> c_int {
+    entry(ch, "MPI_Comm_delete_attr", || {
+        let c = comm(ch)?;
+        let old = {
+            let mut a = lock(&c.attrs);
+            a.iter()
+                .position(|(key, _)| *key == k)
+                .map(|i| a.remove(i).1)
+        };
+        match old {
+            Some(v) => call_delete(ch, k, v),
+            None => Err(Fail::new(
+                36,
+                format!("no attribute of keyval {k} on this communicator"),
+            )),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Attr_delete(ch: Handle, k: c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_delete_attr(ch, k) }
+}
+
+/// `MPI_Comm_dup`'s step for attributes: each keyval's copy callback
+/// decides what `to` gets of `from`'s.
+pub(crate) fn copy_attrs(from: Handle, to: Handle) -> Result<()> {
+    let (src, dst) = (comm(from)?, comm(to)?);
+    let attrs = lock(&src.attrs).clone();
+    for (k, v) in attrs {
+        let kv = keyval(k)?;
+        let copied = match kv.copy {
+            NULL_COPY => None,
+            DUP_COPY => Some(v),
+            f => {
+                // SAFETY: a function the program gave as
+                // MPI_Comm_copy_attr_function.
+                let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
+                let (mut out, mut flag) = (0usize, 0 as c_int);
+                // SAFETY: the callback's contract is the program's.
+                let rc = unsafe { f(from, k, kv.extra, v, &mut out, &mut flag) };
+                if rc != SUCCESS {
+                    return Err(Fail::new(
+                        rc,
+                        format!("the copy callback of keyval {k} returned {rc}"),
+                    ));
+                }
+                (flag != 0).then_some(out)
+            }
+        };
+        if let Some(v) = copied {
+            lock(&dst.attrs).push((k, v));
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Comm_free`'s step for attributes: every delete callback.
+pub(crate) fn delete_attrs(h: Handle, c: &crate::state::Comm) {
+    let attrs = std::mem::take(&mut *lock(&c.attrs));
+    for (k, v) in attrs {
+        let _ = call_delete(h, k, v);
+    }
+}
+
+// ------------------------------------------------------------ groups
+
+/// Groups: lists of world ranks.
+static GROUPS: Mutex<Option<HashMap<Handle, Arc<Vec<u32>>>>> = Mutex::new(None);
+const GROUP_NULL: Handle = 0x108;
+const GROUP_EMPTY: Handle = 0x109;
+
+fn group(h: Handle) -> Result<Arc<Vec<u32>>> {
+    if h == GROUP_EMPTY {
+        return Ok(Arc::new(Vec::new()));
+    }
+    lock(&GROUPS)
+        .as_ref()
+        .and_then(|g| g.get(&h).cloned())
+        .ok_or_else(|| Fail::new(9, format!("{h:#x} is not a group")))
+}
+
+fn add_group(members: Vec<u32>) -> Handle {
+    let h = crate::state::new_handle();
+    lock(&GROUPS)
+        .get_or_insert_with(HashMap::new)
+        .insert(h, Arc::new(members));
+    h
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_group(ch: Handle, out: *mut Handle) -> c_int {
+    entry(ch, "MPI_Comm_group", || {
+        let members = comm(ch)?.members.clone();
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(out, add_group(members)) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_size(g: Handle, size: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Group_size", || {
+        let n = group(g)?.len() as c_int;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(size, n) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_rank(g: Handle, rank: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Group_rank", || {
+        let me = mpi()?.world.rank();
+        let r = group(g)?
+            .iter()
+            .position(|&m| m == me)
+            .map_or(UNDEFINED, |i| i as c_int);
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(rank, r) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_free(g: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Group_free", || {
+        if g.is_null() {
+            return Err(Fail::arg("group is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *g };
+        if h != GROUP_EMPTY {
+            lock(&GROUPS)
+                .as_mut()
+                .and_then(|m| m.remove(&h))
+                .ok_or_else(|| Fail::new(9, format!("{h:#x} is not a group")))?;
+        }
+        // SAFETY: as above.
+        unsafe { *g = GROUP_NULL };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_translate_ranks(
+    a: Handle,
+    n: c_int,
+    ranks: *const c_int,
+    b: Handle,
+    out: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Group_translate_ranks", || {
+        let (ga, gb) = (group(a)?, group(b)?);
+        let n = usize::try_from(n).map_err(|_| Fail::new(ERR_COUNT, "n is negative"))?;
+        if n > 0 && (ranks.is_null() || out.is_null()) {
+            return Err(Fail::arg("ranks1 or ranks2 is NULL"));
+        }
+        for i in 0..n {
+            // SAFETY: `n` entries each (the contract).
+            let r = unsafe { *ranks.add(i) };
+            let t = if r == PROC_NULL {
+                PROC_NULL
+            } else {
+                let w = usize::try_from(r)
+                    .ok()
+                    .and_then(|r| ga.get(r))
+                    .ok_or_else(|| {
+                        Fail::new(ERR_RANK, format!("rank {r} is not in the first group"))
+                    })?;
+                gb.iter()
+                    .position(|m| m == w)
+                    .map_or(UNDEFINED, |j| j as c_int)
+            };
+            // SAFETY: as above.
+            unsafe { *out.add(i) = t };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_compare(a: Handle, b: Handle, result: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Group_compare", || {
+        let (ga, gb) = (group(a)?, group(b)?);
+        let r = if ga == gb {
+            IDENT
+        } else {
+            let (mut sa, mut sb) = ((*ga).clone(), (*gb).clone());
+            sa.sort_unstable();
+            sb.sort_unstable();
+            if sa == sb {
+                SIMILAR
+            } else {
+                UNEQUAL
+            }
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(result, r) };
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ more comms
+
+/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (and the hardware
+/// types, which on meshwork's view are the same) split by host — the
+/// members whose host name is this rank's.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_split_type(
+    ch: Handle,
+    kind: c_int,
+    key: c_int,
+    _info: Handle,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Comm_split_type", || {
+        let c = comm(ch)?;
+        let mut name = [0u8; 256];
+        // SAFETY: `name` is writable for its length.
+        unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len() - 1) };
+        // The host's id: a hash of its name, gathered; a colour is the
+        // lowest rank of the same host.
+        let id = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let mut ids = vec![0u64; c.size() as usize];
+        c.group.all_gather(&[id], &mut ids)?;
+        let color = if kind == UNDEFINED {
+            UNDEFINED
+        } else {
+            ids.iter().position(|&x| x == id).unwrap_or(0) as c_int
+        };
+        split(ch, color, key, out, "")
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_dup_with_info(
+    ch: Handle,
+    _info: Handle,
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { crate::env::MPI_Comm_dup(ch, out) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_idup(
+    ch: Handle,
+    out: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Comm_idup", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // The dup is made now (a collective every member makes in the same
+        // order); the request is complete.
+        // SAFETY: the same contract.
+        let rc = unsafe { crate::env::MPI_Comm_dup(ch, out) };
+        if rc != SUCCESS {
+            return Err(Fail::new(rc, "the dup failed"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(Request::Done(Status::default()))) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_idup_with_info(
+    ch: Handle,
+    _info: Handle,
+    out: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Comm_idup(ch, out, request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_set_info(ch: Handle, _info: Handle) -> c_int {
+    // meshwork takes no hints from info.
+    entry(ch, "MPI_Comm_set_info", || comm(ch).map(drop))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_info(ch: Handle, out: *mut Handle) -> c_int {
+    entry(ch, "MPI_Comm_get_info", || {
+        comm(ch)?;
+        // SAFETY: the same contract: a new, empty info.
+        let rc = unsafe { crate::env::MPI_Info_create(out) };
+        if rc == SUCCESS {
+            Ok(())
+        } else {
+            Err(Fail::new(rc, "no info object"))
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Topo_test(ch: Handle, status: *mut c_int) -> c_int {
+    entry(ch, "MPI_Topo_test", || {
+        comm(ch)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(status, UNDEFINED) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
+    // No process is spawned by another here.
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(parent, COMM_NULL) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alloc_mem(
+    size: isize,
+    _info: Handle,
+    base: *mut *mut c_void,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Alloc_mem", || {
+        let n = usize::try_from(size).map_err(|_| Fail::arg(format!("size {size} is negative")))?;
+        // SAFETY: malloc of at least one byte.
+        let p = unsafe { libc::malloc(n.max(1)) };
+        if p.is_null() {
+            return Err(Fail::new(39, format!("no memory for {n} bytes")));
+        }
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(base, p) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
+    // SAFETY: memory from MPI_Alloc_mem (the contract), or NULL.
+    unsafe { libc::free(base) };
+    SUCCESS
+}

@@ -1,0 +1,929 @@
+//! The rest of point-to-point: persistent requests (`MPI_Send_init`,
+//! `MPI_Recv_init`, `MPI_Start`), buffered sends (eager here, so the
+//! attached buffer is only kept and handed back), `MPI_Isendrecv`,
+//! matched probes (`MPI_Mprobe`, `MPI_Mrecv`), `MPI_Waitsome` and
+//! `MPI_Testsome`, cancelling a receive, and the status setters.
+
+use super::*;
+use crate::put;
+
+/// What a persistent request starts, each time.
+pub(crate) enum Persist {
+    Send {
+        comm: Arc<Comm>,
+        buf: usize,
+        count: c_int,
+        dt: Handle,
+        dest: c_int,
+        tag: c_int,
+    },
+    Recv {
+        comm: Arc<Comm>,
+        buf: usize,
+        count: c_int,
+        dt: Handle,
+        source: c_int,
+        tag: c_int,
+    },
+}
+
+impl Persist {
+    fn start(&self) -> Result<Request> {
+        match self {
+            Persist::Send {
+                comm,
+                buf,
+                count,
+                dt,
+                dest,
+                tag,
+            } => Ok(
+                match start_send(comm, *buf as *const u8, *count, *dt, *dest, *tag, false)? {
+                    Sent::Now => Request::Done(empty_status()),
+                    Sent::Later(d) => Request::Send(d),
+                },
+            ),
+            Persist::Recv {
+                comm,
+                buf,
+                count,
+                dt,
+                source,
+                tag,
+            } => post_recv(comm, *buf as *mut u8, *count, *dt, *source, *tag),
+        }
+    }
+}
+
+fn count_of(n: i64, name: &str) -> Result<c_int> {
+    c_int::try_from(n)
+        .map_err(|_| Fail::new(ERR_COUNT, format!("{name}: count {n} is above 2^31 - 1")))
+}
+
+fn init(
+    ch: Handle,
+    name: &str,
+    request: *mut Handle,
+    make: impl FnOnce(Arc<Comm>) -> Result<Persist>,
+) -> c_int {
+    entry(ch, name, || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let p = make(c)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(Request::Persistent(Arc::new(p), None))) };
+        Ok(())
+    })
+}
+
+macro_rules! send_init {
+    ($($name:ident $name_c:ident)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(buf: *const u8, count: c_int, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: *mut Handle) -> c_int {
+            init(ch, stringify!($name), request, |comm| {
+                let buf = buf as usize;
+                Ok(Persist::Send { comm, buf, count, dt, dest, tag })
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $name_c(buf: *const u8, count: i64, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: *mut Handle) -> c_int {
+            init(ch, stringify!($name_c), request, |comm| {
+                let (buf, count) = (buf as usize, count_of(count, stringify!($name_c))?);
+                Ok(Persist::Send { comm, buf, count, dt, dest, tag })
+            })
+        }
+    )*};
+}
+
+send_init! {
+    MPI_Send_init MPI_Send_init_c
+    MPI_Ssend_init MPI_Ssend_init_c
+    MPI_Rsend_init MPI_Rsend_init_c
+    MPI_Bsend_init MPI_Bsend_init_c
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv_init(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    init(ch, "MPI_Recv_init", request, |comm| {
+        let buf = buf as usize;
+        Ok(Persist::Recv {
+            comm,
+            buf,
+            count,
+            dt,
+            source,
+            tag,
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv_init_c(
+    buf: *mut u8,
+    count: i64,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    init(ch, "MPI_Recv_init_c", request, |comm| {
+        let (buf, count) = (buf as usize, count_of(count, "MPI_Recv_init_c")?);
+        Ok(Persist::Recv {
+            comm,
+            buf,
+            count,
+            dt,
+            source,
+            tag,
+        })
+    })
+}
+
+/// Start persistent request `h`.
+fn start(h: Handle) -> Result<()> {
+    let Request::Persistent(p, active) = take_request(h)? else {
+        return Err(Fail::new(
+            ERR_REQUEST,
+            format!("{h:#x} is not a persistent request"),
+        ));
+    };
+    if active.is_some() {
+        put_request(h, Request::Persistent(p, active));
+        return Err(Fail::new(
+            ERR_REQUEST,
+            "the persistent request is active already",
+        ));
+    }
+    let started = p.start();
+    match started {
+        Ok(r) => {
+            put_request(h, Request::Persistent(p, Some(Box::new(r))));
+            Ok(())
+        }
+        Err(e) => {
+            put_request(h, Request::Persistent(p, None));
+            Err(e)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Start(request: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Start", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        start(unsafe { *request })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Startall(count: c_int, reqs: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Startall", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        for i in 0..n {
+            // SAFETY: `count` requests (the contract).
+            start(unsafe { req_at(reqs, i) })?;
+        }
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ buffered
+
+/// The buffer `MPI_Buffer_attach` gave: sends here are eager, so it is
+/// only kept, for `MPI_Buffer_detach` to hand back.
+static ATTACHED: Mutex<Option<(usize, i64)>> = Mutex::new(None);
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_attach(buf: *mut u8, size: c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Buffer_attach_c(buf, i64::from(size)) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_attach_c(buf: *mut u8, size: i64) -> c_int {
+    entry(COMM_WORLD, "MPI_Buffer_attach", || {
+        let mut a = lock(&ATTACHED);
+        if a.is_some() {
+            return Err(Fail::new(ERR_BUFFER, "a buffer is attached already"));
+        }
+        *a = Some((buf as usize, size));
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_detach(buf: *mut usize, size: *mut c_int) -> c_int {
+    let mut big = 0i64;
+    // SAFETY: the same contract, with a valid size.
+    let rc = unsafe { MPI_Buffer_detach_c(buf, &mut big) };
+    // SAFETY: NULL or valid (the contract).
+    unsafe { put(size, big as c_int) };
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_detach_c(buf: *mut usize, size: *mut i64) -> c_int {
+    let (at, n) = lock(&ATTACHED).take().unwrap_or((0, 0));
+    // SAFETY: NULL or valid (the contract).
+    unsafe {
+        put(buf, at);
+        put(size, n);
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bsend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Send(buf, count, dt, dest, tag, ch) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bsend_c(
+    buf: *const u8,
+    count: i64,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+) -> c_int {
+    match c_int::try_from(count) {
+        // SAFETY: the same contract.
+        Ok(n) => unsafe { MPI_Send(buf, n, dt, dest, tag, ch) },
+        Err(_) => raise(
+            ch,
+            "MPI_Bsend_c",
+            Fail::new(ERR_COUNT, "count above 2^31 - 1"),
+        ),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibsend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Isend(buf, count, dt, dest, tag, ch, request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibsend_c(
+    buf: *const u8,
+    count: i64,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    match c_int::try_from(count) {
+        // SAFETY: the same contract.
+        Ok(n) => unsafe { MPI_Isend(buf, n, dt, dest, tag, ch, request) },
+        Err(_) => raise(
+            ch,
+            "MPI_Ibsend_c",
+            Fail::new(ERR_COUNT, "count above 2^31 - 1"),
+        ),
+    }
+}
+
+// ------------------------------------------------------------ isendrecv
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv(
+    sendbuf: *const u8,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut u8,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Isendrecv", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let recv = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
+        let send = match start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false)? {
+            Sent::Now => Request::Done(empty_status()),
+            Sent::Later(d) => Request::Send(d),
+        };
+        let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, h) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_c(
+    sendbuf: *const u8,
+    sendcount: i64,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut u8,
+    recvcount: i64,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let (Ok(s), Ok(r)) = (c_int::try_from(sendcount), c_int::try_from(recvcount)) else {
+        return raise(
+            ch,
+            "MPI_Isendrecv_c",
+            Fail::new(ERR_COUNT, "count above 2^31 - 1"),
+        );
+    };
+    // SAFETY: the same contract.
+    unsafe {
+        MPI_Isendrecv(
+            sendbuf, s, sendtype, dest, sendtag, recvbuf, r, recvtype, source, recvtag, ch, request,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_replace(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Isendrecv_replace", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let ty = type_of(dt)?;
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        // The message leaves from a copy; the receive lands in `buf`.
+        // SAFETY: `buf` holds `count` elements (the contract).
+        let copy = unsafe { ty.pack(buf, n) }?.into_owned();
+        let recv = post_recv(&c, buf, count, dt, source, recvtag)?;
+        let Some(dst) = send_args(&c, dest, sendtag)? else {
+            let h = add_request(recv);
+            // SAFETY: non-NULL, valid (the contract).
+            unsafe { put(request, h) };
+            return Ok(());
+        };
+        let sent = send_now(&c, dst, sendtag, &copy);
+        let send = Request::Done(empty_status());
+        sent?;
+        let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, h) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_replace_c(
+    buf: *mut u8,
+    count: i64,
+    dt: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let Ok(n) = c_int::try_from(count) else {
+        return raise(
+            ch,
+            "MPI_Isendrecv_replace_c",
+            Fail::new(ERR_COUNT, "count above 2^31 - 1"),
+        );
+    };
+    // SAFETY: the same contract.
+    unsafe { MPI_Isendrecv_replace(buf, n, dt, dest, sendtag, source, recvtag, ch, request) }
+}
+
+// ------------------------------------------------------------ some
+
+/// Complete whichever of `reqs` are complete (waiting until one is, if
+/// `wait`): their indices and statuses; `MPI_UNDEFINED` if none is active.
+unsafe fn some(
+    count: c_int,
+    reqs: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+    wait: bool,
+) -> Result<()> {
+    let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+    let start = Instant::now();
+    loop {
+        let mut active = false;
+        let mut done = 0usize;
+        for i in 0..n {
+            // SAFETY: `count` requests (the contract).
+            let h = unsafe { req_at(reqs, i) };
+            if inactive(h) {
+                continue;
+            }
+            active = true;
+            if ready(h)? {
+                let st = if statuses.is_null() {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: `count` statuses (the contract).
+                    unsafe { statuses.add(done) }
+                };
+                // SAFETY: the contract.
+                unsafe {
+                    if !indices.is_null() {
+                        *indices.add(done) = i as c_int;
+                    }
+                    wait_one(reqs.add(i), st)?;
+                }
+                done += 1;
+            }
+        }
+        if !active {
+            // SAFETY: the contract.
+            unsafe { put(outcount, UNDEFINED) };
+            return Ok(());
+        }
+        if done > 0 || !wait {
+            // SAFETY: the contract.
+            unsafe { put(outcount, done as c_int) };
+            return Ok(());
+        }
+        if start.elapsed() > mpi()?.world.group.timeout() {
+            return Err(Fail::new(
+                ERR_OTHER,
+                "no request completed within the deadline",
+            ));
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Waitsome(
+    incount: c_int,
+    reqs: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    // SAFETY: the contract.
+    entry(COMM_WORLD, "MPI_Waitsome", || unsafe {
+        some(incount, reqs, outcount, indices, statuses, true)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Testsome(
+    incount: c_int,
+    reqs: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    // SAFETY: the contract.
+    entry(COMM_WORLD, "MPI_Testsome", || unsafe {
+        some(incount, reqs, outcount, indices, statuses, false)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Request_get_status(
+    request: Handle,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Request_get_status", || {
+        let done = request == REQUEST_NULL || ready(request)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(done)) };
+        if done {
+            // The status of a receive is known once it is complete.
+            let s = {
+                let guard = lock(&REQUESTS);
+                match guard.as_ref().and_then(|m| m.get(&request)) {
+                    Some(Request::Recv(_, slot)) => lock(&slot.done)
+                        .as_ref()
+                        .and_then(|r| r.as_ref().ok().copied()),
+                    Some(Request::Done(s)) => Some(*s),
+                    _ => None,
+                }
+            };
+            // SAFETY: NULL or valid (the contract).
+            unsafe { set_status(status, s.unwrap_or_else(empty_status)) };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Cancel(request: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Cancel", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *request };
+        let guard = lock(&REQUESTS);
+        // A receive not yet matched is withdrawn and completes cancelled;
+        // a send has left (sends are eager) and completes as sent.
+        if let Some(Request::Recv(c, slot)) = guard.as_ref().and_then(|m| m.get(&h)) {
+            let (c, slot) = (c.clone(), slot.clone());
+            drop(guard);
+            c.matcher.cancel(&slot);
+            let mut done = lock(&slot.done);
+            if done.is_none() {
+                let mut s = Status::new(slot.src, slot.tag, 0);
+                s.internal[2] = 1;
+                *done = Some(Ok(s));
+            }
+        }
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ status
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Test_cancelled(status: *const Status, flag: *mut c_int) -> c_int {
+    if status.is_null() {
+        return raise(
+            COMM_WORLD,
+            "MPI_Test_cancelled",
+            Fail::arg("status is NULL"),
+        );
+    }
+    // SAFETY: non-NULL, valid; `flag` NULL or valid (the contract).
+    unsafe { put(flag, c_int::from((*status).internal[2] != 0)) };
+    SUCCESS
+}
+
+macro_rules! status_set {
+    ($($name:ident: $field:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(status: *mut Status, v: c_int) -> c_int {
+            if status.is_null() {
+                return raise(COMM_WORLD, stringify!($name), Fail::arg("status is NULL"));
+            }
+            // SAFETY: non-NULL, valid (the contract).
+            unsafe { (*status).$field = v };
+            SUCCESS
+        }
+    )*};
+}
+
+status_set!(MPI_Status_set_source: source, MPI_Status_set_tag: tag, MPI_Status_set_error: error);
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut Status, flag: c_int) -> c_int {
+    if status.is_null() {
+        return raise(
+            COMM_WORLD,
+            "MPI_Status_set_cancelled",
+            Fail::arg("status is NULL"),
+        );
+    }
+    // SAFETY: non-NULL, valid (the contract).
+    unsafe { (*status).internal[2] = c_int::from(flag != 0) };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_set_elements_c(
+    status: *mut Status,
+    dt: Handle,
+    count: i64,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Status_set_elements", || {
+        if status.is_null() {
+            return Err(Fail::arg("status is NULL"));
+        }
+        let size = type_of(dt)?.size as i64;
+        let bytes = u64::try_from(count.saturating_mul(size))
+            .map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe {
+            (*status).internal[0] = bytes as u32 as c_int;
+            (*status).internal[1] = (bytes >> 32) as u32 as c_int;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_set_elements(
+    status: *mut Status,
+    dt: Handle,
+    count: c_int,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Status_set_elements_c(status, dt, i64::from(count)) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_set_elements_x(
+    status: *mut Status,
+    dt: Handle,
+    count: i64,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Status_set_elements_c(status, dt, count) }
+}
+
+// ------------------------------------------------------------ matched probes
+
+/// A message `MPI_Mprobe` took off its communicator's queue, for the
+/// one `MPI_Mrecv` that takes it.
+struct Taken {
+    src: u32,
+    tag: c_int,
+    msg: Payload,
+}
+
+static MESSAGES: Mutex<Option<HashMap<Handle, Taken>>> = Mutex::new(None);
+const MESSAGE_NULL: Handle = 0x128;
+const MESSAGE_NO_PROC: Handle = 0x129;
+
+impl Matcher {
+    /// Take the first unexpected message matching `src` and `tag`.
+    fn take(&self, src: c_int, tag: c_int) -> Option<Taken> {
+        let mut q = lock(&self.queues);
+        let i = q.unexpected.iter().position(|u| {
+            (src == ANY_SOURCE || src == u.src as c_int) && (tag == ANY_TAG || tag == u.tag)
+        })?;
+        q.unexpected.remove(i).map(|u| Taken {
+            src: u.src,
+            tag: u.tag,
+            msg: u.msg,
+        })
+    }
+}
+
+/// A matched probe: wait (or not) for a message matching `source` and
+/// `tag`, take it, and name it by a message handle.
+unsafe fn mprobe(
+    ch: Handle,
+    source: c_int,
+    tag: c_int,
+    message: *mut Handle,
+    status: *mut Status,
+    wait: bool,
+) -> Result<bool> {
+    if message.is_null() {
+        return Err(Fail::arg("message is NULL"));
+    }
+    let c = comm(ch)?;
+    probe_args(&c, source, tag)?;
+    if source == PROC_NULL {
+        // SAFETY: the contract.
+        unsafe {
+            put(message, MESSAGE_NO_PROC);
+            set_status(status, empty_status());
+        }
+        return Ok(true);
+    }
+    let want = Want {
+        src: source,
+        slot: None,
+    };
+    if wait {
+        wait_until(&c, want, || c.matcher.peek(source, tag).is_some())?;
+    } else if c.matcher.peek(source, tag).is_none() {
+        pull(&c, want, Duration::ZERO, || {
+            c.matcher.peek(source, tag).is_some()
+        })?;
+    }
+    let Some(t) = c.matcher.take(source, tag) else {
+        return Ok(false);
+    };
+    let s = Status::new(t.src as c_int, t.tag, t.msg.as_ref().len() - 4);
+    let h = crate::state::new_handle();
+    lock(&MESSAGES)
+        .get_or_insert_with(HashMap::new)
+        .insert(h, t);
+    // SAFETY: the contract.
+    unsafe {
+        put(message, h);
+        set_status(status, s);
+    }
+    Ok(true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Mprobe(
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    message: *mut Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Mprobe", || {
+        // SAFETY: the contract.
+        unsafe { mprobe(ch, source, tag, message, status, true) }.map(drop)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Improbe(
+    source: c_int,
+    tag: c_int,
+    ch: Handle,
+    flag: *mut c_int,
+    message: *mut Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(ch, "MPI_Improbe", || {
+        // SAFETY: the contract.
+        let found = unsafe { mprobe(ch, source, tag, message, status, false) }?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(found)) };
+        Ok(())
+    })
+}
+
+/// Receive the message `*message` names into `count` elements of `dt`
+/// at `buf`.
+unsafe fn mrecv(buf: *mut u8, count: i64, dt: Handle, message: *mut Handle) -> Result<Status> {
+    if message.is_null() {
+        return Err(Fail::arg("message is NULL"));
+    }
+    // SAFETY: non-NULL, valid (the contract).
+    let h = unsafe { *message };
+    // SAFETY: as above.
+    unsafe { *message = MESSAGE_NULL };
+    if h == MESSAGE_NO_PROC {
+        return Ok(empty_status());
+    }
+    let t = lock(&MESSAGES)
+        .as_mut()
+        .and_then(|m| m.remove(&h))
+        .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not a message")))?;
+    let slot = Slot {
+        src: t.src as c_int,
+        tag: t.tag,
+        buf: buf as usize,
+        count: usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?,
+        ty: type_of(dt)?,
+        done: Mutex::new(None),
+    };
+    let (_, data) = split(&t.msg).unwrap_or((0, &[]));
+    slot.fill(t.src, t.tag, data);
+    let r = lock(&slot.done).take();
+    r.unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a matched receive did not complete")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Mrecv(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    message: *mut Handle,
+    status: *mut Status,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Mrecv_c(buf, i64::from(count), dt, message, status) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Mrecv_c(
+    buf: *mut u8,
+    count: i64,
+    dt: Handle,
+    message: *mut Handle,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Mrecv", || {
+        // SAFETY: the contract.
+        let s = unsafe { mrecv(buf, count, dt, message) }?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { set_status(status, s) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Imrecv(
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    message: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { MPI_Imrecv_c(buf, i64::from(count), dt, message, request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Imrecv_c(
+    buf: *mut u8,
+    count: i64,
+    dt: Handle,
+    message: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Imrecv", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        // The message is here already: the receive completes at once.
+        // SAFETY: the contract.
+        let s = unsafe { mrecv(buf, count, dt, message) }?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(Request::Done(s))) };
+        Ok(())
+    })
+}
+
+macro_rules! status_get {
+    ($($name:ident: $field:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(status: *const Status, v: *mut c_int) -> c_int {
+            if status.is_null() {
+                return raise(COMM_WORLD, stringify!($name), Fail::arg("status is NULL"));
+            }
+            // SAFETY: non-NULL, valid; `v` NULL or valid (the contract).
+            unsafe { put(v, (*status).$field) };
+            SUCCESS
+        }
+    )*};
+}
+
+status_get!(MPI_Status_get_source: source, MPI_Status_get_tag: tag, MPI_Status_get_error: error);
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irsend(
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract: a ready send is a send here.
+    unsafe { MPI_Isend(buf, count, dt, dest, tag, ch, request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irsend_c(
+    buf: *const u8,
+    count: i64,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    ch: Handle,
+    request: *mut Handle,
+) -> c_int {
+    match c_int::try_from(count) {
+        // SAFETY: the same contract.
+        Ok(n) => unsafe { MPI_Isend(buf, n, dt, dest, tag, ch, request) },
+        Err(_) => raise(
+            ch,
+            "MPI_Irsend_c",
+            Fail::new(ERR_COUNT, "count above 2^31 - 1"),
+        ),
+    }
+}
