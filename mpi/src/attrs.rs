@@ -422,9 +422,9 @@ pub unsafe extern "C" fn MPI_Group_compare(a: Handle, b: Handle, result: *mut c_
 
 // ------------------------------------------------------------ more comms
 
-/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (and the hardware
-/// types, which on meshwork's view are the same) split by host — the
-/// members whose host name is this rank's.
+/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` and
+/// `MPI_COMM_TYPE_HW_UNGUIDED` split by host — the members whose host
+/// name is this rank's.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split_type(
     ch: Handle,
@@ -445,7 +445,9 @@ pub unsafe extern "C" fn MPI_Comm_split_type(
         });
         let mut ids = vec![0u64; c.size() as usize];
         c.group.all_gather(&[id], &mut ids)?;
-        let color = if kind == UNDEFINED {
+        // The guided kinds need an info key naming the resource; with
+        // none (meshwork reads no info) MPI gives MPI_COMM_NULL.
+        let color = if kind == UNDEFINED || kind == 223 || kind == 224 {
             UNDEFINED
         } else {
             ids.iter().position(|&x| x == id).unwrap_or(0) as c_int
@@ -560,4 +562,95 @@ pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
     // SAFETY: memory from MPI_Alloc_mem (the contract), or NULL.
     unsafe { libc::free(base) };
     SUCCESS
+}
+
+/// The ranks in `c` of `g`'s members (world ranks), in `g`'s order.
+fn ranks_in(c: &crate::state::Comm, g: &[u32]) -> Result<Vec<u32>> {
+    g.iter()
+        .map(|w| {
+            c.members
+                .iter()
+                .position(|m| m == w)
+                .map(|i| i as u32)
+                .ok_or_else(|| {
+                    Fail::new(
+                        9,
+                        format!("world rank {w} of the group is not in the communicator"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Register a group made over `group`'s members as a communicator.
+fn add_made(
+    parent: &crate::state::Comm,
+    group: Arc<mw::ProcessGroup>,
+    members: Vec<u32>,
+) -> Handle {
+    let handler = parent.errhandler.load(std::sync::atomic::Ordering::Relaxed);
+    mpi().map_or(COMM_NULL, |m| {
+        m.add_comm(crate::state::Comm::new(group, "", handler, members))
+    })
+}
+
+/// `MPI_Comm_create_group`: a collective of `g`'s members only, each
+/// giving the same `tag`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create_group(
+    ch: Handle,
+    g: Handle,
+    tag: c_int,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Comm_create_group", || {
+        let c = comm(ch)?;
+        let members = group(g)?;
+        let ranks = ranks_in(&c, &members)?;
+        let me = mpi()?.world.rank();
+        let h = if members.contains(&me) {
+            // meshwork's key names the group among those made from this
+            // communicator: the members, the tag, and how many such were
+            // made before (the members call in the same order).
+            let made = {
+                static MADE: Mutex<Option<HashMap<(usize, Vec<u32>, c_int), u64>>> =
+                    Mutex::new(None);
+                let mut m = lock(&MADE);
+                let n = m
+                    .get_or_insert_with(HashMap::new)
+                    .entry((Arc::as_ptr(&c) as usize, ranks.clone(), tag))
+                    .or_insert(0);
+                *n += 1;
+                *n
+            };
+            let key = ranks
+                .iter()
+                .chain([&(tag as u32), &(made as u32), &((made >> 32) as u32)])
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+                    (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3)
+                });
+            let sub = c.group.subgroup(&ranks, key)?;
+            add_made(&c, sub, (*members).clone())
+        } else {
+            COMM_NULL
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(out, h) };
+        Ok(())
+    })
+}
+
+/// `MPI_Comm_create`: a collective of all of `ch`; those outside `g` get
+/// `MPI_COMM_NULL`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create(ch: Handle, g: Handle, out: *mut Handle) -> c_int {
+    entry(ch, "MPI_Comm_create", || {
+        let members = group(g)?;
+        let me = mpi()?.world.rank();
+        let (color, key) = match members.iter().position(|&m| m == me) {
+            Some(i) => (0, i as c_int),
+            None => (UNDEFINED, 0),
+        };
+        split(ch, color, key, out, "")
+    })
 }

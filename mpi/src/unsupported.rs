@@ -84,15 +84,15 @@ unsupported! {
     MPI_Bcast_init_c MPI_Buffer_flush MPI_Buffer_iflush MPI_Cart_coords MPI_Cart_create
     MPI_Cart_get MPI_Cart_map MPI_Cart_rank MPI_Cart_shift MPI_Cart_sub MPI_Cartdim_get
     MPI_Close_port MPI_Comm_accept MPI_Comm_attach_buffer MPI_Comm_attach_buffer_c MPI_Comm_connect
-    MPI_Comm_create MPI_Comm_create_errhandler MPI_Comm_create_from_group MPI_Comm_create_group
-    MPI_Comm_detach_buffer MPI_Comm_detach_buffer_c MPI_Comm_disconnect MPI_Comm_flush_buffer
-    MPI_Comm_iflush_buffer MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn
-    MPI_Comm_spawn_multiple MPI_Compare_and_swap MPI_Dims_create MPI_Dist_graph_create
-    MPI_Dist_graph_create_adjacent MPI_Dist_graph_neighbors MPI_Dist_graph_neighbors_count
-    MPI_Exscan_init MPI_Exscan_init_c MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close
-    MPI_File_create_errhandler MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity
-    MPI_File_get_byte_offset MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info
-    MPI_File_get_position MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
+    MPI_Comm_create_errhandler MPI_Comm_create_from_group MPI_Comm_detach_buffer
+    MPI_Comm_detach_buffer_c MPI_Comm_disconnect MPI_Comm_flush_buffer MPI_Comm_iflush_buffer
+    MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple
+    MPI_Compare_and_swap MPI_Dims_create MPI_Dist_graph_create MPI_Dist_graph_create_adjacent
+    MPI_Dist_graph_neighbors MPI_Dist_graph_neighbors_count MPI_Exscan_init MPI_Exscan_init_c
+    MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close MPI_File_create_errhandler
+    MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity MPI_File_get_byte_offset
+    MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info MPI_File_get_position
+    MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
     MPI_File_get_type_extent_c MPI_File_get_view MPI_File_iread MPI_File_iread_all
     MPI_File_iread_all_c MPI_File_iread_at MPI_File_iread_at_all MPI_File_iread_at_all_c
     MPI_File_iread_at_c MPI_File_iread_c MPI_File_iread_shared MPI_File_iread_shared_c
