@@ -594,6 +594,9 @@ fn add_made(
     })
 }
 
+/// Groups made by `MPI_Comm_create_group`, by (parent, members, tag).
+type Made = (usize, Vec<u32>, c_int);
+
 /// `MPI_Comm_create_group`: a collective of `g`'s members only, each
 /// giving the same `tag`.
 #[no_mangle]
@@ -613,8 +616,7 @@ pub unsafe extern "C" fn MPI_Comm_create_group(
             // communicator: the members, the tag, and how many such were
             // made before (the members call in the same order).
             let made = {
-                static MADE: Mutex<Option<HashMap<(usize, Vec<u32>, c_int), u64>>> =
-                    Mutex::new(None);
+                static MADE: Mutex<Option<HashMap<Made, u64>>> = Mutex::new(None);
                 let mut m = lock(&MADE);
                 let n = m
                     .get_or_insert_with(HashMap::new)
