@@ -53,7 +53,7 @@ fn keyval(k: c_int) -> Result<Keyval> {
 /// The predefined attributes: (keyval, its value, stored where
 /// `MPI_Comm_get_attr` can point).
 fn predefined(k: c_int) -> Option<*const c_int> {
-    static TAG_UB: c_int = c_int::MAX;
+    static TAG_UB: c_int = crate::p2p::SYNC - 1;
     static HOST: c_int = PROC_NULL;
     static IO: c_int = ANY_SOURCE;
     static WTIME_IS_GLOBAL: c_int = 0;

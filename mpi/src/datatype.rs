@@ -23,6 +23,8 @@ pub(crate) struct Type {
     pub size: usize,
     /// From one element to the next.
     pub extent: isize,
+    /// Where an element's span starts, from its origin (`MPI_Type_get_extent`).
+    pub lb: isize,
     /// One element's data: (offset from its start, length), ascending.
     pub blocks: Vec<(isize, usize)>,
     /// The element type it reduces as, if all its data is of one.
@@ -37,6 +39,7 @@ impl Type {
             name: name.into(),
             size,
             extent: size as isize,
+            lb: 0,
             blocks: vec![(0, size)],
             dtype,
             contiguous: true,
@@ -63,6 +66,7 @@ impl Type {
             name,
             size,
             extent,
+            lb: 0,
             blocks,
             dtype: old.dtype,
             contiguous,
@@ -75,23 +79,6 @@ impl Type {
             .checked_mul(self.size)
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| Fail::new(ERR_COUNT, format!("{count} × {} overflows", self.name)))
-    }
-
-    /// The span of memory `count` elements at `base` cover: from the first
-    /// block's start to the last one's end.
-    fn span(&self, count: usize) -> (isize, isize) {
-        if count == 0 || self.blocks.is_empty() {
-            return (0, 0);
-        }
-        let lo = self.blocks.iter().map(|b| b.0).min().unwrap_or(0);
-        let hi = self
-            .blocks
-            .iter()
-            .map(|b| b.0 + b.1 as isize)
-            .max()
-            .unwrap_or(0);
-        let last = self.extent * (count as isize - 1);
-        (lo.min(lo + last), hi.max(hi + last))
     }
 
     /// `count` elements at `base`, packed.
@@ -166,8 +153,7 @@ impl Type {
 
     /// Lower bound and extent, as `MPI_Type_get_extent` gives them.
     fn extent_of(&self) -> (isize, isize) {
-        let (lo, _) = self.span(1);
-        (lo.min(0), self.extent)
+        (self.lb, self.extent)
     }
 }
 
@@ -395,16 +381,26 @@ pub unsafe extern "C" fn MPI_Type_indexed(
             )
         };
         let mut at = Vec::new();
-        let mut hi = 0isize;
+        let (mut lo, mut hi) = (isize::MAX, isize::MIN);
         for (&len, &d) in lens.iter().zip(displs) {
             let len = count_arg(len, "a block length")? as isize;
             for j in 0..len {
                 at.push((d as isize + j) * old.extent);
             }
-            hi = hi.max((d as isize + len) * old.extent);
+            if len > 0 {
+                lo = lo.min(d as isize * old.extent);
+                hi = hi.max((d as isize + len) * old.extent);
+            }
+        }
+        if lo > hi {
+            (lo, hi) = (0, 0);
         }
         let name = format!("indexed({count}, {})", old.name);
-        Ok(Type::made(name, old, at.into_iter(), hi))
+        // The span from the lowest block to the end of the highest: the
+        // next element starts that far on.
+        let mut t = Type::made(name, old, at.into_iter(), hi - lo);
+        t.lb = lo;
+        Ok(t)
     })
 }
 

@@ -102,6 +102,10 @@ fn ptr(v: &[c_int], orig_null: bool) -> *const c_int {
     }
 }
 
+fn is_root(ch: Handle, root: c_int) -> bool {
+    comm(ch).is_ok_and(|c| c.rank() as c_int == root)
+}
+
 fn size_of_comm(ch: Handle) -> usize {
     comm(ch).map_or(0, |c| c.size() as usize)
 }
@@ -151,8 +155,13 @@ pub unsafe extern "C" fn MPI_Gatherv_c(
     root: c_int,
     ch: Handle,
 ) -> c_int {
-    let n = size_of_comm(ch);
-    // SAFETY: one entry per rank at the root, or NULL (the contract).
+    // The arrays mean something at the root only.
+    let n = if is_root(ch, root) {
+        size_of_comm(ch)
+    } else {
+        0
+    };
+    // SAFETY: one entry per rank at the root (the contract).
     let (Ok(sn), Some(c), Some(d)) = (c_int::try_from(sn), unsafe { ints(counts, n) }, unsafe {
         ints(displs, n)
     }) else {
@@ -186,8 +195,13 @@ pub unsafe extern "C" fn MPI_Scatterv_c(
     root: c_int,
     ch: Handle,
 ) -> c_int {
-    let n = size_of_comm(ch);
-    // SAFETY: one entry per rank at the root, or NULL (the contract).
+    // The arrays mean something at the root only.
+    let n = if is_root(ch, root) {
+        size_of_comm(ch)
+    } else {
+        0
+    };
+    // SAFETY: one entry per rank at the root (the contract).
     let (Ok(rn), Some(c), Some(d)) = (c_int::try_from(rn), unsafe { ints(counts, n) }, unsafe {
         ints(displs, n)
     }) else {

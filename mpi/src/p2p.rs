@@ -32,6 +32,13 @@ mod more;
 /// `MPI_BYTE`.
 const MPI_BYTE: Handle = 0x247;
 
+/// The bit of a message's tag that asks for an acknowledgement when a
+/// receive takes it (`MPI_Ssend`): the tag is followed by the send's id.
+/// Tags go up to `MPI_TAG_UB`, 2^30 − 1.
+pub(crate) const SYNC: c_int = 1 << 30;
+/// The meshwork tag of the acknowledgements of synchronous sends.
+const ACK_LANE: u64 = 0x4d50_4920_6163_6b00;
+
 /// The meshwork tag of every MPI message of a communicator.
 pub(crate) const LANE: u64 = 0x4d50_4920_7032_7000;
 /// Sends of up to this many bytes go inline when the sender thread is idle.
@@ -113,44 +120,78 @@ struct Queues {
 pub(crate) struct Matcher {
     queues: Mutex<Queues>,
     pull: Mutex<()>,
+    /// Synchronous sends of this rank whose receive has taken them, by id.
+    acked: Mutex<std::collections::HashSet<u64>>,
+    ack_pull: Mutex<()>,
 }
 
-fn split(msg: &Payload) -> Option<(c_int, &[u8])> {
+/// A message's tag, the id of a synchronous send, and its data.
+fn split(msg: &Payload) -> Option<(c_int, Option<u64>, &[u8])> {
     let m = msg.as_ref();
     let tag = c_int::from_le_bytes(m.get(..4)?.try_into().ok()?);
-    Some((tag, &m[4..]))
+    if tag & SYNC == 0 {
+        return Some((tag, None, &m[4..]));
+    }
+    let id = u64::from_le_bytes(m.get(4..12)?.try_into().ok()?);
+    Some((tag & !SYNC, Some(id), &m[12..]))
+}
+
+/// A synchronous send's acknowledgement owed to `src`: (its rank, its id).
+pub(crate) type Ack = Option<(u32, u64)>;
+
+/// Tell `src` that its synchronous send `id` was received (an
+/// acknowledgement to this rank itself is noted at once). A sender gone
+/// meanwhile needs none.
+pub(crate) fn ack(c: &Comm, owed: Ack) {
+    let Some((src, id)) = owed else {
+        return;
+    };
+    if src == c.rank() {
+        lock(&c.matcher.acked).insert(id);
+        return;
+    }
+    let _ = c.group.send_parts(&[&id.to_le_bytes()], src, ACK_LANE);
 }
 
 impl Matcher {
     /// Post a receive: served at once from an unexpected message, or
     /// queued for one.
-    fn post(&self, slot: Arc<Slot>) {
+    fn post(&self, slot: Arc<Slot>) -> Ack {
         let mut q = lock(&self.queues);
         let hit = q.unexpected.iter().position(|u| slot.matches(u.src, u.tag));
         match hit.and_then(|i| q.unexpected.remove(i)) {
             Some(u) => {
                 drop(q);
-                let (_, data) = split(&u.msg).unwrap_or((0, &[]));
+                let (_, sync, data) = split(&u.msg).unwrap_or((0, None, &[]));
                 slot.fill(u.src, u.tag, data);
+                sync.map(|id| (u.src, id))
             }
-            None => q.posted.push_back(slot),
+            None => {
+                q.posted.push_back(slot);
+                None
+            }
         }
     }
 
     /// A message arrived: to its receive, or to the unexpected queue.
-    fn arrive(&self, src: u32, msg: Payload) {
-        let Some((tag, _)) = split(&msg) else {
-            return;
+    fn arrive(&self, src: u32, msg: Payload) -> Ack {
+        let (tag, sync) = match split(&msg) {
+            Some((tag, sync, _)) => (tag, sync),
+            None => return None,
         };
         let mut q = lock(&self.queues);
         let hit = q.posted.iter().position(|s| s.matches(src, tag));
         match hit.and_then(|i| q.posted.remove(i)) {
             Some(slot) => {
                 drop(q);
-                let (_, data) = split(&msg).unwrap_or((0, &[]));
+                let (_, _, data) = split(&msg).unwrap_or((0, None, &[]));
                 slot.fill(src, tag, data);
+                sync.map(|id| (src, id))
             }
-            None => q.unexpected.push_back(Unexpected { src, tag, msg }),
+            None => {
+                q.unexpected.push_back(Unexpected { src, tag, msg });
+                None
+            }
         }
     }
 
@@ -177,7 +218,13 @@ impl Matcher {
             .find(|u| {
                 (src == ANY_SOURCE || src == u.src as c_int) && (tag == ANY_TAG || tag == u.tag)
             })
-            .map(|u| Status::new(u.src as c_int, u.tag, u.msg.as_ref().len() - 4))
+            .map(|u| {
+                Status::new(
+                    u.src as c_int,
+                    u.tag,
+                    split(&u.msg).map_or(0, |m| m.2.len()),
+                )
+            })
     }
 }
 
@@ -217,7 +264,7 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
             }
         };
         match got {
-            Some((src, msg)) => c.matcher.arrive(src, msg),
+            Some((src, msg)) => ack(c, c.matcher.arrive(src, msg)),
             None => return Ok(false),
         }
         if done() {
@@ -260,7 +307,7 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
         Some(false) => Ok(Direct::Length),
         Some(true) => {
             let tag = c_int::from_le_bytes(head);
-            if !slot.matches(src, tag) {
+            if tag & SYNC != 0 || !slot.matches(src, tag) {
                 // Another receive's (the buffer's contents are undefined
                 // until this one completes).
                 return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
@@ -314,9 +361,38 @@ fn wait_until(c: &Comm, want: Want<'_>, done: impl Fn() -> bool) -> Result<()> {
 struct Job {
     comm: Arc<Comm>,
     dst: u32,
-    tag: c_int,
+    head: Head,
     data: Data,
     done: Arc<Done>,
+}
+
+/// What goes before a message's data: its tag, and for a synchronous
+/// send the tag with [`SYNC`] and the send's id.
+#[derive(Clone, Copy)]
+struct Head {
+    bytes: [u8; 12],
+    len: usize,
+}
+
+impl Head {
+    fn new(tag: c_int, sync: Option<u64>) -> Head {
+        let mut bytes = [0u8; 12];
+        match sync {
+            None => {
+                bytes[..4].copy_from_slice(&tag.to_le_bytes());
+                Head { bytes, len: 4 }
+            }
+            Some(id) => {
+                bytes[..4].copy_from_slice(&(tag | SYNC).to_le_bytes());
+                bytes[4..].copy_from_slice(&id.to_le_bytes());
+                Head { bytes, len: 12 }
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// What a send reads: the caller's memory (MPI keeps it unchanged until
@@ -347,6 +423,11 @@ impl Data {
 pub(crate) struct Done {
     result: Mutex<Option<std::result::Result<(), Fail>>>,
     cv: Condvar,
+    /// The communicator a waiter keeps progressing meanwhile: a send
+    /// that waits for room at its receiver may wait on this rank's own
+    /// receives (each of two ranks sending the other more than its
+    /// budget before either waits on a receive).
+    comm: Option<Arc<Comm>>,
 }
 
 impl Done {
@@ -359,13 +440,33 @@ impl Done {
         lock(&self.result).is_some()
     }
 
+    fn for_comm(c: &Arc<Comm>) -> Arc<Done> {
+        Arc::new(Done {
+            comm: Some(c.clone()),
+            ..Done::default()
+        })
+    }
+
     fn wait(&self) -> Result<()> {
         let mut r = lock(&self.result);
         loop {
             if let Some(r) = r.take() {
                 return r;
             }
-            r = self.cv.wait(r).unwrap_or_else(|e| e.into_inner());
+            let Some(c) = &self.comm else {
+                r = self.cv.wait(r).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            drop(r);
+            progress_once(c)?;
+            r = lock(&self.result);
+            if r.is_none() {
+                r = self
+                    .cv
+                    .wait_timeout(r, Duration::from_millis(1))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
         }
     }
 }
@@ -401,7 +502,7 @@ impl Sender {
             let _ = self.jobs.send(Job {
                 comm: world,
                 dst: u32::MAX,
-                tag: 0,
+                head: Head::new(0, None),
                 data: Data::Owned(Vec::new()),
                 done: done.clone(),
             });
@@ -415,21 +516,21 @@ fn sender_thread(rx: Receiver<Job>, pending: Arc<AtomicUsize>) {
         let r = if job.dst == u32::MAX {
             Ok(())
         } else {
-            send_now(&job.comm, job.dst, job.tag, job.data.bytes())
+            send_now(&job.comm, job.dst, job.head, job.data.bytes())
         };
         pending.fetch_sub(1, Ordering::AcqRel);
         job.done.finish(r);
     }
 }
 
-fn send_now(c: &Comm, dst: u32, tag: c_int, data: &[u8]) -> Result<()> {
+fn send_now(c: &Comm, dst: u32, head: Head, data: &[u8]) -> Result<()> {
     if dst == c.rank() {
-        let msg = Payload::from_parts(&[&tag.to_le_bytes(), data]);
-        c.matcher.arrive(dst, msg);
+        let msg = Payload::from_parts(&[head.as_slice(), data]);
+        ack(c, c.matcher.arrive(dst, msg));
         return Ok(());
     }
     c.group
-        .send_parts(&[&tag.to_le_bytes(), data], dst, LANE)
+        .send_parts(&[head.as_slice(), data], dst, LANE)
         .map_err(Fail::from)
 }
 
@@ -438,8 +539,11 @@ fn send_args(c: &Comm, dest: c_int, tag: c_int) -> Result<Option<u32>> {
     if dest == PROC_NULL {
         return Ok(None);
     }
-    if tag < 0 {
-        return Err(Fail::new(ERR_TAG, format!("tag {tag} is negative")));
+    if !(0..SYNC).contains(&tag) {
+        return Err(Fail::new(
+            ERR_TAG,
+            format!("tag {tag} is not in 0..=MPI_TAG_UB ({})", SYNC - 1),
+        ));
     }
     c.peer(dest, "destination").map(Some)
 }
@@ -478,9 +582,52 @@ fn start_send(
     tag: c_int,
     blocking: bool,
 ) -> Result<Sent> {
+    start_send_as(c, buf, count, dt, dest, tag, blocking, None)
+}
+
+/// Send `data` (this rank's own copy) to `dst`: inline if the sender
+/// thread is idle, else behind what it holds, in order.
+fn send_owned(c: &Arc<Comm>, dst: u32, head: Head, data: Vec<u8>) -> Result<Sent> {
+    let m = mpi()?;
+    let sender = &m.sender;
+    if sender.pending.load(Ordering::Acquire) == 0 && data.len() <= INLINE {
+        send_now(c, dst, head, &data)?;
+        return Ok(Sent::Now);
+    }
+    let done = Done::for_comm(c);
+    sender.pending.fetch_add(1, Ordering::AcqRel);
+    sender
+        .jobs
+        .send(Job {
+            comm: c.clone(),
+            dst,
+            head,
+            data: Data::Owned(data),
+            done: done.clone(),
+        })
+        .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
+    Ok(Sent::Later(done))
+}
+
+/// [`start_send`], as synchronous send `sync` if given.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a send's arguments, as MPI gives them, and its kind"
+)]
+fn start_send_as(
+    c: &Arc<Comm>,
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+    blocking: bool,
+    sync: Option<u64>,
+) -> Result<Sent> {
     let Some(dst) = send_args(c, dest, tag)? else {
         return Ok(Sent::Now);
     };
+    let head = Head::new(tag, sync);
     let ty = type_of(dt)?;
     let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
     // SAFETY: `buf` holds `count` elements (MPI's contract).
@@ -488,10 +635,10 @@ fn start_send(
     let m = mpi()?;
     let sender = &m.sender;
     if sender.pending.load(Ordering::Acquire) == 0 && (blocking || packed.len() <= INLINE) {
-        send_now(c, dst, tag, &packed)?;
+        send_now(c, dst, head, &packed)?;
         return Ok(Sent::Now);
     }
-    let done = Arc::new(Done::default());
+    let done = Done::for_comm(c);
     let data = match packed {
         std::borrow::Cow::Borrowed(b) => Data::Borrowed {
             at: b.as_ptr() as usize,
@@ -505,7 +652,7 @@ fn start_send(
         .send(Job {
             comm: c.clone(),
             dst,
-            tag,
+            head,
             data,
             done: done.clone(),
         })
@@ -533,6 +680,9 @@ pub(crate) enum Request {
     /// A persistent request (`MPI_Send_init`, `MPI_Recv_init`): what
     /// `MPI_Start` starts, and the operation started, if any.
     Persistent(Arc<more::Persist>, Option<Box<Request>>),
+    /// A synchronous send to a rank, by id: complete once sent (the
+    /// sender thread's part, if it has one) and acknowledged.
+    Sync(Arc<Comm>, u32, u64, Option<Arc<Done>>),
 }
 
 static REQUESTS: Mutex<Option<HashMap<Handle, Request>>> = Mutex::new(None);
@@ -576,6 +726,7 @@ enum Look {
     Known(bool),
     Recv(Arc<Comm>, Arc<Slot>),
     Both(Box<Look>, Box<Look>),
+    Sync(Arc<Comm>, u32, u64),
 }
 
 impl Look {
@@ -588,6 +739,10 @@ impl Look {
             Request::Pair(a, b) => Look::Both(Box::new(Look::of(a)), Box::new(Look::of(b))),
             Request::Persistent(_, None) => Look::Known(true),
             Request::Persistent(_, Some(r)) => Look::of(r),
+            Request::Sync(c, dst, id, sent) => Look::Both(
+                Box::new(Look::Known(sent.as_ref().is_none_or(|d| d.is_done()))),
+                Box::new(Look::Sync(c.clone(), *dst, *id)),
+            ),
         }
     }
 
@@ -596,6 +751,13 @@ impl Look {
         match self {
             Look::Known(k) => Ok(k),
             Look::Both(a, b) => Ok(a.ready()? && b.ready()?),
+            Look::Sync(c, dst, id) => {
+                progress_once(&c)?;
+                if dst != c.rank() {
+                    pull_acks(&c, dst, Duration::ZERO)?;
+                }
+                Ok(lock(&c.matcher.acked).contains(&id))
+            }
             Look::Recv(c, slot) => {
                 if slot.is_done() {
                     return Ok(true);
@@ -663,6 +825,12 @@ fn finish(r: Request) -> Result<Status> {
             got
         }
         Request::Persistent(_, active) => active.map_or(Ok(empty_status()), |r| finish(*r)),
+        Request::Sync(c, dst, id, sent) => {
+            if let Some(d) = sent {
+                d.wait()?;
+            }
+            await_ack(&c, dst, id).map(|()| empty_status())
+        }
         Request::Recv(c, slot) => {
             let want = Want {
                 src: slot.src,
@@ -678,6 +846,88 @@ fn finish(r: Request) -> Result<Status> {
                 .unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a receive completed twice")))
         }
     }
+}
+
+/// Take one message off `c`'s lane if one is there and no other thread
+/// is pulling: a wait that is not for a message still lets the receives
+/// posted here match (and acknowledge what asks for it).
+fn progress_once(c: &Comm) -> Result<()> {
+    let Ok(_puller) = c.matcher.pull.try_lock() else {
+        return Ok(());
+    };
+    if let Some((src, msg)) = c.group.recv_any_message(LANE, Duration::ZERO)? {
+        ack(c, c.matcher.arrive(src, msg));
+    }
+    Ok(())
+}
+
+/// Note the acknowledgements `dst` sent, waiting up to `wait` for one.
+fn pull_acks(c: &Comm, dst: u32, wait: Duration) -> Result<()> {
+    let _puller = lock(&c.matcher.ack_pull);
+    let mut wait = wait;
+    while let Some(msg) = c.group.recv_message(dst, ACK_LANE, wait)? {
+        if let Some(id) = msg.as_ref().get(..8).and_then(|b| b.try_into().ok()) {
+            lock(&c.matcher.acked).insert(u64::from_le_bytes(id));
+        }
+        wait = Duration::ZERO;
+    }
+    Ok(())
+}
+
+/// Wait until a receive at `dst` took synchronous send `id`, progressing
+/// this rank's receives meanwhile; fails once `dst` has failed, or after
+/// the group's deadline.
+fn await_ack(c: &Comm, dst: u32, id: u64) -> Result<()> {
+    let start = Instant::now();
+    let deadline = c.group.timeout();
+    loop {
+        if lock(&c.matcher.acked).remove(&id) {
+            return Ok(());
+        }
+        progress_once(c)?;
+        if dst != c.rank() {
+            pull_acks(c, dst, Duration::from_millis(1))?;
+        } else {
+            std::thread::yield_now();
+        }
+        if lock(&c.matcher.acked).remove(&id) {
+            return Ok(());
+        }
+        if dst != c.rank() && c.group.failed().contains(&dst) {
+            return Err(Fail::new(
+                ERR_PROC_ABORTED,
+                format!("rank {dst} failed before it received the synchronous send"),
+            ));
+        }
+        if start.elapsed() >= deadline {
+            return Err(Fail::new(
+                ERR_OTHER,
+                format!("rank {dst} did not receive the synchronous send within the deadline of {deadline:?} (meshwork's TIMEOUT_S)"),
+            ));
+        }
+    }
+}
+
+/// Start a synchronous send (`MPI_Ssend`, `MPI_Issend`): the message asks
+/// its receive for an acknowledgement, and the request completes with it.
+fn start_ssend(
+    c: &Arc<Comm>,
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+) -> Result<Request> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let Some(dst) = send_args(c, dest, tag)? else {
+        return Ok(Request::Done(empty_status()));
+    };
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let sent = match start_send_as(c, buf, count, dt, dest, tag, false, Some(id))? {
+        Sent::Now => None,
+        Sent::Later(d) => Some(d),
+    };
+    Ok(Request::Sync(c.clone(), dst, id, sent))
 }
 
 // ------------------------------------------------------------ the calls
@@ -713,7 +963,7 @@ fn post_recv(
         ty,
         done: Mutex::new(None),
     });
-    c.matcher.post(slot.clone());
+    ack(c, c.matcher.post(slot.clone()));
     Ok(Request::Recv(c.clone(), slot))
 }
 
@@ -734,7 +984,8 @@ unsafe fn recv_at_once(
     source: c_int,
     tag: c_int,
 ) -> Result<Option<Status>> {
-    if source < 0 || tag < 0 && tag != ANY_TAG {
+    // From itself a message never takes the lane.
+    if source < 0 || source == c.rank() as c_int || tag < 0 && tag != ANY_TAG {
         return Ok(None);
     }
     let ty = type_of(dt)?;
@@ -746,7 +997,11 @@ unsafe fn recv_at_once(
     if len > 0 && buf.is_null() {
         return Ok(None);
     }
-    let _puller = lock(&c.matcher.pull);
+    // Another thread pulling, or a wait longer than a slice: the general
+    // way, which shares the lane.
+    let Ok(_puller) = c.matcher.pull.try_lock() else {
+        return Ok(None);
+    };
     {
         let q = lock(&c.matcher.queues);
         if !q.posted.is_empty() || !q.unexpected.is_empty() {
@@ -760,21 +1015,26 @@ unsafe fn recv_at_once(
         unsafe { std::slice::from_raw_parts_mut(buf, len) }
     };
     let mut head = [0u8; 4];
-    let deadline = c.group.timeout();
-    match c.group.recv_message_into(src, LANE, deadline, &mut head, body)? {
+    match c
+        .group
+        .recv_message_into(src, LANE, SLICE, &mut head, body)?
+    {
         Some(true) => {
             let got = c_int::from_le_bytes(head);
-            if tag == ANY_TAG || got == tag {
+            if got & SYNC == 0 && (tag == ANY_TAG || got == tag) {
                 return Ok(Some(Status::new(source, got, len)));
             }
-            c.matcher.arrive(src, Payload::from_parts(&[&head, body]));
+            // Another receive's, or a synchronous send's (taken the
+            // general way, which acknowledges it).
+            ack(
+                c,
+                c.matcher.arrive(src, Payload::from_parts(&[&head, body])),
+            );
             Ok(None)
         }
-        Some(false) => Ok(None),
-        None => Err(Fail::new(
-            ERR_OTHER,
-            format!("no message from rank {source} within the deadline of {deadline:?} (meshwork's TIMEOUT_S)"),
-        )),
+        // Another length, or nothing within a slice: the general way
+        // waits on (and shares the lane with any other thread).
+        Some(false) | None => Ok(None),
     }
 }
 
@@ -809,8 +1069,10 @@ pub unsafe extern "C" fn MPI_Ssend(
     tag: c_int,
     ch: Handle,
 ) -> c_int {
-    // SAFETY: the same contract.
-    unsafe { MPI_Send(buf, count, dt, dest, tag, ch) }
+    entry(ch, "MPI_Ssend", || {
+        let c = comm(ch)?;
+        finish(start_ssend(&c, buf, count, dt, dest, tag)?).map(drop)
+    })
 }
 
 #[no_mangle]
@@ -858,8 +1120,16 @@ pub unsafe extern "C" fn MPI_Issend(
     ch: Handle,
     request: *mut Handle,
 ) -> c_int {
-    // SAFETY: the same contract.
-    unsafe { MPI_Isend(buf, count, dt, dest, tag, ch, request) }
+    entry(ch, "MPI_Issend", || {
+        if request.is_null() {
+            return Err(Fail::arg("request is NULL"));
+        }
+        let c = comm(ch)?;
+        let r = start_ssend(&c, buf, count, dt, dest, tag)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(request, add_request(r)) };
+        Ok(())
+    })
 }
 
 #[no_mangle]
@@ -1145,7 +1415,8 @@ pub unsafe extern "C" fn MPI_Waitall(
                 first.get_or_insert(e);
             }
         }
-        first.map_or(Ok(()), Err)
+        // An error is in its request's status: the call says so.
+        first.map_or(Ok(()), |e| Err(Fail::new(ERR_IN_STATUS, e.text)))
     })
 }
 
@@ -1294,7 +1565,19 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
         // communicator's queue (it completes unseen, as MPI says), a
         // collective runs to its end on the group's thread; a persistent
         // request is gone once its operation is.
-        drop(take_request(h)?);
+        match take_request(h)? {
+            // The operation owns its scratch and unpacks into the
+            // caller's buffer when it ends: it is waited for elsewhere.
+            Request::Coll(p) => {
+                std::thread::Builder::new()
+                    .name("mpi-freed-request".into())
+                    .spawn(move || drop(p.finish()))
+                    .map_err(|e| {
+                        Fail::new(ERR_INTERN, format!("no thread to finish the request: {e}"))
+                    })?;
+            }
+            r => drop(r),
+        }
         // SAFETY: as above.
         unsafe { *request = REQUEST_NULL };
         Ok(())

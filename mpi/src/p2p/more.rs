@@ -16,6 +16,8 @@ pub(crate) enum Persist {
         dt: Handle,
         dest: c_int,
         tag: c_int,
+        /// A synchronous send (`MPI_Ssend_init`).
+        sync: bool,
     },
     Recv {
         comm: Arc<Comm>,
@@ -37,12 +39,19 @@ impl Persist {
                 dt,
                 dest,
                 tag,
-            } => Ok(
-                match start_send(comm, *buf as *const u8, *count, *dt, *dest, *tag, false)? {
-                    Sent::Now => Request::Done(empty_status()),
-                    Sent::Later(d) => Request::Send(d),
-                },
-            ),
+                sync,
+            } => {
+                let buf = *buf as *const u8;
+                if *sync {
+                    return start_ssend(comm, buf, *count, *dt, *dest, *tag);
+                }
+                Ok(
+                    match start_send(comm, buf, *count, *dt, *dest, *tag, false)? {
+                        Sent::Now => Request::Done(empty_status()),
+                        Sent::Later(d) => Request::Send(d),
+                    },
+                )
+            }
             Persist::Recv {
                 comm,
                 buf,
@@ -79,12 +88,12 @@ fn init(
 }
 
 macro_rules! send_init {
-    ($($name:ident $name_c:ident)*) => {$(
+    ($($name:ident $name_c:ident $sync:literal)*) => {$(
         #[no_mangle]
         pub unsafe extern "C" fn $name(buf: *const u8, count: c_int, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: *mut Handle) -> c_int {
             init(ch, stringify!($name), request, |comm| {
                 let buf = buf as usize;
-                Ok(Persist::Send { comm, buf, count, dt, dest, tag })
+                Ok(Persist::Send { comm, buf, count, dt, dest, tag, sync: $sync })
             })
         }
 
@@ -92,17 +101,17 @@ macro_rules! send_init {
         pub unsafe extern "C" fn $name_c(buf: *const u8, count: i64, dt: Handle, dest: c_int, tag: c_int, ch: Handle, request: *mut Handle) -> c_int {
             init(ch, stringify!($name_c), request, |comm| {
                 let (buf, count) = (buf as usize, count_of(count, stringify!($name_c))?);
-                Ok(Persist::Send { comm, buf, count, dt, dest, tag })
+                Ok(Persist::Send { comm, buf, count, dt, dest, tag, sync: $sync })
             })
         }
     )*};
 }
 
 send_init! {
-    MPI_Send_init MPI_Send_init_c
-    MPI_Ssend_init MPI_Ssend_init_c
-    MPI_Rsend_init MPI_Rsend_init_c
-    MPI_Bsend_init MPI_Bsend_init_c
+    MPI_Send_init MPI_Send_init_c false
+    MPI_Ssend_init MPI_Ssend_init_c true
+    MPI_Rsend_init MPI_Rsend_init_c false
+    MPI_Bsend_init MPI_Bsend_init_c false
 }
 
 #[no_mangle]
@@ -337,6 +346,10 @@ pub unsafe extern "C" fn MPI_Isendrecv(
             return Err(Fail::arg("request is NULL"));
         }
         let c = comm(ch)?;
+        // The send's arguments first: a receive posted by a call that
+        // fails would take a message for nobody.
+        send_args(&c, dest, sendtag)?;
+        type_of(sendtype)?;
         let recv = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
         let send = match start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false)? {
             Sent::Now => Request::Done(empty_status()),
@@ -401,16 +414,19 @@ pub unsafe extern "C" fn MPI_Isendrecv_replace(
         // The message leaves from a copy; the receive lands in `buf`.
         // SAFETY: `buf` holds `count` elements (the contract).
         let copy = unsafe { ty.pack(buf, n) }?.into_owned();
+        let dst = send_args(&c, dest, sendtag)?;
         let recv = post_recv(&c, buf, count, dt, source, recvtag)?;
-        let Some(dst) = send_args(&c, dest, sendtag)? else {
+        let Some(dst) = dst else {
             let h = add_request(recv);
             // SAFETY: non-NULL, valid (the contract).
             unsafe { put(request, h) };
             return Ok(());
         };
-        let sent = send_now(&c, dst, sendtag, &copy);
-        let send = Request::Done(empty_status());
-        sent?;
+        // The copy goes out in order behind this rank's other sends.
+        let send = match send_owned(&c, dst, Head::new(sendtag, None), copy)? {
+            Sent::Now => Request::Done(empty_status()),
+            Sent::Later(d) => Request::Send(d),
+        };
         let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(request, h) };
@@ -678,6 +694,7 @@ pub unsafe extern "C" fn MPI_Status_set_elements_x(
 /// A message `MPI_Mprobe` took off its communicator's queue, for the
 /// one `MPI_Mrecv` that takes it.
 struct Taken {
+    comm: Arc<Comm>,
     src: u32,
     tag: c_int,
     msg: Payload,
@@ -689,12 +706,13 @@ const MESSAGE_NO_PROC: Handle = 0x129;
 
 impl Matcher {
     /// Take the first unexpected message matching `src` and `tag`.
-    fn take(&self, src: c_int, tag: c_int) -> Option<Taken> {
+    fn take(&self, comm: &Arc<Comm>, src: c_int, tag: c_int) -> Option<Taken> {
         let mut q = lock(&self.queues);
         let i = q.unexpected.iter().position(|u| {
             (src == ANY_SOURCE || src == u.src as c_int) && (tag == ANY_TAG || tag == u.tag)
         })?;
         q.unexpected.remove(i).map(|u| Taken {
+            comm: comm.clone(),
             src: u.src,
             tag: u.tag,
             msg: u.msg,
@@ -736,10 +754,14 @@ unsafe fn mprobe(
             c.matcher.peek(source, tag).is_some()
         })?;
     }
-    let Some(t) = c.matcher.take(source, tag) else {
+    let Some(t) = c.matcher.take(&c, source, tag) else {
         return Ok(false);
     };
-    let s = Status::new(t.src as c_int, t.tag, t.msg.as_ref().len() - 4);
+    let s = Status::new(
+        t.src as c_int,
+        t.tag,
+        split(&t.msg).map_or(0, |m| m.2.len()),
+    );
     let h = crate::state::new_handle();
     lock(&MESSAGES)
         .get_or_insert_with(HashMap::new)
@@ -809,8 +831,9 @@ unsafe fn mrecv(buf: *mut u8, count: i64, dt: Handle, message: *mut Handle) -> R
         ty: type_of(dt)?,
         done: Mutex::new(None),
     };
-    let (_, data) = split(&t.msg).unwrap_or((0, &[]));
+    let (_, sync, data) = split(&t.msg).unwrap_or((0, None, &[]));
     slot.fill(t.src, t.tag, data);
+    ack(&t.comm, sync.map(|id| (t.src, id)));
     let r = lock(&slot.done).take();
     r.unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a matched receive did not complete")))
 }

@@ -273,6 +273,24 @@ static void more(void) {
     MPI_Comm_delete_attr(MPI_COMM_WORLD, key);
     CHECK(deletes == 2);
     MPI_Comm_free_keyval(&key);
+    /* A synchronous send completes only once its receive has it. */
+    int sv = rank, sr = -1, sflag = 1;
+    MPI_Request ss;
+    MPI_Issend(&sv, 1, MPI_INT, next, 34, MPI_COMM_WORLD, &ss);
+    MPI_Test(&ss, &sflag, MPI_STATUS_IGNORE);
+    CHECK(sflag == 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Recv(&sr, 1, MPI_INT, prev, 34, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&ss, MPI_STATUS_IGNORE);
+    CHECK(sr == prev);
+    /* An indexed type's extent runs from its lowest block. */
+    MPI_Datatype ix;
+    int one = 1, at = 1;
+    MPI_Aint lb, ext;
+    MPI_Type_indexed(1, &one, &at, MPI_INT, &ix);
+    MPI_Type_get_extent(ix, &lb, &ext);
+    CHECK(lb == 4 && ext == 4);
+    MPI_Type_free(&ix);
     /* Groups: a split's members in the world. */
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
