@@ -1,7 +1,8 @@
 //! Point-to-point messages and requests.
 //!
 //! Every message of a communicator travels on one meshwork lane
-//! ([`LANE`]) as `[tag: i32 LE][data]`, so a receive can match any tag.
+//! ([`LANE`]) behind its envelope (`[tag: i32 LE][id: u64 LE]`,
+//! [`ENVELOPE`]), so a receive can match any tag.
 //! Matching follows MPI: a message goes to the first posted receive (in
 //! the order they were posted) whose source and tag match, wildcards
 //! included, or waits as *unexpected* for a later one; messages from one
@@ -12,8 +13,11 @@
 //! Sends are eager: meshwork buffers them at the receiver up to its
 //! budget. Sends that would wait for room there go to a sender thread
 //! ([`Sender`]), so that two ranks that each post many large `MPI_Isend`s
-//! before waiting (a bidirectional bandwidth test) never block each other;
-//! one that finds the thread idle sends inline.
+//! before waiting (a bidirectional bandwidth test) never block each other,
+//! and a waiter on such a send keeps this rank's receives matching; one
+//! that finds the thread idle sends inline. A synchronous send
+//! (`MPI_Ssend`) carries its id with [`SYNC`] in its tag, and the receive
+//! that takes it acknowledges it on a lane of its own.
 
 use crate::consts::*;
 use crate::datatype::{type_of, Type};
@@ -33,8 +37,8 @@ mod more;
 const MPI_BYTE: Handle = 0x247;
 
 /// The bit of a message's tag that asks for an acknowledgement when a
-/// receive takes it (`MPI_Ssend`): the tag is followed by the send's id.
-/// Tags go up to `MPI_TAG_UB`, 2^30 − 1.
+/// receive takes it (`MPI_Ssend`; the id follows the tag). Tags go up to
+/// `MPI_TAG_UB`, 2^30 − 1.
 pub(crate) const SYNC: c_int = 1 << 30;
 /// The meshwork tag of the acknowledgements of synchronous sends.
 const ACK_LANE: u64 = 0x4d50_4920_6163_6b00;
@@ -125,15 +129,29 @@ pub(crate) struct Matcher {
     ack_pull: Mutex<()>,
 }
 
+/// Every message's envelope: `[tag: i32 LE][id: u64 LE]`, the id that of
+/// a synchronous send (with [`SYNC`] in the tag), else 0. One length for
+/// both kinds, so a receive read straight into its buffer never takes a
+/// synchronous send's id for data.
+pub(crate) const ENVELOPE: usize = 12;
+
 /// A message's tag, the id of a synchronous send, and its data.
 fn split(msg: &Payload) -> Option<(c_int, Option<u64>, &[u8])> {
     let m = msg.as_ref();
-    let tag = c_int::from_le_bytes(m.get(..4)?.try_into().ok()?);
+    let (tag, sync) = envelope(m.get(..ENVELOPE)?.try_into().ok()?);
+    Some((tag, sync, &m[ENVELOPE..]))
+}
+
+/// An envelope's tag and, for a synchronous send, its id.
+fn envelope(head: &[u8; ENVELOPE]) -> (c_int, Option<u64>) {
+    let tag = c_int::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&head[4..]);
     if tag & SYNC == 0 {
-        return Some((tag, None, &m[4..]));
+        (tag, None)
+    } else {
+        (tag & !SYNC, Some(u64::from_le_bytes(id)))
     }
-    let id = u64::from_le_bytes(m.get(4..12)?.try_into().ok()?);
-    Some((tag & !SYNC, Some(id), &m[12..]))
 }
 
 /// A synchronous send's acknowledgement owed to `src`: (its rank, its id).
@@ -289,7 +307,7 @@ enum Direct {
 }
 
 fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct> {
-    let mut head = [0u8; 4];
+    let mut head = [0u8; ENVELOPE];
     let len = slot.count * slot.ty.size;
     let body: &mut [u8] = if len == 0 {
         &mut []
@@ -306,14 +324,16 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
         None => Ok(Direct::Nothing),
         Some(false) => Ok(Direct::Length),
         Some(true) => {
-            let tag = c_int::from_le_bytes(head);
-            if tag & SYNC != 0 || !slot.matches(src, tag) {
-                // Another receive's (the buffer's contents are undefined
-                // until this one completes).
+            let (tag, sync) = envelope(&head);
+            if !slot.matches(src, tag) {
+                // Another receive's: it goes the general way. (This
+                // receive's buffer holds its bytes until its own message
+                // comes: a shorter one leaves them past its end.)
                 return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
             }
             c.matcher.cancel(slot);
             *lock(&slot.done) = Some(Ok(Status::new(src as c_int, tag, len)));
+            ack(c, sync.map(|id| (src, id)));
             Ok(Direct::Filled)
         }
     }
@@ -366,32 +386,26 @@ struct Job {
     done: Arc<Done>,
 }
 
-/// What goes before a message's data: its tag, and for a synchronous
-/// send the tag with [`SYNC`] and the send's id.
+/// What goes before a message's data: its envelope ([`ENVELOPE`]).
 #[derive(Clone, Copy)]
 struct Head {
-    bytes: [u8; 12],
-    len: usize,
+    bytes: [u8; ENVELOPE],
 }
 
 impl Head {
     fn new(tag: c_int, sync: Option<u64>) -> Head {
-        let mut bytes = [0u8; 12];
-        match sync {
-            None => {
-                bytes[..4].copy_from_slice(&tag.to_le_bytes());
-                Head { bytes, len: 4 }
-            }
-            Some(id) => {
-                bytes[..4].copy_from_slice(&(tag | SYNC).to_le_bytes());
-                bytes[4..].copy_from_slice(&id.to_le_bytes());
-                Head { bytes, len: 12 }
-            }
-        }
+        let mut bytes = [0u8; ENVELOPE];
+        let (tag, id) = match sync {
+            None => (tag, 0),
+            Some(id) => (tag | SYNC, id),
+        };
+        bytes[..4].copy_from_slice(&tag.to_le_bytes());
+        bytes[4..].copy_from_slice(&id.to_le_bytes());
+        Head { bytes }
     }
 
     fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        &self.bytes
     }
 }
 
@@ -1014,18 +1028,18 @@ unsafe fn recv_at_once(
         // SAFETY: the caller's buffer (the contract).
         unsafe { std::slice::from_raw_parts_mut(buf, len) }
     };
-    let mut head = [0u8; 4];
+    let mut head = [0u8; ENVELOPE];
     match c
         .group
         .recv_message_into(src, LANE, SLICE, &mut head, body)?
     {
         Some(true) => {
-            let got = c_int::from_le_bytes(head);
-            if got & SYNC == 0 && (tag == ANY_TAG || got == tag) {
+            let (got, sync) = envelope(&head);
+            if tag == ANY_TAG || got == tag {
+                ack(c, sync.map(|id| (src, id)));
                 return Ok(Some(Status::new(source, got, len)));
             }
-            // Another receive's, or a synchronous send's (taken the
-            // general way, which acknowledges it).
+            // Another receive's: the general way takes it.
             ack(
                 c,
                 c.matcher.arrive(src, Payload::from_parts(&[&head, body])),
