@@ -284,6 +284,23 @@ pub(crate) fn delete_attrs(h: Handle, c: &crate::state::Comm) {
 
 // ------------------------------------------------------------ groups
 
+/// How two lists of world ranks compare: `same` (`MPI_IDENT` for groups,
+/// `MPI_CONGRUENT` for two communicators) if equal in order,
+/// `MPI_SIMILAR` if equal as sets, else `MPI_UNEQUAL`.
+pub(crate) fn compare_members(a: &[u32], b: &[u32], same: c_int) -> c_int {
+    if a == b {
+        return same;
+    }
+    let (mut sa, mut sb) = (a.to_vec(), b.to_vec());
+    sa.sort_unstable();
+    sb.sort_unstable();
+    if sa == sb {
+        SIMILAR
+    } else {
+        UNEQUAL
+    }
+}
+
 /// Groups: lists of world ranks.
 static GROUPS: Mutex<Option<HashMap<Handle, Arc<Vec<u32>>>>> = Mutex::new(None);
 const GROUP_NULL: Handle = 0x108;
@@ -402,18 +419,7 @@ pub unsafe extern "C" fn MPI_Group_translate_ranks(
 pub unsafe extern "C" fn MPI_Group_compare(a: Handle, b: Handle, result: *mut c_int) -> c_int {
     entry(COMM_WORLD, "MPI_Group_compare", || {
         let (ga, gb) = (group(a)?, group(b)?);
-        let r = if ga == gb {
-            IDENT
-        } else {
-            let (mut sa, mut sb) = ((*ga).clone(), (*gb).clone());
-            sa.sort_unstable();
-            sb.sort_unstable();
-            if sa == sb {
-                SIMILAR
-            } else {
-                UNEQUAL
-            }
-        };
+        let r = compare_members(&ga, &gb, IDENT);
         // SAFETY: NULL or valid (the contract).
         unsafe { put(result, r) };
         Ok(())

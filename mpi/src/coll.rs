@@ -13,9 +13,9 @@
 
 use crate::consts::*;
 use crate::datatype::{reduces_as, type_of, Type};
-use crate::p2p::{add_request, Pending, Request};
+use crate::p2p::{add_request, start_request, Pending, Request};
 use crate::state::{comm, entry, Comm, Fail, Result};
-use crate::{put, Handle};
+use crate::Handle;
 use mw::{Buffers, Call, DType, Element, OwnedBuffers, ReduceOp, Work};
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -757,15 +757,11 @@ macro_rules! nonblocking {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t,)* $req: *mut Handle) -> c_int {
             entry($ch, $label, || {
-                if $req.is_null() {
-                    return Err(Fail::arg("request is NULL"));
-                }
-                // SAFETY: the buffers are as MPI's contract says.
-                let plan = unsafe { $plan }?;
-                let h = add_request(Request::Coll(plan.start()?));
-                // SAFETY: non-NULL, valid (the contract).
-                unsafe { put($req, h) };
-                Ok(())
+                start_request($req, || {
+                    // SAFETY: the buffers are as MPI's contract says.
+                    let plan = unsafe { $plan }?;
+                    Ok(add_request(Request::Coll(plan.start()?)))
+                })
             })
         }
     };

@@ -387,17 +387,8 @@ pub unsafe extern "C" fn MPI_Comm_compare(a: Handle, b: Handle, result: *mut c_i
         let (ca, cb) = (comm(a)?, comm(b)?);
         let r = if Arc::ptr_eq(&ca, &cb) {
             IDENT
-        } else if ca.members == cb.members {
-            CONGRUENT
         } else {
-            let (mut sa, mut sb) = (ca.members.clone(), cb.members.clone());
-            sa.sort_unstable();
-            sb.sort_unstable();
-            if sa == sb {
-                SIMILAR
-            } else {
-                UNEQUAL
-            }
+            crate::attrs::compare_members(&ca.members, &cb.members, CONGRUENT)
         };
         // SAFETY: NULL or valid (the contract).
         unsafe { put(result, r) };

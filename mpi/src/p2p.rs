@@ -576,6 +576,14 @@ impl Sent {
         }
     }
 
+    /// It as a request.
+    fn request(self) -> Request {
+        match self {
+            Sent::Now => Request::Done(empty_status()),
+            Sent::Later(d) => Request::Send(d),
+        }
+    }
+
     /// Its request handle: a send complete already needs no entry.
     fn handle(self) -> Handle {
         match self {
@@ -1052,6 +1060,21 @@ unsafe fn recv_at_once(
     }
 }
 
+/// The start of a non-blocking call: `request` checked, the operation
+/// started, its handle stored there.
+pub(crate) fn start_request(
+    request: *mut Handle,
+    start: impl FnOnce() -> Result<Handle>,
+) -> Result<()> {
+    if request.is_null() {
+        return Err(Fail::arg("request is NULL"));
+    }
+    let h = start()?;
+    // SAFETY: non-NULL, valid (the caller's contract, MPI's).
+    unsafe { put(request, h) };
+    Ok(())
+}
+
 /// # Safety
 /// `status` is NULL (MPI_STATUS_IGNORE) or valid.
 unsafe fn set_status(status: *mut Status, s: Status) {
@@ -1113,14 +1136,9 @@ pub unsafe extern "C" fn MPI_Isend(
     request: *mut Handle,
 ) -> c_int {
     entry(ch, "MPI_Isend", || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        let c = comm(ch)?;
-        let sent = start_send(&c, buf, count, dt, dest, tag, false)?;
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, sent.handle()) };
-        Ok(())
+        start_request(request, || {
+            Ok(start_send(&comm(ch)?, buf, count, dt, dest, tag, false)?.handle())
+        })
     })
 }
 
@@ -1135,14 +1153,16 @@ pub unsafe extern "C" fn MPI_Issend(
     request: *mut Handle,
 ) -> c_int {
     entry(ch, "MPI_Issend", || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        let c = comm(ch)?;
-        let r = start_ssend(&c, buf, count, dt, dest, tag)?;
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(r)) };
-        Ok(())
+        start_request(request, || {
+            Ok(add_request(start_ssend(
+                &comm(ch)?,
+                buf,
+                count,
+                dt,
+                dest,
+                tag,
+            )?))
+        })
     })
 }
 
@@ -1182,14 +1202,16 @@ pub unsafe extern "C" fn MPI_Irecv(
     request: *mut Handle,
 ) -> c_int {
     entry(ch, "MPI_Irecv", || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        let c = comm(ch)?;
-        let r = post_recv(&c, buf, count, dt, source, tag)?;
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(r)) };
-        Ok(())
+        start_request(request, || {
+            Ok(add_request(post_recv(
+                &comm(ch)?,
+                buf,
+                count,
+                dt,
+                source,
+                tag,
+            )?))
+        })
     })
 }
 
@@ -1434,6 +1456,53 @@ pub unsafe extern "C" fn MPI_Waitall(
     })
 }
 
+/// Which of the `n` requests at `reqs` are complete (their indices, at
+/// most `limit`), or `None` if none is active (null or an inactive
+/// persistent request). With `wait`, looks again until one is, up to the
+/// deadline.
+///
+/// # Safety
+/// `reqs` holds `n` handles.
+pub(crate) unsafe fn completed(
+    reqs: *mut Handle,
+    n: usize,
+    limit: usize,
+    wait: bool,
+) -> Result<Option<Vec<usize>>> {
+    let start = Instant::now();
+    loop {
+        let mut active = false;
+        let mut found = Vec::new();
+        for i in 0..n {
+            // SAFETY: `n` requests (the contract).
+            let h = unsafe { req_at(reqs, i) };
+            if inactive(h) {
+                continue;
+            }
+            active = true;
+            if ready(h)? {
+                found.push(i);
+                if found.len() == limit {
+                    break;
+                }
+            }
+        }
+        if !active {
+            return Ok(None);
+        }
+        if !found.is_empty() || !wait {
+            return Ok(Some(found));
+        }
+        if start.elapsed() > mpi()?.world.group.timeout() {
+            return Err(Fail::new(
+                ERR_OTHER,
+                "no request completed within the deadline",
+            ));
+        }
+        std::thread::yield_now();
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitany(
     count: c_int,
@@ -1443,39 +1512,19 @@ pub unsafe extern "C" fn MPI_Waitany(
 ) -> c_int {
     entry(COMM_WORLD, "MPI_Waitany", || {
         let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
-        let start = Instant::now();
-        loop {
-            let mut active = false;
-            for i in 0..n {
-                // SAFETY: `count` requests (the contract).
-                let h = unsafe { req_at(reqs, i) };
-                if inactive(h) {
-                    continue;
+        // SAFETY: `count` requests; `index` and `status` as MPI says.
+        unsafe {
+            match completed(reqs, n, 1, true)?.and_then(|v| v.first().copied()) {
+                Some(i) => {
+                    put(index, i as c_int);
+                    wait_one(reqs.add(i), status)
                 }
-                active = true;
-                if ready(h)? {
-                    // SAFETY: as above; `index` valid.
-                    unsafe {
-                        put(index, i as c_int);
-                        return wait_one(reqs.add(i), status);
-                    }
-                }
-            }
-            if !active {
-                // SAFETY: the contract.
-                unsafe {
+                None => {
                     put(index, UNDEFINED);
                     set_status(status, empty_status());
+                    Ok(())
                 }
-                return Ok(());
             }
-            if start.elapsed() > mpi()?.world.group.timeout() {
-                return Err(Fail::new(
-                    ERR_OTHER,
-                    "MPI_Waitany: no request completed within the deadline",
-                ));
-            }
-            std::thread::yield_now();
         }
     })
 }
@@ -1541,29 +1590,22 @@ pub unsafe extern "C" fn MPI_Testany(
 ) -> c_int {
     entry(COMM_WORLD, "MPI_Testany", || {
         let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
-        let mut active = false;
-        for i in 0..n {
-            // SAFETY: `count` requests (the contract).
-            let h = unsafe { req_at(reqs, i) };
-            if inactive(h) {
-                continue;
-            }
-            active = true;
-            if ready(h)? {
-                // SAFETY: the contract.
-                unsafe {
+        // SAFETY: `count` requests; `index`, `flag`, `status` as MPI says.
+        unsafe {
+            match completed(reqs, n, 1, false)? {
+                Some(v) if !v.is_empty() => {
                     put(flag, 1);
-                    put(index, i as c_int);
-                    return wait_one(reqs.add(i), status);
+                    put(index, v[0] as c_int);
+                    wait_one(reqs.add(v[0]), status)
+                }
+                // None active counts as complete; one active, not yet.
+                none => {
+                    put(flag, c_int::from(none.is_none()));
+                    put(index, UNDEFINED);
+                    Ok(())
                 }
             }
         }
-        // SAFETY: the contract.
-        unsafe {
-            put(flag, c_int::from(!active));
-            put(index, UNDEFINED);
-        }
-        Ok(())
     })
 }
 

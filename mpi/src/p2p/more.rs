@@ -45,12 +45,7 @@ impl Persist {
                 if *sync {
                     return start_ssend(comm, buf, *count, *dt, *dest, *tag);
                 }
-                Ok(
-                    match start_send(comm, buf, *count, *dt, *dest, *tag, false)? {
-                        Sent::Now => Request::Done(empty_status()),
-                        Sent::Later(d) => Request::Send(d),
-                    },
-                )
+                Ok(start_send(comm, buf, *count, *dt, *dest, *tag, false)?.request())
             }
             Persist::Recv {
                 comm,
@@ -76,14 +71,10 @@ fn init(
     make: impl FnOnce(Arc<Comm>) -> Result<Persist>,
 ) -> c_int {
     entry(ch, name, || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        let c = comm(ch)?;
-        let p = make(c)?;
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(Request::Persistent(Arc::new(p), None))) };
-        Ok(())
+        start_request(request, || {
+            let p = make(comm(ch)?)?;
+            Ok(add_request(Request::Persistent(Arc::new(p), None)))
+        })
     })
 }
 
@@ -342,23 +333,19 @@ pub unsafe extern "C" fn MPI_Isendrecv(
     request: *mut Handle,
 ) -> c_int {
     entry(ch, "MPI_Isendrecv", || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        let c = comm(ch)?;
-        // The send's arguments first: a receive posted by a call that
-        // fails would take a message for nobody.
-        send_args(&c, dest, sendtag)?;
-        type_of(sendtype)?;
-        let recv = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
-        let send = match start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false)? {
-            Sent::Now => Request::Done(empty_status()),
-            Sent::Later(d) => Request::Send(d),
-        };
-        let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, h) };
-        Ok(())
+        start_request(request, || {
+            let c = comm(ch)?;
+            // The send's arguments first: a receive posted by a call that
+            // fails would take a message for nobody.
+            send_args(&c, dest, sendtag)?;
+            type_of(sendtype)?;
+            let recv = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
+            let send = start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false)?;
+            Ok(add_request(Request::Pair(
+                Box::new(send.request()),
+                Box::new(recv),
+            )))
+        })
     })
 }
 
@@ -423,10 +410,7 @@ pub unsafe extern "C" fn MPI_Isendrecv_replace(
             return Ok(());
         };
         // The copy goes out in order behind this rank's other sends.
-        let send = match send_owned(&c, dst, Head::new(sendtag, None), copy)? {
-            Sent::Now => Request::Done(empty_status()),
-            Sent::Later(d) => Request::Send(d),
-        };
+        let send = send_owned(&c, dst, Head::new(sendtag, None), copy)?.request();
         let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(request, h) };
@@ -470,52 +454,29 @@ unsafe fn some(
     wait: bool,
 ) -> Result<()> {
     let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
-    let start = Instant::now();
-    loop {
-        let mut active = false;
-        let mut done = 0usize;
-        for i in 0..n {
-            // SAFETY: `count` requests (the contract).
-            let h = unsafe { req_at(reqs, i) };
-            if inactive(h) {
-                continue;
+    // SAFETY: `count` requests (the contract).
+    let Some(done) = (unsafe { completed(reqs, n, usize::MAX, wait) })? else {
+        // SAFETY: the contract.
+        unsafe { put(outcount, UNDEFINED) };
+        return Ok(());
+    };
+    for (k, &i) in done.iter().enumerate() {
+        // SAFETY: `count` requests, indices and statuses (the contract).
+        unsafe {
+            let st = if statuses.is_null() {
+                std::ptr::null_mut()
+            } else {
+                statuses.add(k)
+            };
+            if !indices.is_null() {
+                *indices.add(k) = i as c_int;
             }
-            active = true;
-            if ready(h)? {
-                let st = if statuses.is_null() {
-                    std::ptr::null_mut()
-                } else {
-                    // SAFETY: `count` statuses (the contract).
-                    unsafe { statuses.add(done) }
-                };
-                // SAFETY: the contract.
-                unsafe {
-                    if !indices.is_null() {
-                        *indices.add(done) = i as c_int;
-                    }
-                    wait_one(reqs.add(i), st)?;
-                }
-                done += 1;
-            }
+            wait_one(reqs.add(i), st)?;
         }
-        if !active {
-            // SAFETY: the contract.
-            unsafe { put(outcount, UNDEFINED) };
-            return Ok(());
-        }
-        if done > 0 || !wait {
-            // SAFETY: the contract.
-            unsafe { put(outcount, done as c_int) };
-            return Ok(());
-        }
-        if start.elapsed() > mpi()?.world.group.timeout() {
-            return Err(Fail::new(
-                ERR_OTHER,
-                "no request completed within the deadline",
-            ));
-        }
-        std::thread::yield_now();
     }
+    // SAFETY: the contract.
+    unsafe { put(outcount, done.len() as c_int) };
+    Ok(())
 }
 
 #[no_mangle]
@@ -888,15 +849,12 @@ pub unsafe extern "C" fn MPI_Imrecv_c(
     request: *mut Handle,
 ) -> c_int {
     entry(COMM_WORLD, "MPI_Imrecv", || {
-        if request.is_null() {
-            return Err(Fail::arg("request is NULL"));
-        }
-        // The message is here already: the receive completes at once.
-        // SAFETY: the contract.
-        let s = unsafe { mrecv(buf, count, dt, message) }?;
-        // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(Request::Done(s))) };
-        Ok(())
+        start_request(request, || {
+            // The message is here already: the receive completes at once.
+            // SAFETY: the contract.
+            let s = unsafe { mrecv(buf, count, dt, message) }?;
+            Ok(add_request(Request::Done(s)))
+        })
     })
 }
 
