@@ -39,8 +39,8 @@
 //!
 //! # Collectives
 //!
-//! Eleven, on every [`Element`] type (`f32, f64, f16, bf16, i8, i32, i64,
-//! u8, u32, u64`): `all_reduce, broadcast, all_gather, reduce_scatter,
+//! Eleven, on every [`Element`] type (`f32, f64, f16, bf16, i8, i16, i32,
+//! i64, u8, u16, u32, u64`): `all_reduce, broadcast, all_gather, reduce_scatter,
 //! reduce, all_to_all, gather, scatter, scan, exclusive_scan, barrier`, each
 //! also non-blocking (`*_nb`), taking owned buffers and returning a
 //! [`Work`]:

@@ -14,8 +14,8 @@ mod sealed {
 
 /// A type the collectives can move and reduce.
 ///
-/// Implemented for `f32, f64, half::f16, half::bf16, i8, i32, i64, u8, u32,
-/// u64`, and sealed: the wire format names each one.
+/// Implemented for `f32, f64, half::f16, half::bf16, i8, i16, i32, i64, u8,
+/// u16, u32, u64`, and sealed: the wire format names each one.
 pub trait Element:
     bytemuck::Pod + Send + Sync + std::fmt::Debug + PartialEq + sealed::Sealed + 'static
 {
@@ -140,6 +140,8 @@ integer!(i64, I64);
 integer!(u8, U8);
 integer!(u32, U32);
 integer!(u64, U64);
+integer!(i16, I16);
+integer!(u16, U16);
 
 macro_rules! half_float {
     ($t:ty, $dtype:ident) => {
@@ -217,6 +219,8 @@ mod tests {
         check(&[0u8, 9, u8::MAX]);
         check(&[0u32, 9, u32::MAX]);
         check(&[0u64, 9, u64::MAX]);
+        check(&[i16::MIN, -3, i16::MAX]);
+        check(&[0u16, 9, u16::MAX]);
     }
 
     #[test]

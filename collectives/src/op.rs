@@ -110,6 +110,14 @@ macro_rules! with_dtype {
                 type $T = u64;
                 $body
             }
+            $crate::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::U16 => {
+                type $T = u16;
+                $body
+            }
         }
     };
 }
@@ -137,11 +145,15 @@ pub enum DType {
     U32,
     /// `u64`.
     U64,
+    /// `i16`.
+    I16,
+    /// `u16`.
+    U16,
 }
 
 impl DType {
     /// Every type, in wire-id order.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 12] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -152,6 +164,8 @@ impl DType {
         DType::U8,
         DType::U32,
         DType::U64,
+        DType::I16,
+        DType::U16,
     ];
 
     /// Stable identifier used on the wire.
@@ -180,6 +194,8 @@ impl DType {
             DType::U8 => "u8",
             DType::U32 => "u32",
             DType::U64 => "u64",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
         }
     }
 
@@ -187,7 +203,7 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 => 1,
-            DType::F16 | DType::BF16 => 2,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
         }

@@ -22,7 +22,7 @@ typedef struct mw_group mw_group;
 // variant; `mw_last_error()` holds the message of a failure.
 typedef int mw_status;
 
-// An element type: `MW_F32` … `MW_U64`. Any other value is
+// An element type: `MW_F32` … `MW_U16`. Any other value is
 // `MW_INVALID_ARGUMENT`.
 typedef uint32_t mw_dtype;
 
@@ -137,6 +137,12 @@ typedef uint32_t mw_op;
 
 // `uint64_t`.
 #define MW_U64 9
+
+// `int16_t`.
+#define MW_I16 10
+
+// `uint16_t`.
+#define MW_U16 11
 
 // Element-wise sum; integers wrap.
 #define MW_SUM 0

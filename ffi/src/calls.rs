@@ -8,13 +8,13 @@ use crate::{group, guard, mw_group, Failure};
 use mw::{Buffers, Call, ProcessGroup};
 use std::ffi::c_void;
 
-/// The element type an `mw_dtype` names: `MW_F32` … `MW_U64` are
+/// The element type an `mw_dtype` names: `MW_F32` … `MW_U16` are
 /// meshwork's types in their wire order.
 fn dtype_of(t: mw_dtype) -> Result<mw::DType, Failure> {
     u8::try_from(t)
         .ok()
         .and_then(mw::DType::from_id)
-        .ok_or_else(|| Failure::invalid(format!("unknown mw_dtype {t} (MW_F32..MW_U64 are 0..9)")))
+        .ok_or_else(|| Failure::invalid(format!("unknown mw_dtype {t} (MW_F32..MW_U16 are 0..11)")))
 }
 
 /// A buffer as the C caller gives it: an address and a count of elements.
@@ -462,13 +462,15 @@ mod tests {
             (MW_U8, mw::DType::U8),
             (MW_U32, mw::DType::U32),
             (MW_U64, mw::DType::U64),
+            (MW_I16, mw::DType::I16),
+            (MW_U16, mw::DType::U16),
         ];
         for (c, d) in pairs {
             assert_eq!(dtype_of(c).ok(), Some(d), "mw_dtype {c}");
             let size = mw::with_dtype!(d, T => std::mem::size_of::<T>());
             assert_eq!(size, d.size());
         }
-        for bad in [10, 255, 256, u32::MAX] {
+        for bad in [12, 255, 256, u32::MAX] {
             assert!(dtype_of(bad).is_err(), "mw_dtype {bad}");
         }
     }

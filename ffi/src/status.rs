@@ -123,7 +123,7 @@ pub(crate) fn status_name(s: mw_status) -> &'static CStr {
         _ => c"MW_UNKNOWN_STATUS",
     }
 }
-/// An element type: `MW_F32` … `MW_U64`. Any other value is
+/// An element type: `MW_F32` … `MW_U16`. Any other value is
 /// `MW_INVALID_ARGUMENT`.
 pub type mw_dtype = u32;
 /// `float` (IEEE binary32).
@@ -146,6 +146,10 @@ pub const MW_U8: mw_dtype = 7;
 pub const MW_U32: mw_dtype = 8;
 /// `uint64_t`.
 pub const MW_U64: mw_dtype = 9;
+/// `int16_t`.
+pub const MW_I16: mw_dtype = 10;
+/// `uint16_t`.
+pub const MW_U16: mw_dtype = 11;
 
 /// A reduction operator: `MW_SUM` … `MW_AVG`. Any other value is
 /// `MW_INVALID_ARGUMENT`.

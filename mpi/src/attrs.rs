@@ -430,13 +430,14 @@ pub unsafe extern "C" fn MPI_Group_compare(a: Handle, b: Handle, result: *mut c_
 
 /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` and
 /// `MPI_COMM_TYPE_HW_UNGUIDED` split by host — the members whose host
-/// name is this rank's.
+/// name is this rank's — and so do the guided kinds when the info asks
+/// for `mpi_shared_memory`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split_type(
     ch: Handle,
     kind: c_int,
     key: c_int,
-    _info: Handle,
+    info: Handle,
     out: *mut Handle,
 ) -> c_int {
     entry(ch, "MPI_Comm_split_type", || {
@@ -451,12 +452,23 @@ pub unsafe extern "C" fn MPI_Comm_split_type(
         });
         let mut ids = vec![0u64; c.size() as usize];
         c.group.all_gather(&[id], &mut ids)?;
-        // The guided kinds need an info key naming the resource; with
-        // none (meshwork reads no info) MPI gives MPI_COMM_NULL.
-        let color = if kind == UNDEFINED || kind == 223 || kind == 224 {
-            UNDEFINED
-        } else {
+        let by_host = match kind {
+            UNDEFINED => false,
+            COMM_TYPE_SHARED | COMM_TYPE_HW_UNGUIDED => true,
+            // The guided kinds split by the resource the info key
+            // `mpi_hw_resource_type` names; the one resource meshwork
+            // knows is the standard's, a host's shared memory. Any
+            // other, or none, gives MPI_COMM_NULL.
+            COMM_TYPE_HW_GUIDED | COMM_TYPE_RESOURCE_GUIDED => {
+                crate::env::info_value(info, "mpi_hw_resource_type")?.as_deref()
+                    == Some("mpi_shared_memory")
+            }
+            other => return Err(Fail::arg(format!("split_type {other} is not one of MPI's"))),
+        };
+        let color = if by_host {
             ids.iter().position(|&x| x == id).unwrap_or(0) as c_int
+        } else {
+            UNDEFINED
         };
         split(ch, color, key, out, "")
     })

@@ -737,6 +737,48 @@ fn at(buf: usize, displ: c_int, ty: &Type) -> usize {
     (buf as isize + displ as isize * ty.extent) as usize
 }
 
+// ------------------------------------------------------------ local
+
+/// `MPI_Reduce_local`: `inout = in op inout`, element by element, on this
+/// rank alone, with the kernel the collectives reduce with (`in` stands
+/// for the lower ranks, as in a reduction's operand order).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_local(
+    inbuf: usize,
+    inout: usize,
+    n: c_int,
+    dt: Handle,
+    op: Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Reduce_local", || {
+        let op = op_of(op)?;
+        let ty = type_of(dt)?;
+        let d = reduces_as(&ty)?;
+        let n = count(n)?;
+        // Packed into aligned scratch: the caller's memory may be neither
+        // aligned for the element nor contiguous.
+        let words = ty.bytes(n)?.div_ceil(8);
+        let (mut acc, mut x) = (vec![0u64; words], vec![0u64; words]);
+        let (acc_b, x_b) = (
+            &mut bytemuck::cast_slice_mut::<u64, u8>(&mut acc)[..ty.size * n],
+            &mut bytemuck::cast_slice_mut::<u64, u8>(&mut x)[..ty.size * n],
+        );
+        // SAFETY: both buffers hold `n` elements of `dt` (the contract).
+        unsafe {
+            acc_b.copy_from_slice(&ty.pack(inout as *const u8, n)?);
+            x_b.copy_from_slice(&ty.pack(inbuf as *const u8, n)?);
+        }
+        mw::with_dtype!(d, T => T::reduce_from_left(
+            op,
+            bytemuck::cast_slice_mut::<u8, T>(acc_b),
+            bytemuck::cast_slice::<u8, T>(x_b),
+        ));
+        // SAFETY: as above, writable.
+        unsafe { ty.unpack(acc_b, inout as *mut u8, n) };
+        Ok(())
+    })
+}
+
 // ------------------------------------------------------------ exports
 
 macro_rules! blocking {

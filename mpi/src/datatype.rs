@@ -169,11 +169,11 @@ fn predefined() -> &'static HashMap<Handle, Arc<Type>> {
             (0x202, "MPI_COUNT", 8, Some(DType::I64)),
             (0x203, "MPI_OFFSET", 8, Some(DType::I64)),
             (0x207, "MPI_PACKED", 1, None),
-            (0x208, "MPI_SHORT", 2, None),
+            (0x208, "MPI_SHORT", 2, Some(DType::I16)),
             (0x209, "MPI_INT", 4, Some(DType::I32)),
             (0x20a, "MPI_LONG", c_long, Some(long)),
             (0x20b, "MPI_LONG_LONG", 8, Some(DType::I64)),
-            (0x20c, "MPI_UNSIGNED_SHORT", 2, None),
+            (0x20c, "MPI_UNSIGNED_SHORT", 2, Some(DType::U16)),
             (0x20d, "MPI_UNSIGNED", 4, Some(DType::U32)),
             (0x20e, "MPI_UNSIGNED_LONG", c_long, Some(ulong)),
             (0x20f, "MPI_UNSIGNED_LONG_LONG", 8, Some(DType::U64)),
@@ -211,8 +211,8 @@ fn predefined() -> &'static HashMap<Handle, Arc<Type>> {
             (0x244, "MPI_SIGNED_CHAR", 1, Some(DType::I8)),
             (0x245, "MPI_UNSIGNED_CHAR", 1, Some(DType::U8)),
             (0x247, "MPI_BYTE", 1, Some(DType::U8)),
-            (0x248, "MPI_INT16_T", 2, None),
-            (0x249, "MPI_UINT16_T", 2, None),
+            (0x248, "MPI_INT16_T", 2, Some(DType::I16)),
+            (0x249, "MPI_UINT16_T", 2, Some(DType::U16)),
             (0x250, "MPI_INT32_T", 4, Some(DType::I32)),
             (0x251, "MPI_UINT32_T", 4, Some(DType::U32)),
             (0x258, "MPI_INT64_T", 8, Some(DType::I64)),
@@ -220,7 +220,7 @@ fn predefined() -> &'static HashMap<Handle, Arc<Type>> {
             (0x2c0, "MPI_LOGICAL1", 1, None),
             (0x2c1, "MPI_INTEGER1", 1, Some(DType::I8)),
             (0x2c8, "MPI_LOGICAL2", 2, None),
-            (0x2c9, "MPI_INTEGER2", 2, None),
+            (0x2c9, "MPI_INTEGER2", 2, Some(DType::I16)),
             (0x2ca, "MPI_REAL2", 2, Some(DType::F16)),
             (0x2d0, "MPI_LOGICAL4", 4, None),
             (0x2d1, "MPI_INTEGER4", 4, Some(DType::I32)),
@@ -380,28 +380,56 @@ pub unsafe extern "C" fn MPI_Type_indexed(
                 std::slice::from_raw_parts(displacements, n),
             )
         };
-        let mut at = Vec::new();
-        let (mut lo, mut hi) = (isize::MAX, isize::MIN);
-        for (&len, &d) in lens.iter().zip(displs) {
-            let len = count_arg(len, "a block length")? as isize;
-            for j in 0..len {
-                at.push((d as isize + j) * old.extent);
-            }
-            if len > 0 {
-                lo = lo.min(d as isize * old.extent);
-                hi = hi.max((d as isize + len) * old.extent);
-            }
-        }
-        if lo > hi {
-            (lo, hi) = (0, 0);
-        }
         let name = format!("indexed({count}, {})", old.name);
-        // The span from the lowest block to the end of the highest: the
-        // next element starts that far on.
-        let mut t = Type::made(name, old, at.into_iter(), hi - lo);
-        t.lb = lo;
-        Ok(t)
+        indexed(name, old, lens.iter().copied().zip(displs.iter().copied()))
     })
+}
+
+/// `MPI_Type_create_indexed_block`: `MPI_Type_indexed` with one block
+/// length for every block.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_indexed_block(
+    count: c_int,
+    blocklength: c_int,
+    displacements: *const c_int,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_create_indexed_block", old, |old| {
+        let n = count_arg(count, "count")?;
+        if n > 0 && displacements.is_null() {
+            return Err(Fail::arg("array_of_displacements is NULL"));
+        }
+        // SAFETY: `count` entries (the contract).
+        let displs = unsafe { std::slice::from_raw_parts(displacements, n) };
+        let name = format!("indexed_block({count}, {blocklength}, {})", old.name);
+        indexed(name, old, displs.iter().map(|&d| (blocklength, d)))
+    })
+}
+
+/// A type of blocks of `old`: (length, displacement), both in elements
+/// of `old`.
+fn indexed(name: String, old: &Type, blocks: impl Iterator<Item = (c_int, c_int)>) -> Result<Type> {
+    let mut at = Vec::new();
+    let (mut lo, mut hi) = (isize::MAX, isize::MIN);
+    for (len, d) in blocks {
+        let len = count_arg(len, "a block length")? as isize;
+        for j in 0..len {
+            at.push((d as isize + j) * old.extent);
+        }
+        if len > 0 {
+            lo = lo.min(d as isize * old.extent);
+            hi = hi.max((d as isize + len) * old.extent);
+        }
+    }
+    if lo > hi {
+        (lo, hi) = (0, 0);
+    }
+    // The span from the lowest block to the end of the highest: the
+    // next element starts that far on.
+    let mut t = Type::made(name, old, at.into_iter(), hi - lo);
+    t.lb = lo;
+    Ok(t)
 }
 
 #[no_mangle]

@@ -413,11 +413,16 @@ pub unsafe extern "C" fn MPI_Comm_set_name(ch: Handle, name: *const c_char) -> c
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_name(ch: Handle, out: *mut c_char, len: *mut c_int) -> c_int {
     entry(ch, "MPI_Comm_get_name", || {
-        let name = comm(ch)?
-            .name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // The null handle has a name too (MPI 4.1, §7.8).
+        let name = if ch == COMM_NULL {
+            "MPI_COMM_NULL".to_string()
+        } else {
+            comm(ch)?
+                .name
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
         // SAFETY: MPI_MAX_OBJECT_NAME bytes (the contract).
         unsafe { write_string(&name, out, MAX_OBJECT_NAME, len) };
         Ok(())
@@ -473,14 +478,11 @@ pub unsafe extern "C" fn MPI_Info_set(
                 CStr::from_ptr(value).to_string_lossy().into_owned(),
             )
         };
-        let mut infos = INFOS.lock().unwrap_or_else(|e| e.into_inner());
-        let (_, kv) = infos
-            .iter_mut()
-            .find(|(h, _)| *h == info)
-            .ok_or_else(|| Fail::new(34, format!("{info:#x} is not an info object")))?;
-        kv.retain(|(old, _)| *old != k);
-        kv.push((k, v));
-        Ok(())
+        with_info(info, |kv| {
+            kv.retain(|(old, _)| *old != k);
+            kv.push((k, v));
+            Ok(())
+        })
     })
 }
 
@@ -498,6 +500,175 @@ pub unsafe extern "C" fn MPI_Info_free(info: *mut Handle) -> c_int {
             .retain(|(i, _)| *i != h);
         // SAFETY: as above.
         unsafe { *info = INFO_NULL };
+        Ok(())
+    })
+}
+
+/// `f` on the pairs of info object `h`.
+fn with_info<R>(h: Handle, f: impl FnOnce(&mut Pairs) -> Result<R>) -> Result<R> {
+    let mut infos = INFOS.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, kv) = infos
+        .iter_mut()
+        .find(|(i, _)| *i == h)
+        .ok_or_else(|| Fail::new(ERR_INFO, format!("{h:#x} is not an info object")))?;
+    f(kv)
+}
+
+/// The value of `key` in info object `h`; none in `MPI_INFO_NULL`.
+pub(crate) fn info_value(h: Handle, key: &str) -> Result<Option<String>> {
+    if h == INFO_NULL {
+        return Ok(None);
+    }
+    with_info(h, |kv| {
+        Ok(kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    })
+}
+
+/// A key argument: a C string of at most `MPI_MAX_INFO_KEY - 1` bytes.
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string.
+unsafe fn key_arg(key: *const c_char) -> Result<String> {
+    if key.is_null() {
+        return Err(Fail::new(ERR_INFO_KEY, "key is NULL"));
+    }
+    // SAFETY: NUL-terminated (the contract).
+    let k = unsafe { CStr::from_ptr(key) }
+        .to_string_lossy()
+        .into_owned();
+    if k.is_empty() || k.len() >= MAX_INFO_KEY {
+        return Err(Fail::new(
+            ERR_INFO_KEY,
+            format!("a key has 1 to {} bytes, not {}", MAX_INFO_KEY - 1, k.len()),
+        ));
+    }
+    Ok(k)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_string(
+    info: Handle,
+    key: *const c_char,
+    buflen: *mut c_int,
+    value: *mut c_char,
+    flag: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_get_string", || {
+        // SAFETY: the contract.
+        let k = unsafe { key_arg(key) }?;
+        if buflen.is_null() {
+            return Err(Fail::arg("buflen is NULL"));
+        }
+        let found = with_info(info, |kv| {
+            Ok(kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.clone()))
+        })?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(found.is_some())) };
+        if let Some(v) = found {
+            // SAFETY: `*buflen` bytes at `value` (the contract).
+            unsafe {
+                let cap = usize::try_from(*buflen).unwrap_or(0);
+                if cap > 0 {
+                    write_string(&v, value, cap, std::ptr::null_mut());
+                }
+                *buflen = c_int::try_from(v.len() + 1).unwrap_or(c_int::MAX);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get(
+    info: Handle,
+    key: *const c_char,
+    valuelen: c_int,
+    value: *mut c_char,
+    flag: *mut c_int,
+) -> c_int {
+    // `valuelen` excludes the NUL that `MPI_Info_get_string`'s length counts.
+    let mut n = valuelen.saturating_add(1);
+    // SAFETY: the same contract.
+    unsafe { MPI_Info_get_string(info, key, &mut n, value, flag) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_valuelen(
+    info: Handle,
+    key: *const c_char,
+    valuelen: *mut c_int,
+    flag: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_get_valuelen", || {
+        // SAFETY: the contract.
+        let k = unsafe { key_arg(key) }?;
+        let found = with_info(info, |kv| {
+            Ok(kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.len()))
+        })?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(flag, c_int::from(found.is_some()));
+            if let Some(n) = found {
+                put(valuelen, c_int::try_from(n).unwrap_or(c_int::MAX));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_nkeys(info: Handle, nkeys: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_get_nkeys", || {
+        let n = with_info(info, |kv| Ok(kv.len()))?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(nkeys, n as c_int) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_char) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_get_nthkey", || {
+        let k = with_info(info, |kv| {
+            usize::try_from(n)
+                .ok()
+                .and_then(|i| kv.get(i))
+                .map(|(k, _)| k.clone())
+                .ok_or_else(|| Fail::arg(format!("key {n} of {} keys", kv.len())))
+        })?;
+        // SAFETY: MPI_MAX_INFO_KEY bytes at `key` (the contract).
+        unsafe { write_string(&k, key, MAX_INFO_KEY, std::ptr::null_mut()) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_delete(info: Handle, key: *const c_char) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_delete", || {
+        // SAFETY: the contract.
+        let k = unsafe { key_arg(key) }?;
+        with_info(info, |kv| {
+            let before = kv.len();
+            kv.retain(|(x, _)| *x != k);
+            if kv.len() == before {
+                return Err(Fail::new(ERR_INFO_NOKEY, format!("no key {k:?}")));
+            }
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_dup(info: Handle, out: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_dup", || {
+        let pairs = with_info(info, |kv| Ok(kv.clone()))?;
+        let h = state::new_handle();
+        INFOS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((h, pairs));
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(out, h) };
         Ok(())
     })
 }

@@ -372,6 +372,43 @@ pub unsafe extern "C" fn MPI_Type_indexed_c(
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_indexed_block_c(
+    count: Count,
+    blocklength: Count,
+    displacements: *const Count,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    let name = "MPI_Type_create_indexed_block_c";
+    let (Ok(n), Ok(b)) = (usize::try_from(count), c_int::try_from(blocklength)) else {
+        return too_large(name, COMM_WORLD);
+    };
+    // SAFETY: `count` entries (the contract).
+    let Some(d) = (unsafe { ints(displacements, n) }) else {
+        return too_large(name, COMM_WORLD);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Type_create_indexed_block(n as c_int, b, ptr(&d, displacements.is_null()), old, out)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_local_c(
+    inbuf: usize,
+    inout: usize,
+    count: Count,
+    dt: Handle,
+    op: Handle,
+) -> c_int {
+    match c_int::try_from(count) {
+        // SAFETY: the `int` form's contract.
+        Ok(n) => unsafe { MPI_Reduce_local(inbuf, inout, n, dt, op) },
+        Err(_) => too_large("MPI_Reduce_local_c", COMM_WORLD),
+    }
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn MPI_Get_count_c(
     status: *const Status,
     dt: Handle,

@@ -99,6 +99,9 @@ pub mod consts {
     pub const ERR_OTHER: c_int = 16;
     pub const ERR_INTERN: c_int = 17;
     pub const ERR_IN_STATUS: c_int = 19;
+    pub const ERR_INFO_KEY: c_int = 31;
+    pub const ERR_INFO_NOKEY: c_int = 32;
+    pub const ERR_INFO: c_int = 34;
     pub const ERR_UNSUPPORTED_OPERATION: c_int = 55;
     pub const ERR_PROC_ABORTED: c_int = 58;
     pub const ERR_LASTCODE: c_int = 16383;
@@ -116,6 +119,11 @@ pub mod consts {
     pub const SIMILAR: c_int = 203;
     pub const UNEQUAL: c_int = 204;
 
+    pub const COMM_TYPE_SHARED: c_int = 221;
+    pub const COMM_TYPE_HW_UNGUIDED: c_int = 222;
+    pub const COMM_TYPE_HW_GUIDED: c_int = 223;
+    pub const COMM_TYPE_RESOURCE_GUIDED: c_int = 224;
+
     pub const COMM_NULL: Handle = 0x100;
     pub const COMM_WORLD: Handle = 0x101;
     pub const COMM_SELF: Handle = 0x102;
@@ -132,6 +140,7 @@ pub mod consts {
     pub const MAX_LIBRARY_VERSION_STRING: usize = 8192;
     pub const MAX_OBJECT_NAME: usize = 128;
     pub const MAX_PROCESSOR_NAME: usize = 256;
+    pub const MAX_INFO_KEY: usize = 256;
 }
 
 /// Copy `s` into the C buffer `out` of `cap` bytes (NUL-terminated,

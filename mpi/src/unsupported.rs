@@ -81,11 +81,11 @@ unsupported! {
     MPI_Allgather_init_c MPI_Allgatherv_init MPI_Allgatherv_init_c MPI_Allreduce_init
     MPI_Allreduce_init_c MPI_Alltoall_init MPI_Alltoall_init_c MPI_Alltoallv_init
     MPI_Alltoallv_init_c MPI_Alltoallw_init MPI_Alltoallw_init_c MPI_Barrier_init MPI_Bcast_init
-    MPI_Bcast_init_c MPI_Buffer_flush MPI_Buffer_iflush MPI_Cart_coords MPI_Cart_create
+    MPI_Bcast_init_c MPI_Cart_coords MPI_Cart_create
     MPI_Cart_get MPI_Cart_map MPI_Cart_rank MPI_Cart_shift MPI_Cart_sub MPI_Cartdim_get
-    MPI_Close_port MPI_Comm_accept MPI_Comm_attach_buffer MPI_Comm_attach_buffer_c MPI_Comm_connect
-    MPI_Comm_create_errhandler MPI_Comm_create_from_group MPI_Comm_detach_buffer
-    MPI_Comm_detach_buffer_c MPI_Comm_disconnect MPI_Comm_flush_buffer MPI_Comm_iflush_buffer
+    MPI_Close_port MPI_Comm_accept MPI_Comm_connect
+    MPI_Comm_create_errhandler MPI_Comm_create_from_group
+    MPI_Comm_disconnect
     MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple
     MPI_Compare_and_swap MPI_Dims_create MPI_Dist_graph_create MPI_Dist_graph_create_adjacent
     MPI_Dist_graph_neighbors MPI_Dist_graph_neighbors_count MPI_Exscan_init MPI_Exscan_init_c
@@ -122,9 +122,9 @@ unsupported! {
     MPI_Ialltoallw_c MPI_Igatherv MPI_Igatherv_c MPI_Ineighbor_allgather MPI_Ineighbor_allgather_c
     MPI_Ineighbor_allgatherv MPI_Ineighbor_allgatherv_c MPI_Ineighbor_alltoall
     MPI_Ineighbor_alltoall_c MPI_Ineighbor_alltoallv MPI_Ineighbor_alltoallv_c
-    MPI_Ineighbor_alltoallw MPI_Ineighbor_alltoallw_c MPI_Info_create_env MPI_Info_delete
-    MPI_Info_dup MPI_Info_get MPI_Info_get_nkeys MPI_Info_get_nthkey MPI_Info_get_string
-    MPI_Info_get_valuelen MPI_Intercomm_create MPI_Intercomm_create_from_groups MPI_Intercomm_merge
+    MPI_Ineighbor_alltoallw MPI_Ineighbor_alltoallw_c MPI_Info_create_env
+
+    MPI_Intercomm_create MPI_Intercomm_create_from_groups MPI_Intercomm_merge
     MPI_Iscatterv MPI_Iscatterv_c MPI_Lookup_name MPI_Neighbor_allgather MPI_Neighbor_allgather_c
     MPI_Neighbor_allgather_init MPI_Neighbor_allgather_init_c MPI_Neighbor_allgatherv
     MPI_Neighbor_allgatherv_c MPI_Neighbor_allgatherv_init MPI_Neighbor_allgatherv_init_c
@@ -137,7 +137,7 @@ unsupported! {
     MPI_Pack_size MPI_Pack_size_c MPI_Parrived MPI_Pcontrol MPI_Pready MPI_Pready_list
     MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c
     MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c MPI_Reduce_init
-    MPI_Reduce_init_c MPI_Reduce_local MPI_Reduce_local_c MPI_Reduce_scatter_block_init
+    MPI_Reduce_init_c MPI_Reduce_scatter_block_init
     MPI_Reduce_scatter_block_init_c MPI_Reduce_scatter_init MPI_Reduce_scatter_init_c
     MPI_Register_datarep MPI_Register_datarep_c MPI_Remove_error_class MPI_Remove_error_code
     MPI_Remove_error_string MPI_Request_get_status_all MPI_Request_get_status_any
@@ -166,7 +166,7 @@ unsupported! {
     MPI_Type_create_f90_complex MPI_Type_create_f90_integer MPI_Type_create_f90_real
     MPI_Type_create_hindexed MPI_Type_create_hindexed_block MPI_Type_create_hindexed_block_c
     MPI_Type_create_hindexed_c MPI_Type_create_hvector MPI_Type_create_hvector_c
-    MPI_Type_create_indexed_block MPI_Type_create_indexed_block_c MPI_Type_create_keyval
+    MPI_Type_create_keyval
     MPI_Type_create_resized MPI_Type_create_resized_c MPI_Type_create_struct
     MPI_Type_create_struct_c MPI_Type_create_subarray MPI_Type_create_subarray_c
     MPI_Type_delete_attr MPI_Type_dup MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_contents

@@ -206,9 +206,9 @@ unsafe fn text(p: *const c_char) -> String {
     }
 }
 
-/// NCCL's `ncclDataType_t` for `t`.
-pub(crate) fn data_type(t: DType) -> c_int {
-    match t {
+/// NCCL's `ncclDataType_t` for `t`; NCCL has no 16-bit integers.
+pub(crate) fn data_type(t: DType) -> Option<c_int> {
+    Some(match t {
         DType::I8 => 0,
         DType::U8 => 1,
         DType::I32 => 2,
@@ -219,7 +219,16 @@ pub(crate) fn data_type(t: DType) -> c_int {
         DType::F32 => 7,
         DType::F64 => 8,
         DType::BF16 => 9,
-    }
+        DType::I16 | DType::U16 => return None,
+    })
+}
+
+/// [`data_type`], or why NCCL cannot take `t` (the device group stages
+/// such types through the host before it gets here).
+pub(crate) fn nccl_type(t: DType, op: &str) -> Result<c_int, crate::Error> {
+    data_type(t).ok_or_else(|| {
+        crate::Error::InvalidArgument(format!("{op}: NCCL has no {} type", t.name()))
+    })
 }
 
 /// NCCL's `ncclRedOp_t` for `op` (`ncclAvg` since 2.10).
@@ -241,13 +250,13 @@ mod tests {
     /// with the wrong operator, silently.
     #[test]
     fn types_and_operators_have_ncclh_numbers() {
-        let types: Vec<(DType, c_int)> = DType::ALL.iter().map(|&t| (t, data_type(t))).collect();
-        let mut numbers: Vec<c_int> = types.iter().map(|&(_, n)| n).collect();
+        let mut numbers: Vec<c_int> = DType::ALL.iter().filter_map(|&t| data_type(t)).collect();
         numbers.sort();
         assert_eq!(numbers, (0..10).collect::<Vec<_>>());
-        assert_eq!(data_type(DType::F32), 7);
-        assert_eq!(data_type(DType::BF16), 9);
-        assert_eq!(data_type(DType::U64), 5);
+        assert_eq!(data_type(DType::F32), Some(7));
+        assert_eq!(data_type(DType::BF16), Some(9));
+        assert_eq!(data_type(DType::U64), Some(5));
+        assert_eq!(data_type(DType::I16), None);
         assert_eq!(red_op(ReduceOp::Max), 2);
         assert_eq!(red_op(ReduceOp::Min), 3);
         assert_eq!(red_op(ReduceOp::Avg), 4);

@@ -12,7 +12,7 @@
 use super::ffi::{self, Api, Config, NcclResult, RawComm, UniqueId, IN_PROGRESS, SUCCESS};
 use super::{failed, unavailable};
 use crate::group::{pause, Progress};
-use crate::{Buffers, Call, Element, Error, ProcessGroup, ReduceOp, Result};
+use crate::{Buffers, Call, DType, Element, Error, ProcessGroup, ReduceOp, Result};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
@@ -320,7 +320,7 @@ impl NcclComm {
         let size = std::mem::size_of::<T>() as u64;
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let p = ptr + at.start as u64 * size;
-        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        let (t, o) = (ffi::nccl_type(T::DTYPE, "all_reduce")?, ffi::red_op(op));
         self.run::<T>(group, Call::AllReduce { op }, n, |api, c, s| {
             // SAFETY: in place on `n` elements inside a live buffer.
             unsafe { (api.all_reduce)(p as _, p as _, n, t, o, c, s) }
@@ -340,7 +340,7 @@ impl NcclComm {
         let at = slot::<T>(group, buf.len(), shard);
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let mine = ptr + at;
-        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        let (t, o) = (ffi::nccl_type(T::DTYPE, "reduce_scatter")?, ffi::red_op(op));
         self.run::<T>(group, Call::ReduceScatter { op }, shard, |api, c, s| {
             // SAFETY: `world × shard` elements read, `shard` written at
             // this rank's slot, all inside a live buffer.
@@ -359,7 +359,7 @@ impl NcclComm {
         let at = slot::<T>(group, buf.len(), shard);
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
         let mine = ptr + at;
-        let t = ffi::data_type(T::DTYPE);
+        let t = ffi::nccl_type(T::DTYPE, "all_gather")?;
         self.run::<T>(group, Call::AllGather, shard, |api, c, s| {
             // SAFETY: `shard` elements read at this rank's slot, `world ×
             // shard` written, all inside a live buffer.
@@ -375,7 +375,7 @@ impl NcclComm {
     ) -> Result<()> {
         let n = buf.len();
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
-        let t = ffi::data_type(T::DTYPE);
+        let t = ffi::nccl_type(T::DTYPE, "broadcast")?;
         self.run::<T>(group, Call::Broadcast { root }, n, |api, c, s| {
             // SAFETY: in place on `n` elements of a live device buffer.
             unsafe { (api.broadcast)(ptr as _, ptr as _, n, t, root as c_int, c, s) }
@@ -391,7 +391,7 @@ impl NcclComm {
     ) -> Result<()> {
         let n = buf.len();
         let (ptr, _guard) = buf.device_ptr_mut(&self.stream);
-        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        let (t, o) = (ffi::nccl_type(T::DTYPE, "reduce")?, ffi::red_op(op));
         self.run::<T>(group, Call::Reduce { op, root }, n, |api, c, s| {
             // SAFETY: in place; NCCL writes `recv` at the root only.
             unsafe { (api.reduce)(ptr as _, ptr as _, n, t, o, root as c_int, c, s) }
@@ -407,7 +407,7 @@ impl NcclComm {
     ) -> Result<()> {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
-        let t = ffi::data_type(T::DTYPE);
+        let t = ffi::nccl_type(T::DTYPE, "all_gather")?;
         self.run::<T>(group, Call::AllGather, n, |api, c, s| {
             // SAFETY: `send` holds `n`, `recv` world × `n` elements.
             unsafe { (api.all_gather)(sp as _, rp as _, n, t, c, s) }
@@ -424,7 +424,7 @@ impl NcclComm {
     ) -> Result<()> {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
-        let (t, o) = (ffi::data_type(T::DTYPE), ffi::red_op(op));
+        let (t, o) = (ffi::nccl_type(T::DTYPE, "reduce_scatter")?, ffi::red_op(op));
         self.run::<T>(group, Call::ReduceScatter { op }, n, |api, c, s| {
             // SAFETY: `send` holds world × `n`, `recv` `n` elements.
             unsafe { (api.reduce_scatter)(sp as _, rp as _, n, t, o, c, s) }
@@ -447,7 +447,10 @@ impl NcclComm {
     ) -> Result<()> {
         let (sp, _g1) = send.device_ptr(&self.stream);
         let (rp, _g2) = recv.device_ptr_mut(&self.stream);
-        let (t, size) = (ffi::data_type(T::DTYPE), std::mem::size_of::<T>() as u64);
+        let (t, size) = (
+            ffi::nccl_type(T::DTYPE, call.name())?,
+            std::mem::size_of::<T>() as u64,
+        );
         self.run::<T>(group, call, block, |api, c, s| {
             // SAFETY: every offset + `block` lies within its buffer (the
             // callers' checks); the calls are grouped, as NCCL requires
@@ -475,13 +478,15 @@ impl NcclComm {
     }
 }
 
-/// Whether NCCL carries `call`; the others (scan, exclusive_scan,
-/// barrier) are staged through meshwork.
-pub(crate) fn carries(call: Call) -> bool {
-    !matches!(
-        call,
-        Call::Scan { .. } | Call::ExclusiveScan { .. } | Call::Barrier
-    )
+/// Whether NCCL carries `call` on `t`; the others (scan, exclusive_scan,
+/// barrier, and the 16-bit integers NCCL lacks) are staged through
+/// meshwork.
+pub(crate) fn carries(call: Call, t: DType) -> bool {
+    ffi::data_type(t).is_some()
+        && !matches!(
+            call,
+            Call::Scan { .. } | Call::ExclusiveScan { .. } | Call::Barrier
+        )
 }
 
 impl NcclComm {

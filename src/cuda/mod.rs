@@ -518,10 +518,12 @@ impl DeviceGroup {
                 self.group.checked_count(call, bufs.lens(CudaSlice::len))?;
                 self.barrier()
             }
-            (Engine::Nccl(nccl), call, bufs) if intra::carries(call) => {
+            (Engine::Nccl(nccl), call, bufs) if intra::carries(call, T::DTYPE) => {
                 nccl.call(&self.group, call, bufs)
             }
-            (Engine::Hierarchical(h), Call::AllReduce { op }, Buffers::InPlace(buf)) => {
+            (Engine::Hierarchical(h), Call::AllReduce { op }, Buffers::InPlace(buf))
+                if ffi::data_type(T::DTYPE).is_some() =>
+            {
                 h.current(&self.group)?;
                 // NCCL checks nothing across ranks: a length that differs
                 // would pair one rank's tail with another's next call.

@@ -80,11 +80,13 @@ pub(crate) fn numpy_name(d: DType) -> &'static str {
         DType::U8 => "uint8",
         DType::U32 => "uint32",
         DType::U64 => "uint64",
+        DType::I16 => "int16",
+        DType::U16 => "uint16",
     }
 }
 
 const SUPPORTED: &str =
-    "float16, bfloat16, float32, float64, int8, int32, int64, uint8, uint32, uint64";
+    "float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64";
 
 /// How a call uses an array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -697,6 +699,8 @@ fn dtype_of_format(format: &[u8], itemsize: usize) -> Result<DType, String> {
         (b"e", 2) => DType::F16,
         (b"b", 1) => DType::I8,
         (b"B", 1) => DType::U8,
+        (b"h", 2) => DType::I16,
+        (b"H", 2) => DType::U16,
         (b"i" | b"l" | b"q" | b"n", 4) => DType::I32,
         (b"i" | b"l" | b"q" | b"n", 8) => DType::I64,
         (b"I" | b"L" | b"Q" | b"N", 4) => DType::U32,

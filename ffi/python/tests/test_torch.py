@@ -88,7 +88,7 @@ def test_non_contiguous_and_sparse_tensors_are_refused():
         with pytest.raises(meshwork.InvalidArgument, match="sparse"):
             g.all_reduce(torch.zeros(3, 4).to_sparse())
         with pytest.raises(meshwork.InvalidArgument, match="not supported"):
-            g.all_reduce(torch.zeros(3, dtype=torch.int16))
+            g.all_reduce(torch.zeros(3, dtype=torch.bool))
         with pytest.raises(meshwork.InvalidArgument, match="not supported"):
             g.all_reduce(torch.zeros(3, dtype=torch.complex64))
         return True

@@ -204,33 +204,99 @@ pub unsafe extern "C" fn MPI_Startall(count: c_int, reqs: *mut Handle) -> c_int 
 
 // ------------------------------------------------------------ buffered
 
-/// The buffer `MPI_Buffer_attach` gave: sends here are eager, so it is
-/// only kept, for `MPI_Buffer_detach` to hand back.
-static ATTACHED: Mutex<Option<(usize, i64)>> = Mutex::new(None);
+/// The buffers `MPI_Buffer_attach` (for the process, under
+/// `COMM_NULL`) and `MPI_Comm_attach_buffer` gave: address and size.
+/// A buffered send here goes out as a standard send does, without a copy
+/// into the buffer, so a buffer is only kept, for its detach to hand
+/// back, and a flush has nothing to wait for.
+static ATTACHED: Mutex<Vec<(Handle, usize, i64)>> = Mutex::new(Vec::new());
+
+fn attach(owner: Handle, name: &str, buf: *mut u8, size: i64) -> c_int {
+    let ch = if owner == COMM_NULL {
+        COMM_WORLD
+    } else {
+        owner
+    };
+    entry(ch, name, || {
+        if owner != COMM_NULL {
+            comm(owner)?;
+        }
+        if size < 0 {
+            return Err(Fail::new(ERR_ARG, format!("size {size} is negative")));
+        }
+        let mut a = lock(&ATTACHED);
+        if a.iter().any(|&(o, _, _)| o == owner) {
+            return Err(Fail::new(ERR_BUFFER, "a buffer is attached already"));
+        }
+        a.push((owner, buf as usize, size));
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `buf` and `size` are NULL or valid for writes.
+unsafe fn detach(owner: Handle, name: &str, buf: *mut usize, size: *mut i64) -> c_int {
+    let ch = if owner == COMM_NULL {
+        COMM_WORLD
+    } else {
+        owner
+    };
+    entry(ch, name, || {
+        let mut a = lock(&ATTACHED);
+        let i = a
+            .iter()
+            .position(|&(o, _, _)| o == owner)
+            .ok_or_else(|| Fail::new(ERR_BUFFER, "no buffer is attached"))?;
+        let (_, at, n) = a.remove(i);
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(buf, at);
+            put(size, n);
+        }
+        Ok(())
+    })
+}
+
+/// A flush: the buffered sends this owner made are out already.
+fn flush(owner: Handle, name: &str) -> c_int {
+    let ch = if owner == COMM_NULL {
+        COMM_WORLD
+    } else {
+        owner
+    };
+    entry(ch, name, || {
+        if owner != COMM_NULL {
+            comm(owner)?;
+        }
+        Ok(())
+    })
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach(buf: *mut u8, size: c_int) -> c_int {
-    // SAFETY: the same contract.
-    unsafe { MPI_Buffer_attach_c(buf, i64::from(size)) }
+    attach(COMM_NULL, "MPI_Buffer_attach", buf, i64::from(size))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach_c(buf: *mut u8, size: i64) -> c_int {
-    entry(COMM_WORLD, "MPI_Buffer_attach", || {
-        let mut a = lock(&ATTACHED);
-        if a.is_some() {
-            return Err(Fail::new(ERR_BUFFER, "a buffer is attached already"));
-        }
-        *a = Some((buf as usize, size));
-        Ok(())
-    })
+    attach(COMM_NULL, "MPI_Buffer_attach_c", buf, size)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_attach_buffer(ch: Handle, buf: *mut u8, size: c_int) -> c_int {
+    attach(ch, "MPI_Comm_attach_buffer", buf, i64::from(size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_attach_buffer_c(ch: Handle, buf: *mut u8, size: i64) -> c_int {
+    attach(ch, "MPI_Comm_attach_buffer_c", buf, size)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach(buf: *mut usize, size: *mut c_int) -> c_int {
     let mut big = 0i64;
     // SAFETY: the same contract, with a valid size.
-    let rc = unsafe { MPI_Buffer_detach_c(buf, &mut big) };
+    let rc = unsafe { detach(COMM_NULL, "MPI_Buffer_detach", buf, &mut big) };
     // SAFETY: NULL or valid (the contract).
     unsafe { put(size, big as c_int) };
     rc
@@ -238,13 +304,70 @@ pub unsafe extern "C" fn MPI_Buffer_detach(buf: *mut usize, size: *mut c_int) ->
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach_c(buf: *mut usize, size: *mut i64) -> c_int {
-    let (at, n) = lock(&ATTACHED).take().unwrap_or((0, 0));
+    // SAFETY: the contract.
+    unsafe { detach(COMM_NULL, "MPI_Buffer_detach_c", buf, size) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_detach_buffer(
+    ch: Handle,
+    buf: *mut usize,
+    size: *mut c_int,
+) -> c_int {
+    let mut big = 0i64;
+    // SAFETY: the same contract, with a valid size.
+    let rc = unsafe { detach(ch, "MPI_Comm_detach_buffer", buf, &mut big) };
     // SAFETY: NULL or valid (the contract).
-    unsafe {
-        put(buf, at);
-        put(size, n);
+    unsafe { put(size, big as c_int) };
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_detach_buffer_c(
+    ch: Handle,
+    buf: *mut usize,
+    size: *mut i64,
+) -> c_int {
+    // SAFETY: the contract.
+    unsafe { detach(ch, "MPI_Comm_detach_buffer_c", buf, size) }
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Buffer_flush() -> c_int {
+    flush(COMM_NULL, "MPI_Buffer_flush")
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Comm_flush_buffer(ch: Handle) -> c_int {
+    flush(ch, "MPI_Comm_flush_buffer")
+}
+
+/// # Safety
+/// `request` is valid for a write.
+unsafe fn iflush(owner: Handle, name: &str, request: *mut Handle) -> c_int {
+    let rc = flush(owner, name);
+    if rc == SUCCESS {
+        // SAFETY: the contract.
+        unsafe {
+            put(
+                request,
+                add_request(Request::Done(Status::new(ANY_SOURCE, ANY_TAG, 0))),
+            )
+        };
     }
-    SUCCESS
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_iflush(request: *mut Handle) -> c_int {
+    // SAFETY: the contract.
+    unsafe { iflush(COMM_NULL, "MPI_Buffer_iflush", request) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_iflush_buffer(ch: Handle, request: *mut Handle) -> c_int {
+    // SAFETY: the contract.
+    unsafe { iflush(ch, "MPI_Comm_iflush_buffer", request) }
 }
 
 #[no_mangle]

@@ -10,8 +10,8 @@ from ._errors import Error
 # (bytes, bytearray, memoryview, array.array); held for the whole call
 # (docs/python.md, "Held for the call"; a torch tensor only by torch's
 # contract after set_torch_in_place(True)). Collectives take the
-# dtypes float16, bfloat16, float32, float64, int8, int32, int64, uint8,
-# uint32, uint64; send/recv take any.
+# dtypes float16, bfloat16, float32, float64, int8, int16, int32, int64,
+# uint8, uint16, uint32, uint64; send/recv take any.
 Array = Any
 # The reduction operator; "avg" for float dtypes only.
 Op = Literal["sum", "prod", "min", "max", "avg"]
