@@ -454,7 +454,17 @@ pub unsafe extern "C" fn MPI_Comm_split_type(
         c.group.all_gather(&[id], &mut ids)?;
         let by_host = match kind {
             UNDEFINED => false,
-            COMM_TYPE_SHARED | COMM_TYPE_HW_UNGUIDED => true,
+            COMM_TYPE_SHARED => true,
+            // Each part a strict subset of the communicator, naming its
+            // resource in the info: a host, when the members span
+            // several; on one host, no part (MPI_COMM_NULL).
+            COMM_TYPE_HW_UNGUIDED => {
+                let several = ids.iter().any(|&x| x != id);
+                if several && info != INFO_NULL {
+                    crate::env::info_put(info, "mpi_hw_resource_type", "mpi_shared_memory")?;
+                }
+                several
+            }
             // The guided kinds split by the resource the info key
             // `mpi_hw_resource_type` names; the one resource meshwork
             // knows is the standard's, a host's shared memory. Any

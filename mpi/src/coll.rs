@@ -669,58 +669,158 @@ unsafe fn plan_reduce_scatter(
 
 // ------------------------------------------------------------ the v forms
 
-/// Send `count` elements of `ty` at `buf` to `to` on the `v` lane (or
-/// keep them, for this rank).
-///
-/// # Safety
-/// `buf` holds them.
-unsafe fn v_send(
-    c: &Comm,
-    to: u32,
-    buf: usize,
-    ty: &Type,
-    n: usize,
-    own: &mut Option<Vec<u8>>,
-) -> Result<()> {
-    // SAFETY: the contract.
-    let data = unsafe { ty.pack(buf as *const u8, n) }?;
-    if to == c.rank() {
-        *own = Some(data.into_owned());
-        return Ok(());
-    }
-    c.group.send_bytes(&data, to, VLANE).map_err(Fail::from)
+/// A `v` collective: blocks of any size, sent to and received from
+/// peers as point-to-point messages on the `v` lane under the
+/// communicator's next `v` sequence number (every member counts its `v`
+/// collectives alike, so concurrent ones never take each other's
+/// messages, whatever order they are waited in).
+struct VPlan {
+    c: Arc<Comm>,
+    tag: u64,
+    /// (to, address, type, count) of each block this rank sends.
+    sends: Vec<(u32, usize, Arc<Type>, usize)>,
+    /// (from, address, type, count) of each block this rank receives.
+    recvs: Vec<(u32, usize, Arc<Type>, usize)>,
 }
 
-/// Receive from `from` on the `v` lane into `n` elements of `ty` at `buf`.
-///
-/// # Safety
-/// `buf` holds them, writable.
-unsafe fn v_recv(
-    c: &Comm,
-    from: u32,
-    buf: usize,
-    ty: &Type,
-    n: usize,
-    own: &mut Option<Vec<u8>>,
-) -> Result<()> {
-    let data = if from == c.rank() {
-        own.take().unwrap_or_default()
-    } else {
-        c.group.recv_bytes(from, VLANE)?
-    };
-    let want = ty.bytes(n)?;
-    if data.len() != want {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!(
-                "rank {from} sent {} bytes where this rank expects {want} (the counts differ)",
-                data.len()
-            ),
-        ));
+impl VPlan {
+    fn new(c: Arc<Comm>) -> VPlan {
+        let seq = c.vseq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        VPlan {
+            tag: VLANE.wrapping_add(seq),
+            c,
+            sends: Vec::new(),
+            recvs: Vec::new(),
+        }
     }
-    // SAFETY: the contract.
-    unsafe { ty.unpack(&data, buf as *mut u8, n) };
-    Ok(())
+
+    fn send(&mut self, to: u32, buf: usize, ty: Arc<Type>, n: usize) {
+        self.sends.push((to, buf, ty, n));
+    }
+
+    fn recv(&mut self, from: u32, buf: usize, ty: Arc<Type>, n: usize) {
+        self.recvs.push((from, buf, ty, n));
+    }
+
+    /// Send every block: to peers as messages, to this rank as the
+    /// packed bytes its own receive takes. What is left is the receives.
+    ///
+    /// # Safety
+    /// Every send block lies in the caller's memory (MPI's contract).
+    unsafe fn start(self) -> Result<VRecvs> {
+        let mut own = None;
+        for (to, buf, ty, n) in &self.sends {
+            // SAFETY: the contract.
+            let data = unsafe { ty.pack(*buf as *const u8, *n) }?;
+            if *to == self.c.rank() {
+                own = Some(data.into_owned());
+            } else {
+                self.c
+                    .group
+                    .send_bytes(&data, *to, self.tag)
+                    .map_err(Fail::from)?;
+            }
+        }
+        let n = self.recvs.len();
+        Ok(VRecvs {
+            c: self.c,
+            tag: self.tag,
+            recvs: self.recvs,
+            got: std::sync::Mutex::new((0..n).map(|_| None).collect()),
+            own,
+        })
+    }
+
+    /// The blocking form: send, then receive every block.
+    ///
+    /// # Safety
+    /// As [`VPlan::start`], and every receive block is writable.
+    unsafe fn run(self) -> Result<()> {
+        // SAFETY: the contract.
+        Box::new(unsafe { self.start() }?).finish()
+    }
+}
+
+/// A `v` collective whose sends are out: its receives, each filled as
+/// its message comes.
+struct VRecvs {
+    c: Arc<Comm>,
+    tag: u64,
+    recvs: Vec<(u32, usize, Arc<Type>, usize)>,
+    /// The message each receive took, once it came.
+    got: std::sync::Mutex<Vec<Option<mw::Payload>>>,
+    /// The block this rank sent itself.
+    own: Option<Vec<u8>>,
+}
+
+// SAFETY: the addresses are the caller's buffers, which MPI's contract
+// keeps valid and untouched until the request completes.
+unsafe impl Send for VRecvs {}
+
+impl VRecvs {
+    /// Take what has come (waiting up to `timeout` for each missing
+    /// message); whether every receive has its message.
+    fn take(&self, timeout: std::time::Duration) -> Result<bool> {
+        let mut got = self.got.lock().unwrap_or_else(|e| e.into_inner());
+        let me = self.c.rank();
+        for (slot, (from, ..)) in got.iter_mut().zip(&self.recvs) {
+            if slot.is_some() || *from == me {
+                continue;
+            }
+            match self.c.group.recv_message(*from, self.tag, timeout)? {
+                Some(m) => *slot = Some(m),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Pending for VRecvs {
+    fn is_complete(&self) -> bool {
+        // An error shows at `finish`, which asks again.
+        self.take(std::time::Duration::ZERO).unwrap_or(true)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let deadline = self.c.group.timeout();
+        if !self.take(deadline)? {
+            let missing = self
+                .got
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .zip(&self.recvs)
+                .find(|(g, (from, ..))| g.is_none() && *from != self.c.rank())
+                .map_or(0, |(_, (from, ..))| *from);
+            return Err(Fail::new(
+                ERR_OTHER,
+                format!("rank {missing} sent no block of this collective within {deadline:?}"),
+            ));
+        }
+        let got = self.got.into_inner().unwrap_or_else(|e| e.into_inner());
+        let own = self.own.unwrap_or_default();
+        for (slot, (from, buf, ty, n)) in got.iter().zip(&self.recvs) {
+            let data: &[u8] = match slot {
+                _ if *from == self.c.rank() => &own,
+                Some(m) => m.as_ref(),
+                None => &[],
+            };
+            let want = ty.bytes(*n)?;
+            if data.len() != want {
+                return Err(Fail::new(
+                    ERR_TRUNCATE,
+                    format!(
+                        "rank {from} sent {} bytes where this rank expects {want} (the counts differ)",
+                        data.len()
+                    ),
+                ));
+            }
+            // SAFETY: the caller's buffer holds `n` elements (MPI's contract).
+            unsafe { ty.unpack(data, *buf as *mut u8, *n) };
+        }
+        Ok(())
+    }
 }
 
 /// # Safety
@@ -876,8 +976,10 @@ nonblocking!(MPI_Ireduce_scatter, "MPI_Ireduce_scatter",
     (send: usize, recv: usize, counts: *const c_int, dt: Handle, op: Handle, ch: Handle), ch, req,
     plan_reduce_scatter(send, recv, counts, dt, op, ch));
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Allgatherv(
+/// # Safety
+/// The buffers and arrays are as MPI's contract says.
+#[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
+unsafe fn plan_allgatherv(
     send: usize,
     sn: c_int,
     st: Handle,
@@ -886,52 +988,43 @@ pub unsafe extern "C" fn MPI_Allgatherv(
     displs: *const c_int,
     rt: Handle,
     ch: Handle,
-) -> c_int {
-    entry(ch, "MPI_Allgatherv", || {
-        let c = comm(ch)?;
-        let (me, world) = (c.rank(), c.size() as usize);
-        let rty = type_of(rt)?;
-        // SAFETY: one entry per rank (the contract).
-        let (counts, displs) = unsafe {
-            (
-                ints(counts, world, "recvcounts")?,
-                ints(displs, world, "displs")?,
-            )
-        };
-        let mut own = None;
-        let (sbuf, sty, sn) = if in_place(send) {
-            (
-                at(recv, displs[me as usize], &rty),
-                rty.clone(),
-                count(counts[me as usize])?,
-            )
-        } else {
-            (send, type_of(st)?, count(sn)?)
-        };
-        for to in 0..world as u32 {
-            // SAFETY: the send buffer holds `sn` elements (the contract).
-            unsafe { v_send(&c, to, sbuf, &sty, sn, &mut own) }?;
-        }
-        for from in 0..world as u32 {
-            let i = from as usize;
-            // SAFETY: the receive buffer holds every block (the contract).
-            unsafe {
-                v_recv(
-                    &c,
-                    from,
-                    at(recv, displs[i], &rty),
-                    &rty,
-                    count(counts[i])?,
-                    &mut own,
-                )
-            }?;
-        }
-        Ok(())
-    })
+) -> Result<VPlan> {
+    let c = comm(ch)?;
+    let (me, world) = (c.rank(), c.size() as usize);
+    let rty = type_of(rt)?;
+    // SAFETY: one entry per rank (the contract).
+    let (counts, displs) = unsafe {
+        (
+            ints(counts, world, "recvcounts")?,
+            ints(displs, world, "displs")?,
+        )
+    };
+    let (sbuf, sty, sn) = if in_place(send) {
+        (
+            at(recv, displs[me as usize], &rty),
+            rty.clone(),
+            count(counts[me as usize])?,
+        )
+    } else {
+        (send, type_of(st)?, count(sn)?)
+    };
+    let mut p = VPlan::new(c);
+    for peer in 0..world {
+        p.send(peer as u32, sbuf, sty.clone(), sn);
+        p.recv(
+            peer as u32,
+            at(recv, displs[peer], &rty),
+            rty.clone(),
+            count(counts[peer])?,
+        );
+    }
+    Ok(p)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Gatherv(
+/// # Safety
+/// The buffers and arrays are as MPI's contract says.
+#[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
+unsafe fn plan_gatherv(
     send: usize,
     sn: c_int,
     st: Handle,
@@ -941,16 +1034,15 @@ pub unsafe extern "C" fn MPI_Gatherv(
     rt: Handle,
     root: c_int,
     ch: Handle,
-) -> c_int {
-    entry(ch, "MPI_Gatherv", || {
-        let c = comm(ch)?;
-        let root = root_of(&c, root)?;
-        let world = c.size() as usize;
-        let mut own = None;
-        if c.rank() != root {
-            // SAFETY: the contract.
-            return unsafe { v_send(&c, root, send, &*type_of(st)?, count(sn)?, &mut own) };
-        }
+) -> Result<VPlan> {
+    let c = comm(ch)?;
+    let root = root_of(&c, root)?;
+    let (me, world) = (c.rank(), c.size() as usize);
+    let mut p = VPlan::new(c);
+    if me != root || !in_place(send) {
+        p.send(root, send, type_of(st)?, count(sn)?);
+    }
+    if me == root {
         let rty = type_of(rt)?;
         // SAFETY: one entry per rank (the contract).
         let (counts, displs) = unsafe {
@@ -959,33 +1051,25 @@ pub unsafe extern "C" fn MPI_Gatherv(
                 ints(displs, world, "displs")?,
             )
         };
-        let me = root as usize;
-        if !in_place(send) {
-            // SAFETY: the contract.
-            unsafe { v_send(&c, root, send, &*type_of(st)?, count(sn)?, &mut own) }?;
-        }
         for from in 0..world {
-            if from == me && in_place(send) {
+            if from == me as usize && in_place(send) {
                 continue;
             }
-            // SAFETY: the root's buffer holds every block (the contract).
-            unsafe {
-                v_recv(
-                    &c,
-                    from as u32,
-                    at(recv, displs[from], &rty),
-                    &rty,
-                    count(counts[from])?,
-                    &mut own,
-                )
-            }?;
+            p.recv(
+                from as u32,
+                at(recv, displs[from], &rty),
+                rty.clone(),
+                count(counts[from])?,
+            );
         }
-        Ok(())
-    })
+    }
+    Ok(p)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Scatterv(
+/// # Safety
+/// The buffers and arrays are as MPI's contract says.
+#[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
+unsafe fn plan_scatterv(
     send: usize,
     counts: *const c_int,
     displs: *const c_int,
@@ -995,73 +1079,62 @@ pub unsafe extern "C" fn MPI_Scatterv(
     rt: Handle,
     root: c_int,
     ch: Handle,
-) -> c_int {
-    entry(ch, "MPI_Scatterv", || {
-        let c = comm(ch)?;
-        let root = root_of(&c, root)?;
-        let world = c.size() as usize;
-        let mut own = None;
-        if c.rank() == root {
-            let sty = type_of(st)?;
-            // SAFETY: one entry per rank (the contract).
-            let (counts, displs) = unsafe {
-                (
-                    ints(counts, world, "sendcounts")?,
-                    ints(displs, world, "displs")?,
-                )
-            };
-            for to in 0..world {
-                if to == root as usize && in_place(recv) {
-                    continue;
-                }
-                // SAFETY: the root's buffer holds every block (the contract).
-                unsafe {
-                    v_send(
-                        &c,
-                        to as u32,
-                        at(send, displs[to], &sty),
-                        &sty,
-                        count(counts[to])?,
-                        &mut own,
-                    )
-                }?;
+) -> Result<VPlan> {
+    let c = comm(ch)?;
+    let root = root_of(&c, root)?;
+    let (me, world) = (c.rank(), c.size() as usize);
+    let mut p = VPlan::new(c);
+    if me == root {
+        let sty = type_of(st)?;
+        // SAFETY: one entry per rank (the contract).
+        let (counts, displs) = unsafe {
+            (
+                ints(counts, world, "sendcounts")?,
+                ints(displs, world, "displs")?,
+            )
+        };
+        for to in 0..world {
+            if to == me as usize && in_place(recv) {
+                continue;
             }
-            if in_place(recv) {
-                return Ok(());
-            }
+            p.send(
+                to as u32,
+                at(send, displs[to], &sty),
+                sty.clone(),
+                count(counts[to])?,
+            );
         }
-        // SAFETY: the contract.
-        unsafe { v_recv(&c, root, recv, &*type_of(rt)?, count(rn)?, &mut own) }
-    })
+    }
+    if me != root || !in_place(recv) {
+        p.recv(root, recv, type_of(rt)?, count(rn)?);
+    }
+    Ok(p)
 }
 
-/// The all-to-all of blocks of any size: per peer, a count, a
-/// displacement (scaled by `scale`: the type's extent, or 1 for `w`) and
-/// a type.
-unsafe fn alltoall_any(
-    c: &Comm,
+/// The all-to-all of blocks of any size: per peer, a byte offset, a
+/// type and a count.
+fn plan_alltoall_any(
+    c: Arc<Comm>,
     send: usize,
     sends: &dyn Fn(usize) -> Result<(usize, Arc<Type>, usize)>,
     recv: usize,
     recvs: &dyn Fn(usize) -> Result<(usize, Arc<Type>, usize)>,
-) -> Result<()> {
+) -> Result<VPlan> {
     let world = c.size() as usize;
-    let mut own = None;
-    for to in 0..world {
-        let (off, ty, n) = sends(to)?;
-        // SAFETY: the contract.
-        unsafe { v_send(c, to as u32, send + off, &ty, n, &mut own) }?;
+    let mut p = VPlan::new(c);
+    for peer in 0..world {
+        let (off, ty, n) = sends(peer)?;
+        p.send(peer as u32, send + off, ty, n);
+        let (off, ty, n) = recvs(peer)?;
+        p.recv(peer as u32, recv + off, ty, n);
     }
-    for from in 0..world {
-        let (off, ty, n) = recvs(from)?;
-        // SAFETY: the contract.
-        unsafe { v_recv(c, from as u32, recv + off, &ty, n, &mut own) }?;
-    }
-    Ok(())
+    Ok(p)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Alltoallv(
+/// # Safety
+/// The buffers and arrays are as MPI's contract says.
+#[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
+unsafe fn plan_alltoallv(
     send: usize,
     scounts: *const c_int,
     sdispls: *const c_int,
@@ -1071,47 +1144,47 @@ pub unsafe extern "C" fn MPI_Alltoallv(
     rdispls: *const c_int,
     rt: Handle,
     ch: Handle,
-) -> c_int {
-    entry(ch, "MPI_Alltoallv", || {
-        let c = comm(ch)?;
-        let world = c.size() as usize;
-        if in_place(send) {
-            return Err(Fail::new(
-                ERR_UNSUPPORTED_OPERATION,
-                "MPI_IN_PLACE is not supported here",
-            ));
-        }
-        let (sty, rty) = (type_of(st)?, type_of(rt)?);
-        // SAFETY: one entry per rank (the contract).
-        let (sc, sd, rc, rd) = unsafe {
-            (
-                ints(scounts, world, "sendcounts")?,
-                ints(sdispls, world, "sdispls")?,
-                ints(rcounts, world, "recvcounts")?,
-                ints(rdispls, world, "rdispls")?,
-            )
-        };
-        let sends = |i: usize| {
-            Ok((
-                (sd[i] as isize * sty.extent) as usize,
-                sty.clone(),
-                count(sc[i])?,
-            ))
-        };
-        let recvs = |i: usize| {
-            Ok((
-                (rd[i] as isize * rty.extent) as usize,
-                rty.clone(),
-                count(rc[i])?,
-            ))
-        };
-        // SAFETY: the contract.
-        unsafe { alltoall_any(&c, send, &sends, recv, &recvs) }
-    })
+) -> Result<VPlan> {
+    let c = comm(ch)?;
+    let world = c.size() as usize;
+    // In place, each block goes out from where its answer lands: every
+    // block is packed (sent, or kept for this rank) before any lands.
+    let (send, scounts, sdispls, st) = if in_place(send) {
+        (recv, rcounts, rdispls, rt)
+    } else {
+        (send, scounts, sdispls, st)
+    };
+    let (sty, rty) = (type_of(st)?, type_of(rt)?);
+    // SAFETY: one entry per rank (the contract).
+    let (sc, sd, rc, rd) = unsafe {
+        (
+            ints(scounts, world, "sendcounts")?,
+            ints(sdispls, world, "sdispls")?,
+            ints(rcounts, world, "recvcounts")?,
+            ints(rdispls, world, "rdispls")?,
+        )
+    };
+    let sends = |i: usize| {
+        Ok((
+            (sd[i] as isize * sty.extent) as usize,
+            sty.clone(),
+            count(sc[i])?,
+        ))
+    };
+    let recvs = |i: usize| {
+        Ok((
+            (rd[i] as isize * rty.extent) as usize,
+            rty.clone(),
+            count(rc[i])?,
+        ))
+    };
+    plan_alltoall_any(c, send, &sends, recv, &recvs)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Alltoallw(
+/// # Safety
+/// The buffers and arrays are as MPI's contract says.
+#[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
+unsafe fn plan_alltoallw(
     send: usize,
     scounts: *const c_int,
     sdispls: *const c_int,
@@ -1121,29 +1194,71 @@ pub unsafe extern "C" fn MPI_Alltoallw(
     rdispls: *const c_int,
     rtypes: *const Handle,
     ch: Handle,
-) -> c_int {
-    entry(ch, "MPI_Alltoallw", || {
-        let c = comm(ch)?;
-        let world = c.size() as usize;
-        if in_place(send) || stypes.is_null() || rtypes.is_null() {
-            return Err(Fail::arg(
-                "MPI_IN_PLACE or NULL type arrays are not supported here",
-            ));
-        }
-        // SAFETY: one entry per rank (the contract).
-        let (sc, sd, rc, rd, stys, rtys) = unsafe {
-            (
-                ints(scounts, world, "sendcounts")?,
-                ints(sdispls, world, "sdispls")?,
-                ints(rcounts, world, "recvcounts")?,
-                ints(rdispls, world, "rdispls")?,
-                std::slice::from_raw_parts(stypes, world),
-                std::slice::from_raw_parts(rtypes, world),
-            )
-        };
-        let sends = |i: usize| Ok((sd[i] as usize, type_of(stys[i])?, count(sc[i])?));
-        let recvs = |i: usize| Ok((rd[i] as usize, type_of(rtys[i])?, count(rc[i])?));
-        // SAFETY: the contract.
-        unsafe { alltoall_any(&c, send, &sends, recv, &recvs) }
-    })
+) -> Result<VPlan> {
+    let c = comm(ch)?;
+    let world = c.size() as usize;
+    // In place: as `plan_alltoallv`.
+    let (send, scounts, sdispls, stypes) = if in_place(send) {
+        (recv, rcounts, rdispls, rtypes)
+    } else {
+        (send, scounts, sdispls, stypes)
+    };
+    if stypes.is_null() || rtypes.is_null() {
+        return Err(Fail::arg("sendtypes or recvtypes is NULL"));
+    }
+    // SAFETY: one entry per rank (the contract).
+    let (sc, sd, rc, rd, stys, rtys) = unsafe {
+        (
+            ints(scounts, world, "sendcounts")?,
+            ints(sdispls, world, "sdispls")?,
+            ints(rcounts, world, "recvcounts")?,
+            ints(rdispls, world, "rdispls")?,
+            std::slice::from_raw_parts(stypes, world),
+            std::slice::from_raw_parts(rtypes, world),
+        )
+    };
+    let sends = |i: usize| Ok((sd[i] as usize, type_of(stys[i])?, count(sc[i])?));
+    let recvs = |i: usize| Ok((rd[i] as usize, type_of(rtys[i])?, count(rc[i])?));
+    plan_alltoall_any(c, send, &sends, recv, &recvs)
 }
+
+/// The blocking and the non-blocking export of a `v` collective.
+macro_rules! v_forms {
+    ($blocking:ident, $nonblocking:ident, ($($arg:ident: $t:ty),*), $ch:ident, $req:ident, $plan:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $blocking($($arg: $t),*) -> c_int {
+            entry($ch, stringify!($blocking), || {
+                // SAFETY: the buffers are as MPI's contract says.
+                unsafe { $plan?.run() }
+            })
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $nonblocking($($arg: $t,)* $req: *mut Handle) -> c_int {
+            entry($ch, stringify!($nonblocking), || {
+                start_request($req, || {
+                    // SAFETY: the buffers are as MPI's contract says, and
+                    // stay so until the request completes.
+                    let recvs = unsafe { $plan?.start() }?;
+                    Ok(add_request(Request::Coll(Box::new(recvs))))
+                })
+            })
+        }
+    };
+}
+
+v_forms!(MPI_Allgatherv, MPI_Iallgatherv,
+    (send: usize, sn: c_int, st: Handle, recv: usize, counts: *const c_int, displs: *const c_int, rt: Handle, ch: Handle),
+    ch, req, plan_allgatherv(send, sn, st, recv, counts, displs, rt, ch));
+v_forms!(MPI_Gatherv, MPI_Igatherv,
+    (send: usize, sn: c_int, st: Handle, recv: usize, counts: *const c_int, displs: *const c_int, rt: Handle, root: c_int, ch: Handle),
+    ch, req, plan_gatherv(send, sn, st, recv, counts, displs, rt, root, ch));
+v_forms!(MPI_Scatterv, MPI_Iscatterv,
+    (send: usize, counts: *const c_int, displs: *const c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle),
+    ch, req, plan_scatterv(send, counts, displs, st, recv, rn, rt, root, ch));
+v_forms!(MPI_Alltoallv, MPI_Ialltoallv,
+    (send: usize, scounts: *const c_int, sdispls: *const c_int, st: Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rt: Handle, ch: Handle),
+    ch, req, plan_alltoallv(send, scounts, sdispls, st, recv, rcounts, rdispls, rt, ch));
+v_forms!(MPI_Alltoallw, MPI_Ialltoallw,
+    (send: usize, scounts: *const c_int, sdispls: *const c_int, stypes: *const Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Handle, ch: Handle),
+    ch, req, plan_alltoallw(send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes, ch));

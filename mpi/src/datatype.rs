@@ -31,6 +31,9 @@ pub(crate) struct Type {
     pub dtype: Option<DType>,
     /// Whether `count` elements are `count × size` bytes in a row.
     pub contiguous: bool,
+    /// The alignment its widest primitive needs: a struct's extent is
+    /// padded to it, as C pads a struct.
+    pub align: usize,
 }
 
 impl Type {
@@ -43,6 +46,7 @@ impl Type {
             blocks: vec![(0, size)],
             dtype,
             contiguous: true,
+            align: size.clamp(1, 16),
         }
     }
 
@@ -70,7 +74,15 @@ impl Type {
             blocks,
             dtype: old.dtype,
             contiguous,
+            align: old.align,
         }
+    }
+
+    /// Whether its data lies at absolute addresses (displacements from
+    /// `MPI_BOTTOM`, as `MPI_Get_address` gives them): a buffer argument
+    /// of NULL is then `MPI_BOTTOM`, not a missing buffer.
+    fn absolute(&self) -> bool {
+        self.blocks.iter().all(|&(off, _)| off >= 4096)
     }
 
     /// Bytes of `count` elements' data.
@@ -90,7 +102,7 @@ impl Type {
         if n == 0 {
             return Ok(Cow::Borrowed(&[]));
         }
-        if base.is_null() {
+        if base.is_null() && !self.absolute() {
             return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
         }
         if self.contiguous {
@@ -103,8 +115,9 @@ impl Type {
         for i in 0..count as isize {
             for &(off, len) in &self.blocks {
                 // SAFETY: the block lies within element `i` (the contract).
-                let b =
-                    unsafe { std::slice::from_raw_parts(base.offset(i * self.extent + off), len) };
+                let b = unsafe {
+                    std::slice::from_raw_parts(base.wrapping_offset(i * self.extent + off), len)
+                };
                 out.extend_from_slice(b);
             }
         }
@@ -137,7 +150,7 @@ impl Type {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         rest.as_ptr(),
-                        base.offset(i * self.extent + off),
+                        base.wrapping_offset(i * self.extent + off),
                         n,
                     )
                 };
@@ -430,6 +443,115 @@ fn indexed(name: String, old: &Type, blocks: impl Iterator<Item = (c_int, c_int)
     let mut t = Type::made(name, old, at.into_iter(), hi - lo);
     t.lb = lo;
     Ok(t)
+}
+
+/// `MPI_Type_create_struct`: block `i` is `blocklengths[i]` elements of
+/// `types[i]` at byte displacement `displacements[i]`; the extent runs
+/// from the lowest byte to the highest, padded to the widest alignment
+/// (as a C struct's). It reduces as an element type only when every
+/// block is of that one.
+///
+/// # Safety
+/// Each array holds `count` entries (MPI's contract).
+pub(crate) unsafe fn create_struct(
+    name: &str,
+    blocks: &[(usize, isize, Handle)],
+    out: *mut Handle,
+) -> c_int {
+    crate::state::entry(COMM_WORLD, name, || {
+        if out.is_null() {
+            return Err(Fail::arg("newtype is NULL"));
+        }
+        let mut at = Vec::new();
+        let (mut lo, mut hi, mut align) = (isize::MAX, isize::MIN, 1);
+        let mut dtype = None;
+        let mut names = Vec::new();
+        for (k, &(len, d, h)) in blocks.iter().enumerate() {
+            let ty = type_of(h)?;
+            names.push(ty.name.clone());
+            dtype = if k == 0 {
+                ty.dtype
+            } else {
+                dtype.filter(|x| Some(*x) == ty.dtype)
+            };
+            align = align.max(ty.align);
+            for j in 0..len as isize {
+                let base = d + j * ty.extent;
+                at.extend(ty.blocks.iter().map(|&(off, n)| (base + off, n)));
+            }
+            if len > 0 {
+                lo = lo.min(d + ty.lb);
+                hi = hi.max(d + ty.lb + len as isize * ty.extent);
+            }
+        }
+        if lo > hi {
+            (lo, hi) = (0, 0);
+        }
+        let span = hi - lo;
+        let extent = (span + align as isize - 1) / align as isize * align as isize;
+        let mut merged: Vec<(isize, usize)> = Vec::new();
+        for (start, len) in at {
+            match merged.last_mut() {
+                Some((s, l)) if *s + *l as isize == start => *l += len,
+                _ => merged.push((start, len)),
+            }
+        }
+        let size = merged.iter().map(|b| b.1).sum();
+        let contiguous =
+            merged.len() <= 1 && merged.first().is_none_or(|b| b.0 == 0) && extent == size as isize;
+        let t = Type {
+            name: format!("struct({})", names.join(", ")),
+            size,
+            extent,
+            lb: lo,
+            blocks: merged,
+            dtype,
+            contiguous,
+            align,
+        };
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(out, register(t)) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_struct(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    types: *const Handle,
+    out: *mut Handle,
+) -> c_int {
+    let Ok(n) = usize::try_from(count) else {
+        return crate::state::raise(
+            COMM_WORLD,
+            "MPI_Type_create_struct",
+            Fail::new(ERR_COUNT, "count is negative"),
+        );
+    };
+    if n > 0 && (blocklengths.is_null() || displacements.is_null() || types.is_null()) {
+        return crate::state::raise(
+            COMM_WORLD,
+            "MPI_Type_create_struct",
+            Fail::arg("an array is NULL"),
+        );
+    }
+    let mut blocks = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: `count` entries each (the contract).
+        let (len, d, t) = unsafe { (*blocklengths.add(i), *displacements.add(i), *types.add(i)) };
+        let Ok(len) = usize::try_from(len) else {
+            return crate::state::raise(
+                COMM_WORLD,
+                "MPI_Type_create_struct",
+                Fail::new(ERR_COUNT, "a block length is negative"),
+            );
+        };
+        blocks.push((len, d, t));
+    }
+    // SAFETY: the contract.
+    unsafe { create_struct("MPI_Type_create_struct", &blocks, out) }
 }
 
 #[no_mangle]

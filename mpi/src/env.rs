@@ -478,11 +478,16 @@ pub unsafe extern "C" fn MPI_Info_set(
                 CStr::from_ptr(value).to_string_lossy().into_owned(),
             )
         };
-        with_info(info, |kv| {
-            kv.retain(|(old, _)| *old != k);
-            kv.push((k, v));
-            Ok(())
-        })
+        info_put(info, &k, &v)
+    })
+}
+
+/// Set `key` to `value` in info object `h`.
+pub(crate) fn info_put(h: Handle, key: &str, value: &str) -> Result<()> {
+    with_info(h, |kv| {
+        kv.retain(|(old, _)| old != key);
+        kv.push((key.to_string(), value.to_string()));
+        Ok(())
     })
 }
 

@@ -110,6 +110,60 @@ fn size_of_comm(ch: Handle) -> usize {
     comm(ch).map_or(0, |c| c.size() as usize)
 }
 
+/// The arrays of a `v` collective narrowed to `int`: `counts` and
+/// `displs` of `n` entries each (NULL stays NULL), then `then` with them,
+/// or `MPI_ERR_COUNT` when one does not fit.
+///
+/// # Safety
+/// Each array is NULL or holds `n` entries.
+unsafe fn narrowed<D: Copy + TryInto<c_int>>(
+    name: &str,
+    ch: Handle,
+    n: usize,
+    arrays: [(*const Count, *const D); 2],
+    then: impl FnOnce([(*const c_int, *const c_int); 2]) -> c_int,
+) -> c_int {
+    let mut kept = Vec::new();
+    for (counts, displs) in arrays {
+        // SAFETY: the contract.
+        let (Some(c), Some(d)) = (unsafe { ints(counts, n) }, unsafe { ints(displs, n) }) else {
+            return too_large(name, ch);
+        };
+        kept.push((c, counts.is_null(), d, displs.is_null()));
+    }
+    let p = |i: usize| {
+        let (c, cn, d, dn) = &kept[i];
+        (ptr(c, *cn), ptr(d, *dn))
+    };
+    then([p(0), p(1)])
+}
+
+/// `MPI_Allgatherv_c` and `MPI_Iallgatherv_c` (with a request).
+unsafe fn allgatherv_c(
+    name: &str,
+    (send, sn, st, recv): (usize, Count, Handle, usize),
+    (counts, displs, rt, ch): (*const Count, *const isize, Handle, Handle),
+    req: Option<Req>,
+) -> c_int {
+    let Ok(sn) = c_int::try_from(sn) else {
+        return too_large(name, ch);
+    };
+    let none = (std::ptr::null(), std::ptr::null());
+    // SAFETY: one entry per rank (the contract).
+    unsafe {
+        narrowed(
+            name,
+            ch,
+            size_of_comm(ch),
+            [(counts, displs), none],
+            |[(c, d), _]| match req {
+                None => MPI_Allgatherv(send, sn, st, recv, c, d, rt, ch),
+                Some(r) => MPI_Iallgatherv(send, sn, st, recv, c, d, rt, ch, r),
+            },
+        )
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_c(
     send: usize,
@@ -121,24 +175,69 @@ pub unsafe extern "C" fn MPI_Allgatherv_c(
     rt: Handle,
     ch: Handle,
 ) -> c_int {
-    let n = size_of_comm(ch);
-    // SAFETY: one entry per rank (the contract).
-    let (Ok(sn), Some(c), Some(d)) = (c_int::try_from(sn), unsafe { ints(counts, n) }, unsafe {
-        ints(displs, n)
-    }) else {
-        return too_large("MPI_Allgatherv_c", ch);
-    };
-    // SAFETY: the `int` form's contract.
+    // SAFETY: the contract.
     unsafe {
-        MPI_Allgatherv(
-            send,
-            sn,
-            st,
-            recv,
-            ptr(&c, counts.is_null()),
-            ptr(&d, displs.is_null()),
-            rt,
+        allgatherv_c(
+            "MPI_Allgatherv_c",
+            (send, sn, st, recv),
+            (counts, displs, rt, ch),
+            None,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iallgatherv_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let name = "MPI_Iallgatherv_c";
+    // SAFETY: the contract.
+    unsafe {
+        allgatherv_c(
+            name,
+            (send, sn, st, recv),
+            (counts, displs, rt, ch),
+            Some(req),
+        )
+    }
+}
+
+/// `MPI_Gatherv_c` and `MPI_Igatherv_c` (with a request).
+unsafe fn gatherv_c(
+    name: &str,
+    (send, sn, st, recv): (usize, Count, Handle, usize),
+    (counts, displs, rt, root, ch): (*const Count, *const isize, Handle, c_int, Handle),
+    req: Option<Req>,
+) -> c_int {
+    let Ok(sn) = c_int::try_from(sn) else {
+        return too_large(name, ch);
+    };
+    // The arrays mean something at the root only.
+    let n = if is_root(ch, root) {
+        size_of_comm(ch)
+    } else {
+        0
+    };
+    let none = (std::ptr::null(), std::ptr::null());
+    // SAFETY: one entry per rank at the root (the contract).
+    unsafe {
+        narrowed(
+            name,
             ch,
+            n,
+            [(counts, displs), none],
+            |[(c, d), _]| match req {
+                None => MPI_Gatherv(send, sn, st, recv, c, d, rt, root, ch),
+                Some(r) => MPI_Igatherv(send, sn, st, recv, c, d, rt, root, ch, r),
+            },
         )
     }
 }
@@ -155,30 +254,71 @@ pub unsafe extern "C" fn MPI_Gatherv_c(
     root: c_int,
     ch: Handle,
 ) -> c_int {
+    let name = "MPI_Gatherv_c";
+    // SAFETY: the contract.
+    unsafe {
+        gatherv_c(
+            name,
+            (send, sn, st, recv),
+            (counts, displs, rt, root, ch),
+            None,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Igatherv_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let name = "MPI_Igatherv_c";
+    // SAFETY: the contract.
+    unsafe {
+        gatherv_c(
+            name,
+            (send, sn, st, recv),
+            (counts, displs, rt, root, ch),
+            Some(req),
+        )
+    }
+}
+
+/// `MPI_Scatterv_c` and `MPI_Iscatterv_c` (with a request).
+unsafe fn scatterv_c(
+    name: &str,
+    (send, counts, displs, st): (usize, *const Count, *const isize, Handle),
+    (recv, rn, rt, root, ch): (usize, Count, Handle, c_int, Handle),
+    req: Option<Req>,
+) -> c_int {
+    let Ok(rn) = c_int::try_from(rn) else {
+        return too_large(name, ch);
+    };
     // The arrays mean something at the root only.
     let n = if is_root(ch, root) {
         size_of_comm(ch)
     } else {
         0
     };
+    let none = (std::ptr::null(), std::ptr::null());
     // SAFETY: one entry per rank at the root (the contract).
-    let (Ok(sn), Some(c), Some(d)) = (c_int::try_from(sn), unsafe { ints(counts, n) }, unsafe {
-        ints(displs, n)
-    }) else {
-        return too_large("MPI_Gatherv_c", ch);
-    };
-    // SAFETY: the `int` form's contract.
     unsafe {
-        MPI_Gatherv(
-            send,
-            sn,
-            st,
-            recv,
-            ptr(&c, counts.is_null()),
-            ptr(&d, displs.is_null()),
-            rt,
-            root,
+        narrowed(
+            name,
             ch,
+            n,
+            [(counts, displs), none],
+            |[(c, d), _]| match req {
+                None => MPI_Scatterv(send, c, d, st, recv, rn, rt, root, ch),
+                Some(r) => MPI_Iscatterv(send, c, d, st, recv, rn, rt, root, ch, r),
+            },
         )
     }
 }
@@ -195,32 +335,56 @@ pub unsafe extern "C" fn MPI_Scatterv_c(
     root: c_int,
     ch: Handle,
 ) -> c_int {
-    // The arrays mean something at the root only.
-    let n = if is_root(ch, root) {
-        size_of_comm(ch)
-    } else {
-        0
-    };
-    // SAFETY: one entry per rank at the root (the contract).
-    let (Ok(rn), Some(c), Some(d)) = (c_int::try_from(rn), unsafe { ints(counts, n) }, unsafe {
-        ints(displs, n)
-    }) else {
-        return too_large("MPI_Scatterv_c", ch);
-    };
-    // SAFETY: the `int` form's contract.
+    let name = "MPI_Scatterv_c";
+    // SAFETY: the contract.
     unsafe {
-        MPI_Scatterv(
-            send,
-            ptr(&c, counts.is_null()),
-            ptr(&d, displs.is_null()),
-            st,
-            recv,
-            rn,
-            rt,
-            root,
-            ch,
+        scatterv_c(
+            name,
+            (send, counts, displs, st),
+            (recv, rn, rt, root, ch),
+            None,
         )
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iscatterv_c(
+    send: usize,
+    counts: *const Count,
+    displs: *const isize,
+    st: Handle,
+    recv: usize,
+    rn: Count,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let name = "MPI_Iscatterv_c";
+    // SAFETY: the contract.
+    unsafe {
+        scatterv_c(
+            name,
+            (send, counts, displs, st),
+            (recv, rn, rt, root, ch),
+            Some(req),
+        )
+    }
+}
+
+/// The send and receive arrays of an all-to-all `v` or `w`.
+type AllToAllArrays = [(*const Count, *const isize); 2];
+
+/// `MPI_Alltoallv_c`, `MPI_Alltoallw_c` and their `MPI_I…` forms: the
+/// arrays narrowed, then `then` with them.
+unsafe fn alltoall_c(
+    name: &str,
+    ch: Handle,
+    arrays: AllToAllArrays,
+    then: impl FnOnce([(*const c_int, *const c_int); 2]) -> c_int,
+) -> c_int {
+    // SAFETY: one entry per rank (the contract).
+    unsafe { narrowed(name, ch, size_of_comm(ch), arrays, then) }
 }
 
 #[no_mangle]
@@ -235,32 +399,34 @@ pub unsafe extern "C" fn MPI_Alltoallv_c(
     rt: Handle,
     ch: Handle,
 ) -> c_int {
-    let n = size_of_comm(ch);
-    // SAFETY: one entry per rank (the contract).
-    let arrays = unsafe {
-        (
-            ints(scounts, n),
-            ints(sdispls, n),
-            ints(rcounts, n),
-            ints(rdispls, n),
-        )
-    };
-    let (Some(sc), Some(sd), Some(rc), Some(rd)) = arrays else {
-        return too_large("MPI_Alltoallv_c", ch);
-    };
-    // SAFETY: the `int` form's contract.
+    let arrays = [(scounts, sdispls), (rcounts, rdispls)];
+    // SAFETY: the contract.
     unsafe {
-        MPI_Alltoallv(
-            send,
-            ptr(&sc, scounts.is_null()),
-            ptr(&sd, sdispls.is_null()),
-            st,
-            recv,
-            ptr(&rc, rcounts.is_null()),
-            ptr(&rd, rdispls.is_null()),
-            rt,
-            ch,
-        )
+        alltoall_c("MPI_Alltoallv_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
+            MPI_Alltoallv(send, sc, sd, st, recv, rc, rd, rt, ch)
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ialltoallv_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    st: Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rt: Handle,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let arrays = [(scounts, sdispls), (rcounts, rdispls)];
+    // SAFETY: the contract.
+    unsafe {
+        alltoall_c("MPI_Ialltoallv_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
+            MPI_Ialltoallv(send, sc, sd, st, recv, rc, rd, rt, ch, req)
+        })
     }
 }
 
@@ -276,32 +442,34 @@ pub unsafe extern "C" fn MPI_Alltoallw_c(
     rtypes: *const Handle,
     ch: Handle,
 ) -> c_int {
-    let n = size_of_comm(ch);
-    // SAFETY: one entry per rank (the contract).
-    let arrays = unsafe {
-        (
-            ints(scounts, n),
-            ints(sdispls, n),
-            ints(rcounts, n),
-            ints(rdispls, n),
-        )
-    };
-    let (Some(sc), Some(sd), Some(rc), Some(rd)) = arrays else {
-        return too_large("MPI_Alltoallw_c", ch);
-    };
-    // SAFETY: the `int` form's contract.
+    let arrays = [(scounts, sdispls), (rcounts, rdispls)];
+    // SAFETY: the contract.
     unsafe {
-        MPI_Alltoallw(
-            send,
-            ptr(&sc, scounts.is_null()),
-            ptr(&sd, sdispls.is_null()),
-            stypes,
-            recv,
-            ptr(&rc, rcounts.is_null()),
-            ptr(&rd, rdispls.is_null()),
-            rtypes,
-            ch,
-        )
+        alltoall_c("MPI_Alltoallw_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
+            MPI_Alltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch)
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ialltoallw_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    stypes: *const Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rtypes: *const Handle,
+    ch: Handle,
+    req: Req,
+) -> c_int {
+    let arrays = [(scounts, sdispls), (rcounts, rdispls)];
+    // SAFETY: the contract.
+    unsafe {
+        alltoall_c("MPI_Ialltoallw_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
+            MPI_Ialltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch, req)
+        })
     }
 }
 
@@ -406,6 +574,34 @@ pub unsafe extern "C" fn MPI_Reduce_local_c(
         Ok(n) => unsafe { MPI_Reduce_local(inbuf, inout, n, dt, op) },
         Err(_) => too_large("MPI_Reduce_local_c", COMM_WORLD),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_struct_c(
+    count: Count,
+    blocklengths: *const Count,
+    displacements: *const isize,
+    types: *const Handle,
+    out: *mut Handle,
+) -> c_int {
+    let name = "MPI_Type_create_struct_c";
+    let Ok(n) = usize::try_from(count) else {
+        return too_large(name, COMM_WORLD);
+    };
+    if n > 0 && (blocklengths.is_null() || displacements.is_null() || types.is_null()) {
+        return crate::state::raise(COMM_WORLD, name, Fail::arg("an array is NULL"));
+    }
+    let mut blocks = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: `count` entries each (the contract).
+        let (len, d, t) = unsafe { (*blocklengths.add(i), *displacements.add(i), *types.add(i)) };
+        let Ok(len) = usize::try_from(len) else {
+            return too_large(name, COMM_WORLD);
+        };
+        blocks.push((len, d, t));
+    }
+    // SAFETY: the contract.
+    unsafe { create_struct(name, &blocks, out) }
 }
 
 #[no_mangle]

@@ -10,7 +10,7 @@ use mw::ProcessGroup;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A failed call: an MPI error class and what meshwork said.
@@ -62,6 +62,8 @@ pub(crate) struct Comm {
     pub members: Vec<u32>,
     /// Its attributes: (keyval, value), `attrs.rs`.
     pub attrs: Mutex<Vec<(c_int, usize)>>,
+    /// Its `v` collectives so far (`coll.rs`, `VPlan`).
+    pub vseq: AtomicU64,
 }
 
 impl Comm {
@@ -78,6 +80,7 @@ impl Comm {
             matcher: Matcher::default(),
             members,
             attrs: Mutex::new(Vec::new()),
+            vseq: AtomicU64::new(0),
         })
     }
 

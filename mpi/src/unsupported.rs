@@ -118,14 +118,14 @@ unsupported! {
     MPI_Graph_neighbors MPI_Graph_neighbors_count MPI_Graphdims_get MPI_Grequest_complete
     MPI_Grequest_start MPI_Group_difference MPI_Group_excl MPI_Group_from_session_pset
     MPI_Group_incl MPI_Group_intersection MPI_Group_range_excl MPI_Group_range_incl MPI_Group_union
-    MPI_Iallgatherv MPI_Iallgatherv_c MPI_Ialltoallv MPI_Ialltoallv_c MPI_Ialltoallw
-    MPI_Ialltoallw_c MPI_Igatherv MPI_Igatherv_c MPI_Ineighbor_allgather MPI_Ineighbor_allgather_c
+
+    MPI_Ineighbor_allgather MPI_Ineighbor_allgather_c
     MPI_Ineighbor_allgatherv MPI_Ineighbor_allgatherv_c MPI_Ineighbor_alltoall
     MPI_Ineighbor_alltoall_c MPI_Ineighbor_alltoallv MPI_Ineighbor_alltoallv_c
     MPI_Ineighbor_alltoallw MPI_Ineighbor_alltoallw_c MPI_Info_create_env
 
     MPI_Intercomm_create MPI_Intercomm_create_from_groups MPI_Intercomm_merge
-    MPI_Iscatterv MPI_Iscatterv_c MPI_Lookup_name MPI_Neighbor_allgather MPI_Neighbor_allgather_c
+    MPI_Lookup_name MPI_Neighbor_allgather MPI_Neighbor_allgather_c
     MPI_Neighbor_allgather_init MPI_Neighbor_allgather_init_c MPI_Neighbor_allgatherv
     MPI_Neighbor_allgatherv_c MPI_Neighbor_allgatherv_init MPI_Neighbor_allgatherv_init_c
     MPI_Neighbor_alltoall MPI_Neighbor_alltoall_c MPI_Neighbor_alltoall_init
@@ -167,8 +167,8 @@ unsupported! {
     MPI_Type_create_hindexed MPI_Type_create_hindexed_block MPI_Type_create_hindexed_block_c
     MPI_Type_create_hindexed_c MPI_Type_create_hvector MPI_Type_create_hvector_c
     MPI_Type_create_keyval
-    MPI_Type_create_resized MPI_Type_create_resized_c MPI_Type_create_struct
-    MPI_Type_create_struct_c MPI_Type_create_subarray MPI_Type_create_subarray_c
+    MPI_Type_create_resized MPI_Type_create_resized_c
+    MPI_Type_create_subarray MPI_Type_create_subarray_c
     MPI_Type_delete_attr MPI_Type_dup MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_contents
     MPI_Type_get_contents_c MPI_Type_get_envelope MPI_Type_get_envelope_c MPI_Type_get_extent_x
     MPI_Type_get_true_extent MPI_Type_get_true_extent_c MPI_Type_get_true_extent_x

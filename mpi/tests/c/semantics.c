@@ -340,6 +340,84 @@ static void errors(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Non-blocking v collectives waited in the reverse of their order,
+ * 16-bit reductions, local reductions, indexed blocks, info objects and
+ * communicator buffers. */
+static void newer(void) {
+    /* Rank i gives i + 1 ints to everyone (Iallgatherv) and to rank 0
+     * (Igatherv); the second is waited first: the messages of the two
+     * must not cross. */
+    int mine[16], all[16 * 17 / 2], at0[16 * 17 / 2], counts[16], displs[16];
+    for (int i = 0; i <= rank; i++) mine[i] = rank * 100 + i;
+    for (int i = 0, d = 0; i < size; d += ++i) counts[i] = i + 1, displs[i] = d;
+    MPI_Request r[2];
+    MPI_Iallgatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD, &r[0]);
+    MPI_Igatherv(mine, rank + 1, MPI_INT, at0, counts, displs, MPI_INT, 0, MPI_COMM_WORLD, &r[1]);
+    MPI_Wait(&r[1], MPI_STATUS_IGNORE);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    for (int i = 0, k = 0; i < size; i++)
+        for (int j = 0; j <= i; j++, k++) {
+            CHECK(all[k] == i * 100 + j);
+            if (rank == 0) CHECK(at0[k] == i * 100 + j);
+        }
+    /* Ialltoallv: rank i sends j + 1 copies of i to rank j. */
+    int sc[16], sd[16], rc[16], rd[16], sbuf[16 * 16], rbuf[16 * 16];
+    for (int j = 0, d = 0; j < size; d += sc[j], j++) sc[j] = j + 1, sd[j] = d;
+    for (int j = 0; j < size; j++) rc[j] = rank + 1, rd[j] = j * (rank + 1);
+    for (int j = 0; j < size; j++)
+        for (int k = 0; k < sc[j]; k++) sbuf[sd[j] + k] = rank;
+    MPI_Ialltoallv(sbuf, sc, sd, MPI_INT, rbuf, rc, rd, MPI_INT, MPI_COMM_WORLD, &r[0]);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    for (int j = 0; j < size; j++)
+        for (int k = 0; k <= rank; k++) CHECK(rbuf[rd[j] + k] == j);
+    /* Shorts wrap as shorts. */
+    short s = 30000, ssum = 0;
+    MPI_Allreduce(&s, &ssum, 1, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(ssum == (short)(30000 * size));
+    /* inout = in op inout, here alone. */
+    double in[3] = {1, 5, -2}, io[3] = {4, 2, 0};
+    MPI_Reduce_local(in, io, 3, MPI_DOUBLE, MPI_MAX);
+    CHECK(io[0] == 4 && io[1] == 5 && io[2] == 0);
+    /* Blocks of two at 0 and 3. */
+    int at[2] = {0, 3}, src[5] = {1, 2, 3, 4, 5}, dst[4] = {0};
+    MPI_Datatype blocks;
+    MPI_Type_create_indexed_block(2, 2, at, MPI_INT, &blocks);
+    MPI_Type_commit(&blocks);
+    MPI_Sendrecv(src, 1, blocks, 0, 5, dst, 4, MPI_INT, 0, 5, MPI_COMM_SELF,
+                 MPI_STATUS_IGNORE);
+    CHECK(dst[0] == 1 && dst[1] == 2 && dst[2] == 4 && dst[3] == 5);
+    MPI_Type_free(&blocks);
+    /* Info: set, get (cut to the length asked for), count, delete, dup. */
+    MPI_Info info, copy;
+    char value[8];
+    int len = sizeof value, flag = 0, nkeys = -1;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "colour", "blue-green");
+    MPI_Info_get_string(info, "colour", &len, value, &flag);
+    CHECK(flag && len == 11 && strcmp(value, "blue-gr") == 0);
+    MPI_Info_dup(info, &copy);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int cls = 0;
+    MPI_Info_delete(info, "colour");
+    MPI_Error_class(MPI_Info_delete(info, "colour"), &cls);
+    CHECK(cls == MPI_ERR_INFO_NOKEY);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Info_get_nkeys(info, &nkeys);
+    CHECK(nkeys == 0);
+    MPI_Info_get_nkeys(copy, &nkeys);
+    CHECK(nkeys == 1);
+    MPI_Info_free(&info);
+    MPI_Info_free(&copy);
+    /* A communicator's buffer comes back as it went. */
+    static char buffer[1 << 12];
+    void *back = NULL;
+    int bsize = 0;
+    MPI_Comm_attach_buffer(MPI_COMM_WORLD, buffer, sizeof buffer);
+    MPI_Comm_flush_buffer(MPI_COMM_WORLD);
+    MPI_Comm_detach_buffer(MPI_COMM_WORLD, &back, &bsize);
+    CHECK(back == buffer && bsize == sizeof buffer);
+}
+
 int main(int argc, char **argv) {
     int provided = -1, flag = 0;
     MPI_Initialized(&flag);
@@ -357,6 +435,7 @@ int main(int argc, char **argv) {
     collectives();
     communicators();
     more();
+    newer();
     errors();
     MPI_Barrier(MPI_COMM_WORLD);
     printf("semantics ok on rank %d of %d\n", rank, size);
