@@ -213,12 +213,18 @@ impl Posted<'_> {
     /// Whether `h` (a data frame that passed dispatch's checks) is the
     /// posted message, and nothing is queued before it on its lane.
     pub(crate) fn wants(&self, core: &Core, h: &Header) -> bool {
-        h.ftype == FrameType::Data
+        self.is_for(h)
             && h.dst == core.rank
-            && h.src == self.src
-            && (h.comm, h.kind, h.tag) == (self.key.comm, self.key.kind, self.key.tag)
             && h.len == self.len() as u64
             && core.inbox.lane_is_empty(self.src, self.key)
+    }
+
+    /// Whether `h` is a data frame of the posted receive's sender and
+    /// lane, whatever its length.
+    pub(crate) fn is_for(&self, h: &Header) -> bool {
+        h.ftype == FrameType::Data
+            && h.src == self.src
+            && (h.comm, h.kind, h.tag) == (self.key.comm, self.key.kind, self.key.tag)
     }
 }
 

@@ -279,8 +279,19 @@ impl Rx {
             if st.reader.frame_ready() {
                 match st.reader.frame(core) {
                     Ok(Some((h, payload))) => {
+                        // The posted message, assembled (its start was
+                        // read before it was posted): the caller takes
+                        // it from the core, and the socket waits for its
+                        // next receive, which reads straight into its
+                        // buffers. Read on, the posted receive, behind
+                        // this one, could take no frame after it.
+                        let answers = posted.as_deref().is_some_and(|p| p.is_for(&h));
                         if !sink.data(core, self.peer, h, payload) {
                             return self.refuse(st, core, sink);
+                        }
+                        if answers {
+                            filled = true;
+                            posted = None;
                         }
                     }
                     Ok(None) => {}
