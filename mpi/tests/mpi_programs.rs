@@ -62,9 +62,10 @@ fn compile(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The programs `tests/c/*.c`, built with `-Wall -Wextra -Werror`.
-fn program(name: &str) -> PathBuf {
-    let exe = scratch("c").join(name);
+/// The programs `tests/c/*.c`, built with `-Wall -Wextra -Werror` into
+/// scratch directory `dir` (one per test: tests run side by side).
+fn program(dir: &str, name: &str) -> PathBuf {
+    let exe = scratch(dir).join(name);
     compile(
         mpicc()
             .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -225,7 +226,7 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
     if !ready() {
         return;
     }
-    let exe = program("semantics");
+    let exe = program("c", "semantics");
     for (n, transport) in [
         (1, &[][..]),
         (2, &[]),
@@ -254,7 +255,7 @@ fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
     if !ready() {
         return;
     }
-    let exe = program("killed");
+    let exe = program("c", "killed");
     for mode in [&[][..], &["recv"]] {
         let mut child = Command::new(meshrun().expect("checked by ready()"))
             .args(["-n", "4", "--keep-going", "--"])
@@ -306,6 +307,74 @@ fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
                 .iter()
                 .all(|l| l.contains("class 58") && l.contains("rank 1")),
             "{mode:?}: {seen:#?}"
+        );
+    }
+}
+
+/// Whether Slurm has a node to run a step on now (`.ci/run` starts a
+/// single-node cluster); why not, if not.
+fn slurm_unavailable() -> Option<String> {
+    let out = match Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%T"])
+        .output()
+    {
+        Err(e) => return Some(format!("no Slurm here (sinfo: {e}); .ci/run starts one")),
+        Ok(out) => out,
+    };
+    let states = String::from_utf8_lossy(&out.stdout);
+    let usable = states
+        .lines()
+        .any(|s| matches!(s.trim().trim_end_matches('*'), "idle" | "mixed"));
+    (!out.status.success() || !usable).then(|| {
+        format!(
+            "no idle Slurm node (sinfo: {} {})",
+            out.status,
+            states.trim()
+        )
+    })
+}
+
+/// `srun -n 4 ./prog` of an MPI program with nothing else set: `MPI_Init`
+/// forms the world from Slurm's environment, and every rank's semantics
+/// hold.
+#[test]
+fn an_mpi_program_runs_under_srun() {
+    if let Some(reason) = slurm_unavailable() {
+        skip(&reason);
+        return;
+    }
+    let exe = program("c-srun", "semantics");
+    let mut srun = Command::new("srun");
+    srun.args([
+        "-n",
+        "4",
+        "--label",
+        "--immediate=60",
+        "--kill-on-bad-exit=1",
+        "--time=5",
+        "--job-name=meshwork-mpi-test",
+    ])
+    .arg(&exe)
+    .env("TIMEOUT_S", "30");
+    for name in [
+        "RANK",
+        "WORLD",
+        "WORLD_SIZE",
+        "PEERS",
+        "SEED",
+        "MASTER_ADDR",
+        "CLUSTER_TOKEN",
+    ] {
+        srun.env_remove(name);
+    }
+    let out = run_bounded(&mut srun, Duration::from_secs(180));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "srun -n 4: {}", show(&out));
+    for rank in 0..4 {
+        assert!(
+            text.contains(&format!("semantics ok on rank {rank} of 4")),
+            "rank {rank} did not finish: {}",
+            show(&out)
         );
     }
 }
