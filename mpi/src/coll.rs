@@ -753,13 +753,10 @@ struct VRecvs {
     own: Option<Vec<u8>>,
 }
 
-// SAFETY: the addresses are the caller's buffers, which MPI's contract
-// keeps valid and untouched until the request completes.
-unsafe impl Send for VRecvs {}
-
 impl VRecvs {
-    /// Take what has come (waiting up to `timeout` for each missing
-    /// message); whether every receive has its message.
+    /// Take what has come, waiting up to `timeout` for each message that
+    /// has not (a deadline without progress, as meshwork's calls have);
+    /// whether every receive has its message.
     fn take(&self, timeout: std::time::Duration) -> Result<bool> {
         let mut got = self.got.lock().unwrap_or_else(|e| e.into_inner());
         let me = self.c.rank();

@@ -519,14 +519,19 @@ fn with_info<R>(h: Handle, f: impl FnOnce(&mut Pairs) -> Result<R>) -> Result<R>
     f(kv)
 }
 
+/// The value of `key` in info object `h`.
+fn lookup(h: Handle, key: &str) -> Result<Option<String>> {
+    with_info(h, |kv| {
+        Ok(kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    })
+}
+
 /// The value of `key` in info object `h`; none in `MPI_INFO_NULL`.
 pub(crate) fn info_value(h: Handle, key: &str) -> Result<Option<String>> {
     if h == INFO_NULL {
         return Ok(None);
     }
-    with_info(h, |kv| {
-        Ok(kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
-    })
+    lookup(h, key)
 }
 
 /// A key argument: a C string of at most `MPI_MAX_INFO_KEY - 1` bytes.
@@ -564,9 +569,7 @@ pub unsafe extern "C" fn MPI_Info_get_string(
         if buflen.is_null() {
             return Err(Fail::arg("buflen is NULL"));
         }
-        let found = with_info(info, |kv| {
-            Ok(kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.clone()))
-        })?;
+        let found = lookup(info, &k)?;
         // SAFETY: NULL or valid (the contract).
         unsafe { put(flag, c_int::from(found.is_some())) };
         if let Some(v) = found {
@@ -607,9 +610,7 @@ pub unsafe extern "C" fn MPI_Info_get_valuelen(
     entry(COMM_WORLD, "MPI_Info_get_valuelen", || {
         // SAFETY: the contract.
         let k = unsafe { key_arg(key) }?;
-        let found = with_info(info, |kv| {
-            Ok(kv.iter().find(|(x, _)| *x == k).map(|(_, v)| v.len()))
-        })?;
+        let found = lookup(info, &k)?.map(|v| v.len());
         // SAFETY: NULL or valid (the contract).
         unsafe {
             put(flag, c_int::from(found.is_some()));

@@ -331,9 +331,13 @@ fn participants_get_the_coordinators_model(topology: Topology, workers: u32) {
 /// nothing until it answers (so its lane never fills); awake, it answers
 /// the newest offer it holds, is told it is late, and is offered rounds
 /// again: the coordinator runs rounds until it takes part (at most 200).
+/// Once round 5 has closed the coordinator waits for the worker to hold
+/// its offer: on a loaded machine the worker, woken, could otherwise
+/// still be waiting for a core when the 200 rounds were over.
 #[test]
 fn a_sleeping_worker_is_offered_no_more_until_it_answers() {
     let closed = Closed(Mutex::new(0), Condvar::new());
+    let awake = Closed(Mutex::new(0), Condvar::new());
     let out = run_world_with(1 + 2, Topology::Star, |g| {
         if g.rank() == 0 {
             let config = RoundConfig {
@@ -347,6 +351,9 @@ fn a_sleeping_worker_is_offered_no_more_until_it_answers() {
                 let report = c.round(&mut model).unwrap();
                 late.push(report.late);
                 closed.set(round + 1);
+                if round == 4 {
+                    awake.wait_for(1);
+                }
                 if round >= 4 && report.participants.contains(&2) {
                     break;
                 }
@@ -364,6 +371,9 @@ fn a_sleeping_worker_is_offered_no_more_until_it_answers() {
             closed.wait_for(4);
         }
         while let Some(o) = p.next_round(Duration::from_secs(20)).unwrap() {
+            if g.rank() == 2 {
+                awake.set(1);
+            }
             let outcome = p.submit(&o, &[1.0; 3], 1.0).unwrap();
             words.push(match outcome {
                 RoundOutcome::Done { report, .. } => format!("done{}", report.round),
