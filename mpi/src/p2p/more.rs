@@ -211,16 +211,21 @@ pub unsafe extern "C" fn MPI_Startall(count: c_int, reqs: *mut Handle) -> c_int 
 /// back, and a flush has nothing to wait for.
 static ATTACHED: Mutex<Vec<(Handle, usize, i64)>> = Mutex::new(Vec::new());
 
+/// `body` as call `name` on the buffer of `owner` (a communicator, or
+/// `COMM_NULL` for the process's), errors raised on `owner` (the
+/// process's on `MPI_COMM_WORLD`).
+fn on_buffer_of(owner: Handle, name: &str, body: impl FnOnce() -> Result<()>) -> c_int {
+    if owner == COMM_NULL {
+        return entry(COMM_WORLD, name, body);
+    }
+    entry(owner, name, || {
+        comm(owner)?;
+        body()
+    })
+}
+
 fn attach(owner: Handle, name: &str, buf: *mut u8, size: i64) -> c_int {
-    let ch = if owner == COMM_NULL {
-        COMM_WORLD
-    } else {
-        owner
-    };
-    entry(ch, name, || {
-        if owner != COMM_NULL {
-            comm(owner)?;
-        }
+    on_buffer_of(owner, name, || {
         if size < 0 {
             return Err(Fail::new(ERR_ARG, format!("size {size} is negative")));
         }
@@ -236,12 +241,7 @@ fn attach(owner: Handle, name: &str, buf: *mut u8, size: i64) -> c_int {
 /// # Safety
 /// `buf` and `size` are NULL or valid for writes.
 unsafe fn detach(owner: Handle, name: &str, buf: *mut usize, size: *mut i64) -> c_int {
-    let ch = if owner == COMM_NULL {
-        COMM_WORLD
-    } else {
-        owner
-    };
-    entry(ch, name, || {
+    on_buffer_of(owner, name, || {
         let mut a = lock(&ATTACHED);
         let i = a
             .iter()
@@ -259,17 +259,7 @@ unsafe fn detach(owner: Handle, name: &str, buf: *mut usize, size: *mut i64) -> 
 
 /// A flush: the buffered sends this owner made are out already.
 fn flush(owner: Handle, name: &str) -> c_int {
-    let ch = if owner == COMM_NULL {
-        COMM_WORLD
-    } else {
-        owner
-    };
-    entry(ch, name, || {
-        if owner != COMM_NULL {
-            comm(owner)?;
-        }
-        Ok(())
-    })
+    on_buffer_of(owner, name, || Ok(()))
 }
 
 #[no_mangle]
