@@ -53,14 +53,25 @@ impl Type {
     /// `n` elements of `old`, element `i` at `at(i)` (in bytes), as one
     /// type of extent `extent`.
     fn made(name: String, old: &Type, at: impl Iterator<Item = isize>, extent: isize) -> Type {
+        let pieces =
+            at.flat_map(|base| old.blocks.iter().map(move |&(off, len)| (base + off, len)));
+        Type::of_pieces(name, pieces, extent, old.dtype, old.align)
+    }
+
+    /// The type whose data is `pieces` (offset, length), in order, one
+    /// element `extent` bytes from the next; adjacent pieces are one block.
+    fn of_pieces(
+        name: String,
+        pieces: impl Iterator<Item = (isize, usize)>,
+        extent: isize,
+        dtype: Option<DType>,
+        align: usize,
+    ) -> Type {
         let mut blocks: Vec<(isize, usize)> = Vec::new();
-        for base in at {
-            for &(off, len) in &old.blocks {
-                let start = base + off;
-                match blocks.last_mut() {
-                    Some((s, l)) if *s + *l as isize == start => *l += len,
-                    _ => blocks.push((start, len)),
-                }
+        for (start, len) in pieces {
+            match blocks.last_mut() {
+                Some((s, l)) if *s + *l as isize == start => *l += len,
+                _ => blocks.push((start, len)),
             }
         }
         let size = blocks.iter().map(|b| b.1).sum();
@@ -72,9 +83,9 @@ impl Type {
             extent,
             lb: 0,
             blocks,
-            dtype: old.dtype,
+            dtype,
             contiguous,
-            align: old.align,
+            align,
         }
     }
 
@@ -489,26 +500,9 @@ pub(crate) unsafe fn create_struct(
         }
         let span = hi - lo;
         let extent = (span + align as isize - 1) / align as isize * align as isize;
-        let mut merged: Vec<(isize, usize)> = Vec::new();
-        for (start, len) in at {
-            match merged.last_mut() {
-                Some((s, l)) if *s + *l as isize == start => *l += len,
-                _ => merged.push((start, len)),
-            }
-        }
-        let size = merged.iter().map(|b| b.1).sum();
-        let contiguous =
-            merged.len() <= 1 && merged.first().is_none_or(|b| b.0 == 0) && extent == size as isize;
-        let t = Type {
-            name: format!("struct({})", names.join(", ")),
-            size,
-            extent,
-            lb: lo,
-            blocks: merged,
-            dtype,
-            contiguous,
-            align,
-        };
+        let name = format!("struct({})", names.join(", "));
+        let mut t = Type::of_pieces(name, at.into_iter(), extent, dtype, align);
+        t.lb = lo;
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(out, register(t)) };
         Ok(())

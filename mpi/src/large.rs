@@ -138,29 +138,16 @@ unsafe fn narrowed<D: Copy + TryInto<c_int>>(
     then([p(0), p(1)])
 }
 
-/// `MPI_Allgatherv_c` and `MPI_Iallgatherv_c` (with a request).
-unsafe fn allgatherv_c(
-    name: &str,
-    (send, sn, st, recv): (usize, Count, Handle, usize),
-    (counts, displs, rt, ch): (*const Count, *const isize, Handle, Handle),
-    req: Option<Req>,
-) -> c_int {
-    let Ok(sn) = c_int::try_from(sn) else {
-        return too_large(name, ch);
-    };
-    let none = (std::ptr::null(), std::ptr::null());
-    // SAFETY: one entry per rank (the contract).
-    unsafe {
-        narrowed(
-            name,
-            ch,
-            size_of_comm(ch),
-            [(counts, displs), none],
-            |[(c, d), _]| match req {
-                None => MPI_Allgatherv(send, sn, st, recv, c, d, rt, ch),
-                Some(r) => MPI_Iallgatherv(send, sn, st, recv, c, d, rt, ch, r),
-            },
-        )
+/// The second pair of a `v` collective with one pair of arrays.
+const NONE: (*const Count, *const isize) = (std::ptr::null(), std::ptr::null());
+
+/// Entries in a rooted `v` collective's arrays: one per rank at the
+/// root; none elsewhere (they mean nothing there).
+fn at_root(ch: Handle, root: c_int) -> usize {
+    if is_root(ch, root) {
+        size_of_comm(ch)
+    } else {
+        0
     }
 }
 
@@ -175,13 +162,18 @@ pub unsafe extern "C" fn MPI_Allgatherv_c(
     rt: Handle,
     ch: Handle,
 ) -> c_int {
-    // SAFETY: the contract.
+    let name = "MPI_Allgatherv_c";
+    let Ok(sn) = c_int::try_from(sn) else {
+        return too_large(name, ch);
+    };
+    // SAFETY: one entry per rank (the contract).
     unsafe {
-        allgatherv_c(
-            "MPI_Allgatherv_c",
-            (send, sn, st, recv),
-            (counts, displs, rt, ch),
-            None,
+        narrowed(
+            name,
+            ch,
+            size_of_comm(ch),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Allgatherv(send, sn, st, recv, c, d, rt, ch),
         )
     }
 }
@@ -199,45 +191,17 @@ pub unsafe extern "C" fn MPI_Iallgatherv_c(
     req: Req,
 ) -> c_int {
     let name = "MPI_Iallgatherv_c";
-    // SAFETY: the contract.
-    unsafe {
-        allgatherv_c(
-            name,
-            (send, sn, st, recv),
-            (counts, displs, rt, ch),
-            Some(req),
-        )
-    }
-}
-
-/// `MPI_Gatherv_c` and `MPI_Igatherv_c` (with a request).
-unsafe fn gatherv_c(
-    name: &str,
-    (send, sn, st, recv): (usize, Count, Handle, usize),
-    (counts, displs, rt, root, ch): (*const Count, *const isize, Handle, c_int, Handle),
-    req: Option<Req>,
-) -> c_int {
     let Ok(sn) = c_int::try_from(sn) else {
         return too_large(name, ch);
     };
-    // The arrays mean something at the root only.
-    let n = if is_root(ch, root) {
-        size_of_comm(ch)
-    } else {
-        0
-    };
-    let none = (std::ptr::null(), std::ptr::null());
-    // SAFETY: one entry per rank at the root (the contract).
+    // SAFETY: one entry per rank (the contract).
     unsafe {
         narrowed(
             name,
             ch,
-            n,
-            [(counts, displs), none],
-            |[(c, d), _]| match req {
-                None => MPI_Gatherv(send, sn, st, recv, c, d, rt, root, ch),
-                Some(r) => MPI_Igatherv(send, sn, st, recv, c, d, rt, root, ch, r),
-            },
+            size_of_comm(ch),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Iallgatherv(send, sn, st, recv, c, d, rt, ch, req),
         )
     }
 }
@@ -255,13 +219,17 @@ pub unsafe extern "C" fn MPI_Gatherv_c(
     ch: Handle,
 ) -> c_int {
     let name = "MPI_Gatherv_c";
-    // SAFETY: the contract.
+    let Ok(sn) = c_int::try_from(sn) else {
+        return too_large(name, ch);
+    };
+    // SAFETY: one entry per rank at the root (the contract).
     unsafe {
-        gatherv_c(
+        narrowed(
             name,
-            (send, sn, st, recv),
-            (counts, displs, rt, root, ch),
-            None,
+            ch,
+            at_root(ch, root),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Gatherv(send, sn, st, recv, c, d, rt, root, ch),
         )
     }
 }
@@ -280,45 +248,17 @@ pub unsafe extern "C" fn MPI_Igatherv_c(
     req: Req,
 ) -> c_int {
     let name = "MPI_Igatherv_c";
-    // SAFETY: the contract.
-    unsafe {
-        gatherv_c(
-            name,
-            (send, sn, st, recv),
-            (counts, displs, rt, root, ch),
-            Some(req),
-        )
-    }
-}
-
-/// `MPI_Scatterv_c` and `MPI_Iscatterv_c` (with a request).
-unsafe fn scatterv_c(
-    name: &str,
-    (send, counts, displs, st): (usize, *const Count, *const isize, Handle),
-    (recv, rn, rt, root, ch): (usize, Count, Handle, c_int, Handle),
-    req: Option<Req>,
-) -> c_int {
-    let Ok(rn) = c_int::try_from(rn) else {
+    let Ok(sn) = c_int::try_from(sn) else {
         return too_large(name, ch);
     };
-    // The arrays mean something at the root only.
-    let n = if is_root(ch, root) {
-        size_of_comm(ch)
-    } else {
-        0
-    };
-    let none = (std::ptr::null(), std::ptr::null());
     // SAFETY: one entry per rank at the root (the contract).
     unsafe {
         narrowed(
             name,
             ch,
-            n,
-            [(counts, displs), none],
-            |[(c, d), _]| match req {
-                None => MPI_Scatterv(send, c, d, st, recv, rn, rt, root, ch),
-                Some(r) => MPI_Iscatterv(send, c, d, st, recv, rn, rt, root, ch, r),
-            },
+            at_root(ch, root),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Igatherv(send, sn, st, recv, c, d, rt, root, ch, req),
         )
     }
 }
@@ -336,13 +276,17 @@ pub unsafe extern "C" fn MPI_Scatterv_c(
     ch: Handle,
 ) -> c_int {
     let name = "MPI_Scatterv_c";
-    // SAFETY: the contract.
+    let Ok(rn) = c_int::try_from(rn) else {
+        return too_large(name, ch);
+    };
+    // SAFETY: one entry per rank at the root (the contract).
     unsafe {
-        scatterv_c(
+        narrowed(
             name,
-            (send, counts, displs, st),
-            (recv, rn, rt, root, ch),
-            None,
+            ch,
+            at_root(ch, root),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Scatterv(send, c, d, st, recv, rn, rt, root, ch),
         )
     }
 }
@@ -361,30 +305,19 @@ pub unsafe extern "C" fn MPI_Iscatterv_c(
     req: Req,
 ) -> c_int {
     let name = "MPI_Iscatterv_c";
-    // SAFETY: the contract.
+    let Ok(rn) = c_int::try_from(rn) else {
+        return too_large(name, ch);
+    };
+    // SAFETY: one entry per rank at the root (the contract).
     unsafe {
-        scatterv_c(
+        narrowed(
             name,
-            (send, counts, displs, st),
-            (recv, rn, rt, root, ch),
-            Some(req),
+            ch,
+            at_root(ch, root),
+            [(counts, displs), NONE],
+            |[(c, d), _]| MPI_Iscatterv(send, c, d, st, recv, rn, rt, root, ch, req),
         )
     }
-}
-
-/// The send and receive arrays of an all-to-all `v` or `w`.
-type AllToAllArrays = [(*const Count, *const isize); 2];
-
-/// `MPI_Alltoallv_c`, `MPI_Alltoallw_c` and their `MPI_I…` forms: the
-/// arrays narrowed, then `then` with them.
-unsafe fn alltoall_c(
-    name: &str,
-    ch: Handle,
-    arrays: AllToAllArrays,
-    then: impl FnOnce([(*const c_int, *const c_int); 2]) -> c_int,
-) -> c_int {
-    // SAFETY: one entry per rank (the contract).
-    unsafe { narrowed(name, ch, size_of_comm(ch), arrays, then) }
 }
 
 #[no_mangle]
@@ -400,11 +333,15 @@ pub unsafe extern "C" fn MPI_Alltoallv_c(
     ch: Handle,
 ) -> c_int {
     let arrays = [(scounts, sdispls), (rcounts, rdispls)];
-    // SAFETY: the contract.
+    // SAFETY: one entry per rank (the contract).
     unsafe {
-        alltoall_c("MPI_Alltoallv_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
-            MPI_Alltoallv(send, sc, sd, st, recv, rc, rd, rt, ch)
-        })
+        narrowed(
+            "MPI_Alltoallv_c",
+            ch,
+            size_of_comm(ch),
+            arrays,
+            |[(sc, sd), (rc, rd)]| MPI_Alltoallv(send, sc, sd, st, recv, rc, rd, rt, ch),
+        )
     }
 }
 
@@ -422,11 +359,15 @@ pub unsafe extern "C" fn MPI_Ialltoallv_c(
     req: Req,
 ) -> c_int {
     let arrays = [(scounts, sdispls), (rcounts, rdispls)];
-    // SAFETY: the contract.
+    // SAFETY: one entry per rank (the contract).
     unsafe {
-        alltoall_c("MPI_Ialltoallv_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
-            MPI_Ialltoallv(send, sc, sd, st, recv, rc, rd, rt, ch, req)
-        })
+        narrowed(
+            "MPI_Ialltoallv_c",
+            ch,
+            size_of_comm(ch),
+            arrays,
+            |[(sc, sd), (rc, rd)]| MPI_Ialltoallv(send, sc, sd, st, recv, rc, rd, rt, ch, req),
+        )
     }
 }
 
@@ -443,11 +384,15 @@ pub unsafe extern "C" fn MPI_Alltoallw_c(
     ch: Handle,
 ) -> c_int {
     let arrays = [(scounts, sdispls), (rcounts, rdispls)];
-    // SAFETY: the contract.
+    // SAFETY: one entry per rank (the contract).
     unsafe {
-        alltoall_c("MPI_Alltoallw_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
-            MPI_Alltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch)
-        })
+        narrowed(
+            "MPI_Alltoallw_c",
+            ch,
+            size_of_comm(ch),
+            arrays,
+            |[(sc, sd), (rc, rd)]| MPI_Alltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch),
+        )
     }
 }
 
@@ -465,11 +410,17 @@ pub unsafe extern "C" fn MPI_Ialltoallw_c(
     req: Req,
 ) -> c_int {
     let arrays = [(scounts, sdispls), (rcounts, rdispls)];
-    // SAFETY: the contract.
+    // SAFETY: one entry per rank (the contract).
     unsafe {
-        alltoall_c("MPI_Ialltoallw_c", ch, arrays, |[(sc, sd), (rc, rd)]| {
-            MPI_Ialltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch, req)
-        })
+        narrowed(
+            "MPI_Ialltoallw_c",
+            ch,
+            size_of_comm(ch),
+            arrays,
+            |[(sc, sd), (rc, rd)]| {
+                MPI_Ialltoallw(send, sc, sd, stypes, recv, rc, rd, rtypes, ch, req)
+            },
+        )
     }
 }
 

@@ -503,6 +503,22 @@ impl Sender {
         Sender { jobs, pending }
     }
 
+    /// Hand a send to the sender thread, behind what it holds.
+    fn hand_over(&self, c: &Arc<Comm>, dst: u32, head: Head, data: Data) -> Result<Sent> {
+        let done = Done::for_comm(c);
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.jobs
+            .send(Job {
+                comm: c.clone(),
+                dst,
+                head,
+                data,
+                done: done.clone(),
+            })
+            .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
+        Ok(Sent::Later(done))
+    }
+
     /// Wait until every send handed over has finished.
     pub fn drain(&self) {
         let done = Arc::new(Done::default());
@@ -616,19 +632,7 @@ fn send_owned(c: &Arc<Comm>, dst: u32, head: Head, data: Vec<u8>) -> Result<Sent
         send_now(c, dst, head, &data)?;
         return Ok(Sent::Now);
     }
-    let done = Done::for_comm(c);
-    sender.pending.fetch_add(1, Ordering::AcqRel);
-    sender
-        .jobs
-        .send(Job {
-            comm: c.clone(),
-            dst,
-            head,
-            data: Data::Owned(data),
-            done: done.clone(),
-        })
-        .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
-    Ok(Sent::Later(done))
+    sender.hand_over(c, dst, head, Data::Owned(data))
 }
 
 /// [`start_send`], as synchronous send `sync` if given.
@@ -660,7 +664,6 @@ fn start_send_as(
         send_now(c, dst, head, &packed)?;
         return Ok(Sent::Now);
     }
-    let done = Done::for_comm(c);
     let data = match packed {
         std::borrow::Cow::Borrowed(b) => Data::Borrowed {
             at: b.as_ptr() as usize,
@@ -668,18 +671,7 @@ fn start_send_as(
         },
         std::borrow::Cow::Owned(v) => Data::Owned(v),
     };
-    sender.pending.fetch_add(1, Ordering::AcqRel);
-    sender
-        .jobs
-        .send(Job {
-            comm: c.clone(),
-            dst,
-            head,
-            data,
-            done: done.clone(),
-        })
-        .map_err(|_| Fail::new(ERR_INTERN, "the sender thread is gone"))?;
-    Ok(Sent::Later(done))
+    sender.hand_over(c, dst, head, data)
 }
 
 // ------------------------------------------------------------ requests

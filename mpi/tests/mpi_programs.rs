@@ -18,7 +18,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::{deps_dir, meshrun, run_bounded, show, skip};
+use support::{deps_dir, meshrun, run_bounded, show, skip, slurm_unavailable};
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -309,29 +309,6 @@ fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
             "{mode:?}: {seen:#?}"
         );
     }
-}
-
-/// Whether Slurm has a node to run a step on now (`.ci/run` starts a
-/// single-node cluster); why not, if not.
-fn slurm_unavailable() -> Option<String> {
-    let out = match Command::new("sinfo")
-        .args(["-h", "-N", "-o", "%T"])
-        .output()
-    {
-        Err(e) => return Some(format!("no Slurm here (sinfo: {e}); .ci/run starts one")),
-        Ok(out) => out,
-    };
-    let states = String::from_utf8_lossy(&out.stdout);
-    let usable = states
-        .lines()
-        .any(|s| matches!(s.trim().trim_end_matches('*'), "idle" | "mixed"));
-    (!out.status.success() || !usable).then(|| {
-        format!(
-            "no idle Slurm node (sinfo: {} {})",
-            out.status,
-            states.trim()
-        )
-    })
 }
 
 /// `srun -n 4 ./prog` of an MPI program with nothing else set: `MPI_Init`

@@ -6,7 +6,10 @@
 //! under `CI=true`).
 
 use crate::netlab::skip;
+#[path = "../../ffi/tests/support/mod.rs"]
+mod shared;
 use crate::procs::{spawn_with, Launch, Ranks};
+use shared::slurm_unavailable;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -118,30 +121,6 @@ fn example(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.parent()?.join("examples").join(name);
     p.exists().then_some(p)
-}
-
-/// Why Slurm cannot run a step here, if it cannot: no `srun`, or no node
-/// that answers and is idle or partly used.
-fn slurm_unavailable() -> Option<String> {
-    let out = match Command::new("sinfo")
-        .args(["-h", "-N", "-o", "%T"])
-        .output()
-    {
-        Err(e) => return Some(format!("no Slurm here (sinfo: {e}); .ci/run starts one")),
-        Ok(out) => out,
-    };
-    let states = String::from_utf8_lossy(&out.stdout);
-    let usable = states
-        .lines()
-        .any(|s| matches!(s.trim().trim_end_matches('*'), "idle" | "mixed"));
-    (!out.status.success() || !usable).then(|| {
-        format!(
-            "no idle Slurm node (sinfo: {} {}{}); .ci/run starts one",
-            out.status,
-            states.trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-    })
 }
 
 /// The README's main example under a real `srun -n 4`: four tasks, each

@@ -1,5 +1,6 @@
-//! What the ffi crate's integration tests share: skipping, finding this
-//! build's outputs, and running a command with a deadline.
+//! What the ffi and mpi crates' integration tests (and the Slurm tests)
+//! share: skipping, finding this build's outputs, running a command with a
+//! deadline, and whether Slurm can run a step here.
 #![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::io::Read;
@@ -91,4 +92,28 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
         show(&out)
     );
     out
+}
+
+/// Why Slurm cannot run a step here, if it cannot: no `srun`, or no node
+/// that answers and is idle or partly used.
+pub fn slurm_unavailable() -> Option<String> {
+    let out = match Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%T"])
+        .output()
+    {
+        Err(e) => return Some(format!("no Slurm here (sinfo: {e}); .ci/run starts one")),
+        Ok(out) => out,
+    };
+    let states = String::from_utf8_lossy(&out.stdout);
+    let usable = states
+        .lines()
+        .any(|s| matches!(s.trim().trim_end_matches('*'), "idle" | "mixed"));
+    (!out.status.success() || !usable).then(|| {
+        format!(
+            "no idle Slurm node (sinfo: {} {}{}); .ci/run starts one",
+            out.status,
+            states.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
 }
