@@ -274,12 +274,14 @@ pub use error::{Error, Result};
 pub use group::{
     Buffers, Call, CallState, Compressor, FlightEntry, Offer, OwnedBuffers, ProcessGroup, Quorum,
     Recovery, RoundConfig, RoundCoordinator, RoundOutcome, RoundParticipant, RoundReport, Work,
-    DEFAULT_TIMEOUT, FLIGHT_RECORD_LEN, MAX_IN_FLIGHT,
+    DEFAULT_TIMEOUT, FLIGHT_RECORD_LEN, MATCHED_TAG, MAX_IN_FLIGHT,
 };
 pub use local::{local, local_with};
 pub use meshwork_collectives::{with_dtype, DType, Element, ReduceOp, Topology};
 pub use meshwork_transport::kdf::MIN_TOKEN_BYTES;
-pub use meshwork_transport::{LinkKind, Payload, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET};
+pub use meshwork_transport::{
+    LinkKind, Payload, PeerStats, DEFAULT_LIVENESS, DEFAULT_PEER_BUDGET, MATCHED_WORD,
+};
 pub use node::{
     bind_rank_sockets, serve_seed, Node, TransportKind, DEFAULT_MAX_MESSAGE_BYTES,
     WIRE_PROTOCOL_VERSION,

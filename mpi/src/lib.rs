@@ -8,8 +8,8 @@
 //! This crate is a front end, not a second MPI: every collective goes
 //! through meshwork's one call entry (`ProcessGroup::call_bytes`, or
 //! `call_nb` for the `MPI_I…` forms); point-to-point messages carry their
-//! MPI tag in a 12-byte envelope on one meshwork lane per communicator,
-//! and are matched here (`p2p.rs`) by source and tag, wildcards included,
+//! MPI tag in an 8-byte envelope on each communicator's matched lane
+//! (meshwork carries it in the frame header), and are matched here (`p2p.rs`) by source and tag, wildcards included,
 //! in the order MPI requires. What meshwork does not do returns
 //! `MPI_ERR_UNSUPPORTED_OPERATION` through the error handler
 //! (`unsupported.rs`), never a missing symbol.

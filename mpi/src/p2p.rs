@@ -1,8 +1,11 @@
 //! Point-to-point messages and requests.
 //!
-//! Every message of a communicator travels on one meshwork lane
-//! ([`LANE`]) behind its envelope (`[tag: i32 LE][id: u64 LE]`,
-//! [`ENVELOPE`]), so a receive can match any tag.
+//! Every message of a communicator travels on its matched meshwork lane
+//! ([`LANE`]) behind its envelope (`[tag: i32 LE][id: u32 LE]`,
+//! [`ENVELOPE`]), so a receive can match any tag. The envelope is the
+//! lane's word, which meshwork carries in the frame header: a message of
+//! up to 8 bytes is one cache line in shared memory, as it is for the
+//! Rust API.
 //! Matching follows MPI: a message goes to the first posted receive (in
 //! the order they were posted) whose source and tag match, wildcards
 //! included, or waits as *unexpected* for a later one; messages from one
@@ -43,8 +46,9 @@ pub(crate) const SYNC: c_int = 1 << 30;
 /// The meshwork tag of the acknowledgements of synchronous sends.
 const ACK_LANE: u64 = 0x4d50_4920_6163_6b00;
 
-/// The meshwork tag of every MPI message of a communicator.
-pub(crate) const LANE: u64 = 0x4d50_4920_7032_7000;
+/// The meshwork tag of every MPI message of a communicator: its matched
+/// lane.
+pub(crate) const LANE: u64 = mw::MATCHED_TAG;
 /// Sends of up to this many bytes go inline when the sender thread is idle.
 const INLINE: usize = 256 << 10;
 /// How long one pull waits before the waiter looks again (at its
@@ -129,11 +133,11 @@ pub(crate) struct Matcher {
     ack_pull: Mutex<()>,
 }
 
-/// Every message's envelope: `[tag: i32 LE][id: u64 LE]`, the id that of
+/// Every message's envelope: `[tag: i32 LE][id: u32 LE]`, the id that of
 /// a synchronous send (with [`SYNC`] in the tag), else 0. One length for
 /// both kinds, so a receive read straight into its buffer never takes a
-/// synchronous send's id for data.
-pub(crate) const ENVELOPE: usize = 12;
+/// synchronous send's id for data. It is the matched lane's word.
+pub(crate) const ENVELOPE: usize = mw::MATCHED_WORD;
 
 /// A message's tag, the id of a synchronous send, and its data.
 fn split(msg: &Payload) -> Option<(c_int, Option<u64>, &[u8])> {
@@ -145,12 +149,11 @@ fn split(msg: &Payload) -> Option<(c_int, Option<u64>, &[u8])> {
 /// An envelope's tag and, for a synchronous send, its id.
 fn envelope(head: &[u8; ENVELOPE]) -> (c_int, Option<u64>) {
     let tag = c_int::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&head[4..]);
+    let id = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
     if tag & SYNC == 0 {
         (tag, None)
     } else {
-        (tag & !SYNC, Some(u64::from_le_bytes(id)))
+        (tag & !SYNC, Some(u64::from(id)))
     }
 }
 
@@ -395,9 +398,10 @@ struct Head {
 impl Head {
     fn new(tag: c_int, sync: Option<u64>) -> Head {
         let mut bytes = [0u8; ENVELOPE];
+        // Synchronous sends' ids are 32-bit (`start_ssend`).
         let (tag, id) = match sync {
             None => (tag, 0),
-            Some(id) => (tag | SYNC, id),
+            Some(id) => (tag | SYNC, id as u32),
         };
         bytes[..4].copy_from_slice(&tag.to_le_bytes());
         bytes[4..].copy_from_slice(&id.to_le_bytes());
@@ -932,11 +936,13 @@ fn start_ssend(
     dest: c_int,
     tag: c_int,
 ) -> Result<Request> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // 32 bits, as the envelope carries them: an id comes back after
+    // 2^32 more synchronous sends, long after its acknowledgement.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     let Some(dst) = send_args(c, dest, tag)? else {
         return Ok(Request::Done(empty_status()));
     };
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let id = u64::from(NEXT.fetch_add(1, Ordering::Relaxed));
     let sent = match start_send_as(c, buf, count, dt, dest, tag, false, Some(id))? {
         Sent::Now => None,
         Sent::Later(d) => Some(d),

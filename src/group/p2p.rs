@@ -1,5 +1,6 @@
 //! Tagged point-to-point messages: lane `(comm, PointToPoint, tag)`, FIFO
-//! per sender and tag; different tags never block each other.
+//! per sender and tag; different tags never block each other. Tag
+//! [`MATCHED_TAG`] is the matched lane (`(comm, Matched, 0)`).
 
 use super::ProcessGroup;
 use crate::error::{Error, Result};
@@ -7,13 +8,32 @@ use meshwork_collectives::Element;
 use meshwork_transport::{LaneKey, LaneKind, Payload};
 use std::time::Duration;
 
+/// The tag of a group's *matched* lane: for messages that the receiver
+/// matches itself (the MPI ABI's, by MPI tag and source), all on one lane.
+/// Each message on it starts with a word of
+/// [`MATCHED_WORD`](crate::MATCHED_WORD) bytes (8: the MPI envelope) that
+/// travels in its frame header's tag field rather than in the payload, so
+/// a message of up to 8 bytes after its word is as small on the wire as a
+/// message of up to 8 bytes under any other tag (one cache line in shared
+/// memory). A receive gets the word back as the message's first bytes. A
+/// message shorter than a word is `InvalidArgument`. It is the one tag a
+/// plain point-to-point message cannot use.
+pub const MATCHED_TAG: u64 = u64::MAX;
+
 impl ProcessGroup {
     /// The lane of `tag` on communicator `comm`.
     fn p2p_key(comm: u64, tag: u64) -> LaneKey {
-        LaneKey {
-            comm,
-            kind: LaneKind::PointToPoint,
-            tag,
+        match tag {
+            MATCHED_TAG => LaneKey {
+                comm,
+                kind: LaneKind::Matched,
+                tag: 0,
+            },
+            tag => LaneKey {
+                comm,
+                kind: LaneKind::PointToPoint,
+                tag,
+            },
         }
     }
 

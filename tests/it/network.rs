@@ -603,3 +603,125 @@ fn a_message_that_pauses_midway_arrives_whole() {
     assert_eq!(next, b"next");
     drop(s);
 }
+
+/// The matched lane (the MPI ABI's): every message's word travels in its
+/// frame header and comes back as the message's first bytes, whichever
+/// way it is received — read in place (the word into its own buffer, or
+/// run on into the body), queued behind another lane's message, from any
+/// rank — over shared memory (a large message by single copy), TCP plain,
+/// authenticated and encrypted, QUIC with its sidecar, and a star's
+/// relay. A message shorter than its word is refused.
+#[test]
+fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
+    use meshwork::{LinkKind, Node, TransportKind, MATCHED_TAG};
+    let token = |n: Node| {
+        n.shared_memory(false)
+            .cluster_token("matched lane cluster token")
+    };
+    type Tweak = Box<dyn Fn(Node) -> Node + Sync>;
+    let configs: Vec<(&str, Topology, Tweak)> = vec![
+        ("shared memory", Topology::Mesh, Box::new(|n| n)),
+        (
+            "tcp",
+            Topology::Mesh,
+            Box::new(|n: Node| n.shared_memory(false).transport(TransportKind::Tcp)),
+        ),
+        (
+            "tcp, authenticated",
+            Topology::Mesh,
+            Box::new(move |n| token(n).transport(TransportKind::Tcp)),
+        ),
+        (
+            "tcp, encrypted",
+            Topology::Mesh,
+            Box::new(move |n| token(n).transport(TransportKind::Tcp).encrypt_bulk(true)),
+        ),
+        (
+            "quic and its sidecar",
+            Topology::Mesh,
+            Box::new(|n: Node| n.shared_memory(false).transport(TransportKind::Quic)),
+        ),
+        (
+            "a star's relay",
+            Topology::Star,
+            Box::new(|n: Node| n.shared_memory(false).transport(TransportKind::Tcp)),
+        ),
+    ];
+    // (word, payload length): empty, one line, past it, over the
+    // sidecar's and single copy's thresholds.
+    let sizes = [0usize, 1, 8, 9, 4096, 1 << 20];
+    let word = |i: usize| (0x5157_4f52_4400_0000u64 | i as u64).to_le_bytes();
+    let body = |i: usize, n: usize| -> Vec<u8> { (0..n).map(|b| (b * 7 + i) as u8).collect() };
+    for (name, topology, tweak) in &configs {
+        let out = crate::support::run_nodes_with(3, *topology, tweak, |g| {
+            let (from, to) = (1, 2);
+            if *name == "shared memory" && g.rank() != 0 {
+                let peer = from + to - g.rank();
+                assert_eq!(g.links()[peer as usize], LinkKind::SharedMemory);
+            }
+            if g.rank() == from {
+                // Sent twice over: once received in place, once queued.
+                for round in 0..2 {
+                    for (i, &n) in sizes.iter().enumerate() {
+                        let data = body(i + round, n);
+                        g.send_parts(&[&word(i + round), &data], to, MATCHED_TAG)?;
+                    }
+                    g.send(&[round as u8], to, 1)?;
+                }
+                // A word split across parts, and one too short.
+                g.send_parts(&[&[1, 2, 3], &[4, 5, 6, 7, 8, 9]], to, MATCHED_TAG)?;
+                match g.send_parts(&[b"short"], to, MATCHED_TAG) {
+                    Err(Error::InvalidArgument(m)) => assert!(m.contains("word"), "{m}"),
+                    other => panic!("{name}: a 5-byte matched message gave {other:?}"),
+                }
+            } else if g.rank() == to {
+                let mut go = [0u8];
+                for (i, &n) in sizes.iter().enumerate() {
+                    // In place, the word into a buffer of its own, or
+                    // (odd sizes) run on from a 3-byte head into the body.
+                    let split = if n % 2 == 1 { 3 } else { 8 };
+                    let mut whole = vec![0u8; 8 + n];
+                    let (head, rest) = whole.split_at_mut(split);
+                    let got = g.recv_message_into(
+                        from,
+                        MATCHED_TAG,
+                        Duration::from_secs(10),
+                        head,
+                        rest,
+                    )?;
+                    assert_eq!(got, Some(true), "{name}: size {n}");
+                    assert_eq!(whole[..8], word(i), "{name}: size {n} in place");
+                    assert!(whole[8..] == body(i, n), "{name}: size {n} in place");
+                }
+                g.recv(&mut go, from, 1)?;
+                // Queued (they came before round 1's go), then taken
+                // whole or from any rank.
+                g.recv(&mut go, from, 1)?;
+                for (i, &n) in sizes.iter().enumerate() {
+                    let msg = if i % 2 == 0 {
+                        g.recv_message(from, MATCHED_TAG, Duration::from_secs(10))?
+                    } else {
+                        g.recv_any_message(MATCHED_TAG, Duration::from_secs(10))?
+                            .map(|(src, m)| {
+                                assert_eq!(src, from);
+                                m
+                            })
+                    };
+                    let msg = msg.unwrap_or_else(|| panic!("{name}: size {n} queued never came"));
+                    assert_eq!(msg.len(), 8 + n, "{name}: size {n} queued");
+                    assert_eq!(msg.as_ref()[..8], word(i + 1), "{name}: size {n} queued");
+                    assert!(
+                        msg.as_ref()[8..] == body(i + 1, n),
+                        "{name}: size {n} queued"
+                    );
+                }
+                let msg = g.recv_message(from, MATCHED_TAG, Duration::from_secs(10))?;
+                assert_eq!(msg.unwrap().as_ref(), [1, 2, 3, 4, 5, 6, 7, 8, 9], "{name}");
+            }
+            g.shutdown()
+        });
+        for o in out {
+            o.unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}

@@ -92,7 +92,19 @@ pub enum LaneKind {
     Rpc = 2,
     /// Group control (shutdown, heartbeats).
     Control = 3,
+    /// Messages the receiver matches itself (the MPI ABI's): one lane per
+    /// communicator, tag 0. Each message starts with a word of
+    /// [`MATCHED_WORD`] bytes (the MPI envelope) that travels in its frame
+    /// header's tag field, not in the payload: a message of up to 8 bytes
+    /// after its word is as small on the wire as one of up to 8 bytes on
+    /// any other lane (one cache line in shared memory). The receiver gets
+    /// the word back as the message's first bytes.
+    Matched = 4,
 }
+
+/// Bytes of the word every message on a [`LaneKind::Matched`] lane
+/// starts with.
+pub const MATCHED_WORD: usize = 8;
 
 impl LaneKind {
     /// The inverse of `kind as u8`.
@@ -102,6 +114,7 @@ impl LaneKind {
             1 => Some(LaneKind::PointToPoint),
             2 => Some(LaneKind::Rpc),
             3 => Some(LaneKind::Control),
+            4 => Some(LaneKind::Matched),
             _ => None,
         }
     }
@@ -113,12 +126,38 @@ impl LaneKind {
 /// |---|---|---|
 /// | `comm` | 64 | communicator id: 0 for the world group, derived for splits |
 /// | `kind` | 8 | [`LaneKind`] |
-/// | `tag` | 64 | collective sequence number, user tag, or control code |
+/// | `tag` | 64 | collective sequence number, user tag, or control code (0 on a matched lane) |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LaneKey {
     pub comm: u64,
     pub kind: LaneKind,
     pub tag: u64,
+}
+
+/// A matched lane's message split for the wire: its word (the first
+/// [`MATCHED_WORD`] bytes of `parts`, little-endian) and the parts after
+/// it (borrowed when the word is a part of its own, as the MPI ABI sends
+/// it). `None` if the parts hold less than a word.
+pub(crate) fn matched_word<'b, 'a>(
+    parts: &'b [&'a [u8]],
+) -> Option<(u64, std::borrow::Cow<'b, [&'a [u8]]>)> {
+    if let Some((first, rest)) = parts.split_first() {
+        if let Ok(word) = <[u8; MATCHED_WORD]>::try_from(*first) {
+            return Some((u64::from_le_bytes(word), rest.into()));
+        }
+    }
+    let mut word = [0u8; MATCHED_WORD];
+    let mut got = 0;
+    let mut rest = Vec::with_capacity(parts.len());
+    for p in parts {
+        let take = (MATCHED_WORD - got).min(p.len());
+        word[got..got + take].copy_from_slice(&p[..take]);
+        got += take;
+        if take < p.len() {
+            rest.push(&p[take..]);
+        }
+    }
+    (got == MATCHED_WORD).then(|| (u64::from_le_bytes(word), rest.into()))
 }
 
 /// Copy `msg` (exactly `head.len() + body.len()` bytes) into `head`,
@@ -181,6 +220,18 @@ impl Payload {
             start: 0,
             pool: pool.cloned(),
         }
+    }
+
+    /// Put `front` before the bytes: in the room a stripped header left
+    /// (no copy), else in a new buffer from `pool`.
+    pub(crate) fn put_front(&mut self, front: &[u8], pool: &Arc<BufferPool>) {
+        if self.start >= front.len() {
+            self.start -= front.len();
+            self.bytes[self.start..self.start + front.len()].copy_from_slice(front);
+            return;
+        }
+        let joined = Payload::from_parts_in(&[front, self.as_ref()], Some(pool));
+        *self = joined;
     }
 
     /// Drop the first `n` bytes (clamped to the length).
@@ -311,6 +362,11 @@ pub enum TransportError {
     /// The communicator was revoked (here or by a peer).
     #[error("the communicator was revoked")]
     Revoked,
+    /// A message of `len` bytes on a matched lane, whose messages start
+    /// with a word of [`MATCHED_WORD`] bytes; refused before anything was
+    /// sent.
+    #[error("a message of {len} bytes on a matched lane, whose messages start with an {MATCHED_WORD}-byte word")]
+    NoWord { len: usize },
 }
 
 /// Answers some requests on the thread that reads them off a link (an

@@ -56,8 +56,10 @@ use std::time::Instant;
 /// (negotiation `mwshm003`); version 11 GMAC in place of keyed BLAKE3 for
 /// the tags of authenticated frames (`seal.rs`); version 12 AEGISMAC-128X4
 /// in place of GMAC (`frame_mac.rs`); version 13 heartbeats that carry
-/// the sender's liveness, and no peer-gone notices between mesh peers.
-pub const PROTOCOL_VERSION: u32 = 13;
+/// the sender's liveness, and no peer-gone notices between mesh peers;
+/// version 14 matched lanes (`LaneKind::Matched`: a message's word in the
+/// header's tag field).
+pub const PROTOCOL_VERSION: u32 = 14;
 
 const MAGIC: &[u8; 8] = b"MESHWORK";
 pub(crate) const HELLO_LEN: usize = 64;

@@ -104,11 +104,12 @@ const FRAME_TYPES: [FrameType; 7] = [
     FrameType::Revoke,
 ];
 
-const LANE_KINDS: [LaneKind; 4] = [
+const LANE_KINDS: [LaneKind; 5] = [
     LaneKind::Collective,
     LaneKind::PointToPoint,
     LaneKind::Rpc,
     LaneKind::Control,
+    LaneKind::Matched,
 ];
 
 /// `Header::decode`: input = world (4 B), cap (8 B), then the header

@@ -49,7 +49,10 @@ pub const SEQ_WINDOW: u64 = 1 << 20;
 /// when it receives them. Collective and control traffic is bounded by the
 /// algorithms' own pipelines.
 pub(crate) fn budgeted(kind: LaneKind) -> bool {
-    matches!(kind, LaneKind::PointToPoint | LaneKind::Rpc)
+    matches!(
+        kind,
+        LaneKind::PointToPoint | LaneKind::Matched | LaneKind::Rpc
+    )
 }
 
 /// Messages one sender may have queued on one lane here, whatever its
@@ -60,7 +63,9 @@ pub(crate) fn budgeted(kind: LaneKind) -> bool {
 pub(crate) fn lane_bound(kind: LaneKind) -> usize {
     match kind {
         LaneKind::Control => 1 << 12,
-        LaneKind::PointToPoint | LaneKind::Rpc | LaneKind::Collective => 1 << 18,
+        LaneKind::PointToPoint | LaneKind::Matched | LaneKind::Rpc | LaneKind::Collective => {
+            1 << 18
+        }
     }
 }
 

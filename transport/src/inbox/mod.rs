@@ -108,7 +108,10 @@ impl Peer {
 /// question of who is missing, at the moment a wait on it ends, would
 /// otherwise start that wait's deadline again).
 pub(crate) fn makes_progress(kind: LaneKind) -> bool {
-    matches!(kind, LaneKind::Collective | LaneKind::PointToPoint)
+    matches!(
+        kind,
+        LaneKind::Collective | LaneKind::PointToPoint | LaneKind::Matched
+    )
 }
 
 /// What a parked thread waits for, so that a change wakes only the

@@ -14,7 +14,7 @@
 
 use super::{Core, Gone};
 use crate::wire::{FrameType, Header};
-use crate::{LaneKey, LaneKind, Payload};
+use crate::{LaneKind, Payload};
 
 /// What a link does after a frame's header.
 #[derive(Debug, PartialEq, Eq)]
@@ -99,11 +99,7 @@ impl Core {
                 if let Some(b) = self.flow.get(h.src as usize) {
                     b.release(usize::try_from(h.len).unwrap_or(usize::MAX));
                 }
-                let key = LaneKey {
-                    comm: h.comm,
-                    kind: h.kind,
-                    tag: h.tag,
-                };
+                let key = h.lane();
                 self.release_lane(h.src, key, h.aux);
                 Next::Continue
             }
@@ -115,11 +111,7 @@ impl Core {
                         "a credit request from a rank this link does not serve",
                     );
                 }
-                let key = LaneKey {
-                    comm: h.comm,
-                    kind: h.kind,
-                    tag: h.tag,
-                };
+                let key = h.lane();
                 self.credit_wanted(h.src, key);
                 Next::Continue
             }
@@ -163,12 +155,11 @@ impl Core {
             if h.kind == LaneKind::Rpc && self.answer_here(&h, &payload) {
                 return true;
             }
-            let key = LaneKey {
-                comm: h.comm,
-                kind: h.kind,
-                tag: h.tag,
-            };
-            if let Err(why) = self.inbox.deliver_checked(h.src, key, payload) {
+            let mut payload = payload;
+            if let Some(word) = h.word() {
+                payload.put_front(&word, &self.pool);
+            }
+            if let Err(why) = self.inbox.deliver_checked(h.src, h.lane(), payload) {
                 refuse(peer, &h, why);
                 return false;
             }
@@ -187,7 +178,7 @@ impl Core {
 mod tests {
     use super::super::{CoreConfig, Link};
     use super::*;
-    use crate::{LinkKind, TransportError};
+    use crate::{LaneKey, LinkKind, TransportError};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 

@@ -194,11 +194,14 @@ pub(crate) struct Reservation {
 
 /// A receive posted by a caller waiting on its link: the message from
 /// `src` on lane `key` of exactly `head.len() + body.len()` payload bytes,
-/// to be read into `head`, then `body`, if it is the next on its lane.
+/// to be read into `head`, then `body`, if it is the next on its lane
+/// (on a matched lane, with its word, from the header, into `word`).
 #[derive(Debug)]
 pub(crate) struct Posted<'a> {
     pub src: u32,
     pub key: LaneKey,
+    /// A matched lane's: where the message's word goes.
+    pub word: Option<&'a mut [u8]>,
     pub head: &'a mut [u8],
     pub body: &'a mut [u8],
     /// The message was read into the buffers and accounted as taken.
@@ -206,8 +209,21 @@ pub(crate) struct Posted<'a> {
 }
 
 impl Posted<'_> {
+    /// The payload bytes the frame carries (a matched lane's word is in
+    /// its header).
     pub(crate) fn len(&self) -> usize {
         self.head.len() + self.body.len()
+    }
+
+    /// Frame `h`'s payload was read into the buffers: its word goes in
+    /// too, and the message (word and all) counts as taken.
+    pub(crate) fn took(&mut self, core: &Core, h: &Header) {
+        let mut len = self.len();
+        if let (Some(at), Some(word)) = (self.word.as_deref_mut(), h.word()) {
+            at.copy_from_slice(&word);
+            len += word.len();
+        }
+        core.inbox.took_direct(self.src, self.key, len);
     }
 
     /// Whether `h` (a data frame that passed dispatch's checks) is the
@@ -222,9 +238,7 @@ impl Posted<'_> {
     /// Whether `h` is a data frame of the posted receive's sender and
     /// lane, whatever its length.
     pub(crate) fn is_for(&self, h: &Header) -> bool {
-        h.ftype == FrameType::Data
-            && h.src == self.src
-            && (h.comm, h.kind, h.tag) == (self.key.comm, self.key.kind, self.key.tag)
+        h.ftype == FrameType::Data && h.src == self.src && h.lane() == self.key
     }
 }
 

@@ -201,7 +201,9 @@ impl Reader {
             return Ok(None);
         };
         let Some(o) = self.opener.as_mut() else {
-            return Ok(Some((h, Payload::from_vec_in(buf, Some(&core.pool)))));
+            let mut payload = Payload::from_vec_in(buf, Some(&core.pool));
+            payload.advance(h.front());
+            return Ok(Some((h, payload)));
         };
         let (h, payload) = o.open(buf, core.world, core.max_message_bytes, &core.pool)?;
         Ok(self.dispatch(core, h)?.map(|h| (h, payload)))

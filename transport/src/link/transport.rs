@@ -175,6 +175,9 @@ impl Transport for LinkTransport {
                 max: core.max_message_bytes,
             });
         }
+        if key.kind == LaneKind::Matched && len < crate::MATCHED_WORD {
+            return Err(TransportError::NoWord { len });
+        }
         if dst == core.rank {
             core.inbox
                 .deliver(dst, key, Payload::from_parts_in(parts, Some(&core.pool)));
@@ -183,19 +186,27 @@ impl Transport for LinkTransport {
         if let Some(e) = core.inbox.unreachable(dst) {
             return Err(e);
         }
+        // A matched lane's word rides in the header (the room taken is
+        // the message's: the receiver counts the word back in).
+        let (tag, parts) = match key.kind {
+            LaneKind::Matched => {
+                crate::matched_word(parts).ok_or(TransportError::NoWord { len })?
+            }
+            _ => (key.tag, parts.into()),
+        };
         let header = Header {
             ftype: FrameType::Data,
             kind: key.kind,
             src: core.rank,
             dst,
             comm: key.comm,
-            tag: key.tag,
-            len: len as u64,
+            tag,
+            len: parts.iter().map(|p| p.len() as u64).sum(),
             aux: 0,
             seq: 0,
         };
         core.acquire_room(dst, key, len)?;
-        let sent = core.transmit(core.hop(dst), header, parts, dst);
+        let sent = core.transmit(core.hop(dst), header, &parts, dst);
         if sent.is_ok() {
             let (m, b) = &core.sent[dst as usize];
             m.fetch_add(1, Ordering::Relaxed);
@@ -224,15 +235,37 @@ impl Transport for LinkTransport {
         body: &mut [u8],
     ) -> Result<(), TransportError> {
         let want = Some(head.len() + body.len());
+        let w = crate::MATCHED_WORD;
+        let (word, head) = match key.kind {
+            LaneKind::Matched if head.len() >= w => {
+                let (word, head) = head.split_at_mut(w);
+                (Some(word), head)
+            }
+            // A word that runs into the body: no reading in place.
+            LaneKind::Matched => {
+                let msg = self.recv(src, key, timeout, want)?;
+                crate::split_into(msg.as_ref(), head, body);
+                return Ok(());
+            }
+            _ => (None, head),
+        };
         let mut posted = Posted {
             src,
             key,
+            word,
             head,
             body,
             filled: false,
         };
         if let Some(msg) = self.receive(src, key, timeout, want, Some(&mut posted))? {
-            crate::split_into(msg.as_ref(), posted.head, posted.body);
+            // The message whole (a matched lane's word first).
+            let mut msg = msg.as_ref();
+            if let Some(word) = posted.word {
+                let (first, rest) = msg.split_at(word.len());
+                word.copy_from_slice(first);
+                msg = rest;
+            }
+            crate::split_into(msg, posted.head, posted.body);
         }
         Ok(())
     }

@@ -168,7 +168,7 @@ pub(crate) fn stream_of(h: &Header) -> u64 {
     let mut x = h
         .comm
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(h.tag)
+        .wrapping_add(h.lane().tag)
         .wrapping_add(h.kind as u64);
     x ^= x >> 29;
     1 + x % LANE_STREAMS

@@ -236,15 +236,19 @@ impl Source {
         Ok(())
     }
 
-    /// Copy the peer's `remote` ranges (`total` bytes) into `buf` (emptied
-    /// first), which grows as the bytes come (see [`FIRST_READ`]).
+    /// Copy the peer's `remote` ranges (`total` bytes) into `buf` after
+    /// `front` zero bytes (`buf` emptied first), which grows as the bytes
+    /// come (see [`FIRST_READ`]).
     pub(crate) fn read_growing(
         &self,
         remote: &[(u64, u64)],
+        front: usize,
         total: usize,
         mut buf: Vec<u8>,
     ) -> io::Result<Vec<u8>> {
         buf.clear();
+        buf.resize(front, 0);
+        let total = front + total;
         while buf.len() < total {
             let done = buf.len();
             if buf.capacity() == done {
@@ -260,7 +264,7 @@ impl Source {
             }];
             // SAFETY: the one local iovec is `buf`'s spare capacity,
             // borrowed mutably until `read_once` returns.
-            let n = unsafe { self.read_once(remote, done as u64, &liov) }?;
+            let n = unsafe { self.read_once(remote, (done - front) as u64, &liov) }?;
             // SAFETY: the kernel wrote `n` bytes (at most `room`) at the
             // start of the spare capacity: they are initialised.
             unsafe { buf.set_len(done + n.min(room)) };
@@ -525,7 +529,7 @@ impl ShmLink {
                 if !self.copied(rx, core, src, d.ticket, read) {
                     return Took::Ended;
                 }
-                core.inbox.took_direct(p.src, p.key, p.len());
+                p.took(core, &h);
                 p.filled = true;
                 Took::Filled
             }
@@ -533,15 +537,18 @@ impl ShmLink {
                 // `h.len` is under the cap (the header decoded), and the
                 // buffer grows only as the bytes come.
                 let len = usize::try_from(h.len).unwrap_or(usize::MAX);
-                let buf = core.pool.take_reusing(len, FIRST_READ);
-                let (buf, read) = match src.read_growing(&d.parts, len, buf) {
+                let front = h.front();
+                let buf = core.pool.take_reusing(front + len, FIRST_READ);
+                let (buf, read) = match src.read_growing(&d.parts, front, len, buf) {
                     Ok(buf) => (buf, Ok(())),
                     Err(e) => (Vec::new(), Err(e)),
                 };
                 if !self.copied(rx, core, src, d.ticket, read) {
                     return Took::Ended;
                 }
-                if !core.on_data(self.peer, h, Payload::from_vec_in(buf, Some(&core.pool))) {
+                let mut payload = Payload::from_vec_in(buf, Some(&core.pool));
+                payload.advance(front);
+                if !core.on_data(self.peer, h, payload) {
                     self.refuse(rx, core);
                     return Took::Ended;
                 }

@@ -52,7 +52,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a meshwork ring segment (and its layout version).
-const MAGIC: u64 = u64::from_le_bytes(*b"mwshrng3");
+const MAGIC: u64 = u64::from_le_bytes(*b"mwshrng4");
 /// Where the data starts: the control words' page.
 const DATA_AT: usize = 4096;
 /// Smallest and largest ring this side accepts from a peer.
@@ -78,7 +78,7 @@ struct Control {
 }
 
 /// Lane kinds a consumer may wait for (`LaneKind as u8` indexes them).
-pub(crate) const KINDS: usize = 4;
+pub(crate) const KINDS: usize = 5;
 
 /// Where records start: a cache line each, so that a small one is one.
 const LINE: u64 = 64;

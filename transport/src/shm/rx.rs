@@ -173,7 +173,7 @@ impl ShmLink {
             }
             self.pause();
         }
-        core.inbox.took_direct(p.src, p.key, total);
+        p.took(core, &h);
         p.filled = true;
         true
     }

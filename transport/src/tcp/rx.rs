@@ -379,7 +379,7 @@ impl Rx {
                 };
                 match self.read_direct(st, core, p.src, &mut [&mut *p.head, &mut *p.body]) {
                     Read::Full => {
-                        core.inbox.took_direct(p.src, p.key, p.len());
+                        p.took(core, &h);
                         sink.took_direct(core, self.peer, &h)?;
                         p.filled = true;
                         Ok(Took::Filled)
@@ -542,7 +542,7 @@ impl Rx {
         };
         match st.reader.dispatch(core, h) {
             Ok(Some(h)) if p.wants(core, &h) => {
-                core.inbox.took_direct(p.src, p.key, p.len());
+                p.took(core, &h);
                 sink.took_direct(core, self.peer, &h)?;
                 p.filled = true;
                 Ok(Took::Filled)

@@ -95,6 +95,7 @@ fn posted(tag: u64, body: &mut [u8]) -> Posted<'_> {
     Posted {
         src: 1,
         key: p2p(tag),
+        word: None,
         head: &mut [],
         body,
         filled: false,

@@ -26,9 +26,11 @@ pub(crate) const RESERVE: usize = 4 << 20;
 struct Body {
     header: Header,
     buf: Vec<u8>,
-    /// Bytes of the body read so far (`buf[..read]`).
+    /// Bytes of the body read so far (`buf[..read]`, from the front
+    /// room on).
     read: usize,
-    /// The body's length, from the header.
+    /// The body's length, from the header, and the front room
+    /// ([`Header::front`]).
     total: usize,
 }
 
@@ -96,14 +98,17 @@ impl Assembler {
         debug_assert_eq!(h.ftype, FrameType::Data);
         // `h.len` was checked against the cap by `decode`; a cap over the
         // address space is refused here rather than truncated.
-        let total = usize::try_from(h.len).unwrap_or(usize::MAX);
+        let front = h.front();
+        let total = usize::try_from(h.len)
+            .unwrap_or(usize::MAX)
+            .saturating_add(front);
         let mut buf = pool.take_reusing(total, RESERVE);
         let first = total.min(buf.capacity().max(total.min(RESERVE)));
         set_len(&mut buf, first);
         self.body = Some(Body {
             header: h,
             buf,
-            read: 0,
+            read: front,
             total,
         });
     }
@@ -116,20 +121,26 @@ impl Assembler {
         let Some(b) = self.body.as_mut() else {
             return;
         };
-        let n: usize = read.iter().map(|p| p.len()).sum::<usize>().min(b.total);
-        if b.buf.len() < n {
-            set_len(&mut b.buf, n);
+        let from = b.read;
+        let n: usize = read
+            .iter()
+            .map(|p| p.len())
+            .sum::<usize>()
+            .min(b.total - from);
+        if b.buf.len() < from + n {
+            set_len(&mut b.buf, from + n);
         }
-        let mut at = 0;
+        let mut at = from;
         for p in read {
-            let take = p.len().min(n - at);
+            let take = p.len().min(from + n - at);
             b.buf[at..at + take].copy_from_slice(&p[..take]);
             at += take;
         }
-        b.read = n;
+        b.read = from + n;
     }
 
-    /// The data frame just completed, if one has.
+    /// The data frame just completed, if one has: its buffer starts with
+    /// the header's [`front`](Header::front) room.
     pub(crate) fn take_frame(&mut self) -> Option<(Header, Vec<u8>)> {
         if !self.frame_ready() {
             return None;

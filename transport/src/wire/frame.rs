@@ -11,14 +11,14 @@
 //! | 8 | 4 | destination rank (the final receiver; a star coordinator relays others) |
 //! | 12 | 4 | aux: a credit's message count; a sidecar payload's place (frames sent on its stream before it); 1 on a peer-gone notice of a silent rank; zero otherwise |
 //! | 16 | 8 | communicator id |
-//! | 24 | 8 | tag |
+//! | 24 | 8 | tag; on a matched lane ([`LaneKind::Matched`], whose lane's tag is 0), the message's first 8 bytes, which the payload then leaves out |
 //! | 32 | 8 | payload length (a credit: bytes credited; no payload follows) |
 //!
 //! All integers are little-endian. A header is checked before its payload is
 //! read or allocated: unknown type or lane kind, a rank outside the world,
 //! or a length over the cap is a protocol error that closes the link.
 
-use crate::LaneKind;
+use crate::{LaneKey, LaneKind};
 
 /// Bytes of a frame header.
 pub(crate) const HEADER_LEN: usize = 40;
@@ -86,6 +86,36 @@ impl Header {
             aux: 0,
             seq: 0,
         }
+    }
+
+    /// The lane of this frame (of a data frame, or the lane a credit is
+    /// for): a matched lane's frames carry their message's word where
+    /// the tag goes, and their lane's tag is 0.
+    pub(crate) fn lane(&self) -> LaneKey {
+        let tag = if self.kind == LaneKind::Matched {
+            0
+        } else {
+            self.tag
+        };
+        LaneKey {
+            comm: self.comm,
+            kind: self.kind,
+            tag,
+        }
+    }
+
+    /// A matched lane's data frame: its message's word (the bytes that go
+    /// before its payload), else `None`.
+    pub(crate) fn word(&self) -> Option<[u8; crate::MATCHED_WORD]> {
+        (self.ftype == FrameType::Data && self.kind == LaneKind::Matched)
+            .then(|| self.tag.to_le_bytes())
+    }
+
+    /// Bytes an assembler leaves free before this frame's payload: room
+    /// for a matched lane's word, so that the message is whole with no
+    /// copy once it is put there.
+    pub(crate) fn front(&self) -> usize {
+        self.word().map_or(0, |w| w.len())
     }
 
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
