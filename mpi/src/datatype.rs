@@ -288,6 +288,23 @@ fn made() -> std::sync::MutexGuard<'static, Option<HashMap<Handle, Arc<Type>>>> 
     MADE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The predefined type `h` names, if it names one: borrowed, with no
+/// count taken (the calls on every message's path).
+#[inline]
+pub(crate) fn predefined_type(h: Handle) -> Option<&'static Type> {
+    by_index()
+        .get(h.wrapping_sub(0x200))
+        .and_then(Option::as_deref)
+}
+
+/// `f` of the type `h` names (a predefined one borrowed).
+pub(crate) fn with_type<R>(h: Handle, f: impl FnOnce(&Type) -> Result<R>) -> Result<R> {
+    match predefined_type(h) {
+        Some(t) => f(t),
+        None => f(&*type_of(h)?),
+    }
+}
+
 /// The type `h` names.
 pub(crate) fn type_of(h: Handle) -> Result<Arc<Type>> {
     if let Some(t) = by_index()

@@ -23,14 +23,14 @@
 //! that takes it acknowledges it on a lane of its own.
 
 use crate::consts::*;
-use crate::datatype::{type_of, Type};
-use crate::state::{comm, entry, mpi, raise, Comm, Fail, Result};
+use crate::datatype::{predefined_type, type_of, with_type, Type};
+use crate::state::{comm, entry, mpi, raise, with_comm, Comm, Fail, Mpi, Result};
 use crate::{put, Handle, Status};
 use crossbeam_channel::{unbounded, Receiver};
 use mw::Payload;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -127,6 +127,10 @@ struct Queues {
 #[derive(Default)]
 pub(crate) struct Matcher {
     queues: Mutex<Queues>,
+    /// Whether a receive is posted or a message waits unexpected: set
+    /// as the queues' lock is let go ([`QueuesGuard`]), so that a
+    /// receive finds them empty with no lock taken.
+    busy: AtomicBool,
     pull: Mutex<()>,
     /// Synchronous sends of this rank whose receive has taken them, by id.
     acked: Mutex<std::collections::HashSet<u64>>,
@@ -174,11 +178,44 @@ pub(crate) fn ack(c: &Comm, owed: Ack) {
     let _ = c.group.send_parts(&[&id.to_le_bytes()], src, ACK_LANE);
 }
 
+/// The queues, locked; dropping it notes whether they are empty.
+struct QueuesGuard<'a> {
+    q: MutexGuard<'a, Queues>,
+    busy: &'a AtomicBool,
+}
+
+impl std::ops::Deref for QueuesGuard<'_> {
+    type Target = Queues;
+    fn deref(&self) -> &Queues {
+        &self.q
+    }
+}
+
+impl std::ops::DerefMut for QueuesGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Queues {
+        &mut self.q
+    }
+}
+
+impl Drop for QueuesGuard<'_> {
+    fn drop(&mut self) {
+        let busy = !self.q.posted.is_empty() || !self.q.unexpected.is_empty();
+        self.busy.store(busy, Ordering::Release);
+    }
+}
+
 impl Matcher {
+    fn queues(&self) -> QueuesGuard<'_> {
+        QueuesGuard {
+            q: lock(&self.queues),
+            busy: &self.busy,
+        }
+    }
+
     /// Post a receive: served at once from an unexpected message, or
     /// queued for one.
     fn post(&self, slot: Arc<Slot>) -> Ack {
-        let mut q = lock(&self.queues);
+        let mut q = self.queues();
         let hit = q.unexpected.iter().position(|u| slot.matches(u.src, u.tag));
         match hit.and_then(|i| q.unexpected.remove(i)) {
             Some(u) => {
@@ -200,7 +237,7 @@ impl Matcher {
             Some((tag, sync, _)) => (tag, sync),
             None => return None,
         };
-        let mut q = lock(&self.queues);
+        let mut q = self.queues();
         let hit = q.posted.iter().position(|s| s.matches(src, tag));
         match hit.and_then(|i| q.posted.remove(i)) {
             Some(slot) => {
@@ -220,7 +257,7 @@ impl Matcher {
     /// `src` could match: the next message from `src` with its tag is
     /// then its own.
     fn first_for(&self, src: u32, slot: &Arc<Slot>) -> bool {
-        let q = lock(&self.queues);
+        let q = self.queues();
         q.posted
             .iter()
             .find(|s| s.src == ANY_SOURCE || s.src == src as c_int)
@@ -228,12 +265,12 @@ impl Matcher {
     }
 
     fn cancel(&self, slot: &Arc<Slot>) {
-        lock(&self.queues).posted.retain(|s| !Arc::ptr_eq(s, slot));
+        self.queues().posted.retain(|s| !Arc::ptr_eq(s, slot));
     }
 
     /// The first unexpected message matching `src` and `tag`: its status.
     fn peek(&self, src: c_int, tag: c_int) -> Option<Status> {
-        let q = lock(&self.queues);
+        let q = self.queues();
         q.unexpected
             .iter()
             .find(|u| {
@@ -658,10 +695,9 @@ fn start_send_as(
         return Ok(Sent::Now);
     };
     let head = Head::new(tag, sync);
-    let ty = type_of(dt)?;
     let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
     // SAFETY: `buf` holds `count` elements (MPI's contract).
-    let packed = unsafe { ty.pack(buf, count) }?;
+    let packed = with_type(dt, |ty| unsafe { ty.pack(buf, count) })?;
     let m = mpi()?;
     let sender = &m.sender;
     if sender.pending.load(Ordering::Acquire) == 0 && (blocking || packed.len() <= INLINE) {
@@ -996,37 +1032,51 @@ fn post_recv(
 ///
 /// # Safety
 /// `buf` holds `count` elements of `dt`, writable.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "MPI_Recv's arguments, and the library they go to"
+)]
 unsafe fn recv_at_once(
+    m: &Mpi,
     c: &Comm,
     buf: *mut u8,
     count: c_int,
     dt: Handle,
     source: c_int,
     tag: c_int,
-) -> Result<Option<Status>> {
+    status: *mut Status,
+) -> Result<bool> {
     // From itself a message never takes the lane.
-    if source < 0 || source == c.rank() as c_int || tag < 0 && tag != ANY_TAG {
-        return Ok(None);
+    if source < 0 || source as u32 >= c.size() || source as u32 == c.rank() {
+        return Ok(false);
     }
-    let ty = type_of(dt)?;
-    let (Ok(n), true) = (usize::try_from(count), ty.is_flat()) else {
-        return Ok(None);
+    if tag < 0 && tag != ANY_TAG {
+        return Ok(false);
+    }
+    let (Some(ty), Ok(n)) = (predefined_type(dt), usize::try_from(count)) else {
+        return Ok(false);
     };
-    let src = c.peer(source, "source")?;
-    let len = ty.bytes(n)?;
+    let Some(len) = n.checked_mul(ty.size).filter(|&l| l <= isize::MAX as usize) else {
+        return Ok(false);
+    };
     if len > 0 && buf.is_null() {
-        return Ok(None);
+        return Ok(false);
     }
+    let src = source as u32;
     // Another thread pulling, or a wait longer than a slice: the general
-    // way, which shares the lane.
-    let Ok(_puller) = c.matcher.pull.try_lock() else {
-        return Ok(None);
-    };
-    {
-        let q = lock(&c.matcher.queues);
-        if !q.posted.is_empty() || !q.unexpected.is_empty() {
-            return Ok(None);
+    // way, which shares the lane. Below MPI_THREAD_MULTIPLE the program
+    // makes one call at a time: no other thread pulls, and the lock (an
+    // atomic exchange each way) is not taken.
+    let _puller = if m.thread_level < THREAD_MULTIPLE {
+        None
+    } else {
+        match c.matcher.pull.try_lock() {
+            Ok(p) => Some(p),
+            Err(_) => return Ok(false),
         }
+    };
+    if c.matcher.busy.load(Ordering::Acquire) {
+        return Ok(false);
     }
     let body: &mut [u8] = if len == 0 {
         &mut []
@@ -1042,20 +1092,65 @@ unsafe fn recv_at_once(
         Some(true) => {
             let (got, sync) = envelope(&head);
             if tag == ANY_TAG || got == tag {
-                ack(c, sync.map(|id| (src, id)));
-                return Ok(Some(Status::new(source, got, len)));
+                if sync.is_some() {
+                    ack(c, sync.map(|id| (src, id)));
+                }
+                // SAFETY: NULL or valid (the contract).
+                unsafe { set_status(status, Status::new(source, got, len)) };
+                return Ok(true);
             }
             // Another receive's: the general way takes it.
             ack(
                 c,
                 c.matcher.arrive(src, Payload::from_parts(&[&head, body])),
             );
-            Ok(None)
+            Ok(false)
         }
         // Another length, or nothing within a slice: the general way
         // waits on (and shares the lane with any other thread).
-        Some(false) | None => Ok(None),
+        Some(false) | None => Ok(false),
     }
+}
+
+/// A blocking send of a predefined type to another rank while the
+/// sender thread is idle: straight onto the lane, with nothing checked
+/// twice. `None` when the send must go the general way (which also
+/// names what is wrong with its arguments).
+///
+/// # Safety
+/// `buf` holds `count` elements of `dt`.
+#[inline]
+unsafe fn send_at_once(
+    m: &Mpi,
+    c: &Comm,
+    buf: *const u8,
+    count: c_int,
+    dt: Handle,
+    dest: c_int,
+    tag: c_int,
+) -> Option<Result<()>> {
+    let dst = u32::try_from(dest)
+        .ok()
+        .filter(|&d| d < c.size() && d != c.rank())?;
+    if !(0..SYNC).contains(&tag) || m.sender.pending.load(Ordering::Acquire) != 0 {
+        return None;
+    }
+    let (ty, n) = (predefined_type(dt)?, usize::try_from(count).ok()?);
+    let len = n
+        .checked_mul(ty.size)
+        .filter(|&l| l <= isize::MAX as usize)?;
+    let data: &[u8] = match len {
+        0 => &[],
+        _ if buf.is_null() => return None,
+        // SAFETY: `count` elements of a contiguous type (the contract).
+        _ => unsafe { std::slice::from_raw_parts(buf, len) },
+    };
+    let head = Head::new(tag, None);
+    Some(
+        c.group
+            .send_parts(&[head.as_slice(), data], dst, LANE)
+            .map_err(Fail::from),
+    )
 }
 
 /// The start of a non-blocking call: `request` checked, the operation
@@ -1090,8 +1185,16 @@ pub unsafe extern "C" fn MPI_Send(
     ch: Handle,
 ) -> c_int {
     entry(ch, "MPI_Send", || {
-        let c = comm(ch)?;
-        start_send(&c, buf, count, dt, dest, tag, true)?.wait()
+        let m = mpi()?;
+        if let Some(c) = m.builtin(ch) {
+            // SAFETY: the same contract.
+            if let Some(sent) = unsafe { send_at_once(m, c, buf, count, dt, dest, tag) } {
+                return sent;
+            }
+        }
+        with_comm(ch, |c| {
+            start_send(c, buf, count, dt, dest, tag, true)?.wait()
+        })
     })
 }
 
@@ -1175,17 +1278,20 @@ pub unsafe extern "C" fn MPI_Recv(
     status: *mut Status,
 ) -> c_int {
     entry(ch, "MPI_Recv", || {
-        let c = comm(ch)?;
-        // SAFETY: `buf` holds `count` elements (the contract).
-        if let Some(s) = unsafe { recv_at_once(&c, buf, count, dt, source, tag) }? {
+        let m = mpi()?;
+        if let Some(c) = m.builtin(ch) {
+            // SAFETY: `buf` holds `count` elements; `status` is NULL or
+            // valid (the contract).
+            if unsafe { recv_at_once(m, c, buf, count, dt, source, tag, status) }? {
+                return Ok(());
+            }
+        }
+        with_comm(ch, |c| {
+            let s = finish(post_recv(c, buf, count, dt, source, tag)?)?;
             // SAFETY: NULL or valid (the contract).
             unsafe { set_status(status, s) };
-            return Ok(());
-        }
-        let s = finish(post_recv(&c, buf, count, dt, source, tag)?)?;
-        // SAFETY: NULL or valid (the contract).
-        unsafe { set_status(status, s) };
-        Ok(())
+            Ok(())
+        })
     })
 }
 

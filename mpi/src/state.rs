@@ -155,20 +155,47 @@ pub(crate) fn phase() -> MutexGuard<'static, Phase> {
 
 /// The running library, or `ERR_OTHER` before `MPI_Init` or after
 /// `MPI_Finalize`.
-pub(crate) fn mpi() -> Result<Arc<Mpi>> {
-    if LIVE.load(Ordering::Acquire) {
-        if let Some(m) = RUNNING.get() {
-            return Ok(m.clone());
-        }
+/// Borrowed, not counted: every call takes it, and a count shared by the
+/// threads of a `MPI_THREAD_MULTIPLE` program is a cache line they fight
+/// over.
+#[inline]
+pub(crate) fn mpi() -> Result<&'static Mpi> {
+    match running() {
+        Some(m) => Ok(m),
+        None => not_running(),
     }
+}
+
+/// The running library, if `MPI_Init` has run and `MPI_Finalize` has not.
+#[inline]
+pub(crate) fn running() -> Option<&'static Mpi> {
+    if LIVE.load(Ordering::Acquire) {
+        RUNNING.get().map(|m| &**m)
+    } else {
+        None
+    }
+}
+
+#[cold]
+fn not_running() -> Result<&'static Mpi> {
     match &*phase() {
-        Phase::Running(m) => Ok(m.clone()),
+        Phase::Running(_) => Err(Fail::new(ERR_OTHER, "MPI is being initialised")),
         Phase::Fresh => Err(Fail::new(ERR_OTHER, "MPI_Init has not been called")),
         Phase::Finalized => Err(Fail::new(ERR_OTHER, "MPI_Finalize has been called")),
     }
 }
 
 impl Mpi {
+    /// `MPI_COMM_WORLD` or `MPI_COMM_SELF`, if `h` names one.
+    #[inline]
+    pub fn builtin(&self, h: Handle) -> Option<&Arc<Comm>> {
+        match h {
+            COMM_WORLD => Some(&self.world),
+            COMM_SELF => Some(&self.selfc),
+            _ => None,
+        }
+    }
+
     /// The communicator `h` names.
     pub fn comm(&self, h: Handle) -> Result<Arc<Comm>> {
         match h {
@@ -199,6 +226,17 @@ impl Mpi {
 /// The communicator `h` names, in the running library.
 pub(crate) fn comm(h: Handle) -> Result<Arc<Comm>> {
     mpi()?.comm(h)
+}
+
+/// `f` of the communicator `h` names: `MPI_COMM_WORLD` and
+/// `MPI_COMM_SELF` borrowed, with no count taken (the calls on every
+/// message's path).
+pub(crate) fn with_comm<R>(h: Handle, f: impl FnOnce(&Arc<Comm>) -> Result<R>) -> Result<R> {
+    let m = mpi()?;
+    match m.builtin(h) {
+        Some(c) => f(c),
+        None => f(&m.comm(h)?),
+    }
 }
 
 // ------------------------------------------------------------ error codes

@@ -781,7 +781,7 @@ const MESSAGE_NO_PROC: Handle = 0x129;
 impl Matcher {
     /// Take the first unexpected message matching `src` and `tag`.
     fn take(&self, comm: &Arc<Comm>, src: c_int, tag: c_int) -> Option<Taken> {
-        let mut q = lock(&self.queues);
+        let mut q = self.queues();
         let i = q.unexpected.iter().position(|u| {
             (src == ANY_SOURCE || src == u.src as c_int) && (tag == ANY_TAG || tag == u.tag)
         })?;
