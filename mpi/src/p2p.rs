@@ -1046,8 +1046,10 @@ unsafe fn recv_at_once(
     tag: c_int,
     status: *mut Status,
 ) -> Result<bool> {
-    // From itself a message never takes the lane.
-    if source < 0 || source as u32 >= c.size() || source as u32 == c.rank() {
+    // From itself a message never takes the lane. (A rank outside the
+    // communicator is refused by meshwork below, and the general way then
+    // names it.)
+    if source < 0 || source as u32 == c.rank() {
         return Ok(false);
     }
     if tag < 0 && tag != ANY_TAG {
@@ -1085,10 +1087,11 @@ unsafe fn recv_at_once(
         unsafe { std::slice::from_raw_parts_mut(buf, len) }
     };
     let mut head = [0u8; ENVELOPE];
-    match c
-        .group
-        .recv_message_into(src, LANE, SLICE, &mut head, body)?
-    {
+    let got = match c.group.recv_message_into(src, LANE, SLICE, &mut head, body) {
+        Err(mw::Error::InvalidArgument(_)) if src >= c.size() => return Ok(false),
+        got => got?,
+    };
+    match got {
         Some(true) => {
             let (got, sync) = envelope(&head);
             if tag == ANY_TAG || got == tag {
@@ -1129,9 +1132,9 @@ unsafe fn send_at_once(
     dest: c_int,
     tag: c_int,
 ) -> Option<Result<()>> {
-    let dst = u32::try_from(dest)
-        .ok()
-        .filter(|&d| d < c.size() && d != c.rank())?;
+    // A rank outside the communicator is refused by meshwork below, and
+    // the general way then names it (MPI_ERR_RANK).
+    let dst = u32::try_from(dest).ok().filter(|&d| d != c.rank())?;
     if !(0..SYNC).contains(&tag) || m.sender.pending.load(Ordering::Acquire) != 0 {
         return None;
     }
@@ -1146,11 +1149,11 @@ unsafe fn send_at_once(
         _ => unsafe { std::slice::from_raw_parts(buf, len) },
     };
     let head = Head::new(tag, None);
-    Some(
-        c.group
-            .send_parts(&[head.as_slice(), data], dst, LANE)
-            .map_err(Fail::from),
-    )
+    match c.group.send_parts(&[head.as_slice(), data], dst, LANE) {
+        Ok(()) => Some(Ok(())),
+        Err(mw::Error::InvalidArgument(_)) if dst >= c.size() => None,
+        Err(e) => Some(Err(e.into())),
+    }
 }
 
 /// The start of a non-blocking call: `request` checked, the operation
@@ -1184,7 +1187,7 @@ pub unsafe extern "C" fn MPI_Send(
     tag: c_int,
     ch: Handle,
 ) -> c_int {
-    entry(ch, "MPI_Send", || {
+    entry(ch, "MPI_Send", move || {
         let m = mpi()?;
         if let Some(c) = m.builtin(ch) {
             // SAFETY: the same contract.
@@ -1277,7 +1280,7 @@ pub unsafe extern "C" fn MPI_Recv(
     ch: Handle,
     status: *mut Status,
 ) -> c_int {
-    entry(ch, "MPI_Recv", || {
+    entry(ch, "MPI_Recv", move || {
         let m = mpi()?;
         if let Some(c) = m.builtin(ch) {
             // SAFETY: `buf` holds `count` elements; `status` is NULL or

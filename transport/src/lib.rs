@@ -136,16 +136,10 @@ pub struct LaneKey {
 
 /// A matched lane's message split for the wire: its word (the first
 /// [`MATCHED_WORD`] bytes of `parts`, little-endian) and the parts after
-/// it (borrowed when the word is a part of its own, as the MPI ABI sends
-/// it). `None` if the parts hold less than a word.
-pub(crate) fn matched_word<'b, 'a>(
-    parts: &'b [&'a [u8]],
-) -> Option<(u64, std::borrow::Cow<'b, [&'a [u8]]>)> {
-    if let Some((first, rest)) = parts.split_first() {
-        if let Ok(word) = <[u8; MATCHED_WORD]>::try_from(*first) {
-            return Some((u64::from_le_bytes(word), rest.into()));
-        }
-    }
+/// it. `None` if the parts hold less than a word. (A word sent as a part
+/// of its own, as the MPI ABI sends it, is split where it is sent, with
+/// nothing allocated.)
+pub(crate) fn matched_word<'a>(parts: &[&'a [u8]]) -> Option<(u64, Vec<&'a [u8]>)> {
     let mut word = [0u8; MATCHED_WORD];
     let mut got = 0;
     let mut rest = Vec::with_capacity(parts.len());
@@ -157,7 +151,7 @@ pub(crate) fn matched_word<'b, 'a>(
             rest.push(&p[take..]);
         }
     }
-    (got == MATCHED_WORD).then(|| (u64::from_le_bytes(word), rest.into()))
+    (got == MATCHED_WORD).then(|| (u64::from_le_bytes(word), rest))
 }
 
 /// Copy `msg` (exactly `head.len() + body.len()` bytes) into `head`,

@@ -188,11 +188,20 @@ impl Transport for LinkTransport {
         }
         // A matched lane's word rides in the header (the room taken is
         // the message's: the receiver counts the word back in).
-        let (tag, parts) = match key.kind {
-            LaneKind::Matched => {
-                crate::matched_word(parts).ok_or(TransportError::NoWord { len })?
+        let joined;
+        let (tag, parts) = match (key.kind, parts) {
+            (LaneKind::Matched, [word, rest @ ..]) if word.len() == crate::MATCHED_WORD => {
+                let mut w = [0u8; crate::MATCHED_WORD];
+                w.copy_from_slice(word);
+                (u64::from_le_bytes(w), rest)
             }
-            _ => (key.tag, parts.into()),
+            (LaneKind::Matched, _) => {
+                let (word, rest) =
+                    crate::matched_word(parts).ok_or(TransportError::NoWord { len })?;
+                joined = rest;
+                (word, &joined[..])
+            }
+            _ => (key.tag, parts),
         };
         let header = Header {
             ftype: FrameType::Data,
@@ -206,7 +215,7 @@ impl Transport for LinkTransport {
             seq: 0,
         };
         core.acquire_room(dst, key, len)?;
-        let sent = core.transmit(core.hop(dst), header, &parts, dst);
+        let sent = core.transmit(core.hop(dst), header, parts, dst);
         if sent.is_ok() {
             let (m, b) = &core.sent[dst as usize];
             m.fetch_add(1, Ordering::Relaxed);
