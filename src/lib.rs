@@ -272,9 +272,9 @@ pub mod testing;
 
 pub use error::{Error, Result};
 pub use group::{
-    Buffers, Call, CallState, Compressor, FlightEntry, Offer, OwnedBuffers, ProcessGroup, Quorum,
-    Recovery, RoundConfig, RoundCoordinator, RoundOutcome, RoundParticipant, RoundReport, Work,
-    DEFAULT_TIMEOUT, FLIGHT_RECORD_LEN, MATCHED_TAG, MAX_IN_FLIGHT,
+    Buffers, Call, CallState, Compressor, FlightEntry, MatchedLane, Offer, OwnedBuffers,
+    ProcessGroup, Quorum, Recovery, RoundConfig, RoundCoordinator, RoundOutcome, RoundParticipant,
+    RoundReport, Work, DEFAULT_TIMEOUT, FLIGHT_RECORD_LEN, MAX_IN_FLIGHT,
 };
 pub use local::{local, local_with};
 pub use meshwork_collectives::{with_dtype, DType, Element, ReduceOp, Topology};

@@ -1,7 +1,7 @@
 //! Point-to-point messages and requests.
 //!
 //! Every message of a communicator travels on its matched meshwork lane
-//! ([`LANE`]) behind its envelope (`[tag: i32 LE][id: u32 LE]`,
+//! (`ProcessGroup::matched`) behind its envelope (`[tag: i32 LE][id: u32 LE]`,
 //! [`ENVELOPE`]), so a receive can match any tag. The envelope is the
 //! lane's word, which meshwork carries in the frame header: a message of
 //! up to 8 bytes is one cache line in shared memory, as it is for the
@@ -46,9 +46,6 @@ pub(crate) const SYNC: c_int = 1 << 30;
 /// The meshwork tag of the acknowledgements of synchronous sends.
 const ACK_LANE: u64 = 0x4d50_4920_6163_6b00;
 
-/// The meshwork tag of every MPI message of a communicator: its matched
-/// lane.
-pub(crate) const LANE: u64 = mw::MATCHED_TAG;
 /// Sends of up to this many bytes go inline when the sender thread is idle.
 const INLINE: usize = 256 << 10;
 /// How long one pull waits before the waiter looks again (at its
@@ -313,17 +310,17 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
     loop {
         let left = until.saturating_duration_since(Instant::now());
         let got = if want.src < 0 {
-            c.group.recv_any_message(LANE, left)?
+            c.group.matched().recv_any_message(left)?
         } else {
             let src = want.src as u32;
             match want.slot.filter(|s| c.matcher.first_for(src, s)) {
                 Some(slot) if slot.ty.is_flat() => match direct(c, src, slot, left)? {
                     Direct::Filled => return Ok(true),
                     Direct::Other(msg) => Some((src, msg)),
-                    Direct::Length => c.group.recv_message(src, LANE, left)?.map(|m| (src, m)),
+                    Direct::Length => c.group.matched().recv_message(src, left)?.map(|m| (src, m)),
                     Direct::Nothing => None,
                 },
-                _ => c.group.recv_message(src, LANE, left)?.map(|m| (src, m)),
+                _ => c.group.matched().recv_message(src, left)?.map(|m| (src, m)),
             }
         };
         match got {
@@ -364,7 +361,8 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
     };
     match c
         .group
-        .recv_message_into(src, LANE, wait, &mut head, body)?
+        .matched()
+        .recv_message_into(src, wait, &mut head, body)?
     {
         None => Ok(Direct::Nothing),
         Some(false) => Ok(Direct::Length),
@@ -606,7 +604,8 @@ fn send_now(c: &Comm, dst: u32, head: Head, data: &[u8]) -> Result<()> {
         return Ok(());
     }
     c.group
-        .send_parts(&[head.as_slice(), data], dst, LANE)
+        .matched()
+        .send_parts(&[head.as_slice(), data], dst)
         .map_err(Fail::from)
 }
 
@@ -946,7 +945,7 @@ fn progress_once(c: &Comm) -> Result<()> {
     let Ok(_puller) = c.matcher.pull.try_lock() else {
         return Ok(());
     };
-    if let Some((src, msg)) = c.group.recv_any_message(LANE, Duration::ZERO)? {
+    if let Some((src, msg)) = c.group.matched().recv_any_message(Duration::ZERO)? {
         ack(c, c.matcher.arrive(src, msg));
     }
     Ok(())
@@ -1124,7 +1123,11 @@ unsafe fn recv_at_once(
         unsafe { std::slice::from_raw_parts_mut(buf, len) }
     };
     let mut head = [0u8; ENVELOPE];
-    let got = match c.group.recv_message_into(src, LANE, SLICE, &mut head, body) {
+    let got = match c
+        .group
+        .matched()
+        .recv_message_into(src, SLICE, &mut head, body)
+    {
         Err(mw::Error::InvalidArgument(_)) if src >= c.size() => return Ok(false),
         got => got?,
     };
@@ -1186,7 +1189,7 @@ unsafe fn send_at_once(
         _ => unsafe { std::slice::from_raw_parts(buf, len) },
     };
     let head = Head::new(tag, None);
-    match c.group.send_parts(&[head.as_slice(), data], dst, LANE) {
+    match c.group.matched().send_parts(&[head.as_slice(), data], dst) {
         Ok(()) => Some(Ok(())),
         Err(mw::Error::InvalidArgument(_)) if dst >= c.size() => None,
         Err(e) => Some(Err(e.into())),

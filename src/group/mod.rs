@@ -29,7 +29,7 @@ pub use compress::Compressor;
 pub use flight::{CallState, FlightEntry, FLIGHT_RECORD_LEN};
 #[cfg(feature = "cuda")]
 pub(crate) use outside::{pause, Progress};
-pub use p2p::MATCHED_TAG;
+pub use p2p::MatchedLane;
 pub use quorum::Quorum;
 pub use recovery::Recovery;
 pub use rounds::{

@@ -1,6 +1,7 @@
 //! Tagged point-to-point messages: lane `(comm, PointToPoint, tag)`, FIFO
-//! per sender and tag; different tags never block each other. Tag
-//! [`MATCHED_TAG`] is the matched lane (`(comm, Matched, 0)`).
+//! per sender and tag; different tags never block each other. Beside
+//! them, each communicator has one *matched* lane ([`MatchedLane`],
+//! `(comm, Matched, 0)`).
 
 use super::ProcessGroup;
 use crate::error::{Error, Result};
@@ -8,33 +9,87 @@ use meshwork_collectives::Element;
 use meshwork_transport::{LaneKey, LaneKind, Payload};
 use std::time::Duration;
 
-/// The tag of a group's *matched* lane: for messages that the receiver
-/// matches itself (the MPI ABI's, by MPI tag and source), all on one lane.
-/// Each message on it starts with a word of
-/// [`MATCHED_WORD`](crate::MATCHED_WORD) bytes (8: the MPI envelope) that
-/// travels in its frame header's tag field rather than in the payload, so
-/// a message of up to 8 bytes after its word is as small on the wire as a
-/// message of up to 8 bytes under any other tag (one cache line in shared
-/// memory). A receive gets the word back as the message's first bytes. A
-/// message shorter than a word is `InvalidArgument`. It is the one tag a
-/// plain point-to-point message cannot use.
-pub const MATCHED_TAG: u64 = u64::MAX;
+/// Which lane a call is on: a tag's, or the matched lane.
+#[derive(Clone, Copy)]
+enum Lane {
+    Tag(u64),
+    Matched,
+}
 
-impl ProcessGroup {
-    /// The lane of `tag` on communicator `comm`.
-    fn p2p_key(comm: u64, tag: u64) -> LaneKey {
-        match tag {
-            MATCHED_TAG => LaneKey {
-                comm,
-                kind: LaneKind::Matched,
-                tag: 0,
-            },
-            tag => LaneKey {
+impl Lane {
+    fn key(self, comm: u64) -> LaneKey {
+        match self {
+            Lane::Tag(tag) => LaneKey {
                 comm,
                 kind: LaneKind::PointToPoint,
                 tag,
             },
+            Lane::Matched => LaneKey {
+                comm,
+                kind: LaneKind::Matched,
+                tag: 0,
+            },
         }
+    }
+}
+
+/// A group's *matched* lane ([`ProcessGroup::matched`]): one lane for the
+/// messages a receiver matches itself (the MPI ABI's, by MPI tag and
+/// source), apart from every tag's. Each message on it starts with a word
+/// of [`MATCHED_WORD`](crate::MATCHED_WORD) bytes (8: the MPI envelope)
+/// that travels in its frame header's tag field rather than in the
+/// payload, so a message of up to 8 bytes after its word is as small on
+/// the wire as one of up to 8 bytes under a tag (one cache line in shared
+/// memory). A receive gets the word back as the message's first bytes; a
+/// message shorter than a word is `InvalidArgument`. Its calls are the
+/// tagged calls of the same names, without the tag.
+#[derive(Clone, Copy, Debug)]
+pub struct MatchedLane<'a> {
+    group: &'a ProcessGroup,
+}
+
+impl MatchedLane<'_> {
+    /// [`ProcessGroup::send_parts`] on the matched lane: the parts' first
+    /// 8 bytes are the word.
+    pub fn send_parts(&self, parts: &[&[u8]], dst: u32) -> Result<()> {
+        self.group.send_on(parts, dst, Lane::Matched)
+    }
+
+    /// [`ProcessGroup::recv_any_message`] on the matched lane.
+    pub fn recv_any_message(&self, timeout: Duration) -> Result<Option<(u32, Payload)>> {
+        self.group.recv_any_on(Lane::Matched, timeout)
+    }
+
+    /// [`ProcessGroup::recv_message`] on the matched lane.
+    pub fn recv_message(&self, src: u32, timeout: Duration) -> Result<Option<Payload>> {
+        self.group.recv_message_on(src, Lane::Matched, timeout)
+    }
+
+    /// [`ProcessGroup::recv_message_into`] on the matched lane: the word
+    /// goes into the first 8 bytes of `head` (and on into `body` if
+    /// `head` is shorter).
+    pub fn recv_message_into(
+        &self,
+        src: u32,
+        timeout: Duration,
+        head: &mut [u8],
+        body: &mut [u8],
+    ) -> Result<Option<bool>> {
+        self.group
+            .recv_message_into_on(src, Lane::Matched, timeout, head, body)
+    }
+}
+
+impl ProcessGroup {
+    /// The lane of `tag` on communicator `comm`.
+    fn p2p_key(comm: u64, tag: u64) -> LaneKey {
+        Lane::Tag(tag).key(comm)
+    }
+
+    /// This group's matched lane.
+    #[inline]
+    pub fn matched(&self) -> MatchedLane<'_> {
+        MatchedLane { group: self }
     }
 
     /// The current communicator, checked usable and `rank` in range.
@@ -84,13 +139,16 @@ impl ProcessGroup {
     }
 
     /// Send the concatenation of `parts` to `dst` under `tag` as one
-    /// message, with no copy to join them (a header and a payload: the
-    /// MPI ABI's envelope before its user's buffer).
+    /// message, with no copy to join them (a header and a payload).
     pub fn send_parts(&self, parts: &[&[u8]], dst: u32, tag: u64) -> Result<()> {
+        self.send_on(parts, dst, Lane::Tag(tag))
+    }
+
+    fn send_on(&self, parts: &[&[u8]], dst: u32, lane: Lane) -> Result<()> {
         let inner = self.checked("send", "destination", dst)?;
         inner
             .transport
-            .send(dst, Self::p2p_key(inner.comm_id, tag), parts)
+            .send(dst, lane.key(inner.comm_id), parts)
             .map_err(|e| inner.error(e, "send"))
     }
 
@@ -100,12 +158,13 @@ impl ProcessGroup {
     /// [`recv`](Self::recv). The message is handed over as it was
     /// received, with no copy.
     pub fn recv_any_message(&self, tag: u64, timeout: Duration) -> Result<Option<(u32, Payload)>> {
+        self.recv_any_on(Lane::Tag(tag), timeout)
+    }
+
+    fn recv_any_on(&self, lane: Lane, timeout: Duration) -> Result<Option<(u32, Payload)>> {
         let inner = self.inner();
         inner.check_usable()?;
-        match inner
-            .transport
-            .recv_any(Self::p2p_key(inner.comm_id, tag), timeout)
-        {
+        match inner.transport.recv_any(lane.key(inner.comm_id), timeout) {
             Ok(got) => Ok(Some(got)),
             Err(meshwork_transport::TransportError::Timeout { .. }) => Ok(None),
             Err(e) => Err(inner.error(e, "recv")),
@@ -117,10 +176,14 @@ impl ProcessGroup {
     /// consumed). Waiting for one sender polls its link from the caller's
     /// thread, as [`recv`](Self::recv) does.
     pub fn recv_message(&self, src: u32, tag: u64, timeout: Duration) -> Result<Option<Payload>> {
+        self.recv_message_on(src, Lane::Tag(tag), timeout)
+    }
+
+    fn recv_message_on(&self, src: u32, lane: Lane, timeout: Duration) -> Result<Option<Payload>> {
         let inner = self.checked("recv", "source", src)?;
         match inner
             .transport
-            .recv(src, Self::p2p_key(inner.comm_id, tag), timeout, None)
+            .recv(src, lane.key(inner.comm_id), timeout, None)
         {
             Ok(msg) => Ok(Some(msg)),
             Err(meshwork_transport::TransportError::Timeout { .. }) => Ok(None),
@@ -142,9 +205,20 @@ impl ProcessGroup {
         head: &mut [u8],
         body: &mut [u8],
     ) -> Result<Option<bool>> {
+        self.recv_message_into_on(src, Lane::Tag(tag), timeout, head, body)
+    }
+
+    fn recv_message_into_on(
+        &self,
+        src: u32,
+        lane: Lane,
+        timeout: Duration,
+        head: &mut [u8],
+        body: &mut [u8],
+    ) -> Result<Option<bool>> {
         use meshwork_transport::TransportError as T;
         let inner = self.checked("recv", "source", src)?;
-        let key = Self::p2p_key(inner.comm_id, tag);
+        let key = lane.key(inner.comm_id);
         match inner.transport.recv_into(src, key, timeout, head, body) {
             Ok(()) => Ok(Some(true)),
             Err(T::LengthMismatch { .. }) => Ok(Some(false)),

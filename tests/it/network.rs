@@ -610,10 +610,11 @@ fn a_message_that_pauses_midway_arrives_whole() {
 /// run on into the body), queued behind another lane's message, from any
 /// rank — over shared memory (a large message by single copy), TCP plain,
 /// authenticated and encrypted, QUIC with its sidecar, and a star's
-/// relay. A message shorter than its word is refused.
+/// relay. A message shorter than its word is refused; tag `u64::MAX`
+/// stays a plain tag.
 #[test]
 fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
-    use meshwork::{LinkKind, Node, TransportKind, MATCHED_TAG};
+    use meshwork::{LinkKind, Node, TransportKind};
     let token = |n: Node| {
         n.shared_memory(false)
             .cluster_token("matched lane cluster token")
@@ -664,13 +665,16 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
                 for round in 0..2 {
                     for (i, &n) in sizes.iter().enumerate() {
                         let data = body(i + round, n);
-                        g.send_parts(&[&word(i + round), &data], to, MATCHED_TAG)?;
+                        g.matched().send_parts(&[&word(i + round), &data], to)?;
                     }
                     g.send(&[round as u8], to, 1)?;
                 }
+                // Every tag stays the user's: u64::MAX is no matched lane.
+                g.send(&[7u8; 3], to, u64::MAX)?;
                 // A word split across parts, and one too short.
-                g.send_parts(&[&[1, 2, 3], &[4, 5, 6, 7, 8, 9]], to, MATCHED_TAG)?;
-                match g.send_parts(&[b"short"], to, MATCHED_TAG) {
+                g.matched()
+                    .send_parts(&[&[1, 2, 3], &[4, 5, 6, 7, 8, 9]], to)?;
+                match g.matched().send_parts(&[b"short"], to) {
                     Err(Error::InvalidArgument(m)) => assert!(m.contains("word"), "{m}"),
                     other => panic!("{name}: a 5-byte matched message gave {other:?}"),
                 }
@@ -682,13 +686,9 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
                     let split = if n % 2 == 1 { 3 } else { 8 };
                     let mut whole = vec![0u8; 8 + n];
                     let (head, rest) = whole.split_at_mut(split);
-                    let got = g.recv_message_into(
-                        from,
-                        MATCHED_TAG,
-                        Duration::from_secs(10),
-                        head,
-                        rest,
-                    )?;
+                    let got =
+                        g.matched()
+                            .recv_message_into(from, Duration::from_secs(10), head, rest)?;
                     assert_eq!(got, Some(true), "{name}: size {n}");
                     assert_eq!(whole[..8], word(i), "{name}: size {n} in place");
                     assert!(whole[8..] == body(i, n), "{name}: size {n} in place");
@@ -699,9 +699,10 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
                 g.recv(&mut go, from, 1)?;
                 for (i, &n) in sizes.iter().enumerate() {
                     let msg = if i % 2 == 0 {
-                        g.recv_message(from, MATCHED_TAG, Duration::from_secs(10))?
+                        g.matched().recv_message(from, Duration::from_secs(10))?
                     } else {
-                        g.recv_any_message(MATCHED_TAG, Duration::from_secs(10))?
+                        g.matched()
+                            .recv_any_message(Duration::from_secs(10))?
                             .map(|(src, m)| {
                                 assert_eq!(src, from);
                                 m
@@ -715,7 +716,10 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
                         "{name}: size {n} queued"
                     );
                 }
-                let msg = g.recv_message(from, MATCHED_TAG, Duration::from_secs(10))?;
+                let mut plain = [0u8; 3];
+                g.recv(&mut plain, from, u64::MAX)?;
+                assert_eq!(plain, [7; 3], "{name}");
+                let msg = g.matched().recv_message(from, Duration::from_secs(10))?;
                 assert_eq!(msg.unwrap().as_ref(), [1, 2, 3, 4, 5, 6, 7, 8, 9], "{name}");
             }
             g.shutdown()
