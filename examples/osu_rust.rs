@@ -14,18 +14,19 @@
 //! own as OSU 7.4 does, from a send buffer into a receive buffer made
 //! once on page boundaries, as OSU's. `bw`: a window of 64 messages then
 //! a 1-byte answer, each window timed, MB/s (10^6 bytes). `allreduce`:
-//! f32 sums of `size` bytes (in place: OSU's are not), each call timed
-//! with a barrier after it, the mean over ranks (µs), as OSU's `Avg
-//! Latency`. Sizes 1 B (4 B for `allreduce`) to `MAX_SIZE` (4 MiB); like
-//! OSU, 10 000 iterations below 8 KiB and 1 000 from it (100 and 20 for
-//! `bw`'s windows), after warm-up.
+//! f32 sums of `size` bytes from a send into a receive buffer (the call
+//! entry's `Buffers::SendRecv`, as OSU's), each call timed with a barrier
+//! after it, the mean over ranks (µs), as OSU's `Avg Latency`. Sizes 1 B
+//! (4 B for `allreduce`) to `MAX_SIZE` (4 MiB); like OSU, 10 000
+//! iterations below 8 KiB and 1 000 from it (100 and 20 for `bw`'s
+//! windows), after warm-up.
 
 #![allow(
     clippy::print_stdout,
     reason = "a benchmark that prints its table, as OSU's do"
 )]
 
-use meshwork::{Node, ProcessGroup, ReduceOp};
+use meshwork::{Buffers, Call, Node, ProcessGroup, ReduceOp};
 use std::time::{Duration, Instant};
 
 const WINDOW: usize = 64;
@@ -151,7 +152,8 @@ fn allreduce(g: &ProcessGroup) -> meshwork::Result<()> {
         println!("# meshwork Rust API: all_reduce (f32 sum)\n# Size       Avg Latency(us)");
     }
     for size in sizes(4) {
-        let mut buf = vec![1.0f32; size / 4];
+        // A send and a receive buffer, as OSU's (not in place).
+        let (send, mut recv) = (vec![1.0f32; size / 4], vec![0.0f32; size / 4]);
         let (iters, skip) = rounds(size, (10_000, 100), (1_000, 10));
         g.barrier()?;
         // As OSU 7.4: each call timed on its own, a barrier after it
@@ -159,7 +161,11 @@ fn allreduce(g: &ProcessGroup) -> meshwork::Result<()> {
         let mut total = Duration::ZERO;
         for i in 0..iters + skip {
             let start = Instant::now();
-            g.all_reduce(&mut buf, ReduceOp::Sum)?;
+            let bufs = Buffers::SendRecv {
+                send: &send[..],
+                recv: &mut recv[..],
+            };
+            g.call(Call::AllReduce { op: ReduceOp::Sum }, bufs)?;
             if i >= skip {
                 total += start.elapsed();
             }
