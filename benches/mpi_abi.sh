@@ -7,7 +7,10 @@
 # (4 ranks, µs).
 #
 #   benches/mpi_abi.sh            # after: cargo build --release --workspace --examples
-#   OSU_DIR=... MAX_SIZE=1048576 benches/mpi_abi.sh
+#   OSU_DIR=... MAX_SIZE=1048576 RUNS=5 benches/mpi_abi.sh
+#
+# RUNS (default 3) rounds of every column, interleaved; each cell is the
+# median of its runs.
 #
 # Columns: Open MPI over TCP (`--mca btl tcp,self`) and shared memory
 # (`vader`); meshwork's MPI over shared memory (meshrun's default on one
@@ -19,6 +22,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 osu=${OSU_DIR:-$root/../shared/osu/c}
 max=${MAX_SIZE:-4194304}
+runs=${RUNS:-3}
 meshrun=$root/target/release/meshrun
 rust=$root/target/release/examples/osu_rust
 for f in "$meshrun" "$rust" "$root/target/release/libmpi_abi.so"; do
@@ -42,11 +46,16 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null && mpirun --versi
   ompi=yes
 fi
 
-# Each run leaves "size value" lines in $work/<bench>.<column>.
+# Each run adds "size value" lines to $work/<bench>.<column>.
 run() { # bench column command...
   local bench=$1 col=$2
   shift 2
-  "$@" 2>/dev/null | sed 's/^\[[0-9]*\] //' | awk '$1 ~ /^[0-9]+$/ {print $1, $2}' >"$work/$bench.$col" || true
+  "$@" 2>/dev/null | sed 's/^\[[0-9]*\] //' | awk '$1 ~ /^[0-9]+$/ {print $1, $2}' >>"$work/$bench.$col" || true
+}
+# The median of a column's runs at one size, or "-".
+median() { # file size
+  awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null | sort -g |
+    awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 osu_args() { # bench
   case $1 in
@@ -59,14 +68,16 @@ rust_name() { case $1 in osu_latency) echo latency ;; osu_bw) echo bw ;; *) echo
 
 for bench in osu_latency osu_bw osu_allreduce; do
   n=$(ranks $bench)
-  if [ $ompi = yes ]; then
-    run $bench ompi-tcp mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl tcp,self "$work/ompi/$bench" $(osu_args $bench)
-    run $bench ompi-vader mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self "$work/ompi/$bench" $(osu_args $bench)
-  fi
-  run $bench abi-shm "$meshrun" -n "$n" -- "$work/mw/$bench" $(osu_args $bench)
-  run $bench abi-tcp env SHM=0 "$meshrun" -n "$n" --transport tcp -- "$work/mw/$bench" $(osu_args $bench)
-  run $bench rust-shm env MAX_SIZE="$max" "$meshrun" -n "$n" -- "$rust" "$(rust_name $bench)"
-  run $bench rust-tcp env MAX_SIZE="$max" SHM=0 "$meshrun" -n "$n" --transport tcp -- "$rust" "$(rust_name $bench)"
+  for _ in $(seq "$runs"); do
+    if [ $ompi = yes ]; then
+      run $bench ompi-tcp mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl tcp,self "$work/ompi/$bench" $(osu_args $bench)
+      run $bench ompi-vader mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self "$work/ompi/$bench" $(osu_args $bench)
+    fi
+    run $bench abi-shm "$meshrun" -n "$n" -- "$work/mw/$bench" $(osu_args $bench)
+    run $bench abi-tcp env SHM=0 "$meshrun" -n "$n" --transport tcp -- "$work/mw/$bench" $(osu_args $bench)
+    run $bench rust-shm env MAX_SIZE="$max" "$meshrun" -n "$n" -- "$rust" "$(rust_name $bench)"
+    run $bench rust-tcp env MAX_SIZE="$max" SHM=0 "$meshrun" -n "$n" --transport tcp -- "$rust" "$(rust_name $bench)"
+  done
   case $bench in
     osu_latency) unit="latency, 2 ranks (us, lower is better)" ;;
     osu_bw) unit="bandwidth, 2 ranks (MB/s, higher is better)" ;;
@@ -77,11 +88,10 @@ for bench in osu_latency osu_bw osu_allreduce; do
   echo
   echo "| size | Open MPI tcp | Open MPI vader | meshwork MPI shm | meshwork MPI tcp | Rust API shm | Rust API tcp |"
   echo "|---:|---:|---:|---:|---:|---:|---:|"
-  for size in $(awk '{print $1}' "$work/$bench.abi-shm"); do
+  for size in $(awk '{print $1}' "$work/$bench.abi-shm" | sort -gu); do
     row="| $size"
     for col in ompi-tcp ompi-vader abi-shm abi-tcp rust-shm rust-tcp; do
-      v=$(awk -v s="$size" '$1 == s {print $2}' "$work/$bench.$col" 2>/dev/null || true)
-      row="$row | ${v:--}"
+      row="$row | $(median "$work/$bench.$col" "$size")"
     done
     echo "$row |"
   done

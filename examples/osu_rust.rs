@@ -65,13 +65,15 @@ impl Paged {
     }
 }
 
-/// Iterations and warm-up for `size`, as OSU's defaults.
+/// Iterations and warm-up for `size`, as OSU's defaults (`ITERS` sets
+/// the iterations, as OSU's `-i`).
 fn rounds(size: usize, small: (usize, usize), large: (usize, usize)) -> (usize, usize) {
-    if size < 8192 {
-        small
-    } else {
-        large
-    }
+    let (iters, skip) = if size < 8192 { small } else { large };
+    let iters = std::env::var("ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(iters);
+    (iters, skip)
 }
 
 fn latency(g: &ProcessGroup) -> meshwork::Result<()> {
