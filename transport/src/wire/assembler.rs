@@ -102,8 +102,10 @@ impl Assembler {
         let total = usize::try_from(h.len)
             .unwrap_or(usize::MAX)
             .saturating_add(front);
-        let mut buf = pool.take_reusing(total, RESERVE);
-        let first = total.min(buf.capacity().max(total.min(RESERVE)));
+        // The front room counts beside the reservation: a body of
+        // `RESERVE` bytes is never regrown for its word.
+        let mut buf = pool.take_reusing(total, RESERVE + front);
+        let first = total.min(buf.capacity().max(total.min(RESERVE + front)));
         set_len(&mut buf, first);
         self.body = Some(Body {
             header: h,
