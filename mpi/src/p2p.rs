@@ -66,16 +66,40 @@ pub(crate) struct Slot {
     count: usize,
     ty: Arc<Type>,
     done: Mutex<Option<std::result::Result<Status, Fail>>>,
+    /// `done` holds the result: read with no lock by the waits that ask
+    /// after every message.
+    complete: AtomicBool,
 }
 
 impl Slot {
+    fn new(src: c_int, tag: c_int, buf: usize, count: usize, ty: Arc<Type>) -> Slot {
+        Slot {
+            src,
+            tag,
+            buf,
+            count,
+            ty,
+            done: Mutex::new(None),
+            complete: AtomicBool::new(false),
+        }
+    }
+
+    /// Complete it with `r`, unless it is complete already.
+    fn complete(&self, r: std::result::Result<Status, Fail>) {
+        let mut done = lock(&self.done);
+        if done.is_none() {
+            *done = Some(r);
+            self.complete.store(true, Ordering::Release);
+        }
+    }
+
     fn matches(&self, src: u32, tag: c_int) -> bool {
         (self.src == ANY_SOURCE || self.src == src as c_int)
             && (self.tag == ANY_TAG || self.tag == tag)
     }
 
     fn is_done(&self) -> bool {
-        lock(&self.done).is_some()
+        self.complete.load(Ordering::Acquire)
     }
 
     /// Take message `data` from `src` under `tag` into this receive.
@@ -103,7 +127,7 @@ impl Slot {
                 self.count,
             )
         };
-        *lock(&self.done) = Some(result);
+        self.complete(result);
     }
 }
 
@@ -302,7 +326,9 @@ struct Want<'a> {
 /// receive of a contiguous type that is the first posted for that sender
 /// is read straight into its buffer.
 fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
-    let _puller = lock(&c.matcher.pull);
+    // Below MPI_THREAD_MULTIPLE the program makes one call at a time: no
+    // other thread pulls.
+    let _puller = (mpi()?.thread_level == THREAD_MULTIPLE).then(|| lock(&c.matcher.pull));
     if done() {
         return Ok(true);
     }
@@ -375,7 +401,7 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
                 return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
             }
             c.matcher.cancel(slot);
-            *lock(&slot.done) = Some(Ok(Status::new(src as c_int, tag, len)));
+            slot.complete(Ok(Status::new(src as c_int, tag, len)));
             ack(c, sync.map(|id| (src, id)));
             Ok(Direct::Filled)
         }
@@ -1047,14 +1073,7 @@ fn post_recv(
     if buf.is_null() && count > 0 && ty.size > 0 {
         return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
     }
-    let slot = Arc::new(Slot {
-        src: source,
-        tag,
-        buf: buf as usize,
-        count,
-        ty,
-        done: Mutex::new(None),
-    });
+    let slot = Arc::new(Slot::new(source, tag, buf as usize, count, ty));
     ack(c, c.matcher.post(slot.clone()));
     Ok(Request::Recv(c.clone(), slot))
 }

@@ -664,12 +664,9 @@ pub unsafe extern "C" fn MPI_Cancel(request: *mut Handle) -> c_int {
             let (c, slot) = (c.clone(), slot.clone());
             drop(guard);
             c.matcher.cancel(&slot);
-            let mut done = lock(&slot.done);
-            if done.is_none() {
-                let mut s = Status::new(slot.src, slot.tag, 0);
-                s.internal[2] = 1;
-                *done = Some(Ok(s));
-            }
+            let mut s = Status::new(slot.src, slot.tag, 0);
+            s.internal[2] = 1;
+            slot.complete(Ok(s));
         }
         Ok(())
     })
@@ -897,14 +894,8 @@ unsafe fn mrecv(buf: *mut u8, count: i64, dt: Handle, message: *mut Handle) -> R
         .as_mut()
         .and_then(|m| m.remove(&h))
         .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not a message")))?;
-    let slot = Slot {
-        src: t.src as c_int,
-        tag: t.tag,
-        buf: buf as usize,
-        count: usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?,
-        ty: type_of(dt)?,
-        done: Mutex::new(None),
-    };
+    let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+    let slot = Slot::new(t.src as c_int, t.tag, buf as usize, count, type_of(dt)?);
     let (_, sync, data) = split(&t.msg).unwrap_or((0, None, &[]));
     slot.fill(t.src, t.tag, data);
     ack(&t.comm, sync.map(|id| (t.src, id)));
