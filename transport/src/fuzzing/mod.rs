@@ -210,8 +210,10 @@ pub fn assembler(data: &[u8]) {
     let mut body_read = 0usize;
     let mut err = None;
     loop {
-        if let Some(f) = asm.take_frame() {
-            got.push(f);
+        if let Some((h, mut body)) = asm.take_frame() {
+            // A matched frame's buffer starts with its word's room.
+            body.drain(..h.front());
+            got.push((h, body));
             body_read = 0;
             continue;
         }

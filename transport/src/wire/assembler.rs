@@ -206,7 +206,7 @@ fn grow(b: &mut Body) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LaneKind;
+    use crate::{LaneKind, MATCHED_WORD};
 
     fn data(len: u64) -> Header {
         Header {
@@ -274,6 +274,40 @@ mod tests {
             }
             assert_eq!(run(&stream, step, &pool), want, "step {step}");
         }
+    }
+
+    /// A matched frame's buffer has its word's room in front of the body,
+    /// whatever the split, and a 4 MiB body is read into its first
+    /// reservation (never regrown for the word); a resumed body goes on
+    /// after the room.
+    #[test]
+    fn a_matched_frame_leaves_room_for_its_word_before_its_body() {
+        let pool = BufferPool::new();
+        let matched = |len: u64| Header {
+            kind: LaneKind::Matched,
+            tag: u64::from_le_bytes(*b"envelope"),
+            ..data(len)
+        };
+        for n in [0usize, 9, RESERVE] {
+            let body: Vec<u8> = (0..n).map(|j| (j * 7) as u8).collect();
+            let stream = [&matched(n as u64).encode()[..], &body].concat();
+            for step in [3, 65_536, usize::MAX] {
+                let out = run(&stream, step, &pool);
+                let (h, buf) = &out[0];
+                assert_eq!(h.front(), MATCHED_WORD);
+                assert_eq!(buf.len(), MATCHED_WORD + n, "size {n}, step {step}");
+                assert!(buf[MATCHED_WORD..] == body[..], "size {n}, step {step}");
+            }
+        }
+        let mut asm = Assembler::new(4, 1 << 30);
+        asm.start_body(matched(RESERVE as u64), &pool);
+        assert_eq!(asm.space().len(), RESERVE, "the first reservation holds it");
+        let mut asm = Assembler::new(4, 1 << 30);
+        asm.resume_body(matched(10), &pool, &[b"0123", b"45"]);
+        asm.space()[..4].copy_from_slice(b"6789");
+        asm.advance(4).unwrap();
+        let (_, buf) = asm.take_frame().unwrap();
+        assert_eq!(&buf[MATCHED_WORD..], b"0123456789");
     }
 
     #[test]
