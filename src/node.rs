@@ -359,6 +359,15 @@ impl Node {
         self
     }
 
+    /// Shared memory: copy messages of at least `bytes` once, straight
+    /// from the sender's memory (`process_vm_readv`) where the kernel
+    /// allows it, not through the ring (`SHM_SINGLE_COPY`; 0, the
+    /// default: never, as the rings were faster where measured).
+    pub fn shm_single_copy(mut self, bytes: usize) -> Node {
+        self.shm_single_copy = bytes;
+        self
+    }
+
     /// Encrypt the payloads that travel over TCP — QUIC's sidecar, or
     /// every payload of the TCP transport — with AES-256-GCM under
     /// per-link keys from the token handshake (`ENCRYPT_BULK=1`; needs a

@@ -608,10 +608,10 @@ fn a_message_that_pauses_midway_arrives_whole() {
 /// frame header and comes back as the message's first bytes, whichever
 /// way it is received — read in place (the word into its own buffer, or
 /// run on into the body), queued behind another lane's message, from any
-/// rank — over shared memory (a large message by single copy), TCP plain,
-/// authenticated and encrypted, QUIC with its sidecar, and a star's
-/// relay. A message shorter than its word is refused; tag `u64::MAX`
-/// stays a plain tag.
+/// rank — over shared memory (through the ring, and a large message by
+/// single copy), TCP plain, authenticated and encrypted, QUIC with its
+/// sidecar, and a star's relay. A message shorter than its word is
+/// refused; tag `u64::MAX` stays a plain tag.
 #[test]
 fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
     use meshwork::{LinkKind, Node, TransportKind};
@@ -622,6 +622,11 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
     type Tweak = Box<dyn Fn(Node) -> Node + Sync>;
     let configs: Vec<(&str, Topology, Tweak)> = vec![
         ("shared memory", Topology::Mesh, Box::new(|n| n)),
+        (
+            "shared memory, single copy",
+            Topology::Mesh,
+            Box::new(|n: Node| n.shm_single_copy(64 << 10)),
+        ),
         (
             "tcp",
             Topology::Mesh,
@@ -656,7 +661,7 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
     for (name, topology, tweak) in &configs {
         let out = crate::support::run_nodes_with(3, *topology, tweak, |g| {
             let (from, to) = (1, 2);
-            if *name == "shared memory" && g.rank() != 0 {
+            if name.starts_with("shared memory") && g.rank() != 0 {
                 let peer = from + to - g.rank();
                 assert_eq!(g.links()[peer as usize], LinkKind::SharedMemory);
             }
@@ -668,6 +673,11 @@ fn the_matched_lane_gives_every_message_its_word_back_on_every_link() {
                         g.matched().send_parts(&[&word(i + round), &data], to)?;
                     }
                     g.send(&[round as u8], to, 1)?;
+                }
+                if name.ends_with("single copy") {
+                    // Both 1 MiB messages, the one read in place and the
+                    // one queued, went straight from this process's memory.
+                    assert!(g.stats()[to as usize].single_copy_messages >= 2, "{name}");
                 }
                 // Every tag stays the user's: u64::MAX is no matched lane.
                 g.send(&[7u8; 3], to, u64::MAX)?;

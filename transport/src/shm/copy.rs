@@ -248,7 +248,7 @@ impl Source {
     ) -> io::Result<Vec<u8>> {
         buf.clear();
         buf.resize(front, 0);
-        let total = front + total;
+        let total = front.saturating_add(total);
         while buf.len() < total {
             let done = buf.len();
             if buf.capacity() == done {
@@ -538,7 +538,9 @@ impl ShmLink {
                 // buffer grows only as the bytes come.
                 let len = usize::try_from(h.len).unwrap_or(usize::MAX);
                 let front = h.front();
-                let buf = core.pool.take_reusing(front + len, FIRST_READ);
+                let buf = core
+                    .pool
+                    .take_reusing(front.saturating_add(len), FIRST_READ);
                 let (buf, read) = match src.read_growing(&d.parts, front, len, buf) {
                     Ok(buf) => (buf, Ok(())),
                     Err(e) => (Vec::new(), Err(e)),
