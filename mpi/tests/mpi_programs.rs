@@ -18,7 +18,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::{deps_dir, meshrun, run_bounded, show, skip, slurm_unavailable};
+use support::{deps_dir, meshrun, run_bounded, show, skip, slurm_unavailable, srun};
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -321,29 +321,7 @@ fn an_mpi_program_runs_under_srun() {
         return;
     }
     let exe = program("c-srun", "semantics");
-    let mut srun = Command::new("srun");
-    srun.args([
-        "-n",
-        "4",
-        "--label",
-        "--immediate=60",
-        "--kill-on-bad-exit=1",
-        "--time=5",
-        "--job-name=meshwork-mpi-test",
-    ])
-    .arg(&exe)
-    .env("TIMEOUT_S", "30");
-    for name in [
-        "RANK",
-        "WORLD",
-        "WORLD_SIZE",
-        "PEERS",
-        "SEED",
-        "MASTER_ADDR",
-        "CLUSTER_TOKEN",
-    ] {
-        srun.env_remove(name);
-    }
+    let mut srun = srun(4, "meshwork-mpi-test", &exe);
     let out = run_bounded(&mut srun, Duration::from_secs(180));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "srun -n 4: {}", show(&out));

@@ -11,7 +11,7 @@ mod shared;
 use crate::procs::{spawn_with, Launch, Ranks};
 use shared::slurm_unavailable;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -136,35 +136,11 @@ fn srun_forms_the_main_example() {
         skip(&reason);
         return;
     }
-    let mut srun = Command::new("srun");
-    srun.args([
-        "-n",
-        "4",
-        "--label",
-        // Fail at once rather than queue behind other jobs.
-        "--immediate=60",
-        "--kill-on-bad-exit=1",
-        "--time=5",
-        "--job-name=meshwork-test",
-    ])
-    .arg(&bin)
-    .arg("4") // MiB: keep the test quick
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    for name in [
-        "RANK",
-        "WORLD",
-        "WORLD_SIZE",
-        "PEERS",
-        "SEED",
-        "MASTER_ADDR",
-        "DISCOVER",
-        "CLUSTER_TOKEN",
-    ] {
-        srun.env_remove(name);
-    }
-    srun.env("TIMEOUT_S", "30");
+    let mut srun = shared::srun(4, "meshwork-test", &bin);
+    srun.arg("4") // MiB: keep the test quick
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = srun.spawn().expect("start srun");
     let pid = child.id() as i32;
     let (tx, rx) = crossbeam_channel::bounded(1);

@@ -4,7 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -116,4 +116,31 @@ pub fn slurm_unavailable() -> Option<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         )
     })
+}
+
+/// `srun -n <tasks>` of `exe` as the tests run it: at once or not at all
+/// (`--immediate`), the step killed if a task fails, output labelled by
+/// task, and none of the formation settings of the test's own environment
+/// (each task forms from what Slurm gives it; `TIMEOUT_S` 30).
+pub fn srun(tasks: u32, job_name: &str, exe: &Path) -> Command {
+    let mut srun = Command::new("srun");
+    srun.args(["-n", &tasks.to_string(), "--label"])
+        // Fail at once rather than queue behind other jobs.
+        .args(["--immediate=60", "--kill-on-bad-exit=1", "--time=5"])
+        .arg(format!("--job-name={job_name}"))
+        .arg(exe)
+        .env("TIMEOUT_S", "30");
+    for name in [
+        "RANK",
+        "WORLD",
+        "WORLD_SIZE",
+        "PEERS",
+        "SEED",
+        "MASTER_ADDR",
+        "DISCOVER",
+        "CLUSTER_TOKEN",
+    ] {
+        srun.env_remove(name);
+    }
+    srun
 }

@@ -102,6 +102,31 @@ fn posted(tag: u64, body: &mut [u8]) -> Posted<'_> {
     }
 }
 
+/// Poll `link` with a receive for lane `p2p(tag)` posted into `buf` until
+/// the message is read into it, by `until`; it must never be assembled
+/// into the inbox instead (`what` names it in a failure).
+fn read_in_place(
+    core: &Core,
+    link: &TcpLink,
+    tag: u64,
+    buf: &mut [u8],
+    until: Instant,
+    what: &str,
+) {
+    loop {
+        let mut p = posted(tag, buf);
+        assert!(!link.poll_into(core, &mut p), "the link ended");
+        if p.filled {
+            return;
+        }
+        assert!(
+            core.inbox.try_take(1, p2p(tag), None).is_none(),
+            "{what} was assembled, not read into the posted buffers"
+        );
+        assert!(Instant::now() < until, "{what} never came");
+    }
+}
+
 /// Frames queued beyond what the socket holds go out whole and in order
 /// as the peer reads, over many turns; the goodbye comes last.
 #[test]
@@ -516,18 +541,7 @@ fn frames_read_in_one_go_all_arrive_when_one_was_posted() {
     // reads it straight into its buffers.
     let mut big = vec![0u8; 40_000];
     let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut last = posted(5, &mut big);
-        assert!(!link.poll_into(&core, &mut last), "the link ended");
-        if last.filled {
-            break;
-        }
-        assert!(
-            core.inbox.try_take(1, p2p(5), None).is_none(),
-            "the large message was assembled, not read into the posted buffers"
-        );
-        assert!(Instant::now() < until, "the large message never came");
-    }
+    read_in_place(&core, &link, 5, &mut big, until, "the large message");
     assert_eq!(big, sent[4].1);
 }
 
@@ -569,18 +583,7 @@ fn a_posted_message_assembled_ends_the_read_and_the_next_goes_direct() {
         core.inbox.try_take(1, p2p(7), None).is_none(),
         "the second message was assembled behind the first"
     );
-    loop {
-        let mut p = posted(7, &mut buf);
-        assert!(!link.poll_into(&core, &mut p), "the link ended");
-        if p.filled {
-            break;
-        }
-        assert!(
-            core.inbox.try_take(1, p2p(7), None).is_none(),
-            "the second message was assembled, not read into the posted buffers"
-        );
-        assert!(Instant::now() < until, "the second message never came");
-    }
+    read_in_place(&core, &link, 7, &mut buf, until, "the second message");
     assert_eq!(buf, b);
 }
 
