@@ -98,10 +98,16 @@ impl Type {
 
     /// Bytes of `count` elements' data.
     pub fn bytes(&self, count: usize) -> Result<usize> {
+        self.bytes_of(count)
+            .ok_or_else(|| Fail::new(ERR_COUNT, format!("{count} × {} overflows", self.name)))
+    }
+
+    /// [`bytes`](Self::bytes), `None` where it overflows.
+    #[inline]
+    pub fn bytes_of(&self, count: usize) -> Option<usize> {
         count
             .checked_mul(self.size)
             .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| Fail::new(ERR_COUNT, format!("{count} × {} overflows", self.name)))
     }
 
     /// `count` elements at `base`, packed.

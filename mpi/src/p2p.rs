@@ -326,9 +326,7 @@ struct Want<'a> {
 /// receive of a contiguous type that is the first posted for that sender
 /// is read straight into its buffer.
 fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Result<bool> {
-    // Below MPI_THREAD_MULTIPLE the program makes one call at a time: no
-    // other thread pulls.
-    let _puller = (mpi()?.thread_level == THREAD_MULTIPLE).then(|| lock(&c.matcher.pull));
+    let _puller = (!mpi()?.serial()).then(|| lock(&c.matcher.pull));
     if done() {
         return Ok(true);
     }
@@ -1113,7 +1111,7 @@ unsafe fn recv_at_once(
     let (Some(ty), Ok(n)) = (predefined_type(dt), usize::try_from(count)) else {
         return Ok(false);
     };
-    let Some(len) = n.checked_mul(ty.size).filter(|&l| l <= isize::MAX as usize) else {
+    let Some(len) = ty.bytes_of(n) else {
         return Ok(false);
     };
     if len > 0 && buf.is_null() {
@@ -1121,10 +1119,8 @@ unsafe fn recv_at_once(
     }
     let src = source as u32;
     // Another thread pulling, or a wait longer than a slice: the general
-    // way, which shares the lane. Below MPI_THREAD_MULTIPLE the program
-    // makes one call at a time: no other thread pulls, and the lock (an
-    // atomic exchange each way) is not taken.
-    let _puller = if m.thread_level < THREAD_MULTIPLE {
+    // way, which shares the lane.
+    let _puller = if m.serial() {
         None
     } else {
         match c.matcher.pull.try_lock() {
@@ -1154,8 +1150,8 @@ unsafe fn recv_at_once(
         Some(true) => {
             let (got, sync) = envelope(&head);
             if tag == ANY_TAG || got == tag {
-                if sync.is_some() {
-                    ack(c, sync.map(|id| (src, id)));
+                if let Some(id) = sync {
+                    ack(c, Some((src, id)));
                 }
                 // SAFETY: NULL or valid (the contract).
                 unsafe { set_status(status, Status::new(source, got, len)) };
@@ -1174,14 +1170,18 @@ unsafe fn recv_at_once(
     }
 }
 
-/// A blocking send of a predefined type to another rank while the
-/// sender thread is idle: straight onto the lane, with nothing checked
-/// twice. `None` when the send must go the general way (which also
-/// names what is wrong with its arguments).
+/// A send of at most `limit` bytes of a predefined type to another rank
+/// while the sender thread is idle: straight onto the lane, complete on
+/// return, with nothing checked twice. `None` when the send must go the
+/// general way (which also names what is wrong with its arguments).
 ///
 /// # Safety
 /// `buf` holds `count` elements of `dt`.
 #[inline]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a send's arguments, as MPI gives them, the library and the limit"
+)]
 unsafe fn send_at_once(
     m: &Mpi,
     c: &Comm,
@@ -1190,6 +1190,7 @@ unsafe fn send_at_once(
     dt: Handle,
     dest: c_int,
     tag: c_int,
+    limit: usize,
 ) -> Option<Result<()>> {
     // A rank outside the communicator is refused by meshwork below, and
     // the general way then names it (MPI_ERR_RANK).
@@ -1198,9 +1199,7 @@ unsafe fn send_at_once(
         return None;
     }
     let (ty, n) = (predefined_type(dt)?, usize::try_from(count).ok()?);
-    let len = n
-        .checked_mul(ty.size)
-        .filter(|&l| l <= isize::MAX as usize)?;
+    let len = ty.bytes_of(n).filter(|&l| l <= limit)?;
     let data: &[u8] = match len {
         0 => &[],
         _ if buf.is_null() => return None,
@@ -1250,7 +1249,8 @@ pub unsafe extern "C" fn MPI_Send(
         let m = mpi()?;
         if let Some(c) = m.builtin(ch) {
             // SAFETY: the same contract.
-            if let Some(sent) = unsafe { send_at_once(m, c, buf, count, dt, dest, tag) } {
+            if let Some(sent) = unsafe { send_at_once(m, c, buf, count, dt, dest, tag, usize::MAX) }
+            {
                 return sent;
             }
         }
@@ -1303,17 +1303,8 @@ pub unsafe extern "C" fn MPI_Isend(
         if let Some(c) = m.builtin(ch).filter(|_| !request.is_null()) {
             // A small send, inline as `start_send` would send it: complete
             // at once.
-            let small = usize::try_from(count)
-                .ok()
-                .zip(predefined_type(dt))
-                .is_some_and(|(n, t)| n.saturating_mul(t.size) <= INLINE);
-            let sent = if small {
-                // SAFETY: the same contract.
-                unsafe { send_at_once(m, c, buf, count, dt, dest, tag) }
-            } else {
-                None
-            };
-            if let Some(sent) = sent {
+            // SAFETY: the same contract.
+            if let Some(sent) = unsafe { send_at_once(m, c, buf, count, dt, dest, tag, INLINE) } {
                 sent?;
                 // SAFETY: non-NULL, valid (the contract).
                 unsafe { put(request, SENT) };

@@ -186,6 +186,14 @@ fn not_running() -> Result<&'static Mpi> {
 }
 
 impl Mpi {
+    /// Below `MPI_THREAD_MULTIPLE` the program makes one MPI call at a
+    /// time: no two threads pull messages at once, and the puller lock
+    /// (an atomic exchange each way) is not taken.
+    #[inline]
+    pub fn serial(&self) -> bool {
+        self.thread_level < THREAD_MULTIPLE
+    }
+
     /// `MPI_COMM_WORLD` or `MPI_COMM_SELF`, if `h` names one.
     #[inline]
     pub fn builtin(&self, h: Handle) -> Option<&Arc<Comm>> {

@@ -134,6 +134,16 @@ pub struct LaneKey {
     pub tag: u64,
 }
 
+/// A message of `len` bytes may go on lane kind `kind`: on a matched lane
+/// it holds at least its word (every transport checks this before it
+/// sends anything).
+pub(crate) fn holds_its_word(kind: LaneKind, len: usize) -> Result<(), TransportError> {
+    if kind == LaneKind::Matched && len < MATCHED_WORD {
+        return Err(TransportError::NoWord { len });
+    }
+    Ok(())
+}
+
 /// A matched lane's message split for the wire: its word (the first
 /// [`MATCHED_WORD`] bytes of `parts`, little-endian) and the parts after
 /// it. `None` if the parts hold less than a word. (A word sent as a part

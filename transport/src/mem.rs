@@ -80,9 +80,7 @@ impl Transport for MemTransport {
             return Err(TransportError::PeerDisconnected { rank: dst });
         }
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        if key.kind == crate::LaneKind::Matched && len < crate::MATCHED_WORD as u64 {
-            return Err(TransportError::NoWord { len: len as usize });
-        }
+        crate::holds_its_word(key.kind, len as usize)?;
         if budgeted(key.kind) {
             let timeout = Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed));
             inbox

@@ -175,9 +175,7 @@ impl Transport for LinkTransport {
                 max: core.max_message_bytes,
             });
         }
-        if key.kind == LaneKind::Matched && len < crate::MATCHED_WORD {
-            return Err(TransportError::NoWord { len });
-        }
+        crate::holds_its_word(key.kind, len)?;
         if dst == core.rank {
             core.inbox
                 .deliver(dst, key, Payload::from_parts_in(parts, Some(&core.pool)));

@@ -12,8 +12,9 @@
 //! Read interest stays off for a quiet period after the last poller
 //! stops: [`QUIET_MIN`] at first, doubling up to [`QUIET_MAX`] while
 //! callers keep coming back within one (or within `QUIET_MAX` of the last
-//! one's end); `QUIET_MAX` at once after a wait for a large message. A rank in a loop of collectives reads each of its links
-//! again within microseconds; turning interest back on and off around
+//! one's end); `QUIET_MAX` at once after a wait for a large message. A
+//! rank in a loop of collectives reads each of its links again within
+//! microseconds; turning interest back on and off around
 //! every receive cost two `epoll_ctl` calls, and woke the thread for every
 //! message that came on a link nobody was reading at that instant (the
 //! next round's, the next call's). Meanwhile what arrives waits in the
