@@ -58,21 +58,57 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 // ------------------------------------------------------------ matching
 
+/// A receive's datatype: a predefined one borrowed (no count to take
+/// and give back on every message), a derived one counted.
+pub(crate) enum TypeRef {
+    Predefined(&'static Type),
+    Made(Arc<Type>),
+}
+
+impl TypeRef {
+    /// The type `h` names.
+    pub(crate) fn of(h: Handle) -> Result<TypeRef> {
+        match predefined_type(h) {
+            Some(t) => Ok(TypeRef::Predefined(t)),
+            None => type_of(h).map(TypeRef::Made),
+        }
+    }
+}
+
+impl std::ops::Deref for TypeRef {
+    type Target = Type;
+    fn deref(&self) -> &Type {
+        match self {
+            TypeRef::Predefined(t) => t,
+            TypeRef::Made(t) => t,
+        }
+    }
+}
+
 /// A posted receive.
 pub(crate) struct Slot {
     src: c_int,
     tag: c_int,
     buf: usize,
     count: usize,
-    ty: Arc<Type>,
+    ty: TypeRef,
     done: Mutex<Option<std::result::Result<Status, Fail>>>,
     /// `done` holds the result: read with no lock by the waits that ask
     /// after every message.
     complete: AtomicBool,
 }
 
+/// Slots kept for the next receives of this thread: a window of
+/// `MPI_Irecv`s waited for over and over takes its slots from here, not
+/// from the allocator (whose per-thread cache holds 7 of a size).
+const SPARE_SLOTS: usize = 256;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Arc<Slot>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl Slot {
-    fn new(src: c_int, tag: c_int, buf: usize, count: usize, ty: Arc<Type>) -> Slot {
+    fn new(src: c_int, tag: c_int, buf: usize, count: usize, ty: TypeRef) -> Slot {
         Slot {
             src,
             tag,
@@ -81,6 +117,40 @@ impl Slot {
             ty,
             done: Mutex::new(None),
             complete: AtomicBool::new(false),
+        }
+    }
+
+    /// A slot for a new receive: a spare one of this thread's, if any.
+    fn shared(src: c_int, tag: c_int, buf: usize, count: usize, ty: TypeRef) -> Arc<Slot> {
+        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
+        match spare {
+            Some(mut slot) => {
+                if let Some(s) = Arc::get_mut(&mut slot) {
+                    s.src = src;
+                    s.tag = tag;
+                    s.buf = buf;
+                    s.count = count;
+                    s.ty = ty;
+                    *s.done.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                    *s.complete.get_mut() = false;
+                    return slot;
+                }
+                Arc::new(Slot::new(src, tag, buf, count, ty))
+            }
+            None => Arc::new(Slot::new(src, tag, buf, count, ty)),
+        }
+    }
+
+    /// Keep `slot`, complete and no longer posted, for a later receive
+    /// (if nothing else holds it).
+    fn recycle(slot: Arc<Slot>) {
+        if Arc::strong_count(&slot) == 1 {
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_SLOTS {
+                    s.push(slot);
+                }
+            });
         }
     }
 
@@ -188,10 +258,15 @@ pub(crate) type Ack = Option<(u32, u64)>;
 /// Tell `src` that its synchronous send `id` was received (an
 /// acknowledgement to this rank itself is noted at once). A sender gone
 /// meanwhile needs none.
+#[inline]
 pub(crate) fn ack(c: &Comm, owed: Ack) {
-    let Some((src, id)) = owed else {
-        return;
-    };
+    if let Some((src, id)) = owed {
+        send_ack(c, src, id);
+    }
+}
+
+#[cold]
+fn send_ack(c: &Comm, src: u32, id: u64) {
     if src == c.rank() {
         lock(&c.matcher.acked).insert(id);
         return;
@@ -289,8 +364,10 @@ impl Matcher {
     /// often the first, as a receive read in place is).
     fn cancel(&self, slot: &Arc<Slot>) {
         let mut q = self.queues();
-        if let Some(i) = q.posted.iter().position(|s| Arc::ptr_eq(s, slot)) {
-            q.posted.remove(i);
+        match q.posted.iter().position(|s| Arc::ptr_eq(s, slot)) {
+            Some(0) => drop(q.posted.pop_front()),
+            Some(i) => drop(q.posted.remove(i)),
+            None => {}
         }
     }
 
@@ -330,16 +407,21 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
     if done() {
         return Ok(true);
     }
-    let until = Instant::now() + wait;
+    // The clock is read only once a message came that was not enough:
+    // the wait goes on from there (at most one more `wait`).
+    let mut until = None;
+    let mut left = wait;
     loop {
-        let left = until.saturating_duration_since(Instant::now());
         let got = if want.src < 0 {
             c.group.matched().recv_any_message(left)?
         } else {
             let src = want.src as u32;
             match want.slot.filter(|s| c.matcher.first_for(src, s)) {
                 Some(slot) if slot.ty.is_flat() => match direct(c, src, slot, left)? {
-                    Direct::Filled => return Ok(true),
+                    Direct::Filled(s) => {
+                        slot.complete(Ok(s));
+                        return Ok(true);
+                    }
                     Direct::Other(msg) => Some((src, msg)),
                     Direct::Length => c.group.matched().recv_message(src, left)?.map(|m| (src, m)),
                     Direct::Nothing => None,
@@ -357,13 +439,16 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
         if left.is_zero() {
             return Ok(false);
         }
+        let until = *until.get_or_insert_with(|| Instant::now() + wait);
+        left = until.saturating_duration_since(Instant::now());
     }
 }
 
 /// What reading `src`'s next message into a receive's buffer gave.
 enum Direct {
-    /// The receive is complete.
-    Filled,
+    /// The receive took it, with this status (and is off the posted
+    /// receives; its caller completes it).
+    Filled(Status),
     /// The message was for another tag: here it is, as received.
     Other(Payload),
     /// The next message is of another length: still queued.
@@ -399,10 +484,33 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
                 return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
             }
             c.matcher.cancel(slot);
-            slot.complete(Ok(Status::new(src as c_int, tag, len)));
             ack(c, sync.map(|id| (src, id)));
-            Ok(Direct::Filled)
+            Ok(Direct::Filled(Status::new(src as c_int, tag, len)))
         }
+    }
+}
+
+/// A receive waited for, read straight from its sender's next message
+/// when that is its own and comes within a slice: its status, with no
+/// completion to note and read back. `None` when it goes the general way
+/// (a wildcard source, a derived type, another receive first for that
+/// sender, complete already, or another message next).
+fn read_in_place(c: &Comm, slot: &Arc<Slot>) -> Result<Option<Status>> {
+    if slot.src < 0 || !slot.ty.is_flat() || slot.is_done() {
+        return Ok(None);
+    }
+    let src = slot.src as u32;
+    let _puller = (!mpi()?.serial()).then(|| lock(&c.matcher.pull));
+    if slot.is_done() || !c.matcher.first_for(src, slot) {
+        return Ok(None);
+    }
+    match direct(c, src, slot, SLICE)? {
+        Direct::Filled(s) => Ok(Some(s)),
+        Direct::Other(msg) => {
+            ack(c, c.matcher.arrive(src, msg));
+            Ok(None)
+        }
+        Direct::Length | Direct::Nothing => Ok(None),
     }
 }
 
@@ -410,13 +518,16 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
 /// rank, if the wait is for one) has failed with nothing more from it,
 /// or after the group's deadline.
 fn wait_until(c: &Comm, want: Want<'_>, done: impl Fn() -> bool) -> Result<()> {
-    let deadline = c.group.timeout();
-    let start = Instant::now();
     let src = want.src;
+    // Read once the first slice went by with nothing (most waits end in
+    // it): the deadline counts from there.
+    let mut start = None;
     loop {
         if pull(c, want, SLICE, &done)? || done() {
             return Ok(());
         }
+        let start = *start.get_or_insert_with(Instant::now);
+        let deadline = c.group.timeout();
         if src >= 0
             && c.group.failed().contains(&(src as u32))
             && !pull(c, want, Duration::ZERO, &done)?
@@ -767,37 +878,128 @@ pub(crate) enum Request {
     Sync(Arc<Comm>, u32, u64, Option<Arc<Done>>),
 }
 
-static REQUESTS: Mutex<Option<HashMap<Handle, Request, ByHandle>>> = Mutex::new(None);
+/// The requests in flight.
+static REQUESTS: Mutex<Table> = Mutex::new(Table::new());
 
-/// Requests' table hashes their handles with one multiply: handles are
-/// this library's own (distinct, in steps of 16), and a keyed hash of
-/// each cost more than the rest of a small message's receive.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct ByHandle;
-
-impl std::hash::BuildHasher for ByHandle {
-    type Hasher = HandleHash;
-    fn build_hasher(&self) -> HandleHash {
-        HandleHash(0)
-    }
+/// Requests by handle: a slab whose entries are used again, newest freed
+/// first, so that a window of requests posted and waited for over and
+/// over touches the same few entries and allocates nothing. A handle
+/// carries its entry's generation: one kept after its request completed
+/// is refused, not taken for the entry's next request.
+pub(crate) struct Table {
+    entries: Vec<Entry>,
+    free: Vec<u32>,
 }
 
-#[derive(Default)]
-pub(crate) struct HandleHash(u64);
+struct Entry {
+    generation: u32,
+    request: Option<Request>,
+}
 
-impl std::hash::Hasher for HandleHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// The bit that marks a request's handle: above every other handle this
+/// library hands out ([`crate::state::new_handle`] counts up from 2^16).
+const REQUEST_BIT: u64 = 1 << 62;
+/// A handle's generation bits (above its entry's index, which takes 32).
+const GENERATIONS: u32 = 1 << 24;
+
+const _: () = assert!(Handle::BITS == 64, "request handles take 64 bits");
+
+impl Table {
+    const fn new() -> Table {
+        Table {
+            entries: Vec::new(),
+            free: Vec::new(),
         }
     }
-    fn write_usize(&mut self, h: usize) {
-        // Fibonacci hashing: the handle's bits spread to the top, where
-        // the table looks first.
-        self.0 = (h as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+
+    fn handle(index: u32, generation: u32) -> Handle {
+        (REQUEST_BIT | u64::from(generation) << 36 | u64::from(index) << 4) as Handle
+    }
+
+    /// A request handle's entry index and generation.
+    fn parts(h: Handle) -> Option<(usize, u32)> {
+        let h = h as u64;
+        if h & !(REQUEST_BIT | (u64::from(GENERATIONS) - 1) << 36 | 0xffff_ffff << 4) != 0
+            || h & REQUEST_BIT == 0
+        {
+            return None;
+        }
+        let generation = (h >> 36) as u32 & (GENERATIONS - 1);
+        Some(((h >> 4) as u32 as usize, generation))
+    }
+
+    /// The entry `h` names, if it is a request's handle of this
+    /// generation.
+    fn index(&self, h: Handle) -> Option<usize> {
+        let (index, generation) = Table::parts(h)?;
+        self.entries
+            .get(index)
+            .filter(|e| e.generation == generation && e.request.is_some())
+            .map(|_| index)
+    }
+
+    fn add(&mut self, r: Request) -> Handle {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry {
+                    generation: 0,
+                    request: None,
+                });
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let e = &mut self.entries[index as usize];
+        e.request = Some(r);
+        Table::handle(index, e.generation)
+    }
+
+    pub(crate) fn get(&self, h: Handle) -> Option<&Request> {
+        self.index(h).and_then(|i| self.entries[i].request.as_ref())
+    }
+
+    /// Take `h`'s request out. Its entry is freed, unless the request is
+    /// persistent: that entry is held for it, to be put back ([`put`])
+    /// or let go ([`release`]).
+    ///
+    /// [`put`]: Table::put
+    /// [`release`]: Table::release
+    fn take(&mut self, h: Handle) -> Option<Request> {
+        let i = self.index(h)?;
+        let r = self.entries[i].request.take();
+        if !matches!(r, Some(Request::Persistent(..))) {
+            self.free_at(i);
+        }
+        r
+    }
+
+    fn free_at(&mut self, i: usize) {
+        let e = &mut self.entries[i];
+        e.generation = (e.generation + 1) % GENERATIONS;
+        self.free.push(i as u32);
+    }
+
+    /// The entry `h` names, if it is held (taken out, not freed).
+    fn held(&self, h: Handle) -> Option<usize> {
+        let (index, generation) = Table::parts(h)?;
+        self.entries
+            .get(index)
+            .filter(|e| e.generation == generation && e.request.is_none())
+            .map(|_| index)
+    }
+
+    /// Put `r` back under `h`, a persistent request's handle.
+    fn put(&mut self, h: Handle, r: Request) {
+        if let Some(i) = self.held(h) {
+            self.entries[i].request = Some(r);
+        }
+    }
+
+    /// Let go of `h`'s held entry.
+    fn release(&mut self, h: Handle) {
+        if let Some(i) = self.held(h) {
+            self.free_at(i);
+        }
     }
 }
 
@@ -807,11 +1009,7 @@ impl std::hash::Hasher for HandleHash {
 const SENT: Handle = 0xfff0;
 
 pub(crate) fn add_request(r: Request) -> Handle {
-    let h = crate::state::new_handle();
-    lock(&REQUESTS)
-        .get_or_insert_with(HashMap::default)
-        .insert(h, r);
-    h
+    lock(&REQUESTS).add(r)
 }
 
 fn take_request(h: Handle) -> Result<Request> {
@@ -819,18 +1017,22 @@ fn take_request(h: Handle) -> Result<Request> {
         return Ok(Request::Done(empty_status()));
     }
     lock(&REQUESTS)
-        .as_mut()
-        .and_then(|m| m.remove(&h))
+        .take(h)
         .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))
 }
 
 fn put_request(h: Handle, r: Request) {
-    lock(&REQUESTS)
-        .get_or_insert_with(HashMap::default)
-        .insert(h, r);
+    lock(&REQUESTS).put(h, r);
 }
 
+/// MPI's empty status: what a wait on a null or inactive request, or
+/// on a send, gives.
 fn empty_status() -> Status {
+    Status::new(ANY_SOURCE, ANY_TAG, 0)
+}
+
+/// The status of a receive or probe from `MPI_PROC_NULL`.
+pub(crate) fn proc_null_status() -> Status {
     Status::new(PROC_NULL, ANY_TAG, 0)
 }
 
@@ -889,11 +1091,7 @@ impl Look {
 /// Whether `h` is a null request or an inactive persistent one, which
 /// the `any` and `some` waits pass over.
 fn inactive(h: Handle) -> bool {
-    h == REQUEST_NULL
-        || matches!(
-            lock(&REQUESTS).as_ref().and_then(|m| m.get(&h)),
-            Some(Request::Persistent(_, None))
-        )
+    h == REQUEST_NULL || matches!(lock(&REQUESTS).get(h), Some(Request::Persistent(_, None)))
 }
 
 /// Whether request `h` is complete, pulling at most what is there now.
@@ -904,8 +1102,7 @@ fn ready(h: Handle) -> Result<bool> {
     let look = {
         let guard = lock(&REQUESTS);
         let r = guard
-            .as_ref()
-            .and_then(|m| m.get(&h))
+            .get(h)
             .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not an active request")))?;
         Look::of(r)
     };
@@ -915,7 +1112,12 @@ fn ready(h: Handle) -> Result<bool> {
 /// Complete request `h`, waiting for it: its status, and whether the
 /// handle stays (a persistent request, inactive again).
 fn complete(h: Handle) -> Result<(Status, bool)> {
-    match take_request(h)? {
+    settle(h, take_request(h)?)
+}
+
+/// Complete `r`, taken out of handle `h`, as [`complete`] does.
+fn settle(h: Handle, r: Request) -> Result<(Status, bool)> {
+    match r {
         Request::Persistent(p, active) => {
             put_request(h, Request::Persistent(p, None));
             match active {
@@ -946,6 +1148,10 @@ fn finish(r: Request) -> Result<Status> {
             await_ack(&c, dst, id).map(|()| empty_status())
         }
         Request::Recv(c, slot) => {
+            if let Some(s) = read_in_place(&c, &slot)? {
+                Slot::recycle(slot);
+                return Ok(s);
+            }
             let want = Want {
                 src: slot.src,
                 slot: Some(&slot),
@@ -955,9 +1161,11 @@ fn finish(r: Request) -> Result<Status> {
                 c.matcher.cancel(&slot);
                 return Err(e);
             }
-            lock(&slot.done)
+            let got = lock(&slot.done)
                 .take()
-                .unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a receive completed twice")))
+                .unwrap_or_else(|| Err(Fail::new(ERR_INTERN, "a receive completed twice")));
+            Slot::recycle(slot);
+            got
         }
     }
 }
@@ -1058,7 +1266,7 @@ fn post_recv(
     tag: c_int,
 ) -> Result<Request> {
     if source == PROC_NULL {
-        return Ok(Request::Done(empty_status()));
+        return Ok(Request::Done(proc_null_status()));
     }
     if source != ANY_SOURCE {
         c.peer(source, "source")?;
@@ -1066,14 +1274,40 @@ fn post_recv(
     if tag < 0 && tag != ANY_TAG {
         return Err(Fail::new(ERR_TAG, format!("tag {tag} is negative")));
     }
-    let ty = type_of(dt)?;
+    let ty = TypeRef::of(dt)?;
     let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
     if buf.is_null() && count > 0 && ty.size > 0 {
         return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
     }
-    let slot = Arc::new(Slot::new(source, tag, buf as usize, count, ty));
+    let slot = Slot::shared(source, tag, buf as usize, count, ty);
     ack(c, c.matcher.post(slot.clone()));
     Ok(Request::Recv(c.clone(), slot))
+}
+
+/// A receive of a predefined type posted on `MPI_COMM_WORLD` or
+/// `MPI_COMM_SELF` with nothing checked twice: its request's handle.
+/// `None` when it must go the general way (which also names what is
+/// wrong with its arguments).
+#[inline]
+fn post_at_once(
+    c: &Arc<Comm>,
+    buf: *mut u8,
+    count: c_int,
+    dt: Handle,
+    source: c_int,
+    tag: c_int,
+) -> Option<Handle> {
+    let known = source == ANY_SOURCE || (source >= 0 && (source as u32) < c.size());
+    if !known || (tag < 0 && tag != ANY_TAG) {
+        return None;
+    }
+    let (ty, n) = (predefined_type(dt)?, usize::try_from(count).ok()?);
+    if buf.is_null() && ty.bytes_of(n)? > 0 {
+        return None;
+    }
+    let slot = Slot::shared(source, tag, buf as usize, n, TypeRef::Predefined(ty));
+    ack(c, c.matcher.post(slot.clone()));
+    Some(add_request(Request::Recv(c.clone(), slot)))
 }
 
 /// A blocking receive from one sender into a contiguous buffer, when no
@@ -1379,7 +1613,15 @@ pub unsafe extern "C" fn MPI_Irecv(
     ch: Handle,
     request: *mut Handle,
 ) -> c_int {
-    entry(ch, "MPI_Irecv", || {
+    entry(ch, "MPI_Irecv", move || {
+        let m = mpi()?;
+        if let Some(c) = m.builtin(ch).filter(|_| !request.is_null()) {
+            if let Some(h) = post_at_once(c, buf, count, dt, source, tag) {
+                // SAFETY: non-NULL, valid (the contract).
+                unsafe { put(request, h) };
+                return Ok(());
+            }
+        }
         start_request(request, || {
             Ok(add_request(post_recv(
                 &comm(ch)?,
@@ -1471,7 +1713,7 @@ pub unsafe extern "C" fn MPI_Probe(
         let c = comm(ch)?;
         probe_args(&c, source, tag)?;
         let s = if source == PROC_NULL {
-            empty_status()
+            proc_null_status()
         } else {
             let want = Want {
                 src: source,
@@ -1500,7 +1742,7 @@ pub unsafe extern "C" fn MPI_Iprobe(
         let c = comm(ch)?;
         probe_args(&c, source, tag)?;
         let found = if source == PROC_NULL {
-            Some(empty_status())
+            Some(proc_null_status())
         } else {
             if c.matcher.peek(source, tag).is_none() {
                 let want = Want {
@@ -1573,13 +1815,30 @@ unsafe fn req_at(reqs: *mut Handle, i: usize) -> Handle {
 /// `request` is valid; `status` NULL or valid.
 unsafe fn wait_one(request: *mut Handle, status: *mut Status) -> Result<()> {
     // SAFETY: the contract.
+    unsafe { wait_taken(request, status, None) }
+}
+
+/// [`wait_one`], with `*request`'s request taken out of the table
+/// already if `taken` is given.
+///
+/// # Safety
+/// As [`wait_one`].
+unsafe fn wait_taken(
+    request: *mut Handle,
+    status: *mut Status,
+    taken: Option<Request>,
+) -> Result<()> {
+    // SAFETY: the contract.
     let h = unsafe { *request };
     if h == REQUEST_NULL {
         // SAFETY: the contract.
         unsafe { set_status(status, empty_status()) };
         return Ok(());
     }
-    let r = complete(h);
+    let r = match taken {
+        Some(r) => settle(h, r),
+        None => complete(h),
+    };
     if !r.as_ref().is_ok_and(|(_, stays)| *stays) {
         // SAFETY: the contract.
         unsafe { *request = REQUEST_NULL };
@@ -1613,20 +1872,47 @@ pub unsafe extern "C" fn MPI_Waitall(
             return Err(Fail::arg("array_of_requests is NULL"));
         }
         let mut first: Option<Fail> = None;
-        for i in 0..n {
-            let st = if statuses.is_null() {
-                std::ptr::null_mut()
-            } else {
-                // SAFETY: `count` statuses (the contract).
-                unsafe { statuses.add(i) }
-            };
-            // SAFETY: `count` requests (the contract).
-            if let Err(e) = unsafe { wait_one(reqs.add(i), st) } {
-                if !st.is_null() {
-                    // SAFETY: as above.
-                    unsafe { (*st).error = e.class };
+        // The requests of a run of them are taken out of the table under
+        // one lock, then waited for in order.
+        const RUN: usize = 32;
+        let mut taken: [Option<Request>; RUN] = [const { None }; RUN];
+        for run in (0..n).step_by(RUN) {
+            let end = n.min(run + RUN);
+            {
+                let mut table = lock(&REQUESTS);
+                for (i, t) in (run..end).zip(taken.iter_mut()) {
+                    // SAFETY: `count` requests (the contract).
+                    *t = table.take(unsafe { req_at(reqs, i) });
                 }
-                first.get_or_insert(e);
+            }
+            for (i, t) in (run..end).zip(taken.iter_mut()) {
+                // SAFETY: `count` requests (the contract).
+                let h = unsafe { req_at(reqs, i) };
+                if h == SENT || h == REQUEST_NULL {
+                    // A send complete when started, or nothing: an empty
+                    // status.
+                    if !statuses.is_null() {
+                        // SAFETY: `count` statuses (the contract).
+                        unsafe { statuses.add(i).write(empty_status()) };
+                    }
+                    // SAFETY: as above.
+                    unsafe { reqs.add(i).write(REQUEST_NULL) };
+                    continue;
+                }
+                let st = if statuses.is_null() {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: `count` statuses (the contract).
+                    unsafe { statuses.add(i) }
+                };
+                // SAFETY: `count` requests (the contract).
+                if let Err(e) = unsafe { wait_taken(reqs.add(i), st, t.take()) } {
+                    if !st.is_null() {
+                        // SAFETY: as above.
+                        unsafe { (*st).error = e.class };
+                    }
+                    first.get_or_insert(e);
+                }
             }
         }
         // An error is in its request's status: the call says so.
@@ -1809,6 +2095,10 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
                     .map_err(|e| {
                         Fail::new(ERR_INTERN, format!("no thread to finish the request: {e}"))
                     })?;
+            }
+            r @ Request::Persistent(..) => {
+                lock(&REQUESTS).release(h);
+                drop(r);
             }
             r => drop(r),
         }

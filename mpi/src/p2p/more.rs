@@ -634,7 +634,7 @@ pub unsafe extern "C" fn MPI_Request_get_status(
             // The status of a receive is known once it is complete.
             let s = {
                 let guard = lock(&REQUESTS);
-                match guard.as_ref().and_then(|m| m.get(&request)) {
+                match guard.get(request) {
                     Some(Request::Recv(_, slot)) => lock(&slot.done)
                         .as_ref()
                         .and_then(|r| r.as_ref().ok().copied()),
@@ -660,7 +660,7 @@ pub unsafe extern "C" fn MPI_Cancel(request: *mut Handle) -> c_int {
         let guard = lock(&REQUESTS);
         // A receive not yet matched is withdrawn and completes cancelled;
         // a send has left (sends are eager) and completes as sent.
-        if let Some(Request::Recv(c, slot)) = guard.as_ref().and_then(|m| m.get(&h)) {
+        if let Some(Request::Recv(c, slot)) = guard.get(h) {
             let (c, slot) = (c.clone(), slot.clone());
             drop(guard);
             c.matcher.cancel(&slot);
@@ -810,7 +810,7 @@ unsafe fn mprobe(
         // SAFETY: the contract.
         unsafe {
             put(message, MESSAGE_NO_PROC);
-            set_status(status, empty_status());
+            set_status(status, proc_null_status());
         }
         return Ok(true);
     }
@@ -888,14 +888,14 @@ unsafe fn mrecv(buf: *mut u8, count: i64, dt: Handle, message: *mut Handle) -> R
     // SAFETY: as above.
     unsafe { *message = MESSAGE_NULL };
     if h == MESSAGE_NO_PROC {
-        return Ok(empty_status());
+        return Ok(proc_null_status());
     }
     let t = lock(&MESSAGES)
         .as_mut()
         .and_then(|m| m.remove(&h))
         .ok_or_else(|| Fail::new(ERR_REQUEST, format!("{h:#x} is not a message")))?;
     let count = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
-    let slot = Slot::new(t.src as c_int, t.tag, buf as usize, count, type_of(dt)?);
+    let slot = Slot::new(t.src as c_int, t.tag, buf as usize, count, TypeRef::of(dt)?);
     let (_, sync, data) = split(&t.msg).unwrap_or((0, None, &[]));
     slot.fill(t.src, t.tag, data);
     ack(&t.comm, sync.map(|id| (t.src, id)));

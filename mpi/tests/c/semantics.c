@@ -74,7 +74,9 @@ static void matching(void) {
     int flag = 1;
     MPI_Iprobe(MPI_ANY_SOURCE, 1234, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     CHECK(flag == 0);
-    MPI_Recv(&back, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Status none;
+    MPI_Recv(&back, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &none);
+    CHECK(none.MPI_SOURCE == MPI_PROC_NULL && none.MPI_TAG == MPI_ANY_TAG);
 }
 
 static void datatypes(void) {
@@ -229,6 +231,30 @@ static void more(void) {
     MPI_Request_free(&r[0]);
     MPI_Request_free(&r[1]);
     CHECK(r[0] == MPI_REQUEST_NULL);
+    /* One Waitall over more requests than it takes at once: receives
+     * posted in the reverse of their sends' order, sends, and null
+     * requests between them, each with its status. */
+    enum { N = 40 };
+    int outs[N], ins[N];
+    MPI_Request many[3 * N];
+    MPI_Status sts[3 * N];
+    for (int i = 0; i < N; i++) {
+        ins[i] = -1;
+        MPI_Irecv(&ins[i], 1, MPI_INT, prev, 100 + N - 1 - i, MPI_COMM_WORLD, &many[3 * i]);
+        many[3 * i + 2] = MPI_REQUEST_NULL;
+    }
+    for (int i = 0; i < N; i++) {
+        outs[i] = rank * 1000 + i;
+        MPI_Isend(&outs[i], 1, MPI_INT, next, 100 + i, MPI_COMM_WORLD, &many[3 * i + 1]);
+    }
+    MPI_Waitall(3 * N, many, sts);
+    for (int i = 0; i < N; i++) {
+        CHECK(ins[i] == prev * 1000 + N - 1 - i);
+        CHECK(sts[3 * i].MPI_SOURCE == prev && sts[3 * i].MPI_TAG == 100 + N - 1 - i);
+        /* MPI's empty status. */
+        CHECK(sts[3 * i + 2].MPI_SOURCE == MPI_ANY_SOURCE && sts[3 * i + 2].MPI_TAG == MPI_ANY_TAG);
+        CHECK(many[3 * i] == MPI_REQUEST_NULL && many[3 * i + 1] == MPI_REQUEST_NULL);
+    }
     /* A matched probe takes the message for its receive alone. */
     int v = rank * 7, got = -1, count = -1;
     MPI_Request s;
@@ -337,6 +363,22 @@ static void errors(void) {
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_TRUNCATE);
     MPI_Wait(&r, MPI_STATUS_IGNORE);
+    /* A request's handle kept after its wait is refused, also once a new
+     * request took its place, and the new one is left alone. */
+    MPI_Request kept, fresh;
+    int a = -1, b = -1;
+    MPI_Irecv(&a, 1, MPI_INT, prev, 78, MPI_COMM_WORLD, &r);
+    kept = r;
+    MPI_Send(&rank, 1, MPI_INT, next, 78, MPI_COMM_WORLD);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(a == prev && r == MPI_REQUEST_NULL);
+    MPI_Irecv(&b, 1, MPI_INT, prev, 79, MPI_COMM_WORLD, &fresh);
+    rc = MPI_Wait(&kept, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_REQUEST);
+    MPI_Send(&rank, 1, MPI_INT, next, 79, MPI_COMM_WORLD);
+    MPI_Wait(&fresh, MPI_STATUS_IGNORE);
+    CHECK(b == prev);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
