@@ -85,6 +85,25 @@ impl std::ops::Deref for TypeRef {
     }
 }
 
+/// The communicator of a receive request: `MPI_COMM_WORLD` and
+/// `MPI_COMM_SELF` borrowed (no count taken and given back on every
+/// message), another counted.
+#[derive(Clone)]
+pub(crate) enum CommRef {
+    Builtin(&'static Arc<Comm>),
+    Counted(Arc<Comm>),
+}
+
+impl std::ops::Deref for CommRef {
+    type Target = Arc<Comm>;
+    fn deref(&self) -> &Arc<Comm> {
+        match self {
+            CommRef::Builtin(c) => c,
+            CommRef::Counted(c) => c,
+        }
+    }
+}
+
 /// A posted receive.
 pub(crate) struct Slot {
     src: c_int,
@@ -207,10 +226,27 @@ struct Unexpected {
     msg: Payload,
 }
 
+/// A receive posted, numbered in the order of posting.
+struct Posted {
+    seq: u64,
+    slot: Arc<Slot>,
+}
+
 #[derive(Default)]
 struct Queues {
     unexpected: VecDeque<Unexpected>,
-    posted: VecDeque<Arc<Slot>>,
+    posted: VecDeque<Posted>,
+    /// The number of the next receive posted.
+    next: u64,
+}
+
+impl Queues {
+    /// The first receive posted that a message from `src` could match.
+    fn first_for(&self, src: u32) -> Option<usize> {
+        self.posted
+            .iter()
+            .position(|p| p.slot.src == ANY_SOURCE || p.slot.src == src as c_int)
+    }
 }
 
 /// A communicator's matching: the queues, and the right to pull from
@@ -321,7 +357,9 @@ impl Matcher {
                 sync.map(|id| (u.src, id))
             }
             None => {
-                q.posted.push_back(slot);
+                let seq = q.next;
+                q.next += 1;
+                q.posted.push_back(Posted { seq, slot });
                 None
             }
         }
@@ -334,9 +372,9 @@ impl Matcher {
             None => return None,
         };
         let mut q = self.queues();
-        let hit = q.posted.iter().position(|s| s.matches(src, tag));
+        let hit = q.posted.iter().position(|p| p.slot.matches(src, tag));
         match hit.and_then(|i| q.posted.remove(i)) {
-            Some(slot) => {
+            Some(Posted { slot, .. }) => {
                 drop(q);
                 let (_, _, data) = split(&msg).unwrap_or((0, None, &[]));
                 slot.fill(src, tag, data);
@@ -354,17 +392,50 @@ impl Matcher {
     /// then its own.
     fn first_for(&self, src: u32, slot: &Arc<Slot>) -> bool {
         let q = self.queues();
-        q.posted
+        q.first_for(src)
+            .is_some_and(|i| Arc::ptr_eq(&q.posted[i].slot, slot))
+    }
+
+    /// Take `slot` off the posted receives if it is the first a message
+    /// from `src` could match, to read that message into it: its number,
+    /// for [`Matcher::unclaim`] if the message is not its own. One lock
+    /// for [`Matcher::first_for`] and [`Matcher::cancel`] together; only
+    /// the puller claims, so no message can match it meanwhile.
+    fn claim(&self, src: u32, slot: &Arc<Slot>) -> Option<u64> {
+        let mut q = self.queues();
+        // Most often the first of all.
+        if q.posted.front().is_some_and(|p| Arc::ptr_eq(&p.slot, slot)) {
+            return q.posted.pop_front().map(|p| p.seq);
+        }
+        let i = q
+            .first_for(src)
+            .filter(|&i| Arc::ptr_eq(&q.posted[i].slot, slot))?;
+        q.posted.remove(i).map(|p| p.seq)
+    }
+
+    /// Put back a receive claimed as number `seq`, where it was among
+    /// those posted.
+    fn unclaim(&self, seq: u64, slot: &Arc<Slot>) {
+        let mut q = self.queues();
+        let at = q
+            .posted
             .iter()
-            .find(|s| s.src == ANY_SOURCE || s.src == src as c_int)
-            .is_some_and(|s| Arc::ptr_eq(s, slot))
+            .position(|p| p.seq > seq)
+            .unwrap_or(q.posted.len());
+        q.posted.insert(
+            at,
+            Posted {
+                seq,
+                slot: slot.clone(),
+            },
+        );
     }
 
     /// Take `slot` off the posted receives (it is one at most once; most
     /// often the first, as a receive read in place is).
     fn cancel(&self, slot: &Arc<Slot>) {
         let mut q = self.queues();
-        match q.posted.iter().position(|s| Arc::ptr_eq(s, slot)) {
+        match q.posted.iter().position(|p| Arc::ptr_eq(&p.slot, slot)) {
             Some(0) => drop(q.posted.pop_front()),
             Some(i) => drop(q.posted.remove(i)),
             None => {}
@@ -419,6 +490,7 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
             match want.slot.filter(|s| c.matcher.first_for(src, s)) {
                 Some(slot) if slot.ty.is_flat() => match direct(c, src, slot, left)? {
                     Direct::Filled(s) => {
+                        c.matcher.cancel(slot);
                         slot.complete(Ok(s));
                         return Ok(true);
                     }
@@ -446,8 +518,8 @@ fn pull(c: &Comm, want: Want<'_>, wait: Duration, done: impl Fn() -> bool) -> Re
 
 /// What reading `src`'s next message into a receive's buffer gave.
 enum Direct {
-    /// The receive took it, with this status (and is off the posted
-    /// receives; its caller completes it).
+    /// The receive took it, with this status (its caller takes it off
+    /// the posted receives and completes it).
     Filled(Status),
     /// The message was for another tag: here it is, as received.
     Other(Payload),
@@ -483,7 +555,6 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
                 // comes: a shorter one leaves them past its end.)
                 return Ok(Direct::Other(Payload::from_parts(&[&head, body])));
             }
-            c.matcher.cancel(slot);
             ack(c, sync.map(|id| (src, id)));
             Ok(Direct::Filled(Status::new(src as c_int, tag, len)))
         }
@@ -501,17 +572,22 @@ fn read_in_place(c: &Comm, slot: &Arc<Slot>) -> Result<Option<Status>> {
     }
     let src = slot.src as u32;
     let _puller = (!mpi()?.serial()).then(|| lock(&c.matcher.pull));
-    if slot.is_done() || !c.matcher.first_for(src, slot) {
+    if slot.is_done() {
         return Ok(None);
     }
-    match direct(c, src, slot, SLICE)? {
-        Direct::Filled(s) => Ok(Some(s)),
-        Direct::Other(msg) => {
-            ack(c, c.matcher.arrive(src, msg));
-            Ok(None)
-        }
-        Direct::Length | Direct::Nothing => Ok(None),
+    let Some(seq) = c.matcher.claim(src, slot) else {
+        return Ok(None);
+    };
+    let read = direct(c, src, slot, SLICE);
+    if let Ok(Direct::Filled(s)) = read {
+        return Ok(Some(s));
     }
+    c.matcher.unclaim(seq, slot);
+    match read? {
+        Direct::Other(msg) => ack(c, c.matcher.arrive(src, msg)),
+        Direct::Filled(_) | Direct::Length | Direct::Nothing => {}
+    }
+    Ok(None)
 }
 
 /// Wait until `done`, pulling messages: fails once the sender wanted (a
@@ -863,7 +939,7 @@ pub(crate) trait Pending: Send {
 
 pub(crate) enum Request {
     Send(Arc<Done>),
-    Recv(Arc<Comm>, Arc<Slot>),
+    Recv(CommRef, Arc<Slot>),
     Coll(Box<dyn Pending>),
     /// Complete already (a receive from `MPI_PROC_NULL`).
     Done(Status),
@@ -1040,7 +1116,7 @@ pub(crate) fn proc_null_status() -> Status {
 /// table's lock and looked at after it.
 enum Look {
     Known(bool),
-    Recv(Arc<Comm>, Arc<Slot>),
+    Recv(CommRef, Arc<Slot>),
     Both(Box<Look>, Box<Look>),
     Sync(Arc<Comm>, u32, u64),
 }
@@ -1281,7 +1357,7 @@ fn post_recv(
     }
     let slot = Slot::shared(source, tag, buf as usize, count, ty);
     ack(c, c.matcher.post(slot.clone()));
-    Ok(Request::Recv(c.clone(), slot))
+    Ok(Request::Recv(CommRef::Counted(c.clone()), slot))
 }
 
 /// A receive of a predefined type posted on `MPI_COMM_WORLD` or
@@ -1290,7 +1366,7 @@ fn post_recv(
 /// wrong with its arguments).
 #[inline]
 fn post_at_once(
-    c: &Arc<Comm>,
+    c: &'static Arc<Comm>,
     buf: *mut u8,
     count: c_int,
     dt: Handle,
@@ -1307,7 +1383,7 @@ fn post_at_once(
     }
     let slot = Slot::shared(source, tag, buf as usize, n, TypeRef::Predefined(ty));
     ack(c, c.matcher.post(slot.clone()));
-    Some(add_request(Request::Recv(c.clone(), slot)))
+    Some(add_request(Request::Recv(CommRef::Builtin(c), slot)))
 }
 
 /// A blocking receive from one sender into a contiguous buffer, when no
