@@ -512,7 +512,9 @@ pub unsafe extern "C" fn MPI_Comm_idup(
             return Err(Fail::new(rc, "the dup failed"));
         }
         // SAFETY: non-NULL, valid (the contract).
-        unsafe { put(request, add_request(Request::Done(Status::default()))) };
+        let h = add_request(Request::Done(Status::default()))?;
+        // SAFETY: as above.
+        unsafe { put(request, h) };
         Ok(())
     })
 }

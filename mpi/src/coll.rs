@@ -899,7 +899,7 @@ macro_rules! nonblocking {
                 start_request($req, || {
                     // SAFETY: the buffers are as MPI's contract says.
                     let plan = unsafe { $plan }?;
-                    Ok(add_request(Request::Coll(plan.start()?)))
+                    add_request(Request::Coll(plan.start()?))
                 })
             })
         }
@@ -1237,7 +1237,7 @@ macro_rules! v_forms {
                     // SAFETY: the buffers are as MPI's contract says, and
                     // stay so until the request completes.
                     let recvs = unsafe { $plan?.start() }?;
-                    Ok(add_request(Request::Coll(Box::new(recvs))))
+                    add_request(Request::Coll(Box::new(recvs)))
                 })
             })
         }

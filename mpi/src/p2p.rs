@@ -857,9 +857,9 @@ impl Sent {
     }
 
     /// Its request handle: a send complete already needs no entry.
-    fn handle(self) -> Handle {
+    fn handle(self) -> Result<Handle> {
         match self {
-            Sent::Now => SENT,
+            Sent::Now => Ok(SENT),
             Sent::Later(d) => add_request(Request::Send(d)),
         }
     }
@@ -961,7 +961,8 @@ static REQUESTS: Mutex<Table> = Mutex::new(Table::new());
 /// first, so that a window of requests posted and waited for over and
 /// over touches the same few entries and allocates nothing. A handle
 /// carries its entry's generation: one kept after its request completed
-/// is refused, not taken for the entry's next request.
+/// is refused, not taken for the entry's next request (until the entry
+/// has served [`GENERATIONS`] more).
 pub(crate) struct Table {
     entries: Vec<Entry>,
     free: Vec<u32>,
@@ -972,13 +973,16 @@ struct Entry {
     request: Option<Request>,
 }
 
-/// The bit that marks a request's handle: above every other handle this
-/// library hands out ([`crate::state::new_handle`] counts up from 2^16).
-const REQUEST_BIT: u64 = 1 << 62;
-/// A handle's generation bits (above its entry's index, which takes 32).
-const GENERATIONS: u32 = 1 << 24;
-
-const _: () = assert!(Handle::BITS == 64, "request handles take 64 bits");
+/// A request's handle is a positive `int`, as every handle of this
+/// library (the ABI's `MPI_Request_toint` gives an `int`, which mpi4py
+/// widens with its sign): this bit, the entry's generation
+/// ([`GENERATIONS`]) in bits 24–29, its index ([`ENTRIES`]) in bits 4–23.
+/// Other handles ([`crate::state::new_handle`]) count up from 2^16, far
+/// below.
+const REQUEST_BIT: u32 = 1 << 30;
+const GENERATIONS: u32 = 1 << 6;
+/// Requests in flight at once, at most.
+pub(crate) const ENTRIES: usize = 1 << 20;
 
 impl Table {
     const fn new() -> Table {
@@ -989,19 +993,21 @@ impl Table {
     }
 
     fn handle(index: u32, generation: u32) -> Handle {
-        (REQUEST_BIT | u64::from(generation) << 36 | u64::from(index) << 4) as Handle
+        (REQUEST_BIT | generation << 24 | index << 4) as Handle
     }
 
     /// A request handle's entry index and generation.
     fn parts(h: Handle) -> Option<(usize, u32)> {
-        let h = h as u64;
-        if h & !(REQUEST_BIT | (u64::from(GENERATIONS) - 1) << 36 | 0xffff_ffff << 4) != 0
+        let h = u32::try_from(h).ok()?;
+        if h & !(REQUEST_BIT | (GENERATIONS - 1) << 24 | (ENTRIES as u32 - 1) << 4) != 0
             || h & REQUEST_BIT == 0
         {
             return None;
         }
-        let generation = (h >> 36) as u32 & (GENERATIONS - 1);
-        Some(((h >> 4) as u32 as usize, generation))
+        Some((
+            (h >> 4) as usize & (ENTRIES - 1),
+            (h >> 24) & (GENERATIONS - 1),
+        ))
     }
 
     /// The entry `h` names, if it is a request's handle of this
@@ -1014,20 +1020,22 @@ impl Table {
             .map(|_| index)
     }
 
-    fn add(&mut self, r: Request) -> Handle {
+    /// Store `r`: its handle, or `r` back when [`ENTRIES`] are in use.
+    fn add(&mut self, r: Request) -> std::result::Result<Handle, Request> {
         let index = match self.free.pop() {
             Some(i) => i,
-            None => {
+            None if self.entries.len() < ENTRIES => {
                 self.entries.push(Entry {
                     generation: 0,
                     request: None,
                 });
                 (self.entries.len() - 1) as u32
             }
+            None => return Err(r),
         };
         let e = &mut self.entries[index as usize];
         e.request = Some(r);
-        Table::handle(index, e.generation)
+        Ok(Table::handle(index, e.generation))
     }
 
     pub(crate) fn get(&self, h: Handle) -> Option<&Request> {
@@ -1084,8 +1092,17 @@ impl Table {
 /// the ABI's reserved ones).
 const SENT: Handle = 0xfff0;
 
-pub(crate) fn add_request(r: Request) -> Handle {
-    lock(&REQUESTS).add(r)
+/// Store request `r`: its handle. With [`ENTRIES`] in flight already,
+/// `MPI_ERR_NO_MEM`, and a receive of `r` is withdrawn.
+pub(crate) fn add_request(r: Request) -> Result<Handle> {
+    let added = lock(&REQUESTS).add(r);
+    added.or_else(|r| {
+        r.withdraw();
+        Err(Fail::new(
+            ERR_NO_MEM,
+            format!("{ENTRIES} requests are in flight already: wait for some first"),
+        ))
+    })
 }
 
 fn take_request(h: Handle) -> Result<Request> {
@@ -1110,6 +1127,20 @@ fn empty_status() -> Status {
 /// The status of a receive or probe from `MPI_PROC_NULL`.
 pub(crate) fn proc_null_status() -> Status {
     Status::new(PROC_NULL, ANY_TAG, 0)
+}
+
+impl Request {
+    /// Take its receives off the posted ones: it is not kept.
+    fn withdraw(&self) {
+        match self {
+            Request::Recv(c, slot) => c.matcher.cancel(slot),
+            Request::Pair(a, b) => {
+                a.withdraw();
+                b.withdraw();
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What telling whether a request is complete needs, taken under the
@@ -1383,7 +1414,7 @@ fn post_at_once(
     }
     let slot = Slot::shared(source, tag, buf as usize, n, TypeRef::Predefined(ty));
     ack(c, c.matcher.post(slot.clone()));
-    Some(add_request(Request::Recv(CommRef::Builtin(c), slot)))
+    add_request(Request::Recv(CommRef::Builtin(c), slot)).ok()
 }
 
 /// A blocking receive from one sender into a contiguous buffer, when no
@@ -1622,7 +1653,7 @@ pub unsafe extern "C" fn MPI_Isend(
             }
         }
         start_request(request, || {
-            Ok(start_send(&comm(ch)?, buf, count, dt, dest, tag, false)?.handle())
+            start_send(&comm(ch)?, buf, count, dt, dest, tag, false)?.handle()
         })
     })
 }
@@ -1639,14 +1670,7 @@ pub unsafe extern "C" fn MPI_Issend(
 ) -> c_int {
     entry(ch, "MPI_Issend", || {
         start_request(request, || {
-            Ok(add_request(start_ssend(
-                &comm(ch)?,
-                buf,
-                count,
-                dt,
-                dest,
-                tag,
-            )?))
+            add_request(start_ssend(&comm(ch)?, buf, count, dt, dest, tag)?)
         })
     })
 }
@@ -1699,14 +1723,7 @@ pub unsafe extern "C" fn MPI_Irecv(
             }
         }
         start_request(request, || {
-            Ok(add_request(post_recv(
-                &comm(ch)?,
-                buf,
-                count,
-                dt,
-                source,
-                tag,
-            )?))
+            add_request(post_recv(&comm(ch)?, buf, count, dt, source, tag)?)
         })
     })
 }
@@ -2182,4 +2199,85 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
         unsafe { *request = REQUEST_NULL };
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(tag: c_int) -> Request {
+        Request::Done(Status::new(0, tag, 0))
+    }
+
+    fn tag_of(r: Option<Request>) -> Option<c_int> {
+        match r {
+            Some(Request::Done(s)) => Some(s.tag),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_request_handle_fits_an_int_and_a_kept_one_is_refused_once_its_entry_is_reused() {
+        let mut t = Table::new();
+        let a = t.add(done(1)).ok().unwrap();
+        // MPI_Request_toint and _fromint keep it, also widened with its
+        // sign.
+        assert!(a as c_int > 0);
+        assert_eq!(a as c_int as Handle, a);
+        assert!(a & 0xf == 0 && a != SENT && a != REQUEST_NULL);
+        assert_eq!(tag_of(t.take(a)), Some(1));
+        // The entry serves the next request under another generation.
+        let b = t.add(done(2)).ok().unwrap();
+        assert_ne!(a, b);
+        assert!(t.get(a).is_none() && t.take(a).is_none());
+        assert_eq!(tag_of(t.take(b)), Some(2));
+        assert!(t.take(b).is_none());
+        // Garbage and other handles are no requests.
+        for h in [0, SENT, REQUEST_NULL, 0x1_0000, a + 8, usize::MAX, 1 << 40] {
+            assert!(t.get(h).is_none(), "{h:#x}");
+        }
+    }
+
+    #[test]
+    fn a_persistent_request_keeps_its_handle_until_it_is_let_go() {
+        let mut t = Table::new();
+        let group = mw::local(1).unwrap().pop().unwrap();
+        let comm = Comm::new(group, "test", ERRORS_RETURN, vec![0]);
+        let p = Arc::new(more::Persist::Recv {
+            comm,
+            buf: 0,
+            count: 0,
+            dt: MPI_BYTE,
+            source: 0,
+            tag: 0,
+        });
+        let h = t.add(Request::Persistent(p.clone(), None)).ok().unwrap();
+        assert!(t.take(h).is_some());
+        // Held, not free: a new request takes another entry.
+        let other = t.add(done(3)).ok().unwrap();
+        assert_ne!(other, h);
+        t.put(h, Request::Persistent(p, None));
+        assert!(matches!(t.get(h), Some(Request::Persistent(..))));
+        assert!(t.take(h).is_some());
+        t.release(h);
+        assert!(t.take(h).is_none());
+        let again = t.add(done(4)).ok().unwrap();
+        assert_ne!(again, h);
+    }
+
+    #[test]
+    fn past_the_entries_a_request_is_refused_until_one_completes() {
+        let mut t = Table::new();
+        let handles: Vec<Handle> = (0..ENTRIES)
+            .map(|i| t.add(done(i as c_int)).ok().unwrap())
+            .collect();
+        let mut sorted = handles.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ENTRIES);
+        assert!(handles.iter().all(|&h| h <= c_int::MAX as Handle));
+        assert!(t.add(done(-1)).is_err());
+        assert_eq!(tag_of(t.take(handles[77])), Some(77));
+        assert!(t.add(done(-2)).is_ok());
+    }
 }

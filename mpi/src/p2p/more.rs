@@ -73,7 +73,7 @@ fn init(
     entry(ch, name, || {
         start_request(request, || {
             let p = make(comm(ch)?)?;
-            Ok(add_request(Request::Persistent(Arc::new(p), None)))
+            add_request(Request::Persistent(Arc::new(p), None))
         })
     })
 }
@@ -337,13 +337,9 @@ pub extern "C" fn MPI_Comm_flush_buffer(ch: Handle) -> c_int {
 unsafe fn iflush(owner: Handle, name: &str, request: *mut Handle) -> c_int {
     let rc = flush(owner, name);
     if rc == SUCCESS {
+        // Complete already: MPI's empty status, no entry.
         // SAFETY: the contract.
-        unsafe {
-            put(
-                request,
-                add_request(Request::Done(Status::new(ANY_SOURCE, ANY_TAG, 0))),
-            )
-        };
+        unsafe { put(request, SENT) };
     }
     rc
 }
@@ -454,10 +450,7 @@ pub unsafe extern "C" fn MPI_Isendrecv(
             type_of(sendtype)?;
             let recv = post_recv(&c, recvbuf, recvcount, recvtype, source, recvtag)?;
             let send = start_send(&c, sendbuf, sendcount, sendtype, dest, sendtag, false)?;
-            Ok(add_request(Request::Pair(
-                Box::new(send.request()),
-                Box::new(recv),
-            )))
+            add_request(Request::Pair(Box::new(send.request()), Box::new(recv)))
         })
     })
 }
@@ -517,14 +510,14 @@ pub unsafe extern "C" fn MPI_Isendrecv_replace(
         let dst = send_args(&c, dest, sendtag)?;
         let recv = post_recv(&c, buf, count, dt, source, recvtag)?;
         let Some(dst) = dst else {
-            let h = add_request(recv);
+            let h = add_request(recv)?;
             // SAFETY: non-NULL, valid (the contract).
             unsafe { put(request, h) };
             return Ok(());
         };
         // The copy goes out in order behind this rank's other sends.
         let send = send_owned(&c, dst, Head::new(sendtag, None), copy)?.request();
-        let h = add_request(Request::Pair(Box::new(send), Box::new(recv)));
+        let h = add_request(Request::Pair(Box::new(send), Box::new(recv)))?;
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(request, h) };
         Ok(())
@@ -957,7 +950,7 @@ pub unsafe extern "C" fn MPI_Imrecv_c(
             // The message is here already: the receive completes at once.
             // SAFETY: the contract.
             let s = unsafe { mrecv(buf, count, dt, message) }?;
-            Ok(add_request(Request::Done(s)))
+            add_request(Request::Done(s))
         })
     })
 }
