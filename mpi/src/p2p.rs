@@ -1096,12 +1096,12 @@ const SENT: Handle = 0xfff0;
 /// `MPI_ERR_NO_MEM`, and a receive of `r` is withdrawn.
 pub(crate) fn add_request(r: Request) -> Result<Handle> {
     let added = lock(&REQUESTS).add(r);
-    added.or_else(|r| {
+    added.map_err(|r| {
         r.withdraw();
-        Err(Fail::new(
+        Fail::new(
             ERR_NO_MEM,
             format!("{ENTRIES} requests are in flight already: wait for some first"),
-        ))
+        )
     })
 }
 
