@@ -1426,6 +1426,7 @@ fn post_at_once(
 ///
 /// # Safety
 /// `buf` holds `count` elements of `dt`, writable.
+#[inline(always)]
 #[allow(
     clippy::too_many_arguments,
     reason = "MPI_Recv's arguments, and the library they go to"
@@ -1518,7 +1519,7 @@ unsafe fn recv_at_once(
 ///
 /// # Safety
 /// `buf` holds `count` elements of `dt`.
-#[inline]
+#[inline(always)]
 #[allow(
     clippy::too_many_arguments,
     reason = "a send's arguments, as MPI gives them, the library and the limit"

@@ -351,9 +351,21 @@ pub(crate) fn raise(comm: Handle, name: &str, f: Fail) -> c_int {
 
 /// Run the body of exported call `name` on communicator `comm` (the one
 /// whose error handler a failure goes to): success is `MPI_SUCCESS`; a
-/// failure, or a panic, goes through [`raise`].
+/// failure, or a panic, goes through [`raise`]. Inlined into every
+/// exported call, its failures handled out of line: a call that succeeds
+/// costs no frame of its own.
+#[inline(always)]
 pub(crate) fn entry(comm: Handle, name: &str, body: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SUCCESS,
+        failed => failure(comm, name, failed),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn failure(comm: Handle, name: &str, failed: std::thread::Result<Result<()>>) -> c_int {
+    match failed {
         Ok(Ok(())) => SUCCESS,
         Ok(Err(f)) => raise(comm, name, f),
         Err(p) => {
