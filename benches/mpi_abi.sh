@@ -9,8 +9,8 @@
 #   benches/mpi_abi.sh            # after: cargo build --release --workspace --examples
 #   OSU_DIR=... MAX_SIZE=1048576 RUNS=5 benches/mpi_abi.sh
 #
-# RUNS (default 3) rounds of every column, interleaved; each cell is the
-# median of its runs.
+# RUNS (default 3) rounds of every column, interleaved, each round in
+# another order; each cell is the median of its runs.
 #
 # Columns: Open MPI over TCP (`--mca btl tcp,self`) and shared memory
 # (`vader`); meshwork's MPI over shared memory (meshrun's default on one
@@ -66,17 +66,35 @@ osu_args() { # bench
 ranks() { [ "$1" = osu_allreduce ] && echo 4 || echo 2; }
 rust_name() { case $1 in osu_latency) echo latency ;; osu_bw) echo bw ;; *) echo allreduce ;; esac; }
 
+# One column's run.
+column() { # bench column
+  local bench=$1 col=$2 n
+  n=$(ranks "$bench")
+  case $col in
+    ompi-tcp) [ $ompi = yes ] && run "$bench" "$col" mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl tcp,self "$work/ompi/$bench" $(osu_args "$bench") ;;
+    ompi-vader) [ $ompi = yes ] && run "$bench" "$col" mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self "$work/ompi/$bench" $(osu_args "$bench") ;;
+    abi-shm) run "$bench" "$col" "$meshrun" -n "$n" -- "$work/mw/$bench" $(osu_args "$bench") ;;
+    abi-tcp) run "$bench" "$col" env SHM=0 "$meshrun" -n "$n" --transport tcp -- "$work/mw/$bench" $(osu_args "$bench") ;;
+    rust-shm) run "$bench" "$col" env MAX_SIZE="$max" "$meshrun" -n "$n" -- "$rust" "$(rust_name "$bench")" ;;
+    rust-tcp) run "$bench" "$col" env MAX_SIZE="$max" SHM=0 "$meshrun" -n "$n" --transport tcp -- "$rust" "$(rust_name "$bench")" ;;
+  esac
+  return 0
+}
+
+# Each round runs the columns in another order: a run can leave the
+# machine slower for the next (after Open MPI over TCP, shared-memory
+# latency above 32 KiB was 3x for a few seconds, whoever ran), and the
+# median then drops the round where a column came right after it.
+orders=(
+  "ompi-tcp ompi-vader abi-shm abi-tcp rust-shm rust-tcp"
+  "rust-tcp rust-shm abi-tcp abi-shm ompi-vader ompi-tcp"
+  "abi-shm rust-shm ompi-vader abi-tcp rust-tcp ompi-tcp"
+)
 for bench in osu_latency osu_bw osu_allreduce; do
-  n=$(ranks $bench)
-  for _ in $(seq "$runs"); do
-    if [ $ompi = yes ]; then
-      run $bench ompi-tcp mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl tcp,self "$work/ompi/$bench" $(osu_args $bench)
-      run $bench ompi-vader mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self "$work/ompi/$bench" $(osu_args $bench)
-    fi
-    run $bench abi-shm "$meshrun" -n "$n" -- "$work/mw/$bench" $(osu_args $bench)
-    run $bench abi-tcp env SHM=0 "$meshrun" -n "$n" --transport tcp -- "$work/mw/$bench" $(osu_args $bench)
-    run $bench rust-shm env MAX_SIZE="$max" "$meshrun" -n "$n" -- "$rust" "$(rust_name $bench)"
-    run $bench rust-tcp env MAX_SIZE="$max" SHM=0 "$meshrun" -n "$n" --transport tcp -- "$rust" "$(rust_name $bench)"
+  for r in $(seq 0 $((runs - 1))); do
+    for col in ${orders[$((r % 3))]}; do
+      column "$bench" "$col"
+    done
   done
   case $bench in
     osu_latency) unit="latency, 2 ranks (us, lower is better)" ;;
