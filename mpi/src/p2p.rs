@@ -564,10 +564,13 @@ fn direct(c: &Comm, src: u32, slot: &Arc<Slot>, wait: Duration) -> Result<Direct
 /// A receive waited for, read straight from its sender's next message
 /// when that is its own and comes within a slice: its status, with no
 /// completion to note and read back. `None` when it goes the general way
-/// (a wildcard source, a derived type, another receive first for that
-/// sender, complete already, or another message next).
+/// (a wildcard source, this rank itself, a derived type, another receive
+/// first for that sender, complete already, or another message next).
 fn read_in_place(c: &Comm, slot: &Arc<Slot>) -> Result<Option<Status>> {
-    if slot.src < 0 || !slot.ty.is_flat() || slot.is_done() {
+    // A message from this rank itself never takes the lane: it arrives
+    // from its send (any thread's, or the sender thread's), which must
+    // find the receive posted.
+    if slot.src < 0 || slot.src as u32 == c.rank() || !slot.ty.is_flat() || slot.is_done() {
         return Ok(None);
     }
     let src = slot.src as u32;

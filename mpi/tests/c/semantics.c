@@ -4,6 +4,7 @@
  * Run by mpi/tests/mpi_programs.rs under meshrun; prints "semantics ok"
  * on every rank, or the first check that failed and exits 1. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,13 @@ static int delete_attr(MPI_Comm c, int k, void *value, void *extra) {
     return MPI_SUCCESS;
 }
 
+static void *send_to_self(void *arg) {
+    (void)arg;
+    int v = 4242;
+    MPI_Send(&v, 1, MPI_INT, rank, 90, MPI_COMM_WORLD);
+    return NULL;
+}
+
 static void more(void) {
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     /* Persistent requests, started twice; an inactive one is passed over. */
@@ -231,6 +239,16 @@ static void more(void) {
     MPI_Request_free(&r[0]);
     MPI_Request_free(&r[1]);
     CHECK(r[0] == MPI_REQUEST_NULL);
+    /* A wait on a receive from this rank while another thread sends it
+     * the message (MPI_THREAD_MULTIPLE). */
+    int mine = -1;
+    MPI_Request rq;
+    MPI_Irecv(&mine, 1, MPI_INT, rank, 90, MPI_COMM_WORLD, &rq);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, send_to_self, NULL) == 0);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    pthread_join(t, NULL);
+    CHECK(mine == 4242);
     /* One Waitall over more requests than it takes at once: receives
      * posted in the reverse of their sends' order, sends, and null
      * requests between them, each with its status. */
