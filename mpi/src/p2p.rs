@@ -1258,9 +1258,18 @@ fn finish(r: Request) -> Result<Status> {
             await_ack(&c, dst, id).map(|()| empty_status())
         }
         Request::Recv(c, slot) => {
-            if let Some(s) = read_in_place(&c, &slot)? {
-                Slot::recycle(slot);
-                return Ok(s);
+            match read_in_place(&c, &slot) {
+                Ok(Some(s)) => {
+                    Slot::recycle(slot);
+                    return Ok(s);
+                }
+                Ok(None) => {}
+                // Off the posted receives, as a failed wait below: its
+                // buffer is no longer the library's.
+                Err(e) => {
+                    c.matcher.cancel(&slot);
+                    return Err(e);
+                }
             }
             let want = Want {
                 src: slot.src,
