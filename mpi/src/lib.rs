@@ -98,11 +98,11 @@ pub mod consts {
     pub const ERR_TRUNCATE: c_int = 15;
     pub const ERR_OTHER: c_int = 16;
     pub const ERR_INTERN: c_int = 17;
-    pub const ERR_NO_MEM: c_int = 39;
     pub const ERR_IN_STATUS: c_int = 19;
     pub const ERR_INFO_KEY: c_int = 31;
     pub const ERR_INFO_NOKEY: c_int = 32;
     pub const ERR_INFO: c_int = 34;
+    pub const ERR_NO_MEM: c_int = 39;
     pub const ERR_UNSUPPORTED_OPERATION: c_int = 55;
     pub const ERR_PROC_ABORTED: c_int = 58;
     pub const ERR_LASTCODE: c_int = 16383;

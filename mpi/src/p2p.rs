@@ -142,22 +142,13 @@ impl Slot {
     /// A slot for a new receive: a spare one of this thread's, if any.
     fn shared(src: c_int, tag: c_int, buf: usize, count: usize, ty: TypeRef) -> Arc<Slot> {
         let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
-        match spare {
-            Some(mut slot) => {
-                if let Some(s) = Arc::get_mut(&mut slot) {
-                    s.src = src;
-                    s.tag = tag;
-                    s.buf = buf;
-                    s.count = count;
-                    s.ty = ty;
-                    *s.done.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
-                    *s.complete.get_mut() = false;
-                    return slot;
-                }
-                Arc::new(Slot::new(src, tag, buf, count, ty))
+        if let Some(mut slot) = spare {
+            if let Some(s) = Arc::get_mut(&mut slot) {
+                *s = Slot::new(src, tag, buf, count, ty);
+                return slot;
             }
-            None => Arc::new(Slot::new(src, tag, buf, count, ty)),
         }
+        Arc::new(Slot::new(src, tag, buf, count, ty))
     }
 
     /// Keep `slot`, complete and no longer posted, for a later receive
@@ -435,10 +426,8 @@ impl Matcher {
     /// often the first, as a receive read in place is).
     fn cancel(&self, slot: &Arc<Slot>) {
         let mut q = self.queues();
-        match q.posted.iter().position(|p| Arc::ptr_eq(&p.slot, slot)) {
-            Some(0) => drop(q.posted.pop_front()),
-            Some(i) => drop(q.posted.remove(i)),
-            None => {}
+        if let Some(i) = q.posted.iter().position(|p| Arc::ptr_eq(&p.slot, slot)) {
+            q.posted.remove(i);
         }
     }
 
@@ -1014,12 +1003,13 @@ impl Table {
     }
 
     /// The entry `h` names, if it is a request's handle of this
-    /// generation.
-    fn index(&self, h: Handle) -> Option<usize> {
+    /// generation that holds its request (`stored`) or is held for one
+    /// taken out (not `stored`).
+    fn entry_of(&self, h: Handle, stored: bool) -> Option<usize> {
         let (index, generation) = Table::parts(h)?;
         self.entries
             .get(index)
-            .filter(|e| e.generation == generation && e.request.is_some())
+            .filter(|e| e.generation == generation && e.request.is_some() == stored)
             .map(|_| index)
     }
 
@@ -1042,7 +1032,8 @@ impl Table {
     }
 
     pub(crate) fn get(&self, h: Handle) -> Option<&Request> {
-        self.index(h).and_then(|i| self.entries[i].request.as_ref())
+        self.entry_of(h, true)
+            .and_then(|i| self.entries[i].request.as_ref())
     }
 
     /// Take `h`'s request out. Its entry is freed, unless the request is
@@ -1052,7 +1043,7 @@ impl Table {
     /// [`put`]: Table::put
     /// [`release`]: Table::release
     fn take(&mut self, h: Handle) -> Option<Request> {
-        let i = self.index(h)?;
+        let i = self.entry_of(h, true)?;
         let r = self.entries[i].request.take();
         if !matches!(r, Some(Request::Persistent(..))) {
             self.free_at(i);
@@ -1066,25 +1057,16 @@ impl Table {
         self.free.push(i as u32);
     }
 
-    /// The entry `h` names, if it is held (taken out, not freed).
-    fn held(&self, h: Handle) -> Option<usize> {
-        let (index, generation) = Table::parts(h)?;
-        self.entries
-            .get(index)
-            .filter(|e| e.generation == generation && e.request.is_none())
-            .map(|_| index)
-    }
-
     /// Put `r` back under `h`, a persistent request's handle.
     fn put(&mut self, h: Handle, r: Request) {
-        if let Some(i) = self.held(h) {
+        if let Some(i) = self.entry_of(h, false) {
             self.entries[i].request = Some(r);
         }
     }
 
     /// Let go of `h`'s held entry.
     fn release(&mut self, h: Handle) {
-        if let Some(i) = self.held(h) {
+        if let Some(i) = self.entry_of(h, false) {
             self.free_at(i);
         }
     }
@@ -1398,9 +1380,29 @@ fn post_recv(
     if buf.is_null() && count > 0 && ty.size > 0 {
         return Err(Fail::new(ERR_BUFFER, "buffer is NULL with a nonzero count"));
     }
+    Ok(posted(
+        CommRef::Counted(c.clone()),
+        source,
+        tag,
+        buf,
+        count,
+        ty,
+    ))
+}
+
+/// A receive posted on `c`: matched at once against the messages
+/// waiting unexpected, or queued; its request.
+fn posted(
+    c: CommRef,
+    source: c_int,
+    tag: c_int,
+    buf: *mut u8,
+    count: usize,
+    ty: TypeRef,
+) -> Request {
     let slot = Slot::shared(source, tag, buf as usize, count, ty);
-    ack(c, c.matcher.post(slot.clone()));
-    Ok(Request::Recv(CommRef::Counted(c.clone()), slot))
+    ack(&c, c.matcher.post(slot.clone()));
+    Request::Recv(c, slot)
 }
 
 /// A receive of a predefined type posted on `MPI_COMM_WORLD` or
@@ -1416,7 +1418,7 @@ fn post_at_once(
     source: c_int,
     tag: c_int,
 ) -> Option<Handle> {
-    let known = source == ANY_SOURCE || (source >= 0 && (source as u32) < c.size());
+    let known = source == ANY_SOURCE || c.peer(source, "source").is_ok();
     if !known || (tag < 0 && tag != ANY_TAG) {
         return None;
     }
@@ -1424,9 +1426,15 @@ fn post_at_once(
     if buf.is_null() && ty.bytes_of(n)? > 0 {
         return None;
     }
-    let slot = Slot::shared(source, tag, buf as usize, n, TypeRef::Predefined(ty));
-    ack(c, c.matcher.post(slot.clone()));
-    add_request(Request::Recv(CommRef::Builtin(c), slot)).ok()
+    let r = posted(
+        CommRef::Builtin(c),
+        source,
+        tag,
+        buf,
+        n,
+        TypeRef::Predefined(ty),
+    );
+    add_request(r).ok()
 }
 
 /// A blocking receive from one sender into a contiguous buffer, when no
@@ -1504,9 +1512,7 @@ unsafe fn recv_at_once(
         Some(true) => {
             let (got, sync) = envelope(&head);
             if tag == ANY_TAG || got == tag {
-                if let Some(id) = sync {
-                    ack(c, Some((src, id)));
-                }
+                ack(c, sync.map(|id| (src, id)));
                 // SAFETY: NULL or valid (the contract).
                 unsafe { set_status(status, Status::new(source, got, len)) };
                 return Ok(true);
@@ -1936,9 +1942,14 @@ unsafe fn wait_taken(
 ) -> Result<()> {
     // SAFETY: the contract.
     let h = unsafe { *request };
-    if h == REQUEST_NULL {
+    if h == REQUEST_NULL || h == SENT {
+        // Nothing, or a send complete when started: an empty status, and
+        // no entry to look up.
         // SAFETY: the contract.
-        unsafe { set_status(status, empty_status()) };
+        unsafe {
+            set_status(status, empty_status());
+            *request = REQUEST_NULL;
+        }
         return Ok(());
     }
     let r = match taken {
@@ -1992,19 +2003,6 @@ pub unsafe extern "C" fn MPI_Waitall(
                 }
             }
             for (i, t) in (run..end).zip(taken.iter_mut()) {
-                // SAFETY: `count` requests (the contract).
-                let h = unsafe { req_at(reqs, i) };
-                if h == SENT || h == REQUEST_NULL {
-                    // A send complete when started, or nothing: an empty
-                    // status.
-                    if !statuses.is_null() {
-                        // SAFETY: `count` statuses (the contract).
-                        unsafe { statuses.add(i).write(empty_status()) };
-                    }
-                    // SAFETY: as above.
-                    unsafe { reqs.add(i).write(REQUEST_NULL) };
-                    continue;
-                }
                 let st = if statuses.is_null() {
                     std::ptr::null_mut()
                 } else {
@@ -2202,9 +2200,8 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
                         Fail::new(ERR_INTERN, format!("no thread to finish the request: {e}"))
                     })?;
             }
-            r @ Request::Persistent(..) => {
+            Request::Persistent(..) => {
                 lock(&REQUESTS).release(h);
-                drop(r);
             }
             r => drop(r),
         }
