@@ -9,8 +9,11 @@
 //! On a mesh and a star, `attempt_pairwise`: every member sends its flags
 //! to every other, hears the decision of each lower rank in turn
 //! (hierarchical consensus with a perfect failure detector, Cachin,
-//! Guerraoui and Rodrigues 2011, algorithm 5.2), and confirms to every
-//! survivor; the same quorum, vouching and attempt rules hold.
+//! Guerraoui and Rodrigues 2011, algorithm 5.2), confirms to every
+//! survivor, then tells every survivor whether it saw a quorum confirm:
+//! one that did not (a member failed after confirming to some survivors
+//! only) takes the decision from one that did, rather than stop bound.
+//! The same quorum, vouching and attempt rules hold.
 //!
 //! A coordinator gathers and decides; a quorum of the survivors confirms
 //! (a rotating-coordinator consensus, with the coordinators' ranks as
@@ -84,10 +87,11 @@ const CONFIRM: u8 = 3;
 const OUTCOME: u8 = 4;
 
 /// The phases of an attempt on a mesh, where every pair talks (see
-/// `attempt_pairwise`).
+/// `attempt_pairwise`); an `OUTCOME` is `[seen: 0 or 1][decision]`.
 const PAIR_FLAGS: u8 = 0;
 const PAIR_DECISION: u8 = 1;
 const PAIR_CONFIRM: u8 = 2;
+const PAIR_OUTCOME: u8 = 3;
 
 /// What a coordinator's `DECISION` and `OUTCOME` say (their first byte):
 /// a decision (in an `OUTCOME`: confirmed by enough), no quorum (the
@@ -178,6 +182,8 @@ enum Gathered {
 
 impl Attempt<'_> {
     fn send(&self, to: u32, phase: u8, body: &[u8]) {
+        #[cfg(feature = "test-hooks")]
+        die_if_told(self.lane.tag, phase);
         let head = [self.number.to_le_bytes().as_slice(), &[phase]].concat();
         // Best effort: one that cannot take it is found failed when heard.
         let _ = self.inner.transport.send(to, self.lane, &[&head, body]);
@@ -678,20 +684,60 @@ impl GroupInner {
                 );
             }
         }
-        if (confirmed.len() as u32) < enough {
-            confirmed.sort_unstable();
-            if !retry {
-                // The decision may have been confirmed by a quorum elsewhere:
-                // this rank is bound to it, and stale for good here.
-                return Err(self.make_stale(Stale::Expelled));
-            }
-            // A retry's needed every survivor, this rank included, whose
-            // confirmation was sent to all: any group it made holds this
-            // rank, so none can go on without it; the next attempt may try
-            // again.
-            return Err(self.make_stale(stale(confirmed)));
+        // 4: the outcome. Each rank tells the others whether it saw enough
+        // confirm; one that did not may learn from one that did (a member
+        // that failed after confirming to some survivors and not to
+        // others).
+        let seen = (confirmed.len() as u32) >= enough;
+        let outcome = [&[u8::from(seen)], decision.as_slice()].concat();
+        for &m in &others {
+            a.send(m, PAIR_OUTCOME, &outcome);
         }
-        Ok(Ended::Agreed(held.0, held.1))
+        if seen || self.seen_elsewhere(a, &confirmed, &decision)? {
+            return Ok(Ended::Agreed(held.0, held.1));
+        }
+        confirmed.sort_unstable();
+        if !retry {
+            // The decision may have been confirmed by a quorum elsewhere:
+            // this rank is bound to it, and stale for good here.
+            return Err(self.make_stale(Stale::Expelled));
+        }
+        // A retry's needed every survivor, this rank included, whose
+        // confirmation was sent to all: any group it made holds this rank,
+        // so none can go on without it; the next attempt may try again.
+        Err(self.make_stale(stale(confirmed)))
+    }
+
+    /// Whether a member that confirmed `decision` with this rank (of
+    /// `confirmed`) saw enough confirm it: its outcome says so. The
+    /// others' outcomes are sent before they wait for any, so this waits
+    /// for no more than each one's own count of confirmations.
+    fn seen_elsewhere(
+        &self,
+        a: &mut Attempt<'_>,
+        confirmed: &[u32],
+        decision: &[u8],
+    ) -> Result<bool> {
+        let from: Vec<u32> = confirmed
+            .iter()
+            .copied()
+            .filter(|&m| m != self.rank)
+            .collect();
+        let deadline = Instant::now() + self.timeout();
+        let seen = |msg: &Payload| msg.as_ref().split_first() == Some((&1, decision));
+        let mut gone = BTreeSet::new();
+        let heard = a.hear_all(&from, PAIR_OUTCOME, deadline, &mut gone, |h| {
+            h.iter().any(|(_, msg)| seen(msg))
+        })?;
+        let saw = matches!(heard, Phase::Heard(h) if h.iter().any(|(_, msg)| seen(msg)));
+        if saw {
+            tracing::debug!(
+                agreement = a.lane.tag,
+                attempt = a.number,
+                "a member saw the decision confirmed"
+            );
+        }
+        Ok(saw)
     }
 
     /// A retry whose coordinator, alive or cut off, did not answer: a
@@ -1194,6 +1240,47 @@ impl ProcessGroup {
         })?;
         Arc::clone(elastic).rejoin(self)
     }
+}
+
+/// For the multi-process tests (`test-hooks`): with
+/// `MESHWORK_TEST_DIE_IN_AGREEMENT=n:phase:k` (a mesh's phase: `flags`,
+/// `decision`, `confirm` or `outcome`), this process kills itself (no
+/// goodbye, as `SIGKILL` from outside) just before it sends message `k`
+/// (from 0) of that phase of agreement `n` of any of its groups: a
+/// member that dies at an exact point of an agreement.
+#[cfg(feature = "test-hooks")]
+fn die_if_told(n: u64, phase: u8) {
+    use std::sync::{Mutex, OnceLock};
+    static TOLD: OnceLock<Option<(u64, u8, u32)>> = OnceLock::new();
+    static SENT: Mutex<(u64, u8, u32)> = Mutex::new((u64::MAX, 0, 0));
+    let told = TOLD.get_or_init(|| {
+        let v = std::env::var("MESHWORK_TEST_DIE_IN_AGREEMENT").ok()?;
+        let mut it = v.split(':');
+        let n = it.next()?.parse().ok()?;
+        let phase = match it.next()? {
+            "flags" => PAIR_FLAGS,
+            "decision" => PAIR_DECISION,
+            "confirm" => PAIR_CONFIRM,
+            "outcome" => PAIR_OUTCOME,
+            _ => return None,
+        };
+        Some((n, phase, it.next()?.parse().ok()?))
+    });
+    let Some((at_n, at_phase, at_k)) = *told else {
+        return;
+    };
+    if (n, phase) != (at_n, at_phase) {
+        return;
+    }
+    let mut sent = SENT.lock().unwrap_or_else(|e| e.into_inner());
+    if (sent.0, sent.1) != (n, phase) {
+        *sent = (n, phase, 0);
+    }
+    if sent.2 == at_k {
+        // SAFETY: kill with this process's own pid and a signal number.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+    sent.2 += 1;
 }
 
 #[cfg(test)]

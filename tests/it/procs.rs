@@ -260,33 +260,6 @@ impl Ranks {
         got
     }
 
-    /// Wait until any rank in `ranks` printed a line starting with
-    /// `prefix`; returns it. Panics past `within`.
-    pub fn wait_for_any(&mut self, ranks: &[u32], prefix: &str, within: Duration) -> (u32, String) {
-        let deadline = Instant::now() + within;
-        if let Some(hit) = self
-            .log
-            .iter()
-            .find(|(r, l)| ranks.contains(r) && l.starts_with(prefix))
-        {
-            return hit.clone();
-        }
-        loop {
-            match self.lines.recv_deadline(deadline) {
-                Ok((r, line)) => {
-                    self.log.push((r, line.clone()));
-                    if ranks.contains(&r) && line.starts_with(prefix) {
-                        return (r, line);
-                    }
-                }
-                Err(_) => panic!(
-                    "none of ranks {ranks:?} printed {prefix:?} within {within:?}; log: {:?}",
-                    self.log
-                ),
-            }
-        }
-    }
-
     /// Wait for every rank to print its `RESULT` line.
     pub fn results(&mut self, within: Duration) -> Vec<(u32, String)> {
         let all: Vec<u32> = (0..self.children.len() as u32).collect();

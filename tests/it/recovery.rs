@@ -220,55 +220,52 @@ fn faults_survivors_agree_and_shrink_after_sigstop() {
     shrink_after("shm", libc::SIGSTOP, 0xa9ee_0200);
 }
 
-/// A second member dies while the survivors agree on the first. If it
-/// died before their decision, two of four are left: no quorum, and both
-/// say so with the same `NoQuorum` (they never go on as a world of 2); if
-/// between their decision and its confirmation, both are bound to a
-/// decision no quorum confirmed, and both stop (`Expelled`). If
-/// after, the three had shrunk: the two left are a majority of three,
-/// agree on the same sets, shrink again and finish on a group of two.
+/// A second member dies while the survivors agree on the first, at an
+/// exact point of the agreement (`MESHWORK_TEST_DIE_IN_AGREEMENT`, a
+/// `test-hooks` fault point). Rank 1 is killed; rank 0, the first leader
+/// of every survivor, dies during the agreement; ranks 2 and 3 are left,
+/// two of four, and never go on as a world of 2:
+/// - before its flags, or after a decision the four confirmed (the
+///   shrink's own agreement then meets it dead): both stop with the same
+///   `NoQuorum` naming both;
+/// - after its decision, before confirming it: both are bound to a
+///   decision no quorum confirmed, and both stop (`Expelled`);
+/// - after confirming to rank 2 only: rank 2 saw the quorum, rank 3 did
+///   not, and learns it from rank 2's outcome; both then meet rank 0 dead
+///   in the shrink's agreement: the same `NoQuorum`. (Before the outcome
+///   phase, rank 3 stopped `Expelled` and rank 2 waited a deadline for it
+///   in the shrink's agreement.)
+///
+/// If it dies once the three have shrunk, the two left are a majority of
+/// three: they agree, shrink again and finish on a group of two.
 #[test]
 fn faults_a_second_failure_during_agree() {
-    for seed in 0..3u64 {
-        let mut rng = Rng(0xdead_0000 + seed);
-        let first = rng.below(4) as u32;
-        let second = (first + 1 + rng.below(3) as u32) % 4;
+    let no_quorum =
+        "RESULT err NoQuorum no quorum: this rank reaches ranks [2, 3] and recovery needs 3;";
+    let expelled = "RESULT err Expelled ";
+    let two = "RESULT ok agreed d/[1] 6/[0] world 2";
+    let cases = [
+        ("MESHWORK_TEST_DIE_IN_AGREEMENT", "0:flags:0", no_quorum),
+        ("MESHWORK_TEST_DIE_IN_AGREEMENT", "0:confirm:0", expelled),
+        ("MESHWORK_TEST_DIE_IN_AGREEMENT", "0:confirm:1", no_quorum),
+        ("MESHWORK_TEST_DIE_IN_AGREEMENT", "1:flags:0", no_quorum),
+        ("DIE_AFTER_SHRINK", "1", two),
+    ];
+    for (name, value, expected) in cases {
         let mut l = launch(4, "mesh", DEADLINE_S, "shm");
         l.set("HOLD_ON_ERROR", "1");
         l.set("READY_AFTER", "3");
-        let mut ranks = spawn(&l, "survive");
+        let victim = vec![(name.to_string(), value.to_string())];
+        let mut ranks = spawn_with(&l, "survive", &[victim]);
         ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
-        ranks.signal(first, libc::SIGKILL);
-        let others: Vec<u32> = (0..4).filter(|&r| r != first).collect();
-        // As soon as one of them starts to agree.
-        ranks.wait_for_any(&others, "AGREEING", Duration::from_secs(10));
-        ranks.signal(second, libc::SIGKILL);
-        let left: Vec<u32> = others.iter().copied().filter(|&r| r != second).collect();
-        let results = ranks.wait_for(&left, "RESULT ", Duration::from_secs(30));
-        if results[0].1.starts_with("RESULT err NoQuorum") {
-            let both = format!("RESULT err NoQuorum no quorum: this rank reaches ranks {left:?} and recovery needs 3;");
-            for (r, line) in &results {
-                assert!(
-                    line.starts_with(&both),
-                    "seed {seed}, rank {r}: {results:#?}"
-                );
-            }
-            continue;
+        ranks.signal(1, libc::SIGKILL);
+        let results = ranks.wait_for(&[2, 3], "RESULT ", Duration::from_secs(30));
+        for (r, line) in &results {
+            assert!(
+                line.starts_with(expected),
+                "{name}={value}, rank {r}: {results:#?}"
+            );
         }
-        if results[0].1.starts_with("RESULT err Expelled") {
-            // The second died after their decision, before it was
-            // confirmed: both are bound to a decision no quorum confirmed,
-            // and both stop.
-            for (r, line) in &results {
-                assert!(
-                    line.starts_with("RESULT err Expelled"),
-                    "seed {seed}, rank {r}: {results:#?}"
-                );
-            }
-            continue;
-        }
-        let story = same_story(&results);
-        assert!(story.ends_with("world 2"), "seed {seed}: {story}");
     }
 }
 

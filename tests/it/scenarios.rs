@@ -327,7 +327,8 @@ fn mixed_until_error(g: &ProcessGroup) -> meshwork::Result<String> {
 /// member (or a revoked group) makes every survivor agree and shrink, and
 /// the loop starts again on the shrunk group, until 16 rounds pass on it
 /// after the last shrink (`AGREEING` before each agreement; `READY` after
-/// `READY_AFTER` rounds). Reports each agreement's (flags, failed) — the
+/// `READY_AFTER` rounds; with `DIE_AFTER_SHRINK`, this rank kills itself
+/// after its first shrink). Reports each agreement's (flags, failed) — the
 /// flags are the AND of `!(1 << rank)` over who took part — and the world
 /// it ended with.
 fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
@@ -357,6 +358,11 @@ fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
                 let (flags, failed) = g.agree(!(1u64 << g.rank()))?;
                 history.push(format!("{:x}/{failed:?}", !flags));
                 shrunk = Some(g.shrink()?);
+                if std::env::var_os("DIE_AFTER_SHRINK").is_some() {
+                    // A member that fails once the group has shrunk.
+                    // SAFETY: kill with this process's own pid.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                }
                 i = 0;
             }
             Err(e) => return Err(e),
