@@ -433,6 +433,12 @@ impl Inbox {
         }
     }
 
+    /// When `src` last made progress (a message or part of one came from
+    /// it, over any of its links).
+    pub(crate) fn last_progress(&self, src: u32) -> Option<Instant> {
+        self.lock().peers.get(src as usize).map(|p| p.last_progress)
+    }
+
     /// This rank closed: every wait ends with `Closed`.
     pub(crate) fn close(&self) {
         let mut st = self.lock();

@@ -648,13 +648,28 @@ impl Rx {
     /// silent if nothing, not even a heartbeat, came for the liveness
     /// limit (`Core::silence_limit`), and say how long until that check
     /// is due.
+    ///
+    /// A message that came from the peer another way (over QUIC, beside
+    /// this sidecar) is word from it too: it ends the silence in the
+    /// inbox, and this link's with it, which falls due again a limit
+    /// after the last such word. Otherwise a sidecar still in TCP's
+    /// retransmission backoff after a cut healed would hold its peer
+    /// silent here for good, and a second cut would go unseen until a
+    /// deadline ran out.
     pub(crate) fn check_silence(&self, core: &Core) -> Option<Duration> {
         let mut st = self.lock();
         if st.ended {
             return None;
         }
-        let quiet = st.last_byte.elapsed();
+        let heard = match core.inbox.last_progress(self.peer) {
+            Some(word) => st.last_byte.max(word),
+            None => st.last_byte,
+        };
+        let quiet = heard.elapsed();
         let limit = core.silence_limit(self.peer);
+        if st.silent && quiet < limit {
+            st.silent = false;
+        }
         if !st.silent && quiet >= limit {
             st.silent = true;
             core.silent(self.peer);

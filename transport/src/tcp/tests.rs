@@ -412,6 +412,31 @@ fn a_peer_that_reads_nothing_for_a_deadline_is_failed_timeout() {
     stop(links);
 }
 
+/// A sidecar whose peer went silent, then was heard over another path
+/// (a QUIC message, beside it): the silence ends, and falls due again a
+/// limit after that word if the sidecar still carries nothing. Before,
+/// the link stayed silent in its own eyes, never said so again, and a
+/// second cut (after a heal that the sidecar's TCP backoff had not yet
+/// seen) went unnoticed until a deadline ran out.
+#[test]
+fn a_peer_heard_another_way_falls_silent_again_a_limit_later() {
+    let limit = Duration::from_millis(100);
+    let (core, link, _theirs) = pair(limit);
+    let silent = || core.inbox.failed().contains(&1);
+    wait_for("the first silence", || {
+        link.rx.check_silence(&core);
+        silent()
+    });
+    core.inbox.progress(1);
+    let word = Instant::now();
+    assert!(!silent(), "a message from the peer ends its silence");
+    wait_for("the second silence", || {
+        link.rx.check_silence(&core);
+        silent()
+    });
+    assert!(word.elapsed() >= limit - Duration::from_millis(10));
+}
+
 /// On an authenticated link the outer header only frames an envelope:
 /// bytes of one that claims to come from another rank (rank 2, on the
 /// link to rank 1) keep only the link's own peer looking alive until its
