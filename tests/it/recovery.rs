@@ -252,19 +252,62 @@ fn faults_a_second_failure_during_agree() {
         ("DIE_AFTER_SHRINK", "1", two),
     ];
     for (name, value, expected) in cases {
-        let mut l = launch(4, "mesh", DEADLINE_S, "shm");
-        l.set("HOLD_ON_ERROR", "1");
-        l.set("READY_AFTER", "3");
-        let victim = vec![(name.to_string(), value.to_string())];
-        let mut ranks = spawn_with(&l, "survive", &[victim]);
-        ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
-        ranks.signal(1, libc::SIGKILL);
-        let results = ranks.wait_for(&[2, 3], "RESULT ", Duration::from_secs(30));
+        let results = second_death(0, name, value);
         for (r, line) in &results {
             assert!(
                 line.starts_with(expected),
                 "{name}={value}, rank {r}: {results:#?}"
             );
+        }
+    }
+}
+
+/// Four ranks run `survive`; rank 1 is killed and `victim`, given `name`
+/// = `value`, dies a second; the other two's results.
+fn second_death(victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
+    let mut l = launch(4, "mesh", DEADLINE_S, "shm");
+    l.set("HOLD_ON_ERROR", "1");
+    l.set("READY_AFTER", "3");
+    let mut per_rank = vec![Vec::new(); 4];
+    per_rank[victim as usize] = vec![(name.to_string(), value.to_string())];
+    let mut ranks = spawn_with(&l, "survive", &per_rank);
+    ranks.wait_for(&[0, 1, 2, 3], "READY", Duration::from_secs(60));
+    ranks.signal(1, libc::SIGKILL);
+    let left: Vec<u32> = [0, 2, 3].into_iter().filter(|&r| r != victim).collect();
+    ranks.wait_for(&left, "RESULT ", Duration::from_secs(30))
+}
+
+/// A member dies just before each message it sends in the agreement on
+/// a first failure (rank 1 killed) and in the shrink's agreement after
+/// it: every phase, every recipient, as the leader of all (rank 0) and as
+/// a member between the survivors (rank 2). Whatever the point, the two
+/// survivors end alike: the same agreements and world, or the same
+/// error (`Expelled` names each one itself).
+#[test]
+fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike() {
+    let alike = |line: &str, rank: u32| {
+        line.replace(&format!("rank {rank} (this one)"), "rank R (this one)")
+    };
+    for victim in [0u32, 2] {
+        for n in 0..2 {
+            for (phase, sends) in [
+                ("flags", 3),
+                ("decision", 2),
+                ("confirm", 2),
+                ("outcome", 2),
+            ] {
+                for k in 0..sends {
+                    let point = format!("{n}:{phase}:{k}");
+                    let results = second_death(victim, "MESHWORK_TEST_DIE_IN_AGREEMENT", &point);
+                    let (a, b) = (&results[0], &results[1]);
+                    println!("rank {victim} dying at {point}: {}", alike(&a.1, a.0));
+                    assert_eq!(
+                        alike(&a.1, a.0),
+                        alike(&b.1, b.0),
+                        "victim {victim} dying at {point}: {results:#?}"
+                    );
+                }
+            }
         }
     }
 }
