@@ -284,6 +284,7 @@ fn second_death(victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
 /// survivors end alike: the same agreements and world, or the same
 /// error (`Expelled` names each one itself).
 #[test]
+#[allow(clippy::print_stdout, reason = "each point's outcome, for the record")]
 fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike() {
     let alike = |line: &str, rank: u32| {
         line.replace(&format!("rank {rank} (this one)"), "rank R (this one)")
