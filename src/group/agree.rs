@@ -61,7 +61,8 @@
 //!
 //! Its messages travel on a communicator of their own, derived from the
 //! group's, which revocation never touches: a revoked group can still
-//! agree and shrink.
+//! agree and shrink. Each agreement has its own, forgotten once this rank
+//! is done with it, so that what it did not need to read never piles up.
 
 use super::quorum::Stale;
 use super::{GroupInner, ProcessGroup};
@@ -382,21 +383,33 @@ enum Ended {
 }
 
 impl GroupInner {
-    /// The communicator of this group's agreements.
-    fn agree_comm(&self) -> u64 {
-        super::split::child_comm_id(self.comm_id, u64::MAX, u32::MAX)
+    /// The communicator of this group's agreement `n`, one of its own:
+    /// forgotten once this rank is done with it (see
+    /// [`done_with`](Self::done_with)).
+    fn agreement_comm(&self, n: u64) -> u64 {
+        agreement_comm(self.comm_id, n)
     }
 
-    /// This group was replaced by its survivors' (a shrink): its members
-    /// take part in no agreement on it again, and what a stale member
-    /// still sends for one is dropped here from now on.
-    pub(crate) fn retire(&self) {
-        self.replaced.store(true, Ordering::Release);
-        let comm = self.agree_comm();
+    /// This rank is done with agreement `n` (it returned a decision, or
+    /// is stale for good): what is left on its communicator (the
+    /// confirmations and outcomes it did not need) is dropped and
+    /// credited back, and what still comes for it is dropped. Left there,
+    /// each agreement held a lane of each sender's here, and some four
+    /// thousand agreements on (`LANES_PER_SENDER`) a sender could open no
+    /// more: its messages were lost and the agreement failed.
+    fn done_with(&self, n: u64) {
+        let comm = self.agreement_comm(n);
         match self.transport.view_of() {
             Some((base, _)) => base.forget(comm),
             None => self.transport.forget(comm),
         }
+    }
+
+    /// This group was replaced by its survivors' (a shrink): its members
+    /// take part in no agreement on it again (the one that shrank it is
+    /// forgotten: what a stale member still sends for it is dropped).
+    pub(crate) fn retire(&self) {
+        self.replaced.store(true, Ordering::Release);
     }
 
     /// Whether this rank takes a decision of `leader`'s naming `named`
@@ -452,21 +465,31 @@ impl GroupInner {
         let mut attempt = Attempt {
             inner: self,
             lane: LaneKey {
-                comm: self.agree_comm(),
+                comm: self.agreement_comm(n),
                 kind: LaneKind::PointToPoint,
                 tag: n,
             },
             number,
             early: HashMap::new(),
         };
+        let agreed = self.agree_on(&mut attempt, flags, n);
+        // A stale group that may try again keeps the agreement's lanes.
+        if !matches!(self.stale(), Some(Stale::NoQuorum { .. })) {
+            self.done_with(n);
+        }
+        agreed
+    }
+
+    /// Agreement `n`'s attempts, from `a`'s, until one ends it.
+    fn agree_on(&self, attempt: &mut Attempt<'_>, flags: u64, n: u64) -> Result<(u64, Vec<u32>)> {
         loop {
             // A mesh's ranks talk pairwise; on a tree every other pair's
             // messages are relayed, and only a coordinator keeps the
             // agreement O(P).
             let ended = if self.tree_routes() {
-                self.attempt(&mut attempt, flags, n)?
+                self.attempt(attempt, flags, n)?
             } else {
-                self.attempt_pairwise(&mut attempt, flags, n)?
+                self.attempt_pairwise(attempt, flags, n)?
             };
             match ended {
                 Ended::Agreed(flags, failed) => {
@@ -1055,6 +1078,13 @@ impl GroupInner {
         }
         Ok(Ended::Agreed(dflags, dfailed))
     }
+}
+
+/// The communicator of agreement `n` of the group whose communicator is
+/// `comm`.
+pub(super) fn agreement_comm(comm: u64, n: u64) -> u64 {
+    let agreements = super::split::child_comm_id(comm, u64::MAX, u32::MAX);
+    super::split::child_comm_id(agreements, n, u32::MAX)
 }
 
 /// A member's flags, and the decision it is bound to with its

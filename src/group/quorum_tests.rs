@@ -193,7 +193,7 @@ fn with_a_forger(
         .map(|t| Arc::new(ProcessGroup::new(Arc::new(t), 0, DEADLINE, topology)))
         .collect();
     let lane = LaneKey {
-        comm: super::split::child_comm_id(0, u64::MAX, u32::MAX),
+        comm: super::agree::agreement_comm(0, 0),
         kind: LaneKind::PointToPoint,
         tag: 0,
     };

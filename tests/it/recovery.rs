@@ -313,6 +313,28 @@ fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike(
     }
 }
 
+/// Agreement after agreement with nobody failed, past the lanes one
+/// sender may hold at a receiver (`LANES_PER_SENDER`, 4 096): each
+/// agreement's leftovers (confirmations and outcomes a rank did not
+/// need) are dropped once it is done. Before, at about the 4 100th, a
+/// sender could open no lane more, its messages were lost, and the
+/// agreement ended in `NoQuorum` or `Expelled`.
+#[test]
+fn faults_agreements_past_the_lanes_a_sender_may_hold() {
+    for (link, n) in [("shm", 5000), ("tcp", 4300)] {
+        let mut l = launch(4, "mesh", DEADLINE_S, link);
+        l.set("AGREEMENTS", &n.to_string());
+        let mut ranks = spawn(&l, "agreements");
+        for (r, line) in ranks.results(Duration::from_secs(120)) {
+            assert_eq!(
+                line,
+                format!("RESULT ok {n} agreements"),
+                "{link}, rank {r}"
+            );
+        }
+    }
+}
+
 /// `RECOVERY=shrink`: a member killed at a random point; every survivor's
 /// failing call returns `GroupShrunk { failed: [victim] }`, the same group
 /// object now holds the three survivors, and the retried loop finishes

@@ -72,6 +72,7 @@ fn rank_process_entry() {
             "loop" => loop_until_error(&g),
             "mixed" => mixed_until_error(&g),
             "survive" => survive(&g),
+            "agreements" => agreements(&g),
             "retry" => retry_after_shrink(&g),
             "soak" => soak(&g),
             "compute" => compute(&g),
@@ -374,6 +375,31 @@ fn survive(g0: &ProcessGroup) -> meshwork::Result<String> {
         history.join(" "),
         g.world_size()
     ))
+}
+
+/// `AGREEMENTS` agreements in a row, nobody failed, each checked: the
+/// flags are the AND of every rank's (rank r clears bit r of agreement
+/// i's when i % world == r).
+fn agreements(g: &ProcessGroup) -> meshwork::Result<String> {
+    let n: u64 = std::env::var("AGREEMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let (rank, world) = (u64::from(g.rank()), u64::from(g.world_size()));
+    for i in 0..n {
+        let mine = if i % world == rank {
+            !(1 << rank)
+        } else {
+            u64::MAX
+        };
+        let (flags, failed) = g.agree(mine)?;
+        if flags != !(1 << (i % world)) || !failed.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "agreement {i}: flags {flags:x}, failed {failed:?}"
+            )));
+        }
+    }
+    Ok(format!("{n} agreements"))
 }
 
 /// `RECOVERY=shrink`: mixed collectives on one group; a call that fails
