@@ -225,7 +225,7 @@ fn faults_survivors_agree_and_shrink_after_sigstop() {
 /// `test-hooks` fault point). Rank 1 is killed; rank 0, the first leader
 /// of every survivor, dies during the agreement; ranks 2 and 3 are left,
 /// two of four, and never go on as a world of 2:
-/// - before its flags, or after a decision the four confirmed (the
+/// - before its flags, or after a decision the three confirmed (the
 ///   shrink's own agreement then meets it dead): both stop with the same
 ///   `NoQuorum` naming both;
 /// - after its decision, before confirming it: both are bound to a
