@@ -265,7 +265,12 @@ fn faults_a_second_failure_during_agree() {
 /// Four ranks run `survive`; rank 1 is killed and `victim`, given `name`
 /// = `value`, dies a second; the other two's results.
 fn second_death(victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
-    let mut l = launch(4, "mesh", DEADLINE_S, "shm");
+    second_death_in("mesh", victim, name, value)
+}
+
+/// [`second_death`] in a group of shape `topology`.
+fn second_death_in(topology: &str, victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
+    let mut l = launch(4, topology, DEADLINE_S, "shm");
     l.set("HOLD_ON_ERROR", "1");
     l.set("READY_AFTER", "3");
     let mut per_rank = vec![Vec::new(); 4];
@@ -280,7 +285,8 @@ fn second_death(victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
 /// A member dies just before each message it sends in the agreement on
 /// a first failure (rank 1 killed) and in the shrink's agreement after
 /// it: every phase, every recipient, as the leader of all (rank 0) and as
-/// a member between the survivors (rank 2). Whatever the point, the two
+/// a member between the survivors (rank 2), and in a star as a worker
+/// (whose messages the coordinator relays). Whatever the point, the two
 /// survivors end alike: the same agreements and world, or the same
 /// error (`Expelled` names each one itself).
 #[test]
@@ -289,7 +295,7 @@ fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike(
     let alike = |line: &str, rank: u32| {
         line.replace(&format!("rank {rank} (this one)"), "rank R (this one)")
     };
-    for victim in [0u32, 2] {
+    for (topology, victim) in [("mesh", 0u32), ("mesh", 2), ("star", 2)] {
         for n in 0..2 {
             for (phase, sends) in [
                 ("flags", 3),
@@ -299,13 +305,17 @@ fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike(
             ] {
                 for k in 0..sends {
                     let point = format!("{n}:{phase}:{k}");
-                    let results = second_death(victim, "MESHWORK_TEST_DIE_IN_AGREEMENT", &point);
+                    let results =
+                        second_death_in(topology, victim, "MESHWORK_TEST_DIE_IN_AGREEMENT", &point);
                     let (a, b) = (&results[0], &results[1]);
-                    println!("rank {victim} dying at {point}: {}", alike(&a.1, a.0));
+                    println!(
+                        "{topology}: rank {victim} dying at {point}: {}",
+                        alike(&a.1, a.0)
+                    );
                     assert_eq!(
                         alike(&a.1, a.0),
                         alike(&b.1, b.0),
-                        "victim {victim} dying at {point}: {results:#?}"
+                        "{topology}: victim {victim} dying at {point}: {results:#?}"
                     );
                 }
             }
