@@ -383,13 +383,6 @@ enum Ended {
 }
 
 impl GroupInner {
-    /// The communicator of this group's agreement `n`, one of its own:
-    /// forgotten once this rank is done with it (see
-    /// [`done_with`](Self::done_with)).
-    fn agreement_comm(&self, n: u64) -> u64 {
-        agreement_comm(self.comm_id, n)
-    }
-
     /// This rank is done with agreement `n` (it returned a decision, or
     /// is stale for good): what is left on its communicator (the
     /// confirmations and outcomes it did not need) is dropped and
@@ -398,7 +391,7 @@ impl GroupInner {
     /// thousand agreements on (`LANES_PER_SENDER`) a sender could open no
     /// more: its messages were lost and the agreement failed.
     fn done_with(&self, n: u64) {
-        let comm = self.agreement_comm(n);
+        let comm = agreement_comm(self.comm_id, n);
         match self.transport.view_of() {
             Some((base, _)) => base.forget(comm),
             None => self.transport.forget(comm),
@@ -465,7 +458,7 @@ impl GroupInner {
         let mut attempt = Attempt {
             inner: self,
             lane: LaneKey {
-                comm: self.agreement_comm(n),
+                comm: agreement_comm(self.comm_id, n),
                 kind: LaneKind::PointToPoint,
                 tag: n,
             },
@@ -480,7 +473,7 @@ impl GroupInner {
         agreed
     }
 
-    /// Agreement `n`'s attempts, from `a`'s, until one ends it.
+    /// Agreement `n`'s attempts, from `attempt` on, until one ends it.
     fn agree_on(&self, attempt: &mut Attempt<'_>, flags: u64, n: u64) -> Result<(u64, Vec<u32>)> {
         loop {
             // A mesh's ranks talk pairwise; on a tree every other pair's
@@ -1081,7 +1074,8 @@ impl GroupInner {
 }
 
 /// The communicator of agreement `n` of the group whose communicator is
-/// `comm`.
+/// `comm`: one of its own, forgotten once a rank is done with it
+/// (`GroupInner::done_with`).
 pub(super) fn agreement_comm(comm: u64, n: u64) -> u64 {
     let agreements = super::split::child_comm_id(comm, u64::MAX, u32::MAX);
     super::split::child_comm_id(agreements, n, u32::MAX)

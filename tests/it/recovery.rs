@@ -252,7 +252,7 @@ fn faults_a_second_failure_during_agree() {
         ("DIE_AFTER_SHRINK", "1", two),
     ];
     for (name, value, expected) in cases {
-        let results = second_death(0, name, value);
+        let results = second_death("mesh", 0, name, value);
         for (r, line) in &results {
             assert!(
                 line.starts_with(expected),
@@ -262,14 +262,10 @@ fn faults_a_second_failure_during_agree() {
     }
 }
 
-/// Four ranks run `survive`; rank 1 is killed and `victim`, given `name`
-/// = `value`, dies a second; the other two's results.
-fn second_death(victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
-    second_death_in("mesh", victim, name, value)
-}
-
-/// [`second_death`] in a group of shape `topology`.
-fn second_death_in(topology: &str, victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
+/// Four ranks of shape `topology` run `survive`; rank 1 is killed and
+/// `victim`, given `name` = `value`, dies a second; the other two's
+/// results.
+fn second_death(topology: &str, victim: u32, name: &str, value: &str) -> Vec<(u32, String)> {
     let mut l = launch(4, topology, DEADLINE_S, "shm");
     l.set("HOLD_ON_ERROR", "1");
     l.set("READY_AFTER", "3");
@@ -306,7 +302,7 @@ fn faults_a_member_dying_at_any_send_of_an_agreement_leaves_the_survivors_alike(
                 for k in 0..sends {
                     let point = format!("{n}:{phase}:{k}");
                     let results =
-                        second_death_in(topology, victim, "MESHWORK_TEST_DIE_IN_AGREEMENT", &point);
+                        second_death(topology, victim, "MESHWORK_TEST_DIE_IN_AGREEMENT", &point);
                     let (a, b) = (&results[0], &results[1]);
                     println!(
                         "{topology}: rank {victim} dying at {point}: {}",

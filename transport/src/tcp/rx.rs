@@ -655,18 +655,20 @@ impl Rx {
     /// after the last such word. Otherwise a sidecar still in TCP's
     /// retransmission backoff after a cut healed would hold its peer
     /// silent here for good, and a second cut would go unseen until a
-    /// deadline ran out.
+    /// deadline ran out. (The inbox is asked only once the link itself
+    /// has been quiet for the limit: this runs on every I/O turn.)
     pub(crate) fn check_silence(&self, core: &Core) -> Option<Duration> {
         let mut st = self.lock();
         if st.ended {
             return None;
         }
-        let heard = match core.inbox.last_progress(self.peer) {
-            Some(word) => st.last_byte.max(word),
-            None => st.last_byte,
-        };
-        let quiet = heard.elapsed();
         let limit = core.silence_limit(self.peer);
+        let mut quiet = st.last_byte.elapsed();
+        if quiet >= limit {
+            if let Some(word) = core.inbox.last_progress(self.peer) {
+                quiet = quiet.min(word.elapsed());
+            }
+        }
         if st.silent && quiet < limit {
             st.silent = false;
         }
