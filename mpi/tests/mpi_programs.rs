@@ -4,8 +4,9 @@
 //! `meshrun`, on 2 and 4 ranks, over the default transport and over TCP;
 //! `tests/c/semantics.c` (matching, types, communicators, errors) on 1 to
 //! 4 ranks; `tests/c/killed.c`, a rank SIGKILLed mid-collective and
-//! before a send; and every function `include/mpi.h` declares found in
-//! the library.
+//! before a send; `tests/c/profiled.c`, a profiling tool over the
+//! `PMPI_` names; and every function `include/mpi.h` declares found in
+//! the library, each also under its `PMPI_` name.
 //!
 //! The library is this test's own build (`libmpi_abi.so` beside the test
 //! executable); `meshrun` is the root crate's binary, which `cargo nextest
@@ -351,10 +352,9 @@ fn declared() -> Vec<String> {
         .collect()
 }
 
-/// Every function meshwork implements (exported by `libmpi_abi.so`, not
-/// one of `src/unsupported.rs`'s) has its prototype in `include/mpi.h`.
-#[test]
-fn every_function_meshwork_implements_is_declared() {
+/// The functions `libmpi_abi.so` exports (as `nm -D` lists them), by name,
+/// with their addresses.
+fn exported() -> std::collections::BTreeMap<String, String> {
     let lib = deps_dir().join("libmpi_abi.so");
     let out = Command::new("nm")
         .args(["-D", "--defined-only"])
@@ -362,17 +362,27 @@ fn every_function_meshwork_implements_is_declared() {
         .output()
         .expect("nm (binutils) runs");
     assert!(out.status.success(), "nm {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [at, "T", name] => Some((name.to_string(), at.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every function meshwork implements (exported by `libmpi_abi.so`, not
+/// one of `src/unsupported.rs`'s) has its prototype in `include/mpi.h`.
+#[test]
+fn every_function_meshwork_implements_is_declared() {
     let named_there = std::fs::read_to_string(Path::new(CRATE).join("src/unsupported.rs")).unwrap();
     let words: std::collections::HashSet<&str> = named_there
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .collect();
     let declared = declared();
-    let exported: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            [_, "T", name] if name.starts_with("MPI_") => Some(name.to_string()),
-            _ => None,
-        })
+    let exported: Vec<String> = exported()
+        .into_keys()
+        .filter(|name| name.starts_with("MPI_"))
         .collect();
     assert!(
         exported.len() > 600,
@@ -427,4 +437,76 @@ fn every_function_the_header_declares_is_exported() {
     // SAFETY: the handle from dlopen above.
     unsafe { libc::dlclose(handle) };
     assert!(missing.is_empty(), "not exported: {missing:?}");
+}
+
+/// The profiling interface: every `MPI_` function the library exports is
+/// exported as `PMPI_` too, at the same address, and no `PMPI_` name
+/// stands alone; `include/mpi.h` declares the `PMPI_` name of each
+/// function it declares.
+#[test]
+fn every_function_has_its_profiling_name() {
+    let exported = exported();
+    let functions: Vec<&String> = exported.keys().filter(|n| n.starts_with("MPI_")).collect();
+    assert!(
+        functions.len() > 600,
+        "nm listed {} MPI functions",
+        functions.len()
+    );
+    let unnamed: Vec<&&String> = functions
+        .iter()
+        .filter(|n| exported.get(&format!("P{n}")) != exported.get(n.as_str()))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "without a PMPI_ name at their address: {unnamed:?}"
+    );
+    let alone: Vec<&String> = exported
+        .keys()
+        .filter(|n| n.starts_with("PMPI_") && !exported.contains_key(&n[1..]))
+        .collect();
+    assert!(
+        alone.is_empty(),
+        "PMPI_ names with no MPI_ function: {alone:?}"
+    );
+
+    let header = std::fs::read_to_string(Path::new(CRATE).join("include/mpi.h")).unwrap();
+    let profiled: std::collections::BTreeSet<String> = header
+        .split("MESHWORK_PMPI(")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')'))
+        .map(|(name, _)| format!("MPI_{name}"))
+        .filter(|name| name != "MPI_name")
+        .collect();
+    let declared: std::collections::BTreeSet<String> = declared().into_iter().collect();
+    assert_eq!(
+        profiled, declared,
+        "mpi.h's PMPI_ declarations differ from its MPI_ prototypes"
+    );
+}
+
+/// A profiling tool (`tests/c/profiled.c`) defines `MPI_Send`, `MPI_Recv`,
+/// `MPI_Allreduce` and `MPI_Finalize` and calls meshwork's through their
+/// `PMPI_` names: on 1 to 3 ranks it counts every call and byte of a ring
+/// of 10 messages and an all-reduce, and the program's checks of the data
+/// pass.
+#[test]
+fn a_profiling_tool_sees_each_call_through_pmpi() {
+    if !ready() {
+        return;
+    }
+    let exe = program("profiled", "profiled");
+    for n in 1..=3 {
+        let out = launch(n, &[], &exe, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        for rank in 0..n {
+            let line = format!(
+                "profiled rank {rank} of {n}: sends 10 (40000 bytes), receives 10 (40000 bytes), all-reduces 1"
+            );
+            assert!(
+                out.status.success() && text.contains(&line),
+                "{n} ranks, rank {rank}: {}",
+                show(&out)
+            );
+        }
+    }
 }
