@@ -536,6 +536,16 @@ int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispl
                    MPI_Request *request);
 int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype,
                      MPI_Op op);
+
+/* Reductions of the program's own: inoutvec[i] = invec[i] op inoutvec[i]. */
+typedef void(MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
+typedef void(MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len,
+                                  MPI_Datatype *datatype);
+int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
+int MPI_Op_create_c(MPI_User_function_c *user_fn, int commute, MPI_Op *op);
+int MPI_Op_free(MPI_Op *op);
+int MPI_Op_commutative(MPI_Op op, int *commute);
+
 int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
                            const MPI_Aint array_of_displacements[],
                            const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
@@ -798,6 +808,8 @@ MESHWORK_PMPI(Win_create) MESHWORK_PMPI(Win_allocate) MESHWORK_PMPI(Win_create_d
 MESHWORK_PMPI(Win_attach) MESHWORK_PMPI(Win_free) MESHWORK_PMPI(Dims_create)
 MESHWORK_PMPI(Cart_create) MESHWORK_PMPI(Cart_coords) MESHWORK_PMPI(Cart_rank)
 MESHWORK_PMPI(Dist_graph_neighbors)
+MESHWORK_PMPI(Op_create) MESHWORK_PMPI(Op_create_c) MESHWORK_PMPI(Op_free)
+MESHWORK_PMPI(Op_commutative)
 #undef MESHWORK_PMPI
 
 #ifdef __cplusplus

@@ -7,12 +7,14 @@
 //!
 //! Data movement (broadcast, gathers, scatters, all-to-all) moves bytes,
 //! so any datatype goes; reductions take the meshwork element type of
-//! the datatype and SUM, PROD, MIN or MAX. The `v` forms, whose blocks
+//! the datatype and SUM, PROD, MIN or MAX, and any other operator is a
+//! gather of every contribution folded here after (`fold.rs`). The `v` forms, whose blocks
 //! differ in size from rank to rank, have no meshwork call: they are
 //! point-to-point messages on a lane of their own ([`VLANE`]).
 
 use crate::consts::*;
 use crate::datatype::{reduces_as, type_of, Type};
+use crate::fold::Fold;
 use crate::p2p::{add_request, start_request, Pending, Request};
 use crate::state::{comm, entry, Comm, Fail, Result};
 use crate::Handle;
@@ -71,6 +73,26 @@ struct Unpack {
     to: usize,
 }
 
+/// A step after the call that gathered every rank's contribution to a
+/// reduction meshwork lacks (`fold.rs`): the fold of those of `ranks`
+/// in `from` (`stride` bytes a rank, read from `offset`, `count`
+/// elements) into `to`.
+struct FoldStep {
+    fold: Fold,
+    from: Region,
+    stride: usize,
+    offset: usize,
+    ranks: std::ops::Range<usize>,
+    count: usize,
+    to: Region,
+}
+
+/// What runs after the call, in order.
+enum After {
+    Unpack(Unpack),
+    Fold(FoldStep),
+}
+
 enum Bufs {
     InPlace(Region),
     SendRecv { send: Region, recv: Region },
@@ -84,7 +106,7 @@ struct Plan {
     bufs: Bufs,
     /// Scratch, 8-byte aligned; its memory does not move with the Vec.
     keep: Vec<Vec<u64>>,
-    after: Vec<Unpack>,
+    after: Vec<After>,
 }
 
 // SAFETY: the regions are the caller's buffers, which MPI gives to the
@@ -157,12 +179,12 @@ impl Plan {
             return Ok(Region { at: buf, len });
         }
         let r = self.scratch(len);
-        self.after.push(Unpack {
+        self.after.push(After::Unpack(Unpack {
             from: r,
             ty: ty.clone(),
             count,
             to: buf,
-        });
+        }));
         Ok(r)
     }
 
@@ -177,20 +199,32 @@ impl Plan {
         }
         // SAFETY: the contract.
         let r = unsafe { self.copied(buf, ty, count) }?;
-        self.after.push(Unpack {
+        self.after.push(After::Unpack(Unpack {
             from: r,
             ty: ty.clone(),
             count,
             to: buf,
-        });
+        }));
         Ok(r)
     }
 
-    fn finish(after: &[Unpack]) {
-        for u in after {
-            // SAFETY: `from` is the plan's scratch and `to` the caller's
-            // buffer of `count` elements (MPI's contract).
-            unsafe { u.ty.unpack(u.from.bytes(), u.to as *mut u8, u.count) };
+    fn finish(after: &[After]) {
+        for step in after {
+            match step {
+                // SAFETY: `from` is the plan's scratch and `to` the
+                // caller's buffer of `count` elements (MPI's contract).
+                After::Unpack(u) => unsafe {
+                    u.ty.unpack(u.from.bytes(), u.to as *mut u8, u.count)
+                },
+                After::Fold(f) => {
+                    // SAFETY: `from` is the plan's scratch the call filled
+                    // and `to` this rank's result, scratch or the caller's
+                    // contiguous buffer; they never overlap.
+                    let (from, to) = unsafe { (f.from.bytes(), f.to.bytes_mut()) };
+                    f.fold
+                        .fold(from, f.stride, f.offset, f.ranks.clone(), f.count, to);
+                }
+            }
         }
     }
 
@@ -275,7 +309,7 @@ struct InFlight<T: Element> {
     /// Scratch the call works on, kept until it ends.
     #[allow(dead_code, reason = "held, not read: the call's memory")]
     keep: Vec<Vec<u64>>,
-    after: Vec<Unpack>,
+    after: Vec<After>,
 }
 
 // SAFETY: see `Plan`; the scratch moves with its owner.
@@ -372,6 +406,91 @@ unsafe fn reduction(
     Ok(p)
 }
 
+/// Where a reduction meshwork lacks leaves its result.
+enum Folded {
+    /// On every rank (`MPI_Allreduce`).
+    All,
+    /// On the root (`MPI_Reduce`).
+    Root(u32),
+    /// On each rank, over the ranks before it and, if `inclusive`, itself.
+    Prefix { inclusive: bool },
+    /// On each rank, its block (`counts`, one a rank) of the whole.
+    Blocks(Vec<usize>),
+}
+
+/// A reduction with `fold` (`fold.rs`): `n` elements of `ty` a rank
+/// (from `send`, or `recv` in place) gathered by one meshwork call, then
+/// folded into `recv` as `what` says.
+///
+/// # Safety
+/// The buffers hold `n` elements of `ty` (MPI's contract).
+unsafe fn plan_fold(
+    c: Arc<Comm>,
+    fold: Fold,
+    what: Folded,
+    send: usize,
+    recv: usize,
+    n: usize,
+    ty: &Arc<Type>,
+) -> Result<Plan> {
+    let (me, world) = (c.rank() as usize, c.size() as usize);
+    // This rank's share of the result: (ranks folded, offset in a rank's
+    // contribution, elements), or none.
+    let (mine, call) = match &what {
+        Folded::All => (Some((0..world, 0, n)), Call::AllGather),
+        Folded::Root(root) => (
+            (me == *root as usize).then_some((0..world, 0, n)),
+            Call::Gather { root: *root },
+        ),
+        Folded::Prefix { inclusive } => {
+            let upto = if *inclusive { me + 1 } else { me };
+            ((upto > 0).then_some((0..upto, 0, n)), Call::AllGather)
+        }
+        Folded::Blocks(counts) => {
+            let before: usize = counts[..me].iter().sum();
+            (
+                Some((0..world, before * ty.size, counts[me])),
+                Call::AllGather,
+            )
+        }
+    };
+    let mut p = Plan::new(c, call, DType::U8);
+    let send = if in_place(send) {
+        if matches!(what, Folded::Root(_)) && mine.is_none() {
+            return Err(Fail::arg("MPI_IN_PLACE is the root's send buffer only"));
+        }
+        // SAFETY: the contract (in place, the input is in `recv`).
+        unsafe { p.copied(recv, ty, n) }?
+    } else {
+        // SAFETY: the contract.
+        unsafe { p.input(send, ty, n) }?
+    };
+    let receives = !matches!(what, Folded::Root(_)) || mine.is_some();
+    let all = if receives {
+        p.scratch(send.len * world)
+    } else {
+        Region::EMPTY
+    };
+    if let Some((ranks, offset, count)) = mine {
+        // The fold runs before the output's unpacking, if it has one.
+        let to = p.output(recv, ty, count)?;
+        p.after.insert(
+            0,
+            After::Fold(FoldStep {
+                fold,
+                from: all,
+                stride: send.len,
+                offset,
+                ranks,
+                count,
+                to,
+            }),
+        );
+    }
+    p.bufs = Bufs::SendRecv { send, recv: all };
+    Ok(p)
+}
+
 /// The byte length of `n` elements of `dt`, with its type.
 fn block(n: c_int, dt: Handle) -> Result<(Arc<Type>, usize, usize)> {
     let ty = type_of(dt)?;
@@ -417,6 +536,11 @@ unsafe fn plan_reduce(
 ) -> Result<Plan> {
     let c = comm(ch)?;
     let root = root_of(&c, root)?;
+    let ty = type_of(dt)?;
+    if let Some(fold) = Fold::of(op, dt, &ty)? {
+        // SAFETY: the contract.
+        return unsafe { plan_fold(c, fold, Folded::Root(root), send, recv, count(n)?, &ty) };
+    }
     let call = Call::Reduce {
         op: op_of(op)?,
         root,
@@ -429,7 +553,6 @@ unsafe fn plan_reduce(
     if in_place(send) {
         return Err(Fail::arg("MPI_IN_PLACE is the root's send buffer only"));
     }
-    let ty = type_of(dt)?;
     let mut p = Plan::new(c, call, reduces_as(&ty)?);
     let n = count(n)?;
     // SAFETY: the contract.
@@ -447,17 +570,14 @@ unsafe fn plan_allreduce(
     op: Handle,
     ch: Handle,
 ) -> Result<Plan> {
-    // SAFETY: the contract.
-    unsafe {
-        reduction(
-            comm(ch)?,
-            Call::AllReduce { op: op_of(op)? },
-            send,
-            recv,
-            n,
-            dt,
-        )
+    let c = comm(ch)?;
+    let ty = type_of(dt)?;
+    if let Some(fold) = Fold::of(op, dt, &ty)? {
+        // SAFETY: the contract.
+        return unsafe { plan_fold(c, fold, Folded::All, send, recv, count(n)?, &ty) };
     }
+    // SAFETY: the contract.
+    unsafe { reduction(c, Call::AllReduce { op: op_of(op)? }, send, recv, n, dt) }
 }
 
 unsafe fn plan_scan(
@@ -469,6 +589,15 @@ unsafe fn plan_scan(
     ch: Handle,
     exclusive: bool,
 ) -> Result<Plan> {
+    let c = comm(ch)?;
+    let ty = type_of(dt)?;
+    if let Some(fold) = Fold::of(op, dt, &ty)? {
+        let what = Folded::Prefix {
+            inclusive: !exclusive,
+        };
+        // SAFETY: the contract.
+        return unsafe { plan_fold(c, fold, what, send, recv, count(n)?, &ty) };
+    }
     let op = op_of(op)?;
     let call = if exclusive {
         Call::ExclusiveScan { op }
@@ -476,7 +605,7 @@ unsafe fn plan_scan(
         Call::Scan { op }
     };
     // SAFETY: the contract.
-    unsafe { reduction(comm(ch)?, call, send, recv, n, dt) }
+    unsafe { reduction(c, call, send, recv, n, dt) }
 }
 
 /// Gathers to every rank (`root` None) or to one.
@@ -614,8 +743,13 @@ unsafe fn plan_reduce_scatter_block(
     let c = comm(ch)?;
     let world = c.size() as usize;
     let ty = type_of(dt)?;
-    let mut p = Plan::new(c, Call::ReduceScatter { op: op_of(op)? }, reduces_as(&ty)?);
     let n = count(rn)?;
+    if let Some(fold) = Fold::of(op, dt, &ty)? {
+        let what = Folded::Blocks(vec![n; world]);
+        // SAFETY: the contract.
+        return unsafe { plan_fold(c, fold, what, send, recv, n * world, &ty) };
+    }
+    let mut p = Plan::new(c, Call::ReduceScatter { op: op_of(op)? }, reduces_as(&ty)?);
     let send = if in_place(send) {
         // SAFETY: the contract (in place, the input is in `recv`).
         unsafe { p.copied(recv, &ty, n * world) }?
@@ -646,24 +780,28 @@ unsafe fn plan_reduce_scatter(
     // SAFETY: one count per rank (the contract).
     let counts = unsafe { std::slice::from_raw_parts(counts, world) };
     let counts: Vec<usize> = counts.iter().map(|&n| count(n)).collect::<Result<_>>()?;
+    let ty = type_of(dt)?;
+    let total: usize = counts.iter().sum();
+    if let Some(fold) = Fold::of(op, dt, &ty)? {
+        // SAFETY: the contract.
+        return unsafe { plan_fold(c, fold, Folded::Blocks(counts), send, recv, total, &ty) };
+    }
     if counts.iter().all(|&n| n == counts[0]) {
         // SAFETY: the contract.
         return unsafe { plan_reduce_scatter_block(send, recv, counts[0] as c_int, dt, op, ch) };
     }
-    let ty = type_of(dt)?;
-    let total: usize = counts.iter().sum();
     let before: usize = counts[..me].iter().sum();
     let mut p = Plan::new(c, Call::AllReduce { op: op_of(op)? }, reduces_as(&ty)?);
     let input = if in_place(send) { recv } else { send };
     // SAFETY: the contract.
     let all = unsafe { p.copied(input, &ty, total) }?;
     p.bufs = Bufs::InPlace(all);
-    p.after.push(Unpack {
+    p.after.push(After::Unpack(Unpack {
         from: all.offset(before * ty.size, counts[me] * ty.size),
         ty,
         count: counts[me],
         to: recv,
-    });
+    }));
     Ok(p)
 }
 
@@ -848,10 +986,17 @@ pub unsafe extern "C" fn MPI_Reduce_local(
     op: Handle,
 ) -> c_int {
     entry(COMM_WORLD, "MPI_Reduce_local", || {
-        let op = op_of(op)?;
         let ty = type_of(dt)?;
-        let d = reduces_as(&ty)?;
         let n = count(n)?;
+        let fold = Fold::of(op, dt, &ty)?;
+        let op = match &fold {
+            Some(_) => ReduceOp::Sum,
+            None => op_of(op)?,
+        };
+        let d = match &fold {
+            Some(_) => DType::U8,
+            None => reduces_as(&ty)?,
+        };
         // Packed into aligned scratch: the caller's memory may be neither
         // aligned for the element nor contiguous.
         let words = ty.bytes(n)?.div_ceil(8);
@@ -865,11 +1010,14 @@ pub unsafe extern "C" fn MPI_Reduce_local(
             acc_b.copy_from_slice(&ty.pack(inout as *const u8, n)?);
             x_b.copy_from_slice(&ty.pack(inbuf as *const u8, n)?);
         }
-        mw::with_dtype!(d, T => T::reduce_from_left(
-            op,
-            bytemuck::cast_slice_mut::<u8, T>(acc_b),
-            bytemuck::cast_slice::<u8, T>(x_b),
-        ));
+        match fold {
+            Some(fold) => fold.combine(x_b, acc_b, n),
+            None => mw::with_dtype!(d, T => T::reduce_from_left(
+                op,
+                bytemuck::cast_slice_mut::<u8, T>(acc_b),
+                bytemuck::cast_slice::<u8, T>(x_b),
+            )),
+        }
         // SAFETY: as above, writable.
         unsafe { ty.unpack(acc_b, inout as *mut u8, n) };
         Ok(())

@@ -16,7 +16,8 @@
 //!
 //! Layout: `state.rs` (initialisation, communicators, error handlers and
 //! codes), `datatype.rs` (types and their layouts), `p2p.rs` (messages
-//! and requests), `coll.rs` (collectives), `env.rs` (the environment
+//! and requests), `coll.rs` (collectives), `fold.rs` (the reductions
+//! meshwork's collectives lack, `MPI_Op_create`), `env.rs` (the environment
 //! calls), `large.rs` (the `MPI_Count` forms), `unsupported.rs`.
 
 #![allow(
@@ -32,6 +33,7 @@ mod attrs;
 mod coll;
 mod datatype;
 mod env;
+mod fold;
 mod large;
 mod p2p;
 mod state;

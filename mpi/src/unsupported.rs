@@ -132,7 +132,7 @@ unsupported! {
     MPI_Neighbor_alltoall_init_c MPI_Neighbor_alltoallv MPI_Neighbor_alltoallv_c
     MPI_Neighbor_alltoallv_init MPI_Neighbor_alltoallv_init_c MPI_Neighbor_alltoallw
     MPI_Neighbor_alltoallw_c MPI_Neighbor_alltoallw_init MPI_Neighbor_alltoallw_init_c
-    MPI_Op_commutative MPI_Op_create MPI_Op_create_c MPI_Op_free MPI_Open_port MPI_Pack MPI_Pack_c
+    MPI_Open_port MPI_Pack MPI_Pack_c
     MPI_Pack_external MPI_Pack_external_c MPI_Pack_external_size MPI_Pack_external_size_c
     MPI_Pack_size MPI_Pack_size_c MPI_Parrived MPI_Pcontrol MPI_Pready MPI_Pready_list
     MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c

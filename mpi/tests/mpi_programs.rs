@@ -3,7 +3,8 @@
 //! wrote) built with `mpi/bin/mpicc` and run with validation (`-c`) under
 //! `meshrun`, on 2 and 4 ranks, over the default transport and over TCP;
 //! `tests/c/semantics.c` (matching, types, communicators, errors) on 1 to
-//! 4 ranks; `tests/c/killed.c`, a rank SIGKILLed mid-collective and
+//! 4 ranks; `tests/c/reductions.c`, the reductions the MPI layer folds
+//! itself; `tests/c/killed.c`, a rank SIGKILLed mid-collective and
 //! before a send; `tests/c/profiled.c`, a profiling tool over the
 //! `PMPI_` names; and every function `include/mpi.h` declares found in
 //! the library, each also under its `PMPI_` name.
@@ -240,6 +241,34 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
         assert!(
             out.status.success() && text.matches("semantics ok").count() == n as usize,
             "semantics on {n} ranks {transport:?}: {}",
+            show(&out)
+        );
+    }
+}
+
+/// `tests/c/reductions.c`: the reductions meshwork's collectives lack
+/// (bitwise, logical, MINLOC/MAXLOC, the program's own through
+/// `MPI_Op_create`, one that does not commute and one on a strided
+/// type), folded by the MPI layer, through every reducing collective, on
+/// 1 to 4 ranks and over TCP.
+#[test]
+fn mpi_reductions_meshwork_lacks_are_folded_in_rank_order() {
+    if !ready() {
+        return;
+    }
+    let exe = program("reductions", "reductions");
+    for (n, transport) in [
+        (1, &[][..]),
+        (2, &[]),
+        (3, &[]),
+        (4, &[]),
+        (4, &["--transport", "tcp"]),
+    ] {
+        let out = launch(n, transport, &exe, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.matches("reductions ok").count() == n as usize,
+            "reductions on {n} ranks {transport:?}: {}",
             show(&out)
         );
     }

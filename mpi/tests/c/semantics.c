@@ -363,7 +363,9 @@ static void errors(void) {
     rc = MPI_Bcast(&v, 1, MPI_INT, -7, MPI_COMM_WORLD);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_ROOT);
-    rc = MPI_Allreduce(&v, &len, 1, MPI_INT, MPI_BAND, MPI_COMM_WORLD);
+    /* A bitwise reduction of floats: an operator the type does not take. */
+    float fv = 0, fout = 0;
+    rc = MPI_Allreduce(&fv, &fout, 1, MPI_FLOAT, MPI_BAND, MPI_COMM_WORLD);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_OP);
     MPI_Win win;
