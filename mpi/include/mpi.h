@@ -258,6 +258,7 @@ int MPI_Get_library_version(char *version, int *resultlen);
 int MPI_Get_processor_name(char *name, int *resultlen);
 double MPI_Wtime(void);
 double MPI_Wtick(void);
+int MPI_Pcontrol(const int level, ...);
 int MPI_Error_string(int errorcode, char *string, int *resultlen);
 int MPI_Error_class(int errorcode, int *errorclass);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
@@ -810,6 +811,7 @@ MESHWORK_PMPI(Cart_create) MESHWORK_PMPI(Cart_coords) MESHWORK_PMPI(Cart_rank)
 MESHWORK_PMPI(Dist_graph_neighbors)
 MESHWORK_PMPI(Op_create) MESHWORK_PMPI(Op_create_c) MESHWORK_PMPI(Op_free)
 MESHWORK_PMPI(Op_commutative)
+MESHWORK_PMPI(Pcontrol)
 #undef MESHWORK_PMPI
 
 #ifdef __cplusplus

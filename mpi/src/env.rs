@@ -204,6 +204,15 @@ pub extern "C" fn MPI_Wtick() -> f64 {
     1e-9
 }
 
+/// `MPI_Pcontrol(level, ...)`: the profiling interface's hook, which a
+/// tool defines; the library's own does nothing. Declared variadic in
+/// `mpi.h`: the arguments after `level` are read by no one, which the C
+/// calling conventions meshwork runs on allow.
+#[no_mangle]
+pub extern "C" fn MPI_Pcontrol(_level: c_int) -> c_int {
+    SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_string(code: c_int, out: *mut c_char, len: *mut c_int) -> c_int {
     match state::describe(code) {

@@ -29,6 +29,8 @@ const LOR: Handle = 0x31;
 const LXOR: Handle = 0x32;
 const MINLOC: Handle = 0x38;
 const MAXLOC: Handle = 0x39;
+const REPLACE: Handle = 0x3c;
+const NO_OP: Handle = 0x3d;
 
 #[derive(Clone, Copy, Debug)]
 enum Kernel {
@@ -424,6 +426,10 @@ pub unsafe extern "C" fn MPI_Op_commutative(op: Handle, commute: *mut c_int) -> 
     entry(COMM_WORLD, "MPI_Op_commutative", || {
         let yes = match op {
             0x21..=0x24 | BAND | BOR | BXOR | LAND | LOR | LXOR | MINLOC | MAXLOC => true,
+            // One-sided operators: the second operand replaces the first,
+            // or is dropped.
+            REPLACE => false,
+            NO_OP => true,
             other => {
                 lock_ops()
                     .get(&other)

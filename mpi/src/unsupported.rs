@@ -134,7 +134,7 @@ unsupported! {
     MPI_Neighbor_alltoallw_c MPI_Neighbor_alltoallw_init MPI_Neighbor_alltoallw_init_c
     MPI_Open_port MPI_Pack MPI_Pack_c
     MPI_Pack_external MPI_Pack_external_c MPI_Pack_external_size MPI_Pack_external_size_c
-    MPI_Pack_size MPI_Pack_size_c MPI_Parrived MPI_Pcontrol MPI_Pready MPI_Pready_list
+    MPI_Pack_size MPI_Pack_size_c MPI_Parrived MPI_Pready MPI_Pready_list
     MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c
     MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c MPI_Reduce_init
     MPI_Reduce_init_c MPI_Reduce_scatter_block_init

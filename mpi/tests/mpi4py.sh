@@ -3,8 +3,9 @@
 # source and Cython from PyPI and compiles for about five minutes):
 # build mpi4py 4.1 from its source distribution with MPI4PY_BUILD_MPIABI=1
 # against mpi/bin/mpicc into a venv, run `mpi4py.bench helloworld` and
-# `ringtest` under meshrun, then its point-to-point, collective and
-# communicator test modules on 1, 2 and 4 ranks (572 tests; all pass).
+# `ringtest` under meshrun, then its point-to-point, collective,
+# communicator and operator test modules on 1, 2 and 4 ranks (583 tests;
+# all pass).
 #
 #   cargo build --release --workspace && mpi/tests/mpi4py.sh [WORKDIR]
 set -euo pipefail
@@ -28,6 +29,6 @@ cd "$src/test"
 for n in 1 2 4; do
   echo "== $n ranks"
   TIMEOUT_S=5 "$meshrun" -n "$n" -- "$py" main.py test_p2p_buf test_p2p_obj test_p2p_buf_matched test_p2p_obj_matched \
-    test_cco_buf test_cco_obj test_cco_vec test_cco_nb_buf test_cco_nb_vec test_comm 2>&1 |
+    test_cco_buf test_cco_obj test_cco_vec test_cco_nb_buf test_cco_nb_vec test_comm test_op 2>&1 |
     grep -E "^\[0\] (Ran|OK|FAILED)" || true
 done

@@ -78,11 +78,20 @@ fn program(dir: &str, name: &str) -> PathBuf {
     exe
 }
 
+/// `cmd` with this test's own `libmpi_abi.so` first: cargo puts
+/// `target/<profile>` on `LD_LIBRARY_PATH` for its tests, where a library
+/// from another build (`cargo build -p meshwork-mpi`) would come before
+/// the one `mpicc`'s run path names.
+fn own_library(cmd: &mut Command) -> &mut Command {
+    cmd.env("LD_LIBRARY_PATH", deps_dir())
+}
+
 /// `meshrun -n n extra… -- exe args…`, bounded.
 fn launch(n: u32, extra: &[&str], exe: &Path, args: &[&str]) -> std::process::Output {
     let meshrun = meshrun().expect("meshrun is built (checked by the caller)");
     let mut cmd = Command::new(meshrun);
-    cmd.args(["-n", &n.to_string()])
+    own_library(&mut cmd)
+        .args(["-n", &n.to_string()])
         .args(extra)
         .arg("--")
         .arg(exe)
@@ -287,7 +296,7 @@ fn faults_mpi_a_killed_rank_is_an_error_naming_it() {
     }
     let exe = program("c", "killed");
     for mode in [&[][..], &["recv"]] {
-        let mut child = Command::new(meshrun().expect("checked by ready()"))
+        let mut child = own_library(&mut Command::new(meshrun().expect("checked by ready()")))
             .args(["-n", "4", "--keep-going", "--"])
             .arg(&exe)
             .args(mode)
@@ -352,7 +361,7 @@ fn an_mpi_program_runs_under_srun() {
     }
     let exe = program("c-srun", "semantics");
     let mut srun = srun(4, "meshwork-mpi-test", &exe);
-    let out = run_bounded(&mut srun, Duration::from_secs(180));
+    let out = run_bounded(own_library(&mut srun), Duration::from_secs(180));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "srun -n 4: {}", show(&out));
     for rank in 0..4 {
