@@ -293,8 +293,14 @@ impl Fold {
     ) {
         let mut dt = self.dt;
         if self.ty.is_flat() {
-            let mut xs = x.to_vec();
-            f(xs.as_mut_ptr().cast(), acc.as_mut_ptr().cast(), &mut dt);
+            // A copy, 8-byte aligned as the function's element type may
+            // need (a contribution in the gathered scratch need not be),
+            // and its to change if it will.
+            let mut xs = vec![0u64; x.len().div_ceil(8)];
+            let xp = xs.as_mut_ptr().cast::<u8>();
+            // SAFETY: `xs` holds at least `x.len()` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), xp, x.len()) };
+            f(xp.cast(), acc.as_mut_ptr().cast(), &mut dt);
             return;
         }
         let span = n * self.ty.extent as usize;
@@ -354,8 +360,11 @@ fn lock_ops() -> MutexGuard<'static, HashMap<Handle, UserOp>> {
     OPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn create(name: &str, kernel: Kernel, commute: c_int, op: *mut Handle) -> c_int {
+/// `MPI_Op_create`'s body: an operator of the program's function
+/// (`kernel`, `None` when the function is NULL).
+fn create(name: &str, kernel: Option<Kernel>, commute: c_int, op: *mut Handle) -> c_int {
     entry(COMM_WORLD, name, || {
+        let kernel = kernel.ok_or_else(|| Fail::arg("user_fn is NULL"))?;
         if op.is_null() {
             return Err(Fail::arg("op is NULL"));
         }
@@ -379,12 +388,7 @@ pub unsafe extern "C" fn MPI_Op_create(
     commute: c_int,
     op: *mut Handle,
 ) -> c_int {
-    match f {
-        Some(f) => create("MPI_Op_create", Kernel::User(f), commute, op),
-        None => entry(COMM_WORLD, "MPI_Op_create", || {
-            Err(Fail::arg("user_fn is NULL"))
-        }),
-    }
+    create("MPI_Op_create", f.map(Kernel::User), commute, op)
 }
 
 #[no_mangle]
@@ -393,12 +397,7 @@ pub unsafe extern "C" fn MPI_Op_create_c(
     commute: c_int,
     op: *mut Handle,
 ) -> c_int {
-    match f {
-        Some(f) => create("MPI_Op_create_c", Kernel::UserC(f), commute, op),
-        None => entry(COMM_WORLD, "MPI_Op_create_c", || {
-            Err(Fail::arg("user_fn is NULL"))
-        }),
-    }
+    create("MPI_Op_create_c", f.map(Kernel::UserC), commute, op)
 }
 
 #[no_mangle]

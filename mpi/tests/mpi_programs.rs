@@ -232,12 +232,14 @@ fn osu_benchmarks_build_unmodified_and_validate_over_tcp() {
     osu_over(&["--transport", "tcp"], "osu-tcp");
 }
 
-#[test]
-fn mpi_semantics_hold_on_one_to_four_ranks() {
+/// `tests/c/<name>.c` (built into scratch directory `dir`) on 1 to 4
+/// ranks and on 4 over TCP: each run ends well with `<name> ok` from
+/// every rank.
+fn ok_on_one_to_four_ranks(dir: &str, name: &str) {
     if !ready() {
         return;
     }
-    let exe = program("c", "semantics");
+    let exe = program(dir, name);
     for (n, transport) in [
         (1, &[][..]),
         (2, &[]),
@@ -248,11 +250,16 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
         let out = launch(n, transport, &exe, &[]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
-            out.status.success() && text.matches("semantics ok").count() == n as usize,
-            "semantics on {n} ranks {transport:?}: {}",
+            out.status.success() && text.matches(&format!("{name} ok")).count() == n as usize,
+            "{name} on {n} ranks {transport:?}: {}",
             show(&out)
         );
     }
+}
+
+#[test]
+fn mpi_semantics_hold_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("c", "semantics");
 }
 
 /// `tests/c/reductions.c`: the reductions meshwork's collectives lack
@@ -262,25 +269,7 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
 /// 1 to 4 ranks and over TCP.
 #[test]
 fn mpi_reductions_meshwork_lacks_are_folded_in_rank_order() {
-    if !ready() {
-        return;
-    }
-    let exe = program("reductions", "reductions");
-    for (n, transport) in [
-        (1, &[][..]),
-        (2, &[]),
-        (3, &[]),
-        (4, &[]),
-        (4, &["--transport", "tcp"]),
-    ] {
-        let out = launch(n, transport, &exe, &[]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.matches("reductions ok").count() == n as usize,
-            "reductions on {n} ranks {transport:?}: {}",
-            show(&out)
-        );
-    }
+    ok_on_one_to_four_ranks("reductions", "reductions");
 }
 
 /// A rank SIGKILLed mid-collective, and before a message another rank

@@ -9,21 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 #define ROUNDS 10
 #define COUNT 1000
 
 static int rank, size;
 static int sends, recvs, allreduces;
 static long long sent_bytes, received_bytes;
-
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, \
-                    __LINE__, #cond);                                       \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
              MPI_Comm comm) {

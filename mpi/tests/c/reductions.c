@@ -11,16 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size;
+#include "check.h"
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, \
-                    __LINE__, #cond);                                       \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
+static int rank, size;
 
 /* A 2x2 matrix of integers, row by row: products do not commute. */
 typedef struct {

@@ -9,16 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size;
+#include "check.h"
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, \
-                    __LINE__, #cond);                                       \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
+static int rank, size;
 
 static void matching(void) {
     /* Every rank sends two tagged messages to rank 0; rank 0 takes them by
