@@ -552,6 +552,30 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
                            const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
 int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
                                   MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype *newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[],
+                             const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                             MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength,
+                                   const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                                   MPI_Datatype *newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+                            MPI_Datatype *newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int MPI_Type_create_hvector_c(MPI_Count count, MPI_Count blocklength, MPI_Count stride,
+                              MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_c(MPI_Count count, const MPI_Count array_of_blocklengths[],
+                               const MPI_Count array_of_displacements[], MPI_Datatype oldtype,
+                               MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block_c(MPI_Count count, MPI_Count blocklength,
+                                     const MPI_Count array_of_displacements[],
+                                     MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_resized_c(MPI_Datatype oldtype, MPI_Count lb, MPI_Count extent,
+                              MPI_Datatype *newtype);
+int MPI_Type_get_true_extent_c(MPI_Datatype datatype, MPI_Count *true_lb,
+                               MPI_Count *true_extent);
 
 /* Large-count forms: counts as MPI_Count, displacements as MPI_Aint */
 int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -812,6 +836,11 @@ MESHWORK_PMPI(Dist_graph_neighbors)
 MESHWORK_PMPI(Op_create) MESHWORK_PMPI(Op_create_c) MESHWORK_PMPI(Op_free)
 MESHWORK_PMPI(Op_commutative)
 MESHWORK_PMPI(Pcontrol)
+MESHWORK_PMPI(Type_create_hvector) MESHWORK_PMPI(Type_create_hindexed)
+MESHWORK_PMPI(Type_create_hindexed_block) MESHWORK_PMPI(Type_create_resized) MESHWORK_PMPI(Type_dup)
+MESHWORK_PMPI(Type_get_true_extent) MESHWORK_PMPI(Type_create_hvector_c)
+MESHWORK_PMPI(Type_create_hindexed_c) MESHWORK_PMPI(Type_create_hindexed_block_c)
+MESHWORK_PMPI(Type_create_resized_c) MESHWORK_PMPI(Type_get_true_extent_c)
 #undef MESHWORK_PMPI
 
 #ifdef __cplusplus

@@ -454,19 +454,142 @@ pub unsafe extern "C" fn MPI_Type_create_indexed_block(
     })
 }
 
+/// `MPI_Type_create_hvector`: `MPI_Type_vector` with its stride in bytes.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_create_hvector", old, |old| {
+        let n = count_arg(count, "count")?;
+        let name = format!("hvector({count}, {blocklength}, {stride}, {})", old.name);
+        hindexed(
+            name,
+            old,
+            (0..n as isize).map(|i| (blocklength, i * stride)),
+        )
+    })
+}
+
+/// `MPI_Type_create_hindexed`: `MPI_Type_indexed` with its displacements
+/// in bytes.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_create_hindexed", old, |old| {
+        let n = count_arg(count, "count")?;
+        if n > 0 && (blocklengths.is_null() || displacements.is_null()) {
+            return Err(Fail::arg(
+                "array_of_blocklengths or array_of_displacements is NULL",
+            ));
+        }
+        // SAFETY: `count` entries each (the contract).
+        let (lens, displs) = unsafe {
+            (
+                std::slice::from_raw_parts(blocklengths, n),
+                std::slice::from_raw_parts(displacements, n),
+            )
+        };
+        let name = format!("hindexed({count}, {})", old.name);
+        hindexed(name, old, lens.iter().copied().zip(displs.iter().copied()))
+    })
+}
+
+/// `MPI_Type_create_hindexed_block`: one block length, displacements in
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hindexed_block(
+    count: c_int,
+    blocklength: c_int,
+    displacements: *const isize,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_create_hindexed_block", old, |old| {
+        let n = count_arg(count, "count")?;
+        if n > 0 && displacements.is_null() {
+            return Err(Fail::arg("array_of_displacements is NULL"));
+        }
+        // SAFETY: `count` entries (the contract).
+        let displs = unsafe { std::slice::from_raw_parts(displacements, n) };
+        let name = format!("hindexed_block({count}, {blocklength}, {})", old.name);
+        hindexed(name, old, displs.iter().map(|&d| (blocklength, d)))
+    })
+}
+
+/// `MPI_Type_create_resized`: `old`'s data with lower bound `lb` and
+/// extent `extent` (the next element starts `extent` bytes on).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_resized(
+    old: Handle,
+    lb: isize,
+    extent: isize,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, "MPI_Type_create_resized", old, |old| {
+        let name = format!("resized({}, {lb}, {extent})", old.name);
+        let mut t = Type::of_pieces(
+            name,
+            old.blocks.iter().copied(),
+            extent,
+            old.dtype,
+            old.align,
+        );
+        t.lb = lb;
+        t.contiguous &= lb == 0;
+        Ok(t)
+    })
+}
+
+/// `MPI_Type_dup`: the same layout under a new handle.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_dup(old: Handle, out: *mut Handle) -> c_int {
+    new_type(out, "MPI_Type_dup", old, |old| {
+        let mut t = Type::of_pieces(
+            old.name.clone(),
+            old.blocks.iter().copied(),
+            old.extent,
+            old.dtype,
+            old.align,
+        );
+        t.lb = old.lb;
+        t.contiguous = old.contiguous;
+        Ok(t)
+    })
+}
+
 /// A type of blocks of `old`: (length, displacement), both in elements
 /// of `old`.
 fn indexed(name: String, old: &Type, blocks: impl Iterator<Item = (c_int, c_int)>) -> Result<Type> {
+    let bytes = blocks.map(|(len, d)| (len, d as isize * old.extent));
+    hindexed(name, old, bytes)
+}
+
+/// A type of blocks of `old`: (length in elements of `old`, displacement
+/// in bytes).
+fn hindexed(
+    name: String,
+    old: &Type,
+    blocks: impl Iterator<Item = (c_int, isize)>,
+) -> Result<Type> {
     let mut at = Vec::new();
     let (mut lo, mut hi) = (isize::MAX, isize::MIN);
     for (len, d) in blocks {
         let len = count_arg(len, "a block length")? as isize;
         for j in 0..len {
-            at.push((d as isize + j) * old.extent);
+            at.push(d + j * old.extent);
         }
         if len > 0 {
-            lo = lo.min(d as isize * old.extent);
-            hi = hi.max((d as isize + len) * old.extent);
+            lo = lo.min(d);
+            hi = hi.max(d + len * old.extent);
         }
     }
     if lo > hi {
@@ -627,6 +750,32 @@ pub unsafe extern "C" fn MPI_Type_get_extent(
         unsafe {
             put(lb, l);
             put(extent, e);
+        }
+        Ok(())
+    })
+}
+
+/// `MPI_Type_get_true_extent`: where the type's data starts and how far
+/// it spans, whatever its bounds say.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_true_extent(
+    t: Handle,
+    true_lb: *mut isize,
+    true_extent: *mut isize,
+) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_get_true_extent", || {
+        let t = type_of(t)?;
+        let lo = t.blocks.iter().map(|b| b.0).min().unwrap_or(0);
+        let hi = t
+            .blocks
+            .iter()
+            .map(|b| b.0 + b.1 as isize)
+            .max()
+            .unwrap_or(0);
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(true_lb, lo);
+            put(true_extent, hi - lo);
         }
         Ok(())
     })

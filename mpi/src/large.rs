@@ -461,6 +461,58 @@ pub unsafe extern "C" fn MPI_Ireduce_scatter_c(
     unsafe { MPI_Ireduce_scatter(send, recv, ptr(&c, counts.is_null()), dt, op, ch, req) }
 }
 
+narrow!(MPI_Type_create_hvector_c => MPI_Type_create_hvector, COMM_WORLD, (count: Count, blocklength: Count, stride: isize, old: Handle, out: *mut Handle), [count, blocklength]);
+narrow!(MPI_Type_create_hindexed_block_c => MPI_Type_create_hindexed_block, COMM_WORLD, (count: Count, blocklength: Count, displacements: *const isize, old: Handle, out: *mut Handle), [count, blocklength]);
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hindexed_c(
+    count: Count,
+    blocklengths: *const Count,
+    displacements: *const isize,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    let (Ok(n), Ok(n32)) = (usize::try_from(count), c_int::try_from(count)) else {
+        return too_large("MPI_Type_create_hindexed_c", COMM_WORLD);
+    };
+    // SAFETY: `count` entries (the contract).
+    let Some(b) = (unsafe { ints(blocklengths, n) }) else {
+        return too_large("MPI_Type_create_hindexed_c", COMM_WORLD);
+    };
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        MPI_Type_create_hindexed(
+            n32,
+            ptr(&b, blocklengths.is_null()),
+            displacements,
+            old,
+            out,
+        )
+    }
+}
+
+/// `MPI_Count` bounds are `MPI_Aint`s on the 64-bit hosts meshwork runs on.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_resized_c(
+    old: Handle,
+    lb: Count,
+    extent: Count,
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the `int` form's contract.
+    unsafe { MPI_Type_create_resized(old, lb as isize, extent as isize, out) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_true_extent_c(
+    t: Handle,
+    true_lb: *mut Count,
+    true_extent: *mut Count,
+) -> c_int {
+    // SAFETY: the same contract: an `MPI_Count` is an `isize` here.
+    unsafe { MPI_Type_get_true_extent(t, true_lb.cast(), true_extent.cast()) }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed_c(
     count: Count,

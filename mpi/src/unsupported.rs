@@ -164,14 +164,11 @@ unsupported! {
     MPI_T_pvar_stop MPI_T_pvar_write MPI_T_source_get_info MPI_T_source_get_num
     MPI_T_source_get_timestamp MPI_Type_create_darray MPI_Type_create_darray_c
     MPI_Type_create_f90_complex MPI_Type_create_f90_integer MPI_Type_create_f90_real
-    MPI_Type_create_hindexed MPI_Type_create_hindexed_block MPI_Type_create_hindexed_block_c
-    MPI_Type_create_hindexed_c MPI_Type_create_hvector MPI_Type_create_hvector_c
     MPI_Type_create_keyval
-    MPI_Type_create_resized MPI_Type_create_resized_c
     MPI_Type_create_subarray MPI_Type_create_subarray_c
-    MPI_Type_delete_attr MPI_Type_dup MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_contents
+    MPI_Type_delete_attr MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_contents
     MPI_Type_get_contents_c MPI_Type_get_envelope MPI_Type_get_envelope_c MPI_Type_get_extent_x
-    MPI_Type_get_true_extent MPI_Type_get_true_extent_c MPI_Type_get_true_extent_x
+    MPI_Type_get_true_extent_x
     MPI_Type_get_value_index MPI_Type_match_size MPI_Type_set_attr MPI_Type_set_name
     MPI_Type_size_x MPI_Unpack MPI_Unpack_c MPI_Unpack_external MPI_Unpack_external_c
     MPI_Unpublish_name MPI_Win_allocate MPI_Win_allocate_c MPI_Win_allocate_shared

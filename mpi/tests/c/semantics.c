@@ -1,5 +1,6 @@
 /* What the OSU benchmarks do not reach: matching with wildcards, probes,
- * derived types, communicators, in-place and uneven collectives,
+ * derived types (strides and displacements in elements and in bytes,
+ * resized extents), communicators, in-place and uneven collectives,
  * non-blocking collectives, and errors returned through MPI_ERRORS_RETURN.
  * Run by mpi/tests/mpi_programs.rs under meshrun; prints "semantics ok"
  * on every rank, or the first check that failed and exits 1. */
@@ -96,6 +97,67 @@ static void datatypes(void) {
     int len = 0;
     MPI_Type_get_name(MPI_DOUBLE, name, &len);
     CHECK(strcmp(name, "MPI_DOUBLE") == 0 && len == 10);
+}
+
+static void byte_types(void) {
+    /* Displacements and strides in bytes, resized extents, duplicates. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    struct P {
+        double x;
+        int id;
+    } ps[5];
+    for (int i = 0; i < 5; i++) {
+        ps[i].x = rank * 10 + i;
+        ps[i].id = -1;
+    }
+    /* The x of every struct: a double stretched to the struct's size. */
+    MPI_Datatype xs, column, column2, holes, pair;
+    CHECK(MPI_Type_create_resized(MPI_DOUBLE, 0, sizeof(struct P), &xs) == MPI_SUCCESS);
+    MPI_Type_commit(&xs);
+    MPI_Aint lb = -1, extent = -1, true_lb = -1, true_extent = -1;
+    MPI_Type_get_extent(xs, &lb, &extent);
+    MPI_Type_get_true_extent(xs, &true_lb, &true_extent);
+    CHECK(lb == 0 && extent == sizeof(struct P) && true_lb == 0 && true_extent == 8);
+    double got[5];
+    MPI_Sendrecv(ps, 5, xs, next, 12, got, 5, MPI_DOUBLE, prev, 12, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    for (int i = 0; i < 5; i++) CHECK(got[i] == prev * 10 + i);
+
+    /* A column of a 4x4 matrix by its byte stride, and its duplicate. */
+    double m[16], col[4];
+    for (int i = 0; i < 16; i++) m[i] = rank * 100 + i;
+    CHECK(MPI_Type_create_hvector(4, 1, 4 * sizeof(double), MPI_DOUBLE, &column) == MPI_SUCCESS);
+    CHECK(MPI_Type_dup(column, &column2) == MPI_SUCCESS);
+    MPI_Type_commit(&column2);
+    int sz = 0;
+    MPI_Type_size(column2, &sz);
+    CHECK(sz == 32);
+    MPI_Sendrecv(&m[3], 1, column2, next, 13, col, 4, MPI_DOUBLE, prev, 13, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    for (int i = 0; i < 4; i++) CHECK(col[i] == prev * 100 + 3 + 4 * i);
+
+    /* Ints 0, 6 and 7 by byte displacements; ints 1 and 5 by one length. */
+    int v[8], w[3];
+    for (int i = 0; i < 8; i++) v[i] = rank * 1000 + i;
+    int lens[2] = {1, 2};
+    MPI_Aint displs[2] = {0, 6 * sizeof(int)}, two[2] = {sizeof(int), 5 * sizeof(int)};
+    CHECK(MPI_Type_create_hindexed(2, lens, displs, MPI_INT, &holes) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_hindexed_block(2, 1, two, MPI_INT, &pair) == MPI_SUCCESS);
+    MPI_Type_commit(&holes);
+    MPI_Type_commit(&pair);
+    MPI_Type_get_true_extent(holes, &true_lb, &true_extent);
+    CHECK(true_lb == 0 && true_extent == 8 * sizeof(int));
+    MPI_Sendrecv(v, 1, holes, next, 14, w, 3, MPI_INT, prev, 14, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    CHECK(w[0] == prev * 1000 && w[1] == prev * 1000 + 6 && w[2] == prev * 1000 + 7);
+    MPI_Sendrecv(v, 1, pair, next, 15, w, 2, MPI_INT, prev, 15, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    CHECK(w[0] == prev * 1000 + 1 && w[1] == prev * 1000 + 5);
+    MPI_Type_free(&xs);
+    MPI_Type_free(&column);
+    MPI_Type_free(&column2);
+    MPI_Type_free(&holes);
+    MPI_Type_free(&pair);
 }
 
 static void collectives(void) {
@@ -487,6 +549,7 @@ int main(int argc, char **argv) {
     CHECK(version == 5 && sub == 0);
     matching();
     datatypes();
+    byte_types();
     collectives();
     communicators();
     more();
