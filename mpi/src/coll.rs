@@ -8,9 +8,10 @@
 //! Data movement (broadcast, gathers, scatters, all-to-all) moves bytes,
 //! so any datatype goes; reductions take the meshwork element type of
 //! the datatype and SUM, PROD, MIN or MAX, and any other operator is a
-//! gather of every contribution folded here after (`fold.rs`). The `v` forms, whose blocks
-//! differ in size from rank to rank, have no meshwork call: they are
-//! point-to-point messages on a lane of their own ([`VLANE`]).
+//! gather of every contribution, folded after it (`fold.rs`). The `v`
+//! forms, whose blocks differ in size from rank to rank, have no meshwork
+//! call: they are point-to-point messages on a lane of their own
+//! ([`VLANE`]).
 
 use crate::consts::*;
 use crate::datatype::{reduces_as, type_of, Type};
@@ -988,14 +989,10 @@ pub unsafe extern "C" fn MPI_Reduce_local(
     entry(COMM_WORLD, "MPI_Reduce_local", || {
         let ty = type_of(dt)?;
         let n = count(n)?;
-        let fold = Fold::of(op, dt, &ty)?;
-        let op = match &fold {
-            Some(_) => ReduceOp::Sum,
-            None => op_of(op)?,
-        };
-        let d = match &fold {
-            Some(_) => DType::U8,
-            None => reduces_as(&ty)?,
+        // meshwork's kernel, or the fold of an operator meshwork lacks.
+        let kernel = match Fold::of(op, dt, &ty)? {
+            Some(fold) => Err(fold),
+            None => Ok((op_of(op)?, reduces_as(&ty)?)),
         };
         // Packed into aligned scratch: the caller's memory may be neither
         // aligned for the element nor contiguous.
@@ -1010,13 +1007,13 @@ pub unsafe extern "C" fn MPI_Reduce_local(
             acc_b.copy_from_slice(&ty.pack(inout as *const u8, n)?);
             x_b.copy_from_slice(&ty.pack(inbuf as *const u8, n)?);
         }
-        match fold {
-            Some(fold) => fold.combine(x_b, acc_b, n),
-            None => mw::with_dtype!(d, T => T::reduce_from_left(
+        match kernel {
+            Ok((op, d)) => mw::with_dtype!(d, T => T::reduce_from_left(
                 op,
                 bytemuck::cast_slice_mut::<u8, T>(acc_b),
                 bytemuck::cast_slice::<u8, T>(x_b),
             )),
+            Err(fold) => fold.combine(x_b, acc_b, n),
         }
         // SAFETY: as above, writable.
         unsafe { ty.unpack(acc_b, inout as *mut u8, n) };
