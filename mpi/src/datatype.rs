@@ -405,6 +405,63 @@ pub unsafe extern "C" fn MPI_Type_vector(
     })
 }
 
+/// The block lengths of an indexed type: one each, or one for all (the
+/// `_block` forms).
+#[derive(Clone, Copy)]
+enum Lens {
+    Each(*const c_int),
+    All(c_int),
+}
+
+/// `MPI_Type_indexed`, `MPI_Type_create_hindexed` and their `_block`
+/// forms: block `i` is `lens` elements of `old` at `displacements[i]`,
+/// which `bytes` turns into a byte displacement (from elements of `old`,
+/// or as it is).
+///
+/// # Safety
+/// The arrays hold `count` entries (MPI's contract).
+unsafe fn indexed_type<D: Copy>(
+    call: &str,
+    count: c_int,
+    lens: Lens,
+    displacements: *const D,
+    bytes: impl Fn(D, &Type) -> isize,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(out, call, old, |old| {
+        let n = count_arg(count, "count")?;
+        let no_lens = matches!(lens, Lens::Each(p) if p.is_null());
+        if n > 0 && (no_lens || displacements.is_null()) {
+            return Err(Fail::arg(
+                "array_of_blocklengths or array_of_displacements is NULL",
+            ));
+        }
+        let displs: &[D] = if n == 0 {
+            &[]
+        } else {
+            // SAFETY: `count` entries (the contract).
+            unsafe { std::slice::from_raw_parts(displacements, n) }
+        };
+        let len = |i: usize| match lens {
+            // SAFETY: as above.
+            Lens::Each(p) => unsafe { *p.add(i) },
+            Lens::All(b) => b,
+        };
+        let kind = call.trim_start_matches("MPI_Type_");
+        let name = format!("{kind}({count}, {})", old.name);
+        let blocks = displs
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (len(i), bytes(d, old)));
+        hindexed(name, old, blocks)
+    })
+}
+
+fn in_elements(d: c_int, old: &Type) -> isize {
+    d as isize * old.extent
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed(
     count: c_int,
@@ -413,23 +470,19 @@ pub unsafe extern "C" fn MPI_Type_indexed(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_indexed", old, |old| {
-        let n = count_arg(count, "count")?;
-        if n > 0 && (blocklengths.is_null() || displacements.is_null()) {
-            return Err(Fail::arg(
-                "array_of_blocklengths or array_of_displacements is NULL",
-            ));
-        }
-        // SAFETY: `count` entries each (the contract).
-        let (lens, displs) = unsafe {
-            (
-                std::slice::from_raw_parts(blocklengths, n),
-                std::slice::from_raw_parts(displacements, n),
-            )
-        };
-        let name = format!("indexed({count}, {})", old.name);
-        indexed(name, old, lens.iter().copied().zip(displs.iter().copied()))
-    })
+    let lens = Lens::Each(blocklengths);
+    // SAFETY: the contract.
+    unsafe {
+        indexed_type(
+            "MPI_Type_indexed",
+            count,
+            lens,
+            displacements,
+            in_elements,
+            old,
+            out,
+        )
+    }
 }
 
 /// `MPI_Type_create_indexed_block`: `MPI_Type_indexed` with one block
@@ -442,16 +495,9 @@ pub unsafe extern "C" fn MPI_Type_create_indexed_block(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_create_indexed_block", old, |old| {
-        let n = count_arg(count, "count")?;
-        if n > 0 && displacements.is_null() {
-            return Err(Fail::arg("array_of_displacements is NULL"));
-        }
-        // SAFETY: `count` entries (the contract).
-        let displs = unsafe { std::slice::from_raw_parts(displacements, n) };
-        let name = format!("indexed_block({count}, {blocklength}, {})", old.name);
-        indexed(name, old, displs.iter().map(|&d| (blocklength, d)))
-    })
+    let (call, lens) = ("MPI_Type_create_indexed_block", Lens::All(blocklength));
+    // SAFETY: the contract.
+    unsafe { indexed_type(call, count, lens, displacements, in_elements, old, out) }
 }
 
 /// `MPI_Type_create_hvector`: `MPI_Type_vector` with its stride in bytes.
@@ -484,23 +530,9 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_create_hindexed", old, |old| {
-        let n = count_arg(count, "count")?;
-        if n > 0 && (blocklengths.is_null() || displacements.is_null()) {
-            return Err(Fail::arg(
-                "array_of_blocklengths or array_of_displacements is NULL",
-            ));
-        }
-        // SAFETY: `count` entries each (the contract).
-        let (lens, displs) = unsafe {
-            (
-                std::slice::from_raw_parts(blocklengths, n),
-                std::slice::from_raw_parts(displacements, n),
-            )
-        };
-        let name = format!("hindexed({count}, {})", old.name);
-        hindexed(name, old, lens.iter().copied().zip(displs.iter().copied()))
-    })
+    let (call, lens) = ("MPI_Type_create_hindexed", Lens::Each(blocklengths));
+    // SAFETY: the contract.
+    unsafe { indexed_type(call, count, lens, displacements, |d, _| d, old, out) }
 }
 
 /// `MPI_Type_create_hindexed_block`: one block length, displacements in
@@ -513,16 +545,9 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed_block(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_create_hindexed_block", old, |old| {
-        let n = count_arg(count, "count")?;
-        if n > 0 && displacements.is_null() {
-            return Err(Fail::arg("array_of_displacements is NULL"));
-        }
-        // SAFETY: `count` entries (the contract).
-        let displs = unsafe { std::slice::from_raw_parts(displacements, n) };
-        let name = format!("hindexed_block({count}, {blocklength}, {})", old.name);
-        hindexed(name, old, displs.iter().map(|&d| (blocklength, d)))
-    })
+    let (call, lens) = ("MPI_Type_create_hindexed_block", Lens::All(blocklength));
+    // SAFETY: the contract.
+    unsafe { indexed_type(call, count, lens, displacements, |d, _| d, old, out) }
 }
 
 /// `MPI_Type_create_resized`: `old`'s data with lower bound `lb` and
@@ -564,13 +589,6 @@ pub unsafe extern "C" fn MPI_Type_dup(old: Handle, out: *mut Handle) -> c_int {
         t.contiguous = old.contiguous;
         Ok(t)
     })
-}
-
-/// A type of blocks of `old`: (length, displacement), both in elements
-/// of `old`.
-fn indexed(name: String, old: &Type, blocks: impl Iterator<Item = (c_int, c_int)>) -> Result<Type> {
-    let bytes = blocks.map(|(len, d)| (len, d as isize * old.extent));
-    hindexed(name, old, bytes)
 }
 
 /// A type of blocks of `old`: (length in elements of `old`, displacement
