@@ -382,26 +382,25 @@ fn in_place(buf: usize) -> bool {
 /// A reduction's plan: `send` (or in place in `recv`) reduced into `recv`.
 ///
 /// # Safety
-/// The buffers hold `n` elements of `dt` (MPI's contract).
+/// The buffers hold `n` elements of `ty` (MPI's contract).
 unsafe fn reduction(
     c: Arc<Comm>,
     call: Call,
     send: usize,
     recv: usize,
     n: c_int,
-    dt: Handle,
+    ty: &Arc<Type>,
 ) -> Result<Plan> {
-    let ty = type_of(dt)?;
-    let mut p = Plan::new(c, call, reduces_as(&ty)?);
+    let mut p = Plan::new(c, call, reduces_as(ty)?);
     let n = count(n)?;
     p.bufs = if in_place(send) {
         // SAFETY: the contract.
-        Bufs::InPlace(unsafe { p.inout(recv, &ty, n) }?)
+        Bufs::InPlace(unsafe { p.inout(recv, ty, n) }?)
     } else {
         Bufs::SendRecv {
             // SAFETY: the contract.
-            send: unsafe { p.input(send, &ty, n) }?,
-            recv: p.output(recv, &ty, n)?,
+            send: unsafe { p.input(send, ty, n) }?,
+            recv: p.output(recv, ty, n)?,
         }
     };
     Ok(p)
@@ -548,7 +547,7 @@ unsafe fn plan_reduce(
     };
     if c.rank() == root {
         // SAFETY: the contract.
-        return unsafe { reduction(c, call, send, recv, n, dt) };
+        return unsafe { reduction(c, call, send, recv, n, &ty) };
     }
     // Elsewhere the result is not kept: the call works in scratch.
     if in_place(send) {
@@ -578,7 +577,7 @@ unsafe fn plan_allreduce(
         return unsafe { plan_fold(c, fold, Folded::All, send, recv, count(n)?, &ty) };
     }
     // SAFETY: the contract.
-    unsafe { reduction(c, Call::AllReduce { op: op_of(op)? }, send, recv, n, dt) }
+    unsafe { reduction(c, Call::AllReduce { op: op_of(op)? }, send, recv, n, &ty) }
 }
 
 unsafe fn plan_scan(
@@ -606,7 +605,7 @@ unsafe fn plan_scan(
         Call::Scan { op }
     };
     // SAFETY: the contract.
-    unsafe { reduction(c, call, send, recv, n, dt) }
+    unsafe { reduction(c, call, send, recv, n, &ty) }
 }
 
 /// Gathers to every rank (`root` None) or to one.

@@ -16,7 +16,7 @@ use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A datatype's layout.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Type {
     pub name: String,
     /// Bytes of data in one element.
@@ -577,18 +577,7 @@ pub unsafe extern "C" fn MPI_Type_create_resized(
 /// `MPI_Type_dup`: the same layout under a new handle.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_dup(old: Handle, out: *mut Handle) -> c_int {
-    new_type(out, "MPI_Type_dup", old, |old| {
-        let mut t = Type::of_pieces(
-            old.name.clone(),
-            old.blocks.iter().copied(),
-            old.extent,
-            old.dtype,
-            old.align,
-        );
-        t.lb = old.lb;
-        t.contiguous = old.contiguous;
-        Ok(t)
-    })
+    new_type(out, "MPI_Type_dup", old, |old| Ok(old.clone()))
 }
 
 /// A type of blocks of `old`: (length in elements of `old`, displacement
