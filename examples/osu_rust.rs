@@ -17,7 +17,7 @@
 //! f32 sums of `size` bytes from a send into a receive buffer (the call
 //! entry's `Buffers::SendRecv`, as OSU's), each call timed with a barrier
 //! after it, the mean over ranks (µs), as OSU's `Avg Latency`. Sizes 1 B
-//! (4 B for `allreduce`) to `MAX_SIZE` (4 MiB); like OSU, 10 000
+//! (4 B for `allreduce`), or `MIN_SIZE`, to `MAX_SIZE` (4 MiB); like OSU, 10 000
 //! iterations below 8 KiB and 1 000 from it (100 and 20 for `bw`'s
 //! windows), after warm-up.
 
@@ -38,9 +38,17 @@ fn max_size() -> usize {
         .unwrap_or(4 << 20)
 }
 
+/// Sizes from `from` (or `MIN_SIZE`, if larger) doubling to `MAX_SIZE`,
+/// as OSU's `-m min:max`.
 fn sizes(from: usize) -> impl Iterator<Item = usize> {
     let max = max_size();
-    std::iter::successors(Some(from), |s| Some(s * 2)).take_while(move |&s| s <= max)
+    let min = std::env::var("MIN_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(from, |m: usize| m.max(from));
+    std::iter::successors(Some(from), |s| Some(s * 2))
+        .skip_while(move |&s| s < min)
+        .take_while(move |&s| s <= max)
 }
 
 /// A buffer of the largest size on a page boundary, made once, as OSU

@@ -2020,7 +2020,7 @@ pub unsafe extern "C" fn MPI_Waitall(
             }
         }
         // An error is in its request's status: the call says so.
-        first.map_or(Ok(()), |e| Err(Fail::new(ERR_IN_STATUS, e.text)))
+        first.map_or(Ok(()), |e| Err(Fail::new(ERR_IN_STATUS, e.into_text())))
     })
 }
 

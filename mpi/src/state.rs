@@ -13,19 +13,40 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A failed call: an MPI error class and what meshwork said.
+/// A failed call: an MPI error class and what meshwork said. Boxed, so
+/// that a `Result` of a word or two (`Result<()>`, `Result<bool>`) comes
+/// back in registers: the calls on a ping-pong's path return `Ok` almost
+/// always, and a 32-byte error moved through the stack on each return was
+/// a tenth of `MPI_Send`'s own instructions.
 #[derive(Debug)]
-pub(crate) struct Fail {
+pub(crate) struct Fail(Box<Failure>);
+
+/// What a [`Fail`] holds.
+#[derive(Debug)]
+pub(crate) struct Failure {
     pub class: c_int,
     pub text: String,
 }
 
+impl std::ops::Deref for Fail {
+    type Target = Failure;
+    fn deref(&self) -> &Failure {
+        &self.0
+    }
+}
+
 impl Fail {
+    #[cold]
     pub fn new(class: c_int, text: impl Into<String>) -> Fail {
-        Fail {
+        Fail(Box::new(Failure {
             class,
             text: text.into(),
-        }
+        }))
+    }
+
+    /// Its text, taken.
+    pub fn into_text(self) -> String {
+        self.0.text
     }
 
     pub fn arg(text: impl Into<String>) -> Fail {
@@ -321,10 +342,7 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
 /// decides (fatal: the message on stderr and the process exits with the
 /// class; return: the code goes back to the caller).
 pub(crate) fn raise(comm: Handle, name: &str, f: Fail) -> c_int {
-    let f = Fail {
-        text: format!("{name}: {}", f.text),
-        ..f
-    };
+    let f = Fail::new(f.class, format!("{name}: {}", f.text));
     let code = code_of(&f);
     let handler = match &*phase() {
         Phase::Running(m) => m

@@ -33,6 +33,7 @@ impl Cell {
     }
 
     /// The current communicator.
+    #[inline]
     pub(crate) fn now(&self) -> &GroupInner {
         // SAFETY: `current` always points at a communicator that an `Arc`
         // in `held` owns, and `held` only grows until `self` drops.

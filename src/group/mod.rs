@@ -406,6 +406,7 @@ impl ProcessGroup {
     }
 
     /// The current communicator (`Recovery::Shrink` may replace it).
+    #[inline]
     pub(crate) fn inner(&self) -> &GroupInner {
         self.cell.now()
     }
@@ -416,11 +417,13 @@ impl ProcessGroup {
     }
 
     /// This process's rank in the group, `0..world_size()`.
+    #[inline]
     pub fn rank(&self) -> u32 {
         self.inner().rank
     }
 
     /// Number of ranks in the group.
+    #[inline]
     pub fn world_size(&self) -> u32 {
         self.inner().world
     }

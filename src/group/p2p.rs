@@ -51,6 +51,7 @@ pub struct MatchedLane<'a> {
 impl MatchedLane<'_> {
     /// [`ProcessGroup::send_parts`] on the matched lane: the parts' first
     /// 8 bytes are the word.
+    #[inline]
     pub fn send_parts(&self, parts: &[&[u8]], dst: u32) -> Result<()> {
         self.group.send_on(parts, dst, Lane::Matched)
     }
@@ -68,6 +69,7 @@ impl MatchedLane<'_> {
     /// [`ProcessGroup::recv_message_into`] on the matched lane: the word
     /// goes into the first 8 bytes of `head` (and on into `body` if
     /// `head` is shorter).
+    #[inline]
     pub fn recv_message_into(
         &self,
         src: u32,
@@ -144,6 +146,7 @@ impl ProcessGroup {
         self.send_on(parts, dst, Lane::Tag(tag))
     }
 
+    #[inline]
     fn send_on(&self, parts: &[&[u8]], dst: u32, lane: Lane) -> Result<()> {
         let inner = self.checked("send", "destination", dst)?;
         inner
@@ -208,6 +211,7 @@ impl ProcessGroup {
         self.recv_message_into_on(src, Lane::Tag(tag), timeout, head, body)
     }
 
+    #[inline]
     fn recv_message_into_on(
         &self,
         src: u32,
