@@ -284,6 +284,8 @@ int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_
 int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
 int MPI_Session_finalize(MPI_Session *session);
 int MPI_Info_create(MPI_Info *info);
+int MPI_Info_create_env(int argc, char *argv[], MPI_Info *info);
+int MPI_Get_hw_resource_info(MPI_Info *hw_info);
 int MPI_Info_set(MPI_Info info, const char *key, const char *value);
 int MPI_Info_free(MPI_Info *info);
 
@@ -319,6 +321,13 @@ int MPI_Group_rank(MPI_Group group, int *rank);
 int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
                               int ranks2[]);
 int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
@@ -358,6 +367,12 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fla
                 MPI_Status *status);
 int MPI_Request_free(MPI_Request *request);
 int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
+int MPI_Request_get_status_any(int count, const MPI_Request array_of_requests[], int *index,
+                               int *flag, MPI_Status *status);
+int MPI_Request_get_status_all(int count, const MPI_Request array_of_requests[], int *flag,
+                               MPI_Status array_of_statuses[]);
+int MPI_Request_get_status_some(int incount, const MPI_Request array_of_requests[], int *outcount,
+                                int array_of_indices[], MPI_Status array_of_statuses[]);
 int MPI_Cancel(MPI_Request *request);
 int MPI_Test_cancelled(const MPI_Status *status, int *flag);
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
@@ -764,11 +779,15 @@ MESHWORK_PMPI(Comm_size) MESHWORK_PMPI(Comm_dup) MESHWORK_PMPI(Comm_split) MESHW
 MESHWORK_PMPI(Comm_compare) MESHWORK_PMPI(Comm_set_name) MESHWORK_PMPI(Comm_get_name)
 MESHWORK_PMPI(Comm_test_inter) MESHWORK_PMPI(Comm_create_from_group) MESHWORK_PMPI(Group_free)
 MESHWORK_PMPI(Group_from_session_pset) MESHWORK_PMPI(Session_init) MESHWORK_PMPI(Session_finalize)
-MESHWORK_PMPI(Info_create) MESHWORK_PMPI(Info_set) MESHWORK_PMPI(Info_free)
+MESHWORK_PMPI(Info_create) MESHWORK_PMPI(Info_create_env) MESHWORK_PMPI(Get_hw_resource_info)
+MESHWORK_PMPI(Info_set) MESHWORK_PMPI(Info_free)
 MESHWORK_PMPI(Comm_create_keyval) MESHWORK_PMPI(Comm_free_keyval) MESHWORK_PMPI(Comm_set_attr)
 MESHWORK_PMPI(Comm_get_attr) MESHWORK_PMPI(Comm_delete_attr) MESHWORK_PMPI(Comm_group)
 MESHWORK_PMPI(Group_size) MESHWORK_PMPI(Group_rank) MESHWORK_PMPI(Group_translate_ranks)
-MESHWORK_PMPI(Group_compare) MESHWORK_PMPI(Comm_split_type) MESHWORK_PMPI(Comm_dup_with_info)
+MESHWORK_PMPI(Group_compare) MESHWORK_PMPI(Group_union)
+MESHWORK_PMPI(Group_intersection) MESHWORK_PMPI(Group_difference) MESHWORK_PMPI(Group_incl)
+MESHWORK_PMPI(Group_excl) MESHWORK_PMPI(Group_range_incl) MESHWORK_PMPI(Group_range_excl)
+MESHWORK_PMPI(Comm_split_type) MESHWORK_PMPI(Comm_dup_with_info)
 MESHWORK_PMPI(Comm_idup) MESHWORK_PMPI(Comm_get_parent) MESHWORK_PMPI(Topo_test)
 MESHWORK_PMPI(Alloc_mem) MESHWORK_PMPI(Free_mem) MESHWORK_PMPI(Send) MESHWORK_PMPI(Ssend)
 MESHWORK_PMPI(Rsend) MESHWORK_PMPI(Recv) MESHWORK_PMPI(Isend) MESHWORK_PMPI(Issend)
@@ -776,6 +795,8 @@ MESHWORK_PMPI(Irecv) MESHWORK_PMPI(Sendrecv) MESHWORK_PMPI(Sendrecv_replace) MES
 MESHWORK_PMPI(Iprobe) MESHWORK_PMPI(Get_count) MESHWORK_PMPI(Get_elements) MESHWORK_PMPI(Wait)
 MESHWORK_PMPI(Waitall) MESHWORK_PMPI(Waitany) MESHWORK_PMPI(Test) MESHWORK_PMPI(Testall)
 MESHWORK_PMPI(Testany) MESHWORK_PMPI(Request_free) MESHWORK_PMPI(Request_get_status)
+MESHWORK_PMPI(Request_get_status_any) MESHWORK_PMPI(Request_get_status_all)
+MESHWORK_PMPI(Request_get_status_some)
 MESHWORK_PMPI(Cancel) MESHWORK_PMPI(Test_cancelled) MESHWORK_PMPI(Waitsome) MESHWORK_PMPI(Testsome)
 MESHWORK_PMPI(Send_init) MESHWORK_PMPI(Recv_init) MESHWORK_PMPI(Start) MESHWORK_PMPI(Startall)
 MESHWORK_PMPI(Bsend) MESHWORK_PMPI(Buffer_attach) MESHWORK_PMPI(Buffer_detach)

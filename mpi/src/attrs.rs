@@ -313,7 +313,7 @@ fn group(h: Handle) -> Result<Arc<Vec<u32>>> {
     lock(&GROUPS)
         .as_ref()
         .and_then(|g| g.get(&h).cloned())
-        .ok_or_else(|| Fail::new(9, format!("{h:#x} is not a group")))
+        .ok_or_else(|| Fail::new(ERR_GROUP, format!("{h:#x} is not a group")))
 }
 
 fn add_group(members: Vec<u32>) -> Handle {
@@ -370,7 +370,7 @@ pub unsafe extern "C" fn MPI_Group_free(g: *mut Handle) -> c_int {
             lock(&GROUPS)
                 .as_mut()
                 .and_then(|m| m.remove(&h))
-                .ok_or_else(|| Fail::new(9, format!("{h:#x} is not a group")))?;
+                .ok_or_else(|| Fail::new(ERR_GROUP, format!("{h:#x} is not a group")))?;
         }
         // SAFETY: as above.
         unsafe { *g = GROUP_NULL };
@@ -413,6 +413,234 @@ pub unsafe extern "C" fn MPI_Group_translate_ranks(
         }
         Ok(())
     })
+}
+
+/// A group of `members` (world ranks): `MPI_GROUP_EMPTY` when there are
+/// none, as the standard has every constructor answer.
+fn new_group(members: Vec<u32>) -> Handle {
+    if members.is_empty() {
+        GROUP_EMPTY
+    } else {
+        add_group(members)
+    }
+}
+
+/// Rank `r` of a group whose ranks `seen` marks, marked: in range and
+/// not named before (else `MPI_ERR_RANK`).
+fn pick(r: c_int, seen: &mut [bool]) -> Result<usize> {
+    let n = seen.len();
+    let i = usize::try_from(r)
+        .ok()
+        .filter(|&i| i < n)
+        .ok_or_else(|| Fail::new(ERR_RANK, format!("rank {r} is not in the group (0..{n})")))?;
+    if std::mem::replace(&mut seen[i], true) {
+        return Err(Fail::new(ERR_RANK, format!("rank {r} is named twice")));
+    }
+    Ok(i)
+}
+
+/// The ranks of a group of `len` that `MPI_Group_incl`/`_excl` name:
+/// `n` of them at `ranks`, in their order, and which ranks they are
+/// (more than `len` cannot all be distinct: the list stops at the first
+/// repeat).
+///
+/// # Safety
+/// `ranks` holds `n` ints (the contract).
+unsafe fn listed(n: c_int, ranks: *const c_int, len: usize) -> Result<(Vec<usize>, Vec<bool>)> {
+    let n = usize::try_from(n).map_err(|_| Fail::arg("n is negative"))?;
+    if n > 0 && ranks.is_null() {
+        return Err(Fail::arg("ranks is NULL"));
+    }
+    let mut seen = vec![false; len];
+    // SAFETY: `n` ints (the contract).
+    let named = (0..n)
+        .map(|i| pick(unsafe { *ranks.add(i) }, &mut seen))
+        .collect::<Result<_>>()?;
+    Ok((named, seen))
+}
+
+/// The ranks of a group of `len` that `MPI_Group_range_incl`/`_excl`
+/// name: `n` triplets (first, last, stride) at `ranges`, each run from
+/// `first` towards `last` by `stride`, in order, and which ranks they
+/// are. A stride of 0, or one pointing away from `last`, is
+/// `MPI_ERR_ARG`; a rank out of range or named twice, `MPI_ERR_RANK`
+/// (so the list never grows past the group).
+///
+/// # Safety
+/// `ranges` holds `n` triplets (the contract).
+unsafe fn ranged(
+    n: c_int,
+    ranges: *const [c_int; 3],
+    len: usize,
+) -> Result<(Vec<usize>, Vec<bool>)> {
+    let n = usize::try_from(n).map_err(|_| Fail::arg("n is negative"))?;
+    if n > 0 && ranges.is_null() {
+        return Err(Fail::arg("ranges is NULL"));
+    }
+    let mut seen = vec![false; len];
+    let mut named = Vec::new();
+    for i in 0..n {
+        // SAFETY: `n` triplets (the contract).
+        let [first, last, stride] = unsafe { *ranges.add(i) };
+        if stride == 0 || (stride > 0 && first > last) || (stride < 0 && first < last) {
+            return Err(Fail::arg(format!(
+                "range {i} ({first}, {last}, {stride}) does not run from its first rank to its last"
+            )));
+        }
+        let mut r = first;
+        loop {
+            named.push(pick(r, &mut seen)?);
+            match r.checked_add(stride) {
+                Some(next) if (stride > 0 && next <= last) || (stride < 0 && next >= last) => {
+                    r = next;
+                }
+                _ => break,
+            }
+        }
+    }
+    Ok((named, seen))
+}
+
+/// `*out` = a new group made from group `g`'s members by `make` (the
+/// members, and the new group's in order).
+///
+/// # Safety
+/// `out` is NULL or valid (the contract).
+unsafe fn derive(
+    name: &str,
+    g: Handle,
+    out: *mut Handle,
+    make: impl FnOnce(&[u32]) -> Result<Vec<u32>>,
+) -> c_int {
+    entry(COMM_WORLD, name, || {
+        if out.is_null() {
+            return Err(Fail::arg("newgroup is NULL"));
+        }
+        let members = make(&group(g)?)?;
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(out, new_group(members)) };
+        Ok(())
+    })
+}
+
+/// `MPI_Group_union`, `_intersection` and `_difference`: `a`'s members in
+/// `a`'s order, each kept or not by whether `b` has it (union: all of
+/// `a`, then `b`'s others in `b`'s order).
+///
+/// # Safety
+/// `out` is NULL or valid (the contract).
+unsafe fn combine(name: &str, a: Handle, b: Handle, out: *mut Handle, keep: Option<bool>) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        derive(name, a, out, |ga| {
+            let gb = group(b)?;
+            let in_b: std::collections::HashSet<u32> = gb.iter().copied().collect();
+            let mut members: Vec<u32> = match keep {
+                Some(k) => ga
+                    .iter()
+                    .copied()
+                    .filter(|m| in_b.contains(m) == k)
+                    .collect(),
+                None => ga.to_vec(),
+            };
+            if keep.is_none() {
+                let in_a: std::collections::HashSet<u32> = ga.iter().copied().collect();
+                members.extend(gb.iter().filter(|m| !in_a.contains(m)));
+            }
+            Ok(members)
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_union(a: Handle, b: Handle, out: *mut Handle) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { combine("MPI_Group_union", a, b, out, None) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_intersection(a: Handle, b: Handle, out: *mut Handle) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { combine("MPI_Group_intersection", a, b, out, Some(true)) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_difference(a: Handle, b: Handle, out: *mut Handle) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { combine("MPI_Group_difference", a, b, out, Some(false)) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_incl(
+    g: Handle,
+    n: c_int,
+    ranks: *const c_int,
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe {
+        derive("MPI_Group_incl", g, out, |m| {
+            let (named, _) = listed(n, ranks, m.len())?;
+            Ok(named.into_iter().map(|i| m[i]).collect())
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_excl(
+    g: Handle,
+    n: c_int,
+    ranks: *const c_int,
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe {
+        derive("MPI_Group_excl", g, out, |m| {
+            let (_, gone) = listed(n, ranks, m.len())?;
+            Ok(kept(m, &gone))
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_range_incl(
+    g: Handle,
+    n: c_int,
+    ranges: *const [c_int; 3],
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe {
+        derive("MPI_Group_range_incl", g, out, |m| {
+            let (named, _) = ranged(n, ranges, m.len())?;
+            Ok(named.into_iter().map(|i| m[i]).collect())
+        })
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_range_excl(
+    g: Handle,
+    n: c_int,
+    ranges: *const [c_int; 3],
+    out: *mut Handle,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe {
+        derive("MPI_Group_range_excl", g, out, |m| {
+            let (_, gone) = ranged(n, ranges, m.len())?;
+            Ok(kept(m, &gone))
+        })
+    }
+}
+
+/// The members of `m` that `gone` does not mark, in order.
+fn kept(m: &[u32], gone: &[bool]) -> Vec<u32> {
+    m.iter()
+        .zip(gone)
+        .filter(|(_, &g)| !g)
+        .map(|(&w, _)| w)
+        .collect()
 }
 
 #[no_mangle]

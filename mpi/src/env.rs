@@ -36,8 +36,12 @@ fn init(required: c_int) -> Result<c_int> {
     let world = Comm::new(group, "MPI_COMM_WORLD", ERRORS_ARE_FATAL, all);
     let selfc = Comm::new(alone, "MPI_COMM_SELF", ERRORS_ARE_FATAL, vec![me]);
     // Every call may come from any thread: the groups and this library's
-    // tables are shared safely.
-    let level = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
+    // tables are shared safely. The level given is the first of MPI's at
+    // or above the one asked for.
+    let level = [THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED]
+        .into_iter()
+        .find(|&l| required <= l)
+        .unwrap_or(THREAD_MULTIPLE);
     let running = Phase::Running(Arc::new(Mpi {
         world,
         selfc,
@@ -451,23 +455,134 @@ pub unsafe extern "C" fn MPI_Comm_test_inter(ch: Handle, flag: *mut c_int) -> c_
 // ------------------------------------------------------------ info
 
 /// Info objects: key/value lists kept for whoever asks (meshwork reads
-/// none of their hints).
+/// none of their hints). `MPI_INFO_ENV` is not among them: it is made
+/// afresh for each read ([`environment`]).
 static INFOS: Mutex<Vec<(Handle, Pairs)>> = Mutex::new(Vec::new());
 
 type Pairs = Vec<(String, String)>;
 
+/// A new info object holding `pairs`: its handle.
+fn add_info(pairs: Pairs) -> Handle {
+    let h = state::new_handle();
+    INFOS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((h, pairs));
+    h
+}
+
+/// The keys of `MPI_INFO_ENV` (MPI-4.1 §11.2.1) this process can say:
+/// how it was started (`command` and `argv`, from `args` or else the
+/// process's own command line), how many processes the world has
+/// (`maxprocs`) and the thread level it runs at once MPI runs, the host,
+/// the architecture and the working directory. (`soft` and `file` have
+/// no meaning without `mpiexec`: absent.)
+fn environment(args: Option<Vec<String>>) -> Pairs {
+    let args = args.unwrap_or_else(|| {
+        std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    });
+    let mut pairs = Vec::new();
+    if let Some((command, rest)) = args.split_first() {
+        pairs.push(("command".into(), command.clone()));
+        pairs.push(("argv".into(), rest.join(" ")));
+    }
+    if let Ok(m) = mpi() {
+        pairs.push(("maxprocs".into(), m.world.size().to_string()));
+        let level = match m.thread_level {
+            THREAD_SINGLE => "MPI_THREAD_SINGLE",
+            THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+            THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+            _ => "MPI_THREAD_MULTIPLE",
+        };
+        pairs.push(("thread_level".into(), level.into()));
+    }
+    let mut host = [0u8; 256];
+    // SAFETY: `host` is writable for its length, less a NUL kept.
+    if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len() - 1) } == 0 {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        pairs.push((
+            "host".into(),
+            String::from_utf8_lossy(&host[..end]).into_owned(),
+        ));
+    }
+    pairs.push(("arch".into(), std::env::consts::ARCH.into()));
+    if let Ok(dir) = std::env::current_dir() {
+        pairs.push(("wdir".into(), dir.display().to_string()));
+    }
+    pairs
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create(info: *mut Handle) -> c_int {
     entry(COMM_WORLD, "MPI_Info_create", || {
-        let h = state::new_handle();
-        INFOS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((h, Vec::new()));
         // SAFETY: NULL or valid (the contract).
-        unsafe { put(info, h) };
+        unsafe { put(info, add_info(Vec::new())) };
         Ok(())
     })
+}
+
+/// `MPI_Info_create_env(argc, argv, info)`: a new info object with the
+/// keys of `MPI_INFO_ENV`, the command and its arguments from `argv` when
+/// given; callable before `MPI_Init`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_create_env(
+    argc: c_int,
+    argv: *const *const c_char,
+    info: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Info_create_env", || {
+        if info.is_null() {
+            return Err(Fail::arg("info is NULL"));
+        }
+        let n = usize::try_from(argc).unwrap_or(0);
+        let args = (!argv.is_null() && n > 0).then(|| {
+            (0..n)
+                // SAFETY: `argc` strings, NUL-terminated (the contract);
+                // a NULL one ends them.
+                .map(|i| unsafe { *argv.add(i) })
+                .take_while(|a| !a.is_null())
+                // SAFETY: as above.
+                .map(|a| unsafe { CStr::from_ptr(a) }.to_string_lossy().into_owned())
+                .collect()
+        });
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(info, add_info(environment(args))) };
+        Ok(())
+    })
+}
+
+/// `MPI_Get_hw_resource_info(info)` (MPI-4.1): a new info object saying
+/// what this process runs on. Its keys are meshwork's own: `host` and
+/// `meshwork_cpus`, the processors this process may run on.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_hw_resource_info(info: *mut Handle) -> c_int {
+    entry(COMM_WORLD, "MPI_Get_hw_resource_info", || {
+        if info.is_null() {
+            return Err(Fail::arg("hw_info is NULL"));
+        }
+        let mut pairs: Pairs = environment(Some(Vec::new()))
+            .into_iter()
+            .filter(|(k, _)| k == "host")
+            .collect();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        pairs.push(("meshwork_cpus".into(), cpus.to_string()));
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(info, add_info(pairs)) };
+        Ok(())
+    })
+}
+
+/// `MPI_INFO_ENV` is read, never changed or freed.
+fn writable(h: Handle) -> Result<()> {
+    if h == INFO_ENV {
+        return Err(Fail::new(
+            ERR_INFO,
+            "MPI_INFO_ENV is predefined: it cannot change",
+        ));
+    }
+    Ok(())
 }
 
 #[no_mangle]
@@ -493,6 +608,7 @@ pub unsafe extern "C" fn MPI_Info_set(
 
 /// Set `key` to `value` in info object `h`.
 pub(crate) fn info_put(h: Handle, key: &str, value: &str) -> Result<()> {
+    writable(h)?;
     with_info(h, |kv| {
         kv.retain(|(old, _)| old != key);
         kv.push((key.to_string(), value.to_string()));
@@ -508,6 +624,7 @@ pub unsafe extern "C" fn MPI_Info_free(info: *mut Handle) -> c_int {
         }
         // SAFETY: non-NULL, valid (the contract).
         let h = unsafe { *info };
+        writable(h)?;
         INFOS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -518,8 +635,12 @@ pub unsafe extern "C" fn MPI_Info_free(info: *mut Handle) -> c_int {
     })
 }
 
-/// `f` on the pairs of info object `h`.
+/// `f` on the pairs of info object `h` (on a copy of `MPI_INFO_ENV`'s,
+/// which the callers that change pairs refuse first).
 fn with_info<R>(h: Handle, f: impl FnOnce(&mut Pairs) -> Result<R>) -> Result<R> {
+    if h == INFO_ENV {
+        return f(&mut environment(None));
+    }
     let mut infos = INFOS.lock().unwrap_or_else(|e| e.into_inner());
     let (_, kv) = infos
         .iter_mut()
@@ -662,6 +783,7 @@ pub unsafe extern "C" fn MPI_Info_delete(info: Handle, key: *const c_char) -> c_
     entry(COMM_WORLD, "MPI_Info_delete", || {
         // SAFETY: the contract.
         let k = unsafe { key_arg(key) }?;
+        writable(info)?;
         with_info(info, |kv| {
             let before = kv.len();
             kv.retain(|(x, _)| *x != k);
@@ -677,13 +799,8 @@ pub unsafe extern "C" fn MPI_Info_delete(info: Handle, key: *const c_char) -> c_
 pub unsafe extern "C" fn MPI_Info_dup(info: Handle, out: *mut Handle) -> c_int {
     entry(COMM_WORLD, "MPI_Info_dup", || {
         let pairs = with_info(info, |kv| Ok(kv.clone()))?;
-        let h = state::new_handle();
-        INFOS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((h, pairs));
         // SAFETY: NULL or valid (the contract).
-        unsafe { put(out, h) };
+        unsafe { put(out, add_info(pairs)) };
         Ok(())
     })
 }

@@ -95,6 +95,7 @@ pub mod consts {
     pub const ERR_RANK: c_int = 6;
     pub const ERR_REQUEST: c_int = 7;
     pub const ERR_ROOT: c_int = 8;
+    pub const ERR_GROUP: c_int = 9;
     pub const ERR_OP: c_int = 10;
     pub const ERR_ARG: c_int = 13;
     pub const ERR_TRUNCATE: c_int = 15;
@@ -115,6 +116,8 @@ pub mod consts {
     pub const UNDEFINED: c_int = -32766;
 
     pub const THREAD_SINGLE: c_int = 0;
+    pub const THREAD_FUNNELED: c_int = 1024;
+    pub const THREAD_SERIALIZED: c_int = 2048;
     pub const THREAD_MULTIPLE: c_int = 4096;
 
     pub const IDENT: c_int = 201;
@@ -131,6 +134,7 @@ pub mod consts {
     pub const COMM_WORLD: Handle = 0x101;
     pub const COMM_SELF: Handle = 0x102;
     pub const INFO_NULL: Handle = 0x130;
+    pub const INFO_ENV: Handle = 0x131;
     pub const ERRHANDLER_NULL: Handle = 0x140;
     pub const ERRORS_ARE_FATAL: Handle = 0x141;
     pub const ERRORS_ABORT: Handle = 0x142;

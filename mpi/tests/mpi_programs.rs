@@ -262,6 +262,15 @@ fn mpi_semantics_hold_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("c", "semantics");
 }
 
+/// `tests/c/groups.c`: the group algebra and communicators made from its
+/// groups, refusals included; MPI-4.1's request status calls that leave
+/// the requests as they are; `MPI_INFO_ENV`, `MPI_Info_create_env` and
+/// `MPI_Get_hw_resource_info`; the thread level given between two.
+#[test]
+fn mpi_groups_and_the_environment_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("groups", "groups");
+}
+
 /// `tests/c/reductions.c`: the reductions meshwork's collectives lack
 /// (bitwise, logical, MINLOC/MAXLOC, the program's own through
 /// `MPI_Op_create`, one that does not commute and one on a strided

@@ -569,15 +569,10 @@ unsafe fn some(
     for (k, &i) in done.iter().enumerate() {
         // SAFETY: `count` requests, indices and statuses (the contract).
         unsafe {
-            let st = if statuses.is_null() {
-                std::ptr::null_mut()
-            } else {
-                statuses.add(k)
-            };
             if !indices.is_null() {
                 *indices.add(k) = i as c_int;
             }
-            wait_one(reqs.add(i), st)?;
+            wait_one(reqs.add(i), status_at(statuses, k))?;
         }
     }
     // SAFETY: the contract.
@@ -613,6 +608,34 @@ pub unsafe extern "C" fn MPI_Testsome(
     })
 }
 
+/// The status of request `h`, complete, which stays as it is (the
+/// `MPI_Request_get_status` family): a receive's is known once it is
+/// complete; any other's is empty.
+fn status_of(h: Handle) -> Status {
+    let guard = lock(&REQUESTS);
+    let s = match guard.get(h) {
+        Some(Request::Recv(_, slot)) => lock(&slot.done)
+            .as_ref()
+            .and_then(|r| r.as_ref().ok().copied()),
+        Some(Request::Done(s)) => Some(*s),
+        _ => None,
+    };
+    s.unwrap_or_else(empty_status)
+}
+
+/// The `i`th of `statuses`, or NULL for `MPI_STATUSES_IGNORE`.
+///
+/// # Safety
+/// `statuses` is NULL or holds more than `i`.
+unsafe fn status_at(statuses: *mut Status, i: usize) -> *mut Status {
+    if statuses.is_null() {
+        statuses
+    } else {
+        // SAFETY: the contract.
+        unsafe { statuses.add(i) }
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status(
     request: Handle,
@@ -624,20 +647,104 @@ pub unsafe extern "C" fn MPI_Request_get_status(
         // SAFETY: NULL or valid (the contract).
         unsafe { put(flag, c_int::from(done)) };
         if done {
-            // The status of a receive is known once it is complete.
-            let s = {
-                let guard = lock(&REQUESTS);
-                match guard.get(request) {
-                    Some(Request::Recv(_, slot)) => lock(&slot.done)
-                        .as_ref()
-                        .and_then(|r| r.as_ref().ok().copied()),
-                    Some(Request::Done(s)) => Some(*s),
-                    _ => None,
-                }
-            };
             // SAFETY: NULL or valid (the contract).
-            unsafe { set_status(status, s.unwrap_or_else(empty_status)) };
+            unsafe { set_status(status, status_of(request)) };
         }
+        Ok(())
+    })
+}
+
+/// MPI-4.1's `MPI_Testany` that leaves the request as it is.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Request_get_status_any(
+    count: c_int,
+    reqs: *const Handle,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Request_get_status_any", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        // SAFETY: `count` requests, only read; the outputs as MPI says.
+        unsafe {
+            match completed(reqs.cast_mut(), n, 1, false)? {
+                Some(v) if !v.is_empty() => {
+                    put(flag, 1);
+                    put(index, v[0] as c_int);
+                    set_status(status, status_of(*reqs.add(v[0])));
+                }
+                // None active counts as complete, with an empty status.
+                none => {
+                    put(flag, c_int::from(none.is_none()));
+                    put(index, UNDEFINED);
+                    if none.is_none() {
+                        set_status(status, empty_status());
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// MPI-4.1's `MPI_Testall` that leaves the requests as they are.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Request_get_status_all(
+    count: c_int,
+    reqs: *const Handle,
+    flag: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Request_get_status_all", || {
+        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+        let mut all = true;
+        for i in 0..n {
+            // SAFETY: `count` requests (the contract).
+            let h = unsafe { *reqs.add(i) };
+            all &= inactive(h) || ready(h)?;
+        }
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(flag, c_int::from(all)) };
+        if all {
+            for i in 0..n {
+                // SAFETY: `count` requests and statuses (the contract).
+                unsafe { set_status(status_at(statuses, i), status_of(*reqs.add(i))) };
+            }
+        }
+        Ok(())
+    })
+}
+
+/// MPI-4.1's `MPI_Testsome` that leaves the requests as they are.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Request_get_status_some(
+    incount: c_int,
+    reqs: *const Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Request_get_status_some", || {
+        let n =
+            usize::try_from(incount).map_err(|_| Fail::new(ERR_COUNT, "incount is negative"))?;
+        // SAFETY: `incount` requests, only read (the contract).
+        let Some(done) = (unsafe { completed(reqs.cast_mut(), n, usize::MAX, false) })? else {
+            // SAFETY: NULL or valid (the contract).
+            unsafe { put(outcount, UNDEFINED) };
+            return Ok(());
+        };
+        for (k, &i) in done.iter().enumerate() {
+            // SAFETY: `incount` requests, indices and statuses (the
+            // contract).
+            unsafe {
+                if !indices.is_null() {
+                    *indices.add(k) = i as c_int;
+                }
+                set_status(status_at(statuses, k), status_of(*reqs.add(i)));
+            }
+        }
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(outcount, done.len() as c_int) };
         Ok(())
     })
 }
