@@ -229,6 +229,16 @@ enum {
     MPI_COMBINER_HVECTOR = 105,
     MPI_COMBINER_INDEXED = 106,
     MPI_COMBINER_HINDEXED = 107,
+    MPI_COMBINER_INDEXED_BLOCK = 108,
+    MPI_COMBINER_HINDEXED_BLOCK = 109,
+    MPI_COMBINER_STRUCT = 110,
+    MPI_COMBINER_SUBARRAY = 111,
+    MPI_COMBINER_DARRAY = 112,
+    MPI_COMBINER_F90_REAL = 113,
+    MPI_COMBINER_F90_COMPLEX = 114,
+    MPI_COMBINER_F90_INTEGER = 115,
+    MPI_COMBINER_RESIZED = 116,
+    MPI_COMBINER_VALUE_INDEX = 117,
     MPI_IDENT = 201,
     MPI_CONGRUENT = 202,
     MPI_SIMILAR = 203,
@@ -321,6 +331,7 @@ int MPI_Group_rank(MPI_Group group, int *rank);
 int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
                               int ranks2[]);
 int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
 int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
@@ -579,6 +590,29 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
                             MPI_Datatype *newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses,
+                          int *num_datatypes, int *combiner);
+int MPI_Type_get_envelope_c(MPI_Datatype datatype, MPI_Count *num_integers,
+                            MPI_Count *num_addresses, MPI_Count *num_large_counts,
+                            MPI_Count *num_datatypes, int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses,
+                          int max_datatypes, int array_of_integers[],
+                          MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
+int MPI_Type_get_contents_c(MPI_Datatype datatype, MPI_Count max_integers,
+                            MPI_Count max_addresses, MPI_Count max_large_counts,
+                            MPI_Count max_datatypes, int array_of_integers[],
+                            MPI_Aint array_of_addresses[], MPI_Count array_of_large_counts[],
+                            MPI_Datatype array_of_datatypes[]);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[],
+                             const int array_of_subsizes[], const int array_of_starts[],
+                             int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_subarray_c(int ndims, const MPI_Count array_of_sizes[],
+                               const MPI_Count array_of_subsizes[],
+                               const MPI_Count array_of_starts[], int order,
+                               MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int MPI_Type_get_value_index(MPI_Datatype value_type, MPI_Datatype index_type,
+                             MPI_Datatype *pair_type);
 int MPI_Type_create_hvector_c(MPI_Count count, MPI_Count blocklength, MPI_Count stride,
                               MPI_Datatype oldtype, MPI_Datatype *newtype);
 int MPI_Type_create_hindexed_c(MPI_Count count, const MPI_Count array_of_blocklengths[],
@@ -859,7 +893,12 @@ MESHWORK_PMPI(Op_commutative)
 MESHWORK_PMPI(Pcontrol)
 MESHWORK_PMPI(Type_create_hvector) MESHWORK_PMPI(Type_create_hindexed)
 MESHWORK_PMPI(Type_create_hindexed_block) MESHWORK_PMPI(Type_create_resized) MESHWORK_PMPI(Type_dup)
-MESHWORK_PMPI(Type_get_true_extent) MESHWORK_PMPI(Type_create_hvector_c)
+MESHWORK_PMPI(Type_get_true_extent) MESHWORK_PMPI(Type_get_envelope)
+MESHWORK_PMPI(Type_get_envelope_c) MESHWORK_PMPI(Type_get_contents)
+MESHWORK_PMPI(Type_get_contents_c) MESHWORK_PMPI(Type_get_value_index) MESHWORK_PMPI(Dims_create)
+MESHWORK_PMPI(Type_create_subarray) MESHWORK_PMPI(Type_create_subarray_c)
+MESHWORK_PMPI(Type_set_name)
+MESHWORK_PMPI(Type_create_hvector_c)
 MESHWORK_PMPI(Type_create_hindexed_c) MESHWORK_PMPI(Type_create_hindexed_block_c)
 MESHWORK_PMPI(Type_create_resized_c) MESHWORK_PMPI(Type_get_true_extent_c)
 #undef MESHWORK_PMPI

@@ -914,3 +914,74 @@ pub unsafe extern "C" fn MPI_Comm_create(ch: Handle, g: Handle, out: *mut Handle
         split(ch, color, key, out, "")
     })
 }
+
+// ------------------------------------------------------------ topology helper
+
+/// `MPI_Dims_create(nnodes, ndims, dims)`: the entries of `dims` that are
+/// 0 are filled so that the product of all is `nnodes`, as close to each
+/// other as they can be and in non-increasing order (the others are kept
+/// as given). `MPI_ERR_DIMS` if `nnodes` is not a multiple of the kept
+/// ones' product, or an entry is negative.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    entry(COMM_WORLD, "MPI_Dims_create", || {
+        let n =
+            usize::try_from(ndims).map_err(|_| Fail::new(ERR_DIMS, format!("ndims is {ndims}")))?;
+        if nnodes < 0 {
+            return Err(Fail::new(ERR_DIMS, format!("nnodes is {nnodes}")));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if dims.is_null() {
+            return Err(Fail::arg("dims is NULL"));
+        }
+        // SAFETY: `ndims` entries (the contract).
+        let dims = unsafe { std::slice::from_raw_parts_mut(dims, n) };
+        let mut kept: i64 = 1;
+        for &d in dims.iter() {
+            if d < 0 {
+                return Err(Fail::new(ERR_DIMS, format!("dims holds {d}")));
+            }
+            if d > 0 {
+                kept = kept.saturating_mul(d.into());
+            }
+        }
+        let free = dims.iter().filter(|&&d| d == 0).count();
+        let nodes = i64::from(nnodes);
+        if nodes % kept != 0 || (free == 0 && nodes != kept) {
+            return Err(Fail::new(
+                ERR_DIMS,
+                format!(
+                    "{nnodes} processes do not divide into the fixed dimensions (product {kept})"
+                ),
+            ));
+        }
+        // The prime factors of what is left, largest first, each onto the
+        // smallest free dimension so far.
+        let mut left = nodes / kept;
+        let mut primes = Vec::new();
+        let mut p = 2;
+        while p * p <= left {
+            while left % p == 0 {
+                primes.push(p);
+                left /= p;
+            }
+            p += 1;
+        }
+        if left > 1 {
+            primes.push(left);
+        }
+        let mut made = vec![1i64; free];
+        for &q in primes.iter().rev() {
+            if let Some(m) = made.iter_mut().min() {
+                *m *= q;
+            }
+        }
+        made.sort_unstable_by(|a, b| b.cmp(a));
+        for (d, m) in dims.iter_mut().filter(|d| **d == 0).zip(made) {
+            *d = m as c_int;
+        }
+        Ok(())
+    })
+}

@@ -34,6 +34,29 @@ pub(crate) struct Type {
     /// The alignment its widest primitive needs: a struct's extent is
     /// padded to it, as C pads a struct.
     pub align: usize,
+    /// How it was made (`MPI_Type_get_envelope`): `None` for a
+    /// predefined type.
+    pub recipe: Option<Arc<Recipe>>,
+}
+
+/// An argument of a derived type's constructor, as
+/// `MPI_Type_get_contents` gives it back: an int, an address, or a count
+/// (every argument of a `_c` constructor).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Int(c_int),
+    Address(isize),
+    Count(i64),
+}
+
+/// How a derived type was made: its combiner (`MPI_COMBINER_…`), its
+/// constructor's arguments in the standard's order (the ints before the
+/// addresses), and the types it was made from with the handles they had.
+#[derive(Clone, Debug)]
+pub(crate) struct Recipe {
+    pub combiner: c_int,
+    pub args: Vec<Arg>,
+    pub types: Vec<(Handle, Arc<Type>)>,
 }
 
 impl Type {
@@ -47,6 +70,7 @@ impl Type {
             dtype,
             contiguous: true,
             align: size.clamp(1, 16),
+            recipe: None,
         }
     }
 
@@ -86,6 +110,7 @@ impl Type {
             dtype,
             contiguous,
             align,
+            recipe: None,
         }
     }
 
@@ -342,7 +367,7 @@ fn count_arg(count: c_int, what: &str) -> Result<usize> {
     usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, format!("{what} {count} is negative")))
 }
 
-fn register(t: Type) -> Handle {
+pub(crate) fn register(t: Type) -> Handle {
     let h = new_handle();
     made()
         .get_or_insert_with(HashMap::new)
@@ -350,18 +375,37 @@ fn register(t: Type) -> Handle {
     h
 }
 
+/// Change the recipe of derived type `h` (a `_c` constructor's, after
+/// its `int` form made it).
+pub(crate) fn rewrite_recipe(h: Handle, f: impl FnOnce(&mut Recipe)) {
+    if let Some(t) = made().as_mut().and_then(|m| m.get_mut(&h)) {
+        if let Some(r) = Arc::make_mut(t).recipe.as_mut() {
+            f(Arc::make_mut(r));
+        }
+    }
+}
+
+/// `*out` = a new type that `build` makes from type `old`, with the
+/// constructor's arguments it also gives: the call `name` of combiner
+/// `combiner`.
 fn new_type(
     out: *mut Handle,
     name: &str,
+    combiner: c_int,
     old: Handle,
-    build: impl FnOnce(&Type) -> Result<Type>,
+    build: impl FnOnce(&Type) -> Result<(Type, Vec<Arg>)>,
 ) -> c_int {
     crate::state::entry(COMM_WORLD, name, || {
         if out.is_null() {
             return Err(Fail::arg("newtype is NULL"));
         }
-        let old = type_of(old)?;
-        let t = build(&old)?;
+        let from = type_of(old)?;
+        let (mut t, args) = build(&from)?;
+        t.recipe = Some(Arc::new(Recipe {
+            combiner,
+            args,
+            types: vec![(old, from)],
+        }));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(out, register(t)) };
         Ok(())
@@ -370,16 +414,18 @@ fn new_type(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, old: Handle, out: *mut Handle) -> c_int {
-    new_type(out, "MPI_Type_contiguous", old, |old| {
-        let n = count_arg(count, "count")? as isize;
-        let name = format!("contiguous({count}, {})", old.name);
-        Ok(Type::made(
-            name,
-            old,
-            (0..n).map(|i| i * old.extent),
-            n * old.extent,
-        ))
-    })
+    new_type(
+        out,
+        "MPI_Type_contiguous",
+        COMBINER_CONTIGUOUS,
+        old,
+        |old| {
+            let n = count_arg(count, "count")? as isize;
+            let name = format!("contiguous({count}, {})", old.name);
+            let t = Type::made(name, old, (0..n).map(|i| i * old.extent), n * old.extent);
+            Ok((t, vec![Arg::Int(count)]))
+        },
+    )
 }
 
 #[no_mangle]
@@ -390,7 +436,7 @@ pub unsafe extern "C" fn MPI_Type_vector(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_vector", old, |old| {
+    new_type(out, "MPI_Type_vector", COMBINER_VECTOR, old, |old| {
         let n = count_arg(count, "count")? as isize;
         let b = count_arg(blocklength, "blocklength")? as isize;
         let s = stride as isize;
@@ -401,7 +447,8 @@ pub unsafe extern "C" fn MPI_Type_vector(
         } else {
             ((n - 1) * s.abs() + b) * old.extent
         };
-        Ok(Type::made(name, old, at, extent))
+        let args = vec![Arg::Int(count), Arg::Int(blocklength), Arg::Int(stride)];
+        Ok((Type::made(name, old, at, extent), args))
     })
 }
 
@@ -413,23 +460,49 @@ enum Lens {
     All(c_int),
 }
 
+/// A displacement of an indexed type: in elements of the old type
+/// (`int`) or in bytes (`MPI_Aint`).
+trait Displacement: Copy {
+    /// From the type's start, in bytes.
+    fn bytes(self, old: &Type) -> isize;
+    /// As `MPI_Type_get_contents` gives it back.
+    fn arg(self) -> Arg;
+}
+
+impl Displacement for c_int {
+    fn bytes(self, old: &Type) -> isize {
+        self as isize * old.extent
+    }
+    fn arg(self) -> Arg {
+        Arg::Int(self)
+    }
+}
+
+impl Displacement for isize {
+    fn bytes(self, _: &Type) -> isize {
+        self
+    }
+    fn arg(self) -> Arg {
+        Arg::Address(self)
+    }
+}
+
 /// `MPI_Type_indexed`, `MPI_Type_create_hindexed` and their `_block`
-/// forms: block `i` is `lens` elements of `old` at `displacements[i]`,
-/// which `bytes` turns into a byte displacement (from elements of `old`,
-/// or as it is).
+/// forms (`combiner` says which): block `i` is `lens` elements of `old`
+/// at `displacements[i]`, in elements of `old` or in bytes.
 ///
 /// # Safety
 /// The arrays hold `count` entries (MPI's contract).
-unsafe fn indexed_type<D: Copy>(
+unsafe fn indexed_type<D: Displacement>(
     call: &str,
+    combiner: c_int,
     count: c_int,
     lens: Lens,
     displacements: *const D,
-    bytes: impl Fn(D, &Type) -> isize,
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, call, old, |old| {
+    new_type(out, call, combiner, old, |old| {
         let n = count_arg(count, "count")?;
         let no_lens = matches!(lens, Lens::Each(p) if p.is_null());
         if n > 0 && (no_lens || displacements.is_null()) {
@@ -453,13 +526,17 @@ unsafe fn indexed_type<D: Copy>(
         let blocks = displs
             .iter()
             .enumerate()
-            .map(|(i, &d)| (len(i), bytes(d, old)));
-        hindexed(name, old, blocks)
+            .map(|(i, &d)| (len(i), d.bytes(old)));
+        let t = hindexed(name, old, blocks)?;
+        // count, the block length(s), then the displacements.
+        let mut args = vec![Arg::Int(count)];
+        match lens {
+            Lens::Each(_) => args.extend((0..n).map(|i| Arg::Int(len(i)))),
+            Lens::All(b) => args.push(Arg::Int(b)),
+        }
+        args.extend(displs.iter().map(|d| d.arg()));
+        Ok((t, args))
     })
-}
-
-fn in_elements(d: c_int, old: &Type) -> isize {
-    d as isize * old.extent
 }
 
 #[no_mangle]
@@ -470,19 +547,9 @@ pub unsafe extern "C" fn MPI_Type_indexed(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    let lens = Lens::Each(blocklengths);
+    let (call, lens) = ("MPI_Type_indexed", Lens::Each(blocklengths));
     // SAFETY: the contract.
-    unsafe {
-        indexed_type(
-            "MPI_Type_indexed",
-            count,
-            lens,
-            displacements,
-            in_elements,
-            old,
-            out,
-        )
-    }
+    unsafe { indexed_type(call, COMBINER_INDEXED, count, lens, displacements, old, out) }
 }
 
 /// `MPI_Type_create_indexed_block`: `MPI_Type_indexed` with one block
@@ -496,8 +563,9 @@ pub unsafe extern "C" fn MPI_Type_create_indexed_block(
     out: *mut Handle,
 ) -> c_int {
     let (call, lens) = ("MPI_Type_create_indexed_block", Lens::All(blocklength));
+    let combiner = COMBINER_INDEXED_BLOCK;
     // SAFETY: the contract.
-    unsafe { indexed_type(call, count, lens, displacements, in_elements, old, out) }
+    unsafe { indexed_type(call, combiner, count, lens, displacements, old, out) }
 }
 
 /// `MPI_Type_create_hvector`: `MPI_Type_vector` with its stride in bytes.
@@ -509,15 +577,19 @@ pub unsafe extern "C" fn MPI_Type_create_hvector(
     old: Handle,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_create_hvector", old, |old| {
-        let n = count_arg(count, "count")?;
-        let name = format!("hvector({count}, {blocklength}, {stride}, {})", old.name);
-        hindexed(
-            name,
-            old,
-            (0..n as isize).map(|i| (blocklength, i * stride)),
-        )
-    })
+    new_type(
+        out,
+        "MPI_Type_create_hvector",
+        COMBINER_HVECTOR,
+        old,
+        |old| {
+            let n = count_arg(count, "count")?;
+            let name = format!("hvector({count}, {blocklength}, {stride}, {})", old.name);
+            let blocks = (0..n as isize).map(|i| (blocklength, i * stride));
+            let args = vec![Arg::Int(count), Arg::Int(blocklength), Arg::Address(stride)];
+            Ok((hindexed(name, old, blocks)?, args))
+        },
+    )
 }
 
 /// `MPI_Type_create_hindexed`: `MPI_Type_indexed` with its displacements
@@ -532,7 +604,17 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed(
 ) -> c_int {
     let (call, lens) = ("MPI_Type_create_hindexed", Lens::Each(blocklengths));
     // SAFETY: the contract.
-    unsafe { indexed_type(call, count, lens, displacements, |d, _| d, old, out) }
+    unsafe {
+        indexed_type(
+            call,
+            COMBINER_HINDEXED,
+            count,
+            lens,
+            displacements,
+            old,
+            out,
+        )
+    }
 }
 
 /// `MPI_Type_create_hindexed_block`: one block length, displacements in
@@ -546,8 +628,9 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed_block(
     out: *mut Handle,
 ) -> c_int {
     let (call, lens) = ("MPI_Type_create_hindexed_block", Lens::All(blocklength));
+    let combiner = COMBINER_HINDEXED_BLOCK;
     // SAFETY: the contract.
-    unsafe { indexed_type(call, count, lens, displacements, |d, _| d, old, out) }
+    unsafe { indexed_type(call, combiner, count, lens, displacements, old, out) }
 }
 
 /// `MPI_Type_create_resized`: `old`'s data with lower bound `lb` and
@@ -559,25 +642,128 @@ pub unsafe extern "C" fn MPI_Type_create_resized(
     extent: isize,
     out: *mut Handle,
 ) -> c_int {
-    new_type(out, "MPI_Type_create_resized", old, |old| {
-        let name = format!("resized({}, {lb}, {extent})", old.name);
-        let mut t = Type::of_pieces(
-            name,
-            old.blocks.iter().copied(),
-            extent,
-            old.dtype,
-            old.align,
-        );
-        t.lb = lb;
-        t.contiguous &= lb == 0;
-        Ok(t)
-    })
+    new_type(
+        out,
+        "MPI_Type_create_resized",
+        COMBINER_RESIZED,
+        old,
+        |old| {
+            let name = format!("resized({}, {lb}, {extent})", old.name);
+            let mut t = Type::of_pieces(
+                name,
+                old.blocks.iter().copied(),
+                extent,
+                old.dtype,
+                old.align,
+            );
+            t.lb = lb;
+            t.contiguous &= lb == 0;
+            Ok((t, vec![Arg::Address(lb), Arg::Address(extent)]))
+        },
+    )
 }
 
 /// `MPI_Type_dup`: the same layout under a new handle.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_dup(old: Handle, out: *mut Handle) -> c_int {
-    new_type(out, "MPI_Type_dup", old, |old| Ok(old.clone()))
+    new_type(out, "MPI_Type_dup", COMBINER_DUP, old, |old| {
+        Ok((old.clone(), Vec::new()))
+    })
+}
+
+/// `MPI_Type_create_subarray`: the block `subsizes` at `starts` of an
+/// `ndims`-dimensional array of `sizes` elements of `old`, in C order
+/// (the last index runs fastest) or Fortran's (the first). Its lower
+/// bound is 0 and its extent the whole array's, so that consecutive
+/// elements are consecutive arrays.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_subarray(
+    ndims: c_int,
+    sizes: *const c_int,
+    subsizes: *const c_int,
+    starts: *const c_int,
+    order: c_int,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    new_type(
+        out,
+        "MPI_Type_create_subarray",
+        COMBINER_SUBARRAY,
+        old,
+        |old| {
+            let n = usize::try_from(ndims)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Fail::arg(format!("ndims is {ndims}: at least 1")))?;
+            if sizes.is_null() || subsizes.is_null() || starts.is_null() {
+                return Err(Fail::arg("an array of sizes, subsizes or starts is NULL"));
+            }
+            // SAFETY: `ndims` entries each (the contract).
+            let (sz, sub, at) = unsafe {
+                (
+                    std::slice::from_raw_parts(sizes, n),
+                    std::slice::from_raw_parts(subsizes, n),
+                    std::slice::from_raw_parts(starts, n),
+                )
+            };
+            for d in 0..n {
+                let fits = sz[d] >= 1
+                    && (0..=sz[d]).contains(&sub[d])
+                    && at[d] >= 0
+                    && at[d] <= sz[d] - sub[d];
+                if !fits {
+                    return Err(Fail::arg(format!(
+                        "dimension {d}: a block of {} at {} does not fit in {}",
+                        sub[d], at[d], sz[d]
+                    )));
+                }
+            }
+            // Dimensions from the slowest to the fastest.
+            let dims: Vec<(isize, isize, isize)> = match order {
+                ORDER_C => (0..n)
+                    .map(|d| (sz[d] as isize, sub[d] as isize, at[d] as isize))
+                    .collect(),
+                ORDER_FORTRAN => (0..n)
+                    .rev()
+                    .map(|d| (sz[d] as isize, sub[d] as isize, at[d] as isize))
+                    .collect(),
+                _ => {
+                    return Err(Fail::arg(format!(
+                        "order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"
+                    )))
+                }
+            };
+            let too_large = || Fail::new(ERR_COUNT, "the array's extent overflows an address");
+            let whole = dims
+                .iter()
+                .try_fold(old.extent, |e, &(size, _, _)| e.checked_mul(size))
+                .ok_or_else(too_large)?;
+            // One block per row of the fastest dimension: the rows are the
+            // index tuples of the other dimensions, each a byte offset.
+            let (&(_, row, first), outer) = dims.split_last().expect("ndims is at least 1");
+            let mut stride = old.extent * dims.last().map_or(1, |d| d.0);
+            let mut rows = vec![first * old.extent];
+            for &(size, sub, start) in outer.iter().rev() {
+                rows = (start..start + sub)
+                    .flat_map(|i| rows.iter().map(move |&r| r + i * stride))
+                    .collect();
+                stride *= size;
+            }
+            rows.sort_unstable();
+            let row = c_int::try_from(row).map_err(|_| too_large())?;
+            let name = format!("subarray({ndims}, {})", old.name);
+            let t = hindexed(name, old, rows.into_iter().map(|r| (row, r)))?;
+            let t = Type::of_pieces(t.name, t.blocks.into_iter(), whole, t.dtype, t.align);
+            // ndims, the sizes, subsizes and starts, then the order.
+            let mut args = vec![Arg::Int(ndims)];
+            for a in [sz, sub, at] {
+                args.extend(a.iter().map(|&v| Arg::Int(v)));
+            }
+            args.push(Arg::Int(order));
+            Ok((t, args))
+        },
+    )
 }
 
 /// A type of blocks of `old`: (length in elements of `old`, displacement
@@ -630,9 +816,11 @@ pub(crate) unsafe fn create_struct(
         let (mut lo, mut hi, mut align) = (isize::MAX, isize::MIN, 1);
         let mut dtype = None;
         let mut names = Vec::new();
+        let mut types = Vec::with_capacity(blocks.len());
         for (k, &(len, d, h)) in blocks.iter().enumerate() {
             let ty = type_of(h)?;
             names.push(ty.name.clone());
+            types.push((h, ty.clone()));
             dtype = if k == 0 {
                 ty.dtype
             } else {
@@ -656,6 +844,15 @@ pub(crate) unsafe fn create_struct(
         let name = format!("struct({})", names.join(", "));
         let mut t = Type::of_pieces(name, at.into_iter(), extent, dtype, align);
         t.lb = lo;
+        // count, the block lengths, then the displacements.
+        let count = Arg::Int(blocks.len() as c_int);
+        let lens = blocks.iter().map(|&(len, _, _)| Arg::Int(len as c_int));
+        let displs = blocks.iter().map(|&(_, d, _)| Arg::Address(d));
+        t.recipe = Some(Arc::new(Recipe {
+            combiner: COMBINER_STRUCT,
+            args: std::iter::once(count).chain(lens).chain(displs).collect(),
+            types,
+        }));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(out, register(t)) };
         Ok(())
@@ -727,6 +924,9 @@ pub unsafe extern "C" fn MPI_Type_free(t: *mut Handle) -> c_int {
             .as_mut()
             .and_then(|m| m.remove(&h))
             .ok_or_else(|| Fail::new(ERR_TYPE, format!("{h:#x} is not a datatype")))?;
+        if let Some(m) = names().as_mut() {
+            m.remove(&h);
+        }
         // SAFETY: as above.
         unsafe { *t = DATATYPE_NULL };
         Ok(())
@@ -788,17 +988,48 @@ pub unsafe extern "C" fn MPI_Type_get_true_extent(
     })
 }
 
+/// The names programs gave types (`MPI_Type_set_name`), predefined ones
+/// included.
+static NAMES: Mutex<Option<HashMap<Handle, String>>> = Mutex::new(None);
+
+fn names() -> std::sync::MutexGuard<'static, Option<HashMap<Handle, String>>> {
+    NAMES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_set_name(t: Handle, name: *const c_char) -> c_int {
+    crate::state::entry(COMM_WORLD, "MPI_Type_set_name", || {
+        type_of(t)?;
+        if name.is_null() {
+            return Err(Fail::arg("type_name is NULL"));
+        }
+        // SAFETY: NUL-terminated (the contract).
+        let given = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+        // As MPI_Comm_set_name: cut to what MPI_Type_get_name returns.
+        let kept: String = given.chars().take(MAX_OBJECT_NAME - 1).collect();
+        names().get_or_insert_with(HashMap::new).insert(t, kept);
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_name(t: Handle, name: *mut c_char, len: *mut c_int) -> c_int {
     crate::state::entry(COMM_WORLD, "MPI_Type_get_name", || {
-        let t = type_of(t)?;
-        let shown = if predefined().values().any(|p| Arc::ptr_eq(p, &t)) {
-            t.name.as_str()
-        } else {
-            ""
+        // The null handle has a name too (MPI 4.1, §7.8).
+        if t == DATATYPE_NULL {
+            // SAFETY: MPI_MAX_OBJECT_NAME bytes (the contract).
+            unsafe { write_string("MPI_DATATYPE_NULL", name, MAX_OBJECT_NAME, len) };
+            return Ok(());
+        }
+        let ty = type_of(t)?;
+        let given = names().as_ref().and_then(|m| m.get(&t).cloned());
+        let shown = match given {
+            Some(g) => g,
+            None if predefined().values().any(|p| Arc::ptr_eq(p, &ty)) => ty.name.clone(),
+            None => String::new(),
         };
         // SAFETY: MPI_MAX_OBJECT_NAME bytes (the contract).
-        unsafe { write_string(shown, name, MAX_OBJECT_NAME, len) };
+        unsafe { write_string(&shown, name, MAX_OBJECT_NAME, len) };
         Ok(())
     })
 }

@@ -7,6 +7,7 @@
 use crate::coll::*;
 use crate::consts::*;
 use crate::datatype::*;
+use crate::decode::counted;
 use crate::p2p::*;
 use crate::state::{comm, raise, Fail};
 use crate::{put, Handle, Status};
@@ -25,6 +26,20 @@ fn too_large(name: &str, ch: Handle) -> c_int {
 
 /// A `_c` form whose count arguments narrow to `int`, then the `int` form.
 macro_rules! narrow {
+    // A type constructor: the new type `*$out` took counts (`counted`).
+    (counted $name:ident => $base:ident, ($($arg:ident: $t:ty),*), [$($c:ident),*], $out:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
+            $(
+                let Ok($c) = c_int::try_from($c) else {
+                    return too_large(stringify!($name), COMM_WORLD);
+                };
+            )*
+            // SAFETY: the `int` form's contract, which the caller's meets;
+            // `$out` is NULL or valid (the same).
+            unsafe { counted($base($($arg),*), $out) }
+        }
+    };
     ($name:ident => $base:ident, $ch:expr, ($($arg:ident: $t:ty),*), [$($c:ident),*]) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
@@ -75,8 +90,8 @@ narrow!(MPI_Ialltoall_c => MPI_Ialltoall, ch, (send: usize, sn: Count, st: Handl
 narrow!(MPI_Reduce_scatter_block_c => MPI_Reduce_scatter_block, ch, (send: usize, recv: usize, rn: Count, dt: Handle, op: Handle, ch: Handle), [rn]);
 narrow!(MPI_Ireduce_scatter_block_c => MPI_Ireduce_scatter_block, ch, (send: usize, recv: usize, rn: Count, dt: Handle, op: Handle, ch: Handle, req: Req), [rn]);
 
-narrow!(MPI_Type_contiguous_c => MPI_Type_contiguous, COMM_WORLD, (count: Count, old: Handle, out: *mut Handle), [count]);
-narrow!(MPI_Type_vector_c => MPI_Type_vector, COMM_WORLD, (count: Count, blocklength: Count, stride: Count, old: Handle, out: *mut Handle), [count, blocklength, stride]);
+narrow!(counted MPI_Type_contiguous_c => MPI_Type_contiguous, (count: Count, old: Handle, out: *mut Handle), [count], out);
+narrow!(counted MPI_Type_vector_c => MPI_Type_vector, (count: Count, blocklength: Count, stride: Count, old: Handle, out: *mut Handle), [count, blocklength, stride], out);
 
 /// `n` counts or displacements of a `_c` form as `int`s; `None` if one
 /// does not fit (or the array is NULL with `n > 0`: the `int` form says
@@ -461,8 +476,8 @@ pub unsafe extern "C" fn MPI_Ireduce_scatter_c(
     unsafe { MPI_Ireduce_scatter(send, recv, ptr(&c, counts.is_null()), dt, op, ch, req) }
 }
 
-narrow!(MPI_Type_create_hvector_c => MPI_Type_create_hvector, COMM_WORLD, (count: Count, blocklength: Count, stride: isize, old: Handle, out: *mut Handle), [count, blocklength]);
-narrow!(MPI_Type_create_hindexed_block_c => MPI_Type_create_hindexed_block, COMM_WORLD, (count: Count, blocklength: Count, displacements: *const isize, old: Handle, out: *mut Handle), [count, blocklength]);
+narrow!(counted MPI_Type_create_hvector_c => MPI_Type_create_hvector, (count: Count, blocklength: Count, stride: isize, old: Handle, out: *mut Handle), [count, blocklength], out);
+narrow!(counted MPI_Type_create_hindexed_block_c => MPI_Type_create_hindexed_block, (count: Count, blocklength: Count, displacements: *const isize, old: Handle, out: *mut Handle), [count, blocklength], out);
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_c(
@@ -479,13 +494,42 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed_c(
     let Some(b) = (unsafe { ints(blocklengths, n) }) else {
         return too_large("MPI_Type_create_hindexed_c", COMM_WORLD);
     };
+    let lens = ptr(&b, blocklengths.is_null());
     // SAFETY: the `int` form's contract.
     unsafe {
-        MPI_Type_create_hindexed(
-            n32,
-            ptr(&b, blocklengths.is_null()),
-            displacements,
-            old,
+        counted(
+            MPI_Type_create_hindexed(n32, lens, displacements, old, out),
+            out,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_subarray_c(
+    ndims: c_int,
+    sizes: *const Count,
+    subsizes: *const Count,
+    starts: *const Count,
+    order: c_int,
+    old: Handle,
+    out: *mut Handle,
+) -> c_int {
+    let n = usize::try_from(ndims).unwrap_or(0);
+    // SAFETY: `ndims` entries each (the contract).
+    let (Some(a), Some(b), Some(c)) =
+        (unsafe { (ints(sizes, n), ints(subsizes, n), ints(starts, n)) })
+    else {
+        return too_large("MPI_Type_create_subarray_c", COMM_WORLD);
+    };
+    let (a, b, c) = (
+        ptr(&a, sizes.is_null()),
+        ptr(&b, subsizes.is_null()),
+        ptr(&c, starts.is_null()),
+    );
+    // SAFETY: the `int` form's contract.
+    unsafe {
+        counted(
+            MPI_Type_create_subarray(ndims, a, b, c, order, old, out),
             out,
         )
     }
@@ -500,7 +544,12 @@ pub unsafe extern "C" fn MPI_Type_create_resized_c(
     out: *mut Handle,
 ) -> c_int {
     // SAFETY: the `int` form's contract.
-    unsafe { MPI_Type_create_resized(old, lb as isize, extent as isize, out) }
+    unsafe {
+        counted(
+            MPI_Type_create_resized(old, lb as isize, extent as isize, out),
+            out,
+        )
+    }
 }
 
 #[no_mangle]
@@ -530,16 +579,12 @@ pub unsafe extern "C" fn MPI_Type_indexed_c(
     }) else {
         return too_large("MPI_Type_indexed_c", COMM_WORLD);
     };
+    let (lens, displs) = (
+        ptr(&b, blocklengths.is_null()),
+        ptr(&d, displacements.is_null()),
+    );
     // SAFETY: the `int` form's contract.
-    unsafe {
-        MPI_Type_indexed(
-            n as c_int,
-            ptr(&b, blocklengths.is_null()),
-            ptr(&d, displacements.is_null()),
-            old,
-            out,
-        )
-    }
+    unsafe { counted(MPI_Type_indexed(n as c_int, lens, displs, old, out), out) }
 }
 
 #[no_mangle]
@@ -558,9 +603,13 @@ pub unsafe extern "C" fn MPI_Type_create_indexed_block_c(
     let Some(d) = (unsafe { ints(displacements, n) }) else {
         return too_large(name, COMM_WORLD);
     };
+    let displs = ptr(&d, displacements.is_null());
     // SAFETY: the `int` form's contract.
     unsafe {
-        MPI_Type_create_indexed_block(n as c_int, b, ptr(&d, displacements.is_null()), old, out)
+        counted(
+            MPI_Type_create_indexed_block(n as c_int, b, displs, old, out),
+            out,
+        )
     }
 }
 
@@ -604,7 +653,7 @@ pub unsafe extern "C" fn MPI_Type_create_struct_c(
         blocks.push((len, d, t));
     }
     // SAFETY: the contract.
-    unsafe { create_struct(name, &blocks, out) }
+    unsafe { counted(create_struct(name, &blocks, out), out) }
 }
 
 #[no_mangle]

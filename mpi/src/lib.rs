@@ -32,6 +32,7 @@
 mod attrs;
 mod coll;
 mod datatype;
+mod decode;
 mod env;
 mod fold;
 mod large;
@@ -97,6 +98,7 @@ pub mod consts {
     pub const ERR_ROOT: c_int = 8;
     pub const ERR_GROUP: c_int = 9;
     pub const ERR_OP: c_int = 10;
+    pub const ERR_DIMS: c_int = 12;
     pub const ERR_ARG: c_int = 13;
     pub const ERR_TRUNCATE: c_int = 15;
     pub const ERR_OTHER: c_int = 16;
@@ -119,6 +121,22 @@ pub mod consts {
     pub const THREAD_FUNNELED: c_int = 1024;
     pub const THREAD_SERIALIZED: c_int = 2048;
     pub const THREAD_MULTIPLE: c_int = 4096;
+
+    pub const ORDER_C: c_int = 12;
+    pub const ORDER_FORTRAN: c_int = 15;
+
+    pub const COMBINER_NAMED: c_int = 101;
+    pub const COMBINER_DUP: c_int = 102;
+    pub const COMBINER_CONTIGUOUS: c_int = 103;
+    pub const COMBINER_VECTOR: c_int = 104;
+    pub const COMBINER_HVECTOR: c_int = 105;
+    pub const COMBINER_INDEXED: c_int = 106;
+    pub const COMBINER_HINDEXED: c_int = 107;
+    pub const COMBINER_INDEXED_BLOCK: c_int = 108;
+    pub const COMBINER_HINDEXED_BLOCK: c_int = 109;
+    pub const COMBINER_STRUCT: c_int = 110;
+    pub const COMBINER_SUBARRAY: c_int = 111;
+    pub const COMBINER_RESIZED: c_int = 116;
 
     pub const IDENT: c_int = 201;
     pub const CONGRUENT: c_int = 202;

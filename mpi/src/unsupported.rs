@@ -87,7 +87,7 @@ unsupported! {
     MPI_Comm_create_errhandler MPI_Comm_create_from_group
     MPI_Comm_disconnect
     MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple
-    MPI_Compare_and_swap MPI_Dims_create MPI_Dist_graph_create MPI_Dist_graph_create_adjacent
+    MPI_Compare_and_swap MPI_Dist_graph_create MPI_Dist_graph_create_adjacent
     MPI_Dist_graph_neighbors MPI_Dist_graph_neighbors_count MPI_Exscan_init MPI_Exscan_init_c
     MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close MPI_File_create_errhandler
     MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity MPI_File_get_byte_offset
@@ -163,11 +163,8 @@ unsupported! {
     MPI_T_source_get_timestamp MPI_Type_create_darray MPI_Type_create_darray_c
     MPI_Type_create_f90_complex MPI_Type_create_f90_integer MPI_Type_create_f90_real
     MPI_Type_create_keyval
-    MPI_Type_create_subarray MPI_Type_create_subarray_c
-    MPI_Type_delete_attr MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_contents
-    MPI_Type_get_contents_c MPI_Type_get_envelope MPI_Type_get_envelope_c MPI_Type_get_extent_x
-    MPI_Type_get_true_extent_x
-    MPI_Type_get_value_index MPI_Type_match_size MPI_Type_set_attr MPI_Type_set_name
+    MPI_Type_delete_attr MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_extent_x
+    MPI_Type_get_true_extent_x MPI_Type_match_size MPI_Type_set_attr
     MPI_Type_size_x MPI_Unpack MPI_Unpack_c MPI_Unpack_external MPI_Unpack_external_c
     MPI_Unpublish_name MPI_Win_allocate MPI_Win_allocate_c MPI_Win_allocate_shared
     MPI_Win_allocate_shared_c MPI_Win_attach MPI_Win_call_errhandler MPI_Win_complete

@@ -271,6 +271,15 @@ fn mpi_groups_and_the_environment_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("groups", "groups");
 }
 
+/// `tests/c/decoding.c`: the envelope and contents of every datatype
+/// constructor (the `_c` forms' as counts), subarrays in both orders
+/// moved between ranks, type names, the (value, index) pairs and
+/// `MPI_Dims_create`, refusals included.
+#[test]
+fn mpi_datatypes_decode_and_subarrays_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("decoding", "decoding");
+}
+
 /// `tests/c/reductions.c`: the reductions meshwork's collectives lack
 /// (bitwise, logical, MINLOC/MAXLOC, the program's own through
 /// `MPI_Op_create`, one that does not commute and one on a strided

@@ -1,0 +1,287 @@
+//! Datatype decoding (MPI-5 §5.1.13): `MPI_Type_get_envelope` says how a
+//! type was made, `MPI_Type_get_contents` gives back its constructor's
+//! arguments and the types it was made from, as each constructor recorded
+//! them ([`Recipe`]); `MPI_Type_get_value_index` names the predefined
+//! (value, index) pair types. Libraries that copy or serialise a
+//! program's types (mpi4py pickles them) read them this way.
+
+use crate::consts::*;
+use crate::datatype::{register, type_of, Arg, Recipe, Type};
+use crate::state::{entry, Fail, Result};
+use crate::{put, Handle};
+use std::ffi::c_int;
+use std::sync::Arc;
+
+type Count = i64;
+
+/// The recipe of type `h`: `None` for a predefined (named) type.
+fn recipe(h: Handle) -> Result<Option<Arc<Recipe>>> {
+    Ok(type_of(h)?.recipe.clone())
+}
+
+/// How many ints, addresses and counts `args` holds.
+fn tally(args: &[Arg]) -> (usize, usize, usize) {
+    args.iter().fold((0, 0, 0), |(i, a, c), arg| match arg {
+        Arg::Int(_) => (i + 1, a, c),
+        Arg::Address(_) => (i, a + 1, c),
+        Arg::Count(_) => (i, a, c + 1),
+    })
+}
+
+/// `MPI_Type_get_envelope(_c)`: the combiner and how many of each kind of
+/// argument; (0, 0, 0, 0) and `MPI_COMBINER_NAMED` for a predefined type.
+fn envelope(h: Handle) -> Result<(usize, usize, usize, usize, c_int)> {
+    Ok(match recipe(h)? {
+        None => (0, 0, 0, 0, COMBINER_NAMED),
+        Some(r) => {
+            let (i, a, c) = tally(&r.args);
+            (i, a, c, r.types.len(), r.combiner)
+        }
+    })
+}
+
+/// A count that fits an `int` (the ABI's `int` outputs).
+fn int(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_envelope(
+    t: Handle,
+    num_integers: *mut c_int,
+    num_addresses: *mut c_int,
+    num_datatypes: *mut c_int,
+    combiner: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Type_get_envelope", || {
+        let (i, a, c, d, how) = envelope(t)?;
+        if c > 0 {
+            return Err(Fail::new(
+                ERR_TYPE,
+                "the type was made by a _c constructor: its arguments are counts (MPI_Type_get_envelope_c)",
+            ));
+        }
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(num_integers, int(i));
+            put(num_addresses, int(a));
+            put(num_datatypes, int(d));
+            put(combiner, how);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_envelope_c(
+    t: Handle,
+    num_integers: *mut Count,
+    num_addresses: *mut Count,
+    num_large_counts: *mut Count,
+    num_datatypes: *mut Count,
+    combiner: *mut c_int,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Type_get_envelope_c", || {
+        let (i, a, c, d, how) = envelope(t)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(num_integers, i as Count);
+            put(num_addresses, a as Count);
+            put(num_large_counts, c as Count);
+            put(num_datatypes, d as Count);
+            put(combiner, how);
+        }
+        Ok(())
+    })
+}
+
+/// Where `MPI_Type_get_contents(_c)` writes: each array with the room its
+/// caller gave.
+struct Outputs {
+    ints: (*mut c_int, usize),
+    addresses: (*mut isize, usize),
+    counts: (*mut Count, usize),
+    types: (*mut Handle, usize),
+}
+
+/// `MPI_Type_get_contents(_c)`: the arguments type `t` was made with
+/// and the types it was made from. A predefined one among them comes back
+/// as its own handle; a derived one as a new handle to the same type,
+/// which the caller frees (as MPI says), even if the original was freed.
+///
+/// # Safety
+/// Each output array holds at least the room its pair says.
+unsafe fn contents(t: Handle, out: Outputs) -> Result<()> {
+    let r = recipe(t)?.ok_or_else(|| {
+        Fail::arg("a predefined type has no contents (its combiner is MPI_COMBINER_NAMED)")
+    })?;
+    let (i, a, c) = tally(&r.args);
+    let d = r.types.len();
+    if i > out.ints.1 || a > out.addresses.1 || c > out.counts.1 || d > out.types.1 {
+        return Err(Fail::arg(format!(
+            "room for {} ints, {} addresses, {} counts and {} types; the type has {i}, {a}, {c} and {d} (MPI_Type_get_envelope)",
+            out.ints.1, out.addresses.1, out.counts.1, out.types.1
+        )));
+    }
+    let (mut ni, mut na, mut nc) = (0, 0, 0);
+    for arg in &r.args {
+        // SAFETY: within the room checked above (the contract).
+        unsafe {
+            match *arg {
+                Arg::Int(v) => {
+                    *out.ints.0.add(ni) = v;
+                    ni += 1;
+                }
+                Arg::Address(v) => {
+                    *out.addresses.0.add(na) = v;
+                    na += 1;
+                }
+                Arg::Count(v) => {
+                    *out.counts.0.add(nc) = v;
+                    nc += 1;
+                }
+            }
+        }
+    }
+    for (k, (h, ty)) in r.types.iter().enumerate() {
+        let given = if ty.recipe.is_none() {
+            *h
+        } else {
+            register(Type::clone(ty))
+        };
+        // SAFETY: as above.
+        unsafe { *out.types.0.add(k) = given };
+    }
+    Ok(())
+}
+
+/// The room an array argument gives: its length, none when NULL.
+fn room<T>(p: *mut T, n: Count) -> (*mut T, usize) {
+    let n = if p.is_null() {
+        0
+    } else {
+        usize::try_from(n).unwrap_or(0)
+    };
+    (p, n)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_contents(
+    t: Handle,
+    max_integers: c_int,
+    max_addresses: c_int,
+    max_datatypes: c_int,
+    integers: *mut c_int,
+    addresses: *mut isize,
+    datatypes: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Type_get_contents", || {
+        let out = Outputs {
+            ints: room(integers, max_integers.into()),
+            addresses: room(addresses, max_addresses.into()),
+            counts: (std::ptr::null_mut(), 0),
+            types: room(datatypes, max_datatypes.into()),
+        };
+        // SAFETY: the arrays hold what the caller says (the contract).
+        unsafe { contents(t, out) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_contents_c(
+    t: Handle,
+    max_integers: Count,
+    max_addresses: Count,
+    max_large_counts: Count,
+    max_datatypes: Count,
+    integers: *mut c_int,
+    addresses: *mut isize,
+    large_counts: *mut Count,
+    datatypes: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Type_get_contents_c", || {
+        let out = Outputs {
+            ints: room(integers, max_integers),
+            addresses: room(addresses, max_addresses),
+            counts: room(large_counts, max_large_counts),
+            types: room(datatypes, max_datatypes),
+        };
+        // SAFETY: the arrays hold what the caller says (the contract).
+        unsafe { contents(t, out) }
+    })
+}
+
+/// After a `_c` constructor made `*out` through its `int` form: the
+/// recorded arguments are counts, as the `_c` form took them. All are,
+/// but a subarray's `ndims` and `order` (its first and last), which stay
+/// ints.
+///
+/// # Safety
+/// `out` is NULL or valid.
+pub(crate) unsafe fn counted(rc: c_int, out: *mut Handle) -> c_int {
+    if rc == SUCCESS && !out.is_null() {
+        // SAFETY: non-NULL, valid (the contract).
+        let h = unsafe { *out };
+        crate::datatype::rewrite_recipe(h, |r| {
+            let n = r.args.len();
+            let ints = if r.combiner == COMBINER_SUBARRAY {
+                vec![0, n - 1]
+            } else {
+                Vec::new()
+            };
+            for (k, arg) in r.args.iter_mut().enumerate() {
+                *arg = match *arg {
+                    Arg::Int(v) if !ints.contains(&k) => Arg::Count(v.into()),
+                    Arg::Address(v) => Arg::Count(v as Count),
+                    kept => kept,
+                };
+            }
+        });
+    }
+    rc
+}
+
+/// The predefined pair type of values of type `value` with an index of
+/// type `index`, as `MPI_MINLOC`/`MPI_MAXLOC` take: `MPI_DATATYPE_NULL`
+/// where MPI has none.
+fn pair_of(value: Handle, index: Handle) -> Handle {
+    const FLOAT: Handle = 0x210;
+    const DOUBLE: Handle = 0x214;
+    const LONG: Handle = 0x20a;
+    const INT: Handle = 0x209;
+    const SHORT: Handle = 0x208;
+    const LONG_DOUBLE: Handle = 0x220;
+    const REAL: Handle = 0x21a;
+    const DOUBLE_PRECISION: Handle = 0x21c;
+    const INTEGER: Handle = 0x219;
+    match (value, index) {
+        (FLOAT, INT) => 0x228,
+        (DOUBLE, INT) => 0x229,
+        (LONG, INT) => 0x22a,
+        (INT, INT) => 0x22b,
+        (SHORT, INT) => 0x22c,
+        (LONG_DOUBLE, INT) => 0x22d,
+        (REAL, REAL) => 0x230,
+        (DOUBLE_PRECISION, DOUBLE_PRECISION) => 0x231,
+        (INTEGER, INTEGER) => 0x232,
+        _ => DATATYPE_NULL,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_value_index(
+    value: Handle,
+    index: Handle,
+    pair: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Type_get_value_index", || {
+        type_of(value)?;
+        type_of(index)?;
+        if pair.is_null() {
+            return Err(Fail::arg("type is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(pair, pair_of(value, index)) };
+        Ok(())
+    })
+}
