@@ -344,6 +344,25 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
 int MPI_Comm_get_parent(MPI_Comm *parent);
 int MPI_Topo_test(MPI_Comm comm, int *status);
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *comm_cart);
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest);
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank);
+int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize,
+             int *position, MPI_Comm comm);
+int MPI_Pack_c(const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf,
+               MPI_Count outsize, MPI_Count *position, MPI_Comm comm);
+int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
+               MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Unpack_c(const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf,
+                 MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+int MPI_Pack_size_c(MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size);
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
 int MPI_Free_mem(void *base);
 
@@ -822,7 +841,10 @@ MESHWORK_PMPI(Group_compare) MESHWORK_PMPI(Group_union)
 MESHWORK_PMPI(Group_intersection) MESHWORK_PMPI(Group_difference) MESHWORK_PMPI(Group_incl)
 MESHWORK_PMPI(Group_excl) MESHWORK_PMPI(Group_range_incl) MESHWORK_PMPI(Group_range_excl)
 MESHWORK_PMPI(Comm_split_type) MESHWORK_PMPI(Comm_dup_with_info)
-MESHWORK_PMPI(Comm_idup) MESHWORK_PMPI(Comm_get_parent) MESHWORK_PMPI(Topo_test)
+MESHWORK_PMPI(Comm_idup) MESHWORK_PMPI(Comm_get_parent) MESHWORK_PMPI(Topo_test) MESHWORK_PMPI(Cart_create) MESHWORK_PMPI(Cartdim_get)
+MESHWORK_PMPI(Cart_get) MESHWORK_PMPI(Cart_rank) MESHWORK_PMPI(Cart_coords) MESHWORK_PMPI(Cart_shift)
+MESHWORK_PMPI(Cart_sub) MESHWORK_PMPI(Cart_map) MESHWORK_PMPI(Pack) MESHWORK_PMPI(Pack_c)
+MESHWORK_PMPI(Unpack) MESHWORK_PMPI(Unpack_c) MESHWORK_PMPI(Pack_size) MESHWORK_PMPI(Pack_size_c)
 MESHWORK_PMPI(Alloc_mem) MESHWORK_PMPI(Free_mem) MESHWORK_PMPI(Send) MESHWORK_PMPI(Ssend)
 MESHWORK_PMPI(Rsend) MESHWORK_PMPI(Recv) MESHWORK_PMPI(Isend) MESHWORK_PMPI(Issend)
 MESHWORK_PMPI(Irecv) MESHWORK_PMPI(Sendrecv) MESHWORK_PMPI(Sendrecv_replace) MESHWORK_PMPI(Probe)

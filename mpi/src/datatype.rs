@@ -117,7 +117,7 @@ impl Type {
     /// Whether its data lies at absolute addresses (displacements from
     /// `MPI_BOTTOM`, as `MPI_Get_address` gives them): a buffer argument
     /// of NULL is then `MPI_BOTTOM`, not a missing buffer.
-    fn absolute(&self) -> bool {
+    pub(crate) fn absolute(&self) -> bool {
         self.blocks.iter().all(|&(off, _)| off >= 4096)
     }
 

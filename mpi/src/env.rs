@@ -361,7 +361,9 @@ pub unsafe extern "C" fn MPI_Comm_dup(ch: Handle, out: *mut Handle) -> c_int {
         let rank = comm(ch)?.rank() as c_int;
         split(ch, 0, rank, out, "")?;
         // SAFETY: written by `split` (the contract).
-        crate::attrs::copy_attrs(ch, unsafe { *out })
+        let dup = unsafe { *out };
+        crate::topo::copy_cart(ch, dup)?;
+        crate::attrs::copy_attrs(ch, dup)
     })
 }
 

@@ -37,7 +37,9 @@ mod env;
 mod fold;
 mod large;
 mod p2p;
+mod pack;
 mod state;
+mod topo;
 mod unsupported;
 
 use std::ffi::c_int;
@@ -98,6 +100,7 @@ pub mod consts {
     pub const ERR_ROOT: c_int = 8;
     pub const ERR_GROUP: c_int = 9;
     pub const ERR_OP: c_int = 10;
+    pub const ERR_TOPOLOGY: c_int = 11;
     pub const ERR_DIMS: c_int = 12;
     pub const ERR_ARG: c_int = 13;
     pub const ERR_TRUNCATE: c_int = 15;
@@ -142,6 +145,8 @@ pub mod consts {
     pub const CONGRUENT: c_int = 202;
     pub const SIMILAR: c_int = 203;
     pub const UNEQUAL: c_int = 204;
+
+    pub const CART: c_int = 211;
 
     pub const COMM_TYPE_SHARED: c_int = 221;
     pub const COMM_TYPE_HW_UNGUIDED: c_int = 222;

@@ -280,6 +280,15 @@ fn mpi_datatypes_decode_and_subarrays_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("decoding", "decoding");
 }
 
+/// `tests/c/topology.c`: a Cartesian grid of every rank with its
+/// coordinates, neighbours (a halo exchange through them, MPI_PROC_NULL
+/// at the edges) and rows; a grid smaller than the world; and
+/// `MPI_Pack`/`MPI_Unpack` of a mixed message sent as `MPI_PACKED`.
+#[test]
+fn mpi_cartesian_grids_and_packing_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("topology", "topology");
+}
+
 /// `tests/c/reductions.c`: the reductions meshwork's collectives lack
 /// (bitwise, logical, MINLOC/MAXLOC, the program's own through
 /// `MPI_Op_create`, one that does not commute and one on a strided
