@@ -6,7 +6,7 @@
 # (2 ranks, µs), bandwidth (2 ranks, MB/s) and all-reduce of floats
 # (4 ranks, µs).
 #
-#   benches/mpi_abi.sh            # after: cargo build --release --workspace --examples
+#   benches/mpi_abi.sh            # after: cargo build --release --workspace --lib --bins --examples
 #   OSU_DIR=... MAX_SIZE=1048576 RUNS=5 benches/mpi_abi.sh
 #
 # RUNS (default 3) rounds of every column, interleaved, each round in
@@ -26,7 +26,7 @@ runs=${RUNS:-3}
 meshrun=$root/target/release/meshrun
 rust=$root/target/release/examples/osu_rust
 for f in "$meshrun" "$rust" "$root/target/release/libmpi_abi.so"; do
-  [ -e "$f" ] || { echo "missing $f: cargo build --release --workspace --examples" >&2; exit 1; }
+  [ -e "$f" ] || { echo "missing $f: cargo build --release --workspace --lib --bins --examples" >&2; exit 1; }
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
