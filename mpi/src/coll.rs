@@ -1403,3 +1403,119 @@ v_forms!(MPI_Alltoallv, MPI_Ialltoallv,
 v_forms!(MPI_Alltoallw, MPI_Ialltoallw,
     (send: usize, scounts: *const c_int, sdispls: *const c_int, stypes: *const Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Handle, ch: Handle),
     ch, req, plan_alltoallw(send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes, ch));
+
+// ------------------------------------------------------------ persistent
+
+/// A persistent collective's start: its plan made and started anew on the
+/// arguments its `_init` call took, each `MPI_Start`.
+pub(crate) struct Restart(Box<dyn Fn() -> Result<Request> + Send + Sync>);
+
+impl Restart {
+    pub fn start(&self) -> Result<Request> {
+        (self.0)()
+    }
+}
+
+/// The arguments of an `_init` call, kept for its starts: plain values,
+/// and buffers and arrays by address, which MPI's contract keeps as they
+/// were given until the request is freed.
+#[derive(Clone, Copy)]
+struct Kept<T>(T);
+
+impl<T: Copy> Kept<T> {
+    /// The arguments (a call, so that a closure takes the whole `Kept`).
+    fn get(&self) -> T {
+        self.0
+    }
+}
+
+// SAFETY: the addresses it holds are only read by the starts, under the
+// contract above; nothing in it is tied to the thread that made it.
+unsafe impl<T> Send for Kept<T> {}
+// SAFETY: as above: shared, it is only copied.
+unsafe impl<T> Sync for Kept<T> {}
+
+/// `MPI_X_init(args…, info, request)`: a persistent request whose start
+/// is `MPI_IX(args…)`. The info's hints are read by no one.
+macro_rules! persistent {
+    ($name:ident, ($($arg:ident: $t:ty),*), $ch:ident, $plan:expr, $started:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t,)* _info: Handle, request: *mut Handle) -> c_int {
+            crate::p2p::more::init($ch, stringify!($name), request, |_| {
+                let kept = Kept(($($arg,)*));
+                Ok(crate::p2p::more::Persist::Coll(Restart(Box::new(move || {
+                    let ($($arg,)*) = kept.get();
+                    // SAFETY: the buffers and arrays are as the `_init`
+                    // call was given them (MPI's contract, above).
+                    unsafe { $started($plan?) }
+                }))))
+            })
+        }
+    };
+}
+
+/// A plan's start as the request `MPI_Start` completes.
+///
+/// # Safety
+/// None beyond the plan's making (the same signature as [`started_v`]).
+unsafe fn started(plan: Plan) -> Result<Request> {
+    Ok(Request::Coll(plan.start()?))
+}
+
+/// A `v` plan's start, likewise.
+///
+/// # Safety
+/// Its send blocks lie in the caller's memory (MPI's contract).
+unsafe fn started_v(plan: VPlan) -> Result<Request> {
+    // SAFETY: the contract.
+    Ok(Request::Coll(Box::new(unsafe { plan.start() }?)))
+}
+
+persistent!(MPI_Barrier_init, (ch: Handle), ch, plan_barrier(ch), started);
+persistent!(MPI_Bcast_init, (buf: usize, n: c_int, dt: Handle, root: c_int, ch: Handle), ch,
+    plan_bcast(buf, n, dt, root, ch), started);
+persistent!(MPI_Reduce_init,
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, root: c_int, ch: Handle), ch,
+    plan_reduce(send, recv, n, dt, op, root, ch), started);
+persistent!(MPI_Allreduce_init,
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_allreduce(send, recv, n, dt, op, ch), started);
+persistent!(MPI_Scan_init,
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_scan(send, recv, n, dt, op, ch, false), started);
+persistent!(MPI_Exscan_init,
+    (send: usize, recv: usize, n: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_scan(send, recv, n, dt, op, ch, true), started);
+persistent!(MPI_Allgather_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, None, ch), started);
+persistent!(MPI_Gather_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch,
+    plan_gather(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, Some(root), ch), started);
+persistent!(MPI_Scatter_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle), ch,
+    plan_scatter(Side { buf: send, n: sn, ty: st }, Side { buf: recv, n: rn, ty: rt }, root, ch), started);
+persistent!(MPI_Alltoall_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, ch: Handle), ch,
+    plan_alltoall(send, sn, st, recv, rn, rt, ch), started);
+persistent!(MPI_Reduce_scatter_block_init,
+    (send: usize, recv: usize, rn: c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_reduce_scatter_block(send, recv, rn, dt, op, ch), started);
+persistent!(MPI_Reduce_scatter_init,
+    (send: usize, recv: usize, counts: *const c_int, dt: Handle, op: Handle, ch: Handle), ch,
+    plan_reduce_scatter(send, recv, counts, dt, op, ch), started);
+persistent!(MPI_Allgatherv_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, counts: *const c_int, displs: *const c_int, rt: Handle, ch: Handle),
+    ch, plan_allgatherv(send, sn, st, recv, counts, displs, rt, ch), started_v);
+persistent!(MPI_Gatherv_init,
+    (send: usize, sn: c_int, st: Handle, recv: usize, counts: *const c_int, displs: *const c_int, rt: Handle, root: c_int, ch: Handle),
+    ch, plan_gatherv(send, sn, st, recv, counts, displs, rt, root, ch), started_v);
+persistent!(MPI_Scatterv_init,
+    (send: usize, counts: *const c_int, displs: *const c_int, st: Handle, recv: usize, rn: c_int, rt: Handle, root: c_int, ch: Handle),
+    ch, plan_scatterv(send, counts, displs, st, recv, rn, rt, root, ch), started_v);
+persistent!(MPI_Alltoallv_init,
+    (send: usize, scounts: *const c_int, sdispls: *const c_int, st: Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rt: Handle, ch: Handle),
+    ch, plan_alltoallv(send, scounts, sdispls, st, recv, rcounts, rdispls, rt, ch), started_v);
+persistent!(MPI_Alltoallw_init,
+    (send: usize, scounts: *const c_int, sdispls: *const c_int, stypes: *const Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Handle, ch: Handle),
+    ch, plan_alltoallw(send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes, ch), started_v);

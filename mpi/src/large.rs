@@ -69,6 +69,17 @@ narrow!(MPI_Sendrecv_c => MPI_Sendrecv, ch, (sendbuf: *const u8, sendcount: Coun
 narrow!(MPI_Sendrecv_replace_c => MPI_Sendrecv_replace, ch, (buf: *mut u8, count: Count, dt: Handle, dest: c_int, sendtag: c_int,
     source: c_int, recvtag: c_int, ch: Handle, status: *mut Status), [count]);
 
+narrow!(MPI_Bcast_init_c => MPI_Bcast_init, ch, (buf: usize, n: Count, dt: Handle, root: c_int, ch: Handle, info: Handle, req: Req), [n]);
+narrow!(MPI_Reduce_init_c => MPI_Reduce_init, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, root: c_int, ch: Handle, info: Handle, req: Req), [n]);
+narrow!(MPI_Allreduce_init_c => MPI_Allreduce_init, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, info: Handle, req: Req), [n]);
+narrow!(MPI_Scan_init_c => MPI_Scan_init, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, info: Handle, req: Req), [n]);
+narrow!(MPI_Exscan_init_c => MPI_Exscan_init, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, ch: Handle, info: Handle, req: Req), [n]);
+narrow!(MPI_Allgather_init_c => MPI_Allgather_init, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle, info: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Gather_init_c => MPI_Gather_init, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle, info: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Scatter_init_c => MPI_Scatter_init, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, root: c_int, ch: Handle, info: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Alltoall_init_c => MPI_Alltoall_init, ch, (send: usize, sn: Count, st: Handle, recv: usize, rn: Count, rt: Handle, ch: Handle, info: Handle, req: Req), [sn, rn]);
+narrow!(MPI_Reduce_scatter_block_init_c => MPI_Reduce_scatter_block_init, ch, (send: usize, recv: usize, rn: Count, dt: Handle, op: Handle, ch: Handle, info: Handle, req: Req), [rn]);
+
 narrow!(MPI_Bcast_c => MPI_Bcast, ch, (buf: usize, n: Count, dt: Handle, root: c_int, ch: Handle), [n]);
 narrow!(MPI_Ibcast_c => MPI_Ibcast, ch, (buf: usize, n: Count, dt: Handle, root: c_int, ch: Handle, req: Req), [n]);
 narrow!(MPI_Reduce_c => MPI_Reduce, ch, (send: usize, recv: usize, n: Count, dt: Handle, op: Handle, root: c_int, ch: Handle), [n]);

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-mod more;
+pub(crate) mod more;
 
 /// `MPI_BYTE`.
 const MPI_BYTE: Handle = 0x247;

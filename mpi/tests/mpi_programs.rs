@@ -289,6 +289,15 @@ fn mpi_cartesian_grids_and_packing_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("topology", "topology");
 }
 
+/// `tests/c/persistent.c`: persistent collectives made once and started
+/// round after round on refilled buffers (together through
+/// `MPI_Startall`, a `v` form, a `_c` form, rooted and scan), a second
+/// start refused, and their requests freed.
+#[test]
+fn mpi_persistent_collectives_restart_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("persistent", "persistent");
+}
+
 /// `tests/c/reductions.c`: the reductions meshwork's collectives lack
 /// (bitwise, logical, MINLOC/MAXLOC, the program's own through
 /// `MPI_Op_create`, one that does not commute and one on a strided

@@ -27,6 +27,9 @@ pub(crate) enum Persist {
         source: c_int,
         tag: c_int,
     },
+    /// A persistent collective (`MPI_Allreduce_init` and its kin): its
+    /// `MPI_I…` form, started again on the arguments it was made with.
+    Coll(crate::coll::Restart),
 }
 
 impl Persist {
@@ -55,6 +58,7 @@ impl Persist {
                 source,
                 tag,
             } => post_recv(comm, *buf as *mut u8, *count, *dt, *source, *tag),
+            Persist::Coll(restart) => restart.start(),
         }
     }
 }
@@ -64,7 +68,7 @@ fn count_of(n: i64, name: &str) -> Result<c_int> {
         .map_err(|_| Fail::new(ERR_COUNT, format!("{name}: count {n} is above 2^31 - 1")))
 }
 
-fn init(
+pub(crate) fn init(
     ch: Handle,
     name: &str,
     request: *mut Handle,
