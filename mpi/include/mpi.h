@@ -353,6 +353,25 @@ int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
 int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest);
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
 int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank);
+int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[],
+                     int reorder, MPI_Comm *comm_graph);
+int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges);
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors);
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank);
+/* The weights are pointers, not arrays: MPI_UNWEIGHTED and
+ * MPI_WEIGHTS_EMPTY are sentinels no compiler may take for arrays. */
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                   const int *sourceweights, int outdegree,
+                                   const int destinations[], const int *destweights,
+                                   MPI_Info info, int reorder, MPI_Comm *comm_dist_graph);
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int *weights, MPI_Info info,
+                          int reorder, MPI_Comm *comm_dist_graph);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int *sourceweights,
+                             int maxoutdegree, int destinations[], int *destweights);
 int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize,
              int *position, MPI_Comm comm);
 int MPI_Pack_c(const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf,
@@ -881,8 +900,8 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
                     int reorder, MPI_Comm *comm_cart);
 int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
 int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
-int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
-                             int maxoutdegree, int destinations[], int destweights[]);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int *sourceweights,
+                             int maxoutdegree, int destinations[], int *destweights);
 
 /* The profiling interface: each function above is also PMPI_<name>, the
  * same function under a second name, so a tool (or the program) can define
@@ -915,7 +934,11 @@ MESHWORK_PMPI(Group_excl) MESHWORK_PMPI(Group_range_incl) MESHWORK_PMPI(Group_ra
 MESHWORK_PMPI(Comm_split_type) MESHWORK_PMPI(Comm_dup_with_info)
 MESHWORK_PMPI(Comm_idup) MESHWORK_PMPI(Comm_get_parent) MESHWORK_PMPI(Topo_test) MESHWORK_PMPI(Cart_create) MESHWORK_PMPI(Cartdim_get)
 MESHWORK_PMPI(Cart_get) MESHWORK_PMPI(Cart_rank) MESHWORK_PMPI(Cart_coords) MESHWORK_PMPI(Cart_shift)
-MESHWORK_PMPI(Cart_sub) MESHWORK_PMPI(Cart_map) MESHWORK_PMPI(Pack) MESHWORK_PMPI(Pack_c)
+MESHWORK_PMPI(Cart_sub) MESHWORK_PMPI(Cart_map) MESHWORK_PMPI(Graph_create)
+MESHWORK_PMPI(Graphdims_get) MESHWORK_PMPI(Graph_get) MESHWORK_PMPI(Graph_neighbors_count)
+MESHWORK_PMPI(Graph_neighbors) MESHWORK_PMPI(Graph_map) MESHWORK_PMPI(Dist_graph_create_adjacent)
+MESHWORK_PMPI(Dist_graph_create) MESHWORK_PMPI(Dist_graph_neighbors_count)
+MESHWORK_PMPI(Dist_graph_neighbors) MESHWORK_PMPI(Pack) MESHWORK_PMPI(Pack_c)
 MESHWORK_PMPI(Unpack) MESHWORK_PMPI(Unpack_c) MESHWORK_PMPI(Pack_size) MESHWORK_PMPI(Pack_size_c)
 MESHWORK_PMPI(Alloc_mem) MESHWORK_PMPI(Free_mem) MESHWORK_PMPI(Send) MESHWORK_PMPI(Ssend)
 MESHWORK_PMPI(Rsend) MESHWORK_PMPI(Recv) MESHWORK_PMPI(Isend) MESHWORK_PMPI(Issend)

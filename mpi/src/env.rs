@@ -362,7 +362,7 @@ pub unsafe extern "C" fn MPI_Comm_dup(ch: Handle, out: *mut Handle) -> c_int {
         split(ch, 0, rank, out, "")?;
         // SAFETY: written by `split` (the contract).
         let dup = unsafe { *out };
-        crate::topo::copy_cart(ch, dup)?;
+        crate::topo::copy_topology(ch, dup)?;
         crate::attrs::copy_attrs(ch, dup)
     })
 }

@@ -147,6 +147,8 @@ pub mod consts {
     pub const UNEQUAL: c_int = 204;
 
     pub const CART: c_int = 211;
+    pub const GRAPH: c_int = 212;
+    pub const DIST_GRAPH: c_int = 213;
 
     pub const COMM_TYPE_SHARED: c_int = 221;
     pub const COMM_TYPE_HW_UNGUIDED: c_int = 222;

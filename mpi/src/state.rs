@@ -85,8 +85,8 @@ pub(crate) struct Comm {
     pub attrs: Mutex<Vec<(c_int, usize)>>,
     /// Its `v` collectives so far (`coll.rs`, `VPlan`).
     pub vseq: AtomicU64,
-    /// Its Cartesian topology, if `MPI_Cart_create` made it (`topo.rs`).
-    pub cart: std::sync::OnceLock<crate::topo::Cart>,
+    /// Its virtual topology, if it was made with one (`topo.rs`).
+    pub topo: std::sync::OnceLock<crate::topo::Topo>,
 }
 
 impl Comm {
@@ -104,7 +104,7 @@ impl Comm {
             members,
             attrs: Mutex::new(Vec::new()),
             vseq: AtomicU64::new(0),
-            cart: std::sync::OnceLock::new(),
+            topo: std::sync::OnceLock::new(),
         })
     }
 

@@ -1,16 +1,45 @@
-//! Cartesian topologies (MPI-5 §8.5): `MPI_Cart_create` makes a
-//! communicator of the first `∏ dims` ranks that knows its grid, and the
-//! stencil codes' helpers answer from it — coordinates, ranks, the
-//! neighbours one shift away (`MPI_PROC_NULL` past a non-periodic edge)
-//! and sub-grids. Ranks keep their order (row-major, the last dimension
-//! fastest): meshwork's links are alike between any two ranks of a host,
-//! and across hosts it has no map of the network to reorder by.
+//! Virtual topologies (MPI-5 §8): a communicator that knows a grid or a
+//! graph of its ranks. `MPI_Cart_create` makes one of the first `∏ dims`
+//! ranks, and the stencil codes' helpers answer from it — coordinates,
+//! ranks, the neighbours one shift away (`MPI_PROC_NULL` past a
+//! non-periodic edge) and sub-grids. `MPI_Graph_create` and the
+//! distributed graphs (`MPI_Dist_graph_create(_adjacent)`) keep each
+//! rank's neighbours for the queries. Ranks keep their order (a grid is
+//! row-major, the last dimension fastest): meshwork's links are alike
+//! between any two ranks of a host, and across hosts it has no map of the
+//! network to reorder by. The neighbourhood collectives are not
+//! implemented.
 
 use crate::consts::*;
 use crate::env::split;
 use crate::state::{comm, entry, Comm, Fail, Result};
 use crate::{put, Handle};
 use std::ffi::c_int;
+
+/// A communicator's virtual topology.
+#[derive(Clone, Debug)]
+pub(crate) enum Topo {
+    Cart(Cart),
+    Graph(Graph),
+    Dist(Dist),
+}
+
+/// A graph of all the communicator's ranks (`MPI_Graph_create`): node
+/// `i`'s neighbours are `edges[index[i-1]..index[i]]`.
+#[derive(Clone, Debug)]
+pub(crate) struct Graph {
+    pub index: Vec<c_int>,
+    pub edges: Vec<c_int>,
+}
+
+/// This rank's part of a distributed graph: the ranks whose edges come in
+/// and those its edges go to, with their weights if it has any.
+#[derive(Clone, Debug)]
+pub(crate) struct Dist {
+    pub sources: Vec<(c_int, c_int)>,
+    pub destinations: Vec<(c_int, c_int)>,
+    pub weighted: bool,
+}
 
 /// A communicator's grid: the extent and periodicity of each dimension.
 #[derive(Clone, Debug)]
@@ -57,12 +86,16 @@ impl Cart {
 /// The grid of communicator `h` (`MPI_ERR_TOPOLOGY` if it has none).
 fn cart_of(h: Handle) -> Result<(std::sync::Arc<Comm>, Cart)> {
     let c = comm(h)?;
-    let cart = c
-        .cart
-        .get()
-        .cloned()
-        .ok_or_else(|| Fail::new(ERR_TOPOLOGY, "the communicator has no Cartesian topology"))?;
-    Ok((c, cart))
+    match c.topo.get() {
+        Some(Topo::Cart(cart)) => {
+            let cart = cart.clone();
+            Ok((c, cart))
+        }
+        _ => Err(Fail::new(
+            ERR_TOPOLOGY,
+            "the communicator has no Cartesian topology",
+        )),
+    }
 }
 
 /// `n` ints at `p` (none when `n` is 0).
@@ -135,7 +168,7 @@ pub unsafe extern "C" fn MPI_Cart_create(
         // SAFETY: written by `split` (the contract).
         let h = unsafe { *out };
         if h != COMM_NULL {
-            let _ = comm(h)?.cart.set(cart);
+            let _ = comm(h)?.topo.set(Topo::Cart(cart));
         }
         Ok(())
     })
@@ -304,7 +337,7 @@ pub unsafe extern "C" fn MPI_Cart_sub(ch: Handle, remain: *const c_int, out: *mu
             periods: zip_kept(&cart.periods, &keep),
         };
         // SAFETY: written by `split` (the contract).
-        let _ = comm(unsafe { *out })?.cart.set(sub);
+        let _ = comm(unsafe { *out })?.topo.set(Topo::Cart(sub));
         Ok(())
     })
 }
@@ -350,19 +383,449 @@ pub unsafe extern "C" fn MPI_Cart_map(
     })
 }
 
-/// `MPI_CART` for a communicator with a grid, else `MPI_UNDEFINED`.
+/// `MPI_CART`, `MPI_GRAPH` or `MPI_DIST_GRAPH` for a communicator with
+/// a topology, else `MPI_UNDEFINED`.
 pub(crate) fn topology_of(h: Handle) -> Result<c_int> {
-    Ok(if comm(h)?.cart.get().is_some() {
-        CART
-    } else {
-        UNDEFINED
+    Ok(match comm(h)?.topo.get() {
+        Some(Topo::Cart(_)) => CART,
+        Some(Topo::Graph(_)) => GRAPH,
+        Some(Topo::Dist(_)) => DIST_GRAPH,
+        None => UNDEFINED,
     })
 }
 
-/// A duplicate's grid: the original's (`MPI_Comm_dup` keeps it).
-pub(crate) fn copy_cart(from: Handle, to: Handle) -> Result<()> {
-    if let Some(cart) = comm(from)?.cart.get().cloned() {
-        let _ = comm(to)?.cart.set(cart);
+/// A duplicate's topology: the original's (`MPI_Comm_dup` keeps it).
+pub(crate) fn copy_topology(from: Handle, to: Handle) -> Result<()> {
+    if let Some(t) = comm(from)?.topo.get().cloned() {
+        let _ = comm(to)?.topo.set(t);
     }
     Ok(())
+}
+
+// ------------------------------------------------------------ graphs
+
+/// The graph `nnodes`, `index` and `edges` describe, checked: `index`
+/// non-decreasing from 0, every edge a node.
+///
+/// # Safety
+/// `index` holds `nnodes` ints and `edges` `index[nnodes - 1]`.
+unsafe fn graph(nnodes: c_int, index: *const c_int, edges: *const c_int) -> Result<Graph> {
+    let n = usize::try_from(nnodes).map_err(|_| Fail::arg(format!("nnodes is {nnodes}")))?;
+    // SAFETY: the contract.
+    let index = unsafe { ints(index, n, "index") }?.to_vec();
+    let mut last = 0;
+    for &i in &index {
+        if i < last {
+            return Err(Fail::arg(format!(
+                "index is not cumulative: {i} after {last}"
+            )));
+        }
+        last = i;
+    }
+    // SAFETY: the contract.
+    let edges = unsafe { ints(edges, last as usize, "edges") }?.to_vec();
+    if let Some(&e) = edges.iter().find(|&&e| !(0..nnodes).contains(&e)) {
+        return Err(Fail::new(
+            ERR_TOPOLOGY,
+            format!("edge to {e}, not a node of 0..{nnodes}"),
+        ));
+    }
+    Ok(Graph { index, edges })
+}
+
+impl Graph {
+    /// Node `r`'s neighbours.
+    fn neighbours(&self, r: usize) -> &[c_int] {
+        let from = if r == 0 {
+            0
+        } else {
+            self.index[r - 1] as usize
+        };
+        &self.edges[from..self.index[r] as usize]
+    }
+}
+
+/// The graph of communicator `h` (`MPI_ERR_TOPOLOGY` if it has none).
+fn graph_of(h: Handle) -> Result<Graph> {
+    match comm(h)?.topo.get() {
+        Some(Topo::Graph(g)) => Ok(g.clone()),
+        _ => Err(Fail::new(
+            ERR_TOPOLOGY,
+            "the communicator has no graph topology",
+        )),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graph_create(
+    ch: Handle,
+    nnodes: c_int,
+    index: *const c_int,
+    edges: *const c_int,
+    _reorder: c_int,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Graph_create", || {
+        // SAFETY: the contract.
+        let g = unsafe { graph(nnodes, index, edges) }?;
+        let c = comm(ch)?;
+        let n = g.index.len();
+        if n > c.size() as usize {
+            return Err(Fail::arg(format!(
+                "a graph of {n} nodes on a communicator of {}",
+                c.size()
+            )));
+        }
+        let me = c.rank() as usize;
+        let color = if me < n { 0 } else { UNDEFINED };
+        split(ch, color, me as c_int, out, "")?;
+        // SAFETY: written by `split` (the contract).
+        let h = unsafe { *out };
+        if h != COMM_NULL {
+            let _ = comm(h)?.topo.set(Topo::Graph(g));
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graphdims_get(
+    ch: Handle,
+    nnodes: *mut c_int,
+    nedges: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Graphdims_get", || {
+        let g = graph_of(ch)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(nnodes, g.index.len() as c_int);
+            put(nedges, g.edges.len() as c_int);
+        }
+        Ok(())
+    })
+}
+
+/// `src` into `n` ints at `out` (`MPI_ERR_ARG` if there is less room).
+///
+/// # Safety
+/// `out` holds `max` ints, or is NULL.
+unsafe fn copy_out(src: &[c_int], out: *mut c_int, max: c_int, what: &str) -> Result<()> {
+    if usize::try_from(max).map_or(true, |m| m < src.len()) {
+        return Err(Fail::arg(format!(
+            "{what}: room for {max}, {} to give",
+            src.len()
+        )));
+    }
+    if !src.is_empty() {
+        if out.is_null() {
+            return Err(Fail::arg(format!("{what} is NULL")));
+        }
+        // SAFETY: room for `max` ≥ `src.len()` ints (the contract).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out, src.len()) };
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graph_get(
+    ch: Handle,
+    maxindex: c_int,
+    maxedges: c_int,
+    index: *mut c_int,
+    edges: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Graph_get", || {
+        let g = graph_of(ch)?;
+        // SAFETY: the contract.
+        unsafe {
+            copy_out(&g.index, index, maxindex, "index")?;
+            copy_out(&g.edges, edges, maxedges, "edges")
+        }
+    })
+}
+
+/// Node `rank` of graph `g`, checked.
+fn node(g: &Graph, rank: c_int) -> Result<usize> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < g.index.len())
+        .ok_or_else(|| Fail::new(ERR_RANK, format!("rank {rank} is not a node of the graph")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graph_neighbors_count(
+    ch: Handle,
+    rank: c_int,
+    nneighbors: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Graph_neighbors_count", || {
+        let g = graph_of(ch)?;
+        let n = g.neighbours(node(&g, rank)?).len();
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(nneighbors, n as c_int) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graph_neighbors(
+    ch: Handle,
+    rank: c_int,
+    maxneighbors: c_int,
+    neighbors: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Graph_neighbors", || {
+        let g = graph_of(ch)?;
+        let r = node(&g, rank)?;
+        // SAFETY: the contract.
+        unsafe { copy_out(g.neighbours(r), neighbors, maxneighbors, "neighbors") }
+    })
+}
+
+/// `MPI_Graph_map`: this process's rank in such a graph (its own), or
+/// `MPI_UNDEFINED` beyond it.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Graph_map(
+    ch: Handle,
+    nnodes: c_int,
+    index: *const c_int,
+    edges: *const c_int,
+    newrank: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Graph_map", || {
+        // SAFETY: the contract.
+        let g = unsafe { graph(nnodes, index, edges) }?;
+        let me = comm(ch)?.rank() as usize;
+        let r = if me < g.index.len() {
+            me as c_int
+        } else {
+            UNDEFINED
+        };
+        // SAFETY: NULL or valid (the contract).
+        unsafe { put(newrank, r) };
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------ distributed graphs
+
+/// `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY`, the ABI's sentinels.
+const UNWEIGHTED: usize = 10;
+const WEIGHTS_EMPTY: usize = 11;
+
+/// `n` (rank, weight) pairs from `ranks` and `weights` (weights 1 when
+/// unweighted), every rank one of the communicator's `size`; whether
+/// weights were given.
+///
+/// # Safety
+/// `ranks` holds `n` ints, and so does `weights` unless a sentinel.
+unsafe fn adjacent(
+    n: c_int,
+    ranks: *const c_int,
+    weights: *const c_int,
+    size: u32,
+    what: &str,
+) -> Result<(Vec<(c_int, c_int)>, bool)> {
+    let n = usize::try_from(n).map_err(|_| Fail::arg(format!("{what} degree is {n}")))?;
+    // SAFETY: the contract.
+    let r = unsafe { ints(ranks, n, what) }?;
+    if let Some(&x) = r
+        .iter()
+        .find(|&&x| u32::try_from(x).map_or(true, |x| x >= size))
+    {
+        return Err(Fail::new(
+            ERR_RANK,
+            format!("{what}: {x} is not a rank of 0..{size}"),
+        ));
+    }
+    let sentinel = matches!(weights as usize, UNWEIGHTED | WEIGHTS_EMPTY);
+    let weighted = !(sentinel || (n == 0 && weights.is_null()));
+    let w: Vec<c_int> = if weighted {
+        // SAFETY: the contract.
+        unsafe { ints(weights, n, "weights") }?.to_vec()
+    } else {
+        vec![1; n]
+    };
+    Ok((r.iter().copied().zip(w).collect(), weighted))
+}
+
+/// A communicator like `ch`, every rank in it, with this rank's part of a
+/// distributed graph.
+fn dist_graph(ch: Handle, d: Dist, out: *mut Handle) -> Result<()> {
+    let c = comm(ch)?;
+    split(ch, 0, c.rank() as c_int, out, "")?;
+    // SAFETY: written by `split` (the caller's contract).
+    let _ = comm(unsafe { *out })?.topo.set(Topo::Dist(d));
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(
+    ch: Handle,
+    indegree: c_int,
+    sources: *const c_int,
+    sourceweights: *const c_int,
+    outdegree: c_int,
+    destinations: *const c_int,
+    destweights: *const c_int,
+    _info: Handle,
+    _reorder: c_int,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Dist_graph_create_adjacent", || {
+        let size = comm(ch)?.size();
+        // SAFETY: the contract.
+        let (sources, ws) = unsafe { adjacent(indegree, sources, sourceweights, size, "sources") }?;
+        // SAFETY: the contract.
+        let (destinations, wd) =
+            unsafe { adjacent(outdegree, destinations, destweights, size, "destinations") }?;
+        let weighted = ws || wd;
+        dist_graph(
+            ch,
+            Dist {
+                sources,
+                destinations,
+                weighted,
+            },
+            out,
+        )
+    })
+}
+
+/// `MPI_Dist_graph_create`: each rank names any edges (`n` sources, each
+/// with its degree, destinations and weights); every edge goes to both
+/// its ends through an all-gather, and each rank keeps its own, in the
+/// order of the ranks that named them.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Dist_graph_create(
+    ch: Handle,
+    n: c_int,
+    sources: *const c_int,
+    degrees: *const c_int,
+    destinations: *const c_int,
+    weights: *const c_int,
+    _info: Handle,
+    _reorder: c_int,
+    out: *mut Handle,
+) -> c_int {
+    entry(ch, "MPI_Dist_graph_create", || {
+        let c = comm(ch)?;
+        let size = c.size();
+        // SAFETY: `n` sources and degrees (the contract).
+        let (srcs, degs) = unsafe {
+            (
+                ints(sources, n.max(0) as usize, "sources")?,
+                ints(degrees, n.max(0) as usize, "degrees")?,
+            )
+        };
+        let total: usize = degs.iter().map(|&d| d.max(0) as usize).sum();
+        // SAFETY: `Σ degrees` destinations (and weights) (the contract).
+        let (dsts, weighted) =
+            unsafe { adjacent(total as c_int, destinations, weights, size, "destinations") }?;
+        let mut mine = Vec::with_capacity(total * 3);
+        let mut k = 0;
+        for (&s, &d) in srcs.iter().zip(degs) {
+            if u32::try_from(s).map_or(true, |s| s >= size) || d < 0 {
+                return Err(Fail::new(ERR_RANK, format!("source {s} of degree {d}")));
+            }
+            for &(t, w) in &dsts[k..k + d as usize] {
+                mine.extend([s, t, w]);
+            }
+            k += d as usize;
+        }
+        // Everyone's edge counts, then everyone's edges.
+        let mut counts = vec![0u64; size as usize];
+        c.group.all_gather(&[mine.len() as u64], &mut counts)?;
+        let longest = counts.iter().copied().max().unwrap_or(0) as usize;
+        let mut padded = mine.clone();
+        padded.resize(longest, 0);
+        let mut all = vec![0 as c_int; longest * size as usize];
+        c.group.all_gather(&padded, &mut all)?;
+        let me = c.rank() as c_int;
+        let (mut ins, mut outs) = (Vec::new(), Vec::new());
+        for (r, &n) in counts.iter().enumerate() {
+            for e in all[r * longest..r * longest + n as usize].chunks_exact(3) {
+                if e[1] == me {
+                    ins.push((e[0], e[2]));
+                }
+                if e[0] == me {
+                    outs.push((e[1], e[2]));
+                }
+            }
+        }
+        // Weighted if any rank gave weights.
+        let mut flags = vec![0u8; size as usize];
+        c.group.all_gather(&[u8::from(weighted)], &mut flags)?;
+        let weighted = flags.contains(&1);
+        let d = Dist {
+            sources: ins,
+            destinations: outs,
+            weighted,
+        };
+        dist_graph(ch, d, out)
+    })
+}
+
+/// This rank's part of the distributed graph of `h`.
+fn dist_of(h: Handle) -> Result<Dist> {
+    match comm(h)?.topo.get() {
+        Some(Topo::Dist(d)) => Ok(d.clone()),
+        _ => Err(Fail::new(
+            ERR_TOPOLOGY,
+            "the communicator has no distributed graph topology",
+        )),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(
+    ch: Handle,
+    indegree: *mut c_int,
+    outdegree: *mut c_int,
+    weighted: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Dist_graph_neighbors_count", || {
+        let d = dist_of(ch)?;
+        // SAFETY: NULL or valid (the contract).
+        unsafe {
+            put(indegree, d.sources.len() as c_int);
+            put(outdegree, d.destinations.len() as c_int);
+            put(weighted, c_int::from(d.weighted));
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Dist_graph_neighbors(
+    ch: Handle,
+    maxindegree: c_int,
+    sources: *mut c_int,
+    sourceweights: *mut c_int,
+    maxoutdegree: c_int,
+    destinations: *mut c_int,
+    destweights: *mut c_int,
+) -> c_int {
+    entry(ch, "MPI_Dist_graph_neighbors", || {
+        let d = dist_of(ch)?;
+        for (pairs, ranks, weights, max, what) in [
+            (&d.sources, sources, sourceweights, maxindegree, "sources"),
+            (
+                &d.destinations,
+                destinations,
+                destweights,
+                maxoutdegree,
+                "destinations",
+            ),
+        ] {
+            let (r, w): (Vec<c_int>, Vec<c_int>) = pairs.iter().copied().unzip();
+            // SAFETY: room for `max` ints each (the contract).
+            unsafe { copy_out(&r, ranks, max, what) }?;
+            if d.weighted && !matches!(weights as usize, 0 | UNWEIGHTED | WEIGHTS_EMPTY) {
+                // SAFETY: as above.
+                unsafe { copy_out(&w, weights, max, "weights") }?;
+            }
+        }
+        Ok(())
+    })
 }

@@ -282,7 +282,8 @@ fn mpi_datatypes_decode_and_subarrays_on_one_to_four_ranks() {
 
 /// `tests/c/topology.c`: a Cartesian grid of every rank with its
 /// coordinates, neighbours (a halo exchange through them, MPI_PROC_NULL
-/// at the edges) and rows; a grid smaller than the world; and
+/// at the edges) and rows; a grid smaller than the world; a ring as a
+/// graph and as distributed graphs (weighted and not); and
 /// `MPI_Pack`/`MPI_Unpack` of a mixed message sent as `MPI_PACKED`.
 #[test]
 fn mpi_cartesian_grids_and_packing_on_one_to_four_ranks() {

@@ -1,7 +1,8 @@
 /* Cartesian topologies as a stencil code uses them (a grid from
  * MPI_Dims_create, coordinates, ranks, neighbours by MPI_Cart_shift and
- * a halo exchange with them, sub-grids), and MPI_Pack/MPI_Unpack of a
- * mixed message sent as MPI_PACKED. Prints "topology ok" on each rank. */
+ * a halo exchange with them, sub-grids), graphs and distributed graphs
+ * (a ring each way), and MPI_Pack/MPI_Unpack of a mixed message sent as
+ * MPI_PACKED. Prints "topology ok" on each rank. */
 #include <mpi.h>
 #include <string.h>
 
@@ -95,6 +96,65 @@ static void grid(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+static void graphs(void) {
+    /* A ring as a graph: node i's neighbours are i - 1 and i + 1. */
+    int index[16], edges[32], kind = -1;
+    for (int i = 0; i < size; i++) {
+        index[i] = 2 * (i + 1);
+        edges[2 * i] = (i + size - 1) % size;
+        edges[2 * i + 1] = (i + 1) % size;
+    }
+    MPI_Comm g;
+    MPI_Graph_create(MPI_COMM_WORLD, size, index, edges, 0, &g);
+    MPI_Topo_test(g, &kind);
+    CHECK(kind == MPI_GRAPH);
+    int nn = -1, ne = -1, count = -1, nb[2], gi[16], ge[32];
+    MPI_Graphdims_get(g, &nn, &ne);
+    CHECK(nn == size && ne == 2 * size);
+    MPI_Graph_get(g, 16, 32, gi, ge);
+    CHECK(gi[size - 1] == 2 * size && ge[1] == 1 % size);
+    MPI_Graph_neighbors_count(g, rank, &count);
+    MPI_Graph_neighbors(g, rank, 2, nb);
+    CHECK(count == 2 && nb[0] == (rank + size - 1) % size && nb[1] == (rank + 1) % size);
+    /* Messages to the neighbours it names. */
+    int got = -1;
+    MPI_Sendrecv(&rank, 1, MPI_INT, nb[1], 6, &got, 1, MPI_INT, nb[0], 6, g, MPI_STATUS_IGNORE);
+    CHECK(got == nb[0]);
+    MPI_Comm_free(&g);
+
+    /* The same ring as a distributed graph, each rank naming its own
+     * edges (weighted by the target), and as adjacency lists. */
+    int me[1] = {rank}, deg[1] = {1}, to[1] = {(rank + 1) % size}, w[1] = {to[0] * 10};
+    MPI_Comm d;
+    MPI_Dist_graph_create(MPI_COMM_WORLD, 1, me, deg, to, w, MPI_INFO_NULL, 0, &d);
+    MPI_Topo_test(d, &kind);
+    CHECK(kind == MPI_DIST_GRAPH);
+    int in = -1, out = -1, weighted = -1, src[1], sw[1], dst[1], dw[1];
+    MPI_Dist_graph_neighbors_count(d, &in, &out, &weighted);
+    CHECK(in == 1 && out == 1 && weighted == 1);
+    MPI_Dist_graph_neighbors(d, 1, src, sw, 1, dst, dw);
+    CHECK(src[0] == (rank + size - 1) % size && sw[0] == rank * 10);
+    CHECK(dst[0] == (rank + 1) % size && dw[0] == dst[0] * 10);
+    MPI_Comm_free(&d);
+    int from[1] = {(rank + size - 1) % size};
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, from, MPI_UNWEIGHTED, 1, to,
+                                   MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &d);
+    MPI_Dist_graph_neighbors_count(d, &in, &out, &weighted);
+    CHECK(in == 1 && out == 1 && weighted == 0);
+    MPI_Dist_graph_neighbors(d, 1, src, MPI_UNWEIGHTED, 1, dst, MPI_UNWEIGHTED);
+    CHECK(src[0] == from[0] && dst[0] == to[0]);
+    MPI_Comm_free(&d);
+
+    /* An edge to no node, and a graph query on a grid: refused. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int cls = 0, one[1] = {1}, bad[1] = {size};
+    MPI_Error_class(MPI_Graph_create(MPI_COMM_WORLD, 1, one, bad, 0, &g), &cls);
+    CHECK(cls == MPI_ERR_TOPOLOGY);
+    MPI_Error_class(MPI_Graphdims_get(MPI_COMM_WORLD, &nn, &ne), &cls);
+    CHECK(cls == MPI_ERR_TOPOLOGY);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 static void packing(void) {
     /* An int, a column of doubles (a vector type) and a string, packed
      * into one buffer and sent to the next rank as MPI_PACKED. */
@@ -154,6 +214,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     grid();
+    graphs();
     packing();
     MPI_Barrier(MPI_COMM_WORLD);
     printf("topology ok on rank %d of %d\n", rank, size);
