@@ -671,6 +671,31 @@ int MPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sd
                        const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                        const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                        MPI_Info info, MPI_Request *request);
+int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                          MPI_Request *request);
+int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                       MPI_Request *request);
+int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                        MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                        MPI_Request *request);
+int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                         const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                         const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                         MPI_Request *request);
+int MPI_Alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                         const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf,
+                         const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                         const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                         MPI_Request *request);
+int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                              MPI_Request *request);
 int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype,
                      MPI_Op op);
 
@@ -978,7 +1003,9 @@ MESHWORK_PMPI(Info_get_string) MESHWORK_PMPI(Info_get_valuelen) MESHWORK_PMPI(In
 MESHWORK_PMPI(Info_get_nthkey) MESHWORK_PMPI(Info_delete) MESHWORK_PMPI(Info_dup)
 MESHWORK_PMPI(Ireduce_scatter) MESHWORK_PMPI(Iallgatherv) MESHWORK_PMPI(Igatherv)
 MESHWORK_PMPI(Iscatterv) MESHWORK_PMPI(Ialltoallv) MESHWORK_PMPI(Ialltoallw)
-MESHWORK_PMPI(Reduce_local)
+MESHWORK_PMPI(Reduce_local) MESHWORK_PMPI(Allgatherv_init_c)
+MESHWORK_PMPI(Gatherv_init_c) MESHWORK_PMPI(Scatterv_init_c) MESHWORK_PMPI(Alltoallv_init_c)
+MESHWORK_PMPI(Alltoallw_init_c) MESHWORK_PMPI(Reduce_scatter_init_c)
 MESHWORK_PMPI(Barrier_init) MESHWORK_PMPI(Bcast_init) MESHWORK_PMPI(Bcast_init_c)
 MESHWORK_PMPI(Reduce_init) MESHWORK_PMPI(Reduce_init_c) MESHWORK_PMPI(Allreduce_init)
 MESHWORK_PMPI(Allreduce_init_c) MESHWORK_PMPI(Scan_init) MESHWORK_PMPI(Scan_init_c)

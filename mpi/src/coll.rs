@@ -1519,3 +1519,282 @@ persistent!(MPI_Alltoallv_init,
 persistent!(MPI_Alltoallw_init,
     (send: usize, scounts: *const c_int, sdispls: *const c_int, stypes: *const Handle, recv: usize, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const Handle, ch: Handle),
     ch, plan_alltoallw(send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes, ch), started_v);
+
+// The `_c` forms of the persistent `v` and `w` collectives and of
+// `MPI_Reduce_scatter_init`: their arrays of counts and displacements are
+// narrowed to `int` once, and the request owns them for its starts.
+
+type Count = i64;
+
+/// `n` entries at `p` narrowed to `int` and owned; `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or holds `n` entries.
+unsafe fn owned<T: Copy + TryInto<c_int>>(p: *const T, n: usize) -> Result<Option<Vec<c_int>>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: `n` entries (the contract).
+    let v = unsafe { std::slice::from_raw_parts(p, n) };
+    v.iter()
+        .map(|&x| x.try_into().map_err(|_| too_large()))
+        .collect::<Result<_>>()
+        .map(Some)
+}
+
+fn too_large() -> Fail {
+    Fail::new(ERR_COUNT, "a count or displacement above 2^31 - 1")
+}
+
+/// An owned array as the plans read it (NULL for none).
+fn arr(v: &Option<Vec<c_int>>) -> *const c_int {
+    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
+}
+
+/// The entries a `v` collective's arrays have here: one per rank, or,
+/// rooted, none away from the root.
+fn entries(ch: Handle, root: Option<c_int>) -> Result<usize> {
+    let c = comm(ch)?;
+    Ok(match root {
+        Some(r) if r != c.rank() as c_int => 0,
+        _ => c.size() as usize,
+    })
+}
+
+/// The persistent request `start` starts, for call `name`.
+fn persist(
+    ch: Handle,
+    name: &str,
+    request: *mut Handle,
+    make: impl FnOnce() -> Result<Box<dyn Fn() -> Result<Request> + Send + Sync>>,
+) -> c_int {
+    crate::p2p::more::init(ch, name, request, |_| {
+        Ok(crate::p2p::more::Persist::Coll(Restart(make()?)))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv_init_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Allgatherv_init_c", request, || {
+        let n = entries(ch, None)?;
+        let sn = c_int::try_from(sn).map_err(|_| too_large())?;
+        // SAFETY: `n` entries each (the contract).
+        let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
+        Ok(Box::new(move || {
+            // SAFETY: the buffers as the `_init` call gave them (MPI's
+            // contract); the arrays are the request's own.
+            unsafe {
+                started_v(plan_allgatherv(
+                    send,
+                    sn,
+                    st,
+                    recv,
+                    arr(&c),
+                    arr(&d),
+                    rt,
+                    ch,
+                )?)
+            }
+        }))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv_init_c(
+    send: usize,
+    sn: Count,
+    st: Handle,
+    recv: usize,
+    counts: *const Count,
+    displs: *const isize,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Gatherv_init_c", request, || {
+        let n = entries(ch, Some(root))?;
+        let sn = c_int::try_from(sn).map_err(|_| too_large())?;
+        // SAFETY: `n` entries each (the contract).
+        let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
+        Ok(Box::new(move || {
+            // SAFETY: as in `MPI_Allgatherv_init_c`.
+            unsafe {
+                started_v(plan_gatherv(
+                    send,
+                    sn,
+                    st,
+                    recv,
+                    arr(&c),
+                    arr(&d),
+                    rt,
+                    root,
+                    ch,
+                )?)
+            }
+        }))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv_init_c(
+    send: usize,
+    counts: *const Count,
+    displs: *const isize,
+    st: Handle,
+    recv: usize,
+    rn: Count,
+    rt: Handle,
+    root: c_int,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Scatterv_init_c", request, || {
+        let n = entries(ch, Some(root))?;
+        let rn = c_int::try_from(rn).map_err(|_| too_large())?;
+        // SAFETY: `n` entries each (the contract).
+        let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
+        Ok(Box::new(move || {
+            // SAFETY: as in `MPI_Allgatherv_init_c`.
+            unsafe {
+                started_v(plan_scatterv(
+                    send,
+                    arr(&c),
+                    arr(&d),
+                    st,
+                    recv,
+                    rn,
+                    rt,
+                    root,
+                    ch,
+                )?)
+            }
+        }))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv_init_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    st: Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rt: Handle,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Alltoallv_init_c", request, || {
+        let n = entries(ch, None)?;
+        // SAFETY: `n` entries each (the contract).
+        let (sc, sd, rc, rd) = unsafe {
+            (
+                owned(scounts, n)?,
+                owned(sdispls, n)?,
+                owned(rcounts, n)?,
+                owned(rdispls, n)?,
+            )
+        };
+        Ok(Box::new(move || {
+            // SAFETY: as in `MPI_Allgatherv_init_c`.
+            unsafe {
+                started_v(plan_alltoallv(
+                    send,
+                    arr(&sc),
+                    arr(&sd),
+                    st,
+                    recv,
+                    arr(&rc),
+                    arr(&rd),
+                    rt,
+                    ch,
+                )?)
+            }
+        }))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw_init_c(
+    send: usize,
+    scounts: *const Count,
+    sdispls: *const isize,
+    stypes: *const Handle,
+    recv: usize,
+    rcounts: *const Count,
+    rdispls: *const isize,
+    rtypes: *const Handle,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Alltoallw_init_c", request, || {
+        let n = entries(ch, None)?;
+        // SAFETY: `n` entries each (the contract).
+        let (sc, sd, rc, rd) = unsafe {
+            (
+                owned(scounts, n)?,
+                owned(sdispls, n)?,
+                owned(rcounts, n)?,
+                owned(rdispls, n)?,
+            )
+        };
+        let types = Kept((stypes, rtypes));
+        Ok(Box::new(move || {
+            let (stypes, rtypes) = types.get();
+            // SAFETY: as in `MPI_Allgatherv_init_c`; the type arrays as
+            // the `_init` call gave them.
+            unsafe {
+                started_v(plan_alltoallw(
+                    send,
+                    arr(&sc),
+                    arr(&sd),
+                    stypes,
+                    recv,
+                    arr(&rc),
+                    arr(&rd),
+                    rtypes,
+                    ch,
+                )?)
+            }
+        }))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_init_c(
+    send: usize,
+    recv: usize,
+    counts: *const Count,
+    dt: Handle,
+    op: Handle,
+    ch: Handle,
+    _info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    persist(ch, "MPI_Reduce_scatter_init_c", request, || {
+        let n = entries(ch, None)?;
+        // SAFETY: `n` entries (the contract).
+        let c = unsafe { owned(counts, n) }?;
+        Ok(Box::new(move || {
+            // SAFETY: as in `MPI_Allgatherv_init_c`.
+            unsafe { started(plan_reduce_scatter(send, recv, arr(&c), dt, op, ch)?) }
+        }))
+    })
+}

@@ -638,13 +638,18 @@ unsafe fn adjacent(
             format!("{what}: {x} is not a rank of 0..{size}"),
         ));
     }
-    let sentinel = matches!(weights as usize, UNWEIGHTED | WEIGHTS_EMPTY);
-    let weighted = !(sentinel || (n == 0 && weights.is_null()));
-    let w: Vec<c_int> = if weighted {
+    // MPI_WEIGHTS_EMPTY: weighted, with no edges to weigh.
+    let (weighted, w) = match weights as usize {
+        UNWEIGHTED => (false, vec![1; n]),
+        WEIGHTS_EMPTY if n == 0 => (true, Vec::new()),
+        WEIGHTS_EMPTY => {
+            return Err(Fail::arg(format!(
+                "{what}: MPI_WEIGHTS_EMPTY with {n} edges"
+            )));
+        }
+        0 if n == 0 => (false, Vec::new()),
         // SAFETY: the contract.
-        unsafe { ints(weights, n, "weights") }?.to_vec()
-    } else {
-        vec![1; n]
+        _ => (true, unsafe { ints(weights, n, "weights") }?.to_vec()),
     };
     Ok((r.iter().copied().zip(w).collect(), weighted))
 }

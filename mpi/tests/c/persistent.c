@@ -1,7 +1,7 @@
 /* Persistent collectives (MPI-4): made once, started again and again on
  * buffers the program refills in between, as an iterative solver does;
- * MPI_Startall over several, the v forms, the _c forms, and a request
- * freed once inactive. Prints "persistent ok" on each rank. */
+ * MPI_Startall over several, the v forms, the _c forms (one whose count
+ * arrays the request keeps), and requests freed once inactive. Prints "persistent ok" on each rank. */
 #include <mpi.h>
 
 #include "check.h"
@@ -46,6 +46,21 @@ int main(int argc, char **argv) {
         for (int i = 0, k = 0; i < size; i++)
             for (int j = 0; j <= i; j++, k++) CHECK(all[k] == i * 100 + j + round);
     }
+
+    /* The same through the _c form, whose counts the request keeps. */
+    MPI_Count ccounts[16];
+    MPI_Aint cdispls[16];
+    for (int i = 0; i < size; i++) ccounts[i] = counts[i], cdispls[i] = displs[i];
+    MPI_Request vc;
+    MPI_Allgatherv_init_c(mine, rank + 1, MPI_INT, all, ccounts, cdispls, MPI_INT,
+                          MPI_COMM_WORLD, MPI_INFO_NULL, &vc);
+    for (int i = 0; i < size; i++) ccounts[i] = -1, cdispls[i] = -1;
+    for (int i = 0; i <= rank; i++) mine[i] = -rank - i;
+    MPI_Start(&vc);
+    MPI_Wait(&vc, MPI_STATUS_IGNORE);
+    for (int i = 0, k = 0; i < size; i++)
+        for (int j = 0; j <= i; j++, k++) CHECK(all[k] == -i - j);
+    MPI_Request_free(&vc);
 
     /* A _c form, a rooted one, and a scan. */
     long long part = rank + 1, total = 0, prefix = 0;
