@@ -846,7 +846,10 @@ pub(crate) unsafe fn create_struct(
         t.lb = lo;
         // count, the block lengths, then the displacements.
         let count = Arg::Int(blocks.len() as c_int);
-        let lens = blocks.iter().map(|&(len, _, _)| Arg::Int(len as c_int));
+        // (A `_c` call's length past an `int` is a count already.)
+        let lens = blocks
+            .iter()
+            .map(|&(len, _, _)| c_int::try_from(len).map_or(Arg::Count(len as i64), Arg::Int));
         let displs = blocks.iter().map(|&(_, d, _)| Arg::Address(d));
         t.recipe = Some(Arc::new(Recipe {
             combiner: COMBINER_STRUCT,

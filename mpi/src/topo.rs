@@ -716,22 +716,30 @@ pub unsafe extern "C" fn MPI_Dist_graph_create(
     entry(ch, "MPI_Dist_graph_create", || {
         let c = comm(ch)?;
         let size = c.size();
+        let count = usize::try_from(n).map_err(|_| Fail::arg(format!("n is {n}")))?;
         // SAFETY: `n` sources and degrees (the contract).
         let (srcs, degs) = unsafe {
             (
-                ints(sources, n.max(0) as usize, "sources")?,
-                ints(degrees, n.max(0) as usize, "degrees")?,
+                ints(sources, count, "sources")?,
+                ints(degrees, count, "degrees")?,
             )
         };
-        let total: usize = degs.iter().map(|&d| d.max(0) as usize).sum();
+        if let Some(&d) = degs.iter().find(|&&d| d < 0) {
+            return Err(Fail::arg(format!("a degree of {d}")));
+        }
+        let total = degs.iter().try_fold(0 as c_int, |t, &d| t.checked_add(d));
+        let total = total.ok_or_else(|| Fail::arg("the degrees add up past 2^31 - 1"))?;
         // SAFETY: `Σ degrees` destinations (and weights) (the contract).
         let (dsts, weighted) =
-            unsafe { adjacent(total as c_int, destinations, weights, size, "destinations") }?;
-        let mut mine = Vec::with_capacity(total * 3);
+            unsafe { adjacent(total, destinations, weights, size, "destinations") }?;
+        let mut mine = Vec::with_capacity(total as usize * 3);
         let mut k = 0;
         for (&s, &d) in srcs.iter().zip(degs) {
-            if u32::try_from(s).map_or(true, |s| s >= size) || d < 0 {
-                return Err(Fail::new(ERR_RANK, format!("source {s} of degree {d}")));
+            if u32::try_from(s).map_or(true, |s| s >= size) {
+                return Err(Fail::new(
+                    ERR_RANK,
+                    format!("source {s} is not a rank of 0..{size}"),
+                ));
             }
             for &(t, w) in &dsts[k..k + d as usize] {
                 mine.extend([s, t, w]);
@@ -742,7 +750,7 @@ pub unsafe extern "C" fn MPI_Dist_graph_create(
         let mut counts = vec![0u64; size as usize];
         c.group.all_gather(&[mine.len() as u64], &mut counts)?;
         let longest = counts.iter().copied().max().unwrap_or(0) as usize;
-        let mut padded = mine.clone();
+        let mut padded = mine;
         padded.resize(longest, 0);
         let mut all = vec![0 as c_int; longest * size as usize];
         c.group.all_gather(&padded, &mut all)?;
