@@ -139,6 +139,23 @@ fn narrow(n: Count, what: &str) -> Result<c_int> {
     })
 }
 
+/// `body` (the `_c` form's) on an `int` position, widened to a count and
+/// written back narrowed.
+///
+/// # Safety
+/// `position` is NULL or valid; `body` is safe to call with a valid count.
+unsafe fn at_int(position: *mut c_int, body: impl FnOnce(*mut Count) -> Result<()>) -> Result<()> {
+    if position.is_null() {
+        return Err(Fail::arg("position is NULL"));
+    }
+    // SAFETY: non-NULL, valid (the contract).
+    let mut at = Count::from(unsafe { *position });
+    body(&mut at)?;
+    // SAFETY: as above.
+    unsafe { *position = narrow(at, "position")? };
+    Ok(())
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack(
     inbuf: *const u8,
@@ -150,17 +167,9 @@ pub unsafe extern "C" fn MPI_Pack(
     ch: Handle,
 ) -> c_int {
     entry(ch, "MPI_Pack", || {
-        if position.is_null() {
-            return Err(Fail::arg("position is NULL"));
-        }
-        // SAFETY: non-NULL, valid (the contract).
-        let mut at = Count::from(unsafe { *position });
         let (n, size) = (incount.into(), outsize.into());
         // SAFETY: the same contract.
-        unsafe { pack(inbuf, n, dt, outbuf, size, &mut at, ch) }?;
-        // SAFETY: as above.
-        unsafe { *position = narrow(at, "position")? };
-        Ok(())
+        unsafe { at_int(position, |at| pack(inbuf, n, dt, outbuf, size, at, ch)) }
     })
 }
 
@@ -191,17 +200,9 @@ pub unsafe extern "C" fn MPI_Unpack(
     ch: Handle,
 ) -> c_int {
     entry(ch, "MPI_Unpack", || {
-        if position.is_null() {
-            return Err(Fail::arg("position is NULL"));
-        }
-        // SAFETY: non-NULL, valid (the contract).
-        let mut at = Count::from(unsafe { *position });
         let (size, n) = (insize.into(), outcount.into());
         // SAFETY: the same contract.
-        unsafe { unpack(inbuf, size, &mut at, outbuf, n, dt, ch) }?;
-        // SAFETY: as above.
-        unsafe { *position = narrow(at, "position")? };
-        Ok(())
+        unsafe { at_int(position, |at| unpack(inbuf, size, at, outbuf, n, dt, ch)) }
     })
 }
 
