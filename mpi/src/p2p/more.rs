@@ -617,14 +617,23 @@ pub unsafe extern "C" fn MPI_Testsome(
 /// complete; any other's is empty.
 fn status_of(h: Handle) -> Status {
     let guard = lock(&REQUESTS);
-    let s = match guard.get(h) {
-        Some(Request::Recv(_, slot)) => lock(&slot.done)
+    guard
+        .get(h)
+        .and_then(status_in)
+        .unwrap_or_else(empty_status)
+}
+
+/// The status request `r` completed with, if it is known: a receive's,
+/// or an active persistent request's.
+fn status_in(r: &Request) -> Option<Status> {
+    match r {
+        Request::Recv(_, slot) => lock(&slot.done)
             .as_ref()
             .and_then(|r| r.as_ref().ok().copied()),
-        Some(Request::Done(s)) => Some(*s),
+        Request::Done(s) => Some(*s),
+        Request::Persistent(_, Some(active)) => status_in(active),
         _ => None,
-    };
-    s.unwrap_or_else(empty_status)
+    }
 }
 
 /// The `i`th of `statuses`, or NULL for `MPI_STATUSES_IGNORE`.

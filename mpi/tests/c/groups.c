@@ -166,6 +166,18 @@ static void request_status(void) {
     CHECK(r[0] != MPI_REQUEST_NULL && r[1] != MPI_REQUEST_NULL);
     MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
     CHECK(a == 41 && b == 42 && r[0] == MPI_REQUEST_NULL);
+    /* A persistent receive's status, while it is active and complete. */
+    MPI_Request pr;
+    int c = -1;
+    MPI_Recv_init(&c, 1, MPI_INT, rank, 9, MPI_COMM_WORLD, &pr);
+    MPI_Start(&pr);
+    MPI_Send(&x, 1, MPI_INT, rank, 9, MPI_COMM_WORLD);
+    do MPI_Request_get_status_all(1, &pr, &flag, &st);
+    while (!flag);
+    CHECK(st.MPI_TAG == 9 && st.MPI_SOURCE == rank && pr != MPI_REQUEST_NULL);
+    MPI_Wait(&pr, MPI_STATUS_IGNORE);
+    CHECK(c == 41);
+    MPI_Request_free(&pr);
     /* Nothing active: complete, MPI_UNDEFINED. */
     MPI_Request_get_status_any(2, r, &index, &flag, MPI_STATUS_IGNORE);
     CHECK(flag == 1 && index == MPI_UNDEFINED);
