@@ -746,6 +746,9 @@ int MPI_Type_create_subarray_c(int ndims, const MPI_Count array_of_sizes[],
                                const MPI_Count array_of_starts[], int order,
                                MPI_Datatype oldtype, MPI_Datatype *newtype);
 int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int MPI_Type_create_f90_real(int p, int r, MPI_Datatype *newtype);
+int MPI_Type_create_f90_complex(int p, int r, MPI_Datatype *newtype);
+int MPI_Type_create_f90_integer(int r, MPI_Datatype *newtype);
 int MPI_Type_get_value_index(MPI_Datatype value_type, MPI_Datatype index_type,
                              MPI_Datatype *pair_type);
 int MPI_Type_create_hvector_c(MPI_Count count, MPI_Count blocklength, MPI_Count stride,
@@ -1049,7 +1052,8 @@ MESHWORK_PMPI(Type_create_hvector) MESHWORK_PMPI(Type_create_hindexed)
 MESHWORK_PMPI(Type_create_hindexed_block) MESHWORK_PMPI(Type_create_resized) MESHWORK_PMPI(Type_dup)
 MESHWORK_PMPI(Type_get_true_extent) MESHWORK_PMPI(Type_get_envelope)
 MESHWORK_PMPI(Type_get_envelope_c) MESHWORK_PMPI(Type_get_contents)
-MESHWORK_PMPI(Type_get_contents_c) MESHWORK_PMPI(Type_get_value_index) MESHWORK_PMPI(Dims_create)
+MESHWORK_PMPI(Type_get_contents_c) MESHWORK_PMPI(Type_get_value_index) MESHWORK_PMPI(Type_create_f90_real)
+MESHWORK_PMPI(Type_create_f90_complex) MESHWORK_PMPI(Type_create_f90_integer) MESHWORK_PMPI(Dims_create)
 MESHWORK_PMPI(Type_create_subarray) MESHWORK_PMPI(Type_create_subarray_c)
 MESHWORK_PMPI(Type_set_name)
 MESHWORK_PMPI(Type_create_hvector_c)

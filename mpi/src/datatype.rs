@@ -920,7 +920,7 @@ pub unsafe extern "C" fn MPI_Type_free(t: *mut Handle) -> c_int {
         }
         // SAFETY: non-NULL, valid (the contract).
         let h = unsafe { *t };
-        if predefined().contains_key(&h) {
+        if predefined().contains_key(&h) || crate::decode::is_kind(h) {
             return Err(Fail::new(ERR_TYPE, "a predefined datatype cannot be freed"));
         }
         made()

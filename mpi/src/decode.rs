@@ -105,8 +105,8 @@ struct Outputs {
 }
 
 /// `MPI_Type_get_contents(_c)`: the arguments type `t` was made with
-/// and the types it was made from. A predefined one among them comes back
-/// as its own handle; a derived one as a new handle to the same type,
+/// and the types it was made from. A predefined one among them (or a
+/// Fortran kind's) comes back as its own handle; a derived one as a new handle to the same type,
 /// which the caller frees (as MPI says), even if the original was freed.
 ///
 /// # Safety
@@ -144,7 +144,7 @@ unsafe fn contents(t: Handle, out: Outputs) -> Result<()> {
         }
     }
     for (k, (h, ty)) in r.types.iter().enumerate() {
-        let given = if ty.recipe.is_none() {
+        let given = if ty.recipe.is_none() || is_kind(*h) {
             *h
         } else {
             register(Type::clone(ty))
@@ -284,4 +284,127 @@ pub unsafe extern "C" fn MPI_Type_get_value_index(
         unsafe { put(pair, pair_of(value, index)) };
         Ok(())
     })
+}
+
+// ------------------------------------------------------------ Fortran kinds
+
+/// The type of each Fortran kind asked for (`MPI_Type_create_f90_…`):
+/// one handle per (combiner, p, r), made once, so that asking again gives
+/// the same type, which is never freed.
+static KINDS: std::sync::Mutex<Vec<(Kind, Handle)>> = std::sync::Mutex::new(Vec::new());
+
+/// A Fortran kind as asked for: (combiner, p, r).
+type Kind = (c_int, c_int, c_int);
+
+/// The predefined type whose precision and range cover `p` and `r`
+/// (`MPI_UNDEFINED`: not asked for), from `(p, r, type)` rows, smallest
+/// first.
+fn covering(p: c_int, r: c_int, rows: &[(c_int, c_int, Handle)]) -> Option<Handle> {
+    let fits = |want: c_int, have: c_int| want == UNDEFINED || (0..=have).contains(&want);
+    rows.iter()
+        .find(|&&(mp, mr, _)| fits(p, mp) && fits(r, mr))
+        .map(|&(_, _, h)| h)
+}
+
+/// `*out` = the type of Fortran kind (`combiner`, `p`, `r`): the
+/// predefined `base`, under a handle whose envelope says how it was
+/// asked for.
+fn kind(
+    name: &str,
+    combiner: c_int,
+    (p, r): (c_int, c_int),
+    base: Option<Handle>,
+    out: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, name, || {
+        if out.is_null() {
+            return Err(Fail::arg("newtype is NULL"));
+        }
+        let base = base
+            .filter(|_| p != UNDEFINED || r != UNDEFINED)
+            .ok_or_else(|| Fail::arg(format!("no Fortran kind has precision {p} and range {r}")))?;
+        let mut kinds = KINDS.lock().unwrap_or_else(|e| e.into_inner());
+        let h = match kinds.iter().find(|(k, _)| *k == (combiner, p, r)) {
+            Some(&(_, h)) => h,
+            None => {
+                let mut t = Type::clone(&*type_of(base)?);
+                let args = if combiner == COMBINER_F90_INTEGER {
+                    vec![Arg::Int(r)]
+                } else {
+                    vec![Arg::Int(p), Arg::Int(r)]
+                };
+                t.recipe = Some(Arc::new(Recipe {
+                    combiner,
+                    args,
+                    types: Vec::new(),
+                }));
+                let h = register(t);
+                kinds.push(((combiner, p, r), h));
+                h
+            }
+        };
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(out, h) };
+        Ok(())
+    })
+}
+
+/// Whether `h` is the type of a Fortran kind (which, like a predefined
+/// type, cannot be freed).
+pub(crate) fn is_kind(h: Handle) -> bool {
+    KINDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|&(_, k)| k == h)
+}
+
+/// REAL*4, *8 and *16: IEEE single, double and quadruple precision.
+const REALS: [(c_int, c_int, Handle); 3] = [(6, 37, 0x2d2), (15, 307, 0x2da), (33, 4931, 0x2e2)];
+/// COMPLEX*8, *16 and *32, of the same parts.
+const COMPLEXES: [(c_int, c_int, Handle); 3] =
+    [(6, 37, 0x2db), (15, 307, 0x2e3), (33, 4931, 0x2eb)];
+/// INTEGER*1 to *16, by decimal range.
+const INTEGERS: [(c_int, c_int, Handle); 5] = [
+    (0, 2, 0x2c1),
+    (0, 4, 0x2c9),
+    (0, 9, 0x2d1),
+    (0, 18, 0x2d9),
+    (0, 38, 0x2e1),
+];
+
+#[no_mangle]
+pub extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, out: *mut Handle) -> c_int {
+    let base = covering(p, r, &REALS);
+    kind(
+        "MPI_Type_create_f90_real",
+        COMBINER_F90_REAL,
+        (p, r),
+        base,
+        out,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, out: *mut Handle) -> c_int {
+    let base = covering(p, r, &COMPLEXES);
+    kind(
+        "MPI_Type_create_f90_complex",
+        COMBINER_F90_COMPLEX,
+        (p, r),
+        base,
+        out,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_Type_create_f90_integer(r: c_int, out: *mut Handle) -> c_int {
+    let base = covering(UNDEFINED, r, &INTEGERS);
+    kind(
+        "MPI_Type_create_f90_integer",
+        COMBINER_F90_INTEGER,
+        (UNDEFINED, r),
+        base,
+        out,
+    )
 }

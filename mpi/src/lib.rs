@@ -139,6 +139,9 @@ pub mod consts {
     pub const COMBINER_HINDEXED_BLOCK: c_int = 109;
     pub const COMBINER_STRUCT: c_int = 110;
     pub const COMBINER_SUBARRAY: c_int = 111;
+    pub const COMBINER_F90_REAL: c_int = 113;
+    pub const COMBINER_F90_COMPLEX: c_int = 114;
+    pub const COMBINER_F90_INTEGER: c_int = 115;
     pub const COMBINER_RESIZED: c_int = 116;
 
     pub const IDENT: c_int = 201;

@@ -141,7 +141,6 @@ unsupported! {
     MPI_T_pvar_reset MPI_T_pvar_session_create MPI_T_pvar_session_free MPI_T_pvar_start
     MPI_T_pvar_stop MPI_T_pvar_write MPI_T_source_get_info MPI_T_source_get_num
     MPI_T_source_get_timestamp MPI_Type_create_darray MPI_Type_create_darray_c
-    MPI_Type_create_f90_complex MPI_Type_create_f90_integer MPI_Type_create_f90_real
     MPI_Type_create_keyval MPI_Type_delete_attr MPI_Type_free_keyval MPI_Type_get_attr
     MPI_Type_get_extent_x MPI_Type_get_true_extent_x MPI_Type_match_size MPI_Type_set_attr
     MPI_Type_size_x MPI_Unpack_external MPI_Unpack_external_c MPI_Unpublish_name MPI_Win_allocate

@@ -1,6 +1,7 @@
 /* Datatype decoding (envelope and contents of every constructor, the
  * _c forms' counts), subarrays (C and Fortran order, moved between
- * ranks), type names, the (value, index) pair types and MPI_Dims_create.
+ * ranks), type names, the (value, index) pair types, Fortran kinds and
+ * MPI_Dims_create.
  * Prints "decoding ok" on each rank. */
 #include <mpi.h>
 #include <string.h>
@@ -185,6 +186,46 @@ static void names_and_pairs(void) {
     CHECK(pair == MPI_DATATYPE_NULL);
 }
 
+static void fortran_kinds(void) {
+    /* The smallest kinds that hold the precision and range asked for,
+     * the same handle each time, with the envelope of how they were
+     * asked for, and no free. */
+    MPI_Datatype r6, r15, again, c15, i4;
+    int sz = 0, ints[2], i, a, d, c;
+    MPI_Type_create_f90_real(6, 30, &r6);
+    MPI_Type_create_f90_real(15, MPI_UNDEFINED, &r15);
+    MPI_Type_create_f90_real(6, 30, &again);
+    CHECK(again == r6 && r6 != r15);
+    MPI_Type_size(r6, &sz);
+    CHECK(sz == 4);
+    MPI_Type_size(r15, &sz);
+    CHECK(sz == 8);
+    MPI_Type_create_f90_complex(15, 300, &c15);
+    MPI_Type_size(c15, &sz);
+    CHECK(sz == 16);
+    MPI_Type_create_f90_integer(9, &i4);
+    MPI_Type_size(i4, &sz);
+    CHECK(sz == 4);
+    MPI_Type_get_envelope(r6, &i, &a, &d, &c);
+    CHECK(c == MPI_COMBINER_F90_REAL && i == 2 && a == 0 && d == 0);
+    MPI_Type_get_contents(r6, 2, 0, 0, ints, NULL, NULL);
+    CHECK(ints[0] == 6 && ints[1] == 30);
+    MPI_Type_get_envelope(i4, &i, &a, &d, &c);
+    CHECK(c == MPI_COMBINER_F90_INTEGER && i == 1);
+    /* Moved as doubles between ranks. */
+    double x = rank + 0.5, y = -1;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    MPI_Sendrecv(&x, 1, r15, next, 8, &y, 1, r15, prev, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(y == prev + 0.5);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int cls = 0;
+    MPI_Error_class(MPI_Type_free(&r6), &cls);
+    CHECK(cls == MPI_ERR_TYPE && r6 == again);
+    MPI_Error_class(MPI_Type_create_f90_real(40, 5000, &again), &cls);
+    CHECK(cls == MPI_ERR_ARG);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 static void dims(void) {
     int d2[2] = {0, 0}, d3[3] = {0, 3, 0}, d1[1] = {0};
     MPI_Dims_create(12, 2, d2);
@@ -210,6 +251,7 @@ int main(int argc, char **argv) {
     decode();
     subarrays();
     names_and_pairs();
+    fortran_kinds();
     dims();
     MPI_Barrier(MPI_COMM_WORLD);
     printf("decoding ok on rank %d of %d\n", rank, size);
