@@ -106,8 +106,9 @@ struct Outputs {
 
 /// `MPI_Type_get_contents(_c)`: the arguments type `t` was made with
 /// and the types it was made from. A predefined one among them (or a
-/// Fortran kind's) comes back as its own handle; a derived one as a new handle to the same type,
-/// which the caller frees (as MPI says), even if the original was freed.
+/// Fortran kind's) comes back as its own handle; a derived one as a new
+/// handle to the same type, which the caller frees (as MPI says), even if
+/// the original was freed.
 ///
 /// # Safety
 /// Each output array holds at least the room its pair says.
