@@ -927,7 +927,7 @@ pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut
     entry(COMM_WORLD, "MPI_Dims_create", || {
         let n =
             usize::try_from(ndims).map_err(|_| Fail::new(ERR_DIMS, format!("ndims is {ndims}")))?;
-        if nnodes < 0 {
+        if nnodes < 1 {
             return Err(Fail::new(ERR_DIMS, format!("nnodes is {nnodes}")));
         }
         if n == 0 {
