@@ -40,23 +40,29 @@ pub(crate) struct Type {
 }
 
 /// An argument of a derived type's constructor, as
-/// `MPI_Type_get_contents` gives it back: an int, an address, or a count
-/// (every argument of a `_c` constructor).
+/// `MPI_Type_get_contents` gives it back.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Arg {
+    /// An int in either form (a subarray's `ndims` and `order`).
     Int(c_int),
+    /// A count, block length, stride or displacement in elements: an int,
+    /// a count from a `_c` constructor.
+    Number(i64),
+    /// A displacement in bytes: an address, a count from a `_c`
+    /// constructor.
     Address(isize),
-    Count(i64),
 }
 
 /// How a derived type was made: its combiner (`MPI_COMBINER_…`), its
 /// constructor's arguments in the standard's order (the ints before the
-/// addresses), and the types it was made from with the handles they had.
+/// addresses), the types it was made from with the handles they had, and
+/// whether a `_c` constructor made it (its numbers are then counts).
 #[derive(Clone, Debug)]
 pub(crate) struct Recipe {
     pub combiner: c_int,
     pub args: Vec<Arg>,
     pub types: Vec<(Handle, Arc<Type>)>,
+    pub large: bool,
 }
 
 impl Type {
@@ -375,12 +381,12 @@ pub(crate) fn register(t: Type) -> Handle {
     h
 }
 
-/// Change the recipe of derived type `h` (a `_c` constructor's, after
-/// its `int` form made it).
-pub(crate) fn rewrite_recipe(h: Handle, f: impl FnOnce(&mut Recipe)) {
+/// Mark derived type `h` as a `_c` constructor's (its `int` form made
+/// it): its recipe's numbers and addresses are counts.
+pub(crate) fn mark_large(h: Handle) {
     if let Some(t) = made().as_mut().and_then(|m| m.get_mut(&h)) {
         if let Some(r) = Arc::make_mut(t).recipe.as_mut() {
-            f(Arc::make_mut(r));
+            Arc::make_mut(r).large = true;
         }
     }
 }
@@ -405,6 +411,7 @@ fn new_type(
             combiner,
             args,
             types: vec![(old, from)],
+            large: false,
         }));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(out, register(t)) };
@@ -423,7 +430,7 @@ pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, old: Handle, out: *mu
             let n = count_arg(count, "count")? as isize;
             let name = format!("contiguous({count}, {})", old.name);
             let t = Type::made(name, old, (0..n).map(|i| i * old.extent), n * old.extent);
-            Ok((t, vec![Arg::Int(count)]))
+            Ok((t, vec![Arg::Number(count.into())]))
         },
     )
 }
@@ -447,7 +454,9 @@ pub unsafe extern "C" fn MPI_Type_vector(
         } else {
             ((n - 1) * s.abs() + b) * old.extent
         };
-        let args = vec![Arg::Int(count), Arg::Int(blocklength), Arg::Int(stride)];
+        let args = [count, blocklength, stride]
+            .map(|v| Arg::Number(v.into()))
+            .to_vec();
         Ok((Type::made(name, old, at, extent), args))
     })
 }
@@ -474,7 +483,7 @@ impl Displacement for c_int {
         self as isize * old.extent
     }
     fn arg(self) -> Arg {
-        Arg::Int(self)
+        Arg::Number(self.into())
     }
 }
 
@@ -529,10 +538,10 @@ unsafe fn indexed_type<D: Displacement>(
             .map(|(i, &d)| (len(i), d.bytes(old)));
         let t = hindexed(name, old, blocks)?;
         // count, the block length(s), then the displacements.
-        let mut args = vec![Arg::Int(count)];
+        let mut args = vec![Arg::Number(count.into())];
         match lens {
-            Lens::Each(_) => args.extend((0..n).map(|i| Arg::Int(len(i)))),
-            Lens::All(b) => args.push(Arg::Int(b)),
+            Lens::Each(_) => args.extend((0..n).map(|i| Arg::Number(len(i).into()))),
+            Lens::All(b) => args.push(Arg::Number(b.into())),
         }
         args.extend(displs.iter().map(|d| d.arg()));
         Ok((t, args))
@@ -586,7 +595,11 @@ pub unsafe extern "C" fn MPI_Type_create_hvector(
             let n = count_arg(count, "count")?;
             let name = format!("hvector({count}, {blocklength}, {stride}, {})", old.name);
             let blocks = (0..n as isize).map(|i| (blocklength, i * stride));
-            let args = vec![Arg::Int(count), Arg::Int(blocklength), Arg::Address(stride)];
+            let args = vec![
+                Arg::Number(count.into()),
+                Arg::Number(blocklength.into()),
+                Arg::Address(stride),
+            ];
             Ok((hindexed(name, old, blocks)?, args))
         },
     )
@@ -758,7 +771,7 @@ pub unsafe extern "C" fn MPI_Type_create_subarray(
             // ndims, the sizes, subsizes and starts, then the order.
             let mut args = vec![Arg::Int(ndims)];
             for a in [sz, sub, at] {
-                args.extend(a.iter().map(|&v| Arg::Int(v)));
+                args.extend(a.iter().map(|&v| Arg::Number(v.into())));
             }
             args.push(Arg::Int(order));
             Ok((t, args))
@@ -845,16 +858,14 @@ pub(crate) unsafe fn create_struct(
         let mut t = Type::of_pieces(name, at.into_iter(), extent, dtype, align);
         t.lb = lo;
         // count, the block lengths, then the displacements.
-        let count = Arg::Int(blocks.len() as c_int);
-        // (A `_c` call's length past an `int` is a count already.)
-        let lens = blocks
-            .iter()
-            .map(|&(len, _, _)| c_int::try_from(len).map_or(Arg::Count(len as i64), Arg::Int));
+        let count = Arg::Number(blocks.len() as i64);
+        let lens = blocks.iter().map(|&(len, _, _)| Arg::Number(len as i64));
         let displs = blocks.iter().map(|&(_, d, _)| Arg::Address(d));
         t.recipe = Some(Arc::new(Recipe {
             combiner: COMBINER_STRUCT,
             args: std::iter::once(count).chain(lens).chain(displs).collect(),
             types,
+            large: false,
         }));
         // SAFETY: non-NULL, valid (the contract).
         unsafe { put(out, register(t)) };

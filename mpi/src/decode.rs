@@ -19,13 +19,35 @@ fn recipe(h: Handle) -> Result<Option<Arc<Recipe>>> {
     Ok(type_of(h)?.recipe.clone())
 }
 
-/// How many ints, addresses and counts `args` holds.
-fn tally(args: &[Arg]) -> (usize, usize, usize) {
-    args.iter().fold((0, 0, 0), |(i, a, c), arg| match arg {
-        Arg::Int(_) => (i + 1, a, c),
-        Arg::Address(_) => (i, a + 1, c),
-        Arg::Count(_) => (i, a, c + 1),
-    })
+/// Where `MPI_Type_get_contents` puts an argument.
+enum Slot {
+    Int(c_int),
+    Address(isize),
+    Count(Count),
+}
+
+/// Argument `arg` of recipe `r` as `MPI_Type_get_contents` gives it: a
+/// `_c` constructor's numbers and addresses are counts.
+fn slot(r: &Recipe, arg: Arg) -> Slot {
+    match arg {
+        Arg::Int(v) => Slot::Int(v),
+        Arg::Number(v) if r.large => Slot::Count(v),
+        Arg::Address(v) if r.large => Slot::Count(v as Count),
+        // An `int` constructor's numbers came as ints.
+        Arg::Number(v) => Slot::Int(v as c_int),
+        Arg::Address(v) => Slot::Address(v),
+    }
+}
+
+/// How many ints, addresses and counts recipe `r` gives back.
+fn tally(r: &Recipe) -> (usize, usize, usize) {
+    r.args
+        .iter()
+        .fold((0, 0, 0), |(i, a, c), &arg| match slot(r, arg) {
+            Slot::Int(_) => (i + 1, a, c),
+            Slot::Address(_) => (i, a + 1, c),
+            Slot::Count(_) => (i, a, c + 1),
+        })
 }
 
 /// `MPI_Type_get_envelope(_c)`: the combiner and how many of each kind of
@@ -34,7 +56,7 @@ fn envelope(h: Handle) -> Result<(usize, usize, usize, usize, c_int)> {
     Ok(match recipe(h)? {
         None => (0, 0, 0, 0, COMBINER_NAMED),
         Some(r) => {
-            let (i, a, c) = tally(&r.args);
+            let (i, a, c) = tally(&r);
             (i, a, c, r.types.len(), r.combiner)
         }
     })
@@ -116,7 +138,7 @@ unsafe fn contents(t: Handle, out: Outputs) -> Result<()> {
     let r = recipe(t)?.ok_or_else(|| {
         Fail::arg("a predefined type has no contents (its combiner is MPI_COMBINER_NAMED)")
     })?;
-    let (i, a, c) = tally(&r.args);
+    let (i, a, c) = tally(&r);
     let d = r.types.len();
     if i > out.ints.1 || a > out.addresses.1 || c > out.counts.1 || d > out.types.1 {
         return Err(Fail::arg(format!(
@@ -125,19 +147,19 @@ unsafe fn contents(t: Handle, out: Outputs) -> Result<()> {
         )));
     }
     let (mut ni, mut na, mut nc) = (0, 0, 0);
-    for arg in &r.args {
+    for &arg in &r.args {
         // SAFETY: within the room checked above (the contract).
         unsafe {
-            match *arg {
-                Arg::Int(v) => {
+            match slot(&r, arg) {
+                Slot::Int(v) => {
                     *out.ints.0.add(ni) = v;
                     ni += 1;
                 }
-                Arg::Address(v) => {
+                Slot::Address(v) => {
                     *out.addresses.0.add(na) = v;
                     na += 1;
                 }
-                Arg::Count(v) => {
+                Slot::Count(v) => {
                     *out.counts.0.add(nc) = v;
                     nc += 1;
                 }
@@ -212,32 +234,15 @@ pub unsafe extern "C" fn MPI_Type_get_contents_c(
     })
 }
 
-/// After a `_c` constructor made `*out` through its `int` form: the
-/// recorded arguments are counts, as the `_c` form took them. All are,
-/// but a subarray's `ndims` and `order` (its first and last), which stay
-/// ints.
+/// After a `_c` constructor made `*out` through its `int` form: the type
+/// is marked as made with counts.
 ///
 /// # Safety
 /// `out` is NULL or valid.
 pub(crate) unsafe fn counted(rc: c_int, out: *mut Handle) -> c_int {
     if rc == SUCCESS && !out.is_null() {
         // SAFETY: non-NULL, valid (the contract).
-        let h = unsafe { *out };
-        crate::datatype::rewrite_recipe(h, |r| {
-            let n = r.args.len();
-            let ints = if r.combiner == COMBINER_SUBARRAY {
-                vec![0, n - 1]
-            } else {
-                Vec::new()
-            };
-            for (k, arg) in r.args.iter_mut().enumerate() {
-                *arg = match *arg {
-                    Arg::Int(v) if !ints.contains(&k) => Arg::Count(v.into()),
-                    Arg::Address(v) => Arg::Count(v as Count),
-                    kept => kept,
-                };
-            }
-        });
+        crate::datatype::mark_large(unsafe { *out });
     }
     rc
 }
@@ -338,6 +343,7 @@ fn kind(
                     combiner,
                     args,
                     types: Vec::new(),
+                    large: false,
                 }));
                 let h = register(t);
                 kinds.push(((combiner, p, r), h));
