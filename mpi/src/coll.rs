@@ -1534,12 +1534,9 @@ unsafe fn owned<T: Copy + TryInto<c_int>>(p: *const T, n: usize) -> Result<Optio
     if p.is_null() {
         return Ok(None);
     }
-    // SAFETY: `n` entries (the contract).
-    let v = unsafe { std::slice::from_raw_parts(p, n) };
-    v.iter()
-        .map(|&x| x.try_into().map_err(|_| too_large()))
-        .collect::<Result<_>>()
-        .map(Some)
+    // SAFETY: the contract.
+    let v = unsafe { crate::large::ints(p, n) };
+    v.map(Some).ok_or_else(too_large)
 }
 
 fn too_large() -> Fail {
@@ -1549,16 +1546,6 @@ fn too_large() -> Fail {
 /// An owned array as the plans read it (NULL for none).
 fn arr(v: &Option<Vec<c_int>>) -> *const c_int {
     v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
-}
-
-/// The entries a `v` collective's arrays have here: one per rank, or,
-/// rooted, none away from the root.
-fn entries(ch: Handle, root: Option<c_int>) -> Result<usize> {
-    let c = comm(ch)?;
-    Ok(match root {
-        Some(r) if r != c.rank() as c_int => 0,
-        _ => c.size() as usize,
-    })
 }
 
 /// The persistent request `start` starts, for call `name`.
@@ -1587,7 +1574,7 @@ pub unsafe extern "C" fn MPI_Allgatherv_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Allgatherv_init_c", request, || {
-        let n = entries(ch, None)?;
+        let n = crate::large::size_of_comm(ch);
         let sn = c_int::try_from(sn).map_err(|_| too_large())?;
         // SAFETY: `n` entries each (the contract).
         let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
@@ -1625,7 +1612,7 @@ pub unsafe extern "C" fn MPI_Gatherv_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Gatherv_init_c", request, || {
-        let n = entries(ch, Some(root))?;
+        let n = crate::large::at_root(ch, root);
         let sn = c_int::try_from(sn).map_err(|_| too_large())?;
         // SAFETY: `n` entries each (the contract).
         let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
@@ -1663,7 +1650,7 @@ pub unsafe extern "C" fn MPI_Scatterv_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Scatterv_init_c", request, || {
-        let n = entries(ch, Some(root))?;
+        let n = crate::large::at_root(ch, root);
         let rn = c_int::try_from(rn).map_err(|_| too_large())?;
         // SAFETY: `n` entries each (the contract).
         let (c, d) = unsafe { (owned(counts, n)?, owned(displs, n)?) };
@@ -1701,7 +1688,7 @@ pub unsafe extern "C" fn MPI_Alltoallv_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Alltoallv_init_c", request, || {
-        let n = entries(ch, None)?;
+        let n = crate::large::size_of_comm(ch);
         // SAFETY: `n` entries each (the contract).
         let (sc, sd, rc, rd) = unsafe {
             (
@@ -1745,7 +1732,7 @@ pub unsafe extern "C" fn MPI_Alltoallw_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Alltoallw_init_c", request, || {
-        let n = entries(ch, None)?;
+        let n = crate::large::size_of_comm(ch);
         // SAFETY: `n` entries each (the contract).
         let (sc, sd, rc, rd) = unsafe {
             (
@@ -1789,7 +1776,7 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_init_c(
     request: *mut Handle,
 ) -> c_int {
     persist(ch, "MPI_Reduce_scatter_init_c", request, || {
-        let n = entries(ch, None)?;
+        let n = crate::large::size_of_comm(ch);
         // SAFETY: `n` entries (the contract).
         let c = unsafe { owned(counts, n) }?;
         Ok(Box::new(move || {

@@ -110,7 +110,7 @@ narrow!(counted MPI_Type_vector_c => MPI_Type_vector, (count: Count, blocklength
 ///
 /// # Safety
 /// `p` is NULL or holds `n` values.
-unsafe fn ints<T: Copy + TryInto<c_int>>(p: *const T, n: usize) -> Option<Vec<c_int>> {
+pub(crate) unsafe fn ints<T: Copy + TryInto<c_int>>(p: *const T, n: usize) -> Option<Vec<c_int>> {
     if p.is_null() {
         return Some(Vec::new());
     }
@@ -132,7 +132,7 @@ fn is_root(ch: Handle, root: c_int) -> bool {
     comm(ch).is_ok_and(|c| c.rank() as c_int == root)
 }
 
-fn size_of_comm(ch: Handle) -> usize {
+pub(crate) fn size_of_comm(ch: Handle) -> usize {
     comm(ch).map_or(0, |c| c.size() as usize)
 }
 
@@ -169,7 +169,7 @@ const NONE: (*const Count, *const isize) = (std::ptr::null(), std::ptr::null());
 
 /// Entries in a rooted `v` collective's arrays: one per rank at the
 /// root; none elsewhere (they mean nothing there).
-fn at_root(ch: Handle, root: c_int) -> usize {
+pub(crate) fn at_root(ch: Handle, root: c_int) -> usize {
     if is_root(ch, root) {
         size_of_comm(ch)
     } else {
