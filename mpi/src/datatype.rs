@@ -160,16 +160,53 @@ impl Type {
             }));
         }
         let mut out = Vec::with_capacity(n);
-        for i in 0..count as isize {
-            for &(off, len) in &self.blocks {
-                // SAFETY: the block lies within element `i` (the contract).
-                let b = unsafe {
-                    std::slice::from_raw_parts(base.wrapping_offset(i * self.extent + off), len)
-                };
-                out.extend_from_slice(b);
-            }
+        // SAFETY: the contract.
+        for piece in unsafe { self.pieces(base, count) } {
+            out.extend_from_slice(piece);
         }
         Ok(Cow::Owned(out))
+    }
+
+    /// The data of `count` elements at `base`, block by block in order.
+    ///
+    /// # Safety
+    /// `base` holds `count` elements of this type.
+    unsafe fn pieces<'a>(
+        &'a self,
+        base: *const u8,
+        count: usize,
+    ) -> impl Iterator<Item = &'a [u8]> + 'a {
+        (0..count as isize).flat_map(move |i| {
+            self.blocks.iter().map(move |&(off, len)| {
+                // SAFETY: the block lies within element `i` (the
+                // contract).
+                unsafe {
+                    std::slice::from_raw_parts(base.wrapping_offset(i * self.extent + off), len)
+                }
+            })
+        })
+    }
+
+    /// `count` elements at `base`, packed into `out`, which has room for
+    /// exactly their bytes ([`bytes`](Self::bytes)): as [`pack`](Self::pack)
+    /// without a copy of its own.
+    ///
+    /// # Safety
+    /// `base` holds `count` elements of this type.
+    pub unsafe fn pack_into(&self, base: *const u8, count: usize, out: &mut [u8]) {
+        if self.contiguous {
+            // SAFETY: `count` contiguous elements, `out.len()` bytes (the
+            // contract).
+            let data = unsafe { std::slice::from_raw_parts(base, out.len()) };
+            out.copy_from_slice(data);
+            return;
+        }
+        let mut at = 0;
+        // SAFETY: the contract.
+        for piece in unsafe { self.pieces(base, count) } {
+            out[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
     }
 
     /// Scatter packed `data` (at most `count` elements' worth) into the

@@ -58,24 +58,25 @@ unsafe fn pack(
     let (n, size) = (size_arg(incount, "incount")?, size_arg(outsize, "outsize")?);
     // SAFETY: the contract.
     let at = unsafe { position_in(position, size) }?;
-    // SAFETY: `incount` elements at `inbuf` (the contract).
-    let data = unsafe { ty.pack(inbuf, n) }?;
-    if data.len() > size - at {
+    let len = ty.bytes(n)?;
+    if len > size - at {
         return Err(Fail::new(
             ERR_TRUNCATE,
-            format!("{} bytes to pack at {at} of a buffer of {size}", data.len()),
+            format!("{len} bytes to pack at {at} of a buffer of {size}"),
         ));
     }
-    if !data.is_empty() {
-        if outbuf.is_null() {
-            return Err(Fail::new(ERR_BUFFER, "outbuf is NULL"));
+    if len > 0 {
+        if outbuf.is_null() || (inbuf.is_null() && !ty.absolute()) {
+            return Err(Fail::new(ERR_BUFFER, "inbuf or outbuf is NULL"));
         }
-        // SAFETY: `outsize` bytes at `outbuf`, room checked above; MPI
-        // forbids the buffers to overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.add(at), data.len()) };
+        // SAFETY: `outsize` bytes at `outbuf`, `len` of them from `at`
+        // (checked above); MPI forbids the buffers to overlap.
+        let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(at), len) };
+        // SAFETY: `incount` elements at `inbuf` (the contract).
+        unsafe { ty.pack_into(inbuf, n, out) };
     }
     // SAFETY: non-NULL, valid (checked by `position_in`).
-    unsafe { *position = (at + data.len()) as Count };
+    unsafe { *position = (at + len) as Count };
     Ok(())
 }
 
