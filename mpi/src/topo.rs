@@ -161,17 +161,22 @@ pub unsafe extern "C" fn MPI_Cart_create(
                 format!("a grid of {n} ranks on a communicator of {}", c.size()),
             ));
         }
-        // The first `n` ranks, in order; the others get MPI_COMM_NULL.
-        let me = c.rank() as usize;
-        let color = if me < n { 0 } else { UNDEFINED };
-        split(ch, color, me as c_int, out, "")?;
-        // SAFETY: written by `split` (the contract).
-        let h = unsafe { *out };
-        if h != COMM_NULL {
-            let _ = comm(h)?.topo.set(Topo::Cart(cart));
-        }
-        Ok(())
+        with_topology(ch, n, Topo::Cart(cart), out)
     })
+}
+
+/// `*out` = a communicator of the first `n` ranks of `ch`, in order, with
+/// topology `t`; the others get `MPI_COMM_NULL`.
+fn with_topology(ch: Handle, n: usize, t: Topo, out: *mut Handle) -> Result<()> {
+    let me = comm(ch)?.rank() as usize;
+    let color = if me < n { 0 } else { UNDEFINED };
+    split(ch, color, me as c_int, out, "")?;
+    // SAFETY: written by `split` (the caller's contract).
+    let h = unsafe { *out };
+    if h != COMM_NULL {
+        let _ = comm(h)?.topo.set(t);
+    }
+    Ok(())
 }
 
 #[no_mangle]
@@ -476,15 +481,7 @@ pub unsafe extern "C" fn MPI_Graph_create(
                 c.size()
             )));
         }
-        let me = c.rank() as usize;
-        let color = if me < n { 0 } else { UNDEFINED };
-        split(ch, color, me as c_int, out, "")?;
-        // SAFETY: written by `split` (the contract).
-        let h = unsafe { *out };
-        if h != COMM_NULL {
-            let _ = comm(h)?.topo.set(Topo::Graph(g));
-        }
-        Ok(())
+        with_topology(ch, n, Topo::Graph(g), out)
     })
 }
 
@@ -657,11 +654,8 @@ unsafe fn adjacent(
 /// A communicator like `ch`, every rank in it, with this rank's part of a
 /// distributed graph.
 fn dist_graph(ch: Handle, d: Dist, out: *mut Handle) -> Result<()> {
-    let c = comm(ch)?;
-    split(ch, 0, c.rank() as c_int, out, "")?;
-    // SAFETY: written by `split` (the caller's contract).
-    let _ = comm(unsafe { *out })?.topo.set(Topo::Dist(d));
-    Ok(())
+    let n = comm(ch)?.size() as usize;
+    with_topology(ch, n, Topo::Dist(d), out)
 }
 
 #[no_mangle]
