@@ -670,12 +670,10 @@ pub unsafe extern "C" fn MPI_Comm_split_type(
 ) -> c_int {
     entry(ch, "MPI_Comm_split_type", || {
         let c = comm(ch)?;
-        let mut name = [0u8; 256];
-        // SAFETY: `name` is writable for its length.
-        unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len() - 1) };
+        let name = crate::env::host_name().unwrap_or_default();
         // The host's id: a hash of its name, gathered; a colour is the
         // lowest rank of the same host.
-        let id = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        let id = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
         let mut ids = vec![0u64; c.size() as usize];

@@ -178,19 +178,19 @@ pub unsafe extern "C" fn MPI_Get_library_version(out: *mut c_char, len: *mut c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_processor_name(out: *mut c_char, len: *mut c_int) -> c_int {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is writable for its length.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
-    let name = if rc == 0 {
-        CStr::from_bytes_until_nul(&buf)
-            .map(|c| c.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    } else {
-        "localhost".into()
-    };
+    let name = host_name().unwrap_or_else(|| "localhost".into());
     // SAFETY: MPI_MAX_PROCESSOR_NAME bytes (the contract).
     unsafe { write_string(&name, out, MAX_PROCESSOR_NAME, len) };
     SUCCESS
+}
+
+/// This host's name, if it has one to say.
+pub(crate) fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length, less a NUL kept.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    let name = CStr::from_bytes_until_nul(&buf).ok().filter(|_| rc == 0)?;
+    Some(name.to_string_lossy().into_owned())
 }
 
 fn clock() -> Instant {
@@ -500,14 +500,8 @@ fn environment(args: Option<Vec<String>>) -> Pairs {
         };
         pairs.push(("thread_level".into(), level.into()));
     }
-    let mut host = [0u8; 256];
-    // SAFETY: `host` is writable for its length, less a NUL kept.
-    if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len() - 1) } == 0 {
-        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
-        pairs.push((
-            "host".into(),
-            String::from_utf8_lossy(&host[..end]).into_owned(),
-        ));
+    if let Some(host) = host_name() {
+        pairs.push(("host".into(), host));
     }
     pairs.push(("arch".into(), std::env::consts::ARCH.into()));
     if let Ok(dir) = std::env::current_dir() {
@@ -564,9 +558,9 @@ pub unsafe extern "C" fn MPI_Get_hw_resource_info(info: *mut Handle) -> c_int {
         if info.is_null() {
             return Err(Fail::arg("hw_info is NULL"));
         }
-        let mut pairs: Pairs = environment(Some(Vec::new()))
+        let mut pairs: Pairs = host_name()
+            .map(|h| ("host".into(), h))
             .into_iter()
-            .filter(|(k, _)| k == "host")
             .collect();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         pairs.push(("meshwork_cpus".into(), cpus.to_string()));
