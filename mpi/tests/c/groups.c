@@ -10,6 +10,16 @@
 
 static int rank, size;
 
+/* Call `call` until `done` holds, for 10 s at the most: a message that
+ * never comes fails the check rather than spinning on. */
+#define POLL(call, done)                              \
+    do {                                              \
+        double until_ = MPI_Wtime() + 10;             \
+        do call;                                      \
+        while (!(done) && MPI_Wtime() < until_);      \
+        CHECK(done);                                  \
+    } while (0)
+
 /* The world ranks of group g, in its order, into out: how many. */
 static int members(MPI_Group g, MPI_Group world, int *out) {
     int n = -1, in[16];
@@ -153,13 +163,11 @@ static void request_status(void) {
     CHECK(outcount == 0);
     MPI_Send(&y, 1, MPI_INT, rank, 2, MPI_COMM_WORLD);
     /* Only the second is complete: seen, its status filled, kept. */
-    do MPI_Request_get_status_any(2, r, &index, &flag, &st);
-    while (!flag);
+    POLL(MPI_Request_get_status_any(2, r, &index, &flag, &st), flag);
     CHECK(index == 1 && st.MPI_SOURCE == rank && st.MPI_TAG == 2);
     CHECK(r[1] != MPI_REQUEST_NULL);
     MPI_Send(&x, 1, MPI_INT, rank, 1, MPI_COMM_WORLD);
-    do MPI_Request_get_status_all(2, r, &flag, sts);
-    while (!flag);
+    POLL(MPI_Request_get_status_all(2, r, &flag, sts), flag);
     CHECK(sts[0].MPI_TAG == 1 && sts[1].MPI_TAG == 2);
     MPI_Request_get_status_some(2, r, &outcount, idx, sts);
     CHECK(outcount == 2 && idx[0] == 0 && idx[1] == 1);
@@ -172,8 +180,7 @@ static void request_status(void) {
     MPI_Recv_init(&c, 1, MPI_INT, rank, 9, MPI_COMM_WORLD, &pr);
     MPI_Start(&pr);
     MPI_Send(&x, 1, MPI_INT, rank, 9, MPI_COMM_WORLD);
-    do MPI_Request_get_status_all(1, &pr, &flag, &st);
-    while (!flag);
+    POLL(MPI_Request_get_status_all(1, &pr, &flag, &st), flag);
     CHECK(st.MPI_TAG == 9 && st.MPI_SOURCE == rank && pr != MPI_REQUEST_NULL);
     MPI_Wait(&pr, MPI_STATUS_IGNORE);
     CHECK(c == 41);
