@@ -811,19 +811,39 @@ unsafe fn plan_reduce_scatter(
 /// peers as point-to-point messages on the `v` lane under the
 /// communicator's next `v` sequence number (every member counts its `v`
 /// collectives alike, so concurrent ones never take each other's
-/// messages, whatever order they are waited in).
+/// messages, whatever order they are waited in). A collective may take
+/// more than one number, its lanes: a block goes on the lane that pairs
+/// it with its receive where one sender sends one receiver two blocks
+/// (the neighbourhood collectives' grids, `coll/neighbour.rs`).
 struct VPlan {
     c: Arc<Comm>,
     tag: u64,
-    /// (to, address, type, count) of each block this rank sends.
-    sends: Vec<(u32, usize, Arc<Type>, usize)>,
-    /// (from, address, type, count) of each block this rank receives.
-    recvs: Vec<(u32, usize, Arc<Type>, usize)>,
+    /// Each block this rank sends.
+    sends: Vec<Block>,
+    /// Each block this rank receives.
+    recvs: Vec<Block>,
+}
+
+/// One block of a `v` collective: the peer it goes to or comes from, its
+/// lane, and where it lies (address, type, count).
+struct Block {
+    peer: u32,
+    lane: u64,
+    buf: usize,
+    ty: Arc<Type>,
+    n: usize,
 }
 
 impl VPlan {
     fn new(c: Arc<Comm>) -> VPlan {
-        let seq = c.vseq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        VPlan::with_lanes(c, 1)
+    }
+
+    /// A plan of `lanes` lanes (every member passes the same number).
+    fn with_lanes(c: Arc<Comm>, lanes: u64) -> VPlan {
+        let seq = c
+            .vseq
+            .fetch_add(lanes.max(1), std::sync::atomic::Ordering::Relaxed);
         VPlan {
             tag: VLANE.wrapping_add(seq),
             c,
@@ -833,29 +853,50 @@ impl VPlan {
     }
 
     fn send(&mut self, to: u32, buf: usize, ty: Arc<Type>, n: usize) {
-        self.sends.push((to, buf, ty, n));
+        self.send_on(0, to, buf, ty, n);
     }
 
     fn recv(&mut self, from: u32, buf: usize, ty: Arc<Type>, n: usize) {
-        self.recvs.push((from, buf, ty, n));
+        self.recv_on(0, from, buf, ty, n);
+    }
+
+    fn send_on(&mut self, lane: u64, peer: u32, buf: usize, ty: Arc<Type>, n: usize) {
+        self.sends.push(Block {
+            peer,
+            lane,
+            buf,
+            ty,
+            n,
+        });
+    }
+
+    fn recv_on(&mut self, lane: u64, peer: u32, buf: usize, ty: Arc<Type>, n: usize) {
+        self.recvs.push(Block {
+            peer,
+            lane,
+            buf,
+            ty,
+            n,
+        });
     }
 
     /// Send every block: to peers as messages, to this rank as the
-    /// packed bytes its own receive takes. What is left is the receives.
+    /// packed bytes its own receives take, in order. What is left is the
+    /// receives.
     ///
     /// # Safety
     /// Every send block lies in the caller's memory (MPI's contract).
     unsafe fn start(self) -> Result<VRecvs> {
-        let mut own = None;
-        for (to, buf, ty, n) in &self.sends {
+        let mut own = Vec::new();
+        for b in &self.sends {
             // SAFETY: the contract.
-            let data = unsafe { ty.pack(*buf as *const u8, *n) }?;
-            if *to == self.c.rank() {
-                own = Some(data.into_owned());
+            let data = unsafe { b.ty.pack(b.buf as *const u8, b.n) }?;
+            if b.peer == self.c.rank() {
+                own.push((b.lane, data.into_owned()));
             } else {
                 self.c
                     .group
-                    .send_bytes(&data, *to, self.tag)
+                    .send_bytes(&data, b.peer, self.tag.wrapping_add(b.lane))
                     .map_err(Fail::from)?;
             }
         }
@@ -884,11 +925,11 @@ impl VPlan {
 struct VRecvs {
     c: Arc<Comm>,
     tag: u64,
-    recvs: Vec<(u32, usize, Arc<Type>, usize)>,
+    recvs: Vec<Block>,
     /// The message each receive took, once it came.
     got: std::sync::Mutex<Vec<Option<mw::Payload>>>,
-    /// The block this rank sent itself.
-    own: Option<Vec<u8>>,
+    /// The blocks this rank sent itself, with their lanes, in order.
+    own: Vec<(u64, Vec<u8>)>,
 }
 
 impl VRecvs {
@@ -898,11 +939,12 @@ impl VRecvs {
     fn take(&self, timeout: std::time::Duration) -> Result<bool> {
         let mut got = self.got.lock().unwrap_or_else(|e| e.into_inner());
         let me = self.c.rank();
-        for (slot, (from, ..)) in got.iter_mut().zip(&self.recvs) {
-            if slot.is_some() || *from == me {
+        for (slot, b) in got.iter_mut().zip(&self.recvs) {
+            if slot.is_some() || b.peer == me {
                 continue;
             }
-            match self.c.group.recv_message(*from, self.tag, timeout)? {
+            let tag = self.tag.wrapping_add(b.lane);
+            match self.c.group.recv_message(b.peer, tag, timeout)? {
                 Some(m) => *slot = Some(m),
                 None => return Ok(false),
             }
@@ -919,6 +961,7 @@ impl Pending for VRecvs {
 
     fn finish(self: Box<Self>) -> Result<()> {
         let deadline = self.c.group.timeout();
+        let me = self.c.rank();
         if !self.take(deadline)? {
             let missing = self
                 .got
@@ -926,33 +969,45 @@ impl Pending for VRecvs {
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .zip(&self.recvs)
-                .find(|(g, (from, ..))| g.is_none() && *from != self.c.rank())
-                .map_or(0, |(_, (from, ..))| *from);
+                .find(|(g, b)| g.is_none() && b.peer != me)
+                .map_or(0, |(_, b)| b.peer);
             return Err(Fail::new(
                 ERR_OTHER,
                 format!("rank {missing} sent no block of this collective within {deadline:?}"),
             ));
         }
         let got = self.got.into_inner().unwrap_or_else(|e| e.into_inner());
-        let own = self.own.unwrap_or_default();
-        for (slot, (from, buf, ty, n)) in got.iter().zip(&self.recvs) {
+        let mut own = self.own;
+        for (slot, b) in got.iter().zip(&self.recvs) {
+            let kept;
             let data: &[u8] = match slot {
-                _ if *from == self.c.rank() => &own,
+                _ if b.peer == me => {
+                    // This rank's blocks to itself, first sent first taken.
+                    let Some(at) = own.iter().position(|(lane, _)| *lane == b.lane) else {
+                        return Err(Fail::new(
+                            ERR_OTHER,
+                            "this rank receives more blocks from itself than it sends itself (the neighbour lists differ)",
+                        ));
+                    };
+                    kept = own.remove(at).1;
+                    &kept
+                }
                 Some(m) => m.as_ref(),
                 None => &[],
             };
-            let want = ty.bytes(*n)?;
+            let want = b.ty.bytes(b.n)?;
             if data.len() != want {
                 return Err(Fail::new(
                     ERR_TRUNCATE,
                     format!(
-                        "rank {from} sent {} bytes where this rank expects {want} (the counts differ)",
+                        "rank {} sent {} bytes where this rank expects {want} (the counts differ)",
+                        b.peer,
                         data.len()
                     ),
                 ));
             }
             // SAFETY: the caller's buffer holds `n` elements (MPI's contract).
-            unsafe { ty.unpack(data, *buf as *mut u8, *n) };
+            unsafe { b.ty.unpack(data, b.buf as *mut u8, b.n) };
         }
         Ok(())
     }
@@ -1785,3 +1840,5 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_init_c(
         }))
     })
 }
+
+mod neighbour;

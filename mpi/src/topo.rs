@@ -7,8 +7,8 @@
 //! rank's neighbours for the queries. Ranks keep their order (a grid is
 //! row-major, the last dimension fastest): meshwork's links are alike
 //! between any two ranks of a host, and across hosts it has no map of the
-//! network to reorder by. The neighbourhood collectives are not
-//! implemented.
+//! network to reorder by. [`neighbourhood`] gives the neighbourhood
+//! collectives (`coll/neighbour.rs`) each rank's sources and destinations.
 
 use crate::consts::*;
 use crate::env::split;
@@ -80,6 +80,74 @@ impl Cart {
             r = r * d as usize + c as usize;
         }
         Some(r)
+    }
+}
+
+/// A rank's neighbourhood in its communicator's topology, as the
+/// neighbourhood collectives see it: its sources and its destinations in
+/// MPI's order, `None` for `MPI_PROC_NULL` (past a non-periodic edge of a
+/// grid), each with the lane that pairs a block sent with the receive it
+/// is for.
+pub(crate) struct Hood {
+    pub sources: Vec<Option<(u32, u64)>>,
+    pub destinations: Vec<Option<(u32, u64)>>,
+    /// The lanes a collective takes: alike on every member.
+    pub lanes: u64,
+}
+
+/// The neighbourhood of this rank in `c` (`MPI_ERR_TOPOLOGY` if `c` has
+/// no topology).
+pub(crate) fn neighbourhood(c: &Comm) -> Result<Hood> {
+    let me = c.rank() as usize;
+    let listed = |ranks: &mut dyn Iterator<Item = c_int>| -> Vec<Option<(u32, u64)>> {
+        ranks.map(|r| Some((r as u32, 0))).collect()
+    };
+    match c.topo.get() {
+        // Per dimension the neighbour below, then the one above. A block
+        // sent up arrives as its receiver's block from below (lane 2d),
+        // one sent down as the block from above (lane 2d + 1): in a
+        // periodic dimension of extent 1 or 2 both neighbours are one
+        // rank, and the lanes keep its two blocks apart.
+        Some(Topo::Cart(cart)) => {
+            let mine = cart.coords(me);
+            let at = |d: usize, by: c_int| {
+                let mut x = mine.clone();
+                x[d] += by;
+                cart.rank(&x).map(|r| r as u32)
+            };
+            let mut hood = Hood {
+                sources: Vec::new(),
+                destinations: Vec::new(),
+                lanes: 2 * cart.dims.len() as u64,
+            };
+            for d in 0..cart.dims.len() {
+                let (below, above, lane) = (at(d, -1), at(d, 1), 2 * d as u64);
+                hood.sources.push(below.map(|r| (r, lane)));
+                hood.sources.push(above.map(|r| (r, lane + 1)));
+                hood.destinations.push(below.map(|r| (r, lane + 1)));
+                hood.destinations.push(above.map(|r| (r, lane)));
+            }
+            Ok(hood)
+        }
+        // A graph's edges go both ways; one lane, first sent first taken,
+        // pairs the blocks of an edge listed more than once.
+        Some(Topo::Graph(g)) => {
+            let ranks = listed(&mut g.neighbours(me).iter().copied());
+            Ok(Hood {
+                sources: ranks.clone(),
+                destinations: ranks,
+                lanes: 1,
+            })
+        }
+        Some(Topo::Dist(d)) => Ok(Hood {
+            sources: listed(&mut d.sources.iter().map(|s| s.0)),
+            destinations: listed(&mut d.destinations.iter().map(|s| s.0)),
+            lanes: 1,
+        }),
+        None => Err(Fail::new(
+            ERR_TOPOLOGY,
+            "the communicator has no topology (a neighbourhood collective needs one)",
+        )),
     }
 }
 

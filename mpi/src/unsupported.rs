@@ -89,34 +89,23 @@ unsupported! {
     MPI_File_iread_at_c MPI_File_iread_c MPI_File_iread_shared MPI_File_iread_shared_c
     MPI_File_iwrite MPI_File_iwrite_all MPI_File_iwrite_all_c MPI_File_iwrite_at
     MPI_File_iwrite_at_all MPI_File_iwrite_at_all_c MPI_File_iwrite_at_c MPI_File_iwrite_c
-    MPI_File_iwrite_shared MPI_File_iwrite_shared_c MPI_File_open MPI_File_preallocate
-    MPI_File_read MPI_File_read_all MPI_File_read_all_begin MPI_File_read_all_begin_c
-    MPI_File_read_all_c MPI_File_read_all_end MPI_File_read_at MPI_File_read_at_all
-    MPI_File_read_at_all_begin MPI_File_read_at_all_begin_c MPI_File_read_at_all_c
-    MPI_File_read_at_all_end MPI_File_read_at_c MPI_File_read_c MPI_File_read_ordered
-    MPI_File_read_ordered_begin MPI_File_read_ordered_begin_c MPI_File_read_ordered_c
-    MPI_File_read_ordered_end MPI_File_read_shared MPI_File_read_shared_c MPI_File_seek
-    MPI_File_seek_shared MPI_File_set_atomicity MPI_File_set_errhandler MPI_File_set_info
-    MPI_File_set_size MPI_File_set_view MPI_File_sync MPI_File_write MPI_File_write_all
-    MPI_File_write_all_begin MPI_File_write_all_begin_c MPI_File_write_all_c MPI_File_write_all_end
-    MPI_File_write_at MPI_File_write_at_all MPI_File_write_at_all_begin
+    MPI_File_iwrite_shared MPI_File_iwrite_shared_c MPI_File_open MPI_File_preallocate MPI_File_read
+    MPI_File_read_all MPI_File_read_all_begin MPI_File_read_all_begin_c MPI_File_read_all_c
+    MPI_File_read_all_end MPI_File_read_at MPI_File_read_at_all MPI_File_read_at_all_begin
+    MPI_File_read_at_all_begin_c MPI_File_read_at_all_c MPI_File_read_at_all_end MPI_File_read_at_c
+    MPI_File_read_c MPI_File_read_ordered MPI_File_read_ordered_begin MPI_File_read_ordered_begin_c
+    MPI_File_read_ordered_c MPI_File_read_ordered_end MPI_File_read_shared MPI_File_read_shared_c
+    MPI_File_seek MPI_File_seek_shared MPI_File_set_atomicity MPI_File_set_errhandler
+    MPI_File_set_info MPI_File_set_size MPI_File_set_view MPI_File_sync MPI_File_write
+    MPI_File_write_all MPI_File_write_all_begin MPI_File_write_all_begin_c MPI_File_write_all_c
+    MPI_File_write_all_end MPI_File_write_at MPI_File_write_at_all MPI_File_write_at_all_begin
     MPI_File_write_at_all_begin_c MPI_File_write_at_all_c MPI_File_write_at_all_end
     MPI_File_write_at_c MPI_File_write_c MPI_File_write_ordered MPI_File_write_ordered_begin
     MPI_File_write_ordered_begin_c MPI_File_write_ordered_c MPI_File_write_ordered_end
     MPI_File_write_shared MPI_File_write_shared_c MPI_Get MPI_Get_accumulate MPI_Get_accumulate_c
     MPI_Get_c MPI_Get_elements_x MPI_Grequest_complete MPI_Grequest_start
-    MPI_Group_from_session_pset MPI_Ineighbor_allgather MPI_Ineighbor_allgather_c
-    MPI_Ineighbor_allgatherv MPI_Ineighbor_allgatherv_c MPI_Ineighbor_alltoall
-    MPI_Ineighbor_alltoall_c MPI_Ineighbor_alltoallv MPI_Ineighbor_alltoallv_c
-    MPI_Ineighbor_alltoallw MPI_Ineighbor_alltoallw_c MPI_Intercomm_create
-    MPI_Intercomm_create_from_groups MPI_Intercomm_merge MPI_Lookup_name MPI_Neighbor_allgather
-    MPI_Neighbor_allgather_c MPI_Neighbor_allgather_init MPI_Neighbor_allgather_init_c
-    MPI_Neighbor_allgatherv MPI_Neighbor_allgatherv_c MPI_Neighbor_allgatherv_init
-    MPI_Neighbor_allgatherv_init_c MPI_Neighbor_alltoall MPI_Neighbor_alltoall_c
-    MPI_Neighbor_alltoall_init MPI_Neighbor_alltoall_init_c MPI_Neighbor_alltoallv
-    MPI_Neighbor_alltoallv_c MPI_Neighbor_alltoallv_init MPI_Neighbor_alltoallv_init_c
-    MPI_Neighbor_alltoallw MPI_Neighbor_alltoallw_c MPI_Neighbor_alltoallw_init
-    MPI_Neighbor_alltoallw_init_c MPI_Open_port MPI_Pack_external MPI_Pack_external_c
+    MPI_Group_from_session_pset MPI_Intercomm_create MPI_Intercomm_create_from_groups
+    MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Pack_external MPI_Pack_external_c
     MPI_Pack_external_size MPI_Pack_external_size_c MPI_Parrived MPI_Pready MPI_Pready_list
     MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c
     MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c MPI_Register_datarep
@@ -134,23 +123,22 @@ unsupported! {
     MPI_T_cvar_write MPI_T_enum_get_info MPI_T_enum_get_item MPI_T_event_callback_get_info
     MPI_T_event_callback_set_info MPI_T_event_copy MPI_T_event_get_index MPI_T_event_get_info
     MPI_T_event_get_num MPI_T_event_get_source MPI_T_event_get_timestamp MPI_T_event_handle_alloc
-    MPI_T_event_handle_free MPI_T_event_handle_get_info MPI_T_event_handle_set_info
-    MPI_T_event_read MPI_T_event_register_callback MPI_T_event_set_dropped_handler MPI_T_finalize
-    MPI_T_init_thread MPI_T_pvar_get_index MPI_T_pvar_get_info MPI_T_pvar_get_num
-    MPI_T_pvar_handle_alloc MPI_T_pvar_handle_free MPI_T_pvar_read MPI_T_pvar_readreset
-    MPI_T_pvar_reset MPI_T_pvar_session_create MPI_T_pvar_session_free MPI_T_pvar_start
-    MPI_T_pvar_stop MPI_T_pvar_write MPI_T_source_get_info MPI_T_source_get_num
-    MPI_T_source_get_timestamp MPI_Type_create_darray MPI_Type_create_darray_c
-    MPI_Type_create_keyval MPI_Type_delete_attr MPI_Type_free_keyval MPI_Type_get_attr
-    MPI_Type_get_extent_x MPI_Type_get_true_extent_x MPI_Type_match_size MPI_Type_set_attr
-    MPI_Type_size_x MPI_Unpack_external MPI_Unpack_external_c MPI_Unpublish_name MPI_Win_allocate
-    MPI_Win_allocate_c MPI_Win_allocate_shared MPI_Win_allocate_shared_c MPI_Win_attach
-    MPI_Win_call_errhandler MPI_Win_complete MPI_Win_create MPI_Win_create_c MPI_Win_create_dynamic
-    MPI_Win_create_errhandler MPI_Win_create_keyval MPI_Win_delete_attr MPI_Win_detach
-    MPI_Win_fence MPI_Win_flush MPI_Win_flush_all MPI_Win_flush_local MPI_Win_flush_local_all
-    MPI_Win_free MPI_Win_free_keyval MPI_Win_get_attr MPI_Win_get_errhandler MPI_Win_get_group
-    MPI_Win_get_info MPI_Win_get_name MPI_Win_lock MPI_Win_lock_all MPI_Win_post MPI_Win_set_attr
-    MPI_Win_set_errhandler MPI_Win_set_info MPI_Win_set_name MPI_Win_shared_query
-    MPI_Win_shared_query_c MPI_Win_start MPI_Win_sync MPI_Win_test MPI_Win_unlock
-    MPI_Win_unlock_all MPI_Win_wait
+    MPI_T_event_handle_free MPI_T_event_handle_get_info MPI_T_event_handle_set_info MPI_T_event_read
+    MPI_T_event_register_callback MPI_T_event_set_dropped_handler MPI_T_finalize MPI_T_init_thread
+    MPI_T_pvar_get_index MPI_T_pvar_get_info MPI_T_pvar_get_num MPI_T_pvar_handle_alloc
+    MPI_T_pvar_handle_free MPI_T_pvar_read MPI_T_pvar_readreset MPI_T_pvar_reset
+    MPI_T_pvar_session_create MPI_T_pvar_session_free MPI_T_pvar_start MPI_T_pvar_stop
+    MPI_T_pvar_write MPI_T_source_get_info MPI_T_source_get_num MPI_T_source_get_timestamp
+    MPI_Type_create_darray MPI_Type_create_darray_c MPI_Type_create_keyval MPI_Type_delete_attr
+    MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_extent_x MPI_Type_get_true_extent_x
+    MPI_Type_match_size MPI_Type_set_attr MPI_Type_size_x MPI_Unpack_external MPI_Unpack_external_c
+    MPI_Unpublish_name MPI_Win_allocate MPI_Win_allocate_c MPI_Win_allocate_shared
+    MPI_Win_allocate_shared_c MPI_Win_attach MPI_Win_call_errhandler MPI_Win_complete MPI_Win_create
+    MPI_Win_create_c MPI_Win_create_dynamic MPI_Win_create_errhandler MPI_Win_create_keyval
+    MPI_Win_delete_attr MPI_Win_detach MPI_Win_fence MPI_Win_flush MPI_Win_flush_all
+    MPI_Win_flush_local MPI_Win_flush_local_all MPI_Win_free MPI_Win_free_keyval MPI_Win_get_attr
+    MPI_Win_get_errhandler MPI_Win_get_group MPI_Win_get_info MPI_Win_get_name MPI_Win_lock
+    MPI_Win_lock_all MPI_Win_post MPI_Win_set_attr MPI_Win_set_errhandler MPI_Win_set_info
+    MPI_Win_set_name MPI_Win_shared_query MPI_Win_shared_query_c MPI_Win_start MPI_Win_sync
+    MPI_Win_test MPI_Win_unlock MPI_Win_unlock_all MPI_Win_wait
 }

@@ -290,6 +290,16 @@ fn mpi_cartesian_grids_and_packing_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("topology", "topology");
 }
 
+/// `tests/c/neighbours.c`: the neighbourhood collectives on a periodic
+/// ring as a grid (whose two neighbours are one rank on 1 and 2 ranks), a
+/// grid with `MPI_PROC_NULL` past its edges, a graph and a distributed
+/// graph with a type per block; blocking, non-blocking, persistent and
+/// `_c` forms; no topology and `MPI_IN_PLACE` refused.
+#[test]
+fn mpi_neighbourhood_collectives_on_every_topology() {
+    ok_on_one_to_four_ranks("neighbours", "neighbours");
+}
+
 /// `tests/c/persistent.c`: persistent collectives made once and started
 /// round after round on refilled buffers (together through
 /// `MPI_Startall`, a `v` form, a `_c` form, rooted and scan), a second
