@@ -270,8 +270,8 @@ fn split(msg: &Payload) -> Option<(c_int, Option<u64>, &[u8])> {
 
 /// An envelope's tag and, for a synchronous send, its id.
 fn envelope(head: &[u8; ENVELOPE]) -> (c_int, Option<u64>) {
-    let tag = c_int::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    let id = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    let word = u64::from_le_bytes(*head);
+    let (tag, id) = (word as u32 as c_int, (word >> 32) as u32);
     if tag & SYNC == 0 {
         (tag, None)
     } else {
@@ -1479,26 +1479,43 @@ unsafe fn recv_at_once(
     if len > 0 && buf.is_null() {
         return Ok(false);
     }
-    let src = source as u32;
-    // Another thread pulling, or a wait longer than a slice: the general
-    // way, which shares the lane.
-    let _puller = if m.serial() {
-        None
-    } else {
-        match c.matcher.pull.try_lock() {
-            Ok(p) => Some(p),
-            Err(_) => return Ok(false),
-        }
-    };
-    if c.matcher.busy.load(Ordering::Acquire) {
-        return Ok(false);
-    }
     let body: &mut [u8] = if len == 0 {
         &mut []
     } else {
         // SAFETY: the caller's buffer (the contract).
         unsafe { std::slice::from_raw_parts_mut(buf, len) }
     };
+    // Another thread pulling, or a wait longer than a slice: the general
+    // way, which shares the lane. (A serial program takes no lock: two
+    // copies of the rest, so that it drops none either.)
+    if m.serial() {
+        // SAFETY: NULL or valid (the contract).
+        unsafe { take_at_once(c, source as u32, tag, body, status) }
+    } else {
+        let Ok(_puller) = c.matcher.pull.try_lock() else {
+            return Ok(false);
+        };
+        // SAFETY: as above.
+        unsafe { take_at_once(c, source as u32, tag, body, status) }
+    }
+}
+
+/// [`recv_at_once`] once its arguments pass and its thread may pull:
+/// the message of `src` read into `body` if nothing else is about.
+///
+/// # Safety
+/// `status` is NULL or valid.
+#[inline(always)]
+unsafe fn take_at_once(
+    c: &Comm,
+    src: u32,
+    tag: c_int,
+    body: &mut [u8],
+    status: *mut Status,
+) -> Result<bool> {
+    if c.matcher.busy.load(Ordering::Acquire) {
+        return Ok(false);
+    }
     let mut head = [0u8; ENVELOPE];
     let got = match c
         .group
@@ -1514,7 +1531,7 @@ unsafe fn recv_at_once(
             if tag == ANY_TAG || got == tag {
                 ack(c, sync.map(|id| (src, id)));
                 // SAFETY: NULL or valid (the contract).
-                unsafe { set_status(status, Status::new(source, got, len)) };
+                unsafe { set_status(status, Status::new(src as c_int, got, body.len())) };
                 return Ok(true);
             }
             // Another receive's: the general way takes it.

@@ -152,16 +152,19 @@ static STATE: Mutex<Phase> = Mutex::new(Phase::Fresh);
 /// The running library without the lock, for every call between
 /// `MPI_Init` and `MPI_Finalize` (see [`set_running`]).
 static RUNNING: std::sync::OnceLock<Arc<Mpi>> = std::sync::OnceLock::new();
-static LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// `RUNNING`'s library while it runs, NULL before and after: one load
+/// on every call's path.
+static LIVE: std::sync::atomic::AtomicPtr<Mpi> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
 /// Enter phase `p` (with the lock held by the caller, as `ph`).
 pub(crate) fn set_running(ph: &mut Phase, p: Phase) {
     match &p {
         Phase::Running(m) => {
-            let _ = RUNNING.set(m.clone());
-            LIVE.store(true, Ordering::Release);
+            let kept = RUNNING.get_or_init(|| m.clone());
+            LIVE.store(Arc::as_ptr(kept).cast_mut(), Ordering::Release);
         }
-        _ => LIVE.store(false, Ordering::Release),
+        _ => LIVE.store(std::ptr::null_mut(), Ordering::Release),
     }
     *ph = p;
 }
@@ -193,10 +196,13 @@ pub(crate) fn mpi() -> Result<&'static Mpi> {
 /// The running library, if `MPI_Init` has run and `MPI_Finalize` has not.
 #[inline]
 pub(crate) fn running() -> Option<&'static Mpi> {
-    if LIVE.load(Ordering::Acquire) {
-        RUNNING.get().map(|m| &**m)
-    } else {
+    let m = LIVE.load(Ordering::Acquire);
+    if m.is_null() {
         None
+    } else {
+        // SAFETY: non-NULL, it points into `RUNNING`'s library, which
+        // the static keeps for the life of the process.
+        Some(unsafe { &*m })
     }
 }
 
