@@ -480,6 +480,21 @@ int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf
              int *position, MPI_Comm comm);
 int MPI_Pack_c(const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf,
                MPI_Count outsize, MPI_Count *position, MPI_Comm comm);
+int MPI_Pack_external(const char datarep[], const void *inbuf, int incount,
+                      MPI_Datatype datatype, void *outbuf, MPI_Aint outsize,
+                      MPI_Aint *position);
+int MPI_Pack_external_c(const char datarep[], const void *inbuf, MPI_Count incount,
+                        MPI_Datatype datatype, void *outbuf, MPI_Count outsize,
+                        MPI_Count *position);
+int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize,
+                        MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int MPI_Unpack_external_c(const char datarep[], const void *inbuf, MPI_Count insize,
+                          MPI_Count *position, void *outbuf, MPI_Count outcount,
+                          MPI_Datatype datatype);
+int MPI_Pack_external_size(const char datarep[], int incount, MPI_Datatype datatype,
+                           MPI_Aint *size);
+int MPI_Pack_external_size_c(const char datarep[], MPI_Count incount, MPI_Datatype datatype,
+                             MPI_Count *size);
 int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
                MPI_Datatype datatype, MPI_Comm comm);
 int MPI_Unpack_c(const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf,
@@ -1087,6 +1102,8 @@ MESHWORK_PMPI(Neighbor_alltoallw) MESHWORK_PMPI(Ineighbor_alltoallw)
 MESHWORK_PMPI(Neighbor_alltoallw_init) MESHWORK_PMPI(Neighbor_alltoallw_c)
 MESHWORK_PMPI(Ineighbor_alltoallw_c) MESHWORK_PMPI(Neighbor_alltoallw_init_c)
 MESHWORK_PMPI(Unpack) MESHWORK_PMPI(Unpack_c) MESHWORK_PMPI(Pack_size) MESHWORK_PMPI(Pack_size_c)
+MESHWORK_PMPI(Pack_external) MESHWORK_PMPI(Pack_external_c) MESHWORK_PMPI(Unpack_external)
+MESHWORK_PMPI(Unpack_external_c) MESHWORK_PMPI(Pack_external_size) MESHWORK_PMPI(Pack_external_size_c)
 MESHWORK_PMPI(Alloc_mem) MESHWORK_PMPI(Free_mem) MESHWORK_PMPI(Send) MESHWORK_PMPI(Ssend)
 MESHWORK_PMPI(Rsend) MESHWORK_PMPI(Recv) MESHWORK_PMPI(Isend) MESHWORK_PMPI(Issend)
 MESHWORK_PMPI(Irecv) MESHWORK_PMPI(Sendrecv) MESHWORK_PMPI(Sendrecv_replace) MESHWORK_PMPI(Probe)

@@ -294,10 +294,10 @@ pub unsafe extern "C" fn MPI_Type_get_value_index(
 
 // ------------------------------------------------------------ Fortran kinds
 
-/// The type of each Fortran kind asked for (`MPI_Type_create_f90_…`):
-/// one handle per (combiner, p, r), made once, so that asking again gives
+/// The type of each Fortran kind asked for (`MPI_Type_create_f90_…`),
+/// with the predefined type it is: one handle per (combiner, p, r), made once, so that asking again gives
 /// the same type, which is never freed.
-static KINDS: std::sync::Mutex<Vec<(Kind, Handle)>> = std::sync::Mutex::new(Vec::new());
+static KINDS: std::sync::Mutex<Vec<(Kind, Handle, Handle)>> = std::sync::Mutex::new(Vec::new());
 
 /// A Fortran kind as asked for: (combiner, p, r).
 type Kind = (c_int, c_int, c_int);
@@ -330,8 +330,8 @@ fn kind(
             .filter(|_| p != UNDEFINED || r != UNDEFINED)
             .ok_or_else(|| Fail::arg(format!("no Fortran kind has precision {p} and range {r}")))?;
         let mut kinds = KINDS.lock().unwrap_or_else(|e| e.into_inner());
-        let h = match kinds.iter().find(|(k, _)| *k == (combiner, p, r)) {
-            Some(&(_, h)) => h,
+        let h = match kinds.iter().find(|(k, ..)| *k == (combiner, p, r)) {
+            Some(&(_, h, _)) => h,
             None => {
                 let mut t = Type::clone(&*type_of(base)?);
                 let args = if combiner == COMBINER_F90_INTEGER {
@@ -346,7 +346,7 @@ fn kind(
                     large: false,
                 }));
                 let h = register(t);
-                kinds.push(((combiner, p, r), h));
+                kinds.push(((combiner, p, r), h, base));
                 h
             }
         };
@@ -363,7 +363,17 @@ pub(crate) fn is_kind(h: Handle) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .any(|&(_, k)| k == h)
+        .any(|&(_, k, _)| k == h)
+}
+
+/// The predefined type the Fortran kind `h` is, if `h` is one.
+pub(crate) fn f90_base(h: Handle) -> Option<Handle> {
+    KINDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|&&(_, k, _)| k == h)
+        .map(|&(.., base)| base)
 }
 
 /// REAL*4, *8 and *16: IEEE single, double and quadruple precision.

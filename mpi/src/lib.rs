@@ -34,6 +34,7 @@ mod coll;
 mod datatype;
 mod decode;
 mod env;
+mod external;
 mod fold;
 mod large;
 mod p2p;

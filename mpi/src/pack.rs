@@ -3,7 +3,7 @@
 //! `MPI_PACKED`, and unpacks it on the other side. The representation is
 //! this library's native one, the one a message of the type carries: each
 //! element's data as it lies in memory, block after block. (The portable
-//! `external32` representation, `MPI_Pack_external`, is not implemented.)
+//! `external32` representation is `external.rs`'s.)
 
 use crate::consts::*;
 use crate::datatype::type_of;
@@ -14,7 +14,7 @@ use std::ffi::c_int;
 type Count = i64;
 
 /// A non-negative count or size, as a `usize`.
-fn size_arg(n: Count, what: &str) -> Result<usize> {
+pub(crate) fn size_arg(n: Count, what: &str) -> Result<usize> {
     usize::try_from(n).map_err(|_| Fail::new(ERR_COUNT, format!("{what} {n} is negative")))
 }
 
@@ -23,7 +23,7 @@ fn size_arg(n: Count, what: &str) -> Result<usize> {
 ///
 /// # Safety
 /// `position` is NULL or valid.
-unsafe fn position_in(position: *const Count, size: usize) -> Result<usize> {
+pub(crate) unsafe fn position_in(position: *const Count, size: usize) -> Result<usize> {
     if position.is_null() {
         return Err(Fail::arg("position is NULL"));
     }

@@ -105,8 +105,7 @@ unsupported! {
     MPI_File_write_shared MPI_File_write_shared_c MPI_Get MPI_Get_accumulate MPI_Get_accumulate_c
     MPI_Get_c MPI_Get_elements_x MPI_Grequest_complete MPI_Grequest_start
     MPI_Group_from_session_pset MPI_Intercomm_create MPI_Intercomm_create_from_groups
-    MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Pack_external MPI_Pack_external_c
-    MPI_Pack_external_size MPI_Pack_external_size_c MPI_Parrived MPI_Pready MPI_Pready_list
+    MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Parrived MPI_Pready MPI_Pready_list
     MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c
     MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c MPI_Register_datarep
     MPI_Register_datarep_c MPI_Remove_error_class MPI_Remove_error_code MPI_Remove_error_string
@@ -131,14 +130,14 @@ unsupported! {
     MPI_T_pvar_write MPI_T_source_get_info MPI_T_source_get_num MPI_T_source_get_timestamp
     MPI_Type_create_darray MPI_Type_create_darray_c MPI_Type_create_keyval MPI_Type_delete_attr
     MPI_Type_free_keyval MPI_Type_get_attr MPI_Type_get_extent_x MPI_Type_get_true_extent_x
-    MPI_Type_match_size MPI_Type_set_attr MPI_Type_size_x MPI_Unpack_external MPI_Unpack_external_c
-    MPI_Unpublish_name MPI_Win_allocate MPI_Win_allocate_c MPI_Win_allocate_shared
-    MPI_Win_allocate_shared_c MPI_Win_attach MPI_Win_call_errhandler MPI_Win_complete MPI_Win_create
-    MPI_Win_create_c MPI_Win_create_dynamic MPI_Win_create_errhandler MPI_Win_create_keyval
-    MPI_Win_delete_attr MPI_Win_detach MPI_Win_fence MPI_Win_flush MPI_Win_flush_all
-    MPI_Win_flush_local MPI_Win_flush_local_all MPI_Win_free MPI_Win_free_keyval MPI_Win_get_attr
-    MPI_Win_get_errhandler MPI_Win_get_group MPI_Win_get_info MPI_Win_get_name MPI_Win_lock
-    MPI_Win_lock_all MPI_Win_post MPI_Win_set_attr MPI_Win_set_errhandler MPI_Win_set_info
-    MPI_Win_set_name MPI_Win_shared_query MPI_Win_shared_query_c MPI_Win_start MPI_Win_sync
-    MPI_Win_test MPI_Win_unlock MPI_Win_unlock_all MPI_Win_wait
+    MPI_Type_match_size MPI_Type_set_attr MPI_Type_size_x MPI_Unpublish_name MPI_Win_allocate
+    MPI_Win_allocate_c MPI_Win_allocate_shared MPI_Win_allocate_shared_c MPI_Win_attach
+    MPI_Win_call_errhandler MPI_Win_complete MPI_Win_create MPI_Win_create_c MPI_Win_create_dynamic
+    MPI_Win_create_errhandler MPI_Win_create_keyval MPI_Win_delete_attr MPI_Win_detach MPI_Win_fence
+    MPI_Win_flush MPI_Win_flush_all MPI_Win_flush_local MPI_Win_flush_local_all MPI_Win_free
+    MPI_Win_free_keyval MPI_Win_get_attr MPI_Win_get_errhandler MPI_Win_get_group MPI_Win_get_info
+    MPI_Win_get_name MPI_Win_lock MPI_Win_lock_all MPI_Win_post MPI_Win_set_attr
+    MPI_Win_set_errhandler MPI_Win_set_info MPI_Win_set_name MPI_Win_shared_query
+    MPI_Win_shared_query_c MPI_Win_start MPI_Win_sync MPI_Win_test MPI_Win_unlock MPI_Win_unlock_all
+    MPI_Win_wait
 }

@@ -300,6 +300,15 @@ fn mpi_neighbourhood_collectives_on_every_topology() {
     ok_on_one_to_four_ranks("neighbours", "neighbours");
 }
 
+/// `tests/c/external.c`: `external32`'s exact bytes (a C long in 4, a
+/// long double as a quad, a pair unpadded), a struct and a subarray in
+/// type-map order sent packed around a ring, the `_c` forms, and an
+/// unknown representation, no room and a long too large refused.
+#[test]
+fn mpi_external32_packs_portably_on_one_to_four_ranks() {
+    ok_on_one_to_four_ranks("external", "external");
+}
+
 /// `tests/c/persistent.c`: persistent collectives made once and started
 /// round after round on refilled buffers (together through
 /// `MPI_Startall`, a `v` form, a `_c` form, rooted and scan), a second
