@@ -564,6 +564,14 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
                 MPI_Status *status);
 int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
               MPI_Status *status);
+typedef int MPI_Grequest_query_function(void *extra_state, MPI_Status *status);
+typedef int MPI_Grequest_free_function(void *extra_state);
+typedef int MPI_Grequest_cancel_function(void *extra_state, int complete);
+int MPI_Grequest_start(MPI_Grequest_query_function *query_fn,
+                       MPI_Grequest_free_function *free_fn,
+                       MPI_Grequest_cancel_function *cancel_fn, void *extra_state,
+                       MPI_Request *request);
+int MPI_Grequest_complete(MPI_Request request);
 int MPI_Status_set_source(MPI_Status *status, int source);
 int MPI_Status_set_tag(MPI_Status *status, int tag);
 int MPI_Status_set_error(MPI_Status *status, int error);
@@ -1116,6 +1124,7 @@ MESHWORK_PMPI(Cancel) MESHWORK_PMPI(Test_cancelled) MESHWORK_PMPI(Waitsome) MESH
 MESHWORK_PMPI(Send_init) MESHWORK_PMPI(Recv_init) MESHWORK_PMPI(Start) MESHWORK_PMPI(Startall)
 MESHWORK_PMPI(Bsend) MESHWORK_PMPI(Buffer_attach) MESHWORK_PMPI(Buffer_detach)
 MESHWORK_PMPI(Isendrecv) MESHWORK_PMPI(Mprobe) MESHWORK_PMPI(Improbe) MESHWORK_PMPI(Mrecv)
+MESHWORK_PMPI(Grequest_start) MESHWORK_PMPI(Grequest_complete)
 MESHWORK_PMPI(Status_set_source) MESHWORK_PMPI(Status_set_tag) MESHWORK_PMPI(Status_set_error)
 MESHWORK_PMPI(Status_set_elements) MESHWORK_PMPI(Status_get_source) MESHWORK_PMPI(Status_get_tag)
 MESHWORK_PMPI(Status_get_error) MESHWORK_PMPI(Barrier) MESHWORK_PMPI(Bcast) MESHWORK_PMPI(Reduce)

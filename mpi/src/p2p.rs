@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod greq;
 pub(crate) mod more;
 
 /// `MPI_BYTE`.
@@ -944,6 +945,9 @@ pub(crate) enum Request {
     /// A synchronous send to a rank, by id: complete once sent (the
     /// sender thread's part, if it has one) and acknowledged.
     Sync(Arc<Comm>, u32, u64, Option<Arc<Done>>),
+    /// A generalized request (`MPI_Grequest_start`): complete when the
+    /// program says so.
+    Gen(Arc<greq::Greq>),
 }
 
 /// The requests in flight.
@@ -1143,6 +1147,7 @@ impl Look {
             Request::Send(d) => Look::Known(d.is_done()),
             Request::Done(_) => Look::Known(true),
             Request::Coll(p) => Look::Known(p.is_complete()),
+            Request::Gen(g) => Look::Known(g.is_complete()),
             Request::Recv(c, slot) => Look::Recv(c.clone(), slot.clone()),
             Request::Pair(a, b) => Look::Both(Box::new(Look::of(a)), Box::new(Look::of(b))),
             Request::Persistent(_, None) => Look::Known(true),
@@ -1227,6 +1232,7 @@ fn finish(r: Request) -> Result<Status> {
         Request::Done(s) => Ok(s),
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
+        Request::Gen(g) => g.finish(),
         Request::Pair(send, recv) => {
             let got = finish(*recv);
             finish(*send)?;
@@ -2202,6 +2208,12 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut Handle) -> c_int {
         }
         // SAFETY: non-NULL (the contract).
         let h = unsafe { *request };
+        if let Some(freed) = greq::free_request(h) {
+            freed?;
+            // SAFETY: as above.
+            unsafe { *request = REQUEST_NULL };
+            return Ok(());
+        }
         // A send goes on by itself, a receive stays posted in its
         // communicator's queue (it completes unseen, as MPI says), a
         // collective runs to its end on the group's thread; a persistent

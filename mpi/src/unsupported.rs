@@ -103,14 +103,13 @@ unsupported! {
     MPI_File_write_at_c MPI_File_write_c MPI_File_write_ordered MPI_File_write_ordered_begin
     MPI_File_write_ordered_begin_c MPI_File_write_ordered_c MPI_File_write_ordered_end
     MPI_File_write_shared MPI_File_write_shared_c MPI_Get MPI_Get_accumulate MPI_Get_accumulate_c
-    MPI_Get_c MPI_Get_elements_x MPI_Grequest_complete MPI_Grequest_start
-    MPI_Group_from_session_pset MPI_Intercomm_create MPI_Intercomm_create_from_groups
-    MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Parrived MPI_Pready MPI_Pready_list
-    MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init MPI_Psend_init_c
-    MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c MPI_Register_datarep
-    MPI_Register_datarep_c MPI_Remove_error_class MPI_Remove_error_code MPI_Remove_error_string
-    MPI_Rget MPI_Rget_accumulate MPI_Rget_accumulate_c MPI_Rget_c MPI_Rput MPI_Rput_c
-    MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_call_errhandler
+    MPI_Get_c MPI_Get_elements_x MPI_Group_from_session_pset MPI_Intercomm_create
+    MPI_Intercomm_create_from_groups MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Parrived
+    MPI_Pready MPI_Pready_list MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init
+    MPI_Psend_init_c MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c
+    MPI_Register_datarep MPI_Register_datarep_c MPI_Remove_error_class MPI_Remove_error_code
+    MPI_Remove_error_string MPI_Rget MPI_Rget_accumulate MPI_Rget_accumulate_c MPI_Rget_c MPI_Rput
+    MPI_Rput_c MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_call_errhandler
     MPI_Session_create_errhandler MPI_Session_detach_buffer MPI_Session_detach_buffer_c
     MPI_Session_finalize MPI_Session_flush_buffer MPI_Session_get_errhandler MPI_Session_get_info
     MPI_Session_get_nth_pset MPI_Session_get_num_psets MPI_Session_get_pset_info

@@ -309,6 +309,15 @@ fn mpi_external32_packs_portably_on_one_to_four_ranks() {
     ok_on_one_to_four_ranks("external", "external");
 }
 
+/// `tests/c/grequest.c`: generalized requests completed by another
+/// thread of the program while MPI_Wait waits, tested before and after,
+/// cancelled, freed before completion, failing in their query function,
+/// and waited for beside a receive.
+#[test]
+fn mpi_generalized_requests_complete_from_the_programs_thread() {
+    ok_on_one_to_four_ranks("grequest", "grequest");
+}
+
 /// `tests/c/persistent.c`: persistent collectives made once and started
 /// round after round on refilled buffers (together through
 /// `MPI_Startall`, a `v` form, a `_c` form, rooted and scan), a second

@@ -617,6 +617,12 @@ pub unsafe extern "C" fn MPI_Testsome(
 /// complete; any other's is empty.
 fn status_of(h: Handle) -> Status {
     let guard = lock(&REQUESTS);
+    if let Some(Request::Gen(g)) = guard.get(h) {
+        // The program's query function, run outside the table's lock.
+        let g = g.clone();
+        drop(guard);
+        return g.query().unwrap_or_else(|_| empty_status());
+    }
     guard
         .get(h)
         .and_then(status_in)
@@ -771,6 +777,12 @@ pub unsafe extern "C" fn MPI_Cancel(request: *mut Handle) -> c_int {
         // SAFETY: non-NULL, valid (the contract).
         let h = unsafe { *request };
         let guard = lock(&REQUESTS);
+        // A generalized request's cancel function says what it means.
+        if let Some(Request::Gen(g)) = guard.get(h) {
+            let g = g.clone();
+            drop(guard);
+            return g.cancel();
+        }
         // A receive not yet matched is withdrawn and completes cancelled;
         // a send has left (sends are eager) and completes as sent.
         if let Some(Request::Recv(c, slot)) = guard.get(h) {
