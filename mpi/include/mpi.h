@@ -271,6 +271,12 @@ double MPI_Wtick(void);
 int MPI_Pcontrol(const int level, ...);
 int MPI_Error_string(int errorcode, char *string, int *resultlen);
 int MPI_Error_class(int errorcode, int *errorclass);
+int MPI_Add_error_class(int *errorclass);
+int MPI_Add_error_code(int errorclass, int *errorcode);
+int MPI_Add_error_string(int errorcode, const char *string);
+int MPI_Remove_error_class(int errorclass);
+int MPI_Remove_error_code(int errorcode);
+int MPI_Remove_error_string(int errorcode);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
@@ -1071,7 +1077,10 @@ MESHWORK_PMPI(Init) MESHWORK_PMPI(Init_thread) MESHWORK_PMPI(Finalize) MESHWORK_
 MESHWORK_PMPI(Finalized) MESHWORK_PMPI(Abort) MESHWORK_PMPI(Query_thread)
 MESHWORK_PMPI(Is_thread_main) MESHWORK_PMPI(Get_version) MESHWORK_PMPI(Get_library_version)
 MESHWORK_PMPI(Get_processor_name) MESHWORK_PMPI(Wtime) MESHWORK_PMPI(Wtick)
-MESHWORK_PMPI(Error_string) MESHWORK_PMPI(Error_class) MESHWORK_PMPI(Comm_set_errhandler)
+MESHWORK_PMPI(Error_string) MESHWORK_PMPI(Error_class)
+MESHWORK_PMPI(Add_error_class) MESHWORK_PMPI(Add_error_code) MESHWORK_PMPI(Add_error_string)
+MESHWORK_PMPI(Remove_error_class) MESHWORK_PMPI(Remove_error_code)
+MESHWORK_PMPI(Remove_error_string) MESHWORK_PMPI(Comm_set_errhandler)
 MESHWORK_PMPI(Comm_get_errhandler) MESHWORK_PMPI(Comm_call_errhandler)
 MESHWORK_PMPI(Errhandler_free) MESHWORK_PMPI(Abi_get_version) MESHWORK_PMPI(Comm_rank)
 MESHWORK_PMPI(Comm_size) MESHWORK_PMPI(Comm_dup) MESHWORK_PMPI(Comm_split) MESHWORK_PMPI(Comm_free)

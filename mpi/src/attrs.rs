@@ -57,14 +57,13 @@ fn predefined(k: c_int) -> Option<*const c_int> {
     static HOST: c_int = PROC_NULL;
     static IO: c_int = ANY_SOURCE;
     static WTIME_IS_GLOBAL: c_int = 0;
-    static LASTUSEDCODE: c_int = ERR_LASTCODE;
     static UNIVERSE: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
     Some(match k {
         501 => &TAG_UB,
         502 => &IO,
         503 => &HOST,
         504 => &WTIME_IS_GLOBAL,
-        506 => &LASTUSEDCODE,
+        506 => crate::errcodes::LAST_USED.as_ptr(),
         507 => UNIVERSE.get_or_init(|| mpi().map_or(1, |m| m.world.size() as c_int)),
         _ => return None,
     })

@@ -34,6 +34,7 @@ mod coll;
 mod datatype;
 mod decode;
 mod env;
+mod errcodes;
 mod external;
 mod fold;
 mod large;

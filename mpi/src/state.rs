@@ -313,6 +313,9 @@ pub(crate) fn code_of(f: &Fail) -> c_int {
 
 /// The class and text of `code`, if it is one this library gave.
 pub(crate) fn describe(code: c_int) -> Option<(c_int, String)> {
+    if code > ERR_LASTCODE {
+        return crate::errcodes::describe(code);
+    }
     if (0..FIRST_CODE).contains(&code) {
         return Some((code, class_text(code).to_string()));
     }

@@ -77,13 +77,13 @@ pub extern "C" fn MPI_Aint_diff(a: isize, b: isize) -> isize {
 unsupported! {
     MPI_Abi_get_fortran_booleans MPI_Abi_get_fortran_info MPI_Abi_get_info
     MPI_Abi_set_fortran_booleans MPI_Abi_set_fortran_info MPI_Accumulate MPI_Accumulate_c
-    MPI_Add_error_class MPI_Add_error_code MPI_Add_error_string MPI_Close_port MPI_Comm_accept
-    MPI_Comm_connect MPI_Comm_create_errhandler MPI_Comm_create_from_group MPI_Comm_disconnect
-    MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple
-    MPI_Compare_and_swap MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close
-    MPI_File_create_errhandler MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity
-    MPI_File_get_byte_offset MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info
-    MPI_File_get_position MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
+    MPI_Close_port MPI_Comm_accept MPI_Comm_connect MPI_Comm_create_errhandler
+    MPI_Comm_create_from_group MPI_Comm_disconnect MPI_Comm_join MPI_Comm_remote_group
+    MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple MPI_Compare_and_swap
+    MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close MPI_File_create_errhandler
+    MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity MPI_File_get_byte_offset
+    MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info MPI_File_get_position
+    MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
     MPI_File_get_type_extent_c MPI_File_get_view MPI_File_iread MPI_File_iread_all
     MPI_File_iread_all_c MPI_File_iread_at MPI_File_iread_at_all MPI_File_iread_at_all_c
     MPI_File_iread_at_c MPI_File_iread_c MPI_File_iread_shared MPI_File_iread_shared_c
@@ -107,18 +107,18 @@ unsupported! {
     MPI_Intercomm_create_from_groups MPI_Intercomm_merge MPI_Lookup_name MPI_Open_port MPI_Parrived
     MPI_Pready MPI_Pready_list MPI_Pready_range MPI_Precv_init MPI_Precv_init_c MPI_Psend_init
     MPI_Psend_init_c MPI_Publish_name MPI_Put MPI_Put_c MPI_Raccumulate MPI_Raccumulate_c
-    MPI_Register_datarep MPI_Register_datarep_c MPI_Remove_error_class MPI_Remove_error_code
-    MPI_Remove_error_string MPI_Rget MPI_Rget_accumulate MPI_Rget_accumulate_c MPI_Rget_c MPI_Rput
-    MPI_Rput_c MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_call_errhandler
-    MPI_Session_create_errhandler MPI_Session_detach_buffer MPI_Session_detach_buffer_c
-    MPI_Session_finalize MPI_Session_flush_buffer MPI_Session_get_errhandler MPI_Session_get_info
-    MPI_Session_get_nth_pset MPI_Session_get_num_psets MPI_Session_get_pset_info
-    MPI_Session_iflush_buffer MPI_Session_init MPI_Session_set_errhandler MPI_T_category_changed
-    MPI_T_category_get_categories MPI_T_category_get_cvars MPI_T_category_get_events
-    MPI_T_category_get_index MPI_T_category_get_info MPI_T_category_get_num
-    MPI_T_category_get_num_events MPI_T_category_get_pvars MPI_T_cvar_get_index MPI_T_cvar_get_info
-    MPI_T_cvar_get_num MPI_T_cvar_handle_alloc MPI_T_cvar_handle_free MPI_T_cvar_read
-    MPI_T_cvar_write MPI_T_enum_get_info MPI_T_enum_get_item MPI_T_event_callback_get_info
+    MPI_Register_datarep MPI_Register_datarep_c MPI_Rget MPI_Rget_accumulate MPI_Rget_accumulate_c
+    MPI_Rget_c MPI_Rput MPI_Rput_c MPI_Session_attach_buffer MPI_Session_attach_buffer_c
+    MPI_Session_call_errhandler MPI_Session_create_errhandler MPI_Session_detach_buffer
+    MPI_Session_detach_buffer_c MPI_Session_finalize MPI_Session_flush_buffer
+    MPI_Session_get_errhandler MPI_Session_get_info MPI_Session_get_nth_pset
+    MPI_Session_get_num_psets MPI_Session_get_pset_info MPI_Session_iflush_buffer MPI_Session_init
+    MPI_Session_set_errhandler MPI_T_category_changed MPI_T_category_get_categories
+    MPI_T_category_get_cvars MPI_T_category_get_events MPI_T_category_get_index
+    MPI_T_category_get_info MPI_T_category_get_num MPI_T_category_get_num_events
+    MPI_T_category_get_pvars MPI_T_cvar_get_index MPI_T_cvar_get_info MPI_T_cvar_get_num
+    MPI_T_cvar_handle_alloc MPI_T_cvar_handle_free MPI_T_cvar_read MPI_T_cvar_write
+    MPI_T_enum_get_info MPI_T_enum_get_item MPI_T_event_callback_get_info
     MPI_T_event_callback_set_info MPI_T_event_copy MPI_T_event_get_index MPI_T_event_get_info
     MPI_T_event_get_num MPI_T_event_get_source MPI_T_event_get_timestamp MPI_T_event_handle_alloc
     MPI_T_event_handle_free MPI_T_event_handle_get_info MPI_T_event_handle_set_info MPI_T_event_read

@@ -318,6 +318,14 @@ fn mpi_generalized_requests_complete_from_the_programs_thread() {
     ok_on_one_to_four_ranks("grequest", "grequest");
 }
 
+/// `tests/c/errcodes.c`: the program's own error classes, codes and
+/// strings, `MPI_LASTUSEDCODE` following them, and their removal
+/// (refused while a class has codes or a code its string).
+#[test]
+fn mpi_programs_add_and_remove_their_own_error_codes() {
+    ok_on_one_to_four_ranks("errcodes", "errcodes");
+}
+
 /// `tests/c/persistent.c`: persistent collectives made once and started
 /// round after round on refilled buffers (together through
 /// `MPI_Startall`, a `v` form, a `_c` form, rooted and scan), a second
