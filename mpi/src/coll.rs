@@ -861,23 +861,25 @@ impl VPlan {
     }
 
     fn send_on(&mut self, lane: u64, peer: u32, buf: usize, ty: Arc<Type>, n: usize) {
-        self.sends.push(Block {
+        let b = Block {
             peer,
             lane,
             buf,
             ty,
             n,
-        });
+        };
+        self.sends.push(b);
     }
 
     fn recv_on(&mut self, lane: u64, peer: u32, buf: usize, ty: Arc<Type>, n: usize) {
-        self.recvs.push(Block {
+        let b = Block {
             peer,
             lane,
             buf,
             ty,
             n,
-        });
+        };
+        self.recvs.push(b);
     }
 
     /// Send every block: to peers as messages, to this rank as the

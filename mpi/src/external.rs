@@ -384,22 +384,20 @@ fn widen(m: &[u8], signed: bool) -> [u8; 16] {
     out
 }
 
-/// Walk `count` elements of the mapped type at `base` (one `extent`
-/// apart) and, for each primitive part, call `f(memory address, memory
-/// bytes, external32 bytes, kind)`.
+/// Walk a span's elements from `base` (one extent apart) and, for each
+/// primitive part, call `f(memory address, memory bytes, external32
+/// bytes, kind)`.
 fn walk(
-    map: &Map,
-    count: usize,
-    extent: isize,
-    mut f: impl FnMut(usize, usize, usize, Kind) -> Result<()>,
+    sp: &Span,
     base: usize,
+    mut f: impl FnMut(usize, usize, usize, Kind) -> Result<()>,
 ) -> Result<()> {
-    for i in 0..count as isize {
-        for &(off, h, n) in &map.runs {
+    for i in 0..sp.n as isize {
+        for &(off, h, n) in &sp.map.runs {
             let size = predefined_type(h).map_or(0, |t| t.size) as isize;
             let parts = parts(h).unwrap_or(&[]);
             for j in 0..n as isize {
-                let at = base.wrapping_add_signed(i * extent + off + j * size);
+                let at = base.wrapping_add_signed(i * sp.ty.extent + off + j * size);
                 for &(po, mlen, elen, kind) in parts {
                     f(at + po, mlen, elen, kind)?;
                 }
@@ -407,6 +405,54 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// What a pack or an unpack works on: the type, its map, and the bytes
+/// it takes of the packed buffer, from `at`.
+struct Span {
+    ty: Arc<Type>,
+    map: Map,
+    n: usize,
+    at: usize,
+    need: usize,
+}
+
+/// The span of `count` elements of `dt` at `*position` in a packed
+/// buffer of `size` bytes: refused (`MPI_ERR_TRUNCATE`) if they do not
+/// fit.
+///
+/// # Safety
+/// `datarep` is a C string; `position` NULL or valid.
+unsafe fn span(
+    datarep: *const c_char,
+    dt: Handle,
+    count: (Count, &str),
+    size: (Count, &str),
+    position: *mut Count,
+) -> Result<Span> {
+    // SAFETY: the contract.
+    unsafe { external32(datarep) }?;
+    let (n, size) = (size_arg(count.0, count.1)?, size_arg(size.0, size.1)?);
+    let (ty, map) = (type_of(dt)?, map_of(dt)?);
+    // SAFETY: the contract.
+    let at = unsafe { position_in(position, size) }?;
+    let need = map
+        .external_size()
+        .checked_mul(n)
+        .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))?;
+    if need > size - at {
+        return Err(Fail::new(
+            ERR_TRUNCATE,
+            format!("{need} bytes packed, {} left in the buffer", size - at),
+        ));
+    }
+    Ok(Span {
+        ty,
+        map,
+        n,
+        at,
+        need,
+    })
 }
 
 /// `MPI_Pack_external_c`'s body.
@@ -423,50 +469,34 @@ unsafe fn pack(
     position: *mut Count,
 ) -> Result<()> {
     // SAFETY: the contract.
-    unsafe { external32(datarep) }?;
-    let (n, size) = (size_arg(incount, "incount")?, size_arg(outsize, "outsize")?);
-    let ty = type_of(dt)?;
-    let map = map_of(dt)?;
-    // SAFETY: the contract.
-    let at = unsafe { position_in(position, size) }?;
-    let need = map
-        .external_size()
-        .checked_mul(n)
-        .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))?;
-    if need > size - at {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!(
-                "{need} bytes do not fit the {} left in the buffer",
-                size - at
-            ),
-        ));
-    }
-    if need == 0 {
+    let sp = unsafe {
+        span(
+            datarep,
+            dt,
+            (incount, "incount"),
+            (outsize, "outsize"),
+            position,
+        )
+    }?;
+    if sp.need == 0 {
         return Ok(());
     }
-    if outbuf.is_null() || inbuf.is_null() && !ty.absolute() {
+    if outbuf.is_null() || inbuf.is_null() && !sp.ty.absolute() {
         return Err(Fail::arg("inbuf or outbuf is NULL"));
     }
     // SAFETY: `outsize` bytes at `outbuf`, `at + need` of them within.
-    let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(at), need) };
+    let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(sp.at), sp.need) };
     let mut w = 0;
-    walk(
-        &map,
-        n,
-        ty.extent,
-        |addr, mlen, elen, kind| {
-            // SAFETY: the element's part lies in the caller's buffer (the
-            // contract).
-            let m = unsafe { std::slice::from_raw_parts(addr as *const u8, mlen) };
-            write_part(m, &mut out[w..w + elen], kind)?;
-            w += elen;
-            Ok(())
-        },
-        inbuf as usize,
-    )?;
+    walk(&sp, inbuf as usize, |addr, mlen, elen, kind| {
+        // SAFETY: the element's part lies in the caller's buffer (the
+        // contract).
+        let m = unsafe { std::slice::from_raw_parts(addr as *const u8, mlen) };
+        write_part(m, &mut out[w..w + elen], kind)?;
+        w += elen;
+        Ok(())
+    })?;
     // SAFETY: valid (checked by `position_in`).
-    unsafe { *position = (at + need) as Count };
+    unsafe { *position = (sp.at + sp.need) as Count };
     Ok(())
 }
 
@@ -484,47 +514,34 @@ unsafe fn unpack(
     dt: Handle,
 ) -> Result<()> {
     // SAFETY: the contract.
-    unsafe { external32(datarep) }?;
-    let (n, size) = (size_arg(outcount, "outcount")?, size_arg(insize, "insize")?);
-    let ty = type_of(dt)?;
-    let map = map_of(dt)?;
-    // SAFETY: the contract.
-    let at = unsafe { position_in(position, size) }?;
-    let need = map
-        .external_size()
-        .checked_mul(n)
-        .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))?;
-    if need > size - at {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!("{need} bytes asked for, {} left in the buffer", size - at),
-        ));
-    }
-    if need == 0 {
+    let sp = unsafe {
+        span(
+            datarep,
+            dt,
+            (outcount, "outcount"),
+            (insize, "insize"),
+            position,
+        )
+    }?;
+    if sp.need == 0 {
         return Ok(());
     }
-    if inbuf.is_null() || outbuf.is_null() && !ty.absolute() {
+    if inbuf.is_null() || outbuf.is_null() && !sp.ty.absolute() {
         return Err(Fail::arg("inbuf or outbuf is NULL"));
     }
     // SAFETY: `insize` bytes at `inbuf`, `at + need` of them within.
-    let data = unsafe { std::slice::from_raw_parts(inbuf.add(at), need) };
+    let data = unsafe { std::slice::from_raw_parts(inbuf.add(sp.at), sp.need) };
     let mut r = 0;
-    walk(
-        &map,
-        n,
-        ty.extent,
-        |addr, mlen, elen, kind| {
-            // SAFETY: the element's part lies in the caller's buffer (the
-            // contract).
-            let m = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, mlen) };
-            read_part(&data[r..r + elen], m, kind);
-            r += elen;
-            Ok(())
-        },
-        outbuf as usize,
-    )?;
+    walk(&sp, outbuf as usize, |addr, mlen, elen, kind| {
+        // SAFETY: the element's part lies in the caller's buffer (the
+        // contract).
+        let m = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, mlen) };
+        read_part(&data[r..r + elen], m, kind);
+        r += elen;
+        Ok(())
+    })?;
     // SAFETY: valid (checked by `position_in`).
-    unsafe { *position = (at + need) as Count };
+    unsafe { *position = (sp.at + sp.need) as Count };
     Ok(())
 }
 

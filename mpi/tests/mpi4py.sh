@@ -31,6 +31,7 @@ for n in 1 2 4; do
   TIMEOUT_S=5 "$meshrun" -n "$n" -- "$py" main.py test_p2p_buf test_p2p_obj test_p2p_buf_matched test_p2p_obj_matched \
     test_cco_buf test_cco_obj test_cco_vec test_cco_nb_buf test_cco_nb_vec test_cco_pr_buf \
     test_cco_pr_vec test_comm test_comm_topo test_op test_group test_request test_info test_environ \
-    test_status test_msgzero test_cco_ngh_buf test_cco_ngh_obj test_cco_pr_ngh_buf 2>&1 |
+    test_status test_msgzero test_cco_ngh_buf test_cco_ngh_obj test_cco_pr_ngh_buf \
+    test_pack test_grequest test_errorcode 2>&1 |
     grep -E "^\[0\] (Ran|OK|FAILED)" || true
 done

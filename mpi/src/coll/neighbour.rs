@@ -57,14 +57,22 @@ fn plan(
     Ok(p)
 }
 
-/// A count as given (`int` or `MPI_Count`).
-fn count<T: TryInto<usize> + Copy + Display>(n: T) -> Result<usize> {
+/// A count as MPI gives it: an `int`, or an `MPI_Count` (`_c` forms).
+trait Number: TryInto<usize> + Copy + Display {}
+impl<T: TryInto<usize> + Copy + Display> Number for T {}
+
+/// A displacement as MPI gives it: an `int`, or an `MPI_Aint`.
+trait Displacement: TryInto<isize> + Copy + Display {}
+impl<T: TryInto<isize> + Copy + Display> Displacement for T {}
+
+/// A count as given.
+fn count<T: Number>(n: T) -> Result<usize> {
     n.try_into()
         .map_err(|_| Fail::new(ERR_COUNT, format!("count {n} is negative")))
 }
 
 /// The byte offset of element `at` of a buffer of `ty`.
-fn offset<T: TryInto<isize> + Copy + Display>(at: T, ty: &Type) -> Result<isize> {
+fn offset<T: Displacement>(at: T, ty: &Type) -> Result<isize> {
     at.try_into()
         .ok()
         .and_then(|at: isize| at.checked_mul(ty.extent))
@@ -104,7 +112,7 @@ impl<T: Copy> PerNeighbour<T> {
 
 /// The same block to every destination; block `j` of `recv` from source
 /// `j`.
-fn plan_allgather<C: TryInto<usize> + Copy + Display>(
+fn plan_allgather<C: Number>(
     send: usize,
     sn: C,
     st: Handle,
@@ -122,7 +130,7 @@ fn plan_allgather<C: TryInto<usize> + Copy + Display>(
 /// # Safety
 /// `counts` and `displs` hold one entry per source (MPI's contract).
 #[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
-unsafe fn plan_allgatherv<C, D>(
+unsafe fn plan_allgatherv<C: Number, D: Displacement>(
     send: usize,
     sn: C,
     st: Handle,
@@ -131,11 +139,7 @@ unsafe fn plan_allgatherv<C, D>(
     displs: *const D,
     rt: Handle,
     ch: Handle,
-) -> Result<VPlan>
-where
-    C: TryInto<usize> + Copy + Display,
-    D: TryInto<isize> + Copy + Display,
-{
+) -> Result<VPlan> {
     let (sty, sn, rty) = (type_of(st)?, count(sn)?, type_of(rt)?);
     // SAFETY: one entry per source (the contract).
     let (counts, displs) = unsafe {
@@ -155,7 +159,7 @@ where
 
 /// Block `i` of `send` to destination `i`, block `j` of `recv` from
 /// source `j`.
-fn plan_alltoall<C: TryInto<usize> + Copy + Display>(
+fn plan_alltoall<C: Number>(
     send: usize,
     sn: C,
     st: Handle,
@@ -178,7 +182,7 @@ fn plan_alltoall<C: TryInto<usize> + Copy + Display>(
 /// The arrays hold one entry per destination (`s…`) and per source
 /// (`r…`), as MPI's contract says.
 #[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
-unsafe fn plan_alltoallv<C, D>(
+unsafe fn plan_alltoallv<C: Number, D: Displacement>(
     send: usize,
     scounts: *const C,
     sdispls: *const D,
@@ -188,11 +192,7 @@ unsafe fn plan_alltoallv<C, D>(
     rdispls: *const D,
     rt: Handle,
     ch: Handle,
-) -> Result<VPlan>
-where
-    C: TryInto<usize> + Copy + Display,
-    D: TryInto<isize> + Copy + Display,
-{
+) -> Result<VPlan> {
     let (sty, rty) = (type_of(st)?, type_of(rt)?);
     // SAFETY: an entry per destination and per source (the contract).
     let (sc, sd, rc, rd) = unsafe {
@@ -217,7 +217,7 @@ where
 /// # Safety
 /// As [`plan_alltoallv`].
 #[allow(clippy::too_many_arguments, reason = "MPI's arguments, as they come")]
-unsafe fn plan_alltoallw<C: TryInto<usize> + Copy + Display>(
+unsafe fn plan_alltoallw<C: Number>(
     send: usize,
     scounts: *const C,
     sdispls: *const isize,
