@@ -254,6 +254,32 @@ enum {
     MPI_LOCK_SHARED = 302
 };
 
+/* Handles as ints and back; address arithmetic */
+int MPI_Comm_toint(MPI_Comm comm);
+MPI_Comm MPI_Comm_fromint(int i);
+int MPI_Errhandler_toint(MPI_Errhandler errhandler);
+MPI_Errhandler MPI_Errhandler_fromint(int i);
+int MPI_File_toint(MPI_File file);
+MPI_File MPI_File_fromint(int i);
+int MPI_Group_toint(MPI_Group group);
+MPI_Group MPI_Group_fromint(int i);
+int MPI_Info_toint(MPI_Info info);
+MPI_Info MPI_Info_fromint(int i);
+int MPI_Message_toint(MPI_Message message);
+MPI_Message MPI_Message_fromint(int i);
+int MPI_Op_toint(MPI_Op op);
+MPI_Op MPI_Op_fromint(int i);
+int MPI_Request_toint(MPI_Request request);
+MPI_Request MPI_Request_fromint(int i);
+int MPI_Session_toint(MPI_Session session);
+MPI_Session MPI_Session_fromint(int i);
+int MPI_Type_toint(MPI_Datatype datatype);
+MPI_Datatype MPI_Type_fromint(int i);
+int MPI_Win_toint(MPI_Win win);
+MPI_Win MPI_Win_fromint(int i);
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+
 /* Environment */
 int MPI_Init(int *argc, char ***argv);
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
@@ -1073,6 +1099,14 @@ int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int 
 #else
 #define MESHWORK_PMPI(name) extern __typeof__(MPI_##name) PMPI_##name;
 #endif
+MESHWORK_PMPI(Comm_toint) MESHWORK_PMPI(Comm_fromint) MESHWORK_PMPI(Errhandler_toint)
+MESHWORK_PMPI(Errhandler_fromint) MESHWORK_PMPI(File_toint) MESHWORK_PMPI(File_fromint)
+MESHWORK_PMPI(Group_toint) MESHWORK_PMPI(Group_fromint) MESHWORK_PMPI(Info_toint)
+MESHWORK_PMPI(Info_fromint) MESHWORK_PMPI(Message_toint) MESHWORK_PMPI(Message_fromint)
+MESHWORK_PMPI(Op_toint) MESHWORK_PMPI(Op_fromint) MESHWORK_PMPI(Request_toint)
+MESHWORK_PMPI(Request_fromint) MESHWORK_PMPI(Session_toint) MESHWORK_PMPI(Session_fromint)
+MESHWORK_PMPI(Type_toint) MESHWORK_PMPI(Type_fromint) MESHWORK_PMPI(Win_toint)
+MESHWORK_PMPI(Win_fromint) MESHWORK_PMPI(Aint_add) MESHWORK_PMPI(Aint_diff)
 MESHWORK_PMPI(Init) MESHWORK_PMPI(Init_thread) MESHWORK_PMPI(Finalize) MESHWORK_PMPI(Initialized)
 MESHWORK_PMPI(Finalized) MESHWORK_PMPI(Abort) MESHWORK_PMPI(Query_thread)
 MESHWORK_PMPI(Is_thread_main) MESHWORK_PMPI(Get_version) MESHWORK_PMPI(Get_library_version)

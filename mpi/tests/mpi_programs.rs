@@ -442,10 +442,11 @@ fn declared() -> Vec<String> {
     header
         .lines()
         .filter_map(|l| {
-            let l = l.trim_start();
-            let rest = l
-                .strip_prefix("int ")
-                .or_else(|| l.strip_prefix("double "))?;
+            // `int`, `double`, or a handle or address type, then the name.
+            let (ty, rest) = l.trim_start().split_once(' ')?;
+            if !(ty == "int" || ty == "double" || ty.starts_with("MPI_")) {
+                return None;
+            }
             let (name, _) = rest.split_once('(')?;
             name.starts_with("MPI_").then(|| name.to_string())
         })

@@ -14,6 +14,23 @@
 
 static int rank, size;
 
+/* Address arithmetic on full 64-bit addresses, and handles as ints and
+ * back (declared in mpi.h: called undeclared, C would cut them to int). */
+static void conversions(void) {
+    static char far[64];
+    MPI_Aint base = 0;
+    MPI_Get_address(far, &base);
+    CHECK(base == (MPI_Aint)far);
+    CHECK(MPI_Aint_add(base, 40) == (MPI_Aint)(far + 40));
+    CHECK(MPI_Aint_diff(MPI_Aint_add(base, 40), base) == 40);
+    CHECK(MPI_Comm_fromint(MPI_Comm_toint(MPI_COMM_WORLD)) == MPI_COMM_WORLD);
+    CHECK(MPI_Type_fromint(MPI_Type_toint(MPI_DOUBLE)) == MPI_DOUBLE);
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    CHECK(MPI_Comm_fromint(MPI_Comm_toint(dup)) == dup);
+    MPI_Comm_free(&dup);
+}
+
 static void matching(void) {
     /* Every rank sends two tagged messages to rank 0; rank 0 takes them by
      * tag first, then by ANY_SOURCE/ANY_TAG, and messages of one sender
@@ -554,6 +571,7 @@ int main(int argc, char **argv) {
     communicators();
     more();
     newer();
+    conversions();
     errors();
     MPI_Barrier(MPI_COMM_WORLD);
     printf("semantics ok on rank %d of %d\n", rank, size);
