@@ -303,6 +303,9 @@ int MPI_Add_error_string(int errorcode, const char *string);
 int MPI_Remove_error_class(int errorclass);
 int MPI_Remove_error_code(int errorcode);
 int MPI_Remove_error_string(int errorcode);
+typedef void MPI_Comm_errhandler_function(MPI_Comm *comm, int *errorcode, ...);
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *comm_errhandler_fn,
+                               MPI_Errhandler *errhandler);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
@@ -1114,7 +1117,7 @@ MESHWORK_PMPI(Get_processor_name) MESHWORK_PMPI(Wtime) MESHWORK_PMPI(Wtick)
 MESHWORK_PMPI(Error_string) MESHWORK_PMPI(Error_class)
 MESHWORK_PMPI(Add_error_class) MESHWORK_PMPI(Add_error_code) MESHWORK_PMPI(Add_error_string)
 MESHWORK_PMPI(Remove_error_class) MESHWORK_PMPI(Remove_error_code)
-MESHWORK_PMPI(Remove_error_string) MESHWORK_PMPI(Comm_set_errhandler)
+MESHWORK_PMPI(Remove_error_string) MESHWORK_PMPI(Comm_create_errhandler) MESHWORK_PMPI(Comm_set_errhandler)
 MESHWORK_PMPI(Comm_get_errhandler) MESHWORK_PMPI(Comm_call_errhandler)
 MESHWORK_PMPI(Errhandler_free) MESHWORK_PMPI(Abi_get_version) MESHWORK_PMPI(Comm_rank)
 MESHWORK_PMPI(Comm_size) MESHWORK_PMPI(Comm_dup) MESHWORK_PMPI(Comm_split) MESHWORK_PMPI(Comm_free)

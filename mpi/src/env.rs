@@ -262,10 +262,30 @@ pub unsafe extern "C" fn MPI_Error_class(code: c_int, class: *mut c_int) -> c_in
 fn handler(h: Handle) -> Result<Handle> {
     match h {
         ERRORS_ARE_FATAL | ERRORS_ABORT | ERRORS_RETURN => Ok(h),
+        _ if state::user_handler(h).is_some() => Ok(h),
         _ => Err(Fail::arg(format!(
-            "error handler {h:#x} is not one meshwork has (MPI_ERRORS_ARE_FATAL, MPI_ERRORS_ABORT, MPI_ERRORS_RETURN)"
+            "error handler {h:#x} is neither MPI's (MPI_ERRORS_ARE_FATAL, MPI_ERRORS_ABORT, MPI_ERRORS_RETURN) nor one MPI_Comm_create_errhandler made"
         ))),
     }
+}
+
+/// `MPI_Comm_create_errhandler`: a handler of the program's, called with
+/// the communicator and the error code; the call that failed then
+/// returns the code.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create_errhandler(
+    f: Option<state::UserHandler>,
+    out: *mut Handle,
+) -> c_int {
+    entry(COMM_WORLD, "MPI_Comm_create_errhandler", || {
+        let f = f.ok_or_else(|| Fail::arg("the handler function is NULL"))?;
+        if out.is_null() {
+            return Err(Fail::arg("errhandler is NULL"));
+        }
+        // SAFETY: non-NULL, valid (the contract).
+        unsafe { put(out, state::add_user_handler(f)) };
+        Ok(())
+    })
 }
 
 #[no_mangle]
@@ -288,6 +308,10 @@ pub unsafe extern "C" fn MPI_Comm_get_errhandler(ch: Handle, out: *mut Handle) -
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_call_errhandler(ch: Handle, code: c_int) -> c_int {
+    // The program's handler gets the code as given.
+    if state::call_user_handler(ch, code) {
+        return SUCCESS;
+    }
     let (class, text) = state::describe(code).unwrap_or((ERR_OTHER, format!("error code {code}")));
     state::raise(ch, "MPI_Comm_call_errhandler", Fail::new(class, text));
     SUCCESS

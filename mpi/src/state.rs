@@ -353,9 +353,60 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
 /// Raise `f` from `name` on the communicator `comm`: its error handler
 /// decides (fatal: the message on stderr and the process exits with the
 /// class; return: the code goes back to the caller).
+/// An error handler of the program's (`MPI_Comm_create_errhandler`):
+/// called with the communicator and the error code (C's `...` after
+/// them carries nothing here).
+pub(crate) type UserHandler = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
+
+/// The program's handlers, by handle (kept once made: a communicator may
+/// hold one after `MPI_Errhandler_free`).
+static HANDLERS: Mutex<Vec<(Handle, UserHandler)>> = Mutex::new(Vec::new());
+
+pub(crate) fn add_user_handler(f: UserHandler) -> Handle {
+    let h = new_handle();
+    HANDLERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((h, f));
+    h
+}
+
+pub(crate) fn user_handler(h: Handle) -> Option<UserHandler> {
+    HANDLERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|&&(k, _)| k == h)
+        .map(|&(_, f)| f)
+}
+
+/// Call communicator `comm`'s handler with `code` if it is one of the
+/// program's (no lock held: it may call MPI); whether it was.
+pub(crate) fn call_user_handler(comm: Handle, code: c_int) -> bool {
+    let h = match &*phase() {
+        Phase::Running(m) => m
+            .comm(comm)
+            .unwrap_or_else(|_| m.world.clone())
+            .errhandler
+            .load(Ordering::Relaxed),
+        _ => return false,
+    };
+    let Some(f) = user_handler(h) else {
+        return false;
+    };
+    let (mut c, mut code) = (comm, code);
+    // SAFETY: the program's function, on a communicator and a code of its
+    // own to read (and, as MPI allows, to change).
+    unsafe { f(&mut c, &mut code) };
+    true
+}
+
 pub(crate) fn raise(comm: Handle, name: &str, f: Fail) -> c_int {
     let f = Fail::new(f.class, format!("{name}: {}", f.text));
     let code = code_of(&f);
+    if call_user_handler(comm, code) {
+        return code;
+    }
     let handler = match &*phase() {
         Phase::Running(m) => m
             .comm(comm)

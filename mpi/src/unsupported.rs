@@ -77,13 +77,12 @@ pub extern "C" fn MPI_Aint_diff(a: isize, b: isize) -> isize {
 unsupported! {
     MPI_Abi_get_fortran_booleans MPI_Abi_get_fortran_info MPI_Abi_get_info
     MPI_Abi_set_fortran_booleans MPI_Abi_set_fortran_info MPI_Accumulate MPI_Accumulate_c
-    MPI_Close_port MPI_Comm_accept MPI_Comm_connect MPI_Comm_create_errhandler
-    MPI_Comm_create_from_group MPI_Comm_disconnect MPI_Comm_join MPI_Comm_remote_group
-    MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple MPI_Compare_and_swap
-    MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close MPI_File_create_errhandler
-    MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity MPI_File_get_byte_offset
-    MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info MPI_File_get_position
-    MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
+    MPI_Close_port MPI_Comm_accept MPI_Comm_connect MPI_Comm_create_from_group MPI_Comm_disconnect
+    MPI_Comm_join MPI_Comm_remote_group MPI_Comm_remote_size MPI_Comm_spawn MPI_Comm_spawn_multiple
+    MPI_Compare_and_swap MPI_Fetch_and_op MPI_File_call_errhandler MPI_File_close
+    MPI_File_create_errhandler MPI_File_delete MPI_File_get_amode MPI_File_get_atomicity
+    MPI_File_get_byte_offset MPI_File_get_errhandler MPI_File_get_group MPI_File_get_info
+    MPI_File_get_position MPI_File_get_position_shared MPI_File_get_size MPI_File_get_type_extent
     MPI_File_get_type_extent_c MPI_File_get_view MPI_File_iread MPI_File_iread_all
     MPI_File_iread_all_c MPI_File_iread_at MPI_File_iread_at_all MPI_File_iread_at_all_c
     MPI_File_iread_at_c MPI_File_iread_c MPI_File_iread_shared MPI_File_iread_shared_c

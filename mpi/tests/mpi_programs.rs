@@ -318,7 +318,8 @@ fn mpi_generalized_requests_complete_from_the_programs_thread() {
     ok_on_one_to_four_ranks("grequest", "grequest");
 }
 
-/// `tests/c/errcodes.c`: the program's own error classes, codes and
+/// `tests/c/errcodes.c`: the program's own error handler, called with
+/// the communicator and the code; its own error classes, codes and
 /// strings, `MPI_LASTUSEDCODE` following them, and their removal
 /// (refused while a class has codes or a code its string).
 #[test]

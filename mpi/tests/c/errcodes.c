@@ -1,4 +1,7 @@
-/* A program's own error classes, codes and strings: added above
+/* A program's own error handler (MPI_Comm_create_errhandler), called
+ * with the communicator and the code of a failed call and by
+ * MPI_Comm_call_errhandler; and its own error classes, codes and
+ * strings: added above
  * MPI_ERR_LASTCODE, MPI_LASTUSEDCODE following them, MPI_Error_class and
  * MPI_Error_string knowing them, raised through MPI_Comm_call_errhandler
  * to an MPI_ERRORS_RETURN communicator, and MPI-4.1's removals, refused
@@ -10,6 +13,39 @@
 #include "check.h"
 
 static int rank;
+
+static int seen_code = -1, calls = 0;
+static MPI_Comm seen_comm = MPI_COMM_NULL;
+
+static void on_error(MPI_Comm *comm, int *code, ...) {
+    seen_comm = *comm;
+    seen_code = *code;
+    calls++;
+}
+
+static void own_handler(void) {
+    MPI_Errhandler eh, got;
+    CHECK(MPI_Comm_create_errhandler(on_error, &eh) == MPI_SUCCESS);
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, eh);
+    MPI_Comm_get_errhandler(c, &got);
+    CHECK(got == eh);
+    MPI_Errhandler_free(&eh);
+    /* A send to a rank past the end: the handler, then the code. */
+    int x = 0, cls = -1;
+    int err = MPI_Send(&x, 1, MPI_INT, 1000, 0, c);
+    CHECK(calls == 1 && seen_comm == c && seen_code == err);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_RANK);
+    /* Called by the program with a code of its own: that code. */
+    int mine = -1;
+    MPI_Add_error_code(MPI_ERR_OTHER, &mine);
+    CHECK(MPI_Comm_call_errhandler(c, mine) == MPI_SUCCESS);
+    CHECK(calls == 2 && seen_code == mine);
+    MPI_Remove_error_code(mine);
+    MPI_Comm_free(&c);
+}
 
 static int last_used(void) {
     int *v = NULL, flag = 0;
@@ -23,6 +59,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     CHECK(last_used() == MPI_ERR_LASTCODE);
+    own_handler();
 
     int cls = -1, code = -1, got = -1, len = 0;
     char text[MPI_MAX_ERROR_STRING];
