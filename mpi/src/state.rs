@@ -350,9 +350,6 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
 
 // ------------------------------------------------------------ the entry
 
-/// Raise `f` from `name` on the communicator `comm`: its error handler
-/// decides (fatal: the message on stderr and the process exits with the
-/// class; return: the code goes back to the caller).
 /// An error handler of the program's (`MPI_Comm_create_errhandler`):
 /// called with the communicator and the error code (C's `...` after
 /// them carries nothing here).
@@ -401,6 +398,10 @@ pub(crate) fn call_user_handler(comm: Handle, code: c_int) -> bool {
     true
 }
 
+/// Raise `f` from `name` on the communicator `comm`: its error handler
+/// decides (the program's: called, then the code goes back to the
+/// caller; fatal: the message on stderr and the process exits with the
+/// class; return: the code goes back to the caller).
 pub(crate) fn raise(comm: Handle, name: &str, f: Fail) -> c_int {
     let f = Fail::new(f.class, format!("{name}: {}", f.text));
     let code = code_of(&f);

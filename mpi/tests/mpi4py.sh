@@ -32,6 +32,6 @@ for n in 1 2 4; do
     test_cco_buf test_cco_obj test_cco_vec test_cco_nb_buf test_cco_nb_vec test_cco_pr_buf \
     test_cco_pr_vec test_comm test_comm_topo test_op test_group test_request test_info test_environ \
     test_status test_msgzero test_cco_ngh_buf test_cco_ngh_obj test_cco_pr_ngh_buf \
-    test_pack test_grequest test_errorcode 2>&1 |
+    test_pack test_grequest test_errorcode test_address test_mpiapi test_util_dtlib 2>&1 |
     grep -E "^\[0\] (Ran|OK|FAILED)" || true
 done
