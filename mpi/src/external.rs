@@ -33,6 +33,13 @@ enum Kind {
     X87,
 }
 
+/// How C's `long double` lies in memory here: x87 extended on x86, an
+/// IEEE quad already elsewhere (aarch64, riscv64).
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+const LONG_DOUBLE: Kind = Kind::X87;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
+const LONG_DOUBLE: Kind = Kind::Float;
+
 /// One part of a primitive: (offset in memory, bytes in memory, bytes in
 /// `external32`, kind).
 type Part = (usize, usize, usize, Kind);
@@ -48,7 +55,9 @@ fn parts(h: Handle) -> Option<&'static [Part]> {
         0x208 | 0x248 | 0x2c9 => &[(0, 2, 2, Signed)],
         0x20c | 0x249 | 0x2c8 => &[(0, 2, 2, Unsigned)],
         0x209 | 0x219 | 0x250 | 0x2d1 => &[(0, 4, 4, Signed)],
-        0x20d | 0x251 | 0x218 | 0x2d0 | 0x23c => &[(0, 4, 4, Unsigned)],
+        0x20d | 0x251 | 0x218 | 0x2d0 => &[(0, 4, 4, Unsigned)],
+        // A wchar_t is 2 bytes in external32 (it must fit them).
+        0x23c => &[(0, 4, 2, Unsigned)],
         0x201..=0x203 | 0x20b | 0x258 | 0x2d9 => &[(0, 8, 8, Signed)],
         0x20f | 0x259 | 0x2d8 => &[(0, 8, 8, Unsigned)],
         0x2e1 => &[(0, 16, 16, Signed)],
@@ -61,20 +70,20 @@ fn parts(h: Handle) -> Option<&'static [Part]> {
         0x214 | 0x21c | 0x2da => &[(0, 8, 8, Float)],
         // Fortran's REAL*16 is a quad already; C's long double is not.
         0x2e2 => &[(0, 16, 16, Float)],
-        0x220 => &[(0, 16, 16, X87)],
+        0x220 => &[(0, 16, 16, LONG_DOUBLE)],
         // Complex numbers: two parts.
         0x2d3 => &[(0, 2, 2, Float), (2, 2, 2, Float)],
         0x212 | 0x213 | 0x21b | 0x2db | 0x230 => &[(0, 4, 4, Float), (4, 4, 4, Float)],
         0x216 | 0x217 | 0x21d | 0x2e3 | 0x231 => &[(0, 8, 8, Float), (8, 8, 8, Float)],
         0x2eb => &[(0, 16, 16, Float), (16, 16, 16, Float)],
-        0x224 | 0x225 => &[(0, 16, 16, X87), (16, 16, 16, X87)],
+        0x224 | 0x225 => &[(0, 16, 16, LONG_DOUBLE), (16, 16, 16, LONG_DOUBLE)],
         // The (value, index) pairs, without their padding.
         0x228 => &[(0, 4, 4, Float), (4, 4, 4, Signed)],
         0x229 => &[(0, 8, 8, Float), (8, 4, 4, Signed)],
         0x22a => &[(0, LONG, 4, Signed), (LONG, 4, 4, Signed)],
         0x22b | 0x232 => &[(0, 4, 4, Signed), (4, 4, 4, Signed)],
         0x22c => &[(0, 2, 2, Signed), (4, 4, 4, Signed)],
-        0x22d => &[(0, 16, 16, X87), (16, 4, 4, Signed)],
+        0x22d => &[(0, 16, 16, LONG_DOUBLE), (16, 4, 4, Signed)],
         _ => return None,
     })
 }
@@ -243,20 +252,36 @@ fn map_into(h: Handle, ty: &Type, base: isize, out: &mut Map) -> Result<()> {
                 step[d] = s;
                 s *= sizes[d] as isize;
             }
-            // Every index tuple of the block, in memory order.
-            let mut at = vec![base];
-            for &d in &dims {
-                let (from, to, by) = (starts[d], starts[d] + subs[d], step[d]);
-                at = at
-                    .iter()
-                    .flat_map(|&b| (from..to).map(move |i| b + i as isize * by))
-                    .collect();
-            }
+            // The block's index tuples in memory order, one at a time
+            // (an odometer, the fastest dimension last): no list of them,
+            // however large the array.
             let (oh, old) = old(0)?;
-            for off in at {
-                map_into(oh, &old, off, out)?;
+            let mut idx: Vec<i64> = dims.iter().map(|&d| starts[d]).collect();
+            if dims.iter().any(|&d| subs[d] <= 0) {
+                return Ok(());
             }
-            Ok(())
+            loop {
+                let off: isize = dims
+                    .iter()
+                    .zip(&idx)
+                    .map(|(&d, &i)| i as isize * step[d])
+                    .sum();
+                map_into(oh, &old, base + off, out)?;
+                // The next tuple: the fastest dimension first.
+                let mut k = nd;
+                loop {
+                    if k == 0 {
+                        return Ok(());
+                    }
+                    k -= 1;
+                    let d = dims[k];
+                    idx[k] += 1;
+                    if idx[k] < starts[d] + subs[d] {
+                        break;
+                    }
+                    idx[k] = starts[d];
+                }
+            }
         }
         c => Err(Fail::new(
             ERR_TYPE,

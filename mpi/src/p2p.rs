@@ -1041,15 +1041,17 @@ impl Table {
     }
 
     /// Take `h`'s request out. Its entry is freed, unless the request is
-    /// persistent: that entry is held for it, to be put back ([`put`])
-    /// or let go ([`release`]).
+    /// persistent or generalized: that entry is held for it, to be put
+    /// back ([`put`]) or let go ([`release`]). (A generalized request's
+    /// handle must name it until `MPI_Grequest_complete`, however long a
+    /// wait on it has it out.)
     ///
     /// [`put`]: Table::put
     /// [`release`]: Table::release
     fn take(&mut self, h: Handle) -> Option<Request> {
         let i = self.entry_of(h, true)?;
         let r = self.entries[i].request.take();
-        if !matches!(r, Some(Request::Persistent(..))) {
+        if !matches!(r, Some(Request::Persistent(..) | Request::Gen(..))) {
             self.free_at(i);
         }
         r
@@ -1069,7 +1071,7 @@ impl Table {
     }
 
     /// Let go of `h`'s held entry.
-    fn release(&mut self, h: Handle) {
+    pub(crate) fn release(&mut self, h: Handle) {
         if let Some(i) = self.entry_of(h, false) {
             self.free_at(i);
         }
@@ -1215,6 +1217,15 @@ fn complete(h: Handle) -> Result<(Status, bool)> {
 /// Complete `r`, taken out of handle `h`, as [`complete`] does.
 fn settle(h: Handle, r: Request) -> Result<(Status, bool)> {
     match r {
+        // Its entry is let go once it completes (a wait that times out
+        // leaves that to `MPI_Grequest_complete`).
+        Request::Gen(g) => {
+            let (got, done) = g.finish();
+            if done {
+                lock(&REQUESTS).release(h);
+            }
+            got.map(|s| (s, false))
+        }
         Request::Persistent(p, active) => {
             put_request(h, Request::Persistent(p, None));
             match active {
@@ -1232,7 +1243,8 @@ fn finish(r: Request) -> Result<Status> {
         Request::Done(s) => Ok(s),
         Request::Send(d) => d.wait().map(|()| empty_status()),
         Request::Coll(p) => p.finish().map(|()| empty_status()),
-        Request::Gen(g) => g.finish(),
+        // Only ever settled (above); here its entry would stay held.
+        Request::Gen(g) => g.finish().0,
         Request::Pair(send, recv) => {
             let got = finish(*recv);
             finish(*send)?;
@@ -2006,45 +2018,55 @@ pub unsafe extern "C" fn MPI_Waitall(
     reqs: *mut Handle,
     statuses: *mut Status,
 ) -> c_int {
-    entry(COMM_WORLD, "MPI_Waitall", || {
-        let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
-        if n > 0 && reqs.is_null() {
-            return Err(Fail::arg("array_of_requests is NULL"));
-        }
-        let mut first: Option<Fail> = None;
-        // The requests of a run of them are taken out of the table under
-        // one lock, then waited for in order.
-        const RUN: usize = 32;
-        let mut taken: [Option<Request>; RUN] = [const { None }; RUN];
-        for run in (0..n).step_by(RUN) {
-            let end = n.min(run + RUN);
-            {
-                let mut table = lock(&REQUESTS);
-                for (i, t) in (run..end).zip(taken.iter_mut()) {
-                    // SAFETY: `count` requests (the contract).
-                    *t = table.take(unsafe { req_at(reqs, i) });
-                }
-            }
-            for (i, t) in (run..end).zip(taken.iter_mut()) {
-                let st = if statuses.is_null() {
-                    std::ptr::null_mut()
-                } else {
-                    // SAFETY: `count` statuses (the contract).
-                    unsafe { statuses.add(i) }
-                };
-                // SAFETY: `count` requests (the contract).
-                if let Err(e) = unsafe { wait_taken(reqs.add(i), st, t.take()) } {
-                    if !st.is_null() {
-                        // SAFETY: as above.
-                        unsafe { (*st).error = e.class };
-                    }
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        // An error is in its request's status: the call says so.
-        first.map_or(Ok(()), |e| Err(Fail::new(ERR_IN_STATUS, e.into_text())))
+    // SAFETY: the contract.
+    entry(COMM_WORLD, "MPI_Waitall", || unsafe {
+        waitall(count, reqs, statuses)
     })
+}
+
+/// `MPI_Waitall`'s body (`MPI_Testall` runs it too, under its own name
+/// and error handler).
+///
+/// # Safety
+/// `count` requests at `reqs`; `statuses` NULL or `count` of them.
+unsafe fn waitall(count: c_int, reqs: *mut Handle, statuses: *mut Status) -> Result<()> {
+    let n = usize::try_from(count).map_err(|_| Fail::new(ERR_COUNT, "count is negative"))?;
+    if n > 0 && reqs.is_null() {
+        return Err(Fail::arg("array_of_requests is NULL"));
+    }
+    let mut first: Option<Fail> = None;
+    // The requests of a run of them are taken out of the table under
+    // one lock, then waited for in order.
+    const RUN: usize = 32;
+    let mut taken: [Option<Request>; RUN] = [const { None }; RUN];
+    for run in (0..n).step_by(RUN) {
+        let end = n.min(run + RUN);
+        {
+            let mut table = lock(&REQUESTS);
+            for (i, t) in (run..end).zip(taken.iter_mut()) {
+                // SAFETY: `count` requests (the contract).
+                *t = table.take(unsafe { req_at(reqs, i) });
+            }
+        }
+        for (i, t) in (run..end).zip(taken.iter_mut()) {
+            let st = if statuses.is_null() {
+                std::ptr::null_mut()
+            } else {
+                // SAFETY: `count` statuses (the contract).
+                unsafe { statuses.add(i) }
+            };
+            // SAFETY: `count` requests (the contract).
+            if let Err(e) = unsafe { wait_taken(reqs.add(i), st, t.take()) } {
+                if !st.is_null() {
+                    // SAFETY: as above.
+                    unsafe { (*st).error = e.class };
+                }
+                first.get_or_insert(e);
+            }
+        }
+    }
+    // An error is in its request's status: the call says so.
+    first.map_or(Ok(()), |e| Err(Fail::new(ERR_IN_STATUS, e.into_text())))
 }
 
 /// Which of the `n` requests at `reqs` are complete (their indices, at
@@ -2162,10 +2184,7 @@ pub unsafe extern "C" fn MPI_Testall(
         unsafe { put(flag, c_int::from(all)) };
         if all {
             // SAFETY: the same contract.
-            let rc = unsafe { MPI_Waitall(count, reqs, statuses) };
-            if rc != SUCCESS {
-                return Err(Fail::new(ERR_IN_STATUS, "a request failed"));
-            }
+            unsafe { waitall(count, reqs, statuses) }?;
         }
         Ok(())
     })

@@ -8,7 +8,7 @@
 //! A wait on one never completed ends at meshwork's deadline, as every
 //! wait here does.
 
-use super::{lock, take_request, Request, Status, REQUESTS};
+use super::{lock, Request, Status, REQUESTS};
 use crate::consts::*;
 use crate::state::{entry, mpi, Fail, Result};
 use crate::Handle;
@@ -84,25 +84,29 @@ impl Greq {
     }
 
     /// Wait for completion (up to meshwork's deadline), then the status
-    /// from the query function, and the free function run.
-    pub fn finish(&self) -> Result<Status> {
-        let deadline = mpi()?.world.group.timeout();
+    /// from the query function, and the free function run; and whether
+    /// the caller lets its handle's entry go. A wait that times out
+    /// leaves the request to `MPI_Grequest_complete`, which runs the free
+    /// function and lets the entry go.
+    pub fn finish(&self) -> (Result<Status>, bool) {
+        let deadline = match mpi() {
+            Ok(m) => m.world.group.timeout(),
+            Err(e) => return (Err(e), true),
+        };
         let flags = lock(&self.flags);
-        let (flags, waited) = self
+        let (mut flags, _) = self
             .completed
             .wait_timeout_while(flags, deadline, |f| !f.0)
             .unwrap_or_else(|e| e.into_inner());
-        drop(flags);
-        if waited.timed_out() {
-            return Err(Fail::new(
-                ERR_OTHER,
-                format!("the generalized request was not completed within {deadline:?}"),
-            ));
+        if !flags.0 {
+            flags.1 = true;
+            let late = format!("the generalized request was not completed within {deadline:?}");
+            return (Err(Fail::new(ERR_OTHER, late)), false);
         }
+        drop(flags);
         let status = self.query();
         let freed = self.free();
-        let status = status?;
-        freed.map(|()| status)
+        (status.and_then(|s| freed.map(|()| s)), true)
     }
 
     /// `MPI_Cancel`: the cancel function, told whether it completed.
@@ -118,17 +122,17 @@ impl Greq {
         Ok(())
     }
 
-    /// `MPI_Request_free`: the free function now if it is complete;
-    /// `false` if it is not (`MPI_Grequest_complete` runs it then, and
-    /// the handle stays until then).
-    pub fn let_go(&self) -> Result<bool> {
+    /// `MPI_Request_free` (its entry held): the free function now if it
+    /// is complete, and `true` (the caller lets the entry go); else
+    /// `false`, and `MPI_Grequest_complete` does both.
+    fn let_go(&self) -> (Result<()>, bool) {
         let mut flags = lock(&self.flags);
         if flags.0 {
             drop(flags);
-            self.free().map(|()| true)
+            (self.free(), true)
         } else {
             flags.1 = true;
-            Ok(false)
+            (Ok(()), false)
         }
     }
 }
@@ -171,16 +175,16 @@ pub unsafe extern "C" fn MPI_Grequest_complete(request: Handle) -> c_int {
                     format!("{request:#x} is not a generalized request still open"),
                 )
             })?;
-        let freed = {
+        let left = {
             let mut flags = lock(&g.flags);
             flags.0 = true;
             flags.1
         };
         g.completed.notify_all();
-        if freed {
-            // Freed before it completed: its handle goes now, and its
-            // free function runs.
-            take_request(request)?;
+        if left {
+            // Freed, or given up by a wait, before it completed: its
+            // handle goes now, and its free function runs.
+            lock(&REQUESTS).release(request);
             g.free()?;
         }
         Ok(())
@@ -189,17 +193,22 @@ pub unsafe extern "C" fn MPI_Grequest_complete(request: Handle) -> c_int {
 
 /// `MPI_Request_free` of request `h` if it is a generalized one
 /// (`None` if not): its free function now if it is complete (and its
-/// handle gone), else its handle kept for `MPI_Grequest_complete`, which
+/// handle gone), else its handle held for `MPI_Grequest_complete`, which
 /// runs it.
 pub(crate) fn free_request(h: Handle) -> Option<Result<()>> {
-    let g = match lock(&REQUESTS).get(h) {
-        Some(Request::Gen(g)) => g.clone(),
-        _ => return None,
+    let g = {
+        let mut table = lock(&REQUESTS);
+        let g = match table.get(h) {
+            Some(Request::Gen(g)) => g.clone(),
+            _ => return None,
+        };
+        // Out of the table (no wait finds it), its entry held.
+        drop(table.take(h));
+        g
     };
-    Some(g.let_go().and_then(|now| {
-        if now {
-            take_request(h)?;
-        }
-        Ok(())
-    }))
+    let (freed, done) = g.let_go();
+    if done {
+        lock(&REQUESTS).release(h);
+    }
+    Some(freed)
 }

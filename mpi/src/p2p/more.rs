@@ -615,18 +615,19 @@ pub unsafe extern "C" fn MPI_Testsome(
 /// The status of request `h`, complete, which stays as it is (the
 /// `MPI_Request_get_status` family): a receive's is known once it is
 /// complete; any other's is empty.
-fn status_of(h: Handle) -> Status {
+fn status_of(h: Handle) -> Result<Status> {
     let guard = lock(&REQUESTS);
     if let Some(Request::Gen(g)) = guard.get(h) {
-        // The program's query function, run outside the table's lock.
+        // The program's query function, run outside the table's lock:
+        // its failure is the call's.
         let g = g.clone();
         drop(guard);
-        return g.query().unwrap_or_else(|_| empty_status());
+        return g.query();
     }
-    guard
+    Ok(guard
         .get(h)
         .and_then(status_in)
-        .unwrap_or_else(empty_status)
+        .unwrap_or_else(empty_status))
 }
 
 /// The status request `r` completed with, if it is known: a receive's,
@@ -667,7 +668,7 @@ pub unsafe extern "C" fn MPI_Request_get_status(
         unsafe { put(flag, c_int::from(done)) };
         if done {
             // SAFETY: NULL or valid (the contract).
-            unsafe { set_status(status, status_of(request)) };
+            unsafe { set_status(status, status_of(request)?) };
         }
         Ok(())
     })
@@ -690,7 +691,7 @@ pub unsafe extern "C" fn MPI_Request_get_status_any(
                 Some(v) if !v.is_empty() => {
                     put(flag, 1);
                     put(index, v[0] as c_int);
-                    set_status(status, status_of(*reqs.add(v[0])));
+                    set_status(status, status_of(*reqs.add(v[0]))?);
                 }
                 // None active counts as complete, with an empty status.
                 none => {
@@ -727,7 +728,7 @@ pub unsafe extern "C" fn MPI_Request_get_status_all(
         if all {
             for i in 0..n {
                 // SAFETY: `count` requests and statuses (the contract).
-                unsafe { set_status(status_at(statuses, i), status_of(*reqs.add(i))) };
+                unsafe { set_status(status_at(statuses, i), status_of(*reqs.add(i))?) };
             }
         }
         Ok(())
@@ -759,7 +760,7 @@ pub unsafe extern "C" fn MPI_Request_get_status_some(
                 if !indices.is_null() {
                     *indices.add(k) = i as c_int;
                 }
-                set_status(status_at(statuses, k), status_of(*reqs.add(i)));
+                set_status(status_at(statuses, k), status_of(*reqs.add(i))?);
             }
         }
         // SAFETY: NULL or valid (the contract).

@@ -6,6 +6,7 @@
  * too large refused. Prints "external ok" on each rank. */
 #include <mpi.h>
 #include <stddef.h>
+#include <wchar.h>
 #include <string.h>
 
 #include "check.h"
@@ -34,6 +35,14 @@ static void exact_bytes(void) {
     MPI_Pack_external("external32", &l, 1, MPI_LONG, buf, sizeof buf, &pos);
     static const unsigned char want_long[4] = {0xff, 0xff, 0xff, 0xfb};
     CHECK(pos == 4 && memcmp(buf, want_long, 4) == 0);
+
+    /* A wchar_t in 2 bytes. */
+    wchar_t w = L'A';
+    MPI_Pack_external_size("external32", 1, MPI_WCHAR, &n);
+    CHECK(n == 2);
+    pos = 0;
+    MPI_Pack_external("external32", &w, 1, MPI_WCHAR, buf, sizeof buf, &pos);
+    CHECK(pos == 2 && buf[0] == 0 && buf[1] == 'A');
 
     double d = 1.0;
     pos = 0;
