@@ -17,8 +17,9 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// The generalized requests not yet completed, by handle: a wait takes
-/// its request out of the table while it waits, and
-/// `MPI_Grequest_complete` must still find it.
+/// its request out of the table while it waits (its entry held, so the
+/// handle names no other), and `MPI_Grequest_complete` must still find
+/// it.
 static OPEN: Mutex<Option<HashMap<Handle, Arc<Greq>>>> = Mutex::new(None);
 
 type Query = Option<unsafe extern "C" fn(*mut c_void, *mut Status) -> c_int>;
@@ -32,7 +33,8 @@ pub(crate) struct Greq {
     free: Free,
     cancel: Cancel,
     state: usize,
-    /// (completed, freed by `MPI_Request_free`).
+    /// (completed, given up: freed by `MPI_Request_free`, or left by a
+    /// wait that timed out; `MPI_Grequest_complete` then ends it).
     flags: Mutex<(bool, bool)>,
     completed: Condvar,
 }
