@@ -8,7 +8,7 @@
 
 use crate::consts::*;
 use crate::datatype::{predefined_type, type_of, Arg, Type};
-use crate::pack::{position_in, size_arg};
+use crate::pack::{size_arg, Window};
 use crate::state::{entry, Fail, Result};
 use crate::{put, Handle};
 use std::ffi::{c_char, c_int, CStr};
@@ -111,12 +111,14 @@ impl Map {
         self.runs.push((at, h, 1));
     }
 
-    /// Bytes of one element of the mapped type in `external32`.
-    fn external_size(&self) -> usize {
+    /// Bytes of `count` elements of the mapped type in `external32`.
+    fn bytes(&self, count: usize) -> Result<usize> {
         self.runs
             .iter()
             .map(|&(_, h, n)| n * external_size(h).unwrap_or(0))
-            .sum()
+            .sum::<usize>()
+            .checked_mul(count)
+            .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))
     }
 }
 
@@ -409,20 +411,22 @@ fn widen(m: &[u8], signed: bool) -> [u8; 16] {
     out
 }
 
-/// Walk a span's elements from `base` (one extent apart) and, for each
-/// primitive part, call `f(memory address, memory bytes, external32
-/// bytes, kind)`.
+/// Walk `n` elements of `ty` (mapped as `map`) from `base`, one extent
+/// apart, and for each primitive part call `f(memory address, memory
+/// bytes, external32 bytes, kind)`.
 fn walk(
-    sp: &Span,
+    ty: &Type,
+    map: &Map,
+    n: usize,
     base: usize,
     mut f: impl FnMut(usize, usize, usize, Kind) -> Result<()>,
 ) -> Result<()> {
-    for i in 0..sp.n as isize {
-        for &(off, h, n) in &sp.map.runs {
+    for i in 0..n as isize {
+        for &(off, h, count) in &map.runs {
             let size = predefined_type(h).map_or(0, |t| t.size) as isize;
             let parts = parts(h).unwrap_or(&[]);
-            for j in 0..n as isize {
-                let at = base.wrapping_add_signed(i * sp.ty.extent + off + j * size);
+            for j in 0..count as isize {
+                let at = base.wrapping_add_signed(i * ty.extent + off + j * size);
                 for &(po, mlen, elen, kind) in parts {
                     f(at + po, mlen, elen, kind)?;
                 }
@@ -430,54 +434,6 @@ fn walk(
         }
     }
     Ok(())
-}
-
-/// What a pack or an unpack works on: the type, its map, and the bytes
-/// it takes of the packed buffer, from `at`.
-struct Span {
-    ty: Arc<Type>,
-    map: Map,
-    n: usize,
-    at: usize,
-    need: usize,
-}
-
-/// The span of `count` elements of `dt` at `*position` in a packed
-/// buffer of `size` bytes: refused (`MPI_ERR_TRUNCATE`) if they do not
-/// fit.
-///
-/// # Safety
-/// `datarep` is a C string; `position` NULL or valid.
-unsafe fn span(
-    datarep: *const c_char,
-    dt: Handle,
-    count: (Count, &str),
-    size: (Count, &str),
-    position: *mut Count,
-) -> Result<Span> {
-    // SAFETY: the contract.
-    unsafe { external32(datarep) }?;
-    let (n, size) = (size_arg(count.0, count.1)?, size_arg(size.0, size.1)?);
-    let (ty, map) = (type_of(dt)?, map_of(dt)?);
-    // SAFETY: the contract.
-    let at = unsafe { position_in(position, size) }?;
-    let need = map
-        .external_size()
-        .checked_mul(n)
-        .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))?;
-    if need > size - at {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!("{need} bytes packed, {} left in the buffer", size - at),
-        ));
-    }
-    Ok(Span {
-        ty,
-        map,
-        n,
-        at,
-        need,
-    })
 }
 
 /// `MPI_Pack_external_c`'s body.
@@ -494,34 +450,33 @@ unsafe fn pack(
     position: *mut Count,
 ) -> Result<()> {
     // SAFETY: the contract.
-    let sp = unsafe {
-        span(
-            datarep,
-            dt,
-            (incount, "incount"),
-            (outsize, "outsize"),
-            position,
-        )
+    unsafe { external32(datarep) }?;
+    let (ty, map) = (type_of(dt)?, map_of(dt)?);
+    // SAFETY: the contract.
+    let w = unsafe {
+        Window::at((incount, "incount"), (outsize, "outsize"), position, |n| {
+            map.bytes(n)
+        })
     }?;
-    if sp.need == 0 {
+    if w.len == 0 {
         return Ok(());
     }
-    if outbuf.is_null() || inbuf.is_null() && !sp.ty.absolute() {
+    if outbuf.is_null() || inbuf.is_null() && !ty.absolute() {
         return Err(Fail::arg("inbuf or outbuf is NULL"));
     }
-    // SAFETY: `outsize` bytes at `outbuf`, `at + need` of them within.
-    let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(sp.at), sp.need) };
-    let mut w = 0;
-    walk(&sp, inbuf as usize, |addr, mlen, elen, kind| {
+    // SAFETY: `outsize` bytes at `outbuf`, the window's within them.
+    let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(w.at), w.len) };
+    let mut o = 0;
+    walk(&ty, &map, w.n, inbuf as usize, |addr, mlen, elen, kind| {
         // SAFETY: the element's part lies in the caller's buffer (the
         // contract).
         let m = unsafe { std::slice::from_raw_parts(addr as *const u8, mlen) };
-        write_part(m, &mut out[w..w + elen], kind)?;
-        w += elen;
+        write_part(m, &mut out[o..o + elen], kind)?;
+        o += elen;
         Ok(())
     })?;
-    // SAFETY: valid (checked by `position_in`).
-    unsafe { *position = (sp.at + sp.need) as Count };
+    // SAFETY: as `Window::at` checked it.
+    unsafe { w.move_past(position) };
     Ok(())
 }
 
@@ -539,25 +494,24 @@ unsafe fn unpack(
     dt: Handle,
 ) -> Result<()> {
     // SAFETY: the contract.
-    let sp = unsafe {
-        span(
-            datarep,
-            dt,
-            (outcount, "outcount"),
-            (insize, "insize"),
-            position,
-        )
+    unsafe { external32(datarep) }?;
+    let (ty, map) = (type_of(dt)?, map_of(dt)?);
+    // SAFETY: the contract.
+    let w = unsafe {
+        Window::at((outcount, "outcount"), (insize, "insize"), position, |n| {
+            map.bytes(n)
+        })
     }?;
-    if sp.need == 0 {
+    if w.len == 0 {
         return Ok(());
     }
-    if inbuf.is_null() || outbuf.is_null() && !sp.ty.absolute() {
+    if inbuf.is_null() || outbuf.is_null() && !ty.absolute() {
         return Err(Fail::arg("inbuf or outbuf is NULL"));
     }
-    // SAFETY: `insize` bytes at `inbuf`, `at + need` of them within.
-    let data = unsafe { std::slice::from_raw_parts(inbuf.add(sp.at), sp.need) };
+    // SAFETY: `insize` bytes at `inbuf`, the window's within them.
+    let data = unsafe { std::slice::from_raw_parts(inbuf.add(w.at), w.len) };
     let mut r = 0;
-    walk(&sp, outbuf as usize, |addr, mlen, elen, kind| {
+    walk(&ty, &map, w.n, outbuf as usize, |addr, mlen, elen, kind| {
         // SAFETY: the element's part lies in the caller's buffer (the
         // contract).
         let m = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, mlen) };
@@ -565,8 +519,8 @@ unsafe fn unpack(
         r += elen;
         Ok(())
     })?;
-    // SAFETY: valid (checked by `position_in`).
-    unsafe { *position = (sp.at + sp.need) as Count };
+    // SAFETY: as `Window::at` checked it.
+    unsafe { w.move_past(position) };
     Ok(())
 }
 
@@ -586,11 +540,8 @@ unsafe fn pack_size(
     if size.is_null() {
         return Err(Fail::arg("size is NULL"));
     }
-    let bytes = map_of(dt)?
-        .external_size()
-        .checked_mul(n)
-        .and_then(|b| Count::try_from(b).ok())
-        .ok_or_else(|| Fail::new(ERR_COUNT, "the packed size overflows"))?;
+    let bytes = Count::try_from(map_of(dt)?.bytes(n)?)
+        .map_err(|_| Fail::new(ERR_COUNT, "the packed size overflows"))?;
     // SAFETY: non-NULL, valid (the contract).
     unsafe { put(size, bytes) };
     Ok(())

@@ -23,7 +23,7 @@ pub(crate) fn size_arg(n: Count, what: &str) -> Result<usize> {
 ///
 /// # Safety
 /// `position` is NULL or valid.
-pub(crate) unsafe fn position_in(position: *const Count, size: usize) -> Result<usize> {
+unsafe fn position_in(position: *const Count, size: usize) -> Result<usize> {
     if position.is_null() {
         return Err(Fail::arg("position is NULL"));
     }
@@ -37,6 +37,51 @@ pub(crate) unsafe fn position_in(position: *const Count, size: usize) -> Result<
                 "position {at} is outside the buffer of {size} bytes"
             ))
         })
+}
+
+/// Where a pack or an unpack goes in a packed buffer: `n` elements,
+/// `len` bytes of the buffer from `at` (`external.rs` packs through it
+/// too).
+pub(crate) struct Window {
+    pub n: usize,
+    pub at: usize,
+    pub len: usize,
+}
+
+impl Window {
+    /// `count` elements, `bytes(count)` of them packed, at `*position` in
+    /// a packed buffer of `size` bytes: refused (`MPI_ERR_TRUNCATE`) if
+    /// they do not fit.
+    ///
+    /// # Safety
+    /// `position` is NULL or valid.
+    pub(crate) unsafe fn at(
+        count: (Count, &str),
+        size: (Count, &str),
+        position: *const Count,
+        bytes: impl FnOnce(usize) -> Result<usize>,
+    ) -> Result<Window> {
+        let (n, size) = (size_arg(count.0, count.1)?, size_arg(size.0, size.1)?);
+        // SAFETY: the contract.
+        let at = unsafe { position_in(position, size) }?;
+        let len = bytes(n)?;
+        if len > size - at {
+            return Err(Fail::new(
+                ERR_TRUNCATE,
+                format!("{len} packed bytes at {at} of a buffer of {size}"),
+            ));
+        }
+        Ok(Window { n, at, len })
+    }
+
+    /// Move `*position` past the window.
+    ///
+    /// # Safety
+    /// `position` is the one [`Window::at`] checked.
+    pub(crate) unsafe fn move_past(&self, position: *mut Count) {
+        // SAFETY: non-NULL, valid (checked by `at`).
+        unsafe { *position = (self.at + self.len) as Count };
+    }
 }
 
 /// `MPI_Pack_c`'s body: `incount` elements of `dt` at `inbuf` into
@@ -55,28 +100,24 @@ unsafe fn pack(
 ) -> Result<()> {
     comm(ch)?;
     let ty = type_of(dt)?;
-    let (n, size) = (size_arg(incount, "incount")?, size_arg(outsize, "outsize")?);
     // SAFETY: the contract.
-    let at = unsafe { position_in(position, size) }?;
-    let len = ty.bytes(n)?;
-    if len > size - at {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!("{len} bytes to pack at {at} of a buffer of {size}"),
-        ));
-    }
-    if len > 0 {
+    let w = unsafe {
+        Window::at((incount, "incount"), (outsize, "outsize"), position, |n| {
+            ty.bytes(n)
+        })
+    }?;
+    if w.len > 0 {
         if outbuf.is_null() || (inbuf.is_null() && !ty.absolute()) {
             return Err(Fail::new(ERR_BUFFER, "inbuf or outbuf is NULL"));
         }
-        // SAFETY: `outsize` bytes at `outbuf`, `len` of them from `at`
-        // (checked above); MPI forbids the buffers to overlap.
-        let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(at), len) };
+        // SAFETY: `outsize` bytes at `outbuf`, the window's within them
+        // (checked); MPI forbids the buffers to overlap.
+        let out = unsafe { std::slice::from_raw_parts_mut(outbuf.add(w.at), w.len) };
         // SAFETY: `incount` elements at `inbuf` (the contract).
-        unsafe { ty.pack_into(inbuf, n, out) };
+        unsafe { ty.pack_into(inbuf, w.n, out) };
     }
-    // SAFETY: non-NULL, valid (checked by `position_in`).
-    unsafe { *position = (at + len) as Count };
+    // SAFETY: as `Window::at` checked it.
+    unsafe { w.move_past(position) };
     Ok(())
 }
 
@@ -96,28 +137,24 @@ unsafe fn unpack(
 ) -> Result<()> {
     comm(ch)?;
     let ty = type_of(dt)?;
-    let (n, size) = (size_arg(outcount, "outcount")?, size_arg(insize, "insize")?);
     // SAFETY: the contract.
-    let at = unsafe { position_in(position, size) }?;
-    let want = ty.bytes(n)?;
-    if want > size - at {
-        return Err(Fail::new(
-            ERR_TRUNCATE,
-            format!("{want} bytes to unpack at {at} of a buffer of {size}"),
-        ));
-    }
-    if want > 0 {
+    let w = unsafe {
+        Window::at((outcount, "outcount"), (insize, "insize"), position, |n| {
+            ty.bytes(n)
+        })
+    }?;
+    if w.len > 0 {
         if inbuf.is_null() || (outbuf.is_null() && !ty.absolute()) {
             return Err(Fail::new(ERR_BUFFER, "inbuf or outbuf is NULL"));
         }
-        // SAFETY: `insize` bytes at `inbuf`, `want` of them from `at`
-        // (checked above).
-        let data = unsafe { std::slice::from_raw_parts(inbuf.add(at), want) };
+        // SAFETY: `insize` bytes at `inbuf`, the window's within them
+        // (checked).
+        let data = unsafe { std::slice::from_raw_parts(inbuf.add(w.at), w.len) };
         // SAFETY: `outcount` elements at `outbuf` (the contract).
-        unsafe { ty.unpack(data, outbuf, n) };
+        unsafe { ty.unpack(data, outbuf, w.n) };
     }
-    // SAFETY: non-NULL, valid (checked by `position_in`).
-    unsafe { *position = (at + want) as Count };
+    // SAFETY: as `Window::at` checked it.
+    unsafe { w.move_past(position) };
     Ok(())
 }
 
