@@ -332,8 +332,11 @@ impl<T: Element> Pending for InFlight<T> {
 
 // ------------------------------------------------------------ arguments
 
-fn count(n: c_int) -> Result<usize> {
-    usize::try_from(n).map_err(|_| Fail::new(ERR_COUNT, format!("count {n} is negative")))
+/// A count as MPI gives it (an `int`, or an `MPI_Count` in a `_c`
+/// form), checked non-negative.
+fn count<T: TryInto<usize> + Copy + std::fmt::Display>(n: T) -> Result<usize> {
+    n.try_into()
+        .map_err(|_| Fail::new(ERR_COUNT, format!("count {n} is negative")))
 }
 
 fn op_of(op: Handle) -> Result<ReduceOp> {

@@ -7,7 +7,7 @@
 //! collectives. The `_c` forms take their counts and displacements as they
 //! come (above 2^31 too): the plans read any integer type.
 
-use super::{started_v, Count, Kept, Restart, VPlan};
+use super::{count, started_v, Count, Kept, Restart, VPlan};
 use crate::consts::*;
 use crate::datatype::{type_of, Type};
 use crate::p2p::{add_request, start_request, Request};
@@ -64,12 +64,6 @@ impl<T: TryInto<usize> + Copy + Display> Number for T {}
 /// A displacement as MPI gives it: an `int`, or an `MPI_Aint`.
 trait Displacement: TryInto<isize> + Copy + Display {}
 impl<T: TryInto<isize> + Copy + Display> Displacement for T {}
-
-/// A count as given.
-fn count<T: Number>(n: T) -> Result<usize> {
-    n.try_into()
-        .map_err(|_| Fail::new(ERR_COUNT, format!("count {n} is negative")))
-}
 
 /// The byte offset of element `at` of a buffer of `ty`.
 fn offset<T: Displacement>(at: T, ty: &Type) -> Result<isize> {
